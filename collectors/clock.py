@@ -1,0 +1,43 @@
+"""Injectable clocks: wall time for the app, a manual clock for tests, benchmarks and replay."""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch (may be simulated)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a monotonic scale, for measuring elapsed time."""
+        ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class ManualClock:
+    """A clock that moves only when told to (tests, simulated history, replay)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._t = float(start)
+
+    def now(self) -> float:
+        return self._t
+
+    def monotonic(self) -> float:
+        return self._t
+
+    def advance(self, seconds: float) -> None:
+        self._t += float(seconds)
+
+    def set(self, t: float) -> None:
+        self._t = float(t)

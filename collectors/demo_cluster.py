@@ -1,0 +1,187 @@
+"""The embedded demo: a simulated parameter-server training cluster that really serves Prometheus
+``/metrics`` on loopback (through the project's own exporter), calibrated from CM-DARE measurements.
+
+Scenario (``collectors/data/demo_calibration.json``, derived by ``scripts/derive_demo_calibration.py``):
+8 preemptible P100 workers + 1 on-demand PS train ResNet-32. The cluster's global steps/s follows the
+measured 1-PS curve (it plateaus near 44–47 steps/s from 5 workers: the PS saturates) while each
+worker's own compute time per step stays at its measured single-worker value. Every
+``revoke_every_s`` one worker receives a preemption notice, goes away, and a replacement joins after
+the measured replacement delay (67 s for P100) divided by ``time_factor``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from cmdare.collectors.exporter import TrainingExporter
+from cmdare.collectors.samples import TaskInfo
+from cmdare.collectors.scrape import ScrapeTarget
+
+log = logging.getLogger(__name__)
+
+DEMO_TIME_FACTOR = 10.0  # demo events (notice, replacement delay) run 10x faster than measured
+DEMO_REGION = "us-central1"  # scenario setting: a region where CM-DARE measured P100 lifetimes
+TICK_S = 0.25
+
+
+def load_calibration() -> dict:
+    return json.loads(resources.files("cmdare.collectors").joinpath("data/demo_calibration.json").read_text())
+
+
+@dataclass
+class _Task:
+    info: TaskInfo
+    exporter: TrainingExporter | None
+    port: int
+    steps_frac: float = 0.0
+    down_until: float = 0.0  # monotonic time when a replacement comes up (0 = up)
+    notice_until: float = 0.0  # preemption notice shown until then, then the task goes away
+
+
+class DemoCluster:
+    def __init__(
+        self,
+        *,
+        workers: int = 8,
+        time_factor: float = DEMO_TIME_FACTOR,
+        first_revocation_s: float = 20.0,
+        revoke_every_s: float = 120.0,
+        seed: int = 7,
+    ) -> None:
+        self.cal = load_calibration()
+        self.workers = workers
+        self.time_factor = time_factor
+        self.first_revocation_s = first_revocation_s
+        self.revoke_every_s = revoke_every_s
+        self.rng = random.Random(seed)
+        curve = np.array(self.cal["cluster_curve_1ps"], dtype=float)
+        self._curve_n, self._curve_mean, self._curve_std = curve[:, 0], curve[:, 1], curve[:, 2]
+        self.tasks: list[_Task] = []
+        self.global_step = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._t0 = 0.0
+        self._next_revocation = 0.0
+        self.revocations = 0
+
+    @property
+    def job(self) -> str:
+        return self.cal["job"]
+
+    def _exporter(self, info: TaskInfo) -> TrainingExporter:
+        c = self.cal
+        return TrainingExporter(
+            info.job, info.role, info.task, gpu=info.gpu, region=info.region, zone=info.zone,
+            provisioning=info.provisioning, model=c["model"], model_flops=c["model_flops"], params=c["params"],
+            batch_size=c["batch_size"], target_steps=c["target_steps"],
+        )
+
+    def start(self) -> list[ScrapeTarget]:
+        """Start every task's exporter on 127.0.0.1 and the simulation thread; returns the targets."""
+        zone = f"{DEMO_REGION}-c"
+        infos = [TaskInfo(self.job, "ps-0", "ps", "", DEMO_REGION, zone, "standard")]
+        infos += [TaskInfo(self.job, f"worker-{i}", "chief" if i == 0 else "worker", self.cal["gpu"], DEMO_REGION,
+                           zone, "preemptible") for i in range(self.workers)]
+        for info in infos:
+            exp = self._exporter(info)
+            port = exp.start(0)
+            self.tasks.append(_Task(info, exp, port))
+        self._t0 = time.monotonic()
+        self._next_revocation = self._t0 + self.first_revocation_s
+        self._thread = threading.Thread(target=self._run, name="cmdare-demo", daemon=True)
+        self._thread.start()
+        return self.targets()
+
+    def targets(self) -> list[ScrapeTarget]:
+        return [ScrapeTarget(f"http://127.0.0.1:{t.port}/metrics", t.info) for t in self.tasks]
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        with self._lock:
+            for t in self.tasks:
+                if t.exporter is not None:
+                    t.exporter.stop()
+                    t.exporter = None
+
+    # --- simulation ---------------------------------------------------------------------------
+    def cluster_speed(self, n_workers: int) -> float:
+        """Measured mean cluster steps/s for ``n_workers`` (1 PS), linear below the first point."""
+        if n_workers <= 0:
+            return 0.0
+        return float(np.interp(n_workers, self._curve_n, self._curve_mean))
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(TICK_S):
+            now = time.monotonic()
+            with self._lock:
+                self._lifecycle(now)
+                self._advance(now - last)
+            last = now
+
+    def _lifecycle(self, now: float) -> None:
+        workers = [t for t in self.tasks if t.info.role == "worker"]
+        if now >= self._next_revocation and workers:
+            victim = self.rng.choice([t for t in workers if t.down_until == 0 and t.notice_until == 0] or workers)
+            if victim.exporter is not None and victim.notice_until == 0:
+                victim.exporter.set_preempted(True)
+                victim.notice_until = now + self.cal["gce_preemption_notice_seconds"] / self.time_factor
+                log.info("demo: %s received a preemption notice", victim.info.task)
+            self._next_revocation = now + self.revoke_every_s
+        for t in self.tasks:
+            if t.notice_until and now >= t.notice_until and t.exporter is not None:
+                t.exporter.stop()
+                t.exporter = None
+                t.notice_until = 0.0
+                join = self.rng.gauss(self.cal["replacement_join_seconds_mean"], self.cal["replacement_join_seconds_std"])
+                t.down_until = now + max(join, 1.0) / self.time_factor
+                self.revocations += 1
+            elif t.down_until and now >= t.down_until:
+                exp = self._exporter(t.info)
+                try:
+                    exp.start(t.port)
+                except OSError as exc:  # port taken meanwhile: take a new one
+                    log.warning("demo: port %d busy (%s), replacement moves", t.port, exc)
+                    t.port = exp.start(0)
+                exp.set_global_step(int(self.global_step))
+                t.exporter, t.down_until = exp, 0.0
+
+    def _advance(self, dt: float) -> None:
+        active = [t for t in self.tasks if t.info.role != "ps" and t.exporter is not None and not t.notice_until]
+        if not active:
+            return
+        c = self.cal
+        mean, std = c["worker_steps_per_sec_mean"], c["worker_steps_per_sec_std"]
+        n = len(active)
+        idx = min(range(len(self._curve_n)), key=lambda i: abs(self._curve_n[i] - n))
+        cluster = max(0.0, self.rng.gauss(self.cluster_speed(n), self._curve_std[idx]))
+        done = 0
+        for t in active:
+            t.steps_frac += cluster / n * dt
+            k = int(t.steps_frac)
+            if k:
+                t.steps_frac -= k
+                own = max(self.rng.gauss(mean, std), mean / 2)
+                assert t.exporter is not None
+                t.exporter.step(1.0 / own, examples=k * c["batch_size"], steps=k)
+                done += k
+        self.global_step += done
+        ps_bytes = int(done * c["params"] * 4)  # one push and one pull of float32 parameters per step
+        for t in self.tasks:
+            if t.exporter is None:
+                continue
+            if t.info.role == "ps":
+                t.exporter.add_ps_bytes("in", ps_bytes)
+                t.exporter.add_ps_bytes("out", ps_bytes)
+            t.exporter.set_global_step(int(self.global_step))

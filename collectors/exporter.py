@@ -1,0 +1,140 @@
+"""Exporter for training scripts: a few lines in a training loop expose the metric contract.
+
+    from cmdare.collectors.exporter import TrainingExporter
+    exp = TrainingExporter(job="resnet", role="worker", task="worker-0", gpu="V100",
+                           region="us-central1", provisioning="spot")
+    exp.start(port=9400)            # serves /metrics (binds 127.0.0.1 unless addr is given)
+    for step in ...:
+        t0 = time.perf_counter(); loss = train_step(); exp.step(time.perf_counter() - t0, examples=128)
+        exp.set_global_step(global_step)
+
+Built on prometheus_client; each exporter has its own registry so several can live in one process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import urllib.error
+import urllib.request
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from cmdare.collectors import metrics as M
+
+log = logging.getLogger(__name__)
+
+GCE_PREEMPTED_URL = "http://metadata.google.internal/computeMetadata/v1/instance/preempted"
+# Buckets for one local step's compute time: 5 ms .. 60 s.
+STEP_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+class TrainingExporter:
+    def __init__(
+        self,
+        job: str,
+        role: str,
+        task: str,
+        *,
+        gpu: str = "",
+        region: str = "",
+        zone: str = "",
+        provisioning: str = "",
+        dc: str = "",
+        stage: str = "",
+        model: str = "",
+        model_flops: float = 0.0,
+        params: float = 0.0,
+        batch_size: int = 0,
+        target_steps: int = 0,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        info = Gauge(M.TASK_INFO.name, M.TASK_INFO.help, list(M.TASK_INFO.labels), registry=r)
+        info.labels(job, role, task, gpu, region, zone, provisioning, dc, stage).set(1)
+        if model or model_flops or params:
+            jinfo = Gauge(M.JOB_INFO.name, M.JOB_INFO.help, list(M.JOB_INFO.labels), registry=r)
+            jinfo.labels(job, model, f"{model_flops:g}", f"{params:g}", str(batch_size), str(target_steps)).set(1)
+        self.global_step = Gauge(M.GLOBAL_STEP.name, M.GLOBAL_STEP.help, registry=r)
+        self.worker_steps = Counter(M.WORKER_STEPS.name, M.WORKER_STEPS.help, registry=r)
+        self.examples = Counter(M.EXAMPLES.name, M.EXAMPLES.help, registry=r)
+        self.step_seconds = Histogram(M.STEP_SECONDS.name, M.STEP_SECONDS.help, buckets=STEP_BUCKETS, registry=r)
+        self.preempted = Gauge(M.PREEMPTED.name, M.PREEMPTED.help, registry=r)
+        self._ps_bytes: Counter | None = None
+        self._stage: tuple[Counter, Counter, Counter, Counter] | None = None
+        if role == "ps":
+            self._ps_bytes = Counter(M.PS_BYTES.name, M.PS_BYTES.help, ["direction"], registry=r)
+        if role == "stage" or stage:
+            self._stage = (
+                Counter(M.STAGE_COMPUTE.name, M.STAGE_COMPUTE.help, registry=r),
+                Counter(M.STAGE_WAIT.name, M.STAGE_WAIT.help, registry=r),
+                Counter(M.STAGE_BYTES_SENT.name, M.STAGE_BYTES_SENT.help, ["peer"], registry=r),
+                Counter(M.STAGE_MICROBATCHES.name, M.STAGE_MICROBATCHES.help, registry=r),
+            )
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.port: int | None = None
+
+    # --- training-loop calls -------------------------------------------------------------
+    def step(self, compute_seconds: float, examples: int = 0, steps: int = 1) -> None:
+        """Record ``steps`` local steps that took ``compute_seconds`` each of pure compute."""
+        self.worker_steps.inc(steps)
+        if examples:
+            self.examples.inc(examples)
+        for _ in range(steps):
+            self.step_seconds.observe(compute_seconds)
+
+    def set_global_step(self, step: int) -> None:
+        self.global_step.set(step)
+
+    def add_ps_bytes(self, direction: str, n: int) -> None:
+        if self._ps_bytes is None:
+            raise ValueError("PS byte counters exist only on role='ps' exporters")
+        self._ps_bytes.labels(direction).inc(n)
+
+    def stage_microbatch(self, compute_seconds: float, wait_seconds: float, sent: dict[str, int] | None = None) -> None:
+        """Record one micro-batch of a pipeline stage: compute, waiting for peers, bytes sent per peer."""
+        if self._stage is None:
+            raise ValueError("stage counters exist only on role='stage' exporters")
+        compute, wait, bytes_sent, mbs = self._stage
+        compute.inc(compute_seconds)
+        wait.inc(wait_seconds)
+        mbs.inc()
+        for peer, n in (sent or {}).items():
+            bytes_sent.labels(peer).inc(n)
+
+    def set_preempted(self, preempted: bool) -> None:
+        self.preempted.set(1 if preempted else 0)
+
+    # --- serving ----------------------------------------------------------------------------
+    def start(self, port: int = 0, addr: str = "127.0.0.1") -> int:
+        """Serve ``/metrics`` on ``addr:port`` (0 = any free port); returns the port."""
+        self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        self.port = self._server.server_address[1]
+        return self.port
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def watch_gce_preemption(self, interval: float = 5.0, url: str = GCE_PREEMPTED_URL) -> threading.Thread:
+        """Poll the GCE metadata server's ``instance/preempted`` (header ``Metadata-Flavor: Google``)
+        in a daemon thread and mirror it into ``cmdare_instance_preempted``."""
+
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    req = urllib.request.Request(url, headers={"Metadata-Flavor": "Google"})
+                    with urllib.request.urlopen(req, timeout=2) as resp:
+                        self.set_preempted(resp.read().strip().upper() == b"TRUE")
+                except (urllib.error.URLError, OSError) as exc:
+                    log.debug("metadata server not reachable: %s", exc)
+
+        t = threading.Thread(target=loop, name="cmdare-preemption-watch", daemon=True)
+        t.start()
+        return t

@@ -1,0 +1,105 @@
+"""The metric contract: one declarative catalogue shared by the exporter, the collectors, the store,
+the recorder and the panes. Names here are the only place metric names are spelled.
+
+A *series key* is the catalogue name, plus ``{label=value}`` for the few labelled series we keep
+(e.g. ``cmdare_ps_bytes_total{direction=in}``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["counter", "gauge", "histogram", "info"]
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    kind: Kind
+    unit: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+TASK_INFO = MetricDef(
+    "cmdare_task_info", "info", "", "Identity of a training task (value is always 1).",
+    ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage"),
+)
+JOB_INFO = MetricDef(
+    "cmdare_job_info", "info", "", "Facts about the network a job trains (value is always 1).",
+    ("job", "model", "model_flops", "params", "batch_size", "target_steps"),
+)
+GLOBAL_STEP = MetricDef("cmdare_global_step", "gauge", "steps", "Cluster-wide global step seen by this task.")
+WORKER_STEPS = MetricDef("cmdare_worker_steps", "counter", "steps", "Local training steps this task ran.")
+EXAMPLES = MetricDef("cmdare_examples", "counter", "examples", "Training examples this task processed.")
+STEP_SECONDS = MetricDef(
+    "cmdare_step_seconds", "histogram", "s", "Compute time of one local training step (excludes PS wait)."
+)
+PS_BYTES = MetricDef(
+    "cmdare_ps_bytes", "counter", "bytes", "Bytes a parameter server received (in) or sent (out).", ("direction",)
+)
+PREEMPTED = MetricDef(
+    "cmdare_instance_preempted", "gauge", "", "1 when the cloud says this instance is being preempted."
+)
+STAGE_COMPUTE = MetricDef(
+    "cmdare_stage_compute_seconds", "counter", "s", "Seconds a pipeline stage spent computing."
+)
+STAGE_WAIT = MetricDef(
+    "cmdare_stage_wait_seconds", "counter", "s", "Seconds a pipeline stage spent waiting for its peers."
+)
+STAGE_BYTES_SENT = MetricDef(
+    "cmdare_stage_bytes_sent", "counter", "bytes", "Bytes a pipeline stage sent to a peer stage.", ("peer",)
+)
+STAGE_MICROBATCHES = MetricDef(
+    "cmdare_stage_microbatches", "counter", "", "Micro-batches a pipeline stage processed."
+)
+# Standard names from node_exporter, DCGM exporter and the process collector (kept when present).
+NODE_NET_RX = MetricDef("node_network_receive_bytes", "counter", "bytes", "node_exporter: bytes received.")
+NODE_NET_TX = MetricDef("node_network_transmit_bytes", "counter", "bytes", "node_exporter: bytes sent.")
+NODE_CPU = MetricDef("node_cpu_seconds", "counter", "s", "node_exporter: CPU seconds by mode.")
+GPU_UTIL = MetricDef("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "DCGM exporter: GPU utilisation.")
+PROCESS_CPU = MetricDef("process_cpu_seconds", "counter", "s", "Process CPU seconds.")
+
+CATALOGUE: dict[str, MetricDef] = {
+    m.name: m
+    for m in (
+        TASK_INFO, JOB_INFO, GLOBAL_STEP, WORKER_STEPS, EXAMPLES, STEP_SECONDS, PS_BYTES, PREEMPTED,
+        STAGE_COMPUTE, STAGE_WAIT, STAGE_BYTES_SENT, STAGE_MICROBATCHES,
+        NODE_NET_RX, NODE_NET_TX, NODE_CPU, GPU_UTIL, PROCESS_CPU,
+    )
+}
+
+# Series keys the store keeps per task (derived from the families above by the collectors).
+K_GLOBAL_STEP = "cmdare_global_step"
+K_WORKER_STEPS = "cmdare_worker_steps_total"
+K_EXAMPLES = "cmdare_examples_total"
+K_STEP_SECONDS_SUM = "cmdare_step_seconds_sum"
+K_STEP_SECONDS_COUNT = "cmdare_step_seconds_count"
+K_PS_IN = "cmdare_ps_bytes_total{direction=in}"
+K_PS_OUT = "cmdare_ps_bytes_total{direction=out}"
+K_PREEMPTED = "cmdare_instance_preempted"
+K_STAGE_COMPUTE = "cmdare_stage_compute_seconds_total"
+K_STAGE_WAIT = "cmdare_stage_wait_seconds_total"
+K_STAGE_MICROBATCHES = "cmdare_stage_microbatches_total"
+K_STAGE_BYTES_PREFIX = "cmdare_stage_bytes_sent_total{peer="
+K_NET_RX = "node_network_receive_bytes_total"
+K_NET_TX = "node_network_transmit_bytes_total"
+K_CPU_BUSY = "node_cpu_seconds_total{mode!=idle}"
+K_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+K_PROCESS_CPU = "process_cpu_seconds_total"
+
+COUNTER_KEYS = frozenset(
+    {
+        K_WORKER_STEPS, K_EXAMPLES, K_STEP_SECONDS_SUM, K_STEP_SECONDS_COUNT, K_PS_IN, K_PS_OUT,
+        K_STAGE_COMPUTE, K_STAGE_WAIT, K_STAGE_MICROBATCHES, K_NET_RX, K_NET_TX, K_CPU_BUSY, K_PROCESS_CPU,
+    }
+)
+
+
+def stage_bytes_key(peer: str) -> str:
+    return f"{K_STAGE_BYTES_PREFIX}{peer}}}"
+
+
+def is_counter_key(key: str) -> bool:
+    return key in COUNTER_KEYS or key.startswith(K_STAGE_BYTES_PREFIX)

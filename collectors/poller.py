@@ -1,0 +1,156 @@
+"""Runs every source concurrently on an asyncio loop and writes what they return into the store.
+
+Polls never overlap: the next cycle is armed when the last one ends. A source that raises is
+turned into a status line, never a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import httpx
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.clock import Clock, SystemClock
+from cmdare.collectors.lifecycle import Lifecycle, Transition
+from cmdare.collectors.samples import TaskPoll, TaskState
+from cmdare.collectors.store import Store
+
+log = logging.getLogger(__name__)
+
+RATE_WINDOW_POLLS = 5  # rates are taken over the last ~5 polls (measured time, not nominal)
+
+
+class Source(Protocol):
+    name: str
+
+    async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]: ...
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """What one poll cycle produced."""
+
+    t: float
+    elapsed: float
+    polls: list[TaskPoll]
+    transitions: list[Transition]
+    source_errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def answered(self) -> int:
+        return sum(1 for p in self.polls if p.ok)
+
+
+Sink = Callable[[Cycle], None]
+
+
+class Poller:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        store: Store,
+        *,
+        lifecycle: Lifecycle | None = None,
+        clock: Clock | None = None,
+        interval: float = 2.0,
+        sinks: Sequence[Sink] = (),
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.sources = list(sources)
+        self.store = store
+        self.lifecycle = lifecycle or Lifecycle()
+        self.clock = clock or SystemClock()
+        self.interval = interval
+        self.sinks = list(sinks)
+        self._client = client
+        self.cycles = 0
+        self.last_cycle: Cycle | None = None
+        self._wake = asyncio.Event()
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+            self._client = httpx.AsyncClient(limits=limits, follow_redirects=False, trust_env=False)
+        return self._client
+
+    async def _poll_source(self, source: Source) -> tuple[list[TaskPoll], str | None]:
+        try:
+            return await source.poll(self.client(), self.clock), None
+        except Exception as exc:  # a broken source is a status, not a crash
+            log.warning("source %s failed: %s", source.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            return [], f"{type(exc).__name__}: {str(exc)[:160]}"
+
+    async def poll_once(self) -> Cycle:
+        t0 = self.clock.monotonic()
+        results = await asyncio.gather(*(self._poll_source(s) for s in self.sources))
+        polls = [p for ps, _ in results for p in ps]
+        errors = {s.name: e for s, (_, e) in zip(self.sources, results, strict=True) if e}
+        for p in polls:
+            self.store.add(p)
+            if not p.ok:
+                log.info("poll %s: %s", p.source, p.error)
+        transitions = self.lifecycle.observe(polls)
+        t = self.clock.now()
+        self._update_jobs(t)
+        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors)
+        self.cycles += 1
+        self.last_cycle = cycle
+        for sink in self.sinks:
+            try:
+                sink(cycle)
+            except Exception as exc:
+                log.error("sink %r failed: %s", sink, exc)
+                errors[getattr(sink, "__name__", "sink")] = str(exc)[:160]
+        return cycle
+
+    def _update_jobs(self, t: float) -> None:
+        """Append each job's cluster-wide figures (for plots): steps/s, examples/s, global step."""
+        window = max(self.interval * RATE_WINDOW_POLLS, 1e-9)
+        by_job: dict[str, list] = {}
+        for key, ts in self.store.tasks.items():
+            node = self.lifecycle.nodes.get(key)
+            if node is not None and node.state is not TaskState.UP:
+                continue
+            by_job.setdefault(ts.info.job, []).append(ts)
+        for job, tasks in by_job.items():
+            steps = [r for ts in tasks if (r := ts.rate(M.K_WORKER_STEPS, window)) is not None]
+            examples = [r for ts in tasks if (r := ts.rate(M.K_EXAMPLES, window)) is not None]
+            gsteps = [g for ts in tasks if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
+            self.store.job(job).append(
+                t,
+                {
+                    "steps_per_sec": sum(steps) if steps else math.nan,
+                    "examples_per_sec": sum(examples) if examples else math.nan,
+                    "global_step": max(gsteps) if gsteps else math.nan,
+                },
+            )
+
+    def poke(self) -> None:
+        """Ask for the next poll now (the `r` key)."""
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event, on_cycle: Callable[[Cycle], None] | None = None) -> None:
+        """Poll until ``stop`` is set; the next poll starts ``interval`` after the last one *began*,
+        or right after it ended if it took longer."""
+        while not stop.is_set():
+            started = self.clock.monotonic()
+            cycle = await self.poll_once()
+            if on_cycle is not None:
+                on_cycle(cycle)
+            delay = max(0.0, self.interval - (self.clock.monotonic() - started))
+            self._wake.clear()
+            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+            await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            for w in waiters:
+                w.cancel()
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up everything the test suite needs on a fresh machine, then run it (README's second command).
+# - Debian packages: prometheus (real server for the collector tests), tmux (real-terminal tests)
+# - a virtualenv in .venv with the project, its test extras and the CPU build of PyTorch (example job)
+# Exit status is pytest's: non-zero on any failure, including "no tests collected" (5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "installing Debian packages: ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  # Debian's package starts its own service; the tests run their own servers on ephemeral ports.
+  $SUDO systemctl stop prometheus prometheus-node-exporter 2>/dev/null || true
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test,example]'
+
+unset NO_COLOR
+exec .venv/bin/python -m pytest -q -ra "$@"

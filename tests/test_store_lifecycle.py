@@ -1,0 +1,93 @@
+"""Ring buffers stay bounded, counter resets are handled once, and task states follow the evidence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.samples import TaskInfo, TaskPoll, TaskState
+from cmdare.collectors.store import Ring, Store, counter_increase
+
+W = TaskInfo("j", "w1", "worker", "P100", "us-central1", provisioning="preemptible")
+W2 = TaskInfo("j", "w2", "worker", "P100", "us-central1", provisioning="preemptible")
+
+
+def ok(t: float, info: TaskInfo = W, **values: float) -> TaskPoll:
+    return TaskPoll(source=f"http://{info.task}", t=t, ok=True, info=info, values=values)
+
+
+def fail(t: float, info: TaskInfo = W, error: str = "connection refused") -> TaskPoll:
+    return TaskPoll(source=f"http://{info.task}", t=t, ok=False, info=None, error=error)
+
+
+def test_ring_is_bounded_and_ordered():
+    r = Ring(4)
+    for i in range(10):
+        r.append(i)
+    assert len(r) == 4
+    assert list(r.last()) == [6, 7, 8, 9]
+    assert list(r.last(2)) == [8, 9]
+
+
+def test_counter_reset_counts_the_new_value_as_increase():
+    assert counter_increase(np.array([10, 20, 5, 15], dtype=float)) == 10 + 5 + 10
+
+
+def test_rate_divides_by_measured_time_and_survives_restart():
+    s = Store(capacity=100)
+    for t, v in [(0, 0), (2, 20), (4.5, 45), (6, 5), (8, 25)]:  # task restarted between 4.5 and 6
+        s.add(ok(t, **{M.K_WORKER_STEPS: v}))
+    rate = s.tasks["j/w1"].rate(M.K_WORKER_STEPS, 100)
+    assert rate == pytest.approx((20 + 25 + 5 + 20) / 8)
+
+
+def test_memory_is_bounded_by_capacity():
+    s = Store(capacity=50)
+    for t in range(1000):
+        s.add(ok(t, **{M.K_WORKER_STEPS: t, M.K_GLOBAL_STEP: t}))
+    ts = s.tasks["j/w1"]
+    assert len(ts.times) == 50 and all(len(r) == 50 for r in ts.values.values())
+
+
+def test_failed_poll_goes_silent_after_n_then_back_up():
+    lc = Lifecycle(silent_after=3, vanished_after=100)
+    lc.observe([ok(0)])
+    for t in (2, 4):
+        lc.observe([fail(t)])
+        assert lc.nodes["j/w1"].state is TaskState.UP
+    lc.observe([fail(6)])
+    assert lc.nodes["j/w1"].state is TaskState.SILENT
+    assert lc.nodes["j/w1"].last_error == "connection refused"
+    lc.observe([ok(8)])
+    assert lc.nodes["j/w1"].state is TaskState.UP
+
+
+def test_preemption_notice_revokes_and_records_lifetime():
+    lc = Lifecycle()
+    lc.observe([ok(0), ok(0, W2)])
+    changes = lc.observe([ok(100, **{M.K_PREEMPTED: 1}), ok(100, W2)])
+    assert [(c.task, c.new) for c in changes] == [("j/w1", TaskState.REVOKED)]
+    (life,) = lc.lifetimes
+    assert life.revoked and life.cause == "preempted" and life.end - life.start == 100
+    assert life.gpu == "P100" and life.provisioning == "preemptible"
+    lc.observe([ok(200), ok(200, W2)])  # the replacement comes up
+    assert lc.nodes["j/w1"].state is TaskState.UP and lc.nodes["j/w1"].restarts == 1
+
+
+def test_transient_task_vanishing_while_peers_run_counts_as_revoked():
+    lc = Lifecycle(silent_after=2, vanished_after=4)
+    lc.observe([ok(0), ok(0, W2)])
+    for t in range(1, 5):
+        lc.observe([fail(t), ok(t, W2)])
+    assert lc.nodes["j/w1"].state is TaskState.REVOKED and lc.nodes["j/w1"].cause == "vanished"
+
+
+def test_on_demand_task_vanishing_stays_silent():
+    std = TaskInfo("j", "ps", "ps", provisioning="standard")
+    lc = Lifecycle(silent_after=2, vanished_after=4)
+    lc.observe([ok(0, std), ok(0, W2)])
+    for t in range(1, 8):
+        lc.observe([fail(t, std), ok(t, W2)])
+    assert lc.nodes["j/ps"].state is TaskState.SILENT

@@ -1,0 +1,1 @@
+"""cmdare.tui: the Textual app and the command-line interface."""
