@@ -1,0 +1,188 @@
+"""Accuracy of the speed model on the CM-DARE data, beside the study's baselines computed in this run.
+
+    python benchmarks/speed_accuracy.py [--shared DIR]
+
+Splits (every model is re-fitted without the held-out data):
+* leave-one-network-out (LONO): single-worker speed of each network on K80 and P100, fitted on the
+  other 15 networks; the held-out network is given by name, FLOPs and parameters only.
+  Baselines: per-GPU SVR (poly-2, C=100, eps=0.01) on min-max normalised FLOPs; the GPU-agnostic
+  linear model on FLOPs/TFLOPS.
+* leave-one-GPU-out (LOGO): fit on K80 only, predict P100 single-worker speeds, and the reverse.
+  Baselines: the GPU-agnostic linear model and an SVR (same settings) on FLOPs/TFLOPS.
+* cluster curves, 1-8 workers, leave-one-curve-out (the curve's own points removed from the fit).
+  Baseline: N x single-worker speed.
+Errors are MAPE of steps/s over (network, GPU) means; ratios are baseline MAPE / model MAPE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+from cmdare.planner.gpu_catalog import get_gpu  # noqa: E402
+from cmdare.planner.network_catalog import KnownNetwork, family_of  # noqa: E402
+from cmdare.planner.speed_model import Network, SpeedModel  # noqa: E402
+from fit_speed_model import latency_pairs, load_observations  # noqa: E402
+
+GPUS = ("K80", "P100")
+
+
+def _singles(obs):
+    return {(o.name, o.gpu): o for o in obs if o.source == "0latency"}
+
+
+def _known(obs, gpus=GPUS) -> dict[str, KnownNetwork]:
+    out: dict[str, KnownNetwork] = {}
+    for (name, gpu), o in sorted(_singles(obs).items()):
+        if gpu not in gpus:
+            continue
+        k = out.get(name) or KnownNetwork(
+            name, family_of(name) or "", o.model_flops, o.params, int(o.tensors), 128
+        )
+        out[name] = replace(k, measured={**k.measured, gpu: o.steps_per_sec})
+    return out
+
+
+def _mape(pred, meas) -> float:
+    pred, meas = np.asarray(pred, float), np.asarray(meas, float)
+    return float(np.mean(np.abs(pred / meas - 1)) * 100)
+
+
+def _svr(x_train, y_train, x_test):
+    from sklearn.svm import SVR
+
+    lo, hi = x_train.min(), x_train.max()
+    norm = lambda x: (x - lo) / (hi - lo)  # noqa: E731
+    svr = SVR(kernel="poly", degree=2, C=100, epsilon=0.01).fit(norm(x_train)[:, None], y_train)
+    return svr.predict(norm(x_test)[:, None])
+
+
+def _linear(x_train, y_train, x_test):
+    b, a = np.polyfit(x_train, y_train, 1)
+    return a + b * x_test
+
+
+def _fit(obs, known) -> SpeedModel:
+    return SpeedModel(known=known).fit(obs)
+
+
+def lono(obs) -> None:
+    singles = _singles(obs)
+    names = sorted({n for n, _ in singles})
+    res = {g: {"model": [], "svr": [], "lin": [], "meas": []} for g in GPUS}
+    for held in names:
+        train = [o for o in obs if o.name != held]
+        model = _fit(train, _known(train))
+        for g in GPUS:
+            o = singles[(held, g)]
+            net = Network(held, o.model_flops, o.params)
+            res[g]["model"].append(model.predict(net, {g: 1}).steps_per_sec)
+            tr = [singles[(n, g)] for n in names if n != held]
+            f = np.array([t.model_flops for t in tr])
+            st = np.array([1 / t.steps_per_sec for t in tr])
+            res[g]["svr"].append(1 / _svr(f, st, np.array([o.model_flops]))[0])
+            both = [singles[(n, gg)] for n in names if n != held for gg in GPUS]
+            x = np.array([t.model_flops / get_gpu(t.gpu).fp32_tflops for t in both])
+            y = np.array([1 / t.steps_per_sec for t in both])
+            res[g]["lin"].append(1 / _linear(x, y, np.array([o.model_flops / get_gpu(g).fp32_tflops]))[0])
+            res[g]["meas"].append(o.steps_per_sec)
+    print("Leave-one-network-out, single-worker steps/s (MAPE %)")
+    for g in GPUS:
+        r = res[g]
+        m, s, lin = (_mape(r[k], r["meas"]) for k in ("model", "svr", "lin"))
+        print(
+            f"  {g:5s} model {m:5.1f} | SVR poly-2 {s:5.1f} ({s / m:4.1f}x) | linear FLOPs/TFLOPS {lin:5.1f} ({lin / m:4.1f}x)"
+        )
+        worst = int(np.argmax(np.abs(np.array(r["model"]) / np.array(r["meas"]) - 1)))
+        print(f"        worst: {names[worst]} {100 * (r['model'][worst] / r['meas'][worst] - 1):+.1f}%")
+
+
+def logo(obs) -> None:
+    singles = _singles(obs)
+    names = sorted({n for n, _ in singles})
+    print("Leave-one-GPU-out, single-worker steps/s (MAPE %)")
+    for train_gpu, test_gpu in (("K80", "P100"), ("P100", "K80")):
+        train = [o for o in obs if o.gpu == train_gpu]
+        model = _fit(train, _known(train, (train_gpu,)))
+        feat_model = replace(model, known={})
+        test = [singles[(n, test_gpu)] for n in names]
+        meas = [o.steps_per_sec for o in test]
+        pred = [
+            model.predict(Network(o.name, o.model_flops, o.params), {test_gpu: 1}).steps_per_sec for o in test
+        ]
+        pred_f = [
+            feat_model.predict(Network(o.name, o.model_flops, o.params), {test_gpu: 1}).steps_per_sec
+            for o in test
+        ]
+        tr = [singles[(n, train_gpu)] for n in names]
+        x = np.array([o.model_flops / get_gpu(train_gpu).fp32_tflops for o in tr])
+        y = np.array([1 / o.steps_per_sec for o in tr])
+        xt = np.array([o.model_flops / get_gpu(test_gpu).fp32_tflops for o in test])
+        lin = _mape(1 / _linear(x, y, xt), meas)
+        svr = _mape(1 / _svr(x, y, xt), meas)
+        m = _mape(pred, meas)
+        print(
+            f"  {train_gpu}->{test_gpu}: model {m:5.1f} (features only {_mape(pred_f, meas):5.1f}) | "
+            f"linear FLOPs/TFLOPS {lin:5.1f} ({lin / m:4.1f}x) | SVR FLOPs/TFLOPS {svr:5.1f} ({svr / m:4.1f}x)"
+        )
+
+
+def clusters(obs) -> None:
+    singles = _singles(obs)
+    curves = sorted({(o.name, o.gpu) for o in obs if o.source == "cluster"})
+    print("Cluster curves 1-8 workers, leave-one-curve-out (MAPE %)")
+    per_gpu: dict[str, list[tuple[float, float]]] = {g: [] for g in GPUS}
+    for name, gpu in curves:
+        pts = [o for o in obs if o.source == "cluster" and (o.name, o.gpu) == (name, gpu)]
+        train = [o for o in obs if o not in pts]
+        model = _fit(train, _known(train))
+        single = singles[(name, gpu)].steps_per_sec
+        net = Network(name, pts[0].model_flops, pts[0].params)
+        pred = [model.predict(net, {gpu: o.workers}).steps_per_sec for o in pts]
+        meas = [o.steps_per_sec for o in pts]
+        base = [o.workers * single for o in pts]
+        m, b = _mape(pred, meas), _mape(base, meas)
+        per_gpu[gpu].append((m, b))
+        tail = [f"{p:.1f}/{y:.1f}" for p, y in zip(pred[4:], meas[4:], strict=True)]
+        print(
+            f"  {gpu:5s} {name:11s} model {m:5.1f} | N x single {b:5.1f}   N=5..8 pred/meas {' '.join(tail)}"
+        )
+    for g, v in per_gpu.items():
+        m, b = np.mean([x[0] for x in v]), np.mean([x[1] for x in v])
+        print(f"  {g:5s} mean: model {m:5.1f} | N x single {b:5.1f} ({b / m:4.1f}x)")
+
+
+def latency(shared: Path) -> None:
+    model = SpeedModel.load()
+    print("Latency +30 ms, step-time ratio (derived/step_time_ms_latency_0_vs_30.csv, not fitted)")
+    for gpu, name, t0, t30 in latency_pairs(shared):
+        k = model._lookup(name)
+        net = Network(name, k.model_flops, k.params)
+        r = (
+            model.predict(net, {gpu: 1}).steps_per_sec
+            / model.predict(net, {gpu: 1}, latency_ms=30.3).steps_per_sec
+        )
+        print(f"  {gpu:5s} {name:9s} measured x{t30 / t0:4.2f}  model x{r:4.2f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="speed model accuracy vs CM-DARE baselines")
+    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    args = parser.parse_args()
+    obs = load_observations(args.shared)
+    lono(obs)
+    logo(obs)
+    clusters(obs)
+    latency(args.shared)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""CSV batch prediction behind ``cmdare-tui predict`` (issue 5's CLI contract).
+
+Input columns: ``model`` (free name, may be empty/unknown), ``model_flops``, ``params``, ``batch_size``,
+``gpu`` (a catalog name or a mix ``V100:1+P100:1+K80:2``), ``workers`` (total; must equal the mix
+count), ``ps``. Output: every input column plus ``steps_per_sec``, ``examples_per_sec``,
+``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError` naming the row.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from cmdare.planner.gpu_catalog import UnknownGpuError, get_gpu
+from cmdare.planner.speed_model import Network, SpeedModel
+
+__all__ = ["PredictInputError", "REQUIRED_COLUMNS", "OUTPUT_COLUMNS", "parse_gpu_mix", "predict_csv_text"]
+
+REQUIRED_COLUMNS = ("model", "model_flops", "params", "batch_size", "gpu", "workers", "ps")
+OUTPUT_COLUMNS = ("steps_per_sec", "examples_per_sec", "bottleneck", "ps_utilization")
+
+
+class PredictInputError(ValueError):
+    """Invalid predict input; the message names the row (data rows count from 1, line = file line)."""
+
+
+def parse_gpu_mix(text: str) -> dict[str, int]:
+    """``"V100:1+P100:1+K80:2"`` -> {"V100": 1, "P100": 1, "K80": 2}; a part without ``:n`` counts 0
+    (a single bare name takes the row's ``workers``).
+
+    Raises ValueError / UnknownGpuError on malformed parts or unknown GPU names.
+    """
+    mix: dict[str, int] = {}
+    for part in text.split("+"):
+        name, sep, count = part.strip().partition(":")
+        if not name.strip():
+            raise ValueError(f"empty GPU name in {text!r}")
+        n = int(count) if sep else 0
+        if sep and n < 1:
+            raise ValueError(f"GPU count must be >= 1 in {text!r}")
+        canonical = get_gpu(name).name
+        mix[canonical] = mix.get(canonical, 0) + n
+    return mix
+
+
+def _number(row: dict[str, str], col: str, where: str, integer: bool = False) -> float:
+    raw = (row.get(col) or "").strip()
+    if not raw:
+        raise PredictInputError(f"{where}: missing value for {col!r}")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise PredictInputError(f"{where}: {col}={raw!r} is not a number") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise PredictInputError(f"{where}: {col}={raw!r} must be a positive number")
+    if integer and value != int(value):
+        raise PredictInputError(f"{where}: {col}={raw!r} must be a whole number")
+    return value
+
+
+def _shape(row: dict[str, str], where: str) -> tuple[dict[str, int], int, int]:
+    workers = int(_number(row, "workers", where, integer=True))
+    ps = int(_number(row, "ps", where, integer=True))
+    text = (row.get("gpu") or "").strip()
+    if not text:
+        raise PredictInputError(f"{where}: missing value for 'gpu'")
+    try:
+        mix = parse_gpu_mix(text)
+    except UnknownGpuError as exc:
+        raise PredictInputError(f"{where}: {exc}") from None
+    except ValueError as exc:
+        raise PredictInputError(f"{where}: bad gpu {text!r}: {exc}") from None
+    if len(mix) == 1 and ":" not in text:
+        mix = {next(iter(mix)): workers}
+    elif sum(mix.values()) != workers:
+        raise PredictInputError(
+            f"{where}: gpu mix {text!r} has {sum(mix.values())} workers but workers={workers}"
+        )
+    return mix, workers, ps
+
+
+def _predict_row(model: SpeedModel, row: dict[str, str], where: str) -> dict[str, str]:
+    network = Network(
+        name=(row.get("model") or "").strip() or None,
+        model_flops=_number(row, "model_flops", where),
+        params=_number(row, "params", where),
+        batch_size=int(_number(row, "batch_size", where, integer=True)),
+    )
+    mix, _, ps = _shape(row, where)
+    pred = model.predict(network, mix, ps=ps)
+    return {
+        **row,
+        "steps_per_sec": f"{pred.steps_per_sec:.6g}",
+        "examples_per_sec": f"{pred.examples_per_sec:.6g}",
+        "bottleneck": pred.bottleneck,
+        "ps_utilization": f"{pred.ps_utilization:.4f}",
+    }
+
+
+def predict_csv_text(text: str, model: SpeedModel | None = None) -> str:
+    """Predict every row of CSV ``text``; returns the output CSV text (``\\n`` line ends)."""
+    model = model or SpeedModel.load()
+    reader = csv.DictReader(io.StringIO(text))
+    header = list(reader.fieldnames or [])
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise PredictInputError(f"header (line 1): missing column(s) {', '.join(missing)}")
+    out_cols = header + [c for c in OUTPUT_COLUMNS if c not in header]
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=out_cols, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    for i, row in enumerate(reader, start=1):
+        where = f"row {i} (line {reader.line_num})"
+        if None in row:
+            raise PredictInputError(f"{where}: more fields than header columns")
+        writer.writerow(_predict_row(model, row, where))
+    return out.getvalue()

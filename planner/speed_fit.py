@@ -1,0 +1,145 @@
+"""Fitting of :class:`cmdare.planner.speed_model.SpeedModel` (scipy imported lazily, at fit time only).
+
+Two stages: non-negative least squares (``scipy.optimize.nnls``) of single-worker step times on the
+linear compute/latency features gives a start; a bounded non-linear least squares
+(``scipy.optimize.least_squares``, all coefficients >= 0) on log cluster speed then fits every term
+jointly, including the PS service time and the blend exponent that only the cluster curves reveal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from cmdare.planner.gpu_catalog import get_gpu
+from cmdare.planner.network_catalog import family_of
+
+__all__ = ["fit_params", "fit_tensor_rule", "predict_observations"]
+
+_P_BOUNDS = (1.0, 30.0)  # blend exponent: 1 = soft harmonic sum, 30 = nearly a hard minimum
+
+
+def fit_tensor_rule(observations: Sequence) -> dict[str, float]:
+    """Tensor-count rules by family: Shake-Shake median count (depth 26); ResNets log T = a + b log P."""
+    nets = {o.name: (o.params, o.tensors) for o in observations}
+    shake = [t for n, (_, t) in nets.items() if family_of(n) == "shake"]
+    res = np.array([(p, t) for n, (p, t) in nets.items() if family_of(n) != "shake"], dtype=float)
+    b, log_a = np.polyfit(np.log(res[:, 0]), np.log(res[:, 1]), 1)
+    return {
+        "shake_tensors_d26": float(np.median(shake)),
+        "resnet_log_a": float(log_a),
+        "resnet_b": float(b),
+    }
+
+
+def _anchors(observations: Sequence) -> np.ndarray:
+    """Measured single-worker speed (0.3 ms) of each cluster observation's (network, GPU), else NaN.
+
+    Cluster curves are fitted the way known networks are predicted: worker time from the measured
+    single-worker speed, so the PS terms are fitted for that use."""
+    single: dict[tuple[str, str], list[float]] = {}
+    for o in observations:
+        if o.workers == 1 and o.latency_ms < 1.0 and o.source != "cluster":
+            single.setdefault((o.name, o.gpu), []).append(o.steps_per_sec)
+    return np.array(
+        [
+            float(np.mean(single[(o.name, o.gpu)]))
+            if o.source == "cluster" and (o.name, o.gpu) in single
+            else np.nan
+            for o in observations
+        ]
+    )
+
+
+def _arrays(observations: Sequence) -> dict[str, np.ndarray]:
+    specs = {g: get_gpu(g) for g in {o.gpu for o in observations}}
+    return {
+        "anchor": _anchors(observations),
+        "f": np.array([o.model_flops for o in observations], dtype=float),
+        "p": np.array([o.params for o in observations], dtype=float),
+        "t": np.array([o.tensors for o in observations], dtype=float),
+        "peak": np.array([specs[o.gpu].fp32_tflops for o in observations]),
+        "bw": np.array([specs[o.gpu].mem_bw_gbs for o in observations]),
+        "n": np.array([o.workers for o in observations], dtype=float),
+        "ps": np.array([o.ps for o in observations], dtype=float),
+        "lat": np.array([o.latency_ms for o in observations], dtype=float),
+        "y": np.array([o.steps_per_sec for o in observations], dtype=float),
+    }
+
+
+def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
+    from cmdare.planner.speed_model import PARAM_NAMES, _blend, _compute_time, _latency_time, _ps_time
+
+    th = dict(zip(PARAM_NAMES, theta, strict=True))
+    z = _compute_time(th, a["f"], a["p"], a["t"], a["peak"], a["bw"]) + _latency_time(
+        th, a["p"], a["t"], a["lat"]
+    )
+    s = _ps_time(th, a["p"], a["t"], a["ps"])
+    pp = th["blend_p"]
+    s1 = _ps_time(th, a["p"], a["t"], 1.0)
+    inner = np.clip(a["anchor"] ** (-pp) - s1**pp, 1e-30, None)
+    z_meas = np.maximum(inner ** (1.0 / pp) - s1, 1e-6) + _latency_time(th, a["p"], a["t"], a["lat"] - 0.3)
+    z = np.where(np.isnan(a["anchor"]), z, z_meas)
+    return _blend(a["n"] / (z + s), 1.0 / s, pp)
+
+
+def predict_observations(params: dict[str, float], observations: Sequence) -> np.ndarray:
+    """Feature-only predictions (steps/s) of the observations' shapes with coefficients ``params``."""
+    from cmdare.planner.speed_model import PARAM_NAMES
+
+    return _predict(np.array([params[k] for k in PARAM_NAMES]), _arrays(observations))
+
+
+def _start(a: dict[str, np.ndarray]) -> np.ndarray:
+    """NNLS on single-worker step times -> starting compute/latency coefficients; PS terms start small."""
+    from scipy.optimize import nnls
+
+    one = a["n"] == 1
+    cols = [
+        a["f"] / (a["peak"] * 1e12),
+        a["f"] * np.sqrt(a["t"] / a["p"]) / (a["bw"] * 1e9),
+        a["t"] / a["bw"],
+        a["p"],
+        1.0 / a["bw"],
+        a["lat"] * a["t"],
+        a["lat"] * a["p"],
+    ]
+    x = np.column_stack(cols)[one]
+    step = 1.0 / a["y"][one]
+    scale = np.abs(x).max(axis=0)
+    coef, _ = nnls(x / scale[None, :] / step[:, None], np.ones(one.sum()))  # relative-error weighting
+    coef = coef / scale
+    return np.concatenate([coef, [1e-3, 1e-5, 3e-9, 4.0]])
+
+
+def fit_params(observations: Sequence) -> dict[str, float]:
+    """All model coefficients fitted on ``observations`` (deterministic)."""
+    from cmdare.planner.speed_model import PARAM_NAMES
+    from scipy.optimize import least_squares
+
+    a = _arrays(observations)
+    x0 = _start(a)
+    scale = np.where(x0 > 0, x0, np.maximum(x0.max() * 1e-6, 1e-9))
+    scale = np.maximum(scale, np.array([1e-2, 1e-2, 1e-3, 1e-9, 1.0, 1e-6, 1e-11, 1e-4, 1e-6, 1e-10, 1.0]))
+    lower = np.zeros(len(PARAM_NAMES))
+    upper = np.full(len(PARAM_NAMES), np.inf)
+    lower[-1], upper[-1] = _P_BOUNDS
+    x0 = np.clip(x0, lower, upper)
+
+    def residual(u: np.ndarray) -> np.ndarray:
+        return np.log(_predict(u * scale, a) / a["y"])
+
+    res = least_squares(
+        residual,
+        x0 / scale,
+        bounds=(lower / scale, upper / scale),
+        method="trf",
+        loss="soft_l1",
+        f_scale=0.05,
+        max_nfev=20000,
+        xtol=1e-12,
+        ftol=1e-12,
+    )
+    theta = res.x * scale
+    theta = np.where(theta < 1e-20, 0.0, theta)  # numerically zero NNLS coefficients
+    return {k: float(f"{v:.6g}") for k, v in zip(PARAM_NAMES, theta, strict=True)}

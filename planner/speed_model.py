@@ -1,0 +1,324 @@
+"""Training speed of asynchronous parameter-server (PS) clusters, fitted on the CM-DARE measurements.
+
+Physical structure (all times in seconds per global step; fitted coefficients are non-negative):
+
+* worker cycle ``Z = compute + latency`` with
+  ``compute = a_flops·F/peak + a_mem·F·sqrt(T/P)/mem_bw + (a_tensor·T + a_const)/mem_bw + a_param·P``
+  (F = model FLOPs per step, P = parameters, T = parameter tensors; peak in FLOP/s, mem_bw in B/s; the
+  second term is activation traffic, which scales with FLOPs over layer width sqrt(P/T); the third
+  and fourth are per-layer and per-step memory/launch-bound work (batch norm, element-wise ops),
+  assumed to scale with GPU generation as memory bandwidth does) and
+  ``latency = L_ms·(lat_tensor·T + lat_param·P)`` (round trips per tensor, window-limited transfer);
+* PS service per step ``s = ps_const + (ps_tensor·T + ps_param·P)/n_ps`` — sharding the variables over
+  ``n_ps`` servers divides the per-byte and per-tensor work; a given PS NIC caps ``ps_param`` at 4 B each
+  way per parameter at line rate;
+* cluster rate: the compute-bound rate ``R = Σ_i 1/(Z_i + s)`` and the PS capacity ``C = 1/s`` combine as
+  ``X = (R^-p + C^-p)^(-1/p)`` (a smooth minimum; ``p`` fitted), so the P100 plateaus come from ``C``.
+
+When a network's name is known (``networks.csv``) and it was measured on the GPU, its measured
+single-worker speed fixes ``Z``; measured speed on another GPU rescales the feature prediction.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+
+import numpy as np
+from cmdare.planner.gpu_catalog import get_gpu
+from cmdare.planner.network_catalog import (
+    KnownNetwork,
+    depth_of,
+    family_of,
+    known_networks,
+    lookup_network,
+)
+
+__all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel", "PARAM_NAMES"]
+
+PARAM_NAMES = (
+    "a_flops", "a_mem", "a_tensor", "a_param", "a_const",
+    "lat_tensor", "lat_param", "ps_const", "ps_tensor", "ps_param", "blend_p",
+)  # fmt: skip
+REF_LATENCY_MS = 0.3  # CM-DARE "Latency (ms)" of the baseline runs (speed_data/0latency_*.csv)
+REF_BATCH = 128  # CM-DARE batch size per worker (background.md)
+FITTED_SOURCE = "fitted model (CM-DARE, speed_model.json)"
+MEASURED_SOURCE = "measured single-worker speed (networks.csv) + fitted PS/latency terms"
+
+
+@dataclass(frozen=True)
+class Network:
+    """A CNN to train: FLOPs per training step (CM-DARE ``Model FLOPs``), parameters, batch per worker.
+
+    ``tensors`` (parameter tensor count) is optional; unknown, it comes from the catalog or is estimated.
+    """
+
+    name: str | None
+    model_flops: float
+    params: float
+    batch_size: int = 128
+    tensors: int | None = None
+
+
+@dataclass(frozen=True)
+class SpeedPrediction:
+    """Predicted cluster speed. Rates in global steps/s; ``terms`` in seconds per step."""
+
+    steps_per_sec: float
+    examples_per_sec: float
+    bottleneck: str  # "compute" | "ps" | "network"
+    ps_utilization: float
+    worker_steps_per_sec: dict[str, float]
+    compute_bound_steps_per_sec: float
+    terms: dict[str, float]
+    source: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured cluster speed (homogeneous workers) used for fitting."""
+
+    name: str
+    model_flops: float
+    params: float
+    tensors: float
+    gpu: str
+    workers: int
+    ps: int
+    latency_ms: float
+    steps_per_sec: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class _Net:
+    """A network resolved to model features."""
+
+    flops: float
+    params: float
+    tensors: float
+    known: KnownNetwork | None
+
+
+def _compute_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
+    """Worker compute seconds per step (no latency), vectorised over numpy arrays."""
+    return (
+        th["a_flops"] * f / (np.asarray(peak_tflops) * 1e12)
+        + th["a_mem"] * f * np.sqrt(t / p) / (np.asarray(bw_gbs) * 1e9)
+        + th["a_tensor"] * t / np.asarray(bw_gbs)
+        + th["a_param"] * p
+        + th["a_const"] / np.asarray(bw_gbs)
+    )
+
+
+def _latency_time(th: Mapping[str, float], p, t, latency_ms):
+    """Seconds per step spent waiting on the network at ``latency_ms`` one-way latency."""
+    return np.asarray(latency_ms) * (th["lat_tensor"] * t + th["lat_param"] * p)
+
+
+def _ps_time(th: Mapping[str, float], p, t, n_ps, nic_gbps=None):
+    """PS service seconds per step with ``n_ps`` servers (optionally capped by a NIC in Gbit/s)."""
+    per_param = th["ps_param"] if nic_gbps is None else max(th["ps_param"], 32.0 / (nic_gbps * 1e9))
+    return th["ps_const"] + (th["ps_tensor"] * t + per_param * p) / np.asarray(n_ps, dtype=float)
+
+
+def _blend(rate, cap, p):
+    """Smooth minimum of the compute-bound rate and the PS capacity (steps/s)."""
+    rate, cap = np.asarray(rate, dtype=float), np.asarray(cap, dtype=float)
+    return (rate ** (-p) + cap ** (-p)) ** (-1.0 / p)
+
+
+def _z_from_measured(speed: float, s: float, p: float) -> float:
+    """Worker cycle Z that makes a single worker with PS time ``s`` run at ``speed`` steps/s."""
+    inner = speed ** (-p) - s**p
+    if inner <= 0:
+        return 1e-6
+    return max(inner ** (1.0 / p) - s, 1e-6)
+
+
+@dataclass
+class SpeedModel:
+    """Estimator of cluster speed (scikit-learn style: ``fit`` returns self, fitted attrs end in ``_``).
+
+    ``known`` overrides the shipped network table (``None`` = ``networks.csv``); ``compute_scale`` and
+    ``ps_scale`` are per-job calibration factors (worker time × compute_scale, PS capacity × ps_scale).
+    """
+
+    known: Mapping[str, KnownNetwork] | None = None
+    compute_scale: float = 1.0
+    ps_scale: float = 1.0
+    params_: dict[str, float] = field(default_factory=dict)
+    tensor_rule_: dict[str, float] = field(default_factory=dict)
+    provenance_: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls) -> SpeedModel:
+        """The shipped model (``planner/data/speed_model.json``), cached."""
+        return _load_shipped()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object]) -> SpeedModel:
+        return cls(
+            params_=dict(data["params"]),  # type: ignore[arg-type]
+            tensor_rule_=dict(data["tensor_rule"]),  # type: ignore[arg-type]
+            provenance_=dict(data.get("provenance", {})),  # type: ignore[arg-type]
+        )
+
+    def with_scales(self, compute_scale: float, ps_scale: float) -> SpeedModel:
+        """A copy anchored on one job: worker time × ``compute_scale``, PS capacity × ``ps_scale``."""
+        return replace(self, compute_scale=float(compute_scale), ps_scale=float(ps_scale))
+
+    def fit(self, observations: Sequence[Observation]) -> SpeedModel:
+        """Fit all coefficients on measured speeds (non-negative least squares on log speed)."""
+        from cmdare.planner.speed_fit import fit_params, fit_tensor_rule
+
+        self.tensor_rule_ = fit_tensor_rule(observations)
+        self.params_ = fit_params(observations)
+        return self
+
+    # ----------------------------------------------------------------- network resolution
+    def _known_table(self) -> Mapping[str, KnownNetwork]:
+        return known_networks() if self.known is None else self.known
+
+    def _lookup(self, name: str | None) -> KnownNetwork | None:
+        if self.known is None:
+            return lookup_network(name)
+        from cmdare.planner.network_catalog import canonical_network_name
+
+        return self.known.get(canonical_network_name(name)) if name else None
+
+    def estimate_tensors(self, name: str | None, params: float) -> float:
+        """Parameter-tensor count from the family named in ``name`` (fitted rules in speed_model.json)."""
+        rule = self.tensor_rule_
+        if family_of(name) == "shake":
+            depth = depth_of(name) or 26
+            return rule["shake_tensors_d26"] * ((depth - 2) / 6.0) / 4.0  # blocks per stage scale
+        return float(np.exp(rule["resnet_log_a"]) * params ** rule["resnet_b"])
+
+    def _resolve(self, net: Network) -> _Net:
+        known = self._lookup(net.name)
+        usable = (
+            known is not None
+            and net.batch_size == known.batch_size
+            and abs(net.model_flops / known.model_flops - 1) < 0.05
+            and abs(net.params / known.params - 1) < 0.05
+        )
+        if net.tensors is not None:
+            tensors = float(net.tensors)
+        elif known is not None:
+            tensors = float(known.tensors)
+        else:
+            tensors = self.estimate_tensors(net.name, net.params)
+        return _Net(float(net.model_flops), float(net.params), tensors, known if usable else None)
+
+    # ----------------------------------------------------------------- per-GPU worker cycle
+    def _worker_z(self, net: _Net, gpu_name: str, latency_ms: float) -> tuple[float, float, bool]:
+        """(compute seconds, latency seconds, measured?) of one worker's cycle excluding PS service."""
+        th = self.params_
+        spec = get_gpu(gpu_name)
+        f, p, t = net.flops, net.params, net.tensors
+        comp = float(_compute_time(th, f, p, t, spec.fp32_tflops, spec.mem_bw_gbs))
+        lat = float(_latency_time(th, p, t, latency_ms))
+        measured = False
+        if net.known is not None and net.known.measured:
+            ratios = []
+            s1 = float(_ps_time(th, p, t, 1))
+            for g, speed in net.known.measured.items():
+                gs = get_gpu(g)
+                z_meas = _z_from_measured(speed, s1, th["blend_p"])
+                z_ref = float(_latency_time(th, p, t, REF_LATENCY_MS))
+                z_feat = float(_compute_time(th, f, p, t, gs.fp32_tflops, gs.mem_bw_gbs))
+                if gs.name == spec.name:
+                    return max(z_meas - z_ref, 1e-6) * self.compute_scale, lat * self.compute_scale, True
+                ratios.append(max(z_meas - z_ref, 1e-6) / z_feat)
+            comp *= float(np.exp(np.mean(np.log(ratios))))
+            measured = True
+        return comp * self.compute_scale, lat * self.compute_scale, measured
+
+    def _ps_seconds(self, net: _Net, ps, nic_gbps: float | None = None):
+        return _ps_time(self.params_, net.params, net.tensors, ps, nic_gbps) / self.ps_scale
+
+    # ----------------------------------------------------------------- public predictions
+    def predict(
+        self,
+        network: Network,
+        gpus: Mapping[str, int],
+        ps: int = 1,
+        latency_ms: float = REF_LATENCY_MS,
+        ps_nic_gbps: float | None = None,
+    ) -> SpeedPrediction:
+        """Cluster speed for workers ``gpus`` ({GPU name: count}, heterogeneous allowed) and ``ps`` PS."""
+        counts = {get_gpu(g).name: int(n) for g, n in gpus.items() if int(n) > 0}
+        if not counts or ps < 1:
+            raise ValueError("need at least one worker and one parameter server")
+        net = self._resolve(network)
+        s = float(self._ps_seconds(net, ps, ps_nic_gbps))
+        per_gpu, rate, comp_sum, lat_sum, any_measured, n = {}, 0.0, 0.0, 0.0, False, 0
+        for g, count in counts.items():
+            comp, lat, measured = self._worker_z(net, g, latency_ms)
+            per_gpu[g] = 1.0 / (comp + lat + s)
+            rate += count * per_gpu[g]
+            comp_sum, lat_sum, n = comp_sum + count * comp, lat_sum + count * lat, n + count
+            any_measured |= measured
+        x = float(_blend(rate, 1.0 / s, self.params_["blend_p"]))
+        nic_bound = ps_nic_gbps is not None and 32.0 / (ps_nic_gbps * 1e9) > self.params_["ps_param"]
+        comp_mean, lat_mean = comp_sum / n, lat_sum / n
+        return SpeedPrediction(
+            steps_per_sec=x,
+            examples_per_sec=x * network.batch_size,
+            bottleneck=_bottleneck(rate, 1.0 / s, comp_mean, lat_mean, nic_bound),
+            ps_utilization=min(x * s, 1.0),
+            worker_steps_per_sec=per_gpu,
+            compute_bound_steps_per_sec=rate,
+            terms={"compute": comp_mean, "ps": s, "latency": lat_mean},
+            source=MEASURED_SOURCE if any_measured else FITTED_SOURCE,
+        )
+
+    def predict_shapes(
+        self,
+        network: Network,
+        gpu: np.ndarray,
+        workers: np.ndarray,
+        ps: np.ndarray,
+        latency_ms: float = REF_LATENCY_MS,
+    ) -> dict[str, np.ndarray]:
+        """Vectorised :meth:`predict` over homogeneous shapes (``gpu[i]`` × ``workers[i]``, ``ps[i]``)."""
+        gpu = np.asarray(gpu).astype(str)
+        workers = np.asarray(workers, dtype=float)
+        ps_arr = np.asarray(ps, dtype=float)
+        net = self._resolve(network)
+        names, inverse = np.unique(gpu, return_inverse=True)
+        zs = np.array([self._worker_z(net, g, latency_ms)[:2] for g in names]).reshape(-1, 2)
+        comp, lat = zs[inverse, 0], zs[inverse, 1]
+        s = self._ps_seconds(net, ps_arr)
+        rate = workers / (comp + lat + s)
+        cap = 1.0 / s
+        x = _blend(rate, cap, self.params_["blend_p"])
+        bottleneck = np.where(rate >= cap, "ps", np.where(lat > comp, "network", "compute"))
+        return {
+            "steps_per_sec": x,
+            "examples_per_sec": x * network.batch_size,
+            "ps_utilization": np.minimum(x * s, 1.0),
+            "bottleneck": bottleneck,
+            "compute_bound_steps_per_sec": rate,
+        }
+
+    def to_dict(self) -> dict[str, object]:
+        return {"params": self.params_, "tensor_rule": self.tensor_rule_, "provenance": self.provenance_}
+
+
+def _bottleneck(rate: float, cap: float, comp: float, lat: float, nic_bound: bool) -> str:
+    """ "ps" when the compute-bound rate exceeds PS capacity ("network" if the PS NIC is what binds),
+    "network" when latency outweighs compute, else "compute"."""
+    if rate >= cap:
+        return "network" if nic_bound else "ps"
+    return "network" if lat > comp else "compute"
+
+
+@functools.cache
+def _load_shipped() -> SpeedModel:
+    text = resources.files("cmdare.planner").joinpath("data/speed_model.json").read_text("utf-8")
+    return SpeedModel.from_dict(json.loads(text))

@@ -1,0 +1,239 @@
+"""Fit the planner's speed model on the CM-DARE measurements and write the shipped parameters.
+
+Reads ``<shared>/data/cmdare`` (default ``<repo>/../shared``), writes
+``planner/data/speed_model.json`` (fitted parameters + provenance) and ``planner/data/networks.csv``
+(per-network facts and measured single-worker speeds). Deterministic: same inputs, same bytes.
+
+    python scripts/fit_speed_model.py [--shared DIR] [--check]
+
+``--check`` compares with the shipped files instead of writing (exit 1 on a difference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from cmdare.planner.network_catalog import NETWORK_FIELDS, canonical_network_name, family_of
+from cmdare.planner.speed_model import Observation, SpeedModel
+
+REPO = Path(__file__).resolve().parents[1]
+SPEED = "data/cmdare/data/processed_data"
+SINGLE_TABLES = {"K80": "speed_data/0latency_k80_new.csv", "P100": "speed_data/0latency_p100_new2.csv"}
+SUPERTABLE = "speed_data/speed_data_supertable.csv"
+BASE_DIR = "speed_data_base"
+CLUSTER = "data/cmdare/derived/cluster_speed_vs_workers.csv"
+LATENCY = "data/cmdare/derived/step_time_ms_latency_0_vs_30.csv"
+BASE_GPU = {"k80": "K80", "p100": "P100", "v100": "V100"}
+BATCH = 128  # CM-DARE: batch 128 per worker (background.md)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def load_networks(shared: Path) -> dict[str, dict[str, float]]:
+    """Per-network facts (FLOPs, params, tensors) from the 0latency tables, keyed by canonical name."""
+    nets: dict[str, dict[str, float]] = {}
+    for table in SINGLE_TABLES.values():
+        for r in _rows(shared / SPEED / table):
+            name = canonical_network_name(r["Model (temp)"])
+            nets.setdefault(
+                name,
+                {
+                    "model_flops": float(r["Model FLOPs"]),
+                    "params": float(r["Number of Parameters"]),
+                    "tensors": float(r["Number of Tensors"]),
+                },
+            )
+    return dict(sorted(nets.items()))
+
+
+def _single_worker(shared: Path, nets: dict[str, dict[str, float]]) -> list[Observation]:
+    """Mean single-worker speed per (GPU, network) at 0.3 ms, from the 0latency tables (13 samples each)."""
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for gpu, table in SINGLE_TABLES.items():
+        for r in _rows(shared / SPEED / table):
+            groups[(gpu, canonical_network_name(r["Model (temp)"]))].append(float(r["Speed (steps/sec)"]))
+    return [
+        _obs(nets, name, gpu, 1, 1, 0.3, float(np.mean(v)), "0latency")
+        for (gpu, name), v in sorted(groups.items())
+    ]
+
+
+def _latency(shared: Path, nets: dict[str, dict[str, float]]) -> list[Observation]:
+    """Mean single-worker speed with +30 ms injected latency (30.3 ms) from the supertable."""
+    by_params = {int(v["params"]): k for k, v in nets.items()}
+    tflops_gpu = {"4.113": "K80", "9.526": "P100"}
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in _rows(shared / SPEED / SUPERTABLE):
+        if float(r["Latency (ms)"]) > 1.0:
+            key = (tflops_gpu[r["GPU TFLOPS"]], by_params[int(r["Number of Parameters"])])
+            groups[key].append(float(r["Speed (steps/sec)"]))
+    return [
+        _obs(nets, name, gpu, 1, 1, 30.3, float(np.mean(v)), "supertable+30ms")
+        for (gpu, name), v in sorted(groups.items())
+    ]
+
+
+def _base(shared: Path, nets: dict[str, dict[str, float]]) -> list[Observation]:
+    """speed_data_base single-worker series (first 100-step sample is warm-up and dropped)."""
+    out = []
+    for d in sorted((shared / SPEED / BASE_DIR).iterdir()):
+        gpu = next(g for k, g in BASE_GPU.items() if d.name.endswith(k))
+        if gpu not in SINGLE_TABLES:
+            continue
+        vals = [float(r["Value"]) for r in _rows(d / "data.csv") if r["Step"]][1:]
+        name = canonical_network_name(d.name[: -len(next(k for k in BASE_GPU if d.name.endswith(k)))])
+        out.append(_obs(nets, name, gpu, 1, 1, 0.3, float(np.mean(vals)), "speed_data_base"))
+    return out
+
+
+def _cluster(shared: Path, nets: dict[str, dict[str, float]]) -> list[Observation]:
+    """Mean cluster speed vs workers (derived/cluster_speed_vs_workers.csv)."""
+    return [
+        _obs(
+            nets,
+            canonical_network_name(r["model"]),
+            r["gpu"],
+            int(r["num_workers"]),
+            int(r["num_ps"]),
+            0.3,
+            float(r["speed_steps_per_sec_mean"]),
+            "cluster",
+        )
+        for r in _rows(shared / CLUSTER)
+    ]
+
+
+def _obs(nets, name, gpu, workers, ps, lat, speed, src) -> Observation:
+    n = nets[name]
+    return Observation(name, n["model_flops"], n["params"], n["tensors"], gpu, workers, ps, lat, speed, src)
+
+
+def load_observations(shared: Path) -> list[Observation]:
+    """Every speed observation the model is fitted on."""
+    nets = load_networks(shared)
+    return (
+        _single_worker(shared, nets) + _base(shared, nets) + _latency(shared, nets) + _cluster(shared, nets)
+    )
+
+
+def latency_pairs(shared: Path) -> list[tuple[str, str, float, float]]:
+    """(gpu, network, step ms at +0, step ms at +30) means from derived/step_time_ms_latency_0_vs_30.csv."""
+    groups: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    for r in _rows(shared / LATENCY):
+        groups[(r["gpu"], canonical_network_name(r["model"]), int(r["added_latency_ms"]))].append(
+            float(r["step_time_ms"])
+        )
+    keys = sorted({(g, m) for g, m, _ in groups})
+    return [(g, m, float(np.mean(groups[(g, m, 0)])), float(np.mean(groups[(g, m, 30)]))) for g, m in keys]
+
+
+def networks_csv(shared: Path) -> str:
+    """networks.csv text: facts + mean/std single-worker speed per measured GPU (0latency tables)."""
+    nets = load_networks(shared)
+    speeds: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for gpu, table in SINGLE_TABLES.items():
+        for r in _rows(shared / SPEED / table):
+            speeds[(canonical_network_name(r["Model (temp)"]), gpu)].append(float(r["Speed (steps/sec)"]))
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=NETWORK_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for name, facts in nets.items():
+        row = {
+            "name": name,
+            "aliases": "|".join(sorted(_aliases_of(name))),
+            "family": family_of(name) or "",
+            "model_flops": int(facts["model_flops"]),
+            "params": int(facts["params"]),
+            "tensors": int(facts["tensors"]),
+            "batch_size": BATCH,
+            "source": "CM-DARE speed_data/" + "+".join(Path(t).name for t in SINGLE_TABLES.values()),
+        }
+        for gpu in SINGLE_TABLES:
+            vals = speeds.get((name, gpu), [])
+            row[f"steps_per_sec_{gpu}"] = f"{np.mean(vals):.4f}" if vals else ""
+            row[f"std_{gpu}"] = f"{np.std(vals, ddof=1):.4f}" if len(vals) > 1 else ""
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def _aliases_of(name: str) -> set[str]:
+    from cmdare.planner.network_catalog import _ALIASES
+
+    return {k for k, v in _ALIASES.items() if v == name}
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+        return out.stdout.strip() or "uncommitted"
+    except OSError:
+        return "unknown"
+
+
+def fitted_model_json(shared: Path) -> str:
+    """speed_model.json text: fitted params, tensor rules and provenance."""
+    obs = load_observations(shared)
+    model = SpeedModel().fit(obs)
+    model.provenance_ = {
+        "script": "scripts/fit_speed_model.py",
+        "repo_commit": _git_commit(),
+        "data": "cake-lab/CM-DARE @ 263b7f14951c0645cacdfeadbef8546d4a742632 (data/cmdare/SOURCE.md)",
+        "files": sorted(
+            {
+                *(f"{SPEED}/{t}" for t in SINGLE_TABLES.values()),
+                f"{SPEED}/{SUPERTABLE}",
+                f"{SPEED}/{BASE_DIR}/*",
+                CLUSTER,
+            }
+        ),
+        "observations": len(obs),
+        "units": "seconds per step; peak in TFLOPS, mem_bw in GB/s, latency in ms",
+    }
+    return json.dumps(model.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    parser.add_argument("--check", action="store_true", help="compare with the shipped files, write nothing")
+    args = parser.parse_args(argv)
+    data = REPO / "planner" / "data"
+    outputs = {data / "networks.csv": networks_csv(args.shared)}
+    # networks.csv first: the model JSON does not depend on it, but the catalog import reads it.
+    outputs[data / "speed_model.json"] = fitted_model_json(args.shared)
+    if args.check:
+        bad = [p for p, text in outputs.items() if not _same(p, text)]
+        for p in bad:
+            print(f"differs: {p}", file=sys.stderr)
+        return 1 if bad else 0
+    from cmdare.collectors.writes import write_text
+
+    for path, text in outputs.items():
+        write_text(path, text)
+        print(f"wrote {path}")
+    return 0
+
+
+def _same(path: Path, text: str) -> bool:
+    """Equal up to provenance (commit/date may differ between runs)."""
+    if not path.is_file():
+        return False
+    if path.suffix != ".json":
+        return path.read_text() == text
+    old, new = json.loads(path.read_text()), json.loads(text)
+    return old["params"] == new["params"] and old["tensor_rule"] == new["tensor_rule"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+import math
+
+import numpy as np
+from cmdare.planner.gpu_catalog import gpu_names
+from cmdare.planner.speed_model import Network, SpeedModel
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+MODEL = SpeedModel.load()
+RES32 = Network("ResNet-32", 1658696889, 1857722)
+nets = st.builds(
+    Network,
+    name=st.sampled_from([None, "mynet", "shake40", "ResNet-32", "custom9"]),
+    model_flops=st.floats(1e8, 5e10),
+    params=st.floats(1e5, 5e7),
+    batch_size=st.sampled_from([32, 128]),
+)
+gpus = st.sampled_from(gpu_names())
+
+
+@settings(max_examples=60, deadline=None)
+@given(nets, gpus, st.integers(1, 31), st.integers(1, 4))
+def test_adding_a_worker_never_slows_unless_saturated(net, gpu, n, ps):
+    a = MODEL.predict(net, {gpu: n}, ps=ps)
+    b = MODEL.predict(net, {gpu: n + 1}, ps=ps)
+    assert b.steps_per_sec >= a.steps_per_sec or a.bottleneck == "ps"
+
+
+@settings(max_examples=60, deadline=None)
+@given(nets, gpus, st.integers(1, 32), st.integers(1, 4))
+def test_more_ps_never_slows(net, gpu, n, ps):
+    assert (
+        MODEL.predict(net, {gpu: n}, ps=ps + 1).steps_per_sec
+        >= MODEL.predict(net, {gpu: n}, ps=ps).steps_per_sec
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(nets, gpus, st.integers(1, 64), st.integers(1, 8), st.floats(0.0, 100.0))
+def test_finite_positive_for_every_gpu(net, gpu, n, ps, lat):
+    p = MODEL.predict(net, {gpu: n}, ps=ps, latency_ms=lat)
+    assert math.isfinite(p.steps_per_sec) and p.steps_per_sec > 0
+    assert 0 < p.ps_utilization <= 1
+    assert p.bottleneck in {"compute", "ps", "network"}
+    assert math.isclose(p.examples_per_sec, p.steps_per_sec * net.batch_size)
+
+
+@settings(max_examples=60, deadline=None)
+@given(nets, st.lists(gpus, min_size=2, max_size=3, unique=True), st.integers(1, 4), st.integers(1, 2))
+def test_heterogeneous_bounded_by_homogeneous(net, kinds, each, ps):
+    total = each * len(kinds)
+    mixed = MODEL.predict(net, dict.fromkeys(kinds, each), ps=ps).steps_per_sec
+    homo = [MODEL.predict(net, {g: total}, ps=ps).steps_per_sec for g in kinds]
+    assert min(homo) * (1 - 1e-9) <= mixed <= max(homo) * (1 + 1e-9)
+
+
+def test_predict_shapes_agrees_with_predict():
+    names = np.array(gpu_names() * 3)
+    workers = np.arange(1, len(names) + 1) % 9 + 1
+    ps = np.arange(len(names)) % 3 + 1
+    for net in (RES32, Network(None, 3e9, 4e6, 64)):
+        out = MODEL.predict_shapes(net, names, workers, ps)
+        for i, (g, n, p) in enumerate(zip(names, workers, ps, strict=True)):
+            ref = MODEL.predict(net, {g: int(n)}, ps=int(p))
+            assert math.isclose(out["steps_per_sec"][i], ref.steps_per_sec, rel_tol=1e-9)
+            assert math.isclose(out["ps_utilization"][i], ref.ps_utilization, rel_tol=1e-9)
+            assert math.isclose(
+                out["compute_bound_steps_per_sec"][i], ref.compute_bound_steps_per_sec, rel_tol=1e-9
+            )
+            assert out["bottleneck"][i] == ref.bottleneck
+
+
+def test_p100_resnet32_plateau_comes_from_ps():
+    # derived/cluster_speed_vs_workers.csv: P100 1 PS ResNet-32 plateaus at 44-47 steps/s
+    eight = MODEL.predict(RES32, {"P100": 8})
+    assert 40 <= eight.steps_per_sec <= 52
+    assert eight.bottleneck == "ps" and eight.ps_utilization > 0.9
+    assert eight.compute_bound_steps_per_sec > 1.5 * eight.steps_per_sec
+    k80 = MODEL.predict(RES32, {"K80": 8})  # K80 scales nearly linearly (7.4-8.0x)
+    assert k80.steps_per_sec > 7.0 * MODEL.predict(RES32, {"K80": 1}).steps_per_sec
+
+
+def test_two_ps_roughly_double_capacity():
+    one, two = MODEL.predict(RES32, {"P100": 8}, ps=1), MODEL.predict(RES32, {"P100": 8}, ps=2)
+    assert 1.6 <= two.terms["ps"] ** -1 / one.terms["ps"] ** -1 <= 2.0
+
+
+def test_known_network_uses_measured_speed():
+    p = MODEL.predict(RES32, {"P100": 1})
+    assert "measured" in p.source
+    assert abs(p.steps_per_sec / 12.1137 - 1) < 0.01  # networks.csv mean of 0latency_p100_new2.csv
+    assert "fitted" in MODEL.predict(Network("unseen-net", 1658696889, 1857722), {"P100": 1}).source
+
+
+def test_latency_slows_and_slow_nic_binds():
+    fast = MODEL.predict(RES32, {"K80": 1}).steps_per_sec
+    assert MODEL.predict(RES32, {"K80": 1}, latency_ms=30.3).steps_per_sec < fast
+    big = Network("big", 2e10, 2.6e7)
+    slow = MODEL.predict(big, {"V100": 8}, ps_nic_gbps=1.0)
+    assert slow.bottleneck == "network"
+    assert slow.steps_per_sec < MODEL.predict(big, {"V100": 8}).steps_per_sec
