@@ -1,0 +1,73 @@
+"""What the Planner pane shows for a live job: its current shape read off the nodes, the speed
+model's prediction for it, and the same prediction for nearby shapes. Pure computation."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from cmdare.planner.overview import JobView
+from cmdare.planner.speed_model import Network, SpeedModel, SpeedPrediction
+
+
+@dataclass(frozen=True)
+class Shape:
+    gpus: tuple[tuple[str, int], ...]  # (GPU type, count), sorted
+    ps: int
+
+    @property
+    def workers(self) -> int:
+        return sum(n for _, n in self.gpus)
+
+    @property
+    def label(self) -> str:
+        g = "+".join(f"{n}×{name}" for name, n in self.gpus)
+        return f"{g} · {self.ps} PS"
+
+
+@dataclass(frozen=True)
+class ShapeOutlook:
+    shape: Shape
+    prediction: SpeedPrediction
+    current: bool = False
+
+
+def network_of(job: JobView) -> Network | None:
+    f = job.facts
+    if not (f.model_flops and f.params):
+        return None
+    return Network(name=f.model or None, model_flops=f.model_flops, params=f.params, batch_size=f.batch_size or 128)
+
+
+def current_shape(job: JobView, *, include_down: bool = True) -> Shape | None:
+    """The job's shape: its workers by GPU type and its parameter servers. Revoked or silent
+    workers count when ``include_down`` (the shape the user pays for and will get back)."""
+    nodes = [n for n in job.nodes if include_down or n.status == "up"]
+    gpus = Counter(n.gpu for n in nodes if n.role in ("worker", "chief") and n.gpu)
+    ps = sum(1 for n in nodes if n.role == "ps")
+    if not gpus or not ps:
+        return None
+    return Shape(tuple(sorted(gpus.items())), ps)
+
+
+def outlook(job: JobView, model: SpeedModel, max_workers: int = 16, max_ps: int = 4) -> list[ShapeOutlook]:
+    """Predictions for the current shape (first) and for ± workers and ± parameter servers of the
+    same GPU mix, sorted by predicted steps/s."""
+    net, shape = network_of(job), current_shape(job)
+    if net is None or shape is None:
+        return []
+    rows = [ShapeOutlook(shape, model.predict(net, dict(shape.gpus), ps=shape.ps), current=True)]
+    main_gpu = max(shape.gpus, key=lambda g: g[1])[0]
+    seen = {shape}
+    for workers in sorted({1, 2, 4, shape.workers // 2, shape.workers, shape.workers * 2, max_workers}):
+        for ps in range(1, max_ps + 1):
+            if not 1 <= workers <= max_workers:
+                continue
+            s = Shape(((main_gpu, workers),), ps)
+            if s in seen:
+                continue
+            seen.add(s)
+            rows.append(ShapeOutlook(s, model.predict(net, {main_gpu: workers}, ps=ps)))
+    cur, rest = rows[0], rows[1:]
+    rest.sort(key=lambda r: -r.prediction.steps_per_sec)
+    return [cur, *rest]

@@ -1,0 +1,73 @@
+"""The real app, driven by its Pilot, on the real demo cluster (exporters on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.widgets import DataTable
+
+from cmdare.collectors.demo_cluster import DemoCluster
+from cmdare.tui.app import CmdareApp
+from cmdare.tui.help_screen import HelpScreen
+from cmdare.tui.session import MonitorSession, SessionOptions
+
+
+def fast_demo_app(**demo_kw) -> CmdareApp:
+    opts = SessionOptions(demo=True, refresh=0.5)
+    kw = {"first_revocation_s": 1.0, "time_factor": 30.0, **demo_kw}
+    session = MonitorSession(opts, demo_factory=lambda: DemoCluster(**kw))
+    return CmdareApp(opts, session)
+
+
+async def wait_for(pilot, predicate, timeout: float = 15.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < end, "condition not met in time"
+        await pilot.pause(0.1)
+
+
+async def test_panes_show_live_demo_data():
+    app = fast_demo_app(first_revocation_s=1000)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and app.state.cycles >= 3)
+        titles = [p.border_title for p in app.query(".pane")]
+        assert titles == ["Cluster", "Job", "Planner", "Alerts"]
+        cluster = app.query_one("#cluster-table", DataTable)
+        assert cluster.row_count == 9
+        first = app.state.job().steps_per_sec
+        await wait_for(pilot, lambda: app.state.job().steps_per_sec != first)
+        assert 5 < app.state.job().steps_per_sec < 80  # P100 ResNet-32 measured range
+        assert "DEMO" in str(app.query_one("#badges").render())
+        planner = app.query_one("#planner-table", DataTable)
+        assert planner.row_count > 3
+
+
+async def test_revoked_worker_turns_up_in_alerts():
+    app = fast_demo_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and any(a.kind == "node-revoked" for a in app.state.alerts))
+        alerts = app.query_one("#alerts-table", DataTable)
+        kinds = [str(alerts.get_row_at(i)[1]) for i in range(alerts.row_count)]
+        assert "node-revoked" in kinds
+        revoked = [n for n in app.state.job().nodes if n.status == "revoked"]
+        assert len(revoked) == 1 and revoked[0].cause == "preempted"
+
+
+async def test_keys_move_between_panes_help_and_quit():
+    app = fast_demo_app(first_revocation_s=1000)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None)
+        assert app.query_one("#panes").has_class("-compact")
+        assert app.query_one("#pane-cluster").has_class("-shown")
+        await pilot.press("tab")
+        assert app.query_one("#pane-job").has_class("-shown")
+        assert not app.query_one("#pane-cluster").has_class("-shown")
+        await pilot.press("shift+tab", "4")
+        assert app.query_one("#pane-alerts").has_class("-shown")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("q")
+    assert app.return_value == 0

@@ -1,0 +1,116 @@
+"""``cmdare-tui`` command line: the app (default), and sub-commands listed in COMMANDS.
+
+Bad input prints one line, ``cmdare-tui: error: …``, and exits with status 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from urllib.parse import urlparse
+
+from cmdare.tui.commands import UsageError
+
+# Sub-command modules (each exposes register(subparsers)); imported only when named on the command line.
+COMMANDS = {
+    "snapshot": "cmdare.tui.commands.snapshot",
+    "predict": "cmdare.tui.commands.predict",
+    "prices": "cmdare.tui.commands.prices",
+    "plan": "cmdare.tui.commands.plan",
+}
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _version() -> str:
+    try:
+        return version("cmdare-tui")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def url(value: str) -> str:
+    p = urlparse(value)
+    if p.scheme not in ("http", "https") or not p.netloc:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r}")
+    return value
+
+
+def positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {value!r}")
+    return x
+
+
+def add_source_args(p: argparse.ArgumentParser) -> None:
+    """Flags that choose what to monitor; shared by the app and ``snapshot``."""
+    g = p.add_argument_group("sources")
+    g.add_argument("--target", action="append", type=url, default=[], metavar="URL",
+                   help="a Prometheus /metrics endpoint to scrape (repeatable)")
+    g.add_argument("--demo", action="store_true", help="monitor the embedded demo cluster (the default when no source is given)")
+    g.add_argument("--refresh", type=positive_float, default=2.0, metavar="SECONDS", help="poll interval (default 2)")
+    g.add_argument("--timeout", type=positive_float, default=2.0, metavar="SECONDS", help="per-target timeout (default 2)")
+    g.add_argument("--read-only", action="store_true", default=os.environ.get("CMDARE_READ_ONLY", "") not in ("", "0"),
+                   help="write nothing anywhere (also CMDARE_READ_ONLY=1)")
+
+
+def build_parser() -> OneLineParser:
+    p = OneLineParser(prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs.")
+    p.add_argument("--version", action="version", version=f"cmdare-tui {_version()}")
+    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_source_args(p)
+    return p
+
+
+def session_options(args: argparse.Namespace):  # -> SessionOptions (imported lazily: keeps --help fast)
+    from cmdare.tui.session import SessionOptions
+
+    return SessionOptions(targets=args.target, demo=args.demo, refresh=args.refresh, timeout=args.timeout,
+                          read_only=args.read_only)
+
+
+def run_app(args: argparse.Namespace) -> int:
+    from cmdare.collectors import writes
+    from cmdare.tui.app import CmdareApp
+
+    writes.set_read_only(args.read_only)
+    app = CmdareApp(session_options(args))
+    code = app.run()
+    return int(code or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in COMMANDS:
+            parser = OneLineParser(prog="cmdare-tui")
+            sub = parser.add_subparsers(dest="command", required=True)
+            importlib.import_module(COMMANDS[argv[0]]).register(sub)
+            args = parser.parse_args(argv)
+            logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+            return int(args.func(args) or 0)
+        parser = build_parser()
+        parser.epilog = "sub-commands: " + ", ".join(COMMANDS) + " (cmdare-tui COMMAND --help)"
+        args = parser.parse_args(argv)
+        logging.basicConfig(level=getattr(logging, args.log_level), handlers=[logging.NullHandler()])
+        return run_app(args)
+    except UsageError as exc:
+        print(f"cmdare-tui: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""``cmdare-tui snapshot``: poll N times and print the overview once — JSON for scripts, or the same
+tables as the app for cron jobs and dumb terminals."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from cmdare.tui.commands import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from cmdare.tui.cli import add_source_args
+
+    p = subparsers.add_parser("snapshot", help="poll the sources N times and print one overview")
+    add_source_args(p)
+    p.add_argument("--samples", type=int, default=3, metavar="N", help="polls to take (default 3; rates need >= 2)")
+    p.add_argument("--interval", type=float, default=None, metavar="SECONDS",
+                   help="seconds between polls (default: --refresh)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(func=run)
+
+
+async def _collect(args: argparse.Namespace):
+    from cmdare.tui.cli import session_options
+    from cmdare.tui.session import MonitorSession
+
+    session = MonitorSession(session_options(args))
+    session.start()
+    state = None
+    try:
+        for i in range(args.samples):
+            state = await session.refresh()
+            if i + 1 < args.samples:
+                await asyncio.sleep(args.interval if args.interval is not None else args.refresh)
+    finally:
+        await session.aclose()
+    return state
+
+
+def run(args: argparse.Namespace) -> int:
+    from cmdare.collectors import writes
+
+    if args.samples < 1:
+        raise UsageError("--samples must be >= 1")
+    if args.interval is not None and args.interval < 0:
+        raise UsageError("--interval must be >= 0")
+    writes.set_read_only(args.read_only)
+    state = asyncio.run(_collect(args))
+    assert state is not None
+    if args.json:
+        json.dump(state.to_json(), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        from cmdare.tui.plain import print_overview
+
+        print_overview(state)
+    answered = sum(1 for j in state.jobs for n in j.nodes if n.status == "up")
+    return 0 if answered else 1

@@ -1,0 +1,58 @@
+"""Number formatting shared by the panes and the plain-text snapshot (one place for units)."""
+
+from __future__ import annotations
+
+import math
+
+STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖"}
+SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
+
+
+def num(x: float | None, digits: int = 1, dash: str = "–") -> str:
+    if x is None or not math.isfinite(x):
+        return dash
+    return f"{x:,.{digits}f}"
+
+
+def rate(x: float | None) -> str:
+    return num(x, 1)
+
+
+def bytes_rate(bps: float | None) -> str:
+    if bps is None or not math.isfinite(bps):
+        return "–"
+    for unit, div in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if bps >= div:
+            return f"{bps / div:.1f} {unit}"
+    return f"{bps:.0f} B/s"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+def money(usd: float | None) -> str:
+    if usd is None or not math.isfinite(usd):
+        return "–"
+    return f"${usd:,.2f}"
+
+
+def pct(x: float | None, digits: int = 0) -> str:
+    if x is None or not math.isfinite(x):
+        return "–"
+    return f"{100 * x:.{digits}f}%"
+
+
+def signed_pct(x: float | None) -> str:
+    if x is None or not math.isfinite(x):
+        return "–"
+    return f"{100 * x:+.0f}%"
