@@ -1,0 +1,311 @@
+"""Revocation risk of transient GPU servers: lifetime distribution, cluster risk, learning from history.
+
+Model. For a transient server the *revocation* CDF over age ``t`` (hours) is the bathtub curve of
+Kadupitiya et al. (HPDC 2020), shifted so ``F(0) = 0``::
+
+    F(t) = A · (1 − e^(−t/τ1) + e^((t−b)/τ2) − e^(−b/τ2)),   0 ≤ t < 24 h
+
+fitted per GPU × region to the CM-DARE lifetime CDFs (``scripts/fit_revocation_model.py`` →
+``planner/data/revocation_params.json``), with GPU-level and provisioning-level fallbacks. Provisioning:
+
+* ``preemptible`` (GCP): the curve, plus the hard kill at 24 h (every server is lost at 24 h);
+* ``spot`` (GCP): the curve for t < 24 h, then a constant hazard equal to the curve's mean hazard over
+  hours 1–23 (assumption: the study has no spot lifetimes; spot VMs have no 24 h limit);
+* ``standard``: never revoked.
+
+Time of day multiplies the hazard by a per-GPU hour-of-day factor (mean 1) when a start hour is given.
+:meth:`RevocationModel.update` learns from observed lifetimes with a conjugate gamma update of a hazard
+scale ``λ`` (prior Gamma(a0 = b0 = prior_weight × H(24 h)), i.e. ``prior_weight`` pseudo-days of exposure).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+LIMIT_H = 24.0  # GCP preemptible VMs run at most 24 h (GCP "Preemptible VM instances" docs).
+GRID_H = 0.05  # grid step for cumulative hazard / renewal tables, hours (3 min).
+HORIZON_H = 168.0  # renewal tables are computed to 7 days, extrapolated linearly beyond.
+KILL_EPS_H = 0.25  # lifetimes ≥ 24 h − 15 min count as the forced 24 h kill, not a hazard event (assumption).
+TRANSIENT = ("spot", "preemptible")
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """One observed server lifetime: epoch seconds, whether it ended by revocation, and where it ran."""
+
+    start_s: float
+    end_s: float
+    revoked: bool
+    gpu: str
+    region: str
+    provisioning: str = "preemptible"
+
+    @property
+    def hours(self) -> float:
+        """Lifetime in hours."""
+        return max(0.0, (self.end_s - self.start_s) / 3600.0)
+
+
+@dataclass(frozen=True)
+class Bathtub:
+    """Bathtub revocation CDF; ``a`` dimensionless, ``tau1``, ``b``, ``tau2`` in hours."""
+
+    a: float
+    tau1: float
+    b: float
+    tau2: float
+    tau0: float | None = None  # within-first-hour shape (hours), fitted on exact lifetimes in seconds
+
+    def cdf(self, hours: np.ndarray) -> np.ndarray:
+        """Probability of revocation before age ``hours`` (t < 24 h), clipped to [0, 0.999].
+
+        The hourly data cannot place revocations inside the first hour; with ``tau0`` set, F(t) for
+        t < 1 h is F(1 h) spread as an exponential truncated to the first hour."""
+        t = np.asarray(hours, dtype=float)
+        f = self._raw(t)
+        if self.tau0 is not None:
+            first = self._raw(np.array(1.0)) * np.expm1(-t / self.tau0) / np.expm1(-1.0 / self.tau0)
+            f = np.where(t < 1.0, first, f)
+        return np.clip(f, 0.0, 0.999)
+
+    def _raw(self, t: np.ndarray) -> np.ndarray:
+        return self.a * (
+            1 - np.exp(-t / self.tau1) + np.exp((t - self.b) / self.tau2) - np.exp(-self.b / self.tau2)
+        )
+
+
+@dataclass(frozen=True)
+class ClusterRisk:
+    """Risk of a cluster over a run of ``hours``: probability of no revocation, expected revocations
+    (with replacements), per-node probability of at least one revocation, and the data basis used."""
+
+    hours: float
+    p_no_revocation: float
+    expected_revocations: float
+    per_node_risk: float
+    transient_nodes: int
+    basis: str
+
+
+@dataclass(frozen=True)
+class _Posterior:
+    events: float  # observed revocations (hazard events)
+    exposure: float  # Σ H_base(observed ages), dimensionless
+    n: int  # lifetimes seen
+
+
+class RevocationModel:
+    """Lifetime model of transient servers (scikit-learn style: params in ``__init__``, fitted attrs ``_``).
+
+    ``curves_`` maps ``"GPU/region"``, ``"GPU/*"`` and ``"*/*"`` to :class:`Bathtub`;
+    ``hour_of_day_`` maps ``"GPU"`` and ``"*"`` to 24 hazard multipliers (mean 1).
+    """
+
+    def __init__(self, prior_weight: float = 20.0, start_hour: int | None = None) -> None:
+        self.prior_weight = prior_weight
+        self.start_hour = start_hour
+        self.curves_: dict[str, Bathtub] = {}
+        self.hour_of_day_: dict[str, np.ndarray] = {}
+        self.provenance_: dict[str, object] = {}
+        self.posteriors_: dict[str, _Posterior] = {}
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_params(
+        cls, params: dict, prior_weight: float = 20.0, start_hour: int | None = None
+    ) -> RevocationModel:
+        """Build from the JSON structure written by ``scripts/fit_revocation_model.py``."""
+        model = cls(prior_weight=prior_weight, start_hour=start_hour)
+        tau0 = params.get("first_hour_tau_h")
+        model.curves_ = {
+            k: Bathtub(v["a"], v["tau1"], v["b"], v["tau2"], tau0) for k, v in params["curves"].items()
+        }
+        model.hour_of_day_ = {k: np.asarray(v, dtype=float) for k, v in params["hour_of_day"].items()}
+        model.provenance_ = dict(params.get("provenance", {}))
+        return model
+
+    @classmethod
+    def load(cls, prior_weight: float = 20.0, start_hour: int | None = None) -> RevocationModel:
+        """Load the shipped fit (``planner/data/revocation_params.json``)."""
+        text = resources.files("cmdare.planner").joinpath("data/revocation_params.json").read_text("utf-8")
+        return cls.from_params(json.loads(text), prior_weight, start_hour)
+
+    def with_start_hour(self, start_hour: int | None) -> RevocationModel:
+        """A copy evaluated for jobs starting at ``start_hour`` (0–23, or None for any hour)."""
+        other = RevocationModel(self.prior_weight, start_hour)
+        other.curves_, other.hour_of_day_ = self.curves_, self.hour_of_day_
+        other.provenance_, other.posteriors_ = self.provenance_, dict(self.posteriors_)
+        return other
+
+    # ----------------------------------------------------------------- learning
+    def update(self, lifetimes: Iterable[Lifetime]) -> RevocationModel:
+        """Add observed lifetimes of transient servers to the hazard-scale posteriors; returns self."""
+        for lt in lifetimes:
+            if lt.provisioning not in TRANSIENT:
+                continue
+            key, _ = self.resolve(lt.gpu, lt.region)
+            age = min(lt.hours, LIMIT_H - KILL_EPS_H) if lt.provisioning == "preemptible" else lt.hours
+            event = lt.revoked and not (lt.provisioning == "preemptible" and lt.hours >= LIMIT_H - KILL_EPS_H)
+            exposure = float(_base_cumhaz(self.curves_[key], lt.provisioning, np.array([age]))[0])
+            for post_key in (f"{lt.gpu}/{lt.region}", f"{lt.gpu}/{ANY}", f"{ANY}/{ANY}"):
+                old = self.posteriors_.get(post_key, _Posterior(0.0, 0.0, 0))
+                self.posteriors_[post_key] = _Posterior(
+                    old.events + event, old.exposure + exposure, old.n + 1
+                )
+        return self
+
+    def hazard_scale(self, gpu: str, region: str) -> tuple[float, int]:
+        """Posterior mean of the hazard multiplier λ for (gpu, region) and how many lifetimes informed it."""
+        for post_key in (f"{gpu}/{region}", f"{gpu}/{ANY}"):
+            post = self.posteriors_.get(post_key)
+            if post is not None:
+                key, _ = self.resolve(gpu, region)
+                prior = self.prior_weight * float(
+                    _base_cumhaz(self.curves_[key], "spot", np.array([LIMIT_H]))[0]
+                )
+                return (prior + post.events) / (prior + post.exposure), post.n
+        return 1.0, 0
+
+    # ----------------------------------------------------------------- prediction
+    def resolve(self, gpu: str, region: str) -> tuple[str, str]:
+        """The curve key used for (gpu, region) and a ``basis`` string saying which fallback applied."""
+        if f"{gpu}/{region}" in self.curves_:
+            return f"{gpu}/{region}", f"{gpu} in {region} (fitted)"
+        if f"{gpu}/{ANY}" in self.curves_:
+            return f"{gpu}/{ANY}", f"{gpu} all regions (no data for {region})"
+        return f"{ANY}/{ANY}", f"all GPUs, all regions (no data for {gpu})"
+
+    def basis(self, gpu: str, region: str, provisioning: str) -> str:
+        """Human-readable data basis for one (gpu, region, provisioning)."""
+        if provisioning not in TRANSIENT:
+            return f"{provisioning}: never revoked"
+        _, text = self.resolve(gpu, region)
+        scale, n = self.hazard_scale(gpu, region)
+        own = f"; own history n={n}, hazard ×{scale:.2f}" if n else ""
+        return f"{provisioning}: {text}{own}"
+
+    def survival(self, gpu: str, region: str, provisioning: str, hours: np.ndarray) -> np.ndarray:
+        """P(a server started now is not yet revoked at age ``hours``)."""
+        table = self._table(gpu, region, provisioning)
+        return table.survival(np.asarray(hours, dtype=float))
+
+    def expected_revocations(self, gpu: str, region: str, provisioning: str, hours: np.ndarray) -> np.ndarray:
+        """Expected revocations of one node slot over ``hours`` when each loss is replaced (renewal)."""
+        table = self._table(gpu, region, provisioning)
+        return table.renewals(np.asarray(hours, dtype=float))
+
+    def cluster_risk(
+        self, gpu: str, region: str, provisioning: str, workers: int, hours: float,
+        ps: int = 0, ps_provisioning: str = "standard",
+    ) -> ClusterRisk:  # fmt: skip
+        """Risk for ``workers`` servers of (gpu, region, provisioning) plus ``ps`` CPU parameter servers
+        (PS use the provisioning-level curve of all GPUs) over a run of ``hours``."""
+        h = np.array([hours])
+        s_w = float(self.survival(gpu, region, provisioning, h)[0])
+        m_w = float(self.expected_revocations(gpu, region, provisioning, h)[0])
+        s_p = float(self.survival(ANY, region, ps_provisioning, h)[0])
+        m_p = float(self.expected_revocations(ANY, region, ps_provisioning, h)[0])
+        transient = workers * (provisioning in TRANSIENT) + ps * (ps_provisioning in TRANSIENT)
+        return ClusterRisk(
+            hours=hours,
+            p_no_revocation=s_w**workers * s_p**ps,
+            expected_revocations=workers * m_w + ps * m_p,
+            per_node_risk=1 - s_w,
+            transient_nodes=int(transient),
+            basis=self.basis(gpu, region, provisioning),
+        )
+
+    def _table(self, gpu: str, region: str, provisioning: str) -> _HazardTable:
+        if provisioning not in TRANSIENT:
+            return _NEVER
+        key, _ = self.resolve(gpu, region)
+        scale, _ = self.hazard_scale(gpu, region)
+        tod_key = gpu if gpu in self.hour_of_day_ else ANY
+        tod = tuple(self.hour_of_day_[tod_key]) if self.start_hour is not None else None
+        return _hazard_table(self.curves_[key], provisioning, round(scale, 6), self.start_hour, tod)
+
+
+# --------------------------------------------------------------------- numerics
+def _base_cumhaz(curve: Bathtub, provisioning: str, hours: np.ndarray) -> np.ndarray:
+    """Cumulative revocation hazard H(t) = −ln(1 − F(t)) without the 24 h kill; spot extends beyond
+    24 h with the mean hazard of hours 1–23."""
+    t = np.asarray(hours, dtype=float)
+    inside = -np.log1p(-curve.cdf(np.minimum(t, LIMIT_H)))
+    h1, h23, h24 = -np.log1p(-curve.cdf(np.array([1.0, 23.0, LIMIT_H])))
+    flat_rate = max((h23 - h1) / 22.0, 1e-9)
+    return np.where(t > LIMIT_H, h24 + (t - LIMIT_H) * flat_rate, inside)
+
+
+class _HazardTable:
+    """Survival and renewal function of one node slot on a grid of ``GRID_H`` hours."""
+
+    def __init__(self, cumhaz: np.ndarray, killed_at_limit: bool) -> None:
+        self.grid = np.arange(cumhaz.size) * GRID_H
+        surv = np.exp(-cumhaz)
+        if killed_at_limit:
+            surv = np.where(self.grid >= LIMIT_H, 0.0, surv)
+        self.surv = surv
+        self.renew = _renewal(surv)
+        mean_life = float(np.sum(surv) * GRID_H)
+        self.tail_rate = 1.0 / mean_life if mean_life > 0 else 0.0
+
+    def survival(self, hours: np.ndarray) -> np.ndarray:
+        return np.interp(hours, self.grid, self.surv, right=self.surv[-1])
+
+    def renewals(self, hours: np.ndarray) -> np.ndarray:
+        inside = np.interp(hours, self.grid, self.renew)
+        beyond = self.renew[-1] + (hours - self.grid[-1]) * self.tail_rate
+        return np.where(hours > self.grid[-1], beyond, inside)
+
+
+class _Never(_HazardTable):
+    def __init__(self) -> None:  # no revocations at all
+        self.grid, self.surv, self.renew, self.tail_rate = np.array([0.0, 1.0]), np.ones(2), np.zeros(2), 0.0
+
+
+_NEVER = _Never()
+
+
+def _renewal(surv: np.ndarray) -> np.ndarray:
+    """Discrete renewal function M_k = F_k + Σ_j f_j M_{k−j} (expected losses with replacement)."""
+    f = -np.diff(surv, prepend=1.0)
+    cdf = 1.0 - surv
+    m = np.zeros_like(surv)
+    for k in range(1, surv.size):
+        m[k] = cdf[k] + np.dot(f[1 : k + 1], m[k - 1 :: -1][:k])
+    return m
+
+
+@lru_cache(maxsize=512)
+def _hazard_table(
+    curve: Bathtub, provisioning: str, scale: float, start_hour: int | None, tod: tuple[float, ...] | None
+) -> _HazardTable:
+    grid = np.arange(0.0, HORIZON_H + GRID_H / 2, GRID_H)
+    base = _base_cumhaz(curve, provisioning, grid)
+    d_h = np.diff(base, prepend=0.0) * scale
+    if start_hour is not None and tod is not None:
+        hour_idx = ((start_hour + grid - GRID_H / 2) % 24).astype(int) % 24
+        d_h = d_h * np.asarray(tod)[hour_idx]
+    return _HazardTable(np.cumsum(d_h), killed_at_limit=provisioning == "preemptible")
+
+
+def lifetimes_from_rows(rows: Sequence[dict[str, object]]) -> list[Lifetime]:
+    """Build :class:`Lifetime` values from dicts with start_s, end_s, revoked, gpu, region[, provisioning]."""
+    return [
+        Lifetime(
+            float(r["start_s"]),
+            float(r["end_s"]),
+            bool(r["revoked"]),
+            str(r["gpu"]),
+            str(r["region"]),
+            str(r.get("provisioning", "preemptible")),
+        )  # fmt: skip
+        for r in rows
+    ]

@@ -1,0 +1,344 @@
+"""Enumerate and rank alternative cluster shapes (vectorised), with the Pareto front of (time, cost, risk).
+
+Public API (what the CLI and the TUI Planner pane call)::
+
+    table = rank_shapes(workload, speed_model, price_book, revocation_model, objective="balanced")
+    table.current          # dict: the workload's current shape (reference row)
+    table.top(10)          # list of row dicts, best first (feasible rows before infeasible ones)
+    table.pareto           # bool array over all rows: on the (time, cost, risk) Pareto front
+    table.sorted_by("cost_usd_p50").filter(table.col("p_revocation") < 0.1).top(5)
+    table.delta(i)         # "−38% time, +12% cost, risk 0.21 → 0.05" against the current shape
+    table.explain(i)       # Explanation: which terms dominate one row
+    table.to_rows()        # every row as a dict (JSON-ready)
+
+Each row: gpu, workers, ps, region, provisioning, steps_per_sec, bottleneck, hours_expected, hours_p50,
+hours_p90, cost_usd_expected, cost_usd_p50, cost_usd_p90, p_revocation, expected_revocations,
+per_node_risk, pareto, feasible, score, price_source, price_as_of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from cmdare.planner.overheads import Overheads
+from cmdare.planner.revocation import RevocationModel
+from cmdare.planner.speed_model import Network, SpeedModel
+from cmdare.planner.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
+from cmdare.planner.workload import Shape, Workload
+
+OBJECTIVES = ("time", "cost", "balanced")
+
+
+class UnpricedShapeError(ValueError):
+    """The price book has no price for the workload's current shape (the reference row)."""
+
+
+PARETO_CHUNK = 512
+
+
+def pareto_mask(points: np.ndarray) -> np.ndarray:
+    """Rows of ``points`` (n × d, all minimised; NaN = worst) not dominated by any other row.
+
+    Duplicates are merged and the distinct rows sorted lexicographically (``np.unique``), so no later
+    row can dominate an earlier one and "≤ in every column" already means "dominates"; one chunked
+    pass then compares each chunk with the front found so far and with its own earlier rows."""
+    pts = np.where(np.isnan(points), np.inf, np.asarray(points, dtype=float))
+    uniq, inverse = np.unique(pts, axis=0, return_inverse=True)
+    front = np.empty((0, uniq.shape[1]))
+    on_front = np.zeros(len(uniq), dtype=bool)
+    for start in range(0, len(uniq), PARETO_CHUNK):
+        c = uniq[start : start + PARETO_CHUNK]
+        inner = _le_all(c, c)
+        inner &= np.tri(len(c), k=-1, dtype=bool)  # only earlier rows of the chunk
+        dominated = inner.any(axis=1) | _le_all(c, front).any(axis=1)
+        on_front[start : start + len(c)] = ~dominated
+        front = np.vstack([front, c[~dominated]])
+    return on_front[inverse.ravel()]
+
+
+def _le_all(c: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """Matrix [i, j]: row j of ``f`` is ≤ row i of ``c`` in every column."""
+    out = np.ones((len(c), len(f)), dtype=bool)
+    for k in range(c.shape[1]):
+        out &= f[None, :, k] <= c[:, None, k]
+    return out
+
+
+def enumerate_shapes(workload: Workload) -> dict[str, np.ndarray]:
+    """All gpu × workers 1..max × ps 1..max × region × provisioning, current shape first."""
+    a, cur = workload.allowed, workload.current
+    g, w, p, r, v = np.meshgrid(
+        np.arange(len(a.gpus)), np.arange(1, a.max_workers + 1), np.arange(1, a.max_ps + 1),
+        np.arange(len(a.regions)), np.arange(len(a.provisionings)), indexing="ij",
+    )  # fmt: skip
+    cols = {
+        "gpu": np.asarray(a.gpus)[g.ravel()],
+        "workers": w.ravel(),
+        "ps": p.ravel(),
+        "region": np.asarray(a.regions)[r.ravel()],
+        "provisioning": np.asarray(a.provisionings)[v.ravel()],
+    }
+    is_cur = (
+        (cols["gpu"] == cur.gpu) & (cols["workers"] == cur.workers) & (cols["ps"] == cur.ps)
+        & (cols["region"] == cur.region) & (cols["provisioning"] == cur.provisioning)
+    )  # fmt: skip
+    order = np.concatenate([np.nonzero(is_cur)[0], np.nonzero(~is_cur)[0]])
+    return {k: c[order] for k, c in cols.items()}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Where one row's time goes (seconds per run) and its dominant term."""
+
+    row: dict[str, object]
+    seconds: dict[str, float]  # compute, ps, network, checkpoint, revocation
+    shares: dict[str, float]  # fraction of expected time
+    dominant: str
+    bottleneck: str
+
+    def text(self) -> str:
+        parts = ", ".join(
+            f"{k} {self.shares[k]:.0%}" for k in sorted(self.shares, key=self.shares.get, reverse=True)
+        )
+        return f"dominant: {self.dominant} ({parts}); speed bottleneck: {self.bottleneck}"
+
+
+class ShapeTable:
+    """Ranked shapes as numpy columns; row 0 of the underlying arrays is the current shape.
+
+    ``order`` is the ranking (indices into the columns); ``view`` the rows currently shown (after
+    :meth:`sorted_by` / :meth:`filter`)."""
+
+    def __init__(self, columns: dict[str, np.ndarray], order: np.ndarray, objective: str,
+                 terms: dict[str, np.ndarray], view: np.ndarray | None = None,
+                 explainer: Callable[[dict[str, object]], dict[str, float]] | None = None) -> None:  # fmt: skip
+        self.columns = columns
+        self.explainer = explainer
+        self.order = order
+        self.objective = objective
+        self.terms = terms
+        self.view = order if view is None else view
+
+    def __len__(self) -> int:
+        return int(self.view.size)
+
+    def col(self, name: str) -> np.ndarray:
+        """A column over all rows (index with :attr:`view` for the shown order)."""
+        return self.columns[name]
+
+    @property
+    def pareto(self) -> np.ndarray:
+        return self.columns["pareto"]
+
+    @property
+    def current(self) -> dict[str, object]:
+        return self.row(0)
+
+    def row(self, i: int) -> dict[str, object]:
+        """Row ``i`` (index into the columns) as a JSON-ready dict."""
+        out: dict[str, object] = {}
+        for k, c in self.columns.items():
+            v = c[i]
+            out[k] = v.item() if hasattr(v, "item") else v
+        for k in ("hours_expected", "hours_p50", "hours_p90"):
+            out[k] = round(float(out[k]), 4)
+        for k in ("cost_usd_expected", "cost_usd_p50", "cost_usd_p90", "steps_per_sec", "score"):
+            out[k] = round(float(out[k]), 4)
+        for k in ("p_revocation", "expected_revocations", "per_node_risk"):
+            out[k] = round(float(out[k]), 4)
+        return out
+
+    def top(self, n: int | None = None) -> list[dict[str, object]]:
+        """The first ``n`` rows of the current view (all when ``n`` is None)."""
+        idx = self.view if n is None else self.view[:n]
+        return [self.row(int(i)) for i in idx]
+
+    def to_rows(self) -> list[dict[str, object]]:
+        return self.top(None)
+
+    def sorted_by(self, column: str, descending: bool = False) -> ShapeTable:
+        """A view sorted by ``column`` (stable; ties keep rank order)."""
+        keys = self.columns[column][self.view]
+        idx = np.argsort(-keys if descending else keys, kind="stable")
+        return ShapeTable(
+            self.columns, self.order, self.objective, self.terms, self.view[idx], self.explainer
+        )
+
+    def filter(self, mask: np.ndarray) -> ShapeTable:
+        """A view keeping rows where ``mask`` (over all rows) is true."""
+        return ShapeTable(
+            self.columns, self.order, self.objective, self.terms, self.view[mask[self.view]], self.explainer
+        )
+
+    def delta(self, i: int) -> str:
+        """Change of row ``i`` against the current shape, e.g. "−38% time, +12% cost, risk 0.21 → 0.05"."""
+        c = self.columns
+        dt = c["hours_p50"][i] / max(c["hours_p50"][0], 1e-12) - 1
+        dc = c["cost_usd_p50"][i] / max(c["cost_usd_p50"][0], 1e-12) - 1
+        sign = lambda x: ("+" if x >= 0 else "−") + f"{abs(x):.0%}"  # noqa: E731
+        return (
+            f"{sign(dt)} time, {sign(dc)} cost, risk {c['p_revocation'][0]:.2f} → {c['p_revocation'][i]:.2f}"
+        )
+
+    def explain(self, i: int) -> Explanation:
+        """Which terms dominate row ``i``: compute, PS, network (the speed model's per-step terms,
+        scaled to the run's base time; PS saturation counted as PS), checkpointing, revocation overhead."""
+        if self.explainer is None:
+            raise ValueError("this table has no speed model to explain rows with")
+        row = self.row(i)
+        terms = self.explainer(row)
+        rate = float(self.columns["workers"][i]) / sum(terms.values())  # unsaturated cluster steps/s
+        base = float(self.terms["base"][i])
+        unsaturated = base * float(self.columns["steps_per_sec"][i]) / rate
+        step = sum(terms.values())
+        seconds = {
+            k: unsaturated * terms[src] / step
+            for k, src in (("compute", "compute"), ("ps", "ps"), ("network", "latency"))
+        }
+        seconds["ps"] += max(base - unsaturated, 0.0)
+        seconds["checkpoint"] = float(self.terms["checkpoint"][i])
+        seconds["revocation"] = float(self.terms["revocation"][i])
+        total = sum(seconds.values()) or 1.0
+        shares = {k: v / total for k, v in seconds.items()}
+        return Explanation(row, seconds, shares, max(shares, key=shares.get), str(row["bottleneck"]))
+
+
+def rank_shapes(
+    workload: Workload,
+    speed_model: SpeedModel,
+    price_book: object,
+    revocation_model: RevocationModel,
+    objective: str = "balanced",
+    overheads: Overheads | None = None,
+    shapes: dict[str, np.ndarray] | None = None,
+) -> ShapeTable:
+    """Enumerate (or take ``shapes``), estimate and rank every shape. ``objective``: time | cost | balanced
+    (product of P50 time and P50 cost). Shapes without a price are dropped; an unpriced current shape
+    raises :class:`UnpricedShapeError`."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
+    overheads = overheads or Overheads.load()
+    rev = revocation_model.with_start_hour(workload.options.start_hour)
+    cols = shapes if shapes is not None else enumerate_shapes(workload)
+    prices = PriceTable(price_book)
+    w_usd, ps_usd = prices.lookup(
+        cols["gpu"], cols["region"], cols["provisioning"], workload.allowed.ps_provisioning
+    )
+    keep = np.isfinite(w_usd) & np.isfinite(ps_usd)
+    if not keep[0]:
+        cur = workload.current
+        raise UnpricedShapeError(
+            f"the {prices.source} price book ({prices.as_of}) has no price for the current shape "
+            f"{cur.gpu} in {cur.region} ({cur.provisioning})"
+        )
+    cols = {k: v[keep] for k, v in cols.items()}
+    w_usd, ps_usd = w_usd[keep], ps_usd[keep]
+    speed = _speeds(workload, speed_model, cols)
+    tc = estimate(_shape_columns(workload, cols, speed, w_usd, ps_usd, prices), _run_settings(workload, overheads),
+                  overheads, rev)  # fmt: skip
+    columns = _result_columns(workload, cols, speed, tc, prices)
+    columns["feasible"] = _feasible(workload, columns)
+    columns["score"] = _score(columns, objective)
+    columns["pareto"] = pareto_mask(
+        np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
+    )
+    order = np.lexsort((columns["score"], ~columns["feasible"]))
+    terms = {
+        "base": tc.seconds_base,
+        "checkpoint": tc.seconds_checkpoint,
+        "revocation": tc.seconds_revocation,
+    }
+    return ShapeTable(columns, order, objective, terms, explainer=_explainer(workload, speed_model))
+
+
+def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:
+    m = workload.model
+    net = Network(m.name, m.model_flops, m.params, m.batch_size)
+
+    def terms(row: dict[str, object]) -> dict[str, float]:
+        pred = model.predict(
+            net, {str(row["gpu"]): int(row["workers"])}, int(row["ps"]), workload.options.latency_ms
+        )
+        return {k: float(pred.terms.get(k, 0.0)) for k in ("compute", "ps", "latency")}
+
+    return terms
+
+
+def _speeds(workload: Workload, model: SpeedModel, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    m = workload.model
+    net = Network(m.name, m.model_flops, m.params, m.batch_size)
+    lat = workload.options.latency_ms
+    full = model.predict_shapes(net, cols["gpu"], cols["workers"], cols["ps"], latency_ms=lat)
+    fewer = np.maximum(cols["workers"] - 1, 1)
+    degraded = model.predict_shapes(net, cols["gpu"], fewer, cols["ps"], latency_ms=lat)["steps_per_sec"]
+    degraded = np.where(cols["workers"] > 1, degraded, 0.0)
+    return {"steps_per_sec": full["steps_per_sec"], "degraded": degraded, "bottleneck": full["bottleneck"]}
+
+
+def _run_settings(workload: Workload, overheads: Overheads) -> RunSettings:
+    ckpt = workload.model.checkpoint_mb or overheads.checkpoint_mb(workload.model.params)
+    return RunSettings(
+        steps=float(workload.target.steps),
+        checkpoint_interval_steps=workload.options.checkpoint_interval_steps,
+        checkpoint_interval_s=workload.options.checkpoint_interval_s,
+        checkpoint_mb=ckpt,
+        ps_provisioning=workload.allowed.ps_provisioning,
+        warm_restart=workload.options.warm_restart,
+    )
+
+
+def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
+                   w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
+    o = workload.options
+    epochs = workload.target.epochs or 1.0
+    cross = (cols["region"] != o.data_region) if o.data_region else np.zeros(cols["region"].shape, bool)
+    egress = np.where(cross, o.dataset_gb * epochs * prices.egress_usd_per_gb, 0.0)
+    return ShapeColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["workers"], cols["ps"],
+                        speed["steps_per_sec"], speed["degraded"], w_usd, ps_usd, egress)  # fmt: skip
+
+
+def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
+                    tc: TimeCost, prices: PriceTable) -> dict[str, np.ndarray]:  # fmt: skip
+    n = cols["gpu"].size
+    return {
+        **cols,
+        "steps_per_sec": speed["steps_per_sec"],
+        "bottleneck": speed["bottleneck"],
+        "hours_expected": tc.seconds_expected / 3600.0,
+        "hours_p50": tc.seconds_p50 / 3600.0,
+        "hours_p90": tc.seconds_p90 / 3600.0,
+        "cost_usd_expected": tc.cost_expected,
+        "cost_usd_p50": tc.cost_p50,
+        "cost_usd_p90": tc.cost_p90,
+        "p_revocation": tc.p_revocation,
+        "expected_revocations": tc.expected_revocations,
+        "per_node_risk": tc.per_node_risk,
+        "price_source": np.full(n, prices.source),
+        "price_as_of": np.full(n, prices.as_of),
+    }
+
+
+def _feasible(workload: Workload, c: dict[str, np.ndarray]) -> np.ndarray:
+    ok = np.ones(c["gpu"].size, dtype=bool)
+    if workload.target.deadline_hours is not None:
+        ok &= c["hours_p90"] <= workload.target.deadline_hours
+    if workload.target.budget_usd is not None:
+        ok &= c["cost_usd_p90"] <= workload.target.budget_usd
+    return ok
+
+
+def _score(c: dict[str, np.ndarray], objective: str) -> np.ndarray:
+    """Lower is better: P50 hours, P50 cost, or their product (balanced), relative to the current shape;
+    ties broken by expected revocations."""
+    t = c["hours_p50"] / max(float(c["hours_p50"][0]), 1e-12)
+    k = c["cost_usd_p50"] / max(float(c["cost_usd_p50"][0]), 1e-12)
+    base = {"time": t, "cost": k, "balanced": t * k}[objective]
+    return base + 1e-6 * c["expected_revocations"]
+
+
+def current_shape_row(table: ShapeTable) -> Shape:
+    """The current shape of a table as a :class:`Shape`."""
+    r = table.current
+    return Shape(str(r["gpu"]), int(r["workers"]), int(r["ps"]), str(r["region"]), str(r["provisioning"]))

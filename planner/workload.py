@@ -1,0 +1,307 @@
+"""The planner's workload file: a typed TOML schema that rejects unknown keys.
+
+Schema (issue 6; keys marked * are extensions)::
+
+    [model]    name, model_flops, params, batch_size (default 128), checkpoint_mb*
+    [target]   steps | (epochs* and dataset_size*), deadline_hours, budget_usd
+    [current]  gpu, workers, ps, region, provisioning (spot|preemptible|standard)
+    [allowed]  gpus, regions, max_workers, max_ps, provisionings*, ps_provisioning* (default "standard")
+    [options]* checkpoint_interval_steps (default: every checkpoint_interval_s = 600 s), start_hour (0-23, local hour the job starts),
+               latency_ms (default 0.3), warm_restart (bool), data_region, dataset_gb
+
+Errors are :class:`WorkloadError` naming the file, the line when it can be found, and the key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROVISIONINGS: tuple[str, ...] = ("spot", "preemptible", "standard")
+
+
+class WorkloadError(ValueError):
+    """A workload file is malformed; the message names file, line (when known) and key."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The network: ``model_flops`` per example (FLOPs), ``params`` (count), ``batch_size`` per worker."""
+
+    name: str
+    model_flops: float
+    params: float
+    batch_size: int = 128
+    checkpoint_mb: float | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to train: ``steps`` (global steps); optional deadline (hours) and budget (USD)."""
+
+    steps: int
+    deadline_hours: float | None = None
+    budget_usd: float | None = None
+    epochs: float | None = None
+    dataset_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One cluster shape: ``workers`` one-GPU workers of ``gpu`` plus ``ps`` parameter servers."""
+
+    gpu: str
+    workers: int
+    ps: int
+    region: str
+    provisioning: str
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """The space of alternatives to enumerate around the current shape."""
+
+    gpus: tuple[str, ...]
+    regions: tuple[str, ...]
+    max_workers: int
+    max_ps: int
+    provisionings: tuple[str, ...] = PROVISIONINGS
+    ps_provisioning: str = "standard"
+
+
+@dataclass(frozen=True)
+class Options:
+    """Planner options: checkpoint interval (steps, or seconds when steps is None), start hour of day (0–23 or None = any),
+    network latency (ms), warm framework restarts, data region and dataset size (GB) for egress."""
+
+    # None = every ``checkpoint_interval_s`` seconds: 600 s is TensorFlow 1.x MonitoredTrainingSession's
+    # default ``save_checkpoint_secs`` (the study's TF 1.10 setup; its interval is not stated — assumption).
+    checkpoint_interval_steps: int | None = None
+    checkpoint_interval_s: float = 600.0
+    start_hour: int | None = None
+    latency_ms: float = 0.3
+    warm_restart: bool = False
+    data_region: str | None = None
+    dataset_gb: float = 0.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A parsed workload file."""
+
+    model: ModelSpec
+    target: Target
+    current: Shape
+    allowed: Allowed
+    options: Options = field(default_factory=Options)
+    source: str = "<string>"
+
+
+_SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
+    "model": {
+        "name": (str, True),
+        "model_flops": ((int, float), True),
+        "params": ((int, float), True),
+        "batch_size": (int, False),
+        "checkpoint_mb": ((int, float), False),
+    },
+    "target": {
+        "steps": (int, False),
+        "deadline_hours": ((int, float), False),
+        "budget_usd": ((int, float), False),
+        "epochs": ((int, float), False),
+        "dataset_size": (int, False),
+    },
+    "current": {
+        "gpu": (str, True),
+        "workers": (int, True),
+        "ps": (int, True),
+        "region": (str, True),
+        "provisioning": (str, True),
+    },
+    "allowed": {
+        "gpus": (list, False),
+        "regions": (list, False),
+        "max_workers": (int, False),
+        "max_ps": (int, False),
+        "provisionings": (list, False),
+        "ps_provisioning": (str, False),
+    },
+    "options": {
+        "checkpoint_interval_steps": (int, False),
+        "checkpoint_interval_s": ((int, float), False),
+        "start_hour": (int, False),
+        "latency_ms": ((int, float), False),
+        "warm_restart": (bool, False),
+        "data_region": (str, False),
+        "dataset_gb": ((int, float), False),
+    },
+}
+_REQUIRED_TABLES = ("model", "target", "current")
+
+
+class _Locator:
+    """Finds the line of ``[table]`` / ``key =`` in the TOML text for error messages."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.lines = text.splitlines()
+        self.source = source
+
+    def line_of(self, table: str, key: str | None = None) -> int | None:
+        in_table = False
+        for no, raw in enumerate(self.lines, start=1):
+            line = raw.strip()
+            header = re.match(r"^\[\s*([A-Za-z0-9_.-]+)\s*\]", line)
+            if header:
+                in_table = header.group(1) == table
+                if in_table and key is None:
+                    return no
+                continue
+            if in_table and key is not None and re.match(rf"^{re.escape(key)}\s*=", line):
+                return no
+        return None
+
+    def error(self, message: str, table: str, key: str | None = None) -> WorkloadError:
+        line = self.line_of(table, key)
+        where = f"{self.source}:{line}" if line else self.source
+        name = f"{table}.{key}" if key else f"[{table}]"
+        return WorkloadError(f"{where}: {name}: {message}")
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read and validate a workload TOML file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WorkloadError(f"{p}: cannot read workload file ({exc.strerror or exc})") from exc
+    return parse_workload(text, source=str(p))
+
+
+def parse_workload(text: str, source: str = "<string>") -> Workload:
+    """Parse workload TOML ``text``; ``source`` names it in error messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkloadError(f"{source}: invalid TOML: {exc}") from exc
+    loc = _Locator(text, source)
+    _check_keys(data, loc)
+    model = _model(data["model"], loc)
+    target = _target(data["target"], model, loc)
+    current = _current(data["current"], loc)
+    allowed = _allowed(data.get("allowed", {}), current, loc)
+    options = _options(data.get("options", {}), loc)
+    return Workload(model, target, current, allowed, options, source)
+
+
+def _check_keys(data: dict[str, Any], loc: _Locator) -> None:
+    for table in data:
+        if table not in _SCHEMA:
+            raise loc.error(f"unknown table (expected one of {', '.join(_SCHEMA)})", table)
+        if not isinstance(data[table], dict):
+            raise WorkloadError(f"{loc.source}: {table}: must be a table")
+    for table in _REQUIRED_TABLES:
+        if table not in data:
+            raise WorkloadError(f"{loc.source}: [{table}]: missing required table")
+    for table, values in data.items():
+        spec = _SCHEMA[table]
+        for key, value in values.items():
+            if key not in spec:
+                raise loc.error(f"unknown key (expected one of {', '.join(spec)})", table, key)
+            kind, _ = spec[key]
+            if isinstance(value, bool) and kind is not bool:
+                raise loc.error("must be a number or string, not a boolean", table, key)
+            if not isinstance(value, kind):
+                raise loc.error(f"wrong type {type(value).__name__}", table, key)
+        for key, (_, required) in spec.items():
+            if required and key not in values:
+                raise loc.error("missing required key", table, key)
+
+
+def _positive(values: dict[str, Any], key: str, table: str, loc: _Locator) -> None:
+    if key in values and not values[key] > 0:
+        raise loc.error("must be > 0", table, key)
+
+
+def _model(v: dict[str, Any], loc: _Locator) -> ModelSpec:
+    for key in ("model_flops", "params", "batch_size", "checkpoint_mb"):
+        _positive(v, key, "model", loc)
+    ckpt = v.get("checkpoint_mb")
+    return ModelSpec(
+        v["name"], float(v["model_flops"]), float(v["params"]), int(v.get("batch_size", 128)),
+        None if ckpt is None else float(ckpt),
+    )  # fmt: skip
+
+
+def _target(v: dict[str, Any], model: ModelSpec, loc: _Locator) -> Target:
+    for key in ("steps", "deadline_hours", "budget_usd", "epochs", "dataset_size"):
+        _positive(v, key, "target", loc)
+    steps = v.get("steps")
+    if steps is None:
+        if "epochs" not in v or "dataset_size" not in v:
+            raise loc.error("give steps, or both epochs and dataset_size", "target", "steps")
+        # One global step consumes one worker batch (async PS training, CM-DARE setup).
+        steps = int(round(v["epochs"] * v["dataset_size"] / model.batch_size))
+    return Target(
+        int(steps), v.get("deadline_hours"), v.get("budget_usd"), v.get("epochs"), v.get("dataset_size")
+    )
+
+
+def _current(v: dict[str, Any], loc: _Locator) -> Shape:
+    for key in ("workers", "ps"):
+        _positive(v, key, "current", loc)
+    if v["provisioning"] not in PROVISIONINGS:
+        raise loc.error(f"must be one of {', '.join(PROVISIONINGS)}", "current", "provisioning")
+    return Shape(v["gpu"], int(v["workers"]), int(v["ps"]), v["region"], v["provisioning"])
+
+
+def _str_list(v: dict[str, Any], key: str, loc: _Locator) -> tuple[str, ...] | None:
+    if key not in v:
+        return None
+    items = v[key]
+    if not items or not all(isinstance(x, str) for x in items):
+        raise loc.error("must be a non-empty list of strings", "allowed", key)
+    return tuple(items)
+
+
+def _allowed(v: dict[str, Any], current: Shape, loc: _Locator) -> Allowed:
+    for key in ("max_workers", "max_ps"):
+        _positive(v, key, "allowed", loc)
+    provs = _str_list(v, "provisionings", loc) or PROVISIONINGS
+    for p in (*provs, v.get("ps_provisioning", "standard")):
+        if p not in PROVISIONINGS:
+            raise loc.error(f"unknown provisioning {p!r}", "allowed", "provisionings")
+    gpus = _str_list(v, "gpus", loc) or (current.gpu,)
+    regions = _str_list(v, "regions", loc) or (current.region,)
+    return Allowed(
+        gpus=tuple(dict.fromkeys((current.gpu, *gpus))),
+        regions=tuple(dict.fromkeys((current.region, *regions))),
+        max_workers=max(int(v.get("max_workers", current.workers)), current.workers),
+        max_ps=max(int(v.get("max_ps", current.ps)), current.ps),
+        provisionings=tuple(dict.fromkeys((current.provisioning, *provs))),
+        ps_provisioning=v.get("ps_provisioning", "standard"),
+    )
+
+
+def _options(v: dict[str, Any], loc: _Locator) -> Options:
+    _positive(v, "checkpoint_interval_steps", "options", loc)
+    _positive(v, "checkpoint_interval_s", "options", loc)
+    hour = v.get("start_hour")
+    if hour is not None and not 0 <= hour <= 23:
+        raise loc.error("must be an hour 0-23", "options", "start_hour")
+    if v.get("dataset_gb", 0) < 0 or v.get("latency_ms", 0.3) < 0:
+        raise loc.error(
+            "must be >= 0", "options", "dataset_gb" if v.get("dataset_gb", 0) < 0 else "latency_ms"
+        )
+    return Options(
+        checkpoint_interval_steps=v.get("checkpoint_interval_steps"),
+        checkpoint_interval_s=float(v.get("checkpoint_interval_s", 600.0)),
+        start_hour=hour,
+        latency_ms=float(v.get("latency_ms", 0.3)),
+        warm_restart=bool(v.get("warm_restart", False)),
+        data_region=v.get("data_region"),
+        dataset_gb=float(v.get("dataset_gb", 0.0)),
+    )

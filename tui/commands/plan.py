@@ -1,0 +1,115 @@
+"""``cmdare-tui plan``: rank alternative cluster shapes for a workload file.
+
+cmdare-tui plan --workload FILE.toml [--json] [--top N] [--objective time|cost|balanced]
+                [--prices offline|study-era]
+cmdare-tui plan --geo FILE.toml [--json] [--top N]        (geo-distributed plan, see plan_geo)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from cmdare.tui.commands import UsageError
+
+JSON_KEYS = (
+    "gpu", "workers", "ps", "region", "provisioning", "steps_per_sec", "hours_p50", "hours_p90",
+    "cost_usd_p50", "cost_usd_p90", "p_revocation", "expected_revocations", "pareto", "price_source",
+    "price_as_of", "hours_expected", "cost_usd_expected", "per_node_risk", "bottleneck", "feasible",
+    "current", "delta",
+)  # fmt: skip
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``plan`` sub-command."""
+    p = subparsers.add_parser("plan", help="rank alternative cluster shapes: time, cost and revocation risk")
+    p.add_argument("--workload", type=Path, metavar="FILE.toml", help="workload file (see examples/)")
+    p.add_argument("--geo", type=Path, metavar="FILE.toml", help="geo-distributed pipeline plan instead")
+    p.add_argument("--json", action="store_true", help="print the ranked rows as JSON")
+    p.add_argument("--top", type=int, default=10, help="rows to show (0 = all; default 10)")
+    p.add_argument("--objective", choices=("time", "cost", "balanced"), default="balanced")
+    p.add_argument("--prices", choices=("offline", "study-era"), default="offline",
+                   help="price book: the shipped offline book or the 2019 study-era prices")  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``plan``; returns the exit status."""
+    if args.top < 0:
+        raise UsageError("plan: --top must be >= 0")
+    if args.geo is not None:
+        from cmdare.tui.commands.plan_geo import run_geo
+
+        return int(run_geo(args.geo, args.json, args.top) or 0)
+    if args.workload is None:
+        raise UsageError("plan: give --workload FILE.toml (or --geo FILE.toml)")
+    table = build_table(args.workload, args.objective, args.prices)
+    rows = plan_rows(table, args.top or None)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(render_text(table, rows))
+    return 0
+
+
+def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
+    """Load the workload and the models, and rank the shapes (:class:`cmdare.planner.shapes.ShapeTable`)."""
+    from cmdare.planner.gpu_catalog import UnknownGpuError
+    from cmdare.planner.revocation import RevocationModel
+    from cmdare.planner.shapes import UnpricedShapeError, rank_shapes
+    from cmdare.planner.speed_model import SpeedModel
+    from cmdare.planner.workload import WorkloadError, load_workload
+
+    try:
+        workload = load_workload(path)
+    except WorkloadError as exc:
+        raise UsageError(str(exc)) from exc
+    book = _price_book(prices)
+    try:
+        return rank_shapes(workload, SpeedModel.load(), book, RevocationModel.load(), objective=objective)
+    except UnknownGpuError as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+    except UnpricedShapeError as exc:
+        hint = " (try --prices study-era)" if prices == "offline" else ""
+        raise UsageError(f"{path}: {exc}{hint}") from exc
+
+
+def _price_book(which: str) -> Any:
+    from cmdare.collectors import pricing
+
+    return pricing.load_study_era_book() if which == "study-era" else pricing.load_offline_book()
+
+
+def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
+    """Ranked rows (JSON-ready), each with ``current`` (bool) and ``delta`` against the current shape."""
+    idx = table.view if top is None else table.view[:top]
+    rows = []
+    for i in idx:
+        row = table.row(int(i))
+        row["current"] = int(i) == 0
+        row["delta"] = table.delta(int(i))
+        rows.append({k: row[k] for k in JSON_KEYS})
+    return rows
+
+
+def render_text(table: Any, rows: list[dict[str, object]]) -> str:
+    """A plain-text table: the current shape first, then the ranked alternatives with deltas."""
+    cur = table.current
+    head = (
+        f"objective {table.objective} · {len(table)} shapes · prices {cur['price_source']} "
+        f"({cur['price_as_of']}) · ★ = Pareto (time, cost, risk)"
+    )
+    fmt = "{:>3} {:<5} {:>3} {:>2} {:<13} {:<11} {:>8} {:>8} {:>8} {:>9} {:>6}  {}"
+    lines = [head, fmt.format("#", "gpu", "wrk", "ps", "region", "prov", "steps/s", "h p50", "h p90", "$ p50",
+                              "risk", "vs current")]  # fmt: skip
+    for n, r in enumerate([{**table.row(0), "current": True, "delta": "current shape"}, *rows]):
+        rank = "cur" if n == 0 else str(n)
+        star = "★" if r["pareto"] else " "
+        lines.append(fmt.format(
+            rank, r["gpu"], r["workers"], r["ps"], r["region"], r["provisioning"], f"{r['steps_per_sec']:.1f}",
+            f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}", f"{r['cost_usd_p50']:.2f}",
+            f"{r['p_revocation']:.2f}", f"{star} {r['delta']}" if n else r["delta"],
+        ))  # fmt: skip
+    return "\n".join(lines)
