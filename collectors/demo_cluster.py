@@ -1,5 +1,7 @@
 """The embedded demo: a simulated parameter-server training cluster that really serves Prometheus
 ``/metrics`` on loopback (through the project's own exporter), calibrated from CM-DARE measurements.
+With ``geo=True`` a second job runs beside it: an LM pipeline over 3 datacenters with one slow WAN
+link (:mod:`cmdare.collectors.demo_geo`).
 
 Scenario (``collectors/data/demo_calibration.json``, derived by ``scripts/derive_demo_calibration.py``):
 8 preemptible P100 workers + 1 on-demand PS train ResNet-32. The cluster's global steps/s follows the
@@ -21,6 +23,7 @@ from importlib import resources
 
 import numpy as np
 
+from cmdare.collectors.demo_geo import GeoPipelineDemo
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape import ScrapeTarget
@@ -55,6 +58,7 @@ class DemoCluster:
         first_revocation_s: float = 20.0,
         revoke_every_s: float = 120.0,
         seed: int = 7,
+        geo: bool = False,
     ) -> None:
         self.cal = load_calibration()
         self.workers = workers
@@ -72,6 +76,7 @@ class DemoCluster:
         self._t0 = 0.0
         self._next_revocation = 0.0
         self.revocations = 0
+        self.geo = GeoPipelineDemo() if geo else None
 
     @property
     def job(self) -> str:
@@ -95,6 +100,8 @@ class DemoCluster:
             exp = self._exporter(info)
             port = exp.start(0)
             self.tasks.append(_Task(info, exp, port))
+        if self.geo is not None:
+            self.geo.start()
         self._t0 = time.monotonic()
         self._next_revocation = self._t0 + self.first_revocation_s
         self._thread = threading.Thread(target=self._run, name="cmdare-demo", daemon=True)
@@ -102,7 +109,8 @@ class DemoCluster:
         return self.targets()
 
     def targets(self) -> list[ScrapeTarget]:
-        return [ScrapeTarget(f"http://127.0.0.1:{t.port}/metrics", t.info) for t in self.tasks]
+        own = [ScrapeTarget(f"http://127.0.0.1:{t.port}/metrics", t.info) for t in self.tasks]
+        return own + (self.geo.targets() if self.geo is not None else [])
 
     def stop(self) -> None:
         self._stop.set()
@@ -113,6 +121,8 @@ class DemoCluster:
                 if t.exporter is not None:
                     t.exporter.stop()
                     t.exporter = None
+            if self.geo is not None:
+                self.geo.stop()
 
     # --- simulation ---------------------------------------------------------------------------
     def cluster_speed(self, n_workers: int) -> float:
@@ -128,6 +138,8 @@ class DemoCluster:
             with self._lock:
                 self._lifecycle(now)
                 self._advance(now - last)
+                if self.geo is not None:
+                    self.geo.advance(now - last)
             last = now
 
     def _lifecycle(self, now: float) -> None:

@@ -86,6 +86,9 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
         net_in, net_out = ts.rate(M.K_PS_IN, window), ts.rate(M.K_PS_OUT, window)
     else:
         net_in, net_out = None, None
+    if i.role == "stage":
+        sent = [r for k in ts.values if k.startswith(M.K_STAGE_BYTES_PREFIX) and (r := ts.rate(k, window)) is not None]
+        net_out = sum(sent) if sent else None
     net_in = ts.rate(M.K_NET_RX, window) if ts.values.get(M.K_NET_RX) is not None else net_in
     net_out = ts.rate(M.K_NET_TX, window) if ts.values.get(M.K_NET_TX) is not None else net_out
     started = status.started if status else ts.first_seen
@@ -124,7 +127,7 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
                                                        status.state.value, None, None, None, None, None, None,
                                                        status.last_error, status.restarts, status.cause, i.stage, i.dc))
     out = []
-    for name, nodes in sorted(jobs.items()):
+    for name, nodes in jobs.items():  # in the order jobs were first seen
         nodes.sort(key=lambda n: (order.get(n.role, 9), _natural(n.name)))
         js = store.job(name)
         hist = [float(x) for x in js.last("steps_per_sec", history)]

@@ -76,7 +76,7 @@ class MonitorState:
 class MonitorSession:
     def __init__(self, opts: SessionOptions, *, clock: Clock | None = None,
                  extra_sources: list[Source] | None = None,
-                 demo_factory: Callable[[], DemoCluster] = DemoCluster) -> None:
+                 demo_factory: Callable[[], DemoCluster] | None = None) -> None:
         self.opts = opts
         self.clock = clock or SystemClock()
         self.store = Store()
@@ -84,7 +84,7 @@ class MonitorSession:
         self.alerts = AlertEngine()
         self.demo: DemoCluster | None = None
         self._extra_sources = extra_sources or []
-        self._demo_factory = demo_factory
+        self._demo_factory = demo_factory or (lambda: DemoCluster(geo=True))
         self.poller: Poller | None = None
         self._model: SpeedModel | None = None
         self.state: MonitorState | None = None
