@@ -143,12 +143,16 @@ class Poller:
             cycle = await self.poll_once()
             if on_cycle is not None:
                 on_cycle(cycle)
-            delay = max(0.0, self.interval - (self.clock.monotonic() - started))
-            self._wake.clear()
-            waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
-            await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
-                w.cancel()
+            await self.wait_next(started, stop)
+
+    async def wait_next(self, started: float, stop: asyncio.Event) -> None:
+        """Sleep until ``interval`` after ``started`` (monotonic), or until stopped or poked."""
+        delay = max(0.0, self.interval - (self.clock.monotonic() - started))
+        self._wake.clear()
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._wake.wait())]
+        await asyncio.wait(waiters, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+        for w in waiters:
+            w.cancel()
 
     async def aclose(self) -> None:
         if self._client is not None:
