@@ -1,0 +1,144 @@
+"""The planner for a running job: calibrate the speed model on the job's own measurements, then
+rank alternative shapes (time, cost, revocation risk) with the same calls as ``cmdare-tui plan``.
+
+Work is throttled: calibration at most every ``calibrate_every`` seconds and ranking when the
+shape, the target, the price book or the calibration changed noticeably (or every ``rank_every``)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from cmdare.planner.calibration import Calibration
+from cmdare.planner.job_plan import current_shape, network_of
+from cmdare.planner.overview import JobView
+from cmdare.planner.revocation import RevocationModel
+from cmdare.planner.shapes import ShapeTable, UnpricedShapeError, rank_shapes
+from cmdare.planner.speed_model import SpeedModel
+from cmdare.planner.workload import Allowed, ModelSpec, Options, Shape, Target, Workload
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_PS = 4
+
+
+@dataclass(frozen=True)
+class LivePlan:
+    job: str
+    table: ShapeTable | None
+    workload: Workload | None
+    calibration_samples: int
+    calibration_residual: float | None
+    compute_scale: float
+    ps_scale: float
+    price_source: str
+    price_as_of: str
+    note: str | None = None  # why there is no table, or what was assumed
+
+
+@dataclass
+class _JobCache:
+    key: tuple | None = None
+    ranked_at: float = -math.inf
+    calibrated_at: float = -math.inf
+    calibration: Calibration | None = None
+    plan: LivePlan | None = None
+
+
+def _dominant(counter: Counter) -> str:
+    return counter.most_common(1)[0][0] if counter else ""
+
+
+def workload_for_job(job: JobView, price_book, *, budget_usd: float | None = None,
+                     deadline_hours: float | None = None) -> tuple[Workload | None, str | None]:
+    """A workload for the remaining steps of a live job, or (None, why not)."""
+    net, shape = network_of(job), current_shape(job)
+    if net is None:
+        return None, "the job does not say which network it trains (cmdare_job_info or config [model])"
+    if shape is None:
+        return None, "no workers with a GPU type and no parameter server seen yet"
+    if not job.facts.target_steps:
+        return None, "no target step count (cmdare_job_info target_steps or config) to plan time and cost for"
+    remaining = max(1, int(job.facts.target_steps - (job.global_step or 0)))
+    workers = [n for n in job.nodes if n.role in ("worker", "chief")]
+    region = _dominant(Counter(n.region for n in workers if n.region)) or "us-central1"
+    prov = _dominant(Counter(n.provisioning for n in workers if n.provisioning)) or "standard"
+    gpu, count = max(shape.gpus, key=lambda g: g[1])
+    book_gpus = set(price_book.gpus())
+    allowed_gpus = tuple(sorted(book_gpus | {gpu}))
+    regions = tuple(sorted(set(price_book.regions()) | {region}))
+    w = Workload(
+        model=ModelSpec(job.facts.model or "job", net.model_flops, net.params, net.batch_size),
+        target=Target(steps=remaining, deadline_hours=deadline_hours, budget_usd=budget_usd),
+        current=Shape(gpu, shape.workers, shape.ps, region, prov),
+        allowed=Allowed(allowed_gpus, regions, max(16, 2 * shape.workers), max(DEFAULT_MAX_PS, shape.ps)),
+        options=Options(),
+        source=f"live job {job.name}",
+    )
+    return w, None
+
+
+class LivePlanner:
+    def __init__(self, speed_model: SpeedModel, price_book, revocation_model: RevocationModel | None = None,
+                 *, objective: str = "balanced", calibrate_every: float = 10.0, rank_every: float = 60.0) -> None:
+        self.speed_model = speed_model
+        self.price_book = price_book
+        self.revocation = revocation_model or RevocationModel.load()
+        self.objective = objective
+        self.calibrate_every = calibrate_every
+        self.rank_every = rank_every
+        self._jobs: dict[str, _JobCache] = {}
+
+    def set_price_book(self, book) -> None:
+        self.price_book = book
+        for c in self._jobs.values():
+            c.key = None  # re-rank with the new prices
+
+    def _calibrate(self, job: JobView, cache: _JobCache, now: float) -> Calibration | None:
+        if now - cache.calibrated_at < self.calibrate_every and cache.calibration is not None:
+            return cache.calibration
+        net, shape = network_of(job), current_shape(job, include_down=False)
+        if net is None or shape is None:
+            return None
+        cal = Calibration(self.speed_model, net, dict(shape.gpus), shape.ps)
+        for n in job.workers():
+            if n.status == "up" and n.step_seconds and n.gpu:
+                cal.add_worker_step_time(n.gpu, n.step_seconds)
+        for x in job.history[-15:]:
+            if math.isfinite(x) and x > 0:
+                cal.add_cluster_rate(x)
+        if cal.samples:
+            try:
+                cal.fit()
+            except (ValueError, KeyError, ZeroDivisionError) as exc:
+                log.warning("calibration of %s failed: %s", job.name, exc)
+                return cache.calibration
+        cache.calibration, cache.calibrated_at = cal, now
+        return cal
+
+    def update(self, job: JobView, now: float) -> LivePlan:
+        cache = self._jobs.setdefault(job.name, _JobCache())
+        cal = self._calibrate(job, cache, now)
+        c_scale = cal.compute_scale_ if cal and cal.samples else 1.0
+        p_scale = cal.ps_scale_ if cal and cal.samples else 1.0
+        w, why = workload_for_job(job, self.price_book)
+        key = (w.current if w else None, w.target.steps // 1000 if w else None, id(self.price_book),
+               round(math.log(c_scale), 1), round(math.log(p_scale), 1))
+        if cache.plan is not None and key == cache.key and now - cache.ranked_at < self.rank_every:
+            return cache.plan
+        table, note = None, why
+        if w is not None:
+            model = cal.calibrated_model() if cal and cal.samples else self.speed_model
+            try:
+                table = rank_shapes(w, model, self.price_book, self.revocation, self.objective)
+            except UnpricedShapeError as exc:
+                note = str(exc)
+            except (ValueError, KeyError) as exc:
+                note = f"cannot rank shapes: {exc}"
+        cache.plan = LivePlan(job.name, table, w, cal.samples if cal else 0,
+                              cal.residual if cal and cal.samples else None, c_scale, p_scale,
+                              getattr(self.price_book, "source", "?"), getattr(self.price_book, "as_of", "?"), note)
+        cache.key, cache.ranked_at = key, now
+        return cache.plan

@@ -1,0 +1,59 @@
+"""The live planner ranks alternatives for a running job, anchored on its own measurements."""
+
+from __future__ import annotations
+
+from cmdare.collectors.pricing import load_offline_book
+from cmdare.collectors.samples import JobFacts
+from cmdare.planner.live_plan import LivePlanner, workload_for_job
+from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.speed_model import SpeedModel
+
+# ResNet-32 facts and P100 speeds: shared/data/cmdare (0latency_p100_new2.csv; cluster_speed_vs_workers.csv)
+FACTS = JobFacts("j", "ResNet-32", 1658696889.0, 1857722.0, 128, 64000)
+
+
+def node(name: str, role: str, gpu: str = "P100", status: str = "up", step_s: float | None = 0.082) -> NodeView:
+    return NodeView(name, role, gpu if role != "ps" else "", "us-central1", "us-central1-c",
+                    "preemptible" if role != "ps" else "standard", status, 5.5, step_s if role != "ps" else None,
+                    None, None, None, 100.0, None, 0, "")
+
+
+def job(history: list[float], workers: int = 8) -> JobView:
+    nodes = [node("ps-0", "ps")] + [node(f"worker-{i}", "chief" if i == 0 else "worker") for i in range(workers)]
+    return JobView("j", FACTS, history[-1], history[-1] * 128, 1000.0, None, nodes, history)
+
+
+def test_workload_reads_the_live_shape_and_remaining_steps():
+    w, why = workload_for_job(job([44.0]), load_offline_book())
+    assert why is None
+    assert (w.current.gpu, w.current.workers, w.current.ps) == ("P100", 8, 1)
+    assert w.current.provisioning == "preemptible" and w.current.region == "us-central1"
+    assert w.target.steps == 63000
+
+
+def test_plateaued_p100_job_is_anchored_and_more_ps_ranks_faster():
+    # measured P100 1-PS plateau of ResNet-32 at 8 workers: 43–47 steps/s
+    lp = LivePlanner(SpeedModel.load(), load_offline_book(), objective="time")
+    plan = lp.update(job([44.6, 44.2, 47.4, 43.2] * 4), now=0.0)
+    assert plan.table is not None and plan.note is None
+    assert plan.calibration_samples >= 16 and plan.calibration_residual < 0.1
+    cur = plan.table.current
+    assert 40 < cur["steps_per_sec"] < 50  # anchored on what the job really does
+    best = plan.table.top(1)[0]
+    assert best["ps"] > 1 and best["steps_per_sec"] > 1.5 * cur["steps_per_sec"]
+    assert plan.price_source == "offline"
+
+
+def test_plan_is_reused_until_something_changes():
+    lp = LivePlanner(SpeedModel.load(), load_offline_book())
+    j = job([44.0] * 10)
+    first = lp.update(j, now=0.0)
+    assert lp.update(j, now=5.0) is first
+    lp.set_price_book(load_offline_book())
+    assert lp.update(j, now=6.0) is not first
+
+
+def test_job_without_facts_says_why():
+    bare = JobView("j", JobFacts("j"), 1.0, None, None, None, [node("ps-0", "ps"), node("w", "worker")], [1.0])
+    plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(bare, now=0)
+    assert plan.table is None and "network" in plan.note
