@@ -7,11 +7,15 @@ the history. Kinds are stable names (they appear in ``snapshot --json`` ``alerts
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cmdare.planner.overview import JobView
+
+log = logging.getLogger(__name__)
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -69,62 +73,161 @@ Rule = Callable[[AlertContext], list[Finding]]
 
 
 def node_state_rule(ctx: AlertContext) -> list[Finding]:
-    """``node-silent`` / ``node-revoked`` from the collectors' lifecycle states."""
+    """``node-silent`` / ``node-revoked`` from the collectors' lifecycle states, with the expected
+    replacement time: measured on this cluster (``extras["replacement_seconds"]``, GPU → s) when a
+    replacement was seen, else the CM-DARE request overhead (server start + join, ``overheads.json``)."""
     out: list[Finding] = []
     for job in ctx.jobs:
         for n in job.nodes:
             subject = f"{job.name}/{n.name}"
             if n.status == "revoked":
-                why = "the cloud sent a preemption notice" if n.cause == "preempted" else "it vanished while its peers run"
-                replace = ctx.extras.get("replacement_seconds", {}).get(n.gpu or "CPU")
+                why = (
+                    "the cloud sent a preemption notice"
+                    if n.cause == "preempted"
+                    else "it vanished while its peers run"
+                )
                 msg = f"{n.name} ({n.gpu or 'CPU'}, {n.provisioning or '?'}) revoked: {why}"
+                replace, source = _replacement_seconds(ctx, n.gpu, n.provisioning)
+                evidence: dict[str, Any] = {
+                    "cause": n.cause,
+                    "last_error": n.last_error,
+                    "gpu": n.gpu or "CPU",
+                    "role": n.role,
+                }
                 if replace:
-                    msg += f"; a replacement typically trains again after ~{replace:.0f} s (measured)"
-                out.append(Finding("node-revoked", subject, "critical" if n.role in ("ps", "chief") else "warning",
-                                   msg, {"cause": n.cause, "last_error": n.last_error}, raise_after=1))
+                    msg += f"; a replacement typically trains again after ~{replace:.0f} s ({source})"
+                    evidence.update(expected_replacement_s=round(replace, 1), replacement_source=source)
+                out.append(
+                    Finding(
+                        "node-revoked",
+                        subject,
+                        "critical" if n.role in ("ps", "chief") else "warning",
+                        msg,
+                        evidence,
+                        raise_after=1,
+                    )
+                )
             elif n.status == "silent":
-                out.append(Finding("node-silent", subject, "warning",
-                                   f"{n.name} does not answer: {n.last_error or 'no data'}",
-                                   {"last_error": n.last_error}, raise_after=1))
+                out.append(
+                    Finding(
+                        "node-silent",
+                        subject,
+                        "warning",
+                        f"{n.name} does not answer: {n.last_error or 'no data'}",
+                        {"last_error": n.last_error, "gpu": n.gpu or "CPU", "role": n.role},
+                        raise_after=1,
+                    )
+                )
     return out
 
 
+def _replacement_seconds(ctx: AlertContext, gpu: str, provisioning: str) -> tuple[float | None, str]:
+    """(seconds until a replacement trains again, where the figure comes from)."""
+    measured = ctx.extras.get("replacement_seconds", {}).get(gpu or "CPU")
+    if measured:
+        return float(measured), "measured"
+    overheads = ctx.extras.get("overheads")
+    if overheads is None or not gpu:
+        return None, ""
+    try:
+        return float(overheads.request_overhead(gpu, provisioning or "preemptible")), "CM-DARE start + join"
+    except (KeyError, ValueError):
+        return None, ""
+
+
 class AlertEngine:
-    def __init__(self, rules: Sequence[Rule] = (node_state_rule,), raise_after: int = 3, clear_after: int = 3,
-                 history_limit: int = 500) -> None:
+    """Runs the rules once per refresh and keeps the flags with hysteresis and a bounded history.
+
+    ``raise_after_by_kind`` / ``clear_after_by_kind`` override the defaults per kind (a finding's own
+    ``raise_after`` wins over both). A rule that raises is logged and skipped for that refresh.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[Rule] = (node_state_rule,),
+        raise_after: int = 3,
+        clear_after: int = 3,
+        history_limit: int = 500,
+        *,
+        raise_after_by_kind: Mapping[str, int] | None = None,
+        clear_after_by_kind: Mapping[str, int] | None = None,
+    ) -> None:
         self.rules = list(rules)
         self.raise_after = raise_after
         self.clear_after = clear_after
+        self.raise_after_by_kind = dict(raise_after_by_kind or {})
+        self.clear_after_by_kind = dict(clear_after_by_kind or {})
         self.history_limit = history_limit
         self.active: dict[tuple[str, str], Alert] = {}
         self.history: list[Alert] = []  # every alert ever raised, newest last (bounded)
+        self.rule_errors: dict[str, str] = {}  # rule name -> last exception text
         self._true: dict[tuple[str, str], int] = {}
         self._false: dict[tuple[str, str], int] = {}
 
-    def evaluate(self, ctx: AlertContext) -> list[Alert]:
-        """Run every rule once; returns the active alerts, most severe first."""
+    def _findings(self, ctx: AlertContext) -> dict[tuple[str, str], Finding]:
         findings: dict[tuple[str, str], Finding] = {}
         for rule in self.rules:
-            for f in rule(ctx):
+            name = getattr(rule, "__name__", repr(rule))
+            try:
+                found = rule(ctx)
+            except Exception as exc:  # one broken rule must not hide the others
+                log.warning("alert rule %s failed: %s", name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+                self.rule_errors[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            self.rule_errors.pop(name, None)
+            for f in found:
                 findings[(f.kind, f.subject)] = f
+        return findings
+
+    def _needed(self, f: Finding) -> int:
+        return f.raise_after or self.raise_after_by_kind.get(f.kind, self.raise_after)
+
+    def evaluate(self, ctx: AlertContext) -> list[Alert]:
+        """Run every rule once; returns the active alerts, most severe first."""
+        findings = self._findings(ctx)
         for key, f in findings.items():
             self._false.pop(key, None)
             self._true[key] = self._true.get(key, 0) + 1
             alert = self.active.get(key)
             if alert is not None:
-                alert.severity, alert.message, alert.evidence, alert.fix = f.severity, f.message, f.evidence, f.fix
+                alert.severity, alert.message, alert.evidence, alert.fix = (
+                    f.severity,
+                    f.message,
+                    f.evidence,
+                    f.fix,
+                )
                 alert.updated_at = ctx.now
-            elif self._true[key] >= (f.raise_after or self.raise_after):
+            elif self._true[key] >= self._needed(f):
                 alert = Alert(f.kind, f.subject, f.severity, f.message, f.evidence, f.fix, ctx.now, ctx.now)
                 self.active[key] = alert
                 self.history.append(alert)
                 del self.history[: -self.history_limit]
         for key in [k for k in self._true if k not in findings]:
             self._true.pop(key, None)
-            if key in self.active:
-                self._false[key] = self._false.get(key, 0) + 1
-                if self._false[key] >= self.clear_after or key[0] in ("node-revoked", "node-silent"):
-                    self.active.pop(key).cleared_at = ctx.now
-                    self._false.pop(key, None)
+        for key in [k for k in self.active if k not in findings]:
+            self._false[key] = self._false.get(key, 0) + 1
+            clear = (
+                1
+                if key[0] in ("node-revoked", "node-silent")
+                else self.clear_after_by_kind.get(key[0], self.clear_after)
+            )
+            if self._false[key] >= clear:
+                self.active.pop(key).cleared_at = ctx.now
+                self._false.pop(key, None)
         rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
         return sorted(self.active.values(), key=lambda a: (rank.get(a.severity, 9), a.kind, a.subject))
+
+    def by_subject(self) -> dict[str, list[Alert]]:
+        """Active alerts per subject (``job``, ``job/task`` or ``job/a->b``), for marking the Cluster pane."""
+        out: dict[str, list[Alert]] = {}
+        for a in self.active.values():
+            out.setdefault(a.subject, []).append(a)
+        return out
+
+    def measured_replacement_seconds(self) -> dict[str, float]:
+        """Median seconds from a ``node-revoked`` flag to its node answering again, per GPU type."""
+        spans: dict[str, list[float]] = {}
+        for a in self.history:
+            if a.kind == "node-revoked" and a.cleared_at is not None and a.cleared_at > a.raised_at:
+                spans.setdefault(str(a.evidence.get("gpu", "CPU")), []).append(a.cleared_at - a.raised_at)
+        return {gpu: float(statistics.median(v)) for gpu, v in spans.items()}

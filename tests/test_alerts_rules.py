@@ -1,0 +1,75 @@
+"""Engine hysteresis and the goal rules (eta-slip, cost-overrun) with their fixes."""
+
+from __future__ import annotations
+
+import pytest
+from cmdare.planner.alerts import AlertContext, AlertEngine, Finding
+from cmdare.planner.bottlenecks import JobGoal
+from test_alerts_sim import Harness, SimCluster, kinds, load_curves
+
+
+def _flag(on: list[bool]):
+    it = iter(on)
+
+    def rule(ctx: AlertContext) -> list[Finding]:
+        return [Finding("x", "j", "warning", "m", {"v": 1})] if next(it) else []
+
+    return rule
+
+
+def test_hysteresis_raises_after_k_and_clears_after_k():
+    pattern = [True, False, True, True, True, False, False, True, False, False, False]
+    eng = AlertEngine([_flag(pattern)], raise_after=3, clear_after=3)
+    active = [bool(eng.evaluate(AlertContext(float(i), []))) for i in range(len(pattern))]
+    assert active == [False, False, False, False, True, True, True, True, True, True, False]
+    assert len(eng.history) == 1 and eng.history[0].cleared_at == 10.0
+
+
+def test_per_kind_raise_after_and_broken_rule_is_isolated():
+    def broken(ctx: AlertContext) -> list[Finding]:
+        raise RuntimeError("boom")
+
+    eng = AlertEngine([broken, _flag([True, True])], raise_after=3, raise_after_by_kind={"x": 2})
+    eng.evaluate(AlertContext(0.0, []))
+    assert [a.kind for a in eng.evaluate(AlertContext(1.0, []))] == ["x"]
+    assert "boom" in eng.rule_errors["broken"]
+
+
+@pytest.fixture
+def k80(shared_dir):
+    c = load_curves()
+    return {g: c[(g, "ResNet-32")] for g in ("K80", "P100")}
+
+
+async def test_eta_past_the_deadline_is_eta_slip_with_a_fix(k80):
+    sim = SimCluster("ResNet-32", k80, ["P100"] * 2, seed=1, job="j")
+    sim.facts = sim.facts.__class__(
+        "j", sim.facts.model, sim.facts.model_flops, sim.facts.params, 128, 200_000
+    )
+    h = Harness(sim)
+    h.goals = {"j": JobGoal(deadline_at=h.clock.now() + 2 * 3600)}  # 200k steps at ~22.5/s ≈ 2.5 h
+    for _ in range(5):
+        alerts = await h.refresh()
+    assert kinds(alerts) == {("eta-slip", "j")}
+    a = alerts[0]
+    assert a.evidence["late_s"] > 0 and a.evidence["needed_steps_per_sec"] > 22
+    assert a.fix and a.fix.startswith("add 1 P100 worker(s)") and "$" in a.fix
+
+
+async def test_projected_cost_past_the_budget_is_cost_overrun(k80):
+    sim = SimCluster("ResNet-32", k80, ["P100"] * 2, seed=1, job="j")
+    sim.facts = sim.facts.__class__(
+        "j", sim.facts.model, sim.facts.model_flops, sim.facts.params, 128, 200_000
+    )
+    h = Harness(sim)
+    h.goals = {"j": JobGoal(budget_usd=2.0, spent_usd=0.5)}  # 2.5 h × (2 × 0.81 + 0.38) $/h ≈ $5
+    for _ in range(5):
+        alerts = await h.refresh()
+    assert kinds(alerts) == {("cost-overrun", "j")}
+    ev = alerts[0].evidence
+    assert ev["burn_usd_per_hour"] == pytest.approx(2 * 0.80786 + 0.380003, rel=1e-3)
+    assert ev["projected_usd"] > 4 and alerts[0].severity == "critical"
+    h.goals = {"j": JobGoal(budget_usd=100.0, spent_usd=0.5)}
+    for _ in range(3):
+        alerts = await h.refresh()
+    assert alerts == []
