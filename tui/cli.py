@@ -21,6 +21,7 @@ COMMANDS = {
     "predict": "cmdare.tui.commands.predict",
     "prices": "cmdare.tui.commands.prices",
     "plan": "cmdare.tui.commands.plan",
+    "serve": "cmdare.tui.commands.serve",
 }
 
 
@@ -63,21 +64,71 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=positive_float, default=2.0, metavar="SECONDS", help="per-target timeout (default 2)")
     g.add_argument("--read-only", action="store_true", default=os.environ.get("CMDARE_READ_ONLY", "") not in ("", "0"),
                    help="write nothing anywhere (also CMDARE_READ_ONLY=1)")
+    from cmdare.tui.sources import add_collector_args
+
+    add_collector_args(g)
 
 
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs.")
     p.add_argument("--version", action="version", version=f"cmdare-tui {_version()}")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_config_arg(p)
     add_source_args(p)
     return p
 
 
+def add_config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", default=None,
+                   help="TOML config (default: the user config dir's cmdare-tui/config.toml; see docs/config.md)")
+
+
+def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> None:
+    """Read the config (``--config`` or the default file) and make it the parser's defaults, so
+    flags on the command line still win. Raises UsageError with file, line and key on a bad file."""
+    from cmdare.tui.config import ConfigError, load_config
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default=None)
+    known, _ = pre.parse_known_args(argv)
+    try:
+        cfg = load_config(known.config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    defaults: dict = {"app_config": cfg}
+    if cfg.refresh is not None:
+        defaults["refresh"] = cfg.refresh
+    if cfg.timeout is not None:
+        defaults["timeout"] = cfg.timeout
+    if cfg.read_only:
+        defaults["read_only"] = True
+    if "targets" in cfg.sources:
+        defaults["target"] = list(cfg.sources["targets"])
+    if "demo" in cfg.sources:
+        defaults["demo"] = cfg.sources["demo"]
+    parser.set_defaults(**defaults)
+
+
 def session_options(args: argparse.Namespace):  # -> SessionOptions (imported lazily: keeps --help fast)
     from cmdare.tui.session import SessionOptions
+    from cmdare.tui.sources import collector_options
 
-    return SessionOptions(targets=args.target, demo=args.demo, refresh=args.refresh, timeout=args.timeout,
-                          read_only=args.read_only)
+    opts = SessionOptions(targets=args.target, demo=args.demo, refresh=args.refresh, timeout=args.timeout,
+                          read_only=args.read_only, **collector_options(args))
+    cfg = getattr(args, "app_config", None)
+    if cfg is not None:  # config keys that have no flag: map onto whatever SessionOptions fields exist
+        extra = {k: v for k, v in cfg.sources.items() if k not in ("targets", "demo")}
+        extra.update(cfg.thresholds)
+        extra.update({"budget_usd": cfg.budget_usd, "deadline_hours": cfg.deadline_hours})
+        if cfg.jobs:
+            extra["jobs"] = list(cfg.jobs)
+            job = cfg.jobs[0]
+            extra["budget_usd"] = extra["budget_usd"] or job.budget_usd
+            extra["deadline_hours"] = extra["deadline_hours"] or job.deadline_hours
+        for k, v in extra.items():
+            if hasattr(opts, k) and v is not None:
+                setattr(opts, k, v)
+    return opts
 
 
 def run_app(args: argparse.Namespace) -> int:
@@ -85,7 +136,9 @@ def run_app(args: argparse.Namespace) -> int:
     from cmdare.tui.app import CmdareApp
 
     writes.set_read_only(args.read_only)
-    app = CmdareApp(session_options(args))
+    cfg = getattr(args, "app_config", None)
+    app = CmdareApp(session_options(args), theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
+                    keys=cfg.keys if cfg else None, live_prices=bool(cfg and cfg.prices == "live"))
     code = app.run()
     return int(code or 0)
 
@@ -97,11 +150,16 @@ def main(argv: list[str] | None = None) -> int:
             parser = OneLineParser(prog="cmdare-tui")
             sub = parser.add_subparsers(dest="command", required=True)
             importlib.import_module(COMMANDS[argv[0]]).register(sub)
+            sub_parser = sub.choices[argv[0]]
+            if not any(a.dest == "config" for a in sub_parser._actions):
+                add_config_arg(sub_parser)
+            load_config_defaults(argv[1:], sub_parser)
             args = parser.parse_args(argv)
             logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
             return int(args.func(args) or 0)
         parser = build_parser()
         parser.epilog = "sub-commands: " + ", ".join(COMMANDS) + " (cmdare-tui COMMAND --help)"
+        load_config_defaults(argv, parser)
         args = parser.parse_args(argv)
         logging.basicConfig(level=getattr(logging, args.log_level), handlers=[logging.NullHandler()])
         return run_app(args)

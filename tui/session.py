@@ -13,13 +13,16 @@ from typing import Any
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.demo_cluster import DemoCluster
 from cmdare.collectors.lifecycle import Lifecycle
-from cmdare.collectors.poller import Cycle, Poller, Source
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.store import Store
 from cmdare.planner.alerts import Alert, AlertContext, AlertEngine
+from cmdare.planner.bottlenecks import DEFAULT_RULES, JobGoal, rule_extras, shipped_overheads
 from cmdare.planner.job_plan import outlook
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.planner.speed_model import SpeedModel
+from cmdare.planner.thresholds import Thresholds
+from cmdare.planner.cost_meter import CostMeter
+from cmdare.tui.sources import SourcePlan, build_sources
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,22 @@ class SessionOptions:
     timeout: float = 2.0
     read_only: bool = False
     silent_after: int = 3
+    raise_after: int = 3  # refreshes a condition must hold before a flag is raised
+    clear_after: int = 3  # refreshes a condition must be false before a flag clears
+    budget_usd: float | None = None  # the job's budget (Job pane: cost accrued vs budget)
+    deadline_hours: float | None = None
+    # live collectors (issue 3); tui/sources.py turns these into sources
+    job: str | None = None  # job name for sources that carry none (TF_CONFIG, TensorBoard, JSONL)
+    prometheus: str | None = None
+    selector: str = ""
+    prometheus_token_file: str | None = None  # the token itself is never held in options
+    tensorboard: list[str] = field(default_factory=list)
+    jsonl: list[str] = field(default_factory=list)
+    tf_config: str | None = None  # TF_CONFIG JSON text or a file path
+    metrics_port: str = "9400"  # fixed port, or "+N" = training port + N
+    record: str | None = None
+    replay: str | None = None
+    replay_speed: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -81,12 +100,17 @@ class MonitorSession:
         self.clock = clock or SystemClock()
         self.store = Store()
         self.lifecycle = Lifecycle(silent_after=opts.silent_after, vanished_after=2 * opts.silent_after)
-        self.alerts = AlertEngine()
+        self.thresholds = Thresholds(raise_after=opts.raise_after, clear_after=opts.clear_after)
+        self.alerts = AlertEngine(DEFAULT_RULES, raise_after=opts.raise_after, clear_after=opts.clear_after,
+                                  raise_after_by_kind=self.thresholds.raise_after_by_kind)
         self.demo: DemoCluster | None = None
         self._extra_sources = extra_sources or []
         self._demo_factory = demo_factory or (lambda: DemoCluster(geo=True))
         self.poller: Poller | None = None
+        self.plan: SourcePlan | None = None
         self._model: SpeedModel | None = None
+        self.price_book: object | None = None  # set by the app after loading; else the offline book
+        self._cost: CostMeter | None = None
         self.state: MonitorState | None = None
         self.started_at = time.monotonic()
 
@@ -96,15 +120,13 @@ class MonitorSession:
 
     def start(self) -> None:
         """Start the demo cluster (when asked, or when no source was given) and build the poller."""
-        sources: list[Source] = list(self._extra_sources)
-        if self.opts.targets:
-            sources.append(ScrapeSource([ScrapeTarget(u) for u in self.opts.targets], timeout=self.opts.timeout))
-        if self.opts.demo or not sources:
-            self.demo = self._demo_factory()
-            self.demo.start()
-            sources.append(ScrapeSource(self.demo.targets, timeout=self.opts.timeout))
-        self.poller = Poller(sources, self.store, lifecycle=self.lifecycle, clock=self.clock,
-                             interval=self.opts.refresh)
+        self.plan = build_sources(self.opts, lifecycle=self.lifecycle, extra_sources=self._extra_sources,
+                                  demo_factory=self._demo_factory)
+        self.demo = self.plan.demo
+        if self.plan.clock is not None:  # a replay runs on the recording's clock
+            self.clock = self.plan.clock
+        self.poller = Poller(self.plan.sources, self.store, lifecycle=self.lifecycle, clock=self.clock,
+                             interval=self.plan.interval or self.opts.refresh, sinks=self.plan.sinks)
 
     async def refresh(self) -> MonitorState:
         assert self.poller is not None, "start() first"
@@ -115,6 +137,11 @@ class MonitorSession:
         now = self.clock.now()
         jobs = build_jobs(self.store, self.lifecycle, now)
         extras = self._plan(jobs)
+        extras["cost"] = self._cost_meter().update(jobs, now)
+        extras["deadline_hours"] = self.opts.deadline_hours
+        hours, cost = self.opts.deadline_hours, extras["cost"]
+        extras["goals"] = {j.name: JobGoal(now + hours * 3600 if hours is not None else None, self.opts.budget_usd,
+                                           cost[j.name].accrued_usd if j.name in cost else None) for j in jobs}
         ctx = AlertContext(now, jobs, extras)
         active = self.alerts.evaluate(ctx)
         self.state = MonitorState(
@@ -145,7 +172,25 @@ class MonitorSession:
             if rows:
                 outlooks[job.name] = rows
                 predicted[job.name] = rows[0].prediction
-        return {"outlook": outlooks, "predicted": predicted}
+        extras: dict[str, Any] = {"outlook": outlooks, "predicted": predicted, "model": self._model}
+        # What the bottleneck rules need besides predictions (planner/bottlenecks.py documents the keys).
+        extras.update(rule_extras(self.store, jobs, self.opts.refresh * RATE_WINDOW_POLLS))
+        extras.update(thresholds=self.thresholds, overheads=shipped_overheads(),
+                      replacement_seconds=self.alerts.measured_replacement_seconds())
+        extras["price_book"] = self._cost_meter().book
+        geo = getattr(self.demo, "geo", None)  # the demo's WAN links stand in for a user's link config
+        if geo is not None:
+            extras["link_capacity_gbps"] = {frozenset((k["a"], k["b"])): float(k["gbps"]) for k in geo.sc["links"]}
+        return extras
+
+    def _cost_meter(self) -> CostMeter:
+        if self._cost is None:
+            if self.price_book is None:
+                from cmdare.collectors.pricing import load_offline_book
+
+                self.price_book = load_offline_book()
+            self._cost = CostMeter(self.price_book, self.opts.budget_usd)
+        return self._cost
 
     def _source_status(self, cycle: Cycle) -> list[SourceStatus]:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
@@ -160,5 +205,7 @@ class MonitorSession:
     async def aclose(self) -> None:
         if self.poller is not None:
             await self.poller.aclose()
+        if self.plan is not None:
+            self.plan.close()
         if self.demo is not None:
             self.demo.stop()

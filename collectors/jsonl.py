@@ -1,0 +1,182 @@
+"""Tail a JSON-lines metric log: one JSON object per line, appended by a training script.
+
+Recognised fields (all optional except a step or a contract key)::
+
+    {"time": 1700000000.5, "job": "resnet", "task": "worker-0", "role": "worker",
+     "step": 1200, "examples": 153600, "loss": 0.41, "cmdare_worker_steps_total": 600}
+
+* ``time`` / ``wall_time`` / ``t``: seconds since the epoch when the line was written (default: the
+  poll time). Rates use these times, so they are exact even when polls are irregular.
+* ``step`` / ``global_step``: the global step (also used as the task's step counter when the line
+  has no ``worker_steps``/``cmdare_worker_steps_total``).
+* ``examples``: cumulative examples processed; ``worker_steps``: cumulative local steps.
+* any series key of the metric contract (``cmdare_global_step``, ``node_network_receive_bytes_total``…)
+  is taken as is; every other number becomes ``scalar{tag=<name>}``.
+
+A line that is not a JSON object (garbage, or a line cut short by a crash) is skipped and counted.
+A last line without its newline is left until the writer finishes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.clock import Clock
+from cmdare.collectors.samples import TaskInfo, TaskPoll
+from cmdare.collectors.tensorboard import scalar_key
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK_BYTES = 4 * 1024 * 1024  # at most this much new data per poll
+MAX_LINE_BYTES = 1024 * 1024  # assumption: a "line" longer than 1 MiB without a newline is garbage
+MAX_TAGS = 64
+_TIME_FIELDS = ("time", "wall_time", "t", "timestamp")
+_ID_FIELDS = ("job", "task", "role", "gpu", "region", "zone", "provisioning", "dc", "stage")
+_CONTRACT_KEYS = frozenset({M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_GPU_UTIL, *M.COUNTER_KEYS})
+_ALIASES = {
+    "step": M.K_GLOBAL_STEP,
+    "global_step": M.K_GLOBAL_STEP,
+    "examples": M.K_EXAMPLES,
+    "worker_steps": M.K_WORKER_STEPS,
+}
+
+
+@dataclass
+class _Task:
+    info: TaskInfo
+    t: float = math.nan
+    values: dict[str, float] = field(default_factory=dict)
+    explicit_steps: bool = False  # the log carries its own worker step counter
+
+
+def _number(x: object) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return None
+    return float(x) if math.isfinite(x) else None
+
+
+class JsonlSource:
+    """Tails one JSON-lines file; one :class:`TaskPoll` per (job, task) named in it."""
+
+    name = "jsonl"
+
+    def __init__(self, path: str | Path, *, job: str | None = None, task: str | None = None) -> None:
+        self.path = Path(path)
+        self.default_info = TaskInfo(job=job or self.path.stem, task=task or self.path.stem, role="chief")
+        self.offset = 0
+        self.bad_lines = 0  # total lines skipped since start
+        self._tasks: dict[str, _Task] = {}
+        self._inode: tuple[int, int] | None = None
+
+    def _read_new(self) -> bytes:
+        st = self.path.stat()
+        ident = (st.st_dev, st.st_ino)
+        if self._inode is not None and (ident != self._inode or st.st_size < self.offset):
+            log.info("jsonl %s was replaced or truncated: reading from the start", self.path)
+            self.offset = 0
+        self._inode = ident
+        with self.path.open("rb") as fh:
+            fh.seek(self.offset)
+            return fh.read(READ_CHUNK_BYTES)
+
+    def _consume(self, buf: bytes, now: float) -> int:
+        """Apply every complete line; returns the number of bad lines skipped."""
+        end = buf.rfind(b"\n") + 1
+        if end == 0 and len(buf) >= MAX_LINE_BYTES:
+            end = len(buf)  # a huge line with no newline: give up on it
+        bad = 0
+        for raw in buf[:end].split(b"\n"):
+            if raw.strip() and not self._apply(raw, now):
+                bad += 1
+        if end == 0 and len(buf) >= MAX_LINE_BYTES:
+            bad += 1
+        self.offset += end
+        return bad
+
+    def _apply(self, raw: bytes, now: float) -> bool:
+        try:
+            obj = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return False
+        if not isinstance(obj, dict):
+            return False
+        ident = {k: str(obj[k]) for k in _ID_FIELDS if isinstance(obj.get(k), str | int) and str(obj[k])}
+        values = self._values(obj)
+        if not values:
+            return False
+        info = TaskInfo(**{**self.default_info.__dict__, **ident})
+        task = self._tasks.get(info.key)
+        if task is None:
+            task = self._tasks[info.key] = _Task(info)
+        task.info = info
+        t = next((v for k in _TIME_FIELDS if (v := _number(obj.get(k))) is not None), now)
+        task.t = t if math.isnan(task.t) else max(task.t, t)
+        task.explicit_steps |= M.K_WORKER_STEPS in values
+        if not task.explicit_steps and M.K_GLOBAL_STEP in values:
+            values[M.K_WORKER_STEPS] = values[M.K_GLOBAL_STEP]  # the global step is the job's step counter
+        task.values.update(values)
+        return True
+
+    def _values(self, obj: dict) -> dict[str, float]:
+        out: dict[str, float] = {}
+        n_scalars = 0
+        for k, v in obj.items():
+            x = _number(v)
+            if x is None or k in _TIME_FIELDS or k in _ID_FIELDS:
+                continue
+            key = _ALIASES.get(k) or (k if k in _CONTRACT_KEYS else None)
+            if key is None and n_scalars < MAX_TAGS:
+                key, n_scalars = scalar_key(k), n_scalars + 1
+            if key is not None:
+                out[key] = x
+        return out
+
+    async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
+        t0 = clock.monotonic()
+        try:
+            buf = self._read_new()
+        except OSError as exc:
+            return [
+                TaskPoll(
+                    str(self.path),
+                    clock.now(),
+                    False,
+                    info=self.default_info,
+                    error=f"cannot read log: {exc.strerror or type(exc).__name__}",
+                )
+            ]
+        bad = self._consume(buf, clock.now())
+        self.bad_lines += bad
+        note = f"{bad} bad or truncated line(s) skipped" if bad else None
+        if bad:
+            log.warning("jsonl %s: %s", self.path, note)
+        if not self._tasks:
+            return [
+                TaskPoll(
+                    str(self.path),
+                    clock.now(),
+                    False,
+                    info=self.default_info,
+                    error=note or "no metric lines yet",
+                    elapsed=clock.monotonic() - t0,
+                )
+            ]
+        return [
+            TaskPoll(
+                f"{self.path}#{task.info.task}",
+                task.t,
+                True,
+                info=task.info,
+                values=dict(task.values),
+                error=note,
+                elapsed=clock.monotonic() - t0,
+            )
+            for task in self._tasks.values()
+        ]

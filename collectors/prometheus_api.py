@@ -1,0 +1,382 @@
+"""A Prometheus server's HTTP API as a source: Prometheus scrapes the fleet, we ask it four instant
+queries per refresh (``/api/v1/query``), whatever the number of tasks:
+
+1. ``cmdare_task_info{SEL}``: who every task is (role, GPU, region, provisioning…);
+2. ``cmdare_job_info{SEL}``: what each job trains;
+3. ``up{SEL}``: which scrape targets Prometheus currently reaches;
+4. one ``or`` of aggregates ``sum|max|avg by (job, instance) (…)``, each tagged with a
+   ``cmdare_key`` label naming the series key it feeds (the same keys :mod:`exposition` produces,
+   so the store, the lifecycle and the panes work unchanged), plus each target's scrape timestamp.
+
+Series are joined to tasks on Prometheus' target labels ``(job, instance)``. The exporter's own
+``job`` label arrives as ``exported_job`` unless the scrape config sets ``honor_labels: true``.
+Node-level exporters (node_exporter, DCGM) on another port of a task's host are joined by host.
+
+The bearer token comes from a file or ``PROMETHEUS_TOKEN``; it is held privately, sent only in the
+``Authorization`` header, and never appears in a message, a log line or a recording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import httpx
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.clock import Clock
+from cmdare.collectors.exposition import _facts_from_labels
+from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
+from cmdare.collectors.scrape import BodyTooLarge, _describe, _read_capped
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 2.0
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
+SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
+TOKEN_ENV = "PROMETHEUS_TOKEN"
+URL_ENV = "PROMETHEUS_URL"
+KEY_LABEL = "cmdare_key"
+_T_KEY = "__scrape_time"
+_NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)
+
+# (series key, aggregation, metric, extra matchers, extra grouping label)
+_VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
+    (M.K_GLOBAL_STEP, "max", "cmdare_global_step", "", ""),
+    (M.K_WORKER_STEPS, "sum", "cmdare_worker_steps_total", "", ""),
+    (M.K_EXAMPLES, "sum", "cmdare_examples_total", "", ""),
+    (M.K_STEP_SECONDS_SUM, "sum", "cmdare_step_seconds_sum", "", ""),
+    (M.K_STEP_SECONDS_COUNT, "sum", "cmdare_step_seconds_count", "", ""),
+    (M.K_PS_IN, "sum", "cmdare_ps_bytes_total", 'direction="in"', ""),
+    (M.K_PS_OUT, "sum", "cmdare_ps_bytes_total", 'direction="out"', ""),
+    (M.K_PREEMPTED, "max", "cmdare_instance_preempted", "", ""),
+    (M.K_STAGE_COMPUTE, "sum", "cmdare_stage_compute_seconds_total", "", ""),
+    (M.K_STAGE_WAIT, "sum", "cmdare_stage_wait_seconds_total", "", ""),
+    (M.K_STAGE_MICROBATCHES, "sum", "cmdare_stage_microbatches_total", "", ""),
+    (M.K_STAGE_BYTES_PREFIX, "sum", "cmdare_stage_bytes_sent_total", "", "peer"),
+    (M.K_NET_RX, "sum", "node_network_receive_bytes_total", 'device!="lo"', ""),
+    (M.K_NET_TX, "sum", "node_network_transmit_bytes_total", 'device!="lo"', ""),
+    (M.K_CPU_BUSY, "sum", "node_cpu_seconds_total", 'mode!="idle"', ""),
+    (M.K_GPU_UTIL, "avg", "DCGM_FI_DEV_GPU_UTIL", "", ""),
+    (M.K_PROCESS_CPU, "sum", "process_cpu_seconds_total", "", ""),
+)
+
+
+class PrometheusAPIError(Exception):
+    """One query failed; the message is one line and free of secrets."""
+
+
+class _Token:
+    """A bearer token that does not show itself in reprs, tracebacks or logs."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def header(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._value}"}
+
+    def __repr__(self) -> str:
+        return "<token hidden>"
+
+
+class _Basic:
+    """user:password from the URL, sent as HTTP basic auth; hidden from reprs."""
+
+    __slots__ = ("_user", "_password")
+
+    def __init__(self, user: str, password: str) -> None:
+        self._user, self._password = user, password
+
+    def header(self) -> dict[str, str]:
+        raw = f"{unquote(self._user)}:{unquote(self._password)}".encode()
+        return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+
+    def __repr__(self) -> str:
+        return "<credentials hidden>"
+
+
+def read_token(token_file: str | Path | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """The bearer token from ``token_file`` (first), else ``$PROMETHEUS_TOKEN``; None when neither."""
+    if token_file:
+        return Path(token_file).read_text().strip() or None
+    return (env if env is not None else os.environ).get(TOKEN_ENV, "").strip() or None
+
+
+def public_url(url: str) -> str:
+    """``url`` without user:password and query (safe to show and record)."""
+    p = urlsplit(url)
+    host = p.hostname or ""
+    netloc = f"{host}:{p.port}" if p.port else host
+    return urlunsplit((p.scheme, netloc, p.path, "", ""))
+
+
+def selector_matchers(selector: str) -> str:
+    """``'{job="x"}'`` or ``'job="x"'`` → ``'job="x"'`` (the inside of the braces)."""
+    s = selector.strip()
+    if s.startswith("{") and s.endswith("}"):
+        s = s[1:-1].strip()
+    return s
+
+
+def _sel(metric: str, base: str, extra: str = "") -> str:
+    inner = ",".join(x for x in (base, extra) if x)
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
+def values_query(selector: str) -> str:
+    """The single ``or`` query that fetches every per-task value, keyed by ``cmdare_key``."""
+    base = selector_matchers(selector)
+    parts = []
+    for key, agg, metric, extra, by in _VALUE_QUERIES:
+        group = "job, instance" + (f", {by}" if by else "")
+        expr = f"{agg} by ({group}) ({_sel(metric, base, extra)})"
+        if by:  # one key per label value, e.g. cmdare_stage_bytes_sent_total{peer=stage-1}
+            parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}$1}}", "{by}", "(.*)")')
+        else:
+            parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}", "", "")')
+    ts = f"max by (job, instance) (timestamp({_sel('up', base)}))"
+    parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
+    return " or ".join(parts)
+
+
+@dataclass
+class _Target:
+    info: TaskInfo
+    values: dict[str, float] = field(default_factory=dict)
+    scrape_time: float = math.nan
+
+
+def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
+    return labels.get("job", ""), labels.get("instance", "")
+
+
+def _host(instance: str) -> str:
+    return instance.rpartition(":")[0] or instance
+
+
+def _info(labels: Mapping[str, str]) -> TaskInfo:
+    job = labels.get("exported_job") or labels.get("job") or "job"
+    task = labels.get("task") or labels.get("instance") or "task"
+    pick = {
+        k: labels[k]
+        for k in ("role", "gpu", "region", "zone", "provisioning", "dc", "stage")
+        if labels.get(k)
+    }
+    return TaskInfo(job=job, task=task, **pick)
+
+
+def _number(text: object) -> float | None:
+    try:
+        x = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+class PrometheusAPISource:
+    """Asks a Prometheus server for every task of the jobs matched by ``selector``."""
+
+    name = "prometheus"
+
+    def __init__(
+        self,
+        url: str,
+        selector: str = "",
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.display = public_url(url.rstrip("/"))
+        self.base = self.display  # credentials in the URL go in a header, never in a logged URL
+        parts = urlsplit(url)
+        self._basic = _Basic(parts.username or "", parts.password or "") if parts.username else None
+        self.selector = selector_matchers(selector)
+        self._token = _Token(token) if token else None
+        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
+        self._values_query = values_query(self.selector)
+
+    def __repr__(self) -> str:
+        return f"PrometheusAPISource({self.display!r}, selector={self.selector!r})"
+
+    async def query(self, client: httpx.AsyncClient, promql: str) -> list[dict]:
+        """One instant query; returns the result vector or raises :class:`PrometheusAPIError`."""
+        headers = {"Accept": "application/json"}
+        for cred in (self._basic, self._token):
+            headers.update(cred.header() if cred else {})
+        try:
+            async with client.stream(
+                "POST", f"{self.base}/api/v1/query", data={"query": promql}, headers=headers
+            ) as resp:
+                body = await _read_capped(resp, self.max_bytes)
+                ctype = resp.headers.get("content-type", "")
+                status = resp.status_code
+        except (httpx.HTTPError, BodyTooLarge, OSError) as exc:
+            raise PrometheusAPIError(_describe(exc)) from None
+        return _decode(body, ctype, status)
+
+    async def _ask(self, client: httpx.AsyncClient) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+        sel = self.selector
+        queries = (
+            _sel("cmdare_task_info", sel),
+            _sel("cmdare_job_info", sel),
+            _sel("up", sel),
+            self._values_query,
+        )
+        try:
+            async with asyncio.timeout(self.timeout):
+                res = await asyncio.gather(*(self.query(client, q) for q in queries))
+        except TimeoutError:
+            raise PrometheusAPIError("timed out") from None
+        return res[0], res[1], res[2], res[3]
+
+    async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
+        t0 = clock.monotonic()
+        try:
+            infos, jobs, ups, values = await self._ask(client)
+        except PrometheusAPIError as exc:
+            msg = f"Prometheus {self.display}: {exc}"
+            log.warning("%s", msg)
+            return self._all_failed(msg, clock, t0)
+        now = clock.now()
+        targets = self._targets(infos)
+        self._fill(targets, values)
+        facts = {f.job: f for f in (_facts_from_labels(_job_labels(r["metric"])) for r in jobs)}
+        skew = _server_time(values or ups or infos) - now if (values or ups or infos) else 0.0
+        note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
+        polls = [
+            self._ok(ident, tg, facts.get(tg.info.job), now, skew, note, clock, t0)
+            for ident, tg in targets.items()
+        ]
+        polls += self._missing(targets, ups, clock, t0)
+        return polls
+
+    def _targets(self, infos: list[dict]) -> dict[tuple[str, str], _Target]:
+        out: dict[tuple[str, str], _Target] = {}
+        for r in infos:
+            labels = r.get("metric", {})
+            ident = _ident(labels)
+            out[ident] = _Target(_info(labels))
+            self._known[ident] = out[ident].info
+        return out
+
+    def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
+        by_host: dict[str, dict[str, float]] = {}
+        for r in values:
+            labels = r.get("metric", {})
+            key, val = labels.get(KEY_LABEL, ""), _number(r.get("value", [0, ""])[1])
+            if not key or val is None:
+                continue
+            tg = targets.get(_ident(labels))
+            if tg is None:
+                if key in _NODE_KEYS:  # node_exporter / DCGM on another port of the task's host
+                    by_host.setdefault(_host(labels.get("instance", "")), {})[key] = val
+            elif key == _T_KEY:
+                tg.scrape_time = val
+            else:
+                tg.values[key] = val
+        for (_, instance), tg in targets.items():
+            for key, val in by_host.get(_host(instance), {}).items():
+                tg.values.setdefault(key, val)
+
+    def _ok(
+        self,
+        ident: tuple[str, str],
+        tg: _Target,
+        facts: JobFacts | None,
+        now: float,
+        skew: float,
+        note: str | None,
+        clock: Clock,
+        t0: float,
+    ) -> TaskPoll:
+        # Stamp with the sample's own scrape time (in our clock) so rates use the real sampling interval.
+        t = tg.scrape_time - skew if math.isfinite(tg.scrape_time) and note else tg.scrape_time
+        if not math.isfinite(t):
+            t = now
+        return TaskPoll(
+            self._source(ident),
+            t,
+            True,
+            info=tg.info,
+            values=tg.values,
+            error=note,
+            job_facts=facts,
+            elapsed=clock.monotonic() - t0,
+        )
+
+    def _missing(
+        self, targets: dict[tuple[str, str], _Target], ups: list[dict], clock: Clock, t0: float
+    ) -> list[TaskPoll]:
+        """Failed polls for known tasks that Prometheus reports down or no longer has."""
+        down = {_ident(r.get("metric", {})) for r in ups if _number(r.get("value", [0, ""])[1]) == 0}
+        out = []
+        for ident, info in self._known.items():
+            if ident in targets:
+                continue
+            why = "target down in Prometheus" if ident in down else "no longer in Prometheus"
+            out.append(
+                TaskPoll(
+                    self._source(ident),
+                    clock.now(),
+                    False,
+                    info=info,
+                    error=why,
+                    elapsed=clock.monotonic() - t0,
+                )
+            )
+        return out
+
+    def _all_failed(self, msg: str, clock: Clock, t0: float) -> list[TaskPoll]:
+        el = clock.monotonic() - t0
+        if not self._known:
+            return [TaskPoll(self.display, clock.now(), False, error=msg, elapsed=el)]
+        return [
+            TaskPoll(self._source(i), clock.now(), False, info=info, error=msg, elapsed=el)
+            for i, info in self._known.items()
+        ]
+
+    def _source(self, ident: tuple[str, str]) -> str:
+        return f"{self.display}#{ident[0]}/{ident[1]}"
+
+
+def _job_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    out = dict(labels)
+    if labels.get("exported_job"):
+        out["job"] = labels["exported_job"]
+    return out
+
+
+def _server_time(results: list[dict]) -> float:
+    return float(results[0].get("value", [0.0])[0])
+
+
+def _decode(body: bytes, ctype: str, status: int) -> list[dict]:
+    head = body.lstrip()[:200].lower()
+    if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
+        raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise PrometheusAPIError(f"HTTP {status}: response is not JSON") from None
+    if not isinstance(doc, dict):
+        raise PrometheusAPIError(f"HTTP {status}: unexpected JSON")
+    if doc.get("status") != "success":
+        kind, err = str(doc.get("errorType", "error")), str(doc.get("error", "no message"))
+        raise PrometheusAPIError(f"{kind}: {err[:160]}")
+    data = doc.get("data") or {}
+    if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+        raise PrometheusAPIError(f"unexpected result type {data.get('resultType')!r}")
+    return data["result"]

@@ -1,0 +1,89 @@
+"""A small TFRecord reader (the container of TensorBoard event files) with masked CRC32C checks.
+
+Record layout (little-endian)::
+
+    uint64 length | uint32 masked_crc32c(length bytes) | data[length] | uint32 masked_crc32c(data)
+
+A record whose *data* CRC is wrong is skipped and counted; a record whose *length* CRC is wrong makes
+the rest of the file untrustworthy (the next record's position is unknown), so reading stops there
+and says so. A record cut short at the end of the file (a writer mid-flush) is left for the next read.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+_MASK_DELTA = 0xA282EAD8  # TFRecord's CRC mask constant (tensorflow/core/lib/hash/crc32c.h)
+_POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
+HEADER_BYTES = 12
+FOOTER_BYTES = 4
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # assumption: a length above 64 MiB in an event file is corruption
+
+
+def _table() -> list[int]:
+    out = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ _POLY if c & 1 else c >> 1
+        out.append(c)
+    return out
+
+
+_TABLE = _table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C of ``data`` (pure Python; event files are small)."""
+    crc = 0xFFFFFFFF
+    t = _TABLE
+    for b in data:
+        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame(data: bytes) -> bytes:
+    """Encode one record (used by tests and by anyone writing event files without TensorFlow)."""
+    length = struct.pack("<Q", len(data))
+    return length + struct.pack("<I", masked_crc32c(length)) + data + struct.pack("<I", masked_crc32c(data))
+
+
+@dataclass
+class ReadResult:
+    records: list[bytes] = field(default_factory=list)
+    consumed: int = 0  # bytes of the buffer fully handled (the caller advances its offset by this)
+    corrupt: int = 0  # records skipped for a data CRC mismatch
+    broken: str | None = None  # set when a length CRC failed: the rest of the stream is unreadable
+
+
+def read_records(buf: bytes, *, base_offset: int = 0) -> ReadResult:
+    """Split ``buf`` into records. Stops at an incomplete trailing record (not consumed)."""
+    out = ReadResult()
+    pos = 0
+    n = len(buf)
+    while n - pos >= HEADER_BYTES:
+        length_bytes = buf[pos : pos + 8]
+        (length,) = struct.unpack("<Q", length_bytes)
+        (length_crc,) = struct.unpack("<I", buf[pos + 8 : pos + 12])
+        if length_crc != masked_crc32c(length_bytes) or length > MAX_RECORD_BYTES:
+            out.broken = f"length CRC mismatch at byte {base_offset + pos}: rest of file skipped"
+            out.consumed = n
+            return out
+        end = pos + HEADER_BYTES + length + FOOTER_BYTES
+        if end > n:
+            break  # the writer has not finished this record yet
+        data = buf[pos + HEADER_BYTES : pos + HEADER_BYTES + length]
+        (data_crc,) = struct.unpack("<I", buf[end - FOOTER_BYTES : end])
+        if data_crc == masked_crc32c(data):
+            out.records.append(data)
+        else:
+            out.corrupt += 1
+        pos = end
+    out.consumed = pos
+    return out

@@ -1,0 +1,80 @@
+"""Cost accrued by a monitored job: each refresh adds price × elapsed time for every task that is up.
+
+Prices come from a :class:`~cmdare.collectors.pricing.PriceBook` (the shipped offline book unless the
+caller hands another). A task whose price is unknown is *not* guessed: the job's figure is then
+marked incomplete and says why. Time is the monitoring clock's, so the figure is "accrued while
+monitored", not the bill since the job began."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cmdare.planner.overview import JobView, NodeView
+
+
+@dataclass(frozen=True)
+class CostView:
+    """USD accrued while monitored, the current burn rate (USD/h), the budget (USD, or None)."""
+
+    job: str
+    accrued_usd: float
+    usd_per_hour: float | None  # None when no task could be priced
+    budget_usd: float | None
+    unpriced: tuple[str, ...] = ()  # "task: reason" for tasks left out
+    price_source: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return not self.unpriced
+
+    @property
+    def budget_left_hours(self) -> float | None:
+        """Hours until the budget is spent at the current burn rate."""
+        if self.budget_usd is None or not self.usd_per_hour:
+            return None
+        return max(self.budget_usd - self.accrued_usd, 0.0) / self.usd_per_hour
+
+
+@dataclass
+class CostMeter:
+    """Integrates node prices over time (step function: the rate seen at a refresh holds until the next)."""
+
+    book: object  # PriceBook: node_price(gpu, count, region, prov), ps_node_price(region, prov)
+    budget_usd: float | None = None
+    _accrued: dict[str, float] = field(default_factory=dict)
+    _last: dict[str, tuple[float, float]] = field(default_factory=dict)  # job -> (t, usd/h)
+
+    def node_rate(self, n: NodeView) -> tuple[float | None, str | None]:
+        """USD/h of one task's node, or (None, why)."""
+        try:
+            if n.role == "ps" or not n.gpu:
+                p = self.book.ps_node_price(n.region, n.provisioning or "standard")  # type: ignore[attr-defined]
+            else:
+                p = self.book.node_price(n.gpu, 1, n.region, n.provisioning or "standard")  # type: ignore[attr-defined]
+        except (KeyError, ValueError) as exc:
+            return None, str(exc)
+        return float(p.usd_per_hour), None
+
+    def update(self, jobs: list[JobView], now: float) -> dict[str, CostView]:
+        """Accrue up to ``now`` (seconds) and return each job's cost view."""
+        out: dict[str, CostView] = {}
+        for job in jobs:
+            rate, unpriced = 0.0, []
+            priced = 0
+            for n in job.nodes:
+                if n.status != "up":
+                    continue
+                r, why = self.node_rate(n)
+                if r is None:
+                    unpriced.append(f"{n.name}: {why}")
+                else:
+                    rate += r
+                    priced += 1
+            t0, r0 = self._last.get(job.name, (now, 0.0))
+            self._accrued[job.name] = self._accrued.get(job.name, 0.0) + r0 * max(now - t0, 0.0) / 3600.0
+            self._last[job.name] = (now, rate)
+            out[job.name] = CostView(
+                job.name, self._accrued[job.name], rate if priced else None, self.budget_usd,
+                tuple(unpriced), str(getattr(self.book, "source", "")),
+            )  # fmt: skip
+        return out

@@ -1,0 +1,166 @@
+"""Training-log sources: TFRecord framing with CRC checks, TensorBoard event decoding (checked
+against a file written by torch's real SummaryWriter) and JSON-lines tailing."""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.clock import ManualClock
+from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.store import Store
+from cmdare.collectors.tensorboard import TensorBoardSource, decode_event, scalar_key
+from cmdare.collectors.tfrecord import crc32c, frame, masked_crc32c, read_records
+
+# Written by torch.utils.tensorboard.SummaryWriter (torch 2.13.0, tensorboard 2.21.0): scalars
+# "global_step/sec" = 10 + 0.5 i and "loss" = 2 / i at step 100 i, wall time 1.7e9 + 10 i (i = 1..20),
+# then "new_style" 3.25 (tensor float) and "dbl" 7.5 (tensor double) at step 2000.
+REFERENCE = Path(__file__).parent / "fixtures" / "collect_tfevents"
+
+
+# --- a tiny Event writer (protobuf wire format by hand) ---------------------------------------
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(num: int, wire: int, payload: bytes) -> bytes:
+    body = _varint(len(payload)) + payload if wire == 2 else payload
+    return _varint(num << 3 | wire) + body
+
+
+def event(wall: float, step: int, **scalars: float) -> bytes:
+    values = b"".join(
+        _field(1, 2, _field(1, 2, tag.replace("__", "/").encode()) + _field(2, 5, struct.pack("<f", v)))
+        for tag, v in scalars.items()
+    )
+    return _field(1, 1, struct.pack("<d", wall)) + _field(2, 0, _varint(step)) + _field(5, 2, values)
+
+
+def test_crc32c_known_answer_and_mask():
+    assert crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value (RFC 3720 B.4)
+    assert masked_crc32c(b"") == ((0 >> 15 | (0 << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def test_reference_file_from_torch_summary_writer():
+    (path,) = REFERENCE.glob("events.out.tfevents.*")
+    res = read_records(path.read_bytes())
+    assert res.corrupt == 0 and res.broken is None and res.consumed == path.stat().st_size
+    events = [decode_event(r) for r in res.records]
+    sps = [
+        (e.step, e.wall_time, e.scalars["global_step/sec"]) for e in events if "global_step/sec" in e.scalars
+    ]
+    assert sps[0] == (100, 1_700_000_010.0, 10.5) and sps[-1] == (2000, 1_700_000_200.0, 20.0)
+    tensors = {k: v for e in events for k, v in e.scalars.items() if k in ("new_style", "dbl")}
+    assert tensors == {"new_style": 3.25, "dbl": 7.5}
+
+
+async def test_tensorboard_source_reads_reference_and_rates_use_event_times():
+    src = TensorBoardSource(REFERENCE, job="ref")
+    async with httpx.AsyncClient() as c:
+        (p,) = await src.poll(c, ManualClock())
+    assert p.ok and p.info.job == "ref" and p.info.role == "chief"
+    assert p.values[M.K_GLOBAL_STEP] == 2000 and p.values[scalar_key("global_step/sec")] == 20.0
+    assert p.t == 1_700_000_202.0
+
+
+def _write(path: Path, records: list[bytes], mode: str = "wb") -> None:
+    with path.open(mode) as fh:
+        fh.write(b"".join(frame(r) for r in records))
+
+
+async def test_tail_partial_record_then_corrupt_crc_is_skipped_and_reported(tmp_path, caplog):
+    run = tmp_path / "run1"
+    run.mkdir()
+    f = run / "events.out.tfevents.1.host"
+    _write(f, [event(100.0, 0, global_step__sec=1.0), event(110.0, 100, global_step__sec=10.0)])
+    good = frame(event(120.0, 200, global_step__sec=10.0))
+    with f.open("ab") as fh:
+        fh.write(good[:20])  # the writer is mid-record
+    src, store, clock = TensorBoardSource(tmp_path, job="j"), Store(), ManualClock()
+    async with httpx.AsyncClient() as c:
+        (p,) = await src.poll(c, clock)
+        assert p.ok and p.info.task == "run1" and p.values[M.K_GLOBAL_STEP] == 100
+        store.add(p)
+        bad = bytearray(frame(event(125.0, 250, global_step__sec=99.0)))
+        bad[-6] ^= 0xFF  # flip a data byte: data CRC mismatch
+        with f.open("ab") as fh:
+            fh.write(good[20:] + bytes(bad) + frame(event(130.0, 300, global_step__sec=10.0)))
+        with caplog.at_level(logging.WARNING):
+            (p,) = await src.poll(c, clock)
+    store.add(p)
+    assert p.ok and p.values[M.K_GLOBAL_STEP] == 300 and p.values[scalar_key("global_step/sec")] == 10.0
+    assert "bad CRC skipped" in p.error and any("bad CRC" in r.getMessage() for r in caplog.records)
+    assert store.tasks["j/run1"].rate(M.K_WORKER_STEPS, 1e9) == pytest.approx((300 - 100) / (130 - 110))
+
+
+def test_length_crc_failure_stops_the_file():
+    data = bytearray(frame(b"abc") + frame(b"def"))
+    data[len(frame(b"abc")) + 8] ^= 0x01  # corrupt the second record's length CRC
+    res = read_records(bytes(data))
+    assert res.records == [b"abc"] and res.broken and "length CRC" in res.broken
+
+
+async def test_missing_dir_is_a_status(tmp_path):
+    async with httpx.AsyncClient() as c:
+        (p,) = await TensorBoardSource(tmp_path / "nope").poll(c, ManualClock())
+    assert not p.ok and "not found" in p.error
+
+
+async def test_jsonl_truncated_and_garbage_lines_are_skipped_with_a_count(tmp_path, caplog):
+    f = tmp_path / "metrics.jsonl"
+    lines = [
+        json.dumps({"time": 1000.0 + i, "step": 50 * i, "examples": 6400 * i, "loss": 1 / (i + 1)})
+        for i in range(5)
+    ]
+    f.write_text("\n".join(lines[:3]) + "\n" + lines[3][:17])  # crash mid-line
+    src, clock = JsonlSource(f, job="j"), ManualClock(2000.0)
+    async with httpx.AsyncClient() as c:
+        (p,) = await src.poll(c, clock)
+        assert p.ok and p.values[M.K_GLOBAL_STEP] == 100 and p.t == 1002.0 and p.error is None
+        with f.open("a") as fh:  # the restarted script appends right after the fragment (one bad line)
+            fh.write(lines[4] + "\nnot json\n[1, 2]\n" + lines[4] + "\n")
+        with caplog.at_level(logging.WARNING):
+            (p,) = await src.poll(c, clock)
+    assert p.ok and p.values[M.K_GLOBAL_STEP] == 200 and p.values[M.K_WORKER_STEPS] == 200
+    assert p.values[M.K_EXAMPLES] == 6400 * 4 and scalar_key("loss") in p.values
+    assert p.error == "3 bad or truncated line(s) skipped" and src.bad_lines == 3
+    assert any("skipped" in r.getMessage() for r in caplog.records)
+
+
+async def test_jsonl_tasks_by_label_and_contract_keys(tmp_path):
+    f = tmp_path / "log.jsonl"
+    rows = [
+        {
+            "t": 10.0,
+            "job": "a",
+            "task": "worker-1",
+            "role": "worker",
+            "cmdare_worker_steps_total": 7,
+            "step": 20,
+        },
+        {"t": 10.0, "job": "a", "task": "ps-0", "role": "ps", "cmdare_ps_bytes_total{direction=in}": 5e6},
+    ]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    async with httpx.AsyncClient() as c:
+        polls = await JsonlSource(f).poll(c, ManualClock())
+    by = {p.info.task: p for p in polls}
+    assert by["worker-1"].values[M.K_WORKER_STEPS] == 7 and by["worker-1"].info.role == "worker"
+    assert by["ps-0"].values[M.K_PS_IN] == 5e6 and by["ps-0"].info.job == "a"
+
+
+async def test_jsonl_unreadable_file_is_a_status(tmp_path):
+    async with httpx.AsyncClient() as c:
+        (p,) = await JsonlSource(tmp_path / "missing.jsonl").poll(c, ManualClock())
+    assert not p.ok and "cannot read" in p.error

@@ -1,0 +1,143 @@
+"""The Prometheus HTTP API source against Debian's real ``prometheus`` scraping real exporters, and
+against a fake API for the faults a healthy server does not produce."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from prom_server import FakePromAPI, free_port, prometheus_server  # noqa: F401 (fixture)
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.clock import SystemClock
+from cmdare.collectors.exporter import TrainingExporter
+from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.prometheus_api import PrometheusAPISource, read_token, values_query
+from cmdare.collectors.samples import TaskState
+from cmdare.collectors.store import Store
+
+ROLES = {"ps-0": "ps", "worker-0": "chief", "worker-1": "worker"}
+
+
+@pytest.fixture
+def exporters() -> Iterator[dict[str, TrainingExporter]]:
+    out = {}
+    for task, role in ROLES.items():
+        exp = TrainingExporter(
+            "resnet",
+            role,
+            task,
+            gpu="K80" if role != "ps" else "",
+            region="us-east1",
+            provisioning="preemptible",
+            model="ResNet-32",
+            params=0.46e6,
+            batch_size=128,
+        )
+        exp.start(0)
+        out[task] = exp
+    yield out
+    for exp in out.values():
+        exp.stop()
+
+
+async def _poll(src: PrometheusAPISource):
+    async with httpx.AsyncClient() as client:
+        return await src.poll(client, SystemClock())
+
+
+async def test_real_prometheus_every_task_roles_rates_and_a_vanished_task(prometheus_server, exporters):  # noqa: F811
+    prom = prometheus_server([f"127.0.0.1:{e.port}" for e in exporters.values()], scrape_interval="1s")
+    await asyncio.to_thread(prom.wait_for_targets, 3)
+    exporters["ps-0"].add_ps_bytes("in", 1000)
+    src = PrometheusAPISource(prom.url, 'job="cmdare-test"')
+    store, lc = Store(), Lifecycle(silent_after=3)
+    truth: list[tuple[float, float]] = []
+    for i in range(4):
+        for task in ("worker-0", "worker-1"):
+            exporters[task].step(0.01, examples=128, steps=10 * (i + 1))
+        await asyncio.sleep(1.1)
+        polls = await _poll(src)
+        for p in polls:
+            store.add(p)
+        lc.observe(polls)
+        truth.append((polls[0].t, 0.0))
+    by_task = {p.info.task: p for p in polls}
+    assert {t: p.info.role for t, p in by_task.items()} == ROLES
+    assert all(p.ok and p.info.job == "resnet" and p.info.region == "us-east1" for p in polls)
+    assert by_task["ps-0"].values[M.K_PS_IN] == 1000
+    assert by_task["worker-0"].job_facts.model == "ResNet-32"
+    # The rate over the whole run equals the counter's increase over the scrape timestamps.
+    ts = store.tasks["resnet/worker-1"]
+    t, v = ts.window(M.K_WORKER_STEPS, 1e9)
+    assert v[-1] > v[0]
+    assert ts.rate(M.K_WORKER_STEPS, 1e9) == pytest.approx((v[-1] - v[0]) / (t[-1] - t[0]))
+    exporters["worker-1"].stop()  # the task dies: Prometheus' next scrape fails
+    states = []
+    for _ in range(3):
+        await asyncio.sleep(1.1)
+        polls = await _poll(src)
+        lc.observe(polls)
+        states.append(lc.nodes["resnet/worker-1"].state)
+    assert states[-1] is TaskState.SILENT
+    gone = next(p for p in polls if p.info and p.info.task == "worker-1")
+    assert not gone.ok and "Prometheus" in gone.error
+
+
+def _doc(status: str = "success", **kw) -> bytes:
+    return json.dumps({"status": status, **kw}).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "status", "expect"),
+    [
+        (
+            _doc("error", errorType="bad_data", error="parse error at char 5"),
+            "application/json",
+            400,
+            "bad_data",
+        ),
+        (b"<!DOCTYPE html><html><body>Sign in</body></html>", "text/html", 200, "HTML page"),
+        (b"not json at all", "application/json", 502, "not JSON"),
+        (_doc(data={"resultType": "matrix", "result": []}), "application/json", 200, "result type"),
+    ],
+)
+async def test_api_faults_become_one_line_statuses(body, ctype, status, expect, caplog):
+    with FakePromAPI(body, status=status, ctype=ctype) as fake, caplog.at_level(logging.WARNING):
+        (p,) = await _poll(PrometheusAPISource(fake.url))
+    assert not p.ok and expect in p.error and "\n" not in p.error
+    assert any(expect in r.getMessage() for r in caplog.records)
+
+
+async def test_api_timeout_and_refused():
+    with FakePromAPI(_doc(data={"resultType": "vector", "result": []}), delay=2.0) as fake:
+        (p,) = await _poll(PrometheusAPISource(fake.url, timeout=0.3))
+    assert not p.ok and "timed out" in p.error
+    (p,) = await _poll(PrometheusAPISource(f"http://127.0.0.1:{free_port()}"))
+    assert not p.ok and "connect" in p.error
+
+
+async def test_token_is_sent_but_never_shown(tmp_path, caplog, monkeypatch):
+    secret = "s3cr3t-token-value"
+    f = tmp_path / "token"
+    f.write_text(secret + "\n")
+    assert read_token(f) == secret
+    monkeypatch.setenv("PROMETHEUS_TOKEN", "from-env")
+    assert read_token(None) == "from-env"
+    body = _doc("error", errorType="unauthorized", error="bad token")
+    with FakePromAPI(body, status=401) as fake, caplog.at_level(logging.DEBUG):
+        src = PrometheusAPISource(fake.url.replace("http://", "http://user:pw@"), token=read_token(f))
+        (p,) = await _poll(src)
+    assert all(h.get("Authorization") == f"Bearer {secret}" for h in fake.headers)
+    shown = " ".join([repr(src), p.source, p.error or "", *(r.getMessage() for r in caplog.records)])
+    assert secret not in shown and "pw@" not in shown
+
+
+def test_values_query_is_one_expression_with_the_selector_everywhere():
+    q = values_query('{job="resnet"}')
+    assert q.count('job="resnet"') >= 17 and "cmdare_stage_bytes_sent_total{peer=$1}" in q
+    assert 'timestamp(up{job="resnet"})' in q

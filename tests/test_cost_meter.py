@@ -1,0 +1,36 @@
+"""Cost accrued while monitored: node prices from the price book integrated over the clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from cmdare.collectors.pricing import load_offline_book
+from cmdare.collectors.samples import JobFacts
+from cmdare.planner.cost_meter import CostMeter
+from cmdare.planner.overview import JobView, NodeView
+
+
+def node(name, role, gpu, status="up", region="us-central1", prov="preemptible"):
+    return NodeView(name, role, gpu, region, "", prov, status, None, None, None, None, None, None, None, 0, "")
+
+
+def test_accrues_price_times_time_and_skips_down_nodes():
+    book = load_offline_book()
+    worker = book.node_price("V100", 1, "us-central1", "preemptible").usd_per_hour
+    ps = book.ps_node_price("us-central1", "standard").usd_per_hour
+    nodes = [node("ps-0", "ps", "", prov="standard"), node("w0", "worker", "V100"), node("w1", "worker", "V100")]
+    meter = CostMeter(book, budget_usd=10.0)
+    meter.update([JobView("j", JobFacts("j"), None, None, None, None, nodes, [])], now=0.0)
+    nodes[2] = node("w1", "worker", "V100", status="revoked")
+    view = meter.update([JobView("j", JobFacts("j"), None, None, None, None, nodes, [])], now=3600.0)["j"]
+    assert view.accrued_usd == pytest.approx(ps + 2 * worker)  # the first hour ran at the first rate
+    assert view.usd_per_hour == pytest.approx(ps + worker)  # the revoked worker no longer costs
+    assert view.budget_left_hours == pytest.approx((10 - view.accrued_usd) / view.usd_per_hour)
+    assert view.complete and view.price_source == "offline"
+
+
+def test_unknown_price_is_reported_not_guessed():
+    meter = CostMeter(load_offline_book())
+    nodes = [node("w0", "worker", "K80")]  # the current offline book has no K80
+    view = meter.update([JobView("j", JobFacts("j"), None, None, None, None, nodes, [])], now=0.0)["j"]
+    assert view.usd_per_hour is None and not view.complete and "w0" in view.unpriced[0]
