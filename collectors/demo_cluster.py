@@ -14,6 +14,7 @@ the measured replacement delay (67 s for P100) divided by ``time_factor``.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 import logging
 import random
 import threading
@@ -117,12 +118,13 @@ class DemoCluster:
         if self._thread is not None:
             self._thread.join(timeout=2)
         with self._lock:
+            exporters = [t.exporter for t in self.tasks if t.exporter is not None]
+            exporters += self.geo.exporters() if self.geo is not None else []
             for t in self.tasks:
-                if t.exporter is not None:
-                    t.exporter.stop()
-                    t.exporter = None
-            if self.geo is not None:
-                self.geo.stop()
+                t.exporter = None
+        # each server takes up to its 0.5 s poll interval to stop: stop them all at once
+        with ThreadPoolExecutor(max_workers=max(1, len(exporters))) as pool:
+            list(pool.map(TrainingExporter.stop, exporters))
 
     # --- simulation ---------------------------------------------------------------------------
     def cluster_speed(self, n_workers: int) -> float:

@@ -103,6 +103,9 @@ class GeoPipelineDemo:
             for st in self.stages:
                 st.exporter.set_global_step(self.iterations)
 
+    def exporters(self) -> list[TrainingExporter]:
+        return [st.exporter for st in self.stages]
+
     def stop(self) -> None:
         for st in self.stages:
             st.exporter.stop()

@@ -1,22 +1,34 @@
-"""The Textual app ``cmdare-tui``: Cluster, Job, Planner and Alerts panes over a monitoring session."""
+"""The Textual app ``cmdare-tui``: Cluster, Job, Planner and Alerts panes over a monitoring session.
+
+Wide terminals show the four panes in a 2×2 grid; below 110×30 one pane at a time with a tab line
+(``tab``/``1``-``4``). Every key is a BINDING with an id (remappable from the config). In read-only
+mode every action that writes is absent from the footer, the help screen and the command palette,
+and a READ-ONLY badge is always the first thing on the top line."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
+from cmdare.collectors import writes
 from cmdare.tui.help_screen import HelpScreen
 from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.panes.job import JobPane
 from cmdare.tui.panes.planner import PlannerPane
 from cmdare.tui.session import MonitorSession, MonitorState, SessionOptions
+from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +40,7 @@ PANES: tuple[tuple[str, str, type[Widget]], ...] = (
 )
 COMPACT_WIDTH = 110  # below this width (or 30 rows) one pane at a time, switched with tab / 1-4
 COMPACT_HEIGHT = 30
+WRITE_ACTIONS = frozenset({"export", "screenshot"})  # absent in read-only mode
 
 
 class CmdareApp(App[int]):
@@ -37,38 +50,83 @@ class CmdareApp(App[int]):
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("tab", "next_pane", "Next pane", id="app.next_pane", priority=True),
-        Binding("shift+tab", "prev_pane", "Prev pane", id="app.prev_pane", priority=True),
+        Binding("tab", "next_pane", "Pane", id="app.next_pane", priority=True),
+        Binding("shift+tab", "prev_pane", "Previous pane", show=False, id="app.prev_pane", priority=True),
         Binding("r", "refresh_now", "Refresh", id="app.refresh"),
+        Binding("p", "next_plot", "Plot", id="app.next_plot"),
+        Binding("e", "export", "Export JSON", id="app.export"),
         Binding("1", "show_pane('cluster')", "Cluster", show=False, id="app.pane1"),
         Binding("2", "show_pane('job')", "Job", show=False, id="app.pane2"),
         Binding("3", "show_pane('planner')", "Planner", show=False, id="app.pane3"),
         Binding("4", "show_pane('alerts')", "Alerts", show=False, id="app.pane4"),
     ]
 
-    def __init__(self, options: SessionOptions | None = None, session: MonitorSession | None = None) -> None:
+    def __init__(self, options: SessionOptions | None = None, session: MonitorSession | None = None, *,
+                 poll: bool = True, theme: str | None = None, animations: bool = False,
+                 keys: dict[str, str] | None = None, live_prices: bool = False) -> None:  # fmt: skip
         super().__init__()
         self.options = options or SessionOptions()
         self.session = session or MonitorSession(self.options)
         self.state: MonitorState | None = None
         self._stop = asyncio.Event()
         self._current = 0
+        self._poll = poll
+        self._keys = keys or {}
+        self._live_prices = live_prices
+        self.animation_level = "full" if animations else "none"
+        if theme:
+            self.theme = theme
+
+    @property
+    def read_only(self) -> bool:
+        return self.options.read_only or writes.is_read_only()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="badges")
+        yield Static("", id="tabs")
         with Container(id="panes"):
             for pane_id, title, cls in PANES:
                 pane = cls(id=f"pane-{pane_id}", classes="pane")
                 pane.border_title = title
                 yield pane
+        yield ProgressLine(id="progress")
         yield Footer()
 
     def on_mount(self) -> None:
+        if self._keys:
+            self.set_keymap(self._keys)
         self.session.start()
         self._render_badges()
         self._layout_for(self.size.width, self.size.height)
         self._focus_pane(0)
+        if self._poll:
+            self.run_worker(self._prepare, thread=True, name="prepare", group="prepare", exit_on_error=False)
+
+    # --- long work: model and prices, in a thread, with progress; then polling -------------------
+    def _prepare(self) -> None:
+        from cmdare.planner.speed_model import SpeedModel
+
+        say = self.post_message
+        say(ProgressReport("loading the speed model…", 0, 2))
+        SpeedModel.load()
+        say(ProgressReport("loading prices…", 1, 2))
+        if self._live_prices:
+            from cmdare.collectors.pricing import load_price_book
+
+            book = load_price_book(progress=lambda m: say(ProgressReport(m, 1, 2)))
+        else:
+            from cmdare.collectors.pricing import load_offline_book
+
+            book = load_offline_book()
+        self.session.price_book = book
+        say(ProgressReport(None))
+        self.call_from_thread(self._start_polling)
+
+    def _start_polling(self) -> None:
         self.run_worker(self._poll_loop(), name="poller", group="poll", exclusive=True, exit_on_error=False)
+
+    def on_progress_report(self, msg: ProgressReport) -> None:
+        self.query_one(ProgressLine).report(msg.label, msg.done, msg.total)
 
     async def _poll_loop(self) -> None:
         await self.session.run(self._stop, self.apply_state)
@@ -82,15 +140,23 @@ class CmdareApp(App[int]):
             self._render_badges()
 
     def _render_badges(self) -> None:
+        """Short badges first (they must survive 80 columns), details after."""
         parts = []
-        if self.session.is_demo:
-            parts.append("[reverse bold] DEMO [/] simulated cluster on loopback, calibrated from CM-DARE measurements")
-        if self.options.read_only:
+        if self.read_only:
             parts.append("[reverse bold] READ-ONLY [/]")
+        if self.session.is_demo:
+            parts.append("[reverse bold] DEMO [/]")
         st = self.state
         if st is not None:
-            parts.append(f"poll #{st.cycles} · every {self.options.refresh:g}s · " + " · ".join(s.message for s in st.sources))
-        self.query_one("#badges", Static).update("  ".join(parts) or "cmdare-tui")
+            parts.append(
+                f"poll #{st.cycles} every {self.options.refresh:g}s · "
+                + " · ".join(s.message for s in st.sources)
+            )
+        else:
+            parts.append(f"polling every {self.options.refresh:g}s…")
+        if self.session.is_demo:
+            parts.append("simulated cluster on loopback, calibrated from CM-DARE measurements")
+        self.query_one("#badges", Static).update(" ".join(parts))
 
     # --- layout --------------------------------------------------------------------------------
     def on_resize(self, event) -> None:  # noqa: ANN001
@@ -99,6 +165,8 @@ class CmdareApp(App[int]):
     def _layout_for(self, width: int, height: int) -> None:
         compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
         self.query_one("#panes").set_class(compact, "-compact")
+        self.query_one("#tabs").display = compact
+        self.query_one(Footer).compact = compact
         self._show(self._current)
 
     def _panes(self) -> list[Widget]:
@@ -107,17 +175,25 @@ class CmdareApp(App[int]):
     def _show(self, index: int) -> None:
         for i, pane in enumerate(self._panes()):
             pane.set_class(i == index, "-shown")
+        tabs = [
+            f"[reverse bold] {i + 1} {t} [/]" if i == index else f" {i + 1} {t} "
+            for i, (_, t, _) in enumerate(PANES)
+        ]
+        self.query_one("#tabs", Static).update("".join(tabs) + "  [dim]tab/1-4[/]")
 
     def _focus_pane(self, index: int) -> None:
         self._current = index % len(PANES)
         self._show(self._current)
         pane = self._panes()[self._current]
-        target = next((w for w in pane.query("*") if w.can_focus), None)
-        if target is not None:
-            target.focus()
+        target = next((w for w in pane.query("*") if w.can_focus and w.display and w.parent.display), None)
+        (target or pane).focus()
         self.sub_title = PANES[self._current][1]
 
     # --- actions -------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Write actions do not exist in read-only mode (hidden from footer, help and palette)."""
+        return not (action in WRITE_ACTIONS and self.read_only)
+
     def action_next_pane(self) -> None:
         self._focus_pane(self._current + 1)
 
@@ -131,16 +207,58 @@ class CmdareApp(App[int]):
         if self.session.poller is not None:
             self.session.poller.poke()
 
+    def action_next_plot(self) -> None:
+        kind = self.query_one(JobPane).next_plot()
+        if self.query_one("#panes").has_class("-compact"):
+            self.action_show_pane("job")
+        self.notify(f"plot: {kind}", timeout=2)
+
+    def action_export(self) -> None:
+        """Write the current overview as JSON into the working directory (through the write guard)."""
+        if self.state is None:
+            self.notify("nothing to export yet", severity="warning")
+            return
+        path = Path.cwd() / f"cmdare-snapshot-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        try:
+            writes.write_text(path, json.dumps(self.state.to_json(), indent=1, default=str))
+        except OSError as exc:
+            self.notify(f"export failed: {exc}", severity="error")
+            return
+        self.notify(f"wrote {path}")
+
+    def action_screenshot(self) -> None:
+        """Save an SVG of the screen into the working directory (through the write guard)."""
+        path = Path.cwd() / f"cmdare-screen-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        try:
+            writes.write_text(path, self.export_screenshot())
+        except OSError as exc:
+            self.notify(f"screenshot failed: {exc}", severity="error")
+            return
+        self.notify(f"wrote {path}")
+
+    def active_bindings_for_help(self) -> list[tuple[str, str]]:
+        """(key, description) of every enabled binding: the app's and the focused widget's."""
+        out = []
+        for b in [*self._app_bindings(), *self._focused_bindings()]:
+            if b.description and self.check_action(b.action.split("(")[0], ()):
+                out.append((self._key_label(b.key), b.description))
+        return out
+
     def action_help(self) -> None:
-        keys = []
-        for b in [*self.BINDINGS, *self._focused_bindings()]:
-            if isinstance(b, Binding) and b.description:
-                keys.append((self._key_label(b.key), b.description))
         notes = ["Panes: " + ", ".join(f"{i + 1} {t}" for i, (_, t, _) in enumerate(PANES)),
-                 "Ctrl+P opens the command palette."]
-        if self.options.read_only:
-            notes.append("READ-ONLY: nothing is written anywhere; recording and exports are off.")
-        self.push_screen(HelpScreen(keys, notes))
+                 "Tables: / filter, s sort (S reverses), j/k down/up, g/G top/bottom, enter details.",
+                 "ctrl+p opens the command palette."]  # fmt: skip
+        if self.read_only:
+            notes.append("READ-ONLY: nothing is written anywhere; exports and screenshots are off.")
+        self.push_screen(HelpScreen(self.active_bindings_for_help(), notes))
+
+    def _app_bindings(self) -> list[Binding]:
+        keymap = self._keys
+        out = []
+        for b in self.BINDINGS:
+            if isinstance(b, Binding):
+                out.append(Binding(keymap.get(b.id or "", b.key), b.action, b.description, id=b.id))
+        return out
 
     def _focused_bindings(self) -> list[Binding]:
         w = self.focused
@@ -148,9 +266,39 @@ class CmdareApp(App[int]):
 
     @staticmethod
     def _key_label(key: str) -> str:
-        return key.replace("question_mark", "?").replace("shift+tab", "shift+tab")
+        return key.replace("question_mark", "?").replace("slash", "/")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette: the app's own commands first, then Textual's (minus its unguarded screenshot)."""
+        for i, (pid, title, _) in enumerate(PANES):
+            yield SystemCommand(f"Show {title}", f"Switch to the {title} pane (key {i + 1})",
+                                lambda pid=pid: self.action_show_pane(pid))  # fmt: skip
+        yield SystemCommand("Refresh now", "Poll every source now (key r)", self.action_refresh_now)
+        yield SystemCommand(
+            "Next plot", "Job pane: throughput / per-node / cost (key p)", self.action_next_plot
+        )
+        yield SystemCommand("Help", "Every key (key ?)", self.action_help)
+        if not self.read_only:
+            yield SystemCommand(
+                "Export JSON", "Write the overview to ./cmdare-snapshot-*.json (key e)", self.action_export
+            )
+            yield SystemCommand(
+                "Screenshot", "Save an SVG of the screen to ./cmdare-screen-*.svg", self.action_screenshot
+            )
+        for cmd in super().get_system_commands(screen):
+            if cmd.title != "Screenshot":
+                yield cmd
 
     async def action_quit(self) -> None:
+        """Quit at once: close the poller; stop the demo exporters in a thread for at most 1 s
+        (each socketserver takes ~0.3 s to shut down; their threads are daemons and end with us)."""
         self._stop.set()
-        await self.session.aclose()
+        if self.session.poller is not None:
+            await self.session.poller.aclose()
+        demo = self.session.demo
+        if demo is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(asyncio.to_thread(demo.stop)), timeout=1.0)
+            except TimeoutError:
+                log.info("demo cluster still stopping; exiting anyway")
         self.exit(0)

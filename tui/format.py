@@ -56,3 +56,18 @@ def signed_pct(x: float | None) -> str:
     if x is None or not math.isfinite(x):
         return "–"
     return f"{100 * x:+.0f}%"
+
+
+PROVISIONING_SHORT = {"preemptible": "preempt", "standard": "on-dem", "on-demand": "on-dem", "spot": "spot"}
+
+
+def provisioning(p: str | None) -> str:
+    """Short word for a provisioning model (fits a 7-column cell): spot, preempt, on-dem."""
+    if not p:
+        return "–"
+    return PROVISIONING_SHORT.get(p, p[:7])
+
+
+def hours(h: float | None) -> str:
+    """Hours as a duration (``3h05m``)."""
+    return duration(h * 3600 if h is not None else None)

@@ -24,11 +24,14 @@ class HelpScreen(ModalScreen[None]):
         self._notes = notes
 
     def compose(self) -> ComposeResult:
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold cyan", no_wrap=True)
-        table.add_column()
-        for key, desc in self._keys:
-            table.add_row(key, desc)
+        table = Table.grid(padding=(0, 1))
+        half = (len(self._keys) + 1) // 2  # two columns of keys: the whole list fits 80×24
+        for _ in range(2):
+            table.add_column(style="bold cyan", no_wrap=True)
+            table.add_column(no_wrap=True, overflow="ellipsis", min_width=22)
+        for i in range(half):
+            right = self._keys[half + i] if half + i < len(self._keys) else ("", "")
+            table.add_row(*self._keys[i], *right)
         with VerticalScroll():
             yield Static("[b]cmdare-tui — keys[/b]\n")
             yield Static(table)

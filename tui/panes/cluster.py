@@ -1,54 +1,50 @@
-"""Cluster pane: one row per task (role, GPU, region, provisioning, status, steps/s, uptime)."""
+"""Cluster pane: one row per task (status, task, role, GPU, provisioning, steps/s, uptime, region, …).
+
+Columns are ordered so that what matters fits in 80 columns; the rest scrolls sideways."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import DataTable
 
-from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, rate
+from cmdare.planner.overview import JobView, NodeView
+from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisioning, rate
 from cmdare.tui.session import MonitorState
+from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
-COLUMNS = (("Status", 9), ("Task", 10), ("Role", 6), ("GPU", 5), ("Region", 12), ("Prov", 11),
-           ("Steps/s", 7), ("Step ms", 7), ("Net in", 9), ("Up", 7), ("Flag", 16))
+COLUMNS = (("Status", 9), ("Task", 9), ("Role", 6), ("GPU", 4), ("Prov", 7), ("Steps/s", 7), ("Up", 6),
+           ("Region", 12), ("Step ms", 7), ("Net in", 9), ("Flag", 18))  # fmt: skip
 STATUS_STYLE = {"up": "green", "silent": "yellow", "revoked": "red bold"}
 
 
-class ClusterPane(Vertical):
-    DEFAULT_CSS = """
-    ClusterPane DataTable { height: 1fr; }
-    """
+def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
+    status = Text(f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
+    flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
+    step_ms = n.step_seconds * 1000 if n.step_seconds else None
+    cells = (status, n.name, n.role, n.gpu or "CPU", provisioning(n.provisioning), rate(n.steps_per_sec),
+             duration(n.uptime_s), n.region or "–", num(step_ms, 0), bytes_rate(n.net_in_bps), flag)  # fmt: skip
+    sort = (n.status, n.name, n.role, n.gpu, n.provisioning, n.steps_per_sec, n.uptime_s, n.region, step_ms,
+            n.net_in_bps, ",".join(marks))  # fmt: skip
+    return Row(f"{job.name}/{n.name}", cells, sort)
 
+
+class ClusterPane(Vertical):
     def compose(self) -> ComposeResult:
-        table = DataTable(id="cluster-table", cursor_type="row", zebra_stripes=False)
-        for label, width in COLUMNS:
-            table.add_column(label, width=width, key=label)
-        yield table
+        yield TableBox(FilterTable(COLUMNS, id="cluster-table"))
 
     def update_state(self, state: MonitorState) -> None:
-        table = self.query_one(DataTable)
         flags: dict[str, list[str]] = {}
         for a in state.alerts:
             flags.setdefault(a.subject, []).append(a.kind)
-        row = table.cursor_row
-        table.clear()
+        rows = []
         for job in state.jobs:
             for n in job.nodes:
-                subject = f"{job.name}/{n.name}"
-                status = Text(f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
-                marks = flags.get(subject, [])
-                if n.role in ("ps",):
+                marks = flags.get(f"{job.name}/{n.name}", [])
+                if n.role == "ps":
                     marks = marks + [k for k in flags.get(job.name, []) if k == "ps-saturation"]
-                flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
-                net = n.net_in_bps
-                table.add_row(
-                    status, n.name, n.role, n.gpu or "CPU", n.region or "–", n.provisioning or "–",
-                    rate(n.steps_per_sec), num(n.step_seconds * 1000 if n.step_seconds else None, 0),
-                    bytes_rate(net), duration(n.uptime_s), flag, key=subject,
-                )
-        if table.row_count:
-            table.move_cursor(row=min(row, table.row_count - 1))
+                rows.append(node_row(job, n, marks))
+        self.query_one(FilterTable).set_rows(rows)
         total = sum(len(j.nodes) for j in state.jobs)
         up = sum(j.counts.get("up", 0) for j in state.jobs)
         self.border_subtitle = f"{up}/{total} up"

@@ -1,56 +1,151 @@
-"""Job pane: cluster throughput over time, global step, ETA — each figure says where it comes from."""
+"""Job pane: the job's figures (each says where it comes from) and one plot at a time — cluster
+throughput measured vs predicted, steps/s per worker, cost accrued vs budget (``p`` cycles)."""
 
 from __future__ import annotations
 
 import math
+from collections import deque
 
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
 
-from cmdare.tui.format import duration, num, rate
+from cmdare.planner.overview import JobView
+from cmdare.planner.cost_meter import CostView
+from cmdare.tui.format import duration, money, num, rate
 from cmdare.tui.session import MonitorState
+from cmdare.tui.widgets.plots import PLOTS, Point, draw_cost, draw_nodes, draw_throughput
+
+HISTORY = 240  # refreshes kept for the plots (8 min at the default 2 s)
 
 
-class JobPane(Vertical):
+def _cell(value: str, note: str = "", style: str = "") -> Text:
+    """A value and, dimmed after it, where it comes from."""
+    t = Text(value, style=style)
+    if note:
+        t.append("  " + note, style="dim")
+    return t
+
+
+def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Table:
+    grid = Table.grid(padding=(0, 1), expand=True)
+    grid.add_column(style="bold", no_wrap=True, width=11)
+    grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+    grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))
+    grid.add_row("Steps/s", _cell(rate(job.steps_per_sec), "measured", "bold"))
+    pred = state.extras.get("predicted", {}).get(job.name)
+    if pred is not None:
+        grid.add_row("Predicted", _cell(rate(pred.steps_per_sec), f"model, {pred.bottleneck}-bound"))
+    grid.add_row("Images/s", _cell(num(job.examples_per_sec, 0), "measured"))
+    step = num(job.global_step, 0)
+    if job.facts.target_steps:
+        step += f"/{job.facts.target_steps:,} ({100 * (job.global_step or 0) / job.facts.target_steps:.1f}%)"
+    grid.add_row("Global step", _cell(step, "measured"))
+    grid.add_row("ETA", _cell(duration(job.eta_seconds), _eta_note(job, state)))
+    c = job.counts
+    grid.add_row("Tasks", _cell(f"{c['up']} up · {c['silent']} silent · {c['revoked']} revoked"))
+    grid.add_row("Cost", _cost_cell(cost))
+    return grid
+
+
+def _eta_note(job: JobView, state: MonitorState) -> str:
+    if job.eta_seconds is None:
+        return "needs a target step"
+    deadline = state.extras.get("deadline_hours")
+    if deadline is None:
+        return "at measured speed"
+    late = job.eta_seconds / 3600 - deadline
+    return f"deadline {deadline:g} h: " + ("on time" if late <= 0 else f"late by {duration(late * 3600)}")
+
+
+def _cost_cell(cost: CostView | None) -> Text:
+    if cost is None or cost.usd_per_hour is None:
+        return _cell("–", cost.unpriced[0] if cost and cost.unpriced else "no price yet")
+    value = f"{money(cost.accrued_usd)} · {money(cost.usd_per_hour)}/h"
+    if cost.budget_usd is None:
+        note = "no budget set"
+    else:
+        note = f"budget {money(cost.budget_usd)}, {duration((cost.budget_left_hours or 0) * 3600)} left"
+    if not cost.complete:
+        note = f"{len(cost.unpriced)} task(s) unpriced; " + note
+    return _cell(value, note)
+
+
+class JobPane(Vertical, can_focus=True):
     DEFAULT_CSS = """
     JobPane #job-summary { height: auto; }
-    JobPane Sparkline { height: 1fr; min-height: 2; margin: 1 0 0 0; }
+    JobPane #job-plot { height: 1fr; min-height: 5; }
+    JobPane #plot-note { height: auto; color: $text-muted; }
     """
+
+    def __init__(self, **kw) -> None:  # noqa: ANN003
+        super().__init__(**kw)
+        self.plot_kind = PLOTS[0]
+        self._points: dict[str, deque[Point]] = {}
+        self._state: MonitorState | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the first poll…", id="job-summary")
-        yield Sparkline([], id="job-throughput", summary_function=max)
+        yield Static("", id="plot-note")
+        yield PlotextPlot(id="job-plot")
+
+    def next_plot(self) -> str:
+        """Show the next plot (``p``); returns its name."""
+        self.plot_kind = PLOTS[(PLOTS.index(self.plot_kind) + 1) % len(PLOTS)]
+        if self._state is not None:
+            self._draw(self._state)
+        return self.plot_kind
 
     def update_state(self, state: MonitorState) -> None:
+        self._state = state
         job = state.job()
         summary = self.query_one("#job-summary", Static)
-        spark = self.query_one(Sparkline)
         if job is None:
             summary.update("no job seen yet: " + "; ".join(s.message for s in state.sources))
             return
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(style="bold", no_wrap=True)
-        grid.add_column(no_wrap=True)
-        grid.add_column(style="dim", no_wrap=True)
-        facts = job.facts
-        model = facts.model or "unknown network"
-        grid.add_row("Job", Text(job.name), Text(model))
-        grid.add_row("Steps/s", Text(rate(job.steps_per_sec), style="bold cyan"), "measured")
+        cost = state.extras.get("cost", {}).get(job.name)
         pred = state.extras.get("predicted", {}).get(job.name)
-        if pred is not None:
-            grid.add_row("Predicted", Text(rate(pred.steps_per_sec)), f"model: {pred.bottleneck}-bound")
-        grid.add_row("Images/s", Text(num(job.examples_per_sec, 0)), "measured")
-        step = num(job.global_step, 0)
-        if facts.target_steps:
-            done = (job.global_step or 0) / facts.target_steps
-            step += f" / {facts.target_steps:,} ({100 * done:.1f}%)"
-        grid.add_row("Global step", Text(step), "measured")
-        grid.add_row("ETA", Text(duration(job.eta_seconds)), "at measured speed" if job.eta_seconds else "needs a target")
-        counts = job.counts
-        grid.add_row("Tasks", Text(f"{counts['up']} up · {counts['silent']} silent · {counts['revoked']} revoked"), "")
-        summary.update(grid)
-        spark.data = [x for x in job.history if math.isfinite(x)] or [0.0]
-        self.border_subtitle = f"steps/s, last {len(job.history)} polls"
+        pts = self._points.setdefault(job.name, deque(maxlen=HISTORY))
+        if not pts or pts[-1].t != state.t:
+            pts.append(
+                Point(
+                    state.t,
+                    _nan(job.steps_per_sec),
+                    _nan(pred.steps_per_sec if pred else None),
+                    _nan(cost.accrued_usd if cost and cost.usd_per_hour is not None else None),
+                )
+            )
+        summary.update(summary_grid(job, state, cost))
+        self._draw(state)
+
+    def _draw(self, state: MonitorState) -> None:
+        job = state.job()
+        if job is None:
+            return
+        plot = self.query_one(PlotextPlot)
+        pts = list(self._points.get(job.name, ()))
+        if self.plot_kind == "throughput":
+            why = draw_throughput(plot, pts)
+        elif self.plot_kind == "nodes":
+            workers = job.workers()
+            why = draw_nodes(plot, [n.name for n in workers], [n.steps_per_sec for n in workers])
+        else:
+            cost = state.extras.get("cost", {}).get(job.name)
+            missing = (
+                None
+                if cost and cost.usd_per_hour is not None
+                else (cost.unpriced[0] if cost and cost.unpriced else "no price for this job's nodes")
+            )
+            why = draw_cost(plot, pts, cost.budget_usd if cost else None, missing)
+        note = self.query_one("#plot-note", Static)
+        note.update(why or "")
+        note.display = why is not None
+        plot.display = why is None
+        self.border_subtitle = f"p: next plot · {self.plot_kind}"
+
+
+def _nan(x: float | None) -> float:
+    return math.nan if x is None or not math.isfinite(x) else float(x)

@@ -1,8 +1,15 @@
-"""Planner pane: the current shape (reference row) and alternatives, with the model's prediction,
-its bottleneck and the change against the current shape. Figures are model predictions; the
+"""Planner pane. Two views of the same question, "what shape should this job have?":
+
+* ranked shapes (``state.extras["ranked"][job]``, a :class:`~cmdare.planner.shapes.ShapeTable`):
+  time, cost and revocation risk of each shape, best first;
+* otherwise the speed-only outlook: the speed model's prediction for the current shape and nearby ones.
+
+``enter`` on a row opens its explanation (which terms dominate). Figures are model predictions; the
 subtitle names the model and the price source."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,33 +17,105 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from cmdare.planner.job_plan import ShapeOutlook
-from cmdare.tui.format import pct, rate, signed_pct
+from cmdare.tui.format import hours, money, pct, provisioning, rate, signed_pct
 from cmdare.tui.session import MonitorState
+from cmdare.tui.widgets.explain import ExplainScreen
+from cmdare.tui.widgets.table import FilterTable, Row, TableBox
+
+OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))
+RANKED_COLUMNS = (("Shape", 14), ("Time p50", 8), ("Cost p50", 9), ("Risk", 5), ("Steps/s", 7),
+                  ("Region", 11), ("Prov", 7), ("Bound", 7), ("Δ vs now", 30))  # fmt: skip
+TOP_N = 30
+
+
+def outlook_rows(rows: list[ShapeOutlook]) -> list[Row]:
+    base = rows[0].prediction.steps_per_sec
+    out = []
+    for r in rows:
+        p = r.prediction
+        label = Text(("▶ " if r.current else "  ") + r.shape.label, style="bold" if r.current else "")
+        change = p.steps_per_sec / base - 1 if base else None
+        delta = "now" if r.current else signed_pct(change)
+        out.append(
+            Row(
+                r.shape.label,
+                (label, rate(p.steps_per_sec), delta, p.bottleneck, pct(p.ps_utilization)),
+                (r.shape.label, p.steps_per_sec, change, p.bottleneck, p.ps_utilization),
+            )
+        )
+    return out
+
+
+def ranked_rows(table: Any, n: int = TOP_N) -> list[Row]:
+    out = []
+    for i in [int(x) for x in table.view[:n]]:
+        r = table.row(i)
+        cur = i == 0
+        shape = f"{'▶ ' if cur else '  '}{r['workers']}×{r['gpu']}·{r['ps']}PS"
+        cells = (Text(shape, style="bold" if cur else ""), hours(float(r["hours_p50"])), money(float(r["cost_usd_p50"])),
+                 f"{float(r['p_revocation']):.2f}", rate(float(r["steps_per_sec"])), str(r["region"]),
+                 provisioning(str(r["provisioning"])), str(r["bottleneck"]), "now" if cur else table.delta(i))  # fmt: skip
+        sort = (shape.strip(), r["hours_p50"], r["cost_usd_p50"], r["p_revocation"], r["steps_per_sec"], r["region"],
+                r["provisioning"], r["bottleneck"], r["score"])  # fmt: skip
+        out.append(Row(str(i), cells, sort))
+    return out
 
 
 class PlannerPane(Vertical):
-    DEFAULT_CSS = """
-    PlannerPane DataTable { height: 1fr; }
-    """
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.mode = "outlook"
+        self._state: MonitorState | None = None
 
     def compose(self) -> ComposeResult:
-        table = DataTable(id="planner-table", cursor_type="row")
-        for label, width in (("Shape", 20), ("Steps/s", 8), ("Δ speed", 8), ("Bound by", 8), ("PS load", 7)):
-            table.add_column(label, width=width, key=label)
-        yield table
+        yield TableBox(FilterTable(OUTLOOK_COLUMNS, id="planner-table"), id="planner-outlook")
+        box = TableBox(FilterTable(RANKED_COLUMNS, id="ranked-table"), id="planner-ranked")
+        box.display = False
+        yield box
+
+    def _ranked(self, state: MonitorState) -> Any | None:
+        job = state.job()
+        return state.extras.get("ranked", {}).get(job.name) if job else None
 
     def update_state(self, state: MonitorState) -> None:
-        table = self.query_one(DataTable)
+        self._state = state
+        ranked = self._ranked(state)
+        self._set_mode("ranked" if ranked is not None else "outlook")
+        if ranked is not None:
+            self.query_one("#ranked-table", FilterTable).set_rows(ranked_rows(ranked))
+            r = ranked.current
+            self.border_subtitle = (
+                f"ranked by {ranked.objective} · prices {r['price_source']} {r['price_as_of']}"
+            )
+            return
         job = state.job()
         rows: list[ShapeOutlook] = state.extras.get("outlook", {}).get(job.name, []) if job else []
-        table.clear()
-        if not rows:
-            self.border_subtitle = "needs the job's network facts and shape"
+        self.query_one("#planner-table", FilterTable).set_rows(outlook_rows(rows) if rows else [])
+        self.border_subtitle = (
+            ("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape"
+        )
+
+    def _set_mode(self, mode: str) -> None:
+        if mode == self.mode:
             return
-        base = rows[0].prediction.steps_per_sec
-        for r in rows:
-            p = r.prediction
-            label = Text(("▶ " if r.current else "  ") + r.shape.label, style="bold" if r.current else "")
-            delta = Text("now" if r.current else signed_pct(p.steps_per_sec / base - 1 if base else None))
-            table.add_row(label, rate(p.steps_per_sec), delta, p.bottleneck, pct(p.ps_utilization), key=r.shape.label)
-        self.border_subtitle = "predicted · " + rows[0].prediction.source
+        had_focus = self.query_one(f"#planner-{self.mode}").has_focus_within
+        self.mode = mode
+        self.query_one("#planner-outlook").display = mode == "outlook"
+        self.query_one("#planner-ranked").display = mode == "ranked"
+        if had_focus:
+            self.query_one(f"#planner-{mode} FilterTable").focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """``enter`` on a row: explain it."""
+        if self._state is None or event.row_key.value is None:
+            return
+        key = str(event.row_key.value)
+        ranked = self._ranked(self._state)
+        if ranked is not None and self.mode == "ranked":
+            self.app.push_screen(ExplainScreen.for_ranked(ranked, int(key)))
+            return
+        job = self._state.job()
+        rows = self._state.extras.get("outlook", {}).get(job.name, []) if job else []
+        row = next((r for r in rows if r.shape.label == key), None)
+        if row is not None:
+            self.app.push_screen(ExplainScreen.for_outlook(row, rows[0]))

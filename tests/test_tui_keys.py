@@ -1,0 +1,83 @@
+"""Keyboard-only use on fixed data: vim keys, / filter, s sort, enter explains, p plots, palette."""
+
+from __future__ import annotations
+
+from test_tui_snapshots import fixed_app
+
+from cmdare.tui.panes.job import JobPane
+from cmdare.tui.widgets.explain import ExplainScreen
+from cmdare.tui.widgets.table import FilterTable
+
+
+def keys_of(table: FilterTable) -> list[str]:
+    return [r.key.split("/")[-1] for r in table.shown()]
+
+
+async def test_vim_keys_filter_and_sort():
+    app, before = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await before(pilot)
+        t = app.query_one("#cluster-table", FilterTable)
+        assert app.focused is t and t.cursor_row == 0
+        await pilot.press("j", "j")
+        assert t.cursor_row == 2
+        await pilot.press("G")
+        assert t.cursor_row == t.row_count - 1
+        await pilot.press("g", "k")
+        assert t.cursor_row == 0
+        await pilot.press("slash", *"worker-1", "enter")
+        assert keys_of(t) == ["worker-1"] and app.focused is t
+        await pilot.press("slash", "escape")
+        assert t.row_count == 9
+        await pilot.press("s", "s")  # sort by the 2nd column (Task), ascending
+        assert keys_of(t)[:2] == ["ps-0", "worker-0"]
+        await pilot.press("S")
+        assert keys_of(t)[0] == "worker-7"
+        assert "▼" in str(t.columns["Task"].label)
+        app.apply_state(await app.session.refresh())  # a refresh keeps sort and filter
+        assert keys_of(t)[0] == "worker-7"
+
+
+async def test_enter_explains_a_planner_row():
+    app, before = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await before(pilot)
+        await pilot.press("3", "enter")
+        assert isinstance(app.screen, ExplainScreen)
+        assert "8×P100 · 1 PS" in app.screen._title
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ExplainScreen)
+
+
+async def test_p_cycles_plots_and_palette_lists_app_commands():
+    app, before = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await before(pilot)
+        job = app.query_one(JobPane)
+        assert job.plot_kind == "throughput"
+        await pilot.press("p")
+        assert job.plot_kind == "nodes"
+        await pilot.press("p")
+        assert job.plot_kind == "cost"
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for t in (
+            "Show Cluster",
+            "Show Job",
+            "Show Planner",
+            "Show Alerts",
+            "Refresh now",
+            "Next plot",
+            "Help",
+        ):
+            assert t in titles
+        assert titles.count("Screenshot") == 1  # ours (through the write guard), not Textual's
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "CommandPalette"
+
+
+async def test_no_animation_by_default():
+    app, before = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await before(pilot)
+        assert app.animation_level == "none"

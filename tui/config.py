@@ -1,0 +1,236 @@
+"""The user's config file: typed TOML (``tomllib`` + dataclasses) that rejects unknown keys.
+
+Found at ``--config FILE`` or ``<user config dir>/cmdare-tui/config.toml`` (platformdirs; on Linux
+``$XDG_CONFIG_HOME/cmdare-tui/config.toml``). A missing default file means defaults; a missing
+``--config`` file is an error. Every error is one line naming the file, the line and the key.
+Schema and examples: ``docs/config.md``, ``examples/config.toml``."""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+APP_NAME = "cmdare-tui"
+TOP_KEYS = ("refresh", "timeout", "read_only", "theme", "animations", "prices")
+TABLES = ("sources", "thresholds", "budget", "keys", "jobs")
+THRESHOLD_KEYS = ("silent_after", "raise_after", "clear_after")
+BUDGET_KEYS = ("usd", "deadline_hours")
+JOB_KEYS = (
+    "name",
+    "model",
+    "model_flops",
+    "params",
+    "batch_size",
+    "target_steps",
+    "budget_usd",
+    "deadline_hours",
+)
+PRICE_MODES = ("offline", "live")
+# SessionOptions fields set from elsewhere in the file, so not allowed under [sources]
+NOT_SOURCE_FIELDS = {
+    "refresh",
+    "timeout",
+    "read_only",
+    *THRESHOLD_KEYS,
+    "budget_usd",
+    "deadline_hours",
+    "jobs",
+}
+
+
+class ConfigError(ValueError):
+    """A config file is malformed; ``str()`` is one line: ``FILE:LINE: [table] key: problem``."""
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Facts about one job for when its exporter does not publish ``cmdare_job_info``.
+    ``model_flops`` per example (FLOPs), ``params`` (count), budget in USD, deadline in hours."""
+
+    name: str
+    model: str = ""
+    model_flops: float = 0.0
+    params: float = 0.0
+    batch_size: int = 128
+    target_steps: int = 0
+    budget_usd: float | None = None
+    deadline_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings; ``None`` means "not set here" (the command line or the built-in default decides)."""
+
+    path: Path | None = None
+    refresh: float | None = None  # seconds between polls
+    timeout: float | None = None  # seconds per target
+    read_only: bool = False
+    theme: str | None = None  # a Textual theme name, e.g. "textual-dark", "nord"
+    animations: bool = False  # Textual animations (off by default: cheap redraws over SSH)
+    prices: str = "offline"  # "offline" (shipped book) | "live" (Cloud Billing API, cached unless read-only)
+    sources: dict[str, Any] = field(default_factory=dict)  # SessionOptions source fields
+    thresholds: dict[str, int] = field(
+        default_factory=dict
+    )  # silent_after, raise_after, clear_after (refreshes)
+    budget_usd: float | None = None
+    deadline_hours: float | None = None
+    keys: dict[str, str] = field(default_factory=dict)  # binding id -> key(s), e.g. "app.quit" = "ctrl+q"
+    jobs: tuple[JobConfig, ...] = ()
+
+
+def default_path() -> Path:
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir(APP_NAME)) / "config.toml"
+
+
+def source_keys() -> tuple[str, ...]:
+    """Keys accepted under ``[sources]``: the session's source fields (targets, demo, …)."""
+    from cmdare.tui.session import SessionOptions
+
+    return tuple(f.name for f in fields(SessionOptions) if f.name not in NOT_SOURCE_FIELDS)
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read ``path`` (must exist) or the default file (may be absent)."""
+    explicit = path is not None
+    p = Path(path) if explicit else default_path()
+    try:
+        text = p.read_text("utf-8")
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"{p}: no such config file") from None
+        return Config()
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config: {exc.strerror or exc}") from None
+    return parse_config(text, p)
+
+
+def parse_config(text: str, path: str | Path = "<config>") -> Config:
+    loc = _Locator(str(path), text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    loc.unknown(data, (*TOP_KEYS, *TABLES), "")
+    top = {k: data[k] for k in TOP_KEYS if k in data}
+    for k in ("refresh", "timeout"):
+        if k in top:
+            top[k] = loc.positive(top[k], "", k)
+    for k in ("read_only", "animations"):
+        if k in top:
+            loc.expect(isinstance(top[k], bool), "", k, "must be true or false")
+    if "theme" in top:
+        loc.expect(isinstance(top["theme"], str), "", "theme", "must be a string")
+    if "prices" in top:
+        loc.expect(top["prices"] in PRICE_MODES, "", "prices", f"must be one of {', '.join(PRICE_MODES)}")
+    budget = loc.table(data, "budget", BUDGET_KEYS)
+    return Config(
+        path=Path(path),
+        **top,
+        sources=_sources(loc, loc.table(data, "sources", source_keys())),
+        thresholds={
+            k: loc.count(v, "thresholds", k) for k, v in loc.table(data, "thresholds", THRESHOLD_KEYS).items()
+        },
+        budget_usd=loc.positive(budget["usd"], "budget", "usd") if "usd" in budget else None,
+        deadline_hours=loc.positive(budget["deadline_hours"], "budget", "deadline_hours")
+        if "deadline_hours" in budget
+        else None,
+        keys=_keys(loc, data.get("keys", {})),
+        jobs=tuple(_job(loc, j) for j in _job_list(loc, data.get("jobs", []))),
+    )
+
+
+def _sources(loc: _Locator, src: dict[str, Any]) -> dict[str, Any]:
+    if "targets" in src:
+        t = src["targets"]
+        ok = isinstance(t, list) and all(isinstance(u, str) and re.match(r"^https?://[^/]", u) for u in t)
+        loc.expect(ok, "sources", "targets", "must be a list of http(s) URLs")
+    if "demo" in src:
+        loc.expect(isinstance(src["demo"], bool), "sources", "demo", "must be true or false")
+    return dict(src)
+
+
+def _keys(loc: _Locator, keys: Any) -> dict[str, str]:
+    loc.expect(isinstance(keys, dict), "", "keys", "must be a table of binding id = key")
+    for k, v in keys.items():
+        loc.expect(isinstance(v, str) and v.strip() != "", "keys", k, 'must be a key name such as "ctrl+q"')
+    return dict(keys)
+
+
+def _job_list(loc: _Locator, jobs: Any) -> list[dict[str, Any]]:
+    loc.expect(isinstance(jobs, list) and all(isinstance(j, dict) for j in jobs), "", "jobs",
+               "must be an array of tables ([[jobs]])")  # fmt: skip
+    return jobs
+
+
+def _job(loc: _Locator, j: dict[str, Any]) -> JobConfig:
+    loc.unknown(j, JOB_KEYS, "jobs")
+    loc.expect(isinstance(j.get("name"), str) and j["name"] != "", "jobs", "name", "is required (a string)")
+    out: dict[str, Any] = {"name": j["name"], "model": str(j.get("model", ""))}
+    for k in ("model_flops", "params", "budget_usd", "deadline_hours"):
+        if k in j:
+            out[k] = loc.positive(j[k], "jobs", k)
+    for k in ("batch_size", "target_steps"):
+        if k in j:
+            out[k] = loc.count(j[k], "jobs", k)
+    return JobConfig(**out)
+
+
+class _Locator:
+    """Finds the line of ``key`` inside ``[table]`` for error messages."""
+
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    def line_of(self, table: str, key: str) -> int | None:
+        current = ""
+        header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?")
+        keyre = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+        for i, line in enumerate(self.lines, 1):
+            m = header.match(line)
+            if m:
+                current = m.group(1)
+                if not table and current == key:
+                    return i
+                continue
+            if current == table and keyre.match(line):
+                return i
+        return None
+
+    def fail(self, table: str, key: str, problem: str) -> ConfigError:
+        line = self.line_of(table, key)
+        where = f"{self.path}:{line}" if line else self.path
+        name = f"[{table}] {key}" if table else key
+        return ConfigError(f"{where}: {name}: {problem}")
+
+    def expect(self, ok: bool, table: str, key: str, problem: str) -> None:
+        if not ok:
+            raise self.fail(table, key, problem)
+
+    def unknown(self, data: dict[str, Any], allowed: tuple[str, ...], table: str) -> None:
+        for k in data:
+            if k not in allowed:
+                raise self.fail(table, k, f"unknown key (allowed: {', '.join(allowed)})")
+
+    def table(self, data: dict[str, Any], name: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+        t = data.get(name, {})
+        self.expect(isinstance(t, dict), "", name, "must be a table")
+        self.unknown(t, allowed, name)
+        return t
+
+    def positive(self, v: Any, table: str, key: str) -> float:
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        self.expect(ok, table, key, "must be a number > 0")
+        return float(v)
+
+    def count(self, v: Any, table: str, key: str) -> int:
+        self.expect(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1, table, key, "must be an integer >= 1"
+        )
+        return int(v)

@@ -1,0 +1,91 @@
+"""A modal explaining one Planner row: where the time goes and what bounds the speed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from cmdare.planner.job_plan import ShapeOutlook
+from cmdare.tui.format import duration, money, pct, rate
+
+
+def _grid() -> Table:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column()
+    return t
+
+
+def detail_grid(rows: list[tuple[str, str]]) -> Table:
+    """Label / value rows (values wrap)."""
+    t = _grid()
+    for k, v in rows:
+        t.add_row(k, v)
+    return t
+
+
+class ExplainScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    ExplainScreen { align: center middle; }
+    ExplainScreen > VerticalScroll { width: 74; max-width: 100%; height: auto; max-height: 90%;
+        border: round $accent; background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape,q,enter", "close", "Close", id="explain.close")]
+
+    def __init__(self, title: str, body: Table, footnote: str) -> None:
+        super().__init__()
+        self._title, self._body, self._foot = title, body, footnote
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(f"[b]{self._title}[/b]\n")
+            yield Static(self._body)
+            yield Static("\n" + self._foot + "\n[dim]esc closes[/dim]")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    @classmethod
+    def for_outlook(cls, row: ShapeOutlook, current: ShapeOutlook) -> ExplainScreen:
+        p = row.prediction
+        t = _grid()
+        t.add_row("Predicted", f"{rate(p.steps_per_sec)} steps/s ({rate(p.examples_per_sec)} images/s)")
+        t.add_row("Bound by", p.bottleneck)
+        t.add_row("Without PS limit", f"{rate(p.compute_bound_steps_per_sec)} steps/s (compute-bound)")
+        t.add_row("PS load", pct(p.ps_utilization))
+        step = sum(p.terms.values()) or 1.0
+        for k, v in sorted(p.terms.items(), key=lambda kv: -kv[1]):
+            t.add_row(f"  {k}", f"{1000 * v:.1f} ms/step ({v / step:.0%})")
+        base = current.prediction.steps_per_sec
+        if not row.current and base:
+            t.add_row("vs current", f"{p.steps_per_sec / base - 1:+.0%} steps/s")
+        return cls(f"Why {row.shape.label}", t, f"model: {p.source}")
+
+    @classmethod
+    def for_ranked(cls, table: Any, i: int) -> ExplainScreen:
+        r = table.row(i)
+        t = _grid()
+        t.add_row("Shape", f"{r['workers']}×{r['gpu']} + {r['ps']} PS, {r['region']}, {r['provisioning']}")
+        t.add_row(
+            "Time",
+            f"p50 {duration(float(r['hours_p50']) * 3600)}, p90 {duration(float(r['hours_p90']) * 3600)}",
+        )
+        t.add_row("Cost", f"p50 {money(float(r['cost_usd_p50']))}, p90 {money(float(r['cost_usd_p90']))}")
+        t.add_row(
+            "Revocation",
+            f"P(any) {float(r['p_revocation']):.2f}, expected {float(r['expected_revocations']):.2f}",
+        )
+        t.add_row("vs current", "this is the current shape" if i == 0 else table.delta(i))
+        try:
+            ex = table.explain(i)
+        except ValueError as exc:
+            return cls("Why this shape", t, str(exc))
+        for k in sorted(ex.shares, key=ex.shares.get, reverse=True):
+            t.add_row(f"  {k}", f"{duration(ex.seconds[k])} ({ex.shares[k]:.0%})")
+        return cls("Why this shape", t, ex.text() + f"\nprices: {r['price_source']} as of {r['price_as_of']}")

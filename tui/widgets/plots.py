@@ -1,0 +1,85 @@
+"""Terminal plots (braille / block, via textual-plotext) for the Job pane. Each ``draw_*`` takes plain
+numbers and returns None when it drew, or a sentence saying why there is nothing to draw."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from textual_plotext import PlotextPlot
+
+PLOTS = ("throughput", "nodes", "cost")
+PLOT_TITLES = {
+    "throughput": "steps/s: measured vs predicted",
+    "nodes": "steps/s per worker, measured",
+    "cost": "USD accrued while monitored",
+}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One refresh: time (s), measured and predicted steps/s, USD accrued (NaN when unknown)."""
+
+    t: float
+    measured: float
+    predicted: float
+    accrued: float
+
+
+def _finite(xs: Sequence[float]) -> bool:
+    return any(math.isfinite(x) for x in xs)
+
+
+def _reset(plot: PlotextPlot, title: str) -> None:
+    plt = plot.plt
+    plt.clear_figure()  # the widget re-applies its theme on every render
+    plt.title(title)
+
+
+def draw_throughput(plot: PlotextPlot, points: Sequence[Point]) -> str | None:
+    """Measured (braille line) and predicted (dots) cluster steps/s against seconds before now."""
+    if len(points) < 2 or not _finite([p.measured for p in points]):
+        return "throughput: waiting for two polls with a measured rate"
+    now = points[-1].t
+    xs = [p.t - now for p in points]
+    _reset(plot, PLOT_TITLES["throughput"])
+    plt = plot.plt
+    plt.plot(xs, [p.measured if math.isfinite(p.measured) else None for p in points], marker="braille",
+             label="measured")  # fmt: skip
+    if _finite([p.predicted for p in points]):
+        plt.plot(xs, [p.predicted if math.isfinite(p.predicted) else None for p in points], marker="•",
+                 label="predicted")  # fmt: skip
+    plt.xlabel("seconds before now")
+    plot.refresh()
+    return None
+
+
+def draw_nodes(plot: PlotextPlot, names: Sequence[str], rates: Sequence[float | None]) -> str | None:
+    """Horizontal bars: each worker's own steps/s (a revoked worker shows as 0 and says so)."""
+    if not names:
+        return "per-node: no worker seen yet"
+    _reset(plot, PLOT_TITLES["nodes"])
+    plot.plt.bar(list(names), [r or 0.0 for r in rates], orientation="horizontal", width=0.3)
+    plot.refresh()
+    return None
+
+
+def draw_cost(
+    plot: PlotextPlot, points: Sequence[Point], budget: float | None, why_missing: str | None
+) -> str | None:
+    """USD accrued over time, and the budget as a flat line when one is set."""
+    if why_missing:
+        return f"cost: – ({why_missing})"
+    if len(points) < 2:
+        return "cost: waiting for two polls"
+    now = points[-1].t
+    xs = [p.t - now for p in points]
+    _reset(plot, PLOT_TITLES["cost"])
+    plt = plot.plt
+    plt.plot(xs, [p.accrued for p in points], marker="braille", label="accrued")
+    if budget:
+        plt.plot([xs[0], xs[-1]], [budget, budget], marker="•", label=f"budget ${budget:,.0f}")
+    plt.xlabel("seconds before now")
+    plot.refresh()
+    return None
