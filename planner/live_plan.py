@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cmdare.planner.calibration import Calibration
 from cmdare.planner.job_plan import current_shape, network_of
@@ -51,6 +51,13 @@ def _dominant(counter: Counter) -> str:
     return counter.most_common(1)[0][0] if counter else ""
 
 
+def _provisionings(current: str) -> tuple[str, ...]:
+    """The current provisioning and on-demand; a job on on-demand also sees spot. Spot and preemptible
+    cost the same (one SKU), so listing both would only double every row."""
+    transient = current if current in ("spot", "preemptible") else "spot"
+    return ("standard", transient)
+
+
 def workload_for_job(job: JobView, price_book, *, budget_usd: float | None = None,
                      deadline_hours: float | None = None) -> tuple[Workload | None, str | None]:
     """A workload for the remaining steps of a live job, or (None, why not)."""
@@ -73,7 +80,8 @@ def workload_for_job(job: JobView, price_book, *, budget_usd: float | None = Non
         model=ModelSpec(job.facts.model or "job", net.model_flops, net.params, net.batch_size),
         target=Target(steps=remaining, deadline_hours=deadline_hours, budget_usd=budget_usd),
         current=Shape(gpu, shape.workers, shape.ps, region, prov),
-        allowed=Allowed(allowed_gpus, regions, max(16, 2 * shape.workers), max(DEFAULT_MAX_PS, shape.ps)),
+        allowed=Allowed(allowed_gpus, regions, max(16, 2 * shape.workers), max(DEFAULT_MAX_PS, shape.ps),
+                        provisionings=_provisionings(prov)),
         options=Options(),
         source=f"live job {job.name}",
     )
@@ -127,6 +135,8 @@ class LivePlanner:
         key = (w.current if w else None, w.target.steps // 1000 if w else None, id(self.price_book),
                round(math.log(c_scale), 1), round(math.log(p_scale), 1))
         if cache.plan is not None and key == cache.key and now - cache.ranked_at < self.rank_every:
+            cache.plan = replace(cache.plan, calibration_samples=cal.samples if cal else 0,
+                                 calibration_residual=cal.residual if cal and cal.samples else None)
             return cache.plan
         table, note = None, why
         if w is not None:

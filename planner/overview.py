@@ -100,7 +100,7 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
         zone=i.zone,
         provisioning=i.provisioning,
         status=state,
-        steps_per_sec=_finite(ts.rate(M.K_WORKER_STEPS, window)) if up and i.role != "ps" else None,
+        steps_per_sec=_finite(ts.rate(M.K_WORKER_STEPS, window)) if up and i.role in ("worker", "chief") else None,
         step_seconds=_finite(ts.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, window * 3)) if up else None,
         gpu_util=_finite(ts.latest(M.K_GPU_UTIL)) if up else None,
         net_in_bps=_finite(net_in) if up else None,

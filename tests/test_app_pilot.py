@@ -71,3 +71,18 @@ async def test_keys_move_between_panes_help_and_quit():
         assert not isinstance(app.screen, HelpScreen)
         await pilot.press("q")
     assert app.return_value == 0
+
+
+async def test_planner_pane_ranks_alternatives_calibrated_on_the_live_job():
+    app = fast_demo_app(first_revocation_s=1000)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and "resnet32-p100" in app.state.extras.get("ranked", {}),
+                       timeout=30)
+        await pilot.pause(1.2)  # one more refresh renders the ranking
+        pane = app.query_one("#pane-planner")
+        assert "ranked by" in pane.border_subtitle and "prices offline" in pane.border_subtitle
+        assert "calibrated on" in pane.border_subtitle
+        table = app.state.extras["ranked"]["resnet32-p100"]
+        cur = table.current
+        assert (cur["gpu"], cur["workers"], cur["ps"]) == ("P100", 8, 1)
+        assert table.top(1)[0]["steps_per_sec"] > cur["steps_per_sec"]

@@ -48,9 +48,12 @@ def test_plan_is_reused_until_something_changes():
     lp = LivePlanner(SpeedModel.load(), load_offline_book())
     j = job([44.0] * 10)
     first = lp.update(j, now=0.0)
-    assert lp.update(j, now=5.0) is first
+    again = lp.update(j, now=5.0)
+    assert again.table is first.table  # not re-ranked
+    assert again.calibration_samples == first.calibration_samples
     lp.set_price_book(load_offline_book())
-    assert lp.update(j, now=6.0) is not first
+    assert lp.update(j, now=6.0).table is not first.table
+    assert {r["provisioning"] for r in first.table.to_rows()} == {"preemptible", "standard"}
 
 
 def test_job_without_facts_says_why():

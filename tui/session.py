@@ -18,6 +18,7 @@ from cmdare.collectors.store import Store
 from cmdare.planner.alerts import Alert, AlertContext, AlertEngine
 from cmdare.planner.bottlenecks import DEFAULT_RULES, JobGoal, rule_extras, shipped_overheads
 from cmdare.planner.job_plan import outlook
+from cmdare.planner.live_plan import LivePlan, LivePlanner
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.planner.speed_model import SpeedModel
 from cmdare.planner.thresholds import Thresholds
@@ -111,6 +112,9 @@ class MonitorSession:
         self._model: SpeedModel | None = None
         self.price_book: object | None = None  # set by the app after loading; else the offline book
         self._cost: CostMeter | None = None
+        self._live: LivePlanner | None = None
+        self._live_plans: dict[str, LivePlan] = {}
+        self._ranking: asyncio.Future | None = None
         self.state: MonitorState | None = None
         self.started_at = time.monotonic()
 
@@ -178,6 +182,8 @@ class MonitorSession:
         extras.update(thresholds=self.thresholds, overheads=shipped_overheads(),
                       replacement_seconds=self.alerts.measured_replacement_seconds())
         extras["price_book"] = self._cost_meter().book
+        extras["live_plan"] = dict(self._live_plans)
+        extras["ranked"] = {name: p.table for name, p in self._live_plans.items() if p.table is not None}
         geo = getattr(self.demo, "geo", None)  # the demo's WAN links stand in for a user's link config
         if geo is not None:
             extras["link_capacity_gbps"] = {frozenset((k["a"], k["b"])): float(k["gbps"]) for k in geo.sc["links"]}
@@ -198,11 +204,50 @@ class MonitorSession:
         out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered"))
         return out
 
+    def _rank_jobs(self, jobs: list[JobView], now: float) -> dict[str, LivePlan]:
+        """Calibrate and rank alternative shapes for every job (CPU work: runs in a thread)."""
+        book = self._cost_meter().book
+        if self._live is None:
+            self._live = LivePlanner(self._model or SpeedModel.load(), book)
+        elif self._live.price_book is not book:
+            self._live.set_price_book(book)
+        out: dict[str, LivePlan] = {}
+        for job in jobs:
+            try:
+                out[job.name] = self._live.update(job, now)
+            except Exception as exc:  # a planner failure is a status on screen, not a crash
+                log.warning("live planner: job %s: %s", job.name, exc)
+        return out
+
+    async def update_plans(self) -> None:
+        """Re-rank shapes for the latest state now (awaits the thread)."""
+        if self.state is not None:
+            self._live_plans = await asyncio.to_thread(self._rank_jobs, self.state.jobs, self.state.t)
+
+    def _start_ranking(self) -> None:
+        """Start re-ranking in a thread unless one is running; the next refresh shows the result."""
+        if self.state is None or (self._ranking is not None and not self._ranking.done()):
+            return
+
+        def done(fut: asyncio.Future) -> None:
+            if not fut.cancelled() and fut.exception() is None:
+                self._live_plans = fut.result()
+
+        self._ranking = asyncio.ensure_future(asyncio.to_thread(self._rank_jobs, self.state.jobs, self.state.t))
+        self._ranking.add_done_callback(done)
+
     async def run(self, stop: asyncio.Event, on_state: Callable[[MonitorState], None]) -> None:
         assert self.poller is not None, "start() first"
-        await self.poller.run(stop, lambda c: on_state(self.analyse(c)))
+        while not stop.is_set():
+            started = self.poller.clock.monotonic()
+            cycle = await self.poller.poll_once()
+            on_state(self.analyse(cycle))
+            self._start_ranking()
+            await self.poller.wait_next(started, stop)
 
     async def aclose(self) -> None:
+        if self._ranking is not None and not self._ranking.done():
+            await asyncio.wait([self._ranking], timeout=5)
         if self.poller is not None:
             await self.poller.aclose()
         if self.plan is not None:

@@ -61,6 +61,13 @@ def ranked_rows(table: Any, n: int = TOP_N) -> list[Row]:
     return out
 
 
+def calibration_note(plan: Any) -> str:
+    """' · calibrated on N samples (residual x%)', or '' before the job has given any."""
+    if plan is None or not plan.calibration_samples or plan.calibration_residual is None:
+        return " · model not yet calibrated on this job"
+    return f" · calibrated on {plan.calibration_samples} samples (residual {100 * plan.calibration_residual:.0f}%)"
+
+
 class PlannerPane(Vertical):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
@@ -86,6 +93,7 @@ class PlannerPane(Vertical):
             r = ranked.current
             self.border_subtitle = (
                 f"ranked by {ranked.objective} · prices {r['price_source']} {r['price_as_of']}"
+                + calibration_note(state.extras.get("live_plan", {}).get(state.job().name))
             )
             return
         job = state.job()
