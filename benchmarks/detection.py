@@ -25,9 +25,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from test_alerts_sim import Harness, SimCluster, SimPipeline, load_curves  # noqa: E402
+
 from cmdare.collectors.pricing import load_offline_book  # noqa: E402
 from cmdare.planner.thresholds import Thresholds  # noqa: E402
-from test_alerts_sim import Harness, SimCluster, SimPipeline, load_curves  # noqa: E402
 
 MODELS = ("ResNet-15", "ResNet-32", "Shake-Shake-small", "Shake-Shake-big")
 ONSET = 20

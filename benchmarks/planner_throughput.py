@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.planner.overheads import Overheads
 from cmdare.planner.revocation import RevocationModel

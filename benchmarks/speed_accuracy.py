@@ -26,10 +26,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
+from fit_speed_model import latency_pairs, load_observations  # noqa: E402
+
 from cmdare.planner.gpu_catalog import get_gpu  # noqa: E402
 from cmdare.planner.network_catalog import KnownNetwork, family_of  # noqa: E402
 from cmdare.planner.speed_model import Network, SpeedModel  # noqa: E402
-from fit_speed_model import latency_pairs, load_observations  # noqa: E402
 
 GPUS = ("K80", "P100")
 

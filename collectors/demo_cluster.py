@@ -14,11 +14,11 @@ the measured replacement delay (67 s for P100) divided by ``time_factor``.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 import logging
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 

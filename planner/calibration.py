@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from cmdare.planner.gpu_catalog import get_gpu
 from cmdare.planner.speed_model import REF_LATENCY_MS, Network, SpeedModel
 

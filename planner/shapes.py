@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
 from cmdare.planner.overheads import Overheads
 from cmdare.planner.revocation import RevocationModel
 from cmdare.planner.speed_model import Network, SpeedModel

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from cmdare.planner.gpu_catalog import get_gpu
 from cmdare.planner.network_catalog import family_of
 
@@ -114,8 +115,9 @@ def _start(a: dict[str, np.ndarray]) -> np.ndarray:
 
 def fit_params(observations: Sequence) -> dict[str, float]:
     """All model coefficients fitted on ``observations`` (deterministic)."""
-    from cmdare.planner.speed_model import PARAM_NAMES
     from scipy.optimize import least_squares
+
+    from cmdare.planner.speed_model import PARAM_NAMES
 
     a = _arrays(observations)
     x0 = _start(a)

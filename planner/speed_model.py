@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import numpy as np
+
 from cmdare.planner.gpu_catalog import get_gpu
 from cmdare.planner.network_catalog import (
     KnownNetwork,

@@ -24,6 +24,7 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
+
 from cmdare.collectors import writes
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,6 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
 from cmdare.planner.network_catalog import NETWORK_FIELDS, canonical_network_name, family_of
 from cmdare.planner.speed_model import Observation, SpeedModel
 

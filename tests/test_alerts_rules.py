@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from test_alerts_sim import Harness, SimCluster, kinds, load_curves
+
 from cmdare.planner.alerts import AlertContext, AlertEngine, Finding
 from cmdare.planner.bottlenecks import JobGoal
-from test_alerts_sim import Harness, SimCluster, kinds, load_curves
 
 
 def _flag(on: list[bool]):

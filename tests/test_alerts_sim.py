@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.lifecycle import Lifecycle

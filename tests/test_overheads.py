@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cmdare.planner.overheads import Overheads, revocation_penalty, time_after_revocation
 
 DERIVED = Path(__file__).resolve().parents[1].parent / "shared/data/cmdare/derived"

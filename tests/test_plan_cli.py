@@ -9,6 +9,7 @@ import types
 from pathlib import Path
 
 import pytest
+
 from cmdare.tui.commands import UsageError, plan
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/workload-resnet32.toml"

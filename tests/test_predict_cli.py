@@ -3,6 +3,7 @@ import csv
 import io
 
 import pytest
+
 from cmdare.tui.commands import UsageError, predict
 
 HEADER = "model,model_flops,params,batch_size,gpu,workers,ps\n"

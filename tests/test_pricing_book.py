@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cmdare.collectors.pricing import PriceNotFound, load_offline_book, load_study_era_book
 from cmdare.collectors.pricing.offline import read_book_csv
 

@@ -10,6 +10,7 @@ from typing import Any
 import platformdirs
 import pytest
 from catalog_server import CatalogServer, gpu_sku, host_sku
+
 from cmdare.tui.commands import UsageError
 from cmdare.tui.commands.prices import register
 

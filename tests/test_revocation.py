@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cmdare.planner.revocation import Lifetime, RevocationModel
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

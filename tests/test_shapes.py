@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.planner.revocation import RevocationModel
 from cmdare.planner.shapes import enumerate_shapes, pareto_mask, rank_shapes

@@ -1,10 +1,11 @@
 import math
 
 import numpy as np
-from cmdare.planner.gpu_catalog import gpu_names
-from cmdare.planner.speed_model import Network, SpeedModel
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from cmdare.planner.gpu_catalog import gpu_names
+from cmdare.planner.speed_model import Network, SpeedModel
 
 MODEL = SpeedModel.load()
 RES32 = Network("ResNet-32", 1658696889, 1857722)

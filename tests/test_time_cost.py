@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from cmdare.collectors.pricing import load_study_era_book
 from cmdare.planner.overheads import Overheads
 from cmdare.planner.revocation import RevocationModel

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from cmdare.planner.workload import WorkloadError, load_workload, parse_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -17,12 +17,12 @@ from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.store import Store
 from cmdare.planner.alerts import Alert, AlertContext, AlertEngine
 from cmdare.planner.bottlenecks import DEFAULT_RULES, JobGoal, rule_extras, shipped_overheads
+from cmdare.planner.cost_meter import CostMeter
 from cmdare.planner.job_plan import outlook
 from cmdare.planner.live_plan import LivePlan, LivePlanner
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.planner.speed_model import SpeedModel
 from cmdare.planner.thresholds import Thresholds
-from cmdare.planner.cost_meter import CostMeter
 from cmdare.tui.sources import SourcePlan, build_sources
 
 log = logging.getLogger(__name__)
