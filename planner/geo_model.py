@@ -5,30 +5,19 @@ inside one DC, pipeline-parallel (PP) stages spread over DCs. Only stage-boundar
 and their gradients (backward) cross the WAN; all D pipelines share each DC-pair link, either
 *spatially* (each gets ``B_eff / D`` at once) or *temporally* (they take the whole link in turn).
 
-Closed form (p stages, m micro-batches, per micro-batch forward ``f_k`` / backward ``b_k`` with
-``c_k = f_k + b_k``; boundary k has one-way latency ``l_k``, one transfer at full ``B_eff`` takes
-``a_k = A / B_eff``, the link is busy ``u_k = D·a_k`` per micro-batch round, and one pipeline's
-transfer takes ``x_k = u_k`` (spatial) or ``a_k`` (temporal))::
-
-    fill   = Σ c_k + 2·Σ (l_k + x_k)
-    GPipe: T = fill + (m−1)·[max(max f, max u) + max(max b, max u)] + stagger
-    1F1B : T = fill + (m−1)·τ + stagger,  τ = max(max c, max u, in-flight cycles)
-    stagger = (D−1)·max a_k (temporal only: the last pipeline waits for the others once)
-
-Changes versus the background's ``(m−1)·τ + Σc + 2Σ(l + A/B)``: (1) GPipe runs the forward and the
-backward phase one after the other, so a WAN-bound link costs ``2·(m−1)·D·A/B`` (both phases), not
-``(m−1)·D·A/B``; (2) the fill term uses the transfer time one pipeline actually sees (``D·A/B`` when
-the link is split spatially); (3) temporal sharing adds a one-off stagger ``(D−1)·A/B``; (4) 1F1B keeps
-at most ``p−k`` micro-batches in flight at stage k, so a long WAN round trip over stages k..k' bounds
-the period by ``(Σ c + 2Σ(l + x)) / (w_k + 1 − w_k')`` (w = warm-up forwards). GPipe is exact against
-the discrete-event simulation in ``tests/test_geo_sim.py``; 1F1B is within 5% for m ≥ 4p.
+Iteration = one pipeline flush (:mod:`cmdare.planner.pipeline_schedule`: GPipe closed form, 1F1B
+executed round by round, link transit/occupancy per sharing mode, temporal stagger) + the intra-DC
+ring all-reduce that sticks out past the pipeline. Changes versus the background's
+``(m−1)·τ + Σc + 2Σ(l + A/B)`` are listed there; both schedules are exact against the
+discrete-event simulation in ``tests/test_geo_sim.py`` for spatial sharing (and one pipeline), temporal
+sharing is approximate. Bubbles and the prefill they can hold: :mod:`cmdare.planner.bubbles`; live
+verdicts: :mod:`cmdare.planner.geo_live` (re-exported here).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-import numpy as np
 from cmdare.planner.bubbles import (
     Bubble,
     PrefillSpec,
@@ -37,7 +26,9 @@ from cmdare.planner.bubbles import (
     schedule_gaps,
     stage_bubbles,
 )
+from cmdare.planner.geo_live import LiveBoundary, wan_bound_from_live
 from cmdare.planner.gpu_catalog import get_gpu
+from cmdare.planner.pipeline_schedule import SCHEDULES, SHARINGS, PipelineTiming, pipeline_time
 from cmdare.planner.wan import WanLink
 
 __all__ = [
@@ -64,8 +55,6 @@ DEFAULT_MFU = 0.302
 #: Mixed-precision Adam keeps 16 bytes per parameter (fp16 weights + grads, fp32 master, m, v):
 #: Rajbhandari et al., "ZeRO", SC 2020, §3.1 ("16Ψ"). Activations are not counted.
 ZERO_BYTES_PER_PARAM = 16.0
-SCHEDULES = ("gpipe", "1f1b")
-SHARINGS = ("spatial", "temporal")
 
 
 @dataclass(frozen=True)
@@ -130,79 +119,6 @@ class Layout:
             raise ValueError(f"sharing must be one of {SHARINGS}, got {self.sharing!r}")
         if min(self.pp, self.dp, self.tp, self.n_microbatches) < 1:
             raise ValueError("pp, dp, tp and n_microbatches must be >= 1")
-
-
-@dataclass(frozen=True)
-class PipelineTiming:
-    """Closed-form timing of one pipeline flush, seconds."""
-
-    total: float
-    fill: float
-    period: float
-    stagger: float
-    bound: str  # "compute", "wan" or "round-trip" (1F1B in-flight limit over a WAN round trip)
-    phase_periods: tuple[float, float] = (0.0, 0.0)  # GPipe (forward, backward); 1F1B (τ, 0)
-
-
-def _one_f_one_b(c: list[float], lat: list[float], x: list[float], m: int, base: float) -> tuple[float, str]:
-    """Extra time after the fill for 1F1B: ``(m−1)·τ`` with the in-flight round-trip cycles.
-
-    Segment k..k' (k' > k) forms a cycle of ``Σ c + 2·Σ(l + x)`` over ``w_k + 1 − w_k'`` micro-batches;
-    a cycle that stops short of the last stage first binds after ``n − 1`` micro-batches.
-    """
-    p = len(c)
-    warm = np.minimum(p - 1 - np.arange(p), m)
-    cc = np.concatenate(([0.0], np.cumsum(c)))
-    hh = np.concatenate(([0.0], np.cumsum(np.asarray(lat) + np.asarray(x))))
-    k, k2 = np.triu_indices(p, 1)
-    keep = warm[k] < m
-    k, k2 = k[keep], k2[keep]
-    cycle = cc[k2 + 1] - cc[k] + 2.0 * (hh[k2] - hh[k])
-    n = warm[k] + 1 - warm[k2]
-    skip = np.where(k2 == p - 1, 0, n - 1)
-    gain = np.maximum(0, m - 1 - skip) * (cycle / n - base)
-    best = float(gain.max()) if gain.size else 0.0
-    if best > 1e-12:
-        return (m - 1) * base + best, "round-trip"
-    return (m - 1) * base, ""
-
-
-def pipeline_time(
-    f: list[float],
-    b: list[float],
-    latency: list[float],
-    transfer: list[float],
-    wan: list[bool],
-    dp: int,
-    m: int,
-    schedule: str = "1f1b",
-    sharing: str = "temporal",
-) -> PipelineTiming:
-    """Closed-form time of one pipeline flush (no all-reduce), seconds.
-
-    ``f``/``b``: forward/backward seconds per micro-batch per stage (p values); ``latency``: one-way
-    seconds per boundary (p−1); ``transfer``: seconds to send one activation at the full effective link
-    bandwidth (``A / B_eff``); ``wan``: whether the boundary is a WAN link shared by the ``dp`` pipelines
-    (intra-DC boundaries are not shared). See the module docstring for the algebra.
-    """
-    p = len(f)
-    c = [fi + bi for fi, bi in zip(f, b, strict=True)]
-    u = [dp * a if w else a for a, w in zip(transfer, wan, strict=True)]
-    x = [uk if sharing == "spatial" else a for uk, a in zip(u, transfer, strict=True)]
-    wan_a = [a for a, w in zip(transfer, wan, strict=True) if w]
-    stagger = (dp - 1) * max(wan_a) if sharing == "temporal" and wan_a else 0.0
-    umax = max(u, default=0.0)
-    fill = sum(c) + 2.0 * sum(lk + xk for lk, xk in zip(latency, x, strict=True))
-    if schedule == "gpipe":
-        pf, pb = max(max(f), umax), max(max(b), umax)
-        bound = "wan" if umax > min(max(f), max(b)) else "compute"
-        return PipelineTiming(fill + (m - 1) * (pf + pb) + stagger, fill, pf + pb, stagger, bound, (pf, pb))
-    base = max(max(c), umax)
-    extra, bound = _one_f_one_b(c, list(latency), x, m, base) if p > 1 else ((m - 1) * base, "")
-    if not bound:
-        bound = "wan" if umax > max(c) else "compute"
-    period = extra / (m - 1) if m > 1 else base
-    return PipelineTiming(fill + extra + stagger, fill, period, stagger, bound, (period, 0.0))
 
 
 def gpu_peak_tflops(spec: object, precision_bytes: int) -> float:
@@ -450,48 +366,3 @@ def _bubbles(
 def with_layout(job: GeoJob, **changes: object) -> GeoJob:
     """A copy of ``job`` with layout fields changed (e.g. ``sharing="spatial"``)."""
     return replace(job, layout=replace(job.layout, **changes))
-
-
-@dataclass(frozen=True)
-class LiveBoundary:
-    """A measured stage boundary: seconds per micro-batch on the wire vs the slowest stage's compute."""
-
-    from_stage: str
-    to_stage: str
-    measured_gbps: float
-    bytes_per_microbatch: float
-    transfer_seconds: float
-    max_stage_compute_seconds: float
-    wait_share: float | None
-    wan_bound: bool
-
-
-def wan_bound_from_live(
-    stage_compute_s_per_mb: dict[str, float],
-    boundary_bytes_per_s: dict[tuple[str, str], float],
-    microbatches_per_s: float,
-    stage_wait_share: dict[str, float] | None = None,
-    link_capacity_gbps: dict[tuple[str, str], float] | None = None,
-    wait_share_threshold: float = 0.5,
-) -> list[LiveBoundary]:
-    """Boundary verdicts from live counters, the same rule as the model (``D·A/B > max c``).
-
-    ``stage_compute_s_per_mb``: stage → rate(cmdare_stage_compute_seconds_total) ÷ micro-batch rate;
-    ``boundary_bytes_per_s``: (stage, peer) → rate(cmdare_stage_bytes_sent_total{peer}), all D replicas
-    summed; ``microbatches_per_s``: micro-batches per second of one pipeline; ``stage_wait_share``:
-    stage → wait ÷ (wait + compute) seconds; ``link_capacity_gbps``: B_eff of the link when known (else
-    the measured rate is used, a lower bound on capacity, so the transfer time is an upper bound).
-    A boundary is WAN-bound when its transfer time per micro-batch exceeds the slowest stage's compute
-    and, if wait shares are given, the receiving stage waits at least ``wait_share_threshold``.
-    """
-    cmax = max(stage_compute_s_per_mb.values(), default=0.0)
-    out = []
-    for (src, dst), rate in boundary_bytes_per_s.items():
-        per_mb = rate / microbatches_per_s if microbatches_per_s > 0 else 0.0
-        gbps = rate * 8 / 1e9
-        cap = (link_capacity_gbps or {}).get((src, dst), gbps)
-        t = per_mb * 8 / (cap * 1e9) if cap > 0 else float("inf")
-        share = (stage_wait_share or {}).get(dst)
-        waits = share is None or share >= wait_share_threshold
-        out.append(LiveBoundary(src, dst, gbps, per_mb, t, cmax, share, bool(t > cmax and waits)))
-    return out

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cmdare.planner.bubbles import PrefillSpec, memory_cap, prefill_flops, requests_per_bubble
 from cmdare.planner.geo_model import (
     DataCenter,
@@ -17,8 +20,6 @@ from cmdare.planner.geo_model import (
     with_layout,
 )
 from cmdare.planner.wan import WanLink
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 # GPT-3 175B shape (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, context 2048.
 GPT3 = LanguageModel(layers=96, hidden=12288, seq_len=2048, micro_batch=1, params=175e9)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from cmdare.planner.geo_model import evaluate
 from cmdare.planner.geo_placement import gains, search
 from cmdare.planner.geo_workload import GeoWorkloadError, load_geo_workload, parse_geo_workload

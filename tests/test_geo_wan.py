@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from cmdare.planner.wan import (
     WanLink,
     effective_gbps,

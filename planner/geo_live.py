@@ -1,0 +1,57 @@
+"""Live WAN-bound verdicts of a geo-distributed pipeline from its stage counters (issue 7, part 3).
+
+Same rule as the model in :mod:`cmdare.planner.geo_model`: a boundary is WAN-bound when its transfer
+time per micro-batch (all D pipelines, ``D·A/B``) exceeds the slowest stage's compute per micro-batch.
+Units: seconds, bytes, Gbit/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LiveBoundary", "wan_bound_from_live"]
+
+
+@dataclass(frozen=True)
+class LiveBoundary:
+    """A measured stage boundary: seconds per micro-batch on the wire vs the slowest stage's compute."""
+
+    from_stage: str
+    to_stage: str
+    measured_gbps: float
+    bytes_per_microbatch: float
+    transfer_seconds: float
+    max_stage_compute_seconds: float
+    wait_share: float | None
+    wan_bound: bool
+
+
+def wan_bound_from_live(
+    stage_compute_s_per_mb: dict[str, float],
+    boundary_bytes_per_s: dict[tuple[str, str], float],
+    microbatches_per_s: float,
+    stage_wait_share: dict[str, float] | None = None,
+    link_capacity_gbps: dict[tuple[str, str], float] | None = None,
+    wait_share_threshold: float = 0.5,
+) -> list[LiveBoundary]:
+    """Boundary verdicts from live counters, the same rule as the model (``D·A/B > max c``).
+
+    ``stage_compute_s_per_mb``: stage → rate(cmdare_stage_compute_seconds_total) ÷ micro-batch rate;
+    ``boundary_bytes_per_s``: (stage, peer) → rate(cmdare_stage_bytes_sent_total{peer}), all D replicas
+    summed; ``microbatches_per_s``: micro-batches per second of one pipeline; ``stage_wait_share``:
+    stage → wait ÷ (wait + compute) seconds; ``link_capacity_gbps``: B_eff of the link when known (else
+    the measured rate is used, a lower bound on capacity, so the transfer time is an upper bound).
+    A boundary is WAN-bound when its transfer time per micro-batch exceeds the slowest stage's compute
+    and, if wait shares are given, the receiving stage waits at least ``wait_share_threshold``.
+    """
+    cmax = max(stage_compute_s_per_mb.values(), default=0.0)
+    out = []
+    for (src, dst), rate in boundary_bytes_per_s.items():
+        per_mb = rate / microbatches_per_s if microbatches_per_s > 0 else 0.0
+        gbps = rate * 8 / 1e9
+        cap = (link_capacity_gbps or {}).get((src, dst), gbps)
+        t = per_mb * 8 / (cap * 1e9) if cap > 0 else float("inf")
+        share = (stage_wait_share or {}).get(dst)
+        waits = share is None or share >= wait_share_threshold
+        out.append(LiveBoundary(src, dst, gbps, per_mb, t, cmax, share, bool(t > cmax and waits)))
+    return out
