@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from test_tui_snapshots import fixed_app
 
 from cmdare.tui.panes.job import JobPane
@@ -81,3 +83,37 @@ async def test_no_animation_by_default():
     async with app.run_test(size=(80, 24)) as pilot:
         await before(pilot)
         assert app.animation_level == "none"
+
+
+async def test_replay_keys_pause_step_and_change_speed(tmp_path):
+    """Record a few real polls of the demo, replay them in the app, drive the replay keys."""
+    from cmdare.collectors.demo_cluster import DemoCluster
+    from cmdare.tui.app import CmdareApp
+    from cmdare.tui.session import MonitorSession, SessionOptions
+
+    rec = tmp_path / "demo.sqlite"
+    live = MonitorSession(SessionOptions(demo=True, refresh=0.2, record=str(rec)),
+                          demo_factory=lambda: DemoCluster(first_revocation_s=1000))
+    live.start()
+    for _ in range(6):
+        await live.refresh()
+        await asyncio.sleep(0.2)
+    await live.aclose()
+
+    opts = SessionOptions(replay=str(rec), replay_speed=1.0, read_only=True)
+    app = CmdareApp(opts, MonitorSession(opts))
+    async with app.run_test(size=(120, 40)) as pilot:
+        replay = app.session.plan.replay
+        assert replay is not None and app.check_action("replay_pause", ()) is True
+        await pilot.press("space")
+        assert replay.paused
+        before = replay.position[0]
+        await pilot.press("full_stop")
+        for _ in range(30):
+            if replay.position[0] > before:
+                break
+            await pilot.pause(0.1)
+        assert replay.position[0] == before + 1 and replay.paused
+        await pilot.press("plus", "plus")
+        assert replay.speed == 4.0
+        assert "REPLAY" in str(app.query_one("#badges").render())

@@ -59,6 +59,10 @@ class CmdareApp(App[int]):
         Binding("2", "show_pane('job')", "Job", show=False, id="app.pane2"),
         Binding("3", "show_pane('planner')", "Planner", show=False, id="app.pane3"),
         Binding("4", "show_pane('alerts')", "Alerts", show=False, id="app.pane4"),
+        Binding("space", "replay_pause", "Pause/resume replay", id="app.replay_pause"),
+        Binding("full_stop", "replay_step", "Step one poll", id="app.replay_step"),
+        Binding("plus", "replay_speed(2.0)", "Faster", id="app.replay_faster"),
+        Binding("minus", "replay_speed(0.5)", "Slower", id="app.replay_slower"),
     ]
 
     def __init__(self, options: SessionOptions | None = None, session: MonitorSession | None = None, *,
@@ -146,6 +150,11 @@ class CmdareApp(App[int]):
             parts.append("[reverse bold] READ-ONLY [/]")
         if self.session.is_demo:
             parts.append("[reverse bold] DEMO [/]")
+        rp = self._replay
+        if rp is not None:
+            done, total = rp.position
+            state = "paused" if rp.paused else f"×{rp.speed:g}"
+            parts.append(f"[reverse bold] REPLAY [/] {done}/{total} polls {state}")
         st = self.state
         if st is not None:
             parts.append(
@@ -191,8 +200,32 @@ class CmdareApp(App[int]):
 
     # --- actions -------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Write actions do not exist in read-only mode (hidden from footer, help and palette)."""
+        """Write actions do not exist in read-only mode (hidden from footer, help and palette);
+        replay controls exist only while a recording plays."""
+        if action.startswith("replay_"):
+            return self._replay is not None
         return not (action in WRITE_ACTIONS and self.read_only)
+
+    @property
+    def _replay(self):  # -> ReplaySource | None
+        plan = self.session.plan
+        return plan.replay if plan is not None else None
+
+    def action_replay_pause(self) -> None:
+        rp = self._replay
+        if rp is not None:
+            rp.resume() if rp.paused else rp.pause()
+            self._render_badges()
+
+    def action_replay_step(self) -> None:
+        if self._replay is not None:
+            self._replay.step()
+
+    def action_replay_speed(self, factor: float) -> None:
+        rp = self._replay
+        if rp is not None:
+            rp.speed = min(max(rp.speed * factor, 0.125), 1024.0)
+            self._render_badges()
 
     def action_next_pane(self) -> None:
         self._focus_pane(self._current + 1)

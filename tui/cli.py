@@ -106,6 +106,10 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
         defaults["target"] = list(cfg.sources["targets"])
     if "demo" in cfg.sources:
         defaults["demo"] = cfg.sources["demo"]
+    dests = {a.dest for a in parser._actions}
+    for key, value in cfg.sources.items():  # other source keys that have a flag: defaults, flags win
+        if key not in ("targets", "demo") and key in dests:
+            defaults[key] = value
     parser.set_defaults(**defaults)
 
 
@@ -117,7 +121,8 @@ def session_options(args: argparse.Namespace):  # -> SessionOptions (imported la
                           read_only=args.read_only, **collector_options(args))
     cfg = getattr(args, "app_config", None)
     if cfg is not None:  # config keys that have no flag: map onto whatever SessionOptions fields exist
-        extra = {k: v for k, v in cfg.sources.items() if k not in ("targets", "demo")}
+        dests = set(vars(args))  # keys with a flag were applied as parser defaults (flags win)
+        extra = {k: v for k, v in cfg.sources.items() if k not in ("targets", "demo") and k not in dests}
         extra.update(cfg.thresholds)
         extra.update({"budget_usd": cfg.budget_usd, "deadline_hours": cfg.deadline_hours})
         if cfg.jobs:
@@ -128,6 +133,8 @@ def session_options(args: argparse.Namespace):  # -> SessionOptions (imported la
         for k, v in extra.items():
             if hasattr(opts, k) and v is not None:
                 setattr(opts, k, v)
+    if getattr(args, "replay", None):
+        opts.read_only = True  # a replay only reads its recording
     return opts
 
 
@@ -135,9 +142,10 @@ def run_app(args: argparse.Namespace) -> int:
     from cmdare.collectors import writes
     from cmdare.tui.app import CmdareApp
 
-    writes.set_read_only(args.read_only)
+    opts = session_options(args)
+    writes.set_read_only(opts.read_only)
     cfg = getattr(args, "app_config", None)
-    app = CmdareApp(session_options(args), theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
+    app = CmdareApp(opts, theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
                     keys=cfg.keys if cfg else None, live_prices=bool(cfg and cfg.prices == "live"))
     code = app.run()
     return int(code or 0)
