@@ -113,6 +113,7 @@ class CmdareApp(App[int]):
         say = self.post_message
         say(ProgressReport("loading the speed model…", 0, 2))
         SpeedModel.load()
+        self.call_from_thread(self._start_polling)  # polling needs no prices: start it now
         say(ProgressReport("loading prices…", 1, 2))
         if self._live_prices:
             from cmdare.collectors.pricing import load_price_book
@@ -122,9 +123,8 @@ class CmdareApp(App[int]):
             from cmdare.collectors.pricing import load_offline_book
 
             book = load_offline_book()
-        self.session.price_book = book
+        self.session.set_price_book(book)
         say(ProgressReport(None))
-        self.call_from_thread(self._start_polling)
 
     def _start_polling(self) -> None:
         self.run_worker(self._poll_loop(), name="poller", group="poll", exclusive=True, exit_on_error=False)

@@ -73,6 +73,9 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs.")
     p.add_argument("--version", action="version", version=f"cmdare-tui {_version()}")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--prices", choices=["offline", "live"], default="offline",
+                   help="price book: the shipped offline book (default) or the Cloud Billing Catalog API "
+                        "(Google credentials; falls back to the cache, then the offline book)")
     add_config_arg(p)
     add_source_args(p)
     return p
@@ -102,6 +105,8 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
         defaults["timeout"] = cfg.timeout
     if cfg.read_only:
         defaults["read_only"] = True
+    if cfg.prices != "offline":
+        defaults["prices"] = cfg.prices
     if "targets" in cfg.sources:
         defaults["target"] = list(cfg.sources["targets"])
     if "demo" in cfg.sources:
@@ -146,7 +151,7 @@ def run_app(args: argparse.Namespace) -> int:
     writes.set_read_only(opts.read_only)
     cfg = getattr(args, "app_config", None)
     app = CmdareApp(opts, theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
-                    keys=cfg.keys if cfg else None, live_prices=bool(cfg and cfg.prices == "live"))
+                    keys=cfg.keys if cfg else None, live_prices=args.prices == "live")
     code = app.run()
     return int(code or 0)
 

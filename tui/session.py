@@ -189,6 +189,13 @@ class MonitorSession:
             extras["link_capacity_gbps"] = {frozenset((k["a"], k["b"])): float(k["gbps"]) for k in geo.sc["links"]}
         return extras
 
+    def set_price_book(self, book: object) -> None:
+        """Use ``book`` from now on (the app loads live prices in a thread): costs accrue at its
+        rates and the next ranking uses it."""
+        self.price_book = book
+        if self._cost is not None:
+            self._cost.book = book
+
     def _cost_meter(self) -> CostMeter:
         if self._cost is None:
             if self.price_book is None:
