@@ -123,7 +123,8 @@ class LivePlanner:
             except (ValueError, KeyError, ZeroDivisionError) as exc:
                 log.warning("calibration of %s failed: %s", job.name, exc)
                 return cache.calibration
-        cache.calibration, cache.calibrated_at = cal, now
+        if cal.samples:  # an empty calibration is not worth keeping for calibrate_every seconds
+            cache.calibration, cache.calibrated_at = cal, now
         return cal
 
     def update(self, job: JobView, now: float) -> LivePlan:

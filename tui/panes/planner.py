@@ -23,8 +23,8 @@ from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))
-RANKED_COLUMNS = (("Shape", 14), ("Time p50", 8), ("Cost p50", 9), ("Risk", 5), ("Steps/s", 7),
-                  ("Region", 11), ("Prov", 7), ("Bound", 7), ("Δ vs now", 30))  # fmt: skip
+RANKED_COLUMNS = (("Shape", 15), ("Time p50", 8), ("Cost p50", 9), ("Risk", 5), ("Δ vs now", 30),
+                  ("Steps/s", 7), ("Region", 11), ("Prov", 7), ("Bound", 7))  # fmt: skip
 TOP_N = 30
 
 
@@ -47,16 +47,19 @@ def outlook_rows(rows: list[ShapeOutlook]) -> list[Row]:
 
 
 def ranked_rows(table: Any, n: int = TOP_N) -> list[Row]:
+    """The current shape first (the reference row, ▶), then the ranking; ★ marks the Pareto front
+    of (time, cost, risk)."""
     out = []
-    for i in [int(x) for x in table.view[:n]]:
+    for i in [0] + [int(x) for x in table.view[:n] if int(x) != 0]:
         r = table.row(i)
         cur = i == 0
-        shape = f"{'▶ ' if cur else '  '}{r['workers']}×{r['gpu']}·{r['ps']}PS"
+        mark = "▶" if cur else ("★" if r.get("pareto") else " ")
+        shape = f"{mark} {r['workers']}×{r['gpu']}·{r['ps']}PS"
         cells = (Text(shape, style="bold" if cur else ""), hours(float(r["hours_p50"])), money(float(r["cost_usd_p50"])),
-                 f"{float(r['p_revocation']):.2f}", rate(float(r["steps_per_sec"])), str(r["region"]),
-                 provisioning(str(r["provisioning"])), str(r["bottleneck"]), "now" if cur else table.delta(i))  # fmt: skip
-        sort = (shape.strip(), r["hours_p50"], r["cost_usd_p50"], r["p_revocation"], r["steps_per_sec"], r["region"],
-                r["provisioning"], r["bottleneck"], r["score"])  # fmt: skip
+                 f"{float(r['p_revocation']):.2f}", "now" if cur else table.delta(i), rate(float(r["steps_per_sec"])),
+                 str(r["region"]), provisioning(str(r["provisioning"])), str(r["bottleneck"]))  # fmt: skip
+        sort = (shape[2:], r["hours_p50"], r["cost_usd_p50"], r["p_revocation"], r["score"], r["steps_per_sec"],
+                r["region"], r["provisioning"], r["bottleneck"])  # fmt: skip
         out.append(Row(str(i), cells, sort))
     return out
 
