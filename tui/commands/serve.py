@@ -13,6 +13,12 @@ from cmdare.tui.commands import UsageError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+# Source flags handed on to each browser session's app (the secret itself never: only the token file).
+PASSED_THROUGH = (
+    ("prometheus", "--prometheus"), ("selector", "--selector"), ("prometheus_token_file", "--prometheus-token-file"),
+    ("tensorboard", "--tensorboard"), ("jsonl", "--jsonl"), ("tf_config", "--tf-config"),
+    ("metrics_port", "--metrics-port"), ("job", "--job"), ("replay", "--replay"), ("replay_speed", "--replay-speed"),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,6 +51,11 @@ def app_command(args: argparse.Namespace) -> str:
     if args.demo:
         cmd.append("--demo")
     cmd += ["--refresh", f"{args.refresh:g}", "--timeout", f"{args.timeout:g}"]
+    for dest, flag in PASSED_THROUGH:  # the other source flags, as given
+        value = getattr(args, dest, None)
+        for v in value if isinstance(value, list) else [value]:
+            if v not in (None, "", False):
+                cmd += [flag] if v is True else [flag, str(v)]
     if not args.writable or args.read_only:
         cmd.append("--read-only")
     return shlex.join(cmd)
