@@ -30,9 +30,8 @@ from cmdare.collectors.store import Store
 from cmdare.planner.alerts import AlertContext, Finding, Rule, node_state_rule
 from cmdare.planner.goal_rules import JobGoal, cost_overrun_rule, eta_slip_rule
 from cmdare.planner.overheads import Overheads
-from cmdare.planner.overview import RATE_WINDOW_S, JobView
+from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S, JobView
 from cmdare.planner.ps_rules import GBPS_PER_VCPU, PS_NIC_GBPS, PsLoad, ps_load, ps_saturation_rule
-from cmdare.planner.rule_support import STEP_WINDOW_S
 from cmdare.planner.wan_rules import ATLAS_MULTI_CONN_GBPS, StageRates, stage_rates, wan_bound_rule
 from cmdare.planner.worker_rules import input_bound_rule, straggler_rule
 

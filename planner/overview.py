@@ -13,6 +13,7 @@ from cmdare.collectors.samples import JobFacts, TaskState
 from cmdare.collectors.store import Store, TaskSeries
 
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
+STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
 
 
 def _finite(x: float | None) -> float | None:
@@ -101,7 +102,7 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
         provisioning=i.provisioning,
         status=state,
         steps_per_sec=_finite(ts.rate(M.K_WORKER_STEPS, window)) if up and i.role in ("worker", "chief") else None,
-        step_seconds=_finite(ts.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, window * 3)) if up else None,
+        step_seconds=_finite(ts.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, STEP_WINDOW_S)) if up else None,
         gpu_util=_finite(ts.latest(M.K_GPU_UTIL)) if up else None,
         net_in_bps=_finite(net_in) if up else None,
         net_out_bps=_finite(net_out) if up else None,

@@ -12,9 +12,8 @@ from typing import Any
 
 from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.planner.alerts import AlertContext, Finding
-from cmdare.planner.overview import JobView
+from cmdare.planner.overview import STEP_WINDOW_S, JobView
 from cmdare.planner.rule_support import (
-    STEP_WINDOW_S,
     canonical_gpu,
     current_prediction,
     predict_shape,

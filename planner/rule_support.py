@@ -16,8 +16,6 @@ from cmdare.planner.overview import RATE_WINDOW_S, JobView, NodeView
 from cmdare.planner.speed_model import SpeedModel, SpeedPrediction
 from cmdare.planner.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
-STEP_WINDOW_S = RATE_WINDOW_S * 3  # NodeView.step_seconds is a mean over 3 rate windows (overview.py)
-
 
 # ----------------------------------------------------------------------------------- context extras
 def thresholds_of(ctx: AlertContext) -> Thresholds:

@@ -14,8 +14,8 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.store import Store
 from cmdare.planner.alerts import AlertContext, Finding
 from cmdare.planner.geo_model import wan_bound_from_live
-from cmdare.planner.overview import RATE_WINDOW_S
-from cmdare.planner.rule_support import STEP_WINDOW_S, rate_window_s, signed_pct, thresholds_of
+from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
+from cmdare.planner.rule_support import rate_window_s, signed_pct, thresholds_of
 
 #: Many parallel TCP connections reach ≈5 Gbit/s on a WAN regardless of distance (Atlas, background.md §2).
 ATLAS_MULTI_CONN_GBPS = 5.0

@@ -8,10 +8,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from cmdare.planner.alerts import AlertContext, Finding
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.overview import STEP_WINDOW_S, JobView, NodeView
 from cmdare.planner.ps_rules import ps_load
 from cmdare.planner.rule_support import (
-    STEP_WINDOW_S,
     canonical_gpu,
     current_prediction,
     node_usd_per_hour,
