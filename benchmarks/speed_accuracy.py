@@ -160,9 +160,14 @@ def clusters(obs) -> None:
         print(f"  {g:5s} mean: model {m:5.1f} | N x single {b:5.1f} ({b / m:4.1f}x)")
 
 
-def latency(shared: Path) -> None:
+def latency(shared: Path, obs) -> None:
     model = SpeedModel.load()
-    print("Latency +30 ms, step-time ratio (derived/step_time_ms_latency_0_vs_30.csv, not fitted)")
+    singles = _singles(obs)
+    lat30 = {(o.name, o.gpu): o.steps_per_sec for o in obs if o.source == "supertable+30ms"}
+    print(
+        "Latency +30 ms, step-time ratio: derived/step_time_ms_latency_0_vs_30.csv (not fitted) and "
+        "speed_data_supertable.csv (fitted); the two sources disagree on P100"
+    )
     for gpu, name, t0, t30 in latency_pairs(shared):
         k = model._lookup(name)
         net = Network(name, k.model_flops, k.params)
@@ -170,7 +175,8 @@ def latency(shared: Path) -> None:
             model.predict(net, {gpu: 1}).steps_per_sec
             / model.predict(net, {gpu: 1}, latency_ms=30.3).steps_per_sec
         )
-        print(f"  {gpu:5s} {name:9s} measured x{t30 / t0:4.2f}  model x{r:4.2f}")
+        sup = singles[(name, gpu)].steps_per_sec / lat30[(name, gpu)]
+        print(f"  {gpu:5s} {name:9s} measured x{t30 / t0:4.2f} (supertable x{sup:4.2f})  model x{r:4.2f}")
 
 
 def main() -> int:
@@ -181,7 +187,7 @@ def main() -> int:
     lono(obs)
     logo(obs)
     clusters(obs)
-    latency(args.shared)
+    latency(args.shared, obs)
     return 0
 
 

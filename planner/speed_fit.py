@@ -69,9 +69,9 @@ def _arrays(observations: Sequence) -> dict[str, np.ndarray]:
 
 
 def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
-    from cmdare.planner.speed_model import PARAM_NAMES, _blend, _compute_time, _latency_time, _ps_time
+    from cmdare.planner.speed_model import _blend, _compute_time, _latency_time, _ps_time, param_names
 
-    th = dict(zip(PARAM_NAMES, theta, strict=True))
+    th = dict(zip(param_names(), theta, strict=True))
     z = _compute_time(th, a["f"], a["p"], a["t"], a["peak"], a["bw"]) + _latency_time(
         th, a["p"], a["t"], a["lat"]
     )
@@ -86,9 +86,18 @@ def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
 
 def predict_observations(params: dict[str, float], observations: Sequence) -> np.ndarray:
     """Feature-only predictions (steps/s) of the observations' shapes with coefficients ``params``."""
-    from cmdare.planner.speed_model import PARAM_NAMES
+    from cmdare.planner.speed_model import param_names
 
-    return _predict(np.array([params[k] for k in PARAM_NAMES]), _arrays(observations))
+    return _predict(np.array([params.get(k, 0.0) for k in param_names()]), _arrays(observations))
+
+
+def _columns(a: dict[str, np.ndarray]) -> np.ndarray:
+    """Linear feature columns of the worker cycle (compute, then latency terms)."""
+    from cmdare.planner.speed_model import LATENCY_TERMS, compute_features
+
+    cols = list(compute_features(a["f"], a["p"], a["t"], a["peak"], a["bw"]).values())
+    lat = {"lat_const": a["lat"], "lat_param": a["lat"] * a["p"]}
+    return np.column_stack([*cols, *(lat[k] for k in LATENCY_TERMS)])
 
 
 def _start(a: dict[str, np.ndarray]) -> np.ndarray:
@@ -96,16 +105,7 @@ def _start(a: dict[str, np.ndarray]) -> np.ndarray:
     from scipy.optimize import nnls
 
     one = a["n"] == 1
-    cols = [
-        a["f"] / (a["peak"] * 1e12),
-        a["f"] * np.sqrt(a["t"] / a["p"]) / (a["bw"] * 1e9),
-        a["t"] / a["bw"],
-        a["p"],
-        1.0 / a["bw"],
-        a["lat"] * a["t"],
-        a["lat"] * a["p"],
-    ]
-    x = np.column_stack(cols)[one]
+    x = _columns(a)[one]
     step = 1.0 / a["y"][one]
     scale = np.abs(x).max(axis=0)
     coef, _ = nnls(x / scale[None, :] / step[:, None], np.ones(one.sum()))  # relative-error weighting
@@ -113,18 +113,26 @@ def _start(a: dict[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([coef, [1e-3, 1e-5, 3e-9, 4.0]])
 
 
+def _scales(a: dict[str, np.ndarray]) -> np.ndarray:
+    """Typical size of each coefficient: one that makes its term 10 % of a median step."""
+    step = float(np.median(1.0 / a["y"][a["n"] == 1]))
+    cols = np.median(np.abs(_columns(a)), axis=0)
+    ps = np.array([1.0, float(np.median(a["t"])), float(np.median(a["p"]))])
+    return np.concatenate([0.1 * step / np.maximum(cols, 1e-30), 0.1 * step / ps, [1.0]])
+
+
 def fit_params(observations: Sequence) -> dict[str, float]:
     """All model coefficients fitted on ``observations`` (deterministic)."""
     from scipy.optimize import least_squares
 
-    from cmdare.planner.speed_model import PARAM_NAMES
+    from cmdare.planner.speed_model import param_names
 
+    names = param_names()
     a = _arrays(observations)
     x0 = _start(a)
-    scale = np.where(x0 > 0, x0, np.maximum(x0.max() * 1e-6, 1e-9))
-    scale = np.maximum(scale, np.array([1e-2, 1e-2, 1e-3, 1e-9, 1.0, 1e-6, 1e-11, 1e-4, 1e-6, 1e-10, 1.0]))
-    lower = np.zeros(len(PARAM_NAMES))
-    upper = np.full(len(PARAM_NAMES), np.inf)
+    scale = _scales(a)
+    lower = np.zeros(len(names))
+    upper = np.full(len(names), np.inf)
     lower[-1], upper[-1] = _P_BOUNDS
     x0 = np.clip(x0, lower, upper)
 
@@ -144,4 +152,4 @@ def fit_params(observations: Sequence) -> dict[str, float]:
     )
     theta = res.x * scale
     theta = np.where(theta < 1e-20, 0.0, theta)  # numerically zero NNLS coefficients
-    return {k: float(f"{v:.6g}") for k, v in zip(PARAM_NAMES, theta, strict=True)}
+    return {k: float(f"{v:.6g}") for k, v in zip(names, theta, strict=True)}

@@ -3,15 +3,20 @@
 Physical structure (all times in seconds per global step; fitted coefficients are non-negative):
 
 * worker cycle ``Z = compute + latency`` with
-  ``compute = a_flops·F/peak + a_mem·F·sqrt(T/P)/mem_bw + (a_tensor·T + a_const)/mem_bw + a_param·P``
+  ``compute = a_flops·F/peak + a_mem·F·sqrt(T/P)/mem_bw + a_const/mem_bw``
   (F = model FLOPs per step, P = parameters, T = parameter tensors; peak in FLOP/s, mem_bw in B/s; the
-  second term is activation traffic, which scales with FLOPs over layer width sqrt(P/T); the third
-  and fourth are per-layer and per-step memory/launch-bound work (batch norm, element-wise ops),
-  assumed to scale with GPU generation as memory bandwidth does) and
-  ``latency = L_ms·(lat_tensor·T + lat_param·P)`` (round trips per tensor, window-limited transfer);
+  second term is activation traffic, which scales with FLOPs over layer width sqrt(P/T); the third is
+  fixed per-step memory/launch-bound work). Every compute term scales with a catalog feature of the
+  GPU (no per-GPU free parameter), so unmeasured GPUs are predicted from their spec sheet. Per-tensor
+  and per-parameter costs live in the PS service below (GPU-independent); separate GPU-side per-tensor
+  terms were tried and dropped: they are not identifiable from one GPU and made leave-one-GPU-out
+  unstable (benchmarks/speed_accuracy.py). ``latency = L_ms·(lat_const + lat_param·P)``: a fixed
+  number of round trips per step (tensors travel in parallel) plus window-limited transfer of the
+  parameters;
 * PS service per step ``s = ps_const + (ps_tensor·T + ps_param·P)/n_ps`` — sharding the variables over
-  ``n_ps`` servers divides the per-byte and per-tensor work; a given PS NIC caps ``ps_param`` at 4 B each
-  way per parameter at line rate;
+  ``n_ps`` servers divides the per-byte and per-tensor work; ``ps_const`` is not divided: every PS
+  serves one RPC round per worker step whatever its share; a given PS NIC caps ``ps_param`` at 4 B
+  each way per parameter at line rate;
 * cluster rate: the compute-bound rate ``R = Σ_i 1/(Z_i + s)`` and the PS capacity ``C = 1/s`` combine as
   ``X = (R^-p + C^-p)^(-1/p)`` (a smooth minimum; ``p`` fitted), so the P100 plateaus come from ``C``.
 
@@ -38,12 +43,8 @@ from cmdare.planner.network_catalog import (
     lookup_network,
 )
 
-__all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel", "PARAM_NAMES"]
+__all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel", "param_names"]
 
-PARAM_NAMES = (
-    "a_flops", "a_mem", "a_tensor", "a_param", "a_const",
-    "lat_tensor", "lat_param", "ps_const", "ps_tensor", "ps_param", "blend_p",
-)  # fmt: skip
 REF_LATENCY_MS = 0.3  # CM-DARE "Latency (ms)" of the baseline runs (speed_data/0latency_*.csv)
 REF_BATCH = 128  # CM-DARE batch size per worker (background.md)
 FITTED_SOURCE = "fitted model (CM-DARE, speed_model.json)"
@@ -104,20 +105,40 @@ class _Net:
     known: KnownNetwork | None
 
 
+# Worker compute features (seconds per step = coefficient x feature); f FLOPs/step, p parameters,
+# t parameter tensors, peak FP32 TFLOPS, bw memory GB/s (planner/data/gpus.csv). Every term scales
+# with a catalog feature of the GPU, so an unmeasured GPU (V100, T4, ...) needs no free parameter.
+_FEATURES = {
+    "a_flops": lambda f, p, t, pk, bw: f / (pk * 1e12),  # FLOP-bound convolution work
+    "a_mem": lambda f, p, t, pk, bw: f * np.sqrt(t / p) / (bw * 1e9),  # activation traffic ~ F / width
+    "a_const": lambda f, p, t, pk, bw: 1.0 / bw * np.ones_like(f * pk),  # fixed GPU work per step
+}
+COMPUTE_TERMS: tuple[str, ...] = tuple(_FEATURES)
+LATENCY_TERMS = ("lat_const", "lat_param")  # round trips per step; window-limited bytes
+PS_TERMS = ("ps_const", "ps_tensor", "ps_param")
+
+
+def param_names() -> tuple[str, ...]:
+    """Names of the fitted coefficients, in the order the fit uses."""
+    return (*COMPUTE_TERMS, *LATENCY_TERMS, *PS_TERMS, "blend_p")
+
+
+def compute_features(f, p, t, peak_tflops, bw_gbs) -> dict[str, np.ndarray]:
+    """Compute-time feature columns of :data:`COMPUTE_TERMS` (vectorised)."""
+    pk, bw = np.asarray(peak_tflops, dtype=float), np.asarray(bw_gbs, dtype=float)
+    return {k: _FEATURES[k](f, p, t, pk, bw) for k in COMPUTE_TERMS}
+
+
 def _compute_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
-    """Worker compute seconds per step (no latency), vectorised over numpy arrays."""
-    return (
-        th["a_flops"] * f / (np.asarray(peak_tflops) * 1e12)
-        + th["a_mem"] * f * np.sqrt(t / p) / (np.asarray(bw_gbs) * 1e9)
-        + th["a_tensor"] * t / np.asarray(bw_gbs)
-        + th["a_param"] * p
-        + th["a_const"] / np.asarray(bw_gbs)
-    )
+    """Worker compute seconds per step (no latency, no PS service), vectorised over numpy arrays."""
+    feats = compute_features(f, p, t, peak_tflops, bw_gbs)
+    return sum(th.get(k, 0.0) * v for k, v in feats.items())
 
 
 def _latency_time(th: Mapping[str, float], p, t, latency_ms):
     """Seconds per step spent waiting on the network at ``latency_ms`` one-way latency."""
-    return np.asarray(latency_ms) * (th["lat_tensor"] * t + th["lat_param"] * p)
+    lat = np.asarray(latency_ms)
+    return lat * (th.get("lat_const", 0.0) + th.get("lat_param", 0.0) * p)
 
 
 def _ps_time(th: Mapping[str, float], p, t, n_ps, nic_gbps=None):
