@@ -1,15 +1,15 @@
 """Turn Prometheus exposition text into one task's values (a pure function over text).
 
-Parsing is prometheus_client's; this module only picks the families of the metric contract and
-folds standard exporters' many series (per CPU, per NIC, per GPU) into one value per task.
+A fast scanner reads well-formed pages; anything it does not fully understand goes to
+prometheus_client's parser (the reference). This module picks the families of the metric contract
+and folds standard exporters' many series (per CPU, per NIC, per GPU) into one value per task.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.samples import JobFacts, TaskInfo
@@ -85,36 +85,108 @@ def _fold(sample_name: str, labels: dict[str, str], value: float, acc: dict[str,
         acc.setdefault("__gpu_util", []).append(value)
 
 
+# --- fast path -------------------------------------------------------------------------------------
+# A node_exporter page has hundreds of series of which we fold a few dozen. Three C-level regex
+# passes classify every line (sample, comment, blank); labels are read only for the families we
+# fold. When any line is not one of the three (or a value is odd), the whole text goes to
+# prometheus_client, the reference parser, instead. Series identity here is the raw label text.
+_LABELLED = frozenset({
+    "cmdare_task_info", "cmdare_job_info", "cmdare_ps_bytes_total", "cmdare_stage_bytes_sent_total",
+    "node_network_receive_bytes_total", "node_network_transmit_bytes_total",
+})
+_WANTED = frozenset({*_SIMPLE, *_LABELLED, "node_cpu_seconds_total", M.K_GPU_UTIL})
+_VALUE_TEXT = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
+_PAIR = rf"[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_VALUE_TEXT}[ \t]*"
+_LINE = re.compile(  # a sample (name, label text, value), or a comment or blank line (empty groups)
+    rf"^(?:([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_PAIR}(?:,{_PAIR})*,?)?)\}})?"
+    r"[ \t]+([0-9a-zA-Z.+-]+)(?:[ \t]+-?[0-9]+)?[ \t\r]*|[^\S\n]*(?:#[^\n]*)?)$",
+    re.M,
+)
+_LABEL = re.compile(rf"([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*({_VALUE_TEXT})")
+_MODE = re.compile(rf"(?:^|,)[ \t]*mode[ \t]*=[ \t]*({_VALUE_TEXT})")
+_ESCAPES = {"\\\\": "\\", "\\n": "\n", '\\"': '"'}
+
+
+class _Fallback(Exception):
+    """The fast scanner met text it does not fully understand."""
+
+
+def _unquote(quoted: str) -> str:
+    v = quoted[1:-1]
+    return re.sub(r"\\[\\n\"]", lambda e: _ESCAPES[e.group(0)], v) if "\\" in v else v
+
+
+def _labels(name: str, body: str) -> dict[str, str]:
+    if name == "node_cpu_seconds_total":  # 8 modes x every CPU, and only "is it idle" matters
+        m = _MODE.search(body) if '"idle"' in body else None
+        return {"mode": _unquote(m.group(1))} if m else {}
+    return {k: _unquote(v) for k, v in _LABEL.findall(body)}
+
+
+def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, float]]:
+    """(name, labels, raw label text, value) per sample; labels only for the families we fold."""
+    lines = _LINE.findall(text)
+    if len(lines) != text.count("\n") + 1:  # some line is neither a sample, a comment nor blank
+        raise _Fallback
+    out = []
+    labelled = _LABELLED | {"node_cpu_seconds_total"}
+    try:
+        for name, body, raw in lines:
+            if not name:
+                continue
+            if "_" in raw:
+                raise _Fallback
+            out.append((name, _labels(name, body) if name in labelled else None, body, float(raw)))
+    except ValueError:
+        raise _Fallback from None
+    return out
+
+
+def _samples_reference(text: str) -> list[tuple[str, dict[str, str], None, float]]:
+    from prometheus_client.parser import text_string_to_metric_families  # only on the slow path
+
+    return [(s.name, s.labels, None, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+
+
 def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
     """Parse exposition text. Raises :class:`ExpositionError` when it is not exposition at all;
     returns degraded-but-usable results with ``notes`` (NaN values dropped, duplicates, …)."""
     head = text.lstrip()[:200].lower()
     if head.startswith("<!doctype") or head.startswith("<html") or "<body" in head:
         raise ExpositionError("got an HTML page, not Prometheus metrics")
-    out = Parsed()
-    acc: dict[str, list[float]] = {}
-    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-    dropped = dupes = 0
     try:
-        for family in text_string_to_metric_families(text):
-            for s in family.samples:
-                if s.name == "cmdare_task_info":
-                    out.info = _info_from_labels(s.labels, default_info)
-                    continue
-                if s.name == "cmdare_job_info":
-                    out.facts = _facts_from_labels(s.labels)
-                    continue
-                ident = (s.name, tuple(sorted(s.labels.items())))
-                if ident in seen:
-                    dupes += 1
-                    continue
-                seen.add(ident)
-                if not math.isfinite(s.value):
-                    dropped += 1
-                    continue
-                _fold(s.name, s.labels, s.value, acc)
+        return _fold_samples(_samples_fast(text), default_info)
+    except _Fallback:
+        pass
+    try:
+        samples = _samples_reference(text)
     except ValueError as exc:  # prometheus_client raises bare ValueError on bad lines
         raise ExpositionError(f"malformed exposition: {str(exc)[:120]}") from None
+    return _fold_samples(samples, default_info)
+
+
+def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
+    out = Parsed()
+    acc: dict[str, list[float]] = {}
+    seen: set[tuple[str, object]] = set()
+    dropped = dupes = 0
+    for name, labels, raw, value in samples:
+        if name == "cmdare_task_info":
+            out.info = _info_from_labels(labels, default_info)
+            continue
+        if name == "cmdare_job_info":
+            out.facts = _facts_from_labels(labels)
+            continue
+        ident = (name, raw if raw is not None else tuple(sorted(labels.items())))
+        if ident in seen:
+            dupes += 1
+            continue
+        seen.add(ident)
+        if not math.isfinite(value):
+            dropped += 1
+            continue
+        if name in _WANTED:
+            _fold(name, labels or {}, value, acc)
     for key, vals in acc.items():
         if key == "__gpu_util":
             out.values[M.K_GPU_UTIL] = sum(vals) / len(vals)

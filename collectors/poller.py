@@ -155,6 +155,13 @@ class Poller:
             w.cancel()
 
     async def aclose(self) -> None:
+        for source in self.sources:  # sources that hold connections of their own (e.g. many-host scrapes)
+            close = getattr(source, "aclose", None)
+            if close is not None:
+                try:
+                    await close()
+                except Exception as exc:
+                    log.warning("closing source %s: %s", source.name, exc)
         if self._client is not None:
             await self._client.aclose()
             self._client = None

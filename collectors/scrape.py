@@ -4,7 +4,10 @@ node_exporter, DCGM exporter) with httpx: per-target timeout, capped body, one-l
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import re
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +18,30 @@ from cmdare.collectors.exposition import ExpositionError, parse_exposition
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 log = logging.getLogger(__name__)
+
+_USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
+_AUTH = re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s'\"]+")
+_SECRET_QUERY = re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|key|password|secret)=)[^&\s#'\"]*")
+
+
+def redact(text: str) -> str:
+    """``text`` without credentials: user:password@ in URLs, bearer/basic values, ?token=-style queries."""
+    return _SECRET_QUERY.sub(r"\1***", _AUTH.sub(r"\1\2***", _USERINFO.sub("", text)))
+
+
+class RedactFilter(logging.Filter):
+    """Scrubs credentials from records of libraries that log URLs (httpx logs every request at INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        clean = redact(msg)
+        if clean != msg:
+            record.msg, record.args = clean, None
+        return True
+
+
+for _name in ("httpx", "httpcore"):
+    logging.getLogger(_name).addFilter(RedactFilter())
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a node_exporter page is ~100 kB; anything past 8 MiB is refused
@@ -68,9 +95,10 @@ async def scrape(
     """Scrape one target. Never raises for the target's faults: they become ``ok=False`` polls."""
     clock = clock or SystemClock()
     t0 = clock.monotonic()
+    source = redact(target.url)  # polls are logged and recorded: they never carry the credentials
 
     def done(ok: bool, **kw: object) -> TaskPoll:
-        return TaskPoll(source=target.url, t=clock.now(), ok=ok, elapsed=clock.monotonic() - t0, **kw)  # type: ignore[arg-type]
+        return TaskPoll(source=source, t=clock.now(), ok=ok, elapsed=clock.monotonic() - t0, **kw)  # type: ignore[arg-type]
 
     try:
         async with asyncio.timeout(timeout):
@@ -90,6 +118,27 @@ async def scrape(
                 error="; ".join(parsed.notes) or None)
 
 
+# httpcore's connection pool does O(connections²) work per request, so one shared client for
+# hundreds of hosts spends seconds of CPU per cycle (and requests time out waiting in its queue).
+# Past this many distinct hosts, each host gets its own one-connection client instead.
+SHARED_POOL_MAX_ORIGINS = 32
+# Requests in flight at once: with thousands at once the loop cannot read them all within their
+# timeout and every one of them fails; queued targets wait without their timeout running.
+MAX_IN_FLIGHT = 64
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for every per-host client (building one loads the CA bundle: ~20 ms)."""
+    return httpx.create_ssl_context()
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin(url: str) -> str:
+    """scheme://host:port/ of ``url`` (the key of a per-host client)."""
+    return str(httpx.URL(url).copy_with(path="/", query=None, fragment=None))
+
+
 class ScrapeSource:
     """Scrapes a set of targets concurrently; a slow target never delays the others beyond its timeout."""
 
@@ -101,14 +150,45 @@ class ScrapeSource:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self._targets = targets
         self.timeout = timeout
         self.max_bytes = max_bytes
+        self.max_in_flight = max_in_flight
+        self._clients: dict[str, httpx.AsyncClient] = {}  # per host, when there are many hosts
 
     def targets(self) -> Sequence[ScrapeTarget]:
         return self._targets() if callable(self._targets) else self._targets
 
+    def _client_for(self, origin: str) -> httpx.AsyncClient:
+        c = self._clients.get(origin)
+        if c is None:
+            limits = httpx.Limits(max_connections=2, max_keepalive_connections=1)
+            c = self._clients[origin] = httpx.AsyncClient(limits=limits, follow_redirects=False, trust_env=False,
+                                                          verify=_ssl_context())
+        return c
+
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
-        jobs = [scrape(client, t, timeout=self.timeout, max_bytes=self.max_bytes, clock=clock) for t in self.targets()]
-        return list(await asyncio.gather(*jobs))
+        targets = self.targets()
+        origins = [_origin(t.url) for t in targets]
+        many = len(set(origins)) > SHARED_POOL_MAX_ORIGINS
+        gate = asyncio.Semaphore(self.max_in_flight)
+
+        async def one(target: ScrapeTarget, origin: str) -> TaskPoll:
+            async with gate:  # the timeout starts when the request does, not while it queues
+                return await scrape(self._client_for(origin) if many else client, target, timeout=self.timeout,
+                                    max_bytes=self.max_bytes, clock=clock)
+
+        polls = list(await asyncio.gather(*(one(t, o) for t, o in zip(targets, origins, strict=True))))
+        if many and len(self._clients) > len(set(origins)):  # hosts that left the target list
+            await self._drop_clients(set(self._clients) - set(origins))
+        return polls
+
+    async def _drop_clients(self, origins: set[str]) -> None:
+        for o in origins:
+            await self._clients.pop(o).aclose()
+
+    async def aclose(self) -> None:
+        """Close the per-host clients (the shared one belongs to the poller)."""
+        await self._drop_clients(set(self._clients))

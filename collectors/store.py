@@ -35,10 +35,12 @@ class Ring:
     def last(self, n: int | None = None) -> np.ndarray:
         """The newest ``n`` values (all when None), oldest first."""
         n = self._n if n is None else min(n, self._n)
-        if n == 0:
+        if n <= 0:
             return self._buf[:0].copy()
-        idx = (self._head - n + np.arange(n)) % len(self._buf)
-        return self._buf[idx]
+        start = self._head - n
+        if start >= 0:
+            return self._buf[start : self._head].copy()
+        return np.concatenate((self._buf[start:], self._buf[: self._head]))  # wraps around the end
 
 
 def counter_increase(values: np.ndarray) -> float:
@@ -90,12 +92,20 @@ class TaskSeries:
         return None if math.isnan(v) else float(v)
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
-        """(times, values) of ``key`` within the last ``seconds`` before the newest point."""
+        """(times, values) of ``key`` within the last ``seconds`` before the newest point.
+
+        Reads only the newest points (times are appended in order): 32, then 4x more until the
+        window is covered, instead of copying the whole ring on every rate."""
         ring = self.values.get(key)
-        if ring is None or len(self.times) == 0:
+        total = len(self.times)
+        if ring is None or total == 0:
             return np.empty(0), np.empty(0)
-        t = self.times.last()
-        v = ring.last(len(t))
+        k = min(total, 32)
+        t = self.times.last(k)
+        while k < total and t[0] >= t[-1] - seconds:
+            k = min(total, k * 4)
+            t = self.times.last(k)
+        v = ring.last(k)
         keep = t >= t[-1] - seconds
         return t[keep], v[keep]
 

@@ -1,0 +1,127 @@
+"""Many nodes through Prometheus: Debian's real ``/usr/bin/prometheus`` scrapes N loopback exporters
+(benchmarks/exporter_farm.py, ~300 series each); cmdare-tui reads it through the HTTP API with its
+per-task aggregate queries (``sum by (job, instance)``: the server folds ~300 series into ~12).
+
+    python benchmarks/prometheus_scale.py [--targets 100,1000] [--refreshes 8] [--quick]
+
+Per N: the monitor's CPU share of one core at a 2 s refresh (Prometheus and the farm run in their
+own processes and are not counted), and wall time per refresh (query + decode + store + overview).
+Targets: <= 10% of one core and <= 200 ms per refresh at 1,000 nodes; growth 100 -> 1,000 shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from exporter_farm import Farm, raise_fd_limit  # noqa: E402
+from prom_server import PromServer  # noqa: E402
+from scrape_scale import main_thread_cpu  # noqa: E402
+
+TARGET_CPU = 0.10
+TARGET_REFRESH_S = 0.200
+REFRESH_S = 2.0
+SCRAPE_INTERVAL = "5s"  # Prometheus' own scrape interval (its cost is not the monitor's)
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def _measure(url: str, n: int, refreshes: int) -> tuple[float, float, list[float], int]:
+    from cmdare.tui.session import MonitorSession, SessionOptions
+
+    session = MonitorSession(
+        SessionOptions(prometheus=url, selector='job="bench"', refresh=REFRESH_S, timeout=10.0)
+    )
+    session.start()
+    try:
+        for _ in range(2):  # warm-up: connection, planner model
+            await session.refresh()
+        if hasattr(session, "update_plans"):
+            await session.update_plans()  # the live planner's first (model-loading) ranking
+        walls: list[float] = []
+        c0, t0, l0 = cpu_seconds(), time.monotonic(), main_thread_cpu()
+        nodes = 0
+        for _ in range(refreshes):
+            start = time.monotonic()
+            state = await session.refresh()
+            walls.append(time.monotonic() - start)
+            nodes = sum(len(j.nodes) for j in state.jobs)
+            await asyncio.sleep(max(0.0, REFRESH_S - (time.monotonic() - start)))
+        wall = time.monotonic() - t0
+        share, loop_share = (cpu_seconds() - c0) / wall, (main_thread_cpu() - l0) / wall
+    finally:
+        await session.aclose()
+    return share, loop_share, walls, nodes
+
+
+def measure(n: int, refreshes: int) -> dict[str, float]:
+    with Farm(n) as farm, tempfile.TemporaryDirectory() as tmp:
+        targets = [u.removeprefix("http://").removesuffix("/metrics") for u in farm.urls]
+        prom = PromServer(targets, Path(tmp), scrape_interval=SCRAPE_INTERVAL, job="bench", honor_labels=True)
+        prom.start(timeout=60)
+        try:
+            prom.wait_for_targets(n, timeout=120)
+            prom.wait_for(
+                "count(cmdare_worker_steps_total)", lambda r: bool(r) and float(r[0]["value"][1]) >= n, 60
+            )
+            time.sleep(2 * float(SCRAPE_INTERVAL.rstrip("s")) + 1)  # two scrapes: rates exist
+            share, loop_share, walls, nodes = asyncio.run(_measure(prom.url, n, refreshes))
+        finally:
+            prom.stop()
+    med = statistics.median(walls)
+    print(
+        f"  N={n:5d} cpu {share:6.1%} of one core (loop thread {loop_share:5.1%}, planner threads "
+        f"{max(0.0, share - loop_share):5.1%}) | refresh median {med * 1000:5.0f} ms max {max(walls) * 1000:5.0f} ms"
+        f" | nodes seen {nodes}/{n}"
+    )
+    return {"n": n, "cpu": share, "refresh_s": med, "nodes": nodes}
+
+
+def run(ns: list[int], refreshes: int) -> list[dict[str, float]]:
+    raise_fd_limit()
+    print(
+        f"prometheus_scale: real Prometheus (scrape every {SCRAPE_INTERVAL}), monitor refresh every {REFRESH_S:g} s"
+    )
+    out = [measure(n, refreshes) for n in ns]
+    last = out[-1]
+    ok_cpu, ok_t = last["cpu"] <= TARGET_CPU, last["refresh_s"] <= TARGET_REFRESH_S
+    print(
+        f"  at N={last['n']:.0f}: cpu target <= {TARGET_CPU:.0%}: {'PASS' if ok_cpu else 'MISS'} "
+        f"({last['cpu'] / TARGET_CPU:.2f}x of budget); refresh target <= {TARGET_REFRESH_S * 1000:.0f} ms: "
+        f"{'PASS' if ok_t else 'MISS'} ({last['refresh_s'] / TARGET_REFRESH_S:.2f}x of budget)"
+    )
+    if len(out) > 1:
+        a = out[0]
+        print(
+            f"  growth {a['n']:.0f} -> {last['n']:.0f} nodes ({last['n'] / a['n']:.0f}x): "
+            f"cpu {last['cpu'] / a['cpu']:.1f}x, refresh {last['refresh_s'] / a['refresh_s']:.1f}x"
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", default="100,1000")
+    ap.add_argument("--refreshes", type=int, default=8)
+    ap.add_argument("--quick", action="store_true", help="CI-sized: 100 nodes, 4 refreshes")
+    a = ap.parse_args(argv)
+    ns = [100] if a.quick else [int(x) for x in a.targets.split(",")]
+    run(ns, 4 if a.quick else a.refreshes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
