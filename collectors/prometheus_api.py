@@ -34,6 +34,7 @@ import httpx
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.exposition import _facts_from_labels
+from cmdare.collectors.redaction import redact
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import BodyTooLarge, _describe, _read_capped
 
@@ -85,6 +86,9 @@ class _Token:
     def header(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._value}"}
 
+    def secret(self) -> str:
+        return self._value
+
     def __repr__(self) -> str:
         return "<token hidden>"
 
@@ -100,6 +104,9 @@ class _Basic:
     def header(self) -> dict[str, str]:
         raw = f"{unquote(self._user)}:{unquote(self._password)}".encode()
         return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+
+    def secret(self) -> str:
+        return unquote(self._password)
 
     def __repr__(self) -> str:
         return "<credentials hidden>"
@@ -211,6 +218,9 @@ class PrometheusAPISource:
     def __repr__(self) -> str:
         return f"PrometheusAPISource({self.display!r}, selector={self.selector!r})"
 
+    def _secrets(self) -> tuple[str, ...]:
+        return tuple(c.secret() for c in (self._token, self._basic) if c is not None)
+
     async def query(self, client: httpx.AsyncClient, promql: str) -> list[dict]:
         """One instant query; returns the result vector or raises :class:`PrometheusAPIError`."""
         headers = {"Accept": "application/json"}
@@ -246,8 +256,8 @@ class PrometheusAPISource:
         t0 = clock.monotonic()
         try:
             infos, jobs, ups, values = await self._ask(client)
-        except PrometheusAPIError as exc:
-            msg = f"Prometheus {self.display}: {exc}"
+        except PrometheusAPIError as exc:  # the server's own words may echo our credentials: redact
+            msg = redact(f"Prometheus {self.display}: {exc}", self._secrets())
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
         now = clock.now()
@@ -377,6 +387,21 @@ def _decode(body: bytes, ctype: str, status: int) -> list[dict]:
         kind, err = str(doc.get("errorType", "error")), str(doc.get("error", "no message"))
         raise PrometheusAPIError(f"{kind}: {err[:160]}")
     data = doc.get("data") or {}
-    if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-        raise PrometheusAPIError(f"unexpected result type {data.get('resultType')!r}")
-    return data["result"]
+    if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+        kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+        raise PrometheusAPIError(f"unexpected result type {kind!r}")
+    return [r for r in data["result"] if _well_formed(r)]
+
+
+def _well_formed(row: object) -> bool:
+    """A vector sample: {"metric": {str: str}, "value": [time, "number"]}; anything else is dropped."""
+    if not isinstance(row, dict):
+        return False
+    metric, value = row.get("metric"), row.get("value")
+    return (
+        isinstance(metric, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in metric.items())
+        and isinstance(value, list)
+        and len(value) == 2
+        and _number(value[0]) is not None
+    )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
 import sqlite3
 import time
 from dataclasses import asdict
@@ -23,6 +22,7 @@ from pathlib import Path
 from cmdare.collectors import writes
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Cycle
+from cmdare.collectors.redaction import redact_optional
 from cmdare.collectors.samples import TaskPoll
 
 log = logging.getLogger(__name__)
@@ -43,22 +43,13 @@ CREATE TABLE IF NOT EXISTS lifetimes (
     cycle INTEGER, task TEXT NOT NULL, start REAL NOT NULL, end REAL, cause TEXT NOT NULL,
     gpu TEXT NOT NULL, region TEXT NOT NULL, provisioning TEXT NOT NULL);
 """
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]*@")
-_BEARER = re.compile(r"(?i)(bearer\s+)\S+")
-_SECRET_QUERY = re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|password|secret)=)[^&\s#]*")
 
 
 class RecordingError(Exception):
     """The file is not a recording this version can use (one-line message)."""
 
 
-def scrub(text: str | None) -> str | None:
-    """Remove credentials a URL or message might carry (user:password@, bearer tokens, ?token=)."""
-    if text is None:
-        return None
-    text = _USERINFO.sub(r"\g<scheme>", text)
-    text = _BEARER.sub(r"\1***", text)
-    return _SECRET_QUERY.sub(r"\1***", text)
+scrub = redact_optional  # recordings never hold credentials
 
 
 def check_version(conn: sqlite3.Connection, path: str | Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import re
 import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,33 +14,12 @@ import httpx
 
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.exposition import ExpositionError, parse_exposition
+from cmdare.collectors.redaction import install_log_filters, redact
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 log = logging.getLogger(__name__)
 
-_USERINFO = re.compile(r"(?<=//)[^/@\s]*@")
-_AUTH = re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s'\"]+")
-_SECRET_QUERY = re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|key|password|secret)=)[^&\s#'\"]*")
-
-
-def redact(text: str) -> str:
-    """``text`` without credentials: user:password@ in URLs, bearer/basic values, ?token=-style queries."""
-    return _SECRET_QUERY.sub(r"\1***", _AUTH.sub(r"\1\2***", _USERINFO.sub("", text)))
-
-
-class RedactFilter(logging.Filter):
-    """Scrubs credentials from records of libraries that log URLs (httpx logs every request at INFO)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        clean = redact(msg)
-        if clean != msg:
-            record.msg, record.args = clean, None
-        return True
-
-
-for _name in ("httpx", "httpcore"):
-    logging.getLogger(_name).addFilter(RedactFilter())
+install_log_filters(("httpx", "httpcore"))
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a node_exporter page is ~100 kB; anything past 8 MiB is refused

@@ -156,6 +156,15 @@ def run_app(args: argparse.Namespace) -> int:
     return int(code or 0)
 
 
+def _redact_log_output() -> None:
+    """Every handler on the root logger redacts credentials (records of any module propagate there)."""
+    from cmdare.collectors.redaction import RedactFilter
+
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactFilter) for f in handler.filters):
+            handler.addFilter(RedactFilter())
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -169,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             load_config_defaults(argv[1:], sub_parser)
             args = parser.parse_args(argv)
             logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+            _redact_log_output()
             return int(args.func(args) or 0)
         parser = build_parser()
         parser.epilog = "sub-commands: " + ", ".join(COMMANDS) + " (cmdare-tui COMMAND --help)"

@@ -9,18 +9,17 @@ Errors come back as :class:`CatalogError` with a short message that never contai
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
 from cmdare.collectors.pricing.skus import ParsedCatalog, parse_skus
+from cmdare.collectors.redaction import redact
 
 __all__ = ["COMPUTE_SERVICE", "CatalogError", "fetch_rates", "scrub"]
 
 #: Compute Engine's service id in the Cloud Billing Catalog.
 COMPUTE_SERVICE = "services/6F81-5844-456A"
 _LOG = logging.getLogger(__name__)
-_SECRETS = re.compile(r"(Bearer\s+)\S+|ya29\.[\w.\-]+|((?:key|token|access_token)=)[^&\s\"']+", re.IGNORECASE)
 
 
 class CatalogError(RuntimeError):
@@ -29,10 +28,7 @@ class CatalogError(RuntimeError):
 
 def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
     """Remove bearer tokens, API keys and the given secret strings from ``text``."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return _SECRETS.sub(lambda m: (m.group(1) or m.group(2) or "") + "***", text)
+    return redact(text, secrets)
 
 
 def _token_of(credentials: Any) -> tuple[str, ...]:
