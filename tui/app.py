@@ -75,6 +75,7 @@ class CmdareApp(App[int]):
         self._stop = asyncio.Event()
         self._current = 0
         self._poll = poll
+        self._prepared = False
         self._keys = keys or {}
         self._live_prices = live_prices
         self.animation_level = "full" if animations else "none"
@@ -104,16 +105,18 @@ class CmdareApp(App[int]):
         self._layout_for(self.size.width, self.size.height)
         self._focus_pane(0)
         if self._poll:
-            self.run_worker(self._prepare, thread=True, name="prepare", group="prepare", exit_on_error=False)
+            self._start_polling()  # the planner is warmed up once the first poll is on screen
 
     # --- long work: model and prices, in a thread, with progress; then polling -------------------
     def _prepare(self) -> None:
+        """Warm the planner (imports, fitted parameters) and load prices while the first polls
+        are drawn; the session picks both up from its second refresh."""
+        say = self.post_message
+        say(ProgressReport("loading the planner…", 0, 2))
+        import cmdare.planner.analysis  # noqa: F401  (heavy imports, off the event loop)
         from cmdare.planner.speed_model import SpeedModel
 
-        say = self.post_message
-        say(ProgressReport("loading the speed model…", 0, 2))
         SpeedModel.load()
-        self.call_from_thread(self._start_polling)  # polling needs no prices: start it now
         say(ProgressReport("loading prices…", 1, 2))
         if self._live_prices:
             from cmdare.collectors.pricing import load_price_book
@@ -135,6 +138,11 @@ class CmdareApp(App[int]):
     async def _poll_loop(self) -> None:
         await self.session.run(self._stop, self.apply_state)
 
+    def _warm_up_planner(self) -> None:
+        if self._poll and not self._prepared:
+            self._prepared = True
+            self.run_worker(self._prepare, thread=True, name="prepare", group="prepare", exit_on_error=False)
+
     def apply_state(self, state: MonitorState) -> None:
         """Hand a new state to every pane (one redraw per refresh)."""
         self.state = state
@@ -142,6 +150,7 @@ class CmdareApp(App[int]):
             for pane_id, _, _ in PANES:
                 self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]
             self._render_badges()
+        self.call_after_refresh(self._warm_up_planner)
 
     def _render_badges(self) -> None:
         """Short badges first (they must survive 80 columns), details after."""

@@ -8,22 +8,19 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.demo_cluster import DemoCluster
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.store import Store
-from cmdare.planner.alerts import Alert, AlertContext, AlertEngine
-from cmdare.planner.bottlenecks import DEFAULT_RULES, JobGoal, rule_extras, shipped_overheads
-from cmdare.planner.cost_meter import CostMeter
-from cmdare.planner.job_plan import outlook
-from cmdare.planner.live_plan import LivePlan, LivePlanner
+from cmdare.planner.alerts import Alert
 from cmdare.planner.overview import JobView, build_jobs
-from cmdare.planner.speed_model import SpeedModel
-from cmdare.planner.thresholds import Thresholds
 from cmdare.tui.sources import SourcePlan, build_sources
+
+if TYPE_CHECKING:
+    from cmdare.planner.analysis import Analysis
 
 log = logging.getLogger(__name__)
 
@@ -101,19 +98,13 @@ class MonitorSession:
         self.clock = clock or SystemClock()
         self.store = Store()
         self.lifecycle = Lifecycle(silent_after=opts.silent_after, vanished_after=2 * opts.silent_after)
-        self.thresholds = Thresholds(raise_after=opts.raise_after, clear_after=opts.clear_after)
-        self.alerts = AlertEngine(DEFAULT_RULES, raise_after=opts.raise_after, clear_after=opts.clear_after,
-                                  raise_after_by_kind=self.thresholds.raise_after_by_kind)
         self.demo: DemoCluster | None = None
         self._extra_sources = extra_sources or []
         self._demo_factory = demo_factory or (lambda: DemoCluster(geo=True))
         self.poller: Poller | None = None
         self.plan: SourcePlan | None = None
-        self._model: SpeedModel | None = None
         self.price_book: object | None = None  # set by the app after loading; else the offline book
-        self._cost: CostMeter | None = None
-        self._live: LivePlanner | None = None
-        self._live_plans: dict[str, LivePlan] = {}
+        self.analysis: Analysis | None = None  # the planner's pipeline, loaded after the first frame
         self._ranking: asyncio.Future | None = None
         self.state: MonitorState | None = None
         self.started_at = time.monotonic()
@@ -138,22 +129,23 @@ class MonitorSession:
         return self.analyse(cycle)
 
     def analyse(self, cycle: Cycle) -> MonitorState:
+        """The state after a poll. The first poll shows what was measured at once; the planner
+        (models, rules, prices: ~0.3 s to load) joins from the second, when rates exist anyway."""
         now = self.clock.now()
         jobs = build_jobs(self.store, self.lifecycle, now)
-        extras = self._plan(jobs)
-        extras["cost"] = self._cost_meter().update(jobs, now)
-        extras["deadline_hours"] = self.opts.deadline_hours
-        hours, cost = self.opts.deadline_hours, extras["cost"]
-        extras["goals"] = {j.name: JobGoal(now + hours * 3600 if hours is not None else None, self.opts.budget_usd,
-                                           cost[j.name].accrued_usd if j.name in cost else None) for j in jobs}
-        ctx = AlertContext(now, jobs, extras)
-        active = self.alerts.evaluate(ctx)
+        extras: dict[str, Any] = {}
+        alerts: list[Alert] = []
+        history: list[Alert] = []
+        if self.poller is not None and self.poller.cycles > 1 or self.analysis is not None:
+            engine = self._analysis()
+            extras, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
+            history = list(engine.alerts.history)
         self.state = MonitorState(
             t=now,
             cycles=self.poller.cycles if self.poller else 0,
             jobs=jobs,
-            alerts=active,
-            alert_history=list(self.alerts.history),
+            alerts=alerts,
+            alert_history=history,
             sources=self._source_status(cycle),
             demo=self.is_demo,
             read_only=self.opts.read_only,
@@ -161,49 +153,28 @@ class MonitorSession:
         )
         return self.state
 
-    def _plan(self, jobs: list[JobView]) -> dict[str, Any]:
-        """The planner's view of each job: the current shape's prediction and nearby shapes."""
-        outlooks: dict[str, list] = {}
-        predicted: dict[str, Any] = {}
-        if self._model is None:
-            self._model = SpeedModel.load()
-        for job in jobs:
-            try:
-                rows = outlook(job, self._model)
-            except (ValueError, KeyError) as exc:  # e.g. a GPU type the catalog does not know
-                log.warning("planner: job %s: %s", job.name, exc)
-                continue
-            if rows:
-                outlooks[job.name] = rows
-                predicted[job.name] = rows[0].prediction
-        extras: dict[str, Any] = {"outlook": outlooks, "predicted": predicted, "model": self._model}
-        # What the bottleneck rules need besides predictions (planner/bottlenecks.py documents the keys).
-        extras.update(rule_extras(self.store, jobs, self.opts.refresh * RATE_WINDOW_POLLS))
-        extras.update(thresholds=self.thresholds, overheads=shipped_overheads(),
-                      replacement_seconds=self.alerts.measured_replacement_seconds())
-        extras["price_book"] = self._cost_meter().book
-        extras["live_plan"] = dict(self._live_plans)
-        extras["ranked"] = {name: p.table for name, p in self._live_plans.items() if p.table is not None}
-        geo = getattr(self.demo, "geo", None)  # the demo's WAN links stand in for a user's link config
-        if geo is not None:
-            extras["link_capacity_gbps"] = {frozenset((k["a"], k["b"])): float(k["gbps"]) for k in geo.sc["links"]}
-        return extras
+    def _analysis(self) -> Analysis:
+        if self.analysis is None:
+            from cmdare.planner.analysis import Analysis, Goals  # heavy: loaded after the first frame
+
+            if self.price_book is None:
+                from cmdare.collectors.pricing import load_offline_book
+
+                self.price_book = load_offline_book()
+            geo = getattr(self.demo, "geo", None)  # the demo's WAN links stand in for a user's link config
+            links = {frozenset((k["a"], k["b"])): float(k["gbps"]) for k in geo.sc["links"]} if geo else None
+            self.analysis = Analysis(self.price_book, raise_after=self.opts.raise_after,
+                                     clear_after=self.opts.clear_after,
+                                     goals=Goals(self.opts.budget_usd, self.opts.deadline_hours),
+                                     link_capacity_gbps=links)
+        return self.analysis
 
     def set_price_book(self, book: object) -> None:
         """Use ``book`` from now on (the app loads live prices in a thread): costs accrue at its
         rates and the next ranking uses it."""
         self.price_book = book
-        if self._cost is not None:
-            self._cost.book = book
-
-    def _cost_meter(self) -> CostMeter:
-        if self._cost is None:
-            if self.price_book is None:
-                from cmdare.collectors.pricing import load_offline_book
-
-                self.price_book = load_offline_book()
-            self._cost = CostMeter(self.price_book, self.opts.budget_usd)
-        return self._cost
+        if self.analysis is not None:
+            self.analysis.set_price_book(book)
 
     def _source_status(self, cycle: Cycle) -> list[SourceStatus]:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
@@ -211,36 +182,23 @@ class MonitorSession:
         out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered"))
         return out
 
-    def _rank_jobs(self, jobs: list[JobView], now: float) -> dict[str, LivePlan]:
-        """Calibrate and rank alternative shapes for every job (CPU work: runs in a thread)."""
-        book = self._cost_meter().book
-        if self._live is None:
-            self._live = LivePlanner(self._model or SpeedModel.load(), book)
-        elif self._live.price_book is not book:
-            self._live.set_price_book(book)
-        out: dict[str, LivePlan] = {}
-        for job in jobs:
-            try:
-                out[job.name] = self._live.update(job, now)
-            except Exception as exc:  # a planner failure is a status on screen, not a crash
-                log.warning("live planner: job %s: %s", job.name, exc)
-        return out
-
     async def update_plans(self) -> None:
         """Re-rank shapes for the latest state now (awaits the thread)."""
         if self.state is not None:
-            self._live_plans = await asyncio.to_thread(self._rank_jobs, self.state.jobs, self.state.t)
+            engine = self._analysis()
+            engine.live_plans = await asyncio.to_thread(engine.rank, self.state.jobs, self.state.t)
 
     def _start_ranking(self) -> None:
         """Start re-ranking in a thread unless one is running; the next refresh shows the result."""
-        if self.state is None or (self._ranking is not None and not self._ranking.done()):
+        engine = self.analysis
+        if self.state is None or engine is None or (self._ranking is not None and not self._ranking.done()):
             return
 
         def done(fut: asyncio.Future) -> None:
             if not fut.cancelled() and fut.exception() is None:
-                self._live_plans = fut.result()
+                engine.live_plans = fut.result()
 
-        self._ranking = asyncio.ensure_future(asyncio.to_thread(self._rank_jobs, self.state.jobs, self.state.t))
+        self._ranking = asyncio.ensure_future(asyncio.to_thread(engine.rank, self.state.jobs, self.state.t))
         self._ranking.add_done_callback(done)
 
     async def run(self, stop: asyncio.Event, on_state: Callable[[MonitorState], None]) -> None:
