@@ -2,7 +2,8 @@
 rank alternative shapes (time, cost, revocation risk) with the same calls as ``cmdare-tui plan``.
 
 Work is throttled: calibration at most every ``calibrate_every`` seconds and ranking when the
-shape, the target, the price book or the calibration changed noticeably (or every ``rank_every``)."""
+shape, the remaining work, the price book or the calibration changed noticeably (at most every
+``min_interval``), or every ``rank_every``."""
 
 from __future__ import annotations
 
@@ -90,13 +91,15 @@ def workload_for_job(job: JobView, price_book, *, budget_usd: float | None = Non
 
 class LivePlanner:
     def __init__(self, speed_model: SpeedModel, price_book, revocation_model: RevocationModel | None = None,
-                 *, objective: str = "balanced", calibrate_every: float = 10.0, rank_every: float = 60.0) -> None:
+                 *, objective: str = "balanced", calibrate_every: float = 10.0, rank_every: float = 60.0,
+                 min_interval: float = 10.0) -> None:
         self.speed_model = speed_model
         self.price_book = price_book
         self.revocation = revocation_model or RevocationModel.load()
         self.objective = objective
         self.calibrate_every = calibrate_every
         self.rank_every = rank_every
+        self.min_interval = min_interval  # never re-rank more often than this unless the prices changed
         self._jobs: dict[str, _JobCache] = {}
 
     def set_price_book(self, book) -> None:
@@ -133,9 +136,14 @@ class LivePlanner:
         c_scale = cal.compute_scale_ if cal and cal.samples else 1.0
         p_scale = cal.ps_scale_ if cal and cal.samples else 1.0
         w, why = workload_for_job(job, self.price_book)
-        key = (w.current if w else None, w.target.steps // 1000 if w else None, id(self.price_book),
-               round(math.log(c_scale), 1), round(math.log(p_scale), 1))
-        if cache.plan is not None and key == cache.key and now - cache.ranked_at < self.rank_every:
+        # what would change the ranking: the shape, the prices, the remaining work (10% steps) and
+        # the calibration (20% steps); small drifts wait for rank_every
+        remaining = round(math.log(w.target.steps) / math.log(1.1)) if w else None
+        key = (w.current if w else None, remaining, id(self.price_book),
+               round(math.log(c_scale) / 0.2), round(math.log(p_scale) / 0.2))
+        age = now - cache.ranked_at
+        fresh = age < self.rank_every and (key == cache.key or age < self.min_interval)
+        if cache.plan is not None and fresh and cache.key is not None:
             cache.plan = replace(cache.plan, calibration_samples=cal.samples if cal else 0,
                                  calibration_residual=cal.residual if cal and cal.samples else None)
             return cache.plan

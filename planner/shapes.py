@@ -67,11 +67,29 @@ def _le_all(c: np.ndarray, f: np.ndarray) -> np.ndarray:
     return out
 
 
+EVERY_WORKER_UP_TO = 32  # every worker count up to here; beyond it, steps of ~WORKER_STEP
+WORKER_STEP = 1.1
+
+
+def worker_counts(max_workers: int, current: int) -> np.ndarray:
+    """1..32 every count, then about 10% apart up to ``max_workers`` (and the current count): a
+    200-worker job gets ~60 candidate sizes instead of 400, with the same resolution near now."""
+    dense = np.arange(1, min(max_workers, EVERY_WORKER_UP_TO) + 1)
+    sparse: list[int] = []
+    n = float(EVERY_WORKER_UP_TO)
+    while n < max_workers:
+        n *= WORKER_STEP
+        sparse.append(min(int(round(n)), max_workers))
+    extra = [current] if 1 <= current <= max_workers else []
+    return np.unique(np.concatenate([dense, np.array(sparse + extra, dtype=int)])).astype(int)
+
+
 def enumerate_shapes(workload: Workload) -> dict[str, np.ndarray]:
-    """All gpu × workers 1..max × ps 1..max × region × provisioning, current shape first."""
+    """All gpu × workers (see :func:`worker_counts`) × ps 1..max × region × provisioning, current
+    shape first."""
     a, cur = workload.allowed, workload.current
     g, w, p, r, v = np.meshgrid(
-        np.arange(len(a.gpus)), np.arange(1, a.max_workers + 1), np.arange(1, a.max_ps + 1),
+        np.arange(len(a.gpus)), worker_counts(a.max_workers, cur.workers), np.arange(1, a.max_ps + 1),
         np.arange(len(a.regions)), np.arange(len(a.provisionings)), indexing="ij",
     )  # fmt: skip
     cols = {

@@ -82,3 +82,14 @@ def test_pareto_rows_not_dominated(table) -> None:
     for i in np.nonzero(table.pareto)[0][:50]:
         dom = (t <= t[i]) & (c <= c[i]) & (r <= r[i]) & ((t < t[i]) | (c < c[i]) | (r < r[i]))
         assert not dom.any()
+
+
+def test_worker_counts_are_dense_near_small_clusters_and_geometric_beyond():
+    from cmdare.planner.shapes import worker_counts
+
+    assert list(worker_counts(16, 8)) == list(range(1, 17))
+    big = worker_counts(400, 200)
+    assert list(big[:32]) == list(range(1, 33)) and big[-1] == 400 and 200 in big
+    assert len(big) < 80
+    steps = np.diff(big[32:]) / big[32:-1]
+    assert (steps <= 0.12).all()  # ~10% apart after rounding
