@@ -4,6 +4,7 @@ node_exporter, DCGM exporter) with httpx: per-target timeout, capped body, one-l
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
 import ssl
@@ -46,13 +47,28 @@ async def _read_capped(resp: httpx.Response, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+_UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception (httpx wraps the socket error; anyio merges happy-eyeballs attempts)."""
+    seen = 0
+    while seen < 10 and (exc.__cause__ or exc.__context__) is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return exc
+
+
 def _describe(exc: BaseException) -> str:
     """A one-line, secret-free description of a transport failure."""
     if isinstance(exc, httpx.ConnectError):
+        root = _root_cause(exc)
         text = str(exc).lower()
         if "name" in text and ("resolution" in text or "not known" in text or "resolve" in text):
             return "DNS lookup failed"
-        return "connection refused" if "refused" in text else "cannot connect"
+        if isinstance(root, ConnectionRefusedError) or "refused" in text:
+            return "connection refused"
+        return "host unreachable" if isinstance(root, OSError) and root.errno in _UNREACHABLE else "cannot connect"
     if isinstance(exc, httpx.TimeoutException | asyncio.TimeoutError):
         return "timed out"
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
