@@ -19,6 +19,7 @@ from cmdare.planner.live_plan import LivePlan, LivePlanner
 from cmdare.planner.overview import JobView
 from cmdare.planner.speed_model import SpeedModel
 from cmdare.planner.thresholds import Thresholds
+from cmdare.planner.wan_rules import pipelines
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,9 @@ class Analysis:
         hours = extras["deadline_hours"] = self.goals.deadline_hours
         extras["goals"] = {j.name: JobGoal(now + hours * 3600 if hours is not None else None, self.goals.budget_usd,
                                            cost[j.name].accrued_usd if j.name in cost else None) for j in jobs}
-        return extras, self.alerts.evaluate(AlertContext(now, jobs, extras))
+        ctx = AlertContext(now, jobs, extras)
+        extras["pipelines"] = pipelines(ctx)
+        return extras, self.alerts.evaluate(ctx)
 
     def _predictions(self, jobs: list[JobView]) -> dict[str, Any]:
         """The current shape's prediction and nearby shapes, per job."""

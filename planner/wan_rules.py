@@ -13,7 +13,7 @@ from typing import Any
 from cmdare.collectors import metrics as M
 from cmdare.collectors.store import Store
 from cmdare.planner.alerts import AlertContext, Finding
-from cmdare.planner.geo_model import wan_bound_from_live
+from cmdare.planner.geo_live import LiveBoundary, wan_bound_from_live
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
 from cmdare.planner.rule_support import rate_window_s, signed_pct, thresholds_of
 
@@ -95,6 +95,28 @@ def _pipeline(
     return compute, wait, sent
 
 
+def live_boundaries(
+    stages: list[StageRates], caps_by_dc: dict[frozenset, float], wait_share_min: float
+) -> tuple[list[LiveBoundary], dict[str, str], dict[tuple[str, str], float]]:
+    """Every WAN stage boundary of one job, measured: (boundaries, stage → DC, known capacities)."""
+    compute, wait, sent = _pipeline(stages)
+    per_pipe = statistics.median(s.microbatches for s in stages) if stages else 0.0
+    dc = {s.stage: s.dc for s in stages}
+    caps = {k: c for k in sent if (c := caps_by_dc.get(frozenset((dc[k[0]], dc[k[1]])))) is not None}
+    return wan_bound_from_live(compute, sent, per_pipe, wait, caps, wait_share_min), dc, caps
+
+
+def pipelines(ctx: AlertContext) -> dict[str, tuple[list[LiveBoundary], dict[str, str]]]:
+    """Per pipeline job: its measured WAN boundaries and each stage's DC (for the Planner pane)."""
+    caps_by_dc = ctx.extras.get("link_capacity_gbps", {})
+    th = thresholds_of(ctx)
+    out = {}
+    for job, stages in ctx.extras.get("stages", {}).items():
+        boundaries, dc, _ = live_boundaries(stages, caps_by_dc, th.wan_wait_share_min)
+        out[job] = (boundaries, dc)
+    return out
+
+
 def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
     """A WAN stage boundary whose transfer time per micro-batch exceeds the slowest stage's compute.
 
@@ -104,15 +126,8 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
     th, out = thresholds_of(ctx), []
     caps_by_dc = ctx.extras.get("link_capacity_gbps", {})
     for job, stages in ctx.extras.get("stages", {}).items():
-        compute, wait, sent = _pipeline(stages)
-        per_pipe = statistics.median(s.microbatches for s in stages) if stages else 0.0
-        dc = {s.stage: s.dc for s in stages}
-        caps = {k: c for k in sent if (c := caps_by_dc.get(frozenset((dc[k[0]], dc[k[1]])))) is not None}
-        verdicts = [
-            v
-            for v in wan_bound_from_live(compute, sent, per_pipe, wait, caps, th.wan_wait_share_min)
-            if v.wan_bound
-        ]
+        boundaries, dc, caps = live_boundaries(stages, caps_by_dc, th.wan_wait_share_min)
+        verdicts = [v for v in boundaries if v.wan_bound]
         known = [v for v in verdicts if (v.from_stage, v.to_stage) in caps]
         unknown = [v for v in verdicts if (v.from_stage, v.to_stage) not in caps]
         if known or len(unknown) == 1:

@@ -86,3 +86,23 @@ async def test_planner_pane_ranks_alternatives_calibrated_on_the_live_job():
         cur = table.current
         assert (cur["gpu"], cur["workers"], cur["ps"]) == ("P100", 8, 1)
         assert table.top(1)[0]["steps_per_sec"] > cur["steps_per_sec"]
+
+
+async def test_next_job_shows_the_geo_pipeline_and_its_wan_bound_link():
+    opts = SessionOptions(demo=True, refresh=0.5)
+    session = MonitorSession(opts, demo_factory=lambda: DemoCluster(geo=True, first_revocation_s=1000))
+    app = CmdareApp(opts, session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and len(app.state.jobs) == 2)
+        assert app.state.job().name == "resnet32-p100"
+        await pilot.press("n")
+        assert app.state.job().name == "lm-pipeline-3dc"
+        await wait_for(pilot, lambda: any(b.wan_bound for b in app.state.extras.get("pipelines", {})
+                                          .get("lm-pipeline-3dc", ([], {}))[0]), timeout=30)
+        await pilot.pause(0.6)
+        pane = app.query_one("#pane-planner")
+        assert pane.mode == "pipeline" and "WAN-bound" in pane.border_subtitle
+        table = app.query_one("#pipeline-table", DataTable)
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert any(r[0] == "5->6" and "us-west1→europe-west4" in r[1] and r[-1] == "WAN-bound" for r in rows)
+        assert any(r[-1] == "ok" for r in rows)  # the fast link is not flagged

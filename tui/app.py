@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from textual.app import App, ComposeResult, SystemCommand
@@ -59,6 +60,7 @@ class CmdareApp(App[int]):
         Binding("2", "show_pane('job')", "Job", show=False, id="app.pane2"),
         Binding("3", "show_pane('planner')", "Planner", show=False, id="app.pane3"),
         Binding("4", "show_pane('alerts')", "Alerts", show=False, id="app.pane4"),
+        Binding("n", "next_job", "Next job", id="app.next_job"),
         Binding("space", "replay_pause", "Pause/resume replay", id="app.replay_pause"),
         Binding("full_stop", "replay_step", "Step one poll", id="app.replay_step"),
         Binding("plus", "replay_speed(2.0)", "Faster", id="app.replay_faster"),
@@ -76,6 +78,7 @@ class CmdareApp(App[int]):
         self._current = 0
         self._poll = poll
         self._prepared = False
+        self._selected_job: str | None = None
         self._keys = keys or {}
         self._live_prices = live_prices
         self.animation_level = "full" if animations else "none"
@@ -145,6 +148,7 @@ class CmdareApp(App[int]):
 
     def apply_state(self, state: MonitorState) -> None:
         """Hand a new state to every pane (one redraw per refresh)."""
+        state = replace(state, selected=self._selected_job)
         self.state = state
         with self.batch_update():
             for pane_id, _, _ in PANES:
@@ -235,6 +239,17 @@ class CmdareApp(App[int]):
         if rp is not None:
             rp.speed = min(max(rp.speed * factor, 0.125), 1024.0)
             self._render_badges()
+
+    def action_next_job(self) -> None:
+        """Follow the next job in the Job and Planner panes (the Cluster pane lists every job)."""
+        if self.state is None or len(self.state.jobs) < 2:
+            return
+        names = [j.name for j in self.state.jobs]
+        current = self.state.job()
+        i = names.index(current.name) if current is not None and current.name in names else -1
+        self._selected_job = names[(i + 1) % len(names)]
+        self.apply_state(self.state)
+        self.notify(f"following job {self._selected_job}", timeout=2)
 
     def action_next_pane(self) -> None:
         self._focus_pane(self._current + 1)

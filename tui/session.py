@@ -71,13 +71,15 @@ class MonitorState:
     demo: bool
     read_only: bool
     extras: dict[str, Any] = field(default_factory=dict)
+    selected: str | None = None  # the job the Job and Planner panes follow (the app's choice)
 
     def job(self, name: str | None = None) -> JobView | None:
         if not self.jobs:
             return None
+        name = name or self.selected
         if name is None:
             return self.jobs[0]
-        return next((j for j in self.jobs if j.name == name), None)
+        return next((j for j in self.jobs if j.name == name), self.jobs[0] if name == self.selected else None)
 
     def to_json(self) -> dict[str, Any]:
         return {

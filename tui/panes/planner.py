@@ -2,6 +2,8 @@
 
 * ranked shapes (``state.extras["ranked"][job]``, a :class:`~cmdare.planner.shapes.ShapeTable`):
   time, cost and revocation risk of each shape, best first;
+* for a pipeline job (stages across datacenters): each measured WAN boundary with its transfer time
+  per micro-batch against the slowest stage's compute, and the WAN-bound verdict;
 * otherwise the speed-only outlook: the speed model's prediction for the current shape and nearby ones.
 
 ``enter`` on a row opens its explanation (which terms dominate). Figures are model predictions; the
@@ -25,7 +27,25 @@ from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))
 RANKED_COLUMNS = (("Shape", 15), ("Time p50", 8), ("Cost p50", 9), ("Risk", 5), ("Δ vs now", 30),
                   ("Steps/s", 7), ("Region", 11), ("Prov", 7), ("Bound", 7))  # fmt: skip
+PIPELINE_COLUMNS = (("Boundary", 12), ("DCs", 26), ("Gbit/s", 7), ("MB/mb", 7), ("Wire s/mb", 9),
+                    ("Compute s", 9), ("Wait", 5), ("Verdict", 10))  # fmt: skip
 TOP_N = 30
+
+
+def pipeline_rows(boundaries: list[Any], dc: dict[str, str]) -> list[Row]:
+    """One row per measured WAN boundary of a pipeline job (``planner.wan_rules.pipelines``)."""
+    out = []
+    for b in boundaries:
+        key = f"{b.from_stage}->{b.to_stage}"
+        verdict = Text("WAN-bound", style="bold yellow") if b.wan_bound else Text("ok")
+        wait = "–" if b.wait_share is None else pct(b.wait_share)
+        cells = (key, f"{dc.get(b.from_stage, '?')}→{dc.get(b.to_stage, '?')}", f"{b.measured_gbps:.2f}",
+                 f"{b.bytes_per_microbatch / 1e6:.1f}", f"{b.transfer_seconds:.3f}",
+                 f"{b.max_stage_compute_seconds:.3f}", wait, verdict)  # fmt: skip
+        sort = (key, cells[1], b.measured_gbps, b.bytes_per_microbatch, b.transfer_seconds,
+                b.max_stage_compute_seconds, b.wait_share or 0.0, b.wan_bound)  # fmt: skip
+        out.append(Row(key, cells, sort))
+    return out
 
 
 def outlook_rows(rows: list[ShapeOutlook]) -> list[Row]:
@@ -82,6 +102,9 @@ class PlannerPane(Vertical):
         box = TableBox(FilterTable(RANKED_COLUMNS, id="ranked-table"), id="planner-ranked")
         box.display = False
         yield box
+        box = TableBox(FilterTable(PIPELINE_COLUMNS, id="pipeline-table"), id="planner-pipeline")
+        box.display = False
+        yield box
 
     def _ranked(self, state: MonitorState) -> Any | None:
         job = state.job()
@@ -90,8 +113,8 @@ class PlannerPane(Vertical):
     def update_state(self, state: MonitorState) -> None:
         self._state = state
         ranked = self._ranked(state)
-        self._set_mode("ranked" if ranked is not None else "outlook")
         if ranked is not None:
+            self._set_mode("ranked")
             self.query_one("#ranked-table", FilterTable).set_rows(ranked_rows(ranked))
             r = ranked.current
             self.border_subtitle = (
@@ -100,6 +123,16 @@ class PlannerPane(Vertical):
             )
             return
         job = state.job()
+        pipeline = state.extras.get("pipelines", {}).get(job.name) if job else None
+        if pipeline is not None:
+            self._set_mode("pipeline")
+            boundaries, dc = pipeline
+            self.query_one("#pipeline-table", FilterTable).set_rows(pipeline_rows(boundaries, dc))
+            bound = sum(1 for b in boundaries if b.wan_bound)
+            self.border_subtitle = (f"pipeline · {len(boundaries)} WAN boundaries measured, {bound} WAN-bound"
+                                    " · cmdare-tui plan --geo ranks placements")
+            return
+        self._set_mode("outlook")
         rows: list[ShapeOutlook] = state.extras.get("outlook", {}).get(job.name, []) if job else []
         self.query_one("#planner-table", FilterTable).set_rows(outlook_rows(rows) if rows else [])
         self.border_subtitle = (
@@ -111,8 +144,8 @@ class PlannerPane(Vertical):
             return
         had_focus = self.query_one(f"#planner-{self.mode}").has_focus_within
         self.mode = mode
-        self.query_one("#planner-outlook").display = mode == "outlook"
-        self.query_one("#planner-ranked").display = mode == "ranked"
+        for name in ("outlook", "ranked", "pipeline"):
+            self.query_one(f"#planner-{name}").display = mode == name
         if had_focus:
             self.query_one(f"#planner-{mode} FilterTable").focus()
 
