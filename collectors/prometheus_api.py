@@ -24,7 +24,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -48,6 +48,7 @@ URL_ENV = "PROMETHEUS_URL"
 KEY_LABEL = "cmdare_key"
 _T_KEY = "__scrape_time"
 _NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)
+NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 
 # (series key, aggregation, metric, extra matchers, extra grouping label)
 _VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -140,19 +141,23 @@ def _sel(metric: str, base: str, extra: str = "") -> str:
     return f"{metric}{{{inner}}}" if inner else metric
 
 
-def values_query(selector: str) -> str:
-    """The single ``or`` query that fetches every per-task value, keyed by ``cmdare_key``."""
+def values_query(selector: str, keys: Container[str] | None = None, *, scrape_time: bool = True) -> str:
+    """The single ``or`` query that fetches every per-task value (or those of ``keys``), keyed by
+    ``cmdare_key``; with ``scrape_time`` also each target's last scrape time."""
     base = selector_matchers(selector)
     parts = []
     for key, agg, metric, extra, by in _VALUE_QUERIES:
+        if keys is not None and key not in keys:
+            continue
         group = "job, instance" + (f", {by}" if by else "")
         expr = f"{agg} by ({group}) ({_sel(metric, base, extra)})"
         if by:  # one key per label value, e.g. cmdare_stage_bytes_sent_total{peer=stage-1}
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}$1}}", "{by}", "(.*)")')
         else:
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}", "", "")')
-    ts = f"max by (job, instance) (timestamp({_sel('up', base)}))"
-    parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
+    if scrape_time:
+        ts = f"max by (job, instance) (timestamp({_sel('up', base)}))"
+        parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
     return " or ".join(parts)
 
 
@@ -213,7 +218,10 @@ class PrometheusAPISource:
         self.timeout = timeout
         self.max_bytes = max_bytes
         self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
-        self._values_query = values_query(self.selector)
+        job_keys = [k for k, *_ in _VALUE_QUERIES if k not in _NODE_KEYS]
+        self._values_query = values_query(self.selector, job_keys)
+        self._node_query = values_query(self.selector, _NODE_KEYS, scrape_time=False)
+        self._polls = 0
 
     def __repr__(self) -> str:
         return f"PrometheusAPISource({self.display!r}, selector={self.selector!r})"
@@ -239,18 +247,28 @@ class PrometheusAPISource:
 
     async def _ask(self, client: httpx.AsyncClient) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
-        queries = (
+        queries = [
             _sel("cmdare_task_info", sel),
             _sel("cmdare_job_info", sel),
             _sel("up", sel),
             self._values_query,
-        )
+        ]
+        if self._node_detail_due():
+            queries.append(self._node_query)
+        self._polls += 1
         try:
             async with asyncio.timeout(self.timeout):
                 res = await asyncio.gather(*(self.query(client, q) for q in queries))
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
-        return res[0], res[1], res[2], res[3]
+        return res[0], res[1], res[2], [*res[3], *(res[4] if len(res) > 4 else [])]
+
+    def _node_detail_due(self) -> bool:
+        """node_exporter/DCGM detail (~300 raw series a node: the costly part for the server) every
+        refresh up to NODE_DETAIL_TASKS tasks, then every k-th refresh so its cost stays flat; the
+        store takes rates over the samples it has, with their own times."""
+        every = max(1, math.ceil(len(self._known) / NODE_DETAIL_TASKS))
+        return self._polls % every == 0
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         t0 = clock.monotonic()

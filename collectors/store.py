@@ -11,6 +11,7 @@ import numpy as np
 from cmdare.collectors.metrics import is_counter_key
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 
+LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
 
 
@@ -84,12 +85,15 @@ class TaskSeries:
             self.first_seen = t
         self.last_seen = t
 
-    def latest(self, key: str) -> float | None:
+    def latest(self, key: str, lookback: int = LATEST_LOOKBACK) -> float | None:
+        """The newest value of ``key`` among the last ``lookback`` points (a source may read some
+        series less often than others, e.g. node detail through Prometheus), or None."""
         ring = self.values.get(key)
         if ring is None or len(ring) == 0:
             return None
-        v = ring.last(1)[0]
-        return None if math.isnan(v) else float(v)
+        recent = ring.last(lookback)
+        ok = np.nonzero(~np.isnan(recent))[0]
+        return float(recent[ok[-1]]) if len(ok) else None
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of ``key`` within the last ``seconds`` before the newest point.

@@ -141,3 +141,16 @@ def test_values_query_is_one_expression_with_the_selector_everywhere():
     q = values_query('{job="resnet"}')
     assert q.count('job="resnet"') >= 17 and "cmdare_stage_bytes_sent_total{peer=$1}" in q
     assert 'timestamp(up{job="resnet"})' in q
+
+
+def test_node_detail_is_read_less_often_for_large_clusters():
+    """Up to NODE_DETAIL_TASKS tasks every refresh; beyond, every k-th (the server's costly part)."""
+    from cmdare.collectors.prometheus_api import NODE_DETAIL_TASKS
+
+    src = PrometheusAPISource("http://127.0.0.1:9", '{job="x"}')
+    src._known = {("x", f"h{i}:9400"): None for i in range(NODE_DETAIL_TASKS)}
+    assert all(src._node_detail_due() for src._polls in range(5))
+    src._known = {("x", f"h{i}:9400"): None for i in range(5 * NODE_DETAIL_TASKS)}
+    due = [src._node_detail_due() for src._polls in range(10)]
+    assert due == [True, False, False, False, False] * 2
+    assert "node_cpu_seconds_total" not in src._values_query and "node_cpu_seconds_total" in src._node_query

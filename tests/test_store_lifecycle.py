@@ -91,3 +91,14 @@ def test_on_demand_task_vanishing_stays_silent():
     for t in range(1, 8):
         lc.observe([fail(t, std), ok(t, W2)])
     assert lc.nodes["j/ps"].state is TaskState.SILENT
+
+
+def test_latest_bridges_a_few_skipped_polls_but_not_more():
+    s = Store(capacity=100)
+    s.add(ok(0, **{M.K_GPU_UTIL: 80.0, M.K_WORKER_STEPS: 0}))
+    for t in range(1, 5):  # node detail not read on these polls
+        s.add(ok(t, **{M.K_WORKER_STEPS: t}))
+    assert s.tasks["j/w1"].latest(M.K_GPU_UTIL) == 80.0
+    for t in range(5, 20):
+        s.add(ok(t, **{M.K_WORKER_STEPS: t}))
+    assert s.tasks["j/w1"].latest(M.K_GPU_UTIL) is None
