@@ -79,4 +79,4 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
         )
     console.print(a if state.alerts else "Alerts: none")
     for s in state.sources:
-        console.print(f"source {s.name}: {s.message}")
+        console.print(f"source: {s.message}")

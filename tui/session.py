@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_FAILURES_SHOWN = 3  # failing targets named in the status line (all of them are in the log)
+
 
 @dataclass
 class SessionOptions:
@@ -182,6 +184,11 @@ class MonitorSession:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
         answered, total = cycle.answered, len(cycle.polls)
         out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered"))
+        failed = [p for p in cycle.polls if not p.ok]
+        for p in failed[:MAX_FAILURES_SHOWN]:
+            out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
+        if len(failed) > MAX_FAILURES_SHOWN:
+            out.append(SourceStatus("targets", False, f"… {len(failed) - MAX_FAILURES_SHOWN} more failing"))
         return out
 
     async def update_plans(self) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from cmdare.tui.commands import UsageError
 
@@ -47,16 +48,25 @@ class SourcePlan:
             self.replay.close()
 
 
+def _host_port(url: str) -> str:
+    p = urlsplit(url)
+    return f"{p.hostname}:{p.port}" if p.port else (p.hostname or url)
+
+
 def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Source]:
     """Every live source the options ask for (the demo excluded)."""
     from cmdare.collectors import tf_config
     from cmdare.collectors.jsonl import JsonlSource
     from cmdare.collectors.prometheus_api import PrometheusAPISource, read_token
+    from cmdare.collectors.samples import TaskInfo
     from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
     from cmdare.collectors.tensorboard import TensorBoardSource
 
     sources: list[Source] = list(extra)
-    targets = [ScrapeTarget(u) for u in opts.targets]
+    # A target without cmdare_task_info (node_exporter, DCGM exporter, a dead host) is still a task:
+    # a "node" named after its host:port, so its status and its error show in the Cluster pane.
+    targets = [ScrapeTarget(u, TaskInfo(job=opts.job or "job", task=_host_port(u), role="node"))
+               for u in opts.targets]
     if opts.tf_config:
         spec = tf_config.load(opts.tf_config)
         port = tf_config.MetricsPort.parse(opts.metrics_port)
