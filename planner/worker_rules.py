@@ -48,6 +48,16 @@ def _straggler_cause(ctx: AlertContext, job: JobView, w: NodeView, peers: list[N
     return "unexplained", "unexplained (same GPU type and region as its peers)"
 
 
+def _median_without(ranked: list[float], k: int) -> float:
+    """Median of the sorted list ``ranked`` with its ``k``-th element left out."""
+    n = len(ranked) - 1
+
+    def at(j: int) -> float:
+        return ranked[j if j < k else j + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+
 def straggler_rule(ctx: AlertContext) -> list[Finding]:
     """A worker whose step time is ≥ ratio × the median of its peers'."""
     th, out = thresholds_of(ctx), []
@@ -56,12 +66,16 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
         workers = [w for w in up_workers(job) if w.step_seconds]
         if len(workers) < max(th.straggler_min_workers, 2):
             continue
-        for w in workers:
-            peers = [p for p in workers if p is not w]
-            med = statistics.median(p.step_seconds for p in peers)  # type: ignore[misc]
+        times = [w.step_seconds for w in workers]
+        order = sorted(range(len(workers)), key=times.__getitem__)
+        ranked = [times[i] for i in order]
+        rank_of = {i: k for k, i in enumerate(order)}
+        for i, w in enumerate(workers):
+            med = _median_without(ranked, rank_of[i])  # the peers' median, O(1) per worker
             ratio = w.step_seconds / med  # type: ignore[operator]
             if ratio < th.straggler_ratio:
                 continue
+            peers = [p for p in workers if p is not w]
             cause, words = _straggler_cause(ctx, job, w, peers)
             own = w.steps_per_sec or 1.0 / w.step_seconds  # type: ignore[operator]
             gain = own * (ratio - 1) / job.steps_per_sec if job.steps_per_sec else None

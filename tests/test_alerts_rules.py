@@ -74,3 +74,16 @@ async def test_projected_cost_past_the_budget_is_cost_overrun(k80):
     for _ in range(3):
         alerts = await h.refresh()
     assert alerts == []
+
+
+def test_leave_one_out_median_matches_the_definition():
+    import random
+    import statistics
+
+    from cmdare.planner.worker_rules import _median_without
+
+    rng = random.Random(3)
+    for n in range(2, 12):
+        vals = sorted(rng.choice([0.1, 0.2, 0.25, 0.3, 1.0]) for _ in range(n))
+        for k in range(n):
+            assert _median_without(vals, k) == statistics.median(vals[:k] + vals[k + 1:])
