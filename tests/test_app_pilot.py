@@ -106,3 +106,19 @@ async def test_next_job_shows_the_geo_pipeline_and_its_wan_bound_link():
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert any(r[0] == "5->6" and "us-west1→europe-west4" in r[1] and r[-1] == "WAN-bound" for r in rows)
         assert any(r[-1] == "ok" for r in rows)  # the fast link is not flagged
+
+
+async def test_a_failing_planner_is_a_status_not_a_crash(monkeypatch):
+    """Fault injected (no real part fails on demand here): the planner raises on every refresh."""
+    from cmdare.planner import analysis
+
+    def broken(*a, **k):
+        raise RuntimeError("fitted parameters unreadable")
+
+    monkeypatch.setattr(analysis.Analysis, "refresh", broken)
+    app = fast_demo_app(first_revocation_s=1000)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and app.state.cycles >= 3)
+        assert app.query_one("#cluster-table", DataTable).row_count == 9  # measurements still shown
+        assert any("planner unavailable" in s.message for s in app.state.sources)
+        assert "planner unavailable" in str(app.query_one("#badges").render())

@@ -140,17 +140,22 @@ class MonitorSession:
         extras: dict[str, Any] = {}
         alerts: list[Alert] = []
         history: list[Alert] = []
+        sources = self._source_status(cycle)
         if self.poller is not None and self.poller.cycles > 1 or self.analysis is not None:
-            engine = self._analysis()
-            extras, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
-            history = list(engine.alerts.history)
+            try:
+                engine = self._analysis()
+                extras, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
+                history = list(engine.alerts.history)
+            except Exception as exc:  # the measurements still show; the planner's failure is a status
+                log.exception("planner failed")
+                sources.append(SourceStatus("planner", False, f"planner unavailable: {type(exc).__name__}: {exc}"[:200]))
         self.state = MonitorState(
             t=now,
             cycles=self.poller.cycles if self.poller else 0,
             jobs=jobs,
             alerts=alerts,
             alert_history=history,
-            sources=self._source_status(cycle),
+            sources=sources,
             demo=self.is_demo,
             read_only=self.opts.read_only,
             extras=extras,
