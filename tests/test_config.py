@@ -88,3 +88,20 @@ def test_version_flag():
         [sys.executable, "-m", "cmdare.tui.cli", "--version"], capture_output=True, text=True, timeout=30
     )
     assert r.returncode == 0 and r.stdout.startswith("cmdare-tui ")
+
+
+def test_links_give_wan_capacities_to_the_session(tmp_path):
+    from cmdare.tui import cli
+    from cmdare.tui.config import ConfigError, parse_config
+
+    cfg = parse_config('[links]\n"us-west1/europe-west4" = 0.36\n"us-central1 / us-west1" = 5\n', "c.toml")
+    assert cfg.links == {frozenset({"us-west1", "europe-west4"}): 0.36, frozenset({"us-central1", "us-west1"}): 5.0}
+    with pytest.raises(ConfigError, match=r"c.toml:2: \[links\] us-west1: must name two DCs"):
+        parse_config('[links]\n"us-west1" = 1\n', "c.toml")
+    path = tmp_path / "c.toml"
+    path.write_text('[links]\n"a/b" = 2.5\n')
+    parser = cli.build_parser()
+    argv = ["--config", str(path)]
+    cli.load_config_defaults(argv, parser)
+    opts = cli.session_options(parser.parse_args(argv))
+    assert opts.link_capacity_gbps == {frozenset({"a", "b"}): 2.5}

@@ -130,6 +130,7 @@ def session_options(args: argparse.Namespace):  # -> SessionOptions (imported la
         extra = {k: v for k, v in cfg.sources.items() if k not in ("targets", "demo") and k not in dests}
         extra.update(cfg.thresholds)
         extra.update({"budget_usd": cfg.budget_usd, "deadline_hours": cfg.deadline_hours})
+        extra["link_capacity_gbps"] = dict(cfg.links) or None
         if cfg.jobs:
             extra["jobs"] = list(cfg.jobs)
             job = cfg.jobs[0]

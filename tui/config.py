@@ -16,7 +16,7 @@ from typing import Any
 
 APP_NAME = "cmdare-tui"
 TOP_KEYS = ("refresh", "timeout", "read_only", "theme", "animations", "prices")
-TABLES = ("sources", "thresholds", "budget", "keys", "jobs")
+TABLES = ("sources", "thresholds", "budget", "keys", "jobs", "links")
 THRESHOLD_KEYS = ("silent_after", "raise_after", "clear_after")
 BUDGET_KEYS = ("usd", "deadline_hours")
 JOB_KEYS = (
@@ -28,6 +28,7 @@ JOB_KEYS = (
     "target_steps",
     "budget_usd",
     "deadline_hours",
+    "link_capacity_gbps",
 )
 PRICE_MODES = ("offline", "live")
 # SessionOptions fields set from elsewhere in the file, so not allowed under [sources]
@@ -80,6 +81,7 @@ class Config:
     deadline_hours: float | None = None
     keys: dict[str, str] = field(default_factory=dict)  # binding id -> key(s), e.g. "app.quit" = "ctrl+q"
     jobs: tuple[JobConfig, ...] = ()
+    links: dict[frozenset[str], float] = field(default_factory=dict)  # DC pair -> WAN Gbit/s
 
 
 def default_path() -> Path:
@@ -142,6 +144,7 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
         else None,
         keys=_keys(loc, data.get("keys", {})),
         jobs=tuple(_job(loc, j) for j in _job_list(loc, data.get("jobs", []))),
+        links=_links(loc, data.get("links", {})),
     )
 
 
@@ -153,6 +156,18 @@ def _sources(loc: _Locator, src: dict[str, Any]) -> dict[str, Any]:
     if "demo" in src:
         loc.expect(isinstance(src["demo"], bool), "sources", "demo", "must be true or false")
     return dict(src)
+
+
+def _links(loc: _Locator, links: Any) -> dict[frozenset[str], float]:
+    """``[links]``: ``"dc-a/dc-b" = Gbit/s`` — the WAN capacity between two datacenters (regions),
+    so ``wan-bound`` can name the link that paces a pipeline."""
+    loc.expect(isinstance(links, dict), "", "links", 'must be a table of "dc-a/dc-b" = Gbit/s')
+    out: dict[frozenset[str], float] = {}
+    for pair, gbps in links.items():
+        dcs = [p.strip() for p in pair.split("/")]
+        loc.expect(len(dcs) == 2 and all(dcs) and dcs[0] != dcs[1], "links", pair, 'must name two DCs: "dc-a/dc-b"')
+        out[frozenset(dcs)] = loc.positive(gbps, "links", pair)
+    return out
 
 
 def _keys(loc: _Locator, keys: Any) -> dict[str, str]:

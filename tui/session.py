@@ -39,6 +39,7 @@ class SessionOptions:
     clear_after: int = 3  # refreshes a condition must be false before a flag clears
     budget_usd: float | None = None  # the job's budget (Job pane: cost accrued vs budget)
     deadline_hours: float | None = None
+    link_capacity_gbps: dict[frozenset[str], float] | None = None  # WAN Gbit/s per DC pair (config [links])
     # live collectors (issue 3); tui/sources.py turns these into sources
     job: str | None = None  # job name for sources that carry none (TF_CONFIG, TensorBoard, JSONL)
     prometheus: str | None = None
@@ -170,8 +171,10 @@ class MonitorSession:
                 from cmdare.collectors.pricing import load_offline_book
 
                 self.price_book = load_offline_book()
-            geo = getattr(self.demo, "geo", None)  # the demo's WAN links stand in for a user's link config
-            links = {frozenset((k["a"], k["b"])): float(k["gbps"]) for k in geo.sc["links"]} if geo else None
+            links = self.opts.link_capacity_gbps
+            geo = getattr(self.demo, "geo", None)
+            if links is None and geo is not None:  # the demo's scenario plays the user's [links] config
+                links = {frozenset((k["a"], k["b"])): float(k["gbps"]) for k in geo.sc["links"]}
             self.analysis = Analysis(self.price_book, raise_after=self.opts.raise_after,
                                      clear_after=self.opts.clear_after,
                                      goals=Goals(self.opts.budget_usd, self.opts.deadline_hours),
