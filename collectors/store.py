@@ -194,6 +194,3 @@ class Store:
         if js is None:
             js = self.jobs[name] = JobSeries(self.capacity)
         return js
-
-    def tasks_of(self, job: str) -> list[TaskSeries]:
-        return [ts for ts in self.tasks.values() if ts.info.job == job]

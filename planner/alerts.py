@@ -217,13 +217,6 @@ class AlertEngine:
         rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
         return sorted(self.active.values(), key=lambda a: (rank.get(a.severity, 9), a.kind, a.subject))
 
-    def by_subject(self) -> dict[str, list[Alert]]:
-        """Active alerts per subject (``job``, ``job/task`` or ``job/a->b``), for marking the Cluster pane."""
-        out: dict[str, list[Alert]] = {}
-        for a in self.active.values():
-            out.setdefault(a.subject, []).append(a)
-        return out
-
     def measured_replacement_seconds(self) -> dict[str, float]:
         """Median seconds from a ``node-revoked`` flag to its node answering again, per GPU type."""
         spans: dict[str, list[float]] = {}

@@ -27,7 +27,7 @@ from cmdare.planner.overheads import Overheads
 from cmdare.planner.revocation import RevocationModel
 from cmdare.planner.speed_model import Network, SpeedModel
 from cmdare.planner.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
-from cmdare.planner.workload import Shape, Workload
+from cmdare.planner.workload import Workload
 
 OBJECTIVES = ("time", "cost", "balanced")
 
@@ -355,9 +355,3 @@ def _score(c: dict[str, np.ndarray], objective: str) -> np.ndarray:
     k = c["cost_usd_p50"] / max(float(c["cost_usd_p50"][0]), 1e-12)
     base = {"time": t, "cost": k, "balanced": t * k}[objective]
     return base + 1e-6 * c["expected_revocations"]
-
-
-def current_shape_row(table: ShapeTable) -> Shape:
-    """The current shape of a table as a :class:`Shape`."""
-    r = table.current
-    return Shape(str(r["gpu"]), int(r["workers"]), int(r["ps"]), str(r["region"]), str(r["provisioning"]))

@@ -39,7 +39,6 @@ from cmdare.planner.network_catalog import (
     KnownNetwork,
     depth_of,
     family_of,
-    known_networks,
     lookup_network,
 )
 
@@ -202,9 +201,6 @@ class SpeedModel:
         return self
 
     # ----------------------------------------------------------------- network resolution
-    def _known_table(self) -> Mapping[str, KnownNetwork]:
-        return known_networks() if self.known is None else self.known
-
     def _lookup(self, name: str | None) -> KnownNetwork | None:
         if self.known is None:
             return lookup_network(name)

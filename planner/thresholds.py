@@ -52,8 +52,5 @@ class Thresholds:
     cost_overrun_margin: float = 0.0  # flag when the projected cost passes the budget by > margin × budget
     critical_overrun: float = 0.2  # 20% past the deadline / budget → critical (assumption)
 
-    def raise_after_for(self, kind: str) -> int:
-        return self.raise_after_by_kind.get(kind, self.raise_after)
-
 
 DEFAULT_THRESHOLDS = Thresholds()

@@ -15,7 +15,7 @@ node asked for as ``preemptible`` is priced exactly like ``spot``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cmdare.collectors.pricing.shapes import DEFAULT_SHAPES, PS_SHAPE, HostShape
@@ -165,8 +165,3 @@ class PriceBook:
                 f"({shape.machine_type}) in {region} in the {self.source} book"
             )
         return shape.vcpus * cpu + shape.memory_gib * ram
-
-
-def rates_from_rows(rows: Iterable[tuple[str, str, str, str, float]]) -> dict[RateKey, float]:
-    """``[(kind, name, region, provisioning, usd), …]`` → rates mapping (later rows win)."""
-    return {(k, n, r, p): float(v) for k, n, r, p, v in rows}
