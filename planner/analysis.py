@@ -7,9 +7,11 @@ Pure computation over the store and the jobs (no I/O beyond loading shipped para
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cmdare.collectors.samples import Lifetime
 from cmdare.collectors.store import Store
 from cmdare.planner.alerts import Alert, AlertContext, AlertEngine
 from cmdare.planner.bottlenecks import DEFAULT_RULES, JobGoal, rule_extras, shipped_overheads
@@ -80,8 +82,10 @@ class Analysis:
                 predicted[job.name] = rows[0].prediction
         return {"outlook": outlooks, "predicted": predicted, "model": self.model}
 
-    def rank(self, jobs: list[JobView], now: float) -> dict[str, LivePlan]:
-        """Calibrate and rank alternative shapes for every job (CPU work: run it in a thread)."""
+    def rank(self, jobs: list[JobView], now: float, lifetimes: Sequence[Lifetime] = ()) -> dict[str, LivePlan]:
+        """Calibrate and rank alternative shapes for every job (CPU work: run it in a thread); the
+        revocation model first learns the server lifetimes seen so far."""
+        self.live.learn(lifetimes, now)
         out: dict[str, LivePlan] = {}
         for job in jobs:
             try:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from cmdare.collectors.samples import Lifetime as Observed
 from cmdare.planner.calibration import Calibration
 from cmdare.planner.job_plan import current_shape, network_of
 from cmdare.planner.overview import JobView
-from cmdare.planner.revocation import RevocationModel
+from cmdare.planner.revocation import RevocationModel, from_observed
 from cmdare.planner.shapes import ShapeTable, UnpricedShapeError, rank_shapes
 from cmdare.planner.speed_model import SpeedModel
 from cmdare.planner.workload import Allowed, ModelSpec, Options, Shape, Target, Workload
@@ -95,7 +97,9 @@ class LivePlanner:
                  min_interval: float = 10.0) -> None:
         self.speed_model = speed_model
         self.price_book = price_book
-        self.revocation = revocation_model or RevocationModel.load()
+        self._prior = revocation_model or RevocationModel.load()  # the published fit
+        self.revocation = self._prior  # the fit updated with this cluster's own lifetimes
+        self._ended_seen = 0
         self.objective = objective
         self.calibrate_every = calibrate_every
         self.rank_every = rank_every
@@ -106,6 +110,17 @@ class LivePlanner:
         self.price_book = book
         for c in self._jobs.values():
             c.key = None  # re-rank with the new prices
+
+    def learn(self, lifetimes: Sequence[Observed], now: float) -> None:
+        """Update the revocation model with the lifetimes the collectors observed (published rates
+        drift); re-rank when a new lifetime has ended. Running servers count as survived so far."""
+        ended = sum(1 for lt in lifetimes if lt.end is not None)
+        if ended == self._ended_seen:
+            return
+        self._ended_seen = ended
+        self.revocation = self._prior.with_start_hour(self._prior.start_hour).update(from_observed(lifetimes, now))
+        for c in self._jobs.values():
+            c.key = None
 
     def _calibrate(self, job: JobView, cache: _JobCache, now: float) -> Calibration | None:
         if now - cache.calibrated_at < self.calibrate_every and cache.calibration is not None:

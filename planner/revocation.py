@@ -21,12 +21,14 @@ scale ``λ`` (prior Gamma(a0 = b0 = prior_weight × H(24 h)), i.e. ``prior_weigh
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 import numpy as np
+
+from cmdare.collectors.samples import Lifetime as Observed
 
 LIMIT_H = 24.0  # GCP preemptible VMs run at most 24 h (GCP "Preemptible VM instances" docs).
 GRID_H = 0.05  # grid step for cumulative hazard / renewal tables, hours (3 min).
@@ -296,16 +298,11 @@ def _hazard_table(
     return _HazardTable(np.cumsum(d_h), killed_at_limit=provisioning == "preemptible")
 
 
-def lifetimes_from_rows(rows: Sequence[dict[str, object]]) -> list[Lifetime]:
-    """Build :class:`Lifetime` values from dicts with start_s, end_s, revoked, gpu, region[, provisioning]."""
+def from_observed(lifetimes: Iterable[Observed], now: float) -> list[Lifetime]:
+    """The collectors' lifetimes (``cmdare.collectors.samples.Lifetime``) as the model learns them:
+    a running server counts as survived so far (censored at ``now``)."""
     return [
-        Lifetime(
-            float(r["start_s"]),
-            float(r["end_s"]),
-            bool(r["revoked"]),
-            str(r["gpu"]),
-            str(r["region"]),
-            str(r.get("provisioning", "preemptible")),
-        )  # fmt: skip
-        for r in rows
+        Lifetime(lt.start, lt.end if lt.end is not None else now, lt.revoked, lt.gpu, lt.region, lt.provisioning)
+        for lt in lifetimes
+        if lt.gpu and lt.region and lt.provisioning
     ]

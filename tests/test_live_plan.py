@@ -60,3 +60,21 @@ def test_job_without_facts_says_why():
     bare = JobView("j", JobFacts("j"), 1.0, None, None, None, [node("ps-0", "ps"), node("w", "worker")], [1.0])
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(bare, now=0)
     assert plan.table is None and "network" in plan.note
+
+
+def test_revocation_risk_learns_from_the_clusters_own_lifetimes():
+    """Many early revocations observed here raise the current shape's risk above the published fit."""
+    from cmdare.collectors.samples import Lifetime
+
+    lp = LivePlanner(SpeedModel.load(), load_offline_book())
+    j = job([44.0] * 10)
+    before = lp.update(j, now=0.0).table.current["p_revocation"]
+    seen = [Lifetime(f"j/w{i}", 0.0, 600.0, "preempted", "P100", "us-central1", "preemptible") for i in range(60)]
+    seen.append(Lifetime("j/w99", 0.0, None, "running", "P100", "us-central1", "preemptible"))
+    lp.learn(seen, now=1200.0)
+    plan = lp.update(j, now=1.0)  # a new lifetime ended: re-ranked at once
+    after = plan.table.current["p_revocation"]
+    assert after > before + 0.1
+    assert "own history n=61" in lp.revocation.basis("P100", "us-central1", "preemptible")
+    lp.learn(seen, now=1300.0)  # nothing new ended: the model is kept
+    assert lp.update(j, now=2.0).table is plan.table

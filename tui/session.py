@@ -203,7 +203,7 @@ class MonitorSession:
         """Re-rank shapes for the latest state now (awaits the thread)."""
         if self.state is not None:
             engine = self._analysis()
-            engine.live_plans = await asyncio.to_thread(engine.rank, self.state.jobs, self.state.t)
+            engine.live_plans = await asyncio.to_thread(engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes())
 
     def _start_ranking(self) -> None:
         """Start re-ranking in a thread unless one is running; the next refresh shows the result."""
@@ -215,7 +215,7 @@ class MonitorSession:
             if not fut.cancelled() and fut.exception() is None:
                 engine.live_plans = fut.result()
 
-        self._ranking = asyncio.ensure_future(asyncio.to_thread(engine.rank, self.state.jobs, self.state.t))
+        self._ranking = asyncio.ensure_future(asyncio.to_thread(engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes()))
         self._ranking.add_done_callback(done)
 
     async def run(self, stop: asyncio.Event, on_state: Callable[[MonitorState], None]) -> None:
