@@ -11,7 +11,10 @@ from cmdare.planner.speed_model import Network, SpeedModel, SpeedPrediction
 
 
 @dataclass(frozen=True)
-class Shape:
+class GpuMix:
+    """A live job's workers by GPU type and its parameter servers (no region or provisioning: see
+    :class:`cmdare.planner.workload.Shape` for a full plannable shape)."""
+
     gpus: tuple[tuple[str, int], ...]  # (GPU type, count), sorted
     ps: int
 
@@ -27,7 +30,7 @@ class Shape:
 
 @dataclass(frozen=True)
 class ShapeOutlook:
-    shape: Shape
+    shape: GpuMix
     prediction: SpeedPrediction
     current: bool = False
 
@@ -39,7 +42,7 @@ def network_of(job: JobView) -> Network | None:
     return Network(name=f.model or None, model_flops=f.model_flops, params=f.params, batch_size=f.batch_size or 128)
 
 
-def current_shape(job: JobView, *, include_down: bool = True) -> Shape | None:
+def current_shape(job: JobView, *, include_down: bool = True) -> GpuMix | None:
     """The job's shape: its workers by GPU type and its parameter servers. Revoked or silent
     workers count when ``include_down`` (the shape the user pays for and will get back)."""
     nodes = [n for n in job.nodes if include_down or n.status == "up"]
@@ -47,7 +50,7 @@ def current_shape(job: JobView, *, include_down: bool = True) -> Shape | None:
     ps = sum(1 for n in nodes if n.role == "ps")
     if not gpus or not ps:
         return None
-    return Shape(tuple(sorted(gpus.items())), ps)
+    return GpuMix(tuple(sorted(gpus.items())), ps)
 
 
 def outlook(job: JobView, model: SpeedModel, max_workers: int = 16, max_ps: int = 4) -> list[ShapeOutlook]:
@@ -63,7 +66,7 @@ def outlook(job: JobView, model: SpeedModel, max_workers: int = 16, max_ps: int 
         for ps in range(1, max_ps + 1):
             if not 1 <= workers <= max_workers:
                 continue
-            s = Shape(((main_gpu, workers),), ps)
+            s = GpuMix(((main_gpu, workers),), ps)
             if s in seen:
                 continue
             seen.add(s)
