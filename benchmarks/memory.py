@@ -115,7 +115,7 @@ async def _simulate(n: int, cycles: int, progress: bool) -> tuple[float, float, 
 def ring_bytes(store: Store) -> int:
     total = 0
     for ts in store.tasks.values():
-        total += ts.times._buf.nbytes + sum(r._buf.nbytes for r in ts.values.values())
+        total += ts.nbytes
     for js in store.jobs.values():
         total += js.times._buf.nbytes + sum(r._buf.nbytes for r in js.values.values())
     return total

@@ -1,16 +1,24 @@
-"""A Prometheus server's HTTP API as a source: Prometheus scrapes the fleet, we ask it four instant
-queries per refresh (``/api/v1/query``), whatever the number of tasks:
+"""A Prometheus server's HTTP API as a source: Prometheus scrapes the fleet, we ask it a handful of
+instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
 
 1. ``cmdare_task_info{SEL}``: who every task is (role, GPU, region, provisioning…);
-2. ``cmdare_job_info{SEL}``: what each job trains;
-3. ``up{SEL}``: which scrape targets Prometheus currently reaches;
-4. one ``or`` of aggregates ``sum|max|avg by (job, instance) (…)``, each tagged with a
-   ``cmdare_key`` label naming the series key it feeds (the same keys :mod:`exposition` produces,
-   so the store, the lifecycle and the panes work unchanged), plus each target's scrape timestamp.
+2. ``topk by (job) (1, cmdare_job_info{SEL})``: what each job trains (one row per job);
+3. ``up{SEL} == 0``: the scrape targets Prometheus cannot reach;
+4. ``or``-ed aggregates ``sum|max|avg by (job, instance) (…)``, each tagged with a ``cmdare_key``
+   label naming the series key it feeds (the same keys :mod:`exposition` produces, so the store,
+   the lifecycle and the panes work unchanged), plus each target's scrape timestamp; split in
+   queries the server evaluates in parallel;
+5. node detail (node_exporter, DCGM on another port of a task's host, joined by host), read between
+   refreshes so that it never delays one.
+
+Prometheus' cost is about 15 µs per series a query selects, so above ``detail_tasks`` tasks (200)
+the answers that rarely change are read less often: identities every k-th refresh (and at once when
+a task not met before shows up), the two groups of task values in turns (Prometheus itself scrapes
+every 5–15 s, so each value is still read about once per scrape), node detail every k-th refresh.
+The store's rates use each sample's own time and bridge sparsely read series.
 
 Series are joined to tasks on Prometheus' target labels ``(job, instance)``. The exporter's own
 ``job`` label arrives as ``exported_job`` unless the scrape config sets ``honor_labels: true``.
-Node-level exporters (node_exporter, DCGM) on another port of a task's host are joined by host.
 
 The bearer token comes from a file or ``PROMETHEUS_TOKEN``; it is held privately, sent only in the
 ``Authorization`` header, and never appears in a message, a log line or a recording.
@@ -20,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import math
 import os
@@ -30,6 +37,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
+import orjson
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock
@@ -48,7 +56,10 @@ URL_ENV = "PROMETHEUS_URL"
 KEY_LABEL = "cmdare_key"
 _T_KEY = "__scrape_time"
 _NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)
+_ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
+_STEP_KEYS = (M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT)  # one group; the rest another
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
+NODE_DETAIL_TIMEOUT_FACTOR = 3  # the background node query may take this many refresh timeouts
 
 # (series key, aggregation, metric, extra matchers, extra grouping label)
 _VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
@@ -208,6 +219,7 @@ class PrometheusAPISource:
         token: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        detail_tasks: int = NODE_DETAIL_TASKS,
     ) -> None:
         self.display = public_url(url.rstrip("/"))
         self.base = self.display  # credentials in the URL go in a header, never in a logged URL
@@ -217,11 +229,31 @@ class PrometheusAPISource:
         self._token = _Token(token) if token else None
         self.timeout = timeout
         self.max_bytes = max_bytes
+        self.detail_tasks = (
+            detail_tasks  # above this many tasks, identities and node detail are read less often
+        )
         self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
+        self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
+        self._info_query = _sel("cmdare_task_info", self.selector)
+        self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
+        self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
         job_keys = [k for k, *_ in _VALUE_QUERIES if k not in _NODE_KEYS]
         self._values_query = values_query(self.selector, job_keys)
+        # Every refresh: the scrape times and revocations. Steps and step times, then the rest: both
+        # on every refresh for small clusters, in turns above ``detail_tasks`` tasks (Prometheus'
+        # cost is ~15 µs a series; it scrapes every 5–15 s anyway, so each is still read in time).
+        self._always_query = values_query(self.selector, _ALWAYS_KEYS)
+        self._group_queries = tuple(
+            values_query(
+                self.selector,
+                [k for k in job_keys if k not in _ALWAYS_KEYS and (k in _STEP_KEYS) == steps],
+                scrape_time=False,
+            )
+            for steps in (True, False)
+        )
         self._node_query = values_query(self.selector, _NODE_KEYS, scrape_time=False)
         self._polls = 0
+        self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
 
     def __repr__(self) -> str:
         return f"PrometheusAPISource({self.display!r}, selector={self.selector!r})"
@@ -247,28 +279,75 @@ class PrometheusAPISource:
 
     async def _ask(self, client: httpx.AsyncClient) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
+        small = len(self._known) <= self.detail_tasks
+        groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
         queries = [
-            _sel("cmdare_task_info", sel),
-            _sel("cmdare_job_info", sel),
-            _sel("up", sel),
-            self._values_query,
+            self._info_query if self._infos_due() else "",
+            f"topk by (job, exported_job) (1, {_sel('cmdare_job_info', sel)})",  # one row per job
+            f"{_sel('up', sel)} == 0",  # only the targets Prometheus cannot reach
+            self._always_query,
+            *groups,
         ]
-        if self._node_detail_due():
-            queries.append(self._node_query)
+        due = self._node_detail_due()
         self._polls += 1
         try:
             async with asyncio.timeout(self.timeout):
-                res = await asyncio.gather(*(self.query(client, q) for q in queries))
+                res = await asyncio.gather(*(self._maybe(client, q) for q in queries))
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
-        return res[0], res[1], res[2], [*res[3], *(res[4] if len(res) > 4 else [])]
+        if due and self._node_task is None:  # starts after the refresh's own queries
+            self._node_task = asyncio.create_task(self._node_detail(client))
+        values = [row for r in res[3:] for row in r]
+        return res[0], res[1], res[2], values + self._node_rows()
+
+    async def _maybe(self, client: httpx.AsyncClient, promql: str) -> list[dict] | None:
+        return await self.query(client, promql) if promql else None
+
+    def _infos_due(self) -> bool:
+        """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
+        NODE_DETAIL_TASKS tasks, then every k-th refresh, and at once when an unknown task shows up."""
+        every = max(1, math.ceil(len(self._known) / self.detail_tasks))
+        return not self._infos or self._polls % every == 0
 
     def _node_detail_due(self) -> bool:
         """node_exporter/DCGM detail (~300 raw series a node: the costly part for the server) every
         refresh up to NODE_DETAIL_TASKS tasks, then every k-th refresh so its cost stays flat; the
         store takes rates over the samples it has, with their own times."""
-        every = max(1, math.ceil(len(self._known) / NODE_DETAIL_TASKS))
+        every = max(1, math.ceil(len(self._known) / self.detail_tasks))
         return self._polls % every == 0
+
+    async def _node_detail(self, client: httpx.AsyncClient) -> list[dict] | str:
+        """The node query runs between refreshes (about 1 s of server time at 1,000 nodes, 16 CPUs
+        each) and its rows join the next refresh: it never delays one. Returns the rows, or why
+        there are none (it never raises: nobody awaits it at once)."""
+        try:
+            async with asyncio.timeout(self.timeout * NODE_DETAIL_TIMEOUT_FACTOR):
+                return await self.query(client, self._node_query)
+        except PrometheusAPIError as exc:
+            return str(exc)
+        except TimeoutError:
+            return "timed out"
+        except Exception as exc:  # e.g. the session closed its client meanwhile
+            return f"{type(exc).__name__}: {exc}"
+
+    def _node_rows(self) -> list[dict]:
+        """The background node query's rows once it has finished (else none); a failure is logged."""
+        task = self._node_task
+        if task is None or not task.done():
+            return []
+        self._node_task = None
+        out = [] if task.cancelled() else task.result()
+        if isinstance(out, str):
+            log.warning("%s", redact(f"Prometheus {self.display}: node detail: {out}", self._secrets()))
+            return []
+        return out
+
+    async def aclose(self) -> None:
+        """Stop a node query still running in the background."""
+        if self._node_task is not None:
+            self._node_task.cancel()
+            await asyncio.gather(self._node_task, return_exceptions=True)
+            self._node_task = None
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         t0 = clock.monotonic()
@@ -278,11 +357,22 @@ class PrometheusAPISource:
             msg = redact(f"Prometheus {self.display}: {exc}", self._secrets())
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
+        targets = self._targets(infos) if infos is not None else self._reuse_targets(values, ups)
+        if targets is None:  # a task we have not met: ask who it is now
+            try:
+                async with asyncio.timeout(self.timeout):
+                    infos = await self.query(client, self._info_query)
+            except (PrometheusAPIError, TimeoutError) as exc:
+                msg = redact(f"Prometheus {self.display}: {exc or 'timed out'}", self._secrets())
+                log.warning("%s", msg)
+                return self._all_failed(msg, clock, t0)
+            targets = self._targets(infos)
+        if infos is not None:
+            self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
         now = clock.now()
-        targets = self._targets(infos)
         self._fill(targets, values)
         facts = {f.job: f for f in (_facts_from_labels(_job_labels(r["metric"])) for r in jobs)}
-        skew = _server_time(values or ups or infos) - now if (values or ups or infos) else 0.0
+        skew = _server_time(values or ups or infos or []) - now if (values or ups or infos) else 0.0
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         polls = [
             self._ok(ident, tg, facts.get(tg.info.job), now, skew, note, clock, t0)
@@ -291,13 +381,32 @@ class PrometheusAPISource:
         polls += self._missing(targets, ups, clock, t0)
         return polls
 
+    def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
+        """The identities read last time, for those targets Prometheus still scrapes (each has a
+        scrape-time row) and reaches; None when a row names a task not met before."""
+        down = {_ident(r.get("metric", {})) for r in ups}
+        out: dict[tuple[str, str], _Target] = {}
+        for r in values:
+            labels = r.get("metric", {})
+            ident, key = _ident(labels), labels.get(KEY_LABEL)
+            if ident in self._current:
+                if key == _T_KEY and ident not in down:
+                    out[ident] = _Target(self._infos[ident][1])
+            elif _job_value(r) and ident not in self._no_info:
+                return None  # job values from a target we cannot name yet
+        return out
+
     def _targets(self, infos: list[dict]) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
         for r in infos:
             labels = r.get("metric", {})
             ident = _ident(labels)
-            out[ident] = _Target(_info(labels))
-            self._known[ident] = out[ident].info
+            cached = self._infos.get(ident)
+            if cached is None or cached[0] != labels:  # a new task, or its labels changed
+                cached = self._infos[ident] = (labels, _info(labels))
+            out[ident] = _Target(cached[1])
+            self._known[ident] = cached[1]
+        self._current = set(out)
         return out
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
@@ -380,6 +489,12 @@ class PrometheusAPISource:
         return f"{self.display}#{ident[0]}/{ident[1]}"
 
 
+def _job_value(row: dict) -> bool:
+    """A row of a task's own series (not a scrape time, not node detail joined by host)."""
+    key = row["metric"].get(KEY_LABEL)
+    return key != _T_KEY and key not in _NODE_KEYS
+
+
 def _job_labels(labels: Mapping[str, str]) -> dict[str, str]:
     out = dict(labels)
     if labels.get("exported_job"):
@@ -396,8 +511,8 @@ def _decode(body: bytes, ctype: str, status: int) -> list[dict]:
     if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
         raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
     try:
-        doc = json.loads(body)
-    except ValueError:
+        doc = orjson.loads(body)
+    except ValueError:  # orjson.JSONDecodeError is a ValueError
         raise PrometheusAPIError(f"HTTP {status}: response is not JSON") from None
     if not isinstance(doc, dict):
         raise PrometheusAPIError(f"HTTP {status}: unexpected JSON")
@@ -405,21 +520,29 @@ def _decode(body: bytes, ctype: str, status: int) -> list[dict]:
         kind, err = str(doc.get("errorType", "error")), str(doc.get("error", "no message"))
         raise PrometheusAPIError(f"{kind}: {err[:160]}")
     data = doc.get("data") or {}
-    if not isinstance(data, dict) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+    if (
+        not isinstance(data, dict)
+        or data.get("resultType") != "vector"
+        or not isinstance(data.get("result"), list)
+    ):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
         raise PrometheusAPIError(f"unexpected result type {kind!r}")
     return [r for r in data["result"] if _well_formed(r)]
 
 
 def _well_formed(row: object) -> bool:
-    """A vector sample: {"metric": {str: str}, "value": [time, "number"]}; anything else is dropped."""
-    if not isinstance(row, dict):
+    """A vector sample: {"metric": {str: str}, "value": [time, "number"]}; anything else is dropped.
+    (JSON object keys are always strings: only the label values need a check.)"""
+    if type(row) is not dict:
         return False
     metric, value = row.get("metric"), row.get("value")
     return (
-        isinstance(metric, dict)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in metric.items())
-        and isinstance(value, list)
+        type(metric) is dict
+        and all(map(_is_str, metric.values()))
+        and type(value) is list
         and len(value) == 2
         and _number(value[0]) is not None
     )
+
+
+_is_str = str.__instancecheck__

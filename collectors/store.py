@@ -4,6 +4,7 @@ design), with Prometheus-style counter rates (resets handled here, once)."""
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,23 +13,29 @@ from cmdare.collectors.metrics import is_counter_key
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
+SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
+RECENT_POINTS = 64  # valid points per key kept as Python floats for rates (> any usual window)
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
 
 
 class Ring:
     """A fixed-capacity ring of float values aligned with its owner's time ring."""
 
-    __slots__ = ("_buf", "_n", "_head")
+    __slots__ = ("_buf", "_n", "_head", "_cap")
 
     def __init__(self, capacity: int, dtype: type = np.float32) -> None:
         self._buf = np.full(capacity, np.nan, dtype=dtype)
+        self._cap = capacity
         self._n = 0
         self._head = 0  # next write position
 
     def append(self, value: float) -> None:
         self._buf[self._head] = value
-        self._head = (self._head + 1) % len(self._buf)
-        self._n = min(self._n + 1, len(self._buf))
+        self._head += 1
+        if self._head == self._cap:
+            self._head = 0
+        if self._n < self._cap:
+            self._n += 1
 
     def __len__(self) -> int:
         return self._n
@@ -64,20 +71,51 @@ class TaskSeries:
     values: dict[str, Ring] = field(default_factory=dict)
     first_seen: float = math.nan
     last_seen: float = math.nan
+    _last_values: dict[str, float] | None = field(default=None, repr=False)
+    _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
+    # The newest valid points of each key as Python floats, (point number, t, value): rates over a
+    # few points read these without numpy (~10x cheaper per call); longer windows read the rings.
+    _recent: dict[str, deque[tuple[int, float, float]]] = field(default_factory=dict, repr=False)
+    _appends: int = 0
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, np.float64)
 
+    def keys(self) -> list[str]:
+        """The series keys this task has reported so far."""
+        return list(self.values)
+
+    def has(self, key: str) -> bool:
+        return key in self.values
+
+    @property
+    def nbytes(self) -> int:
+        return self.times._buf.nbytes + sum(r._buf.nbytes for r in self.values.values())
+
+    def is_repeat(self, t: float, values: dict[str, float]) -> bool:
+        """The same sample again: a Prometheus server answers with a target's last scrape until it
+        scrapes it anew, so polls faster than its scrape interval repeat samples (NaN-aware)."""
+        last = self._last_values
+        if last is None or t != self.last_seen or last.keys() != values.keys():
+            return False
+        return all(a == b or (a != a and b != b) for a, b in zip(last.values(), values.values(), strict=True))
+
     def append(self, t: float, values: dict[str, float]) -> None:
+        self._memo.clear()  # every derived figure below is recomputed from the new point on
+        self._last_values = dict(values)
         n_before = len(self.times)
         self.times.append(t)
+        self._appends += 1
         for key, value in values.items():
             ring = self.values.get(key)
             if ring is None:
                 ring = self.values[key] = Ring(self.capacity)
+                self._recent[key] = deque(maxlen=RECENT_POINTS)
                 for _ in range(n_before):  # align with the time ring
                     ring.append(math.nan)
             ring.append(value)
+            if value == value:
+                self._recent[key].append((self._appends, t, value))
         for key, ring in self.values.items():
             if key not in values:
                 ring.append(math.nan)
@@ -88,53 +126,100 @@ class TaskSeries:
     def latest(self, key: str, lookback: int = LATEST_LOOKBACK) -> float | None:
         """The newest value of ``key`` among the last ``lookback`` points (a source may read some
         series less often than others, e.g. node detail through Prometheus), or None."""
-        ring = self.values.get(key)
-        if ring is None or len(ring) == 0:
-            return None
-        recent = ring.last(lookback)
-        ok = np.nonzero(~np.isnan(recent))[0]
-        return float(recent[ok[-1]]) if len(ok) else None
+        memo_key = ("latest", key, lookback)
+        if memo_key in self._memo:
+            return self._memo[memo_key]  # type: ignore[return-value]
+        recent = self._recent.get(key)
+        out = recent[-1][2] if recent and recent[-1][0] > self._appends - lookback else None
+        self._memo[memo_key] = out
+        return out
 
-    def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
-        """(times, values) of ``key`` within the last ``seconds`` before the newest point.
-
-        Reads only the newest points (times are appended in order): 32, then 4x more until the
-        window is covered, instead of copying the whole ring on every rate."""
-        ring = self.values.get(key)
+    def _span(self, seconds: float) -> int:
+        """How many of the newest points lie within ``seconds`` of the newest one (memoised per
+        point). Reads only the newest points (times are appended in order): 32, then 4x more until
+        the window is covered, instead of copying the whole ring."""
+        memo_key = ("span", seconds)
+        n = self._memo.get(memo_key)
+        if n is not None:
+            return n  # type: ignore[return-value]
         total = len(self.times)
-        if ring is None or total == 0:
-            return np.empty(0), np.empty(0)
         k = min(total, 32)
         t = self.times.last(k)
         while k < total and t[0] >= t[-1] - seconds:
             k = min(total, k * 4)
             t = self.times.last(k)
-        v = ring.last(k)
-        keep = t >= t[-1] - seconds
-        return t[keep], v[keep]
+        n = int(np.count_nonzero(t >= t[-1] - seconds)) if k else 0
+        self._memo[memo_key] = n
+        return n
+
+    def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
+        """(times, values) of ``key`` within the last ``seconds`` before the newest point."""
+        ring = self.values.get(key)
+        if ring is None or len(self.times) == 0:
+            return np.empty(0), np.empty(0)
+        n = self._span(seconds)
+        return self.times.last(n), ring.last(n)
+
+    def _points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
+        """The window's (times, values) without NaN values, as Python floats: a rate reads a
+        handful of points, where plain arithmetic is several times cheaper than numpy calls."""
+        recent = self._recent.get(key)
+        if recent is None:
+            return [], []
+        since = self.last_seen - seconds
+        if len(recent) < RECENT_POINTS or recent[0][1] < since:  # the window lies within them
+            t: list[float] = []
+            v: list[float] = []
+            for _, ti, vi in reversed(recent):
+                if ti < since:
+                    break
+                t.append(ti)
+                v.append(vi)
+            return t[::-1], v[::-1]
+        t, v = self.window(key, seconds)
+        pairs = [(a, b) for a, b in zip(t.tolist(), v.tolist(), strict=True) if b == b]
+        return [a for a, _ in pairs], [b for _, b in pairs]
 
     def rate(self, key: str, seconds: float) -> float | None:
         """Per-second rate of a counter (or of a gauge that only grows, like the global step)
-        over the window, divided by the *measured* time between the first and last samples."""
-        t, v = self.window(key, seconds)
-        ok = ~np.isnan(v)
-        if ok.sum() < 2:
-            return None
-        t_ok = t[ok]
-        span = float(t_ok[-1] - t_ok[0])
-        if span <= 0:
-            return None
-        inc = counter_increase(v) if is_counter_key(key) or key.endswith("global_step") else float(v[ok][-1] - v[ok][0])
-        return inc / span
+        over the window, divided by the *measured* time between the first and last samples; a
+        series with fewer than two samples in the window (read less often than the others) takes
+        its last two within ``SPARSE_STRETCH`` windows. Computed once per new point (panes, job
+        totals and rules ask for the same rates)."""
+        memo_key = ("rate", key, seconds)
+        if memo_key in self._memo:
+            return self._memo[memo_key]  # type: ignore[return-value]
+        t, v = self._points(key, seconds)
+        if len(v) < 2:  # a series read less often than the others (node detail at scale)
+            t, v = self._points(key, seconds * SPARSE_STRETCH)
+            t, v = t[-2:], v[-2:]
+        out = None
+        if len(v) >= 2 and t[-1] > t[0]:
+            counter = is_counter_key(key) or key.endswith("global_step")
+            out = (_increase(v) if counter else v[-1] - v[0]) / (t[-1] - t[0])
+        self._memo[memo_key] = out
+        return out
 
     def mean_of_ratio(self, num_key: str, den_key: str, seconds: float) -> float | None:
         """increase(num)/increase(den) over the window, e.g. mean step seconds from a histogram."""
-        _, num = self.window(num_key, seconds)
-        _, den = self.window(den_key, seconds)
-        dn = counter_increase(den) if len(den) else math.nan
-        if not dn or math.isnan(dn) or dn <= 0:
-            return None
-        return counter_increase(num) / dn
+        memo_key = ("ratio", num_key, den_key, seconds)
+        if memo_key in self._memo:
+            return self._memo[memo_key]  # type: ignore[return-value]
+        _, num = self._points(num_key, seconds)
+        _, den = self._points(den_key, seconds)
+        dn = _increase(den) if len(den) >= 2 else math.nan
+        out = None if not dn > 0 else (_increase(num) if len(num) >= 2 else math.nan) / dn
+        self._memo[memo_key] = out
+        return out
+
+
+def _increase(v: list[float]) -> float:
+    """:func:`counter_increase` for a short list of non-NaN floats (a drop is a reset to zero)."""
+    total, prev = 0.0, v[0]
+    for x in v[1:]:
+        total += x - prev if x >= prev else x
+        prev = x
+    return total
 
 
 @dataclass
@@ -184,7 +269,8 @@ class Store:
             ts = self.tasks[poll.info.key] = TaskSeries(poll.info, self.capacity)
         elif ts.info != poll.info:
             ts.info = poll.info  # labels may be enriched later (e.g. zone discovered)
-        ts.append(poll.t, poll.values)
+        if not ts.is_repeat(poll.t, poll.values):
+            ts.append(poll.t, poll.values)
         if poll.job_facts is not None:
             self.job(poll.info.job).facts = poll.job_facts
         return ts

@@ -3,6 +3,7 @@ Job panes show and what ``snapshot --json`` prints. Pure computation: no I/O, no
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -88,10 +89,10 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
     else:
         net_in, net_out = None, None
     if i.role == "stage":
-        sent = [r for k in ts.values if k.startswith(M.K_STAGE_BYTES_PREFIX) and (r := ts.rate(k, window)) is not None]
+        sent = [r for k in ts.keys() if k.startswith(M.K_STAGE_BYTES_PREFIX) and (r := ts.rate(k, window)) is not None]
         net_out = sum(sent) if sent else None
-    net_in = ts.rate(M.K_NET_RX, window) if ts.values.get(M.K_NET_RX) is not None else net_in
-    net_out = ts.rate(M.K_NET_TX, window) if ts.values.get(M.K_NET_TX) is not None else net_out
+    net_in = ts.rate(M.K_NET_RX, window) if ts.has(M.K_NET_RX) else net_in
+    net_out = ts.rate(M.K_NET_TX, window) if ts.has(M.K_NET_TX) else net_out
     started = status.started if status else ts.first_seen
     return NodeView(
         name=i.task,
@@ -150,5 +151,6 @@ def _last_finite(xs: list[float]) -> float | None:
     return None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))

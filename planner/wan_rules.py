@@ -44,7 +44,7 @@ def stage_rates(store: Store, window_s: float = RATE_WINDOW_S) -> dict[str, list
             continue
         sent = {
             k[len(M.K_STAGE_BYTES_PREFIX) : -1]: r
-            for k in ts.values
+            for k in ts.keys()
             if k.startswith(M.K_STAGE_BYTES_PREFIX) and (r := ts.rate(k, window_s)) is not None
         }
         i = ts.info

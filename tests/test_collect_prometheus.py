@@ -154,3 +154,81 @@ def test_node_detail_is_read_less_often_for_large_clusters():
     due = [src._node_detail_due() for src._polls in range(10)]
     assert due == [True, False, False, False, False] * 2
     assert "node_cpu_seconds_total" not in src._values_query and "node_cpu_seconds_total" in src._node_query
+
+
+async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once(
+    prometheus_server,  # noqa: F811
+    exporters,
+):
+    """The path taken above ``detail_tasks`` tasks (1,000 nodes in the benchmark), forced here with
+    ``detail_tasks=1`` on a real Prometheus: identities are re-read every k-th refresh only, and a
+    task that appears in between is named in the very refresh its values arrive."""
+    late = TrainingExporter("resnet", "worker", "worker-2", gpu="K80", region="us-east1")
+    late_port = free_port()
+    ports = [e.port for e in exporters.values()]
+    prom = prometheus_server([f"127.0.0.1:{p}" for p in [*ports, late_port]], scrape_interval="1s")
+    await asyncio.to_thread(prom.wait_for_targets, 3)
+    src = PrometheusAPISource(prom.url, 'job="cmdare-test"', detail_tasks=1)
+    asked: list[list[str]] = []
+    query = src.query
+
+    async def spy(client: httpx.AsyncClient, promql: str) -> list[dict]:
+        asked[-1].append(promql)
+        return await query(client, promql)
+
+    src.query = spy  # type: ignore[method-assign]  (records which queries ran; the server answers)
+    seen: list[set[str]] = []
+    async with httpx.AsyncClient() as client:
+        for i in range(8):
+            if i == 4:
+                late.start(late_port)  # a replacement worker joins between two identity reads
+                await asyncio.sleep(2.0)  # Prometheus scrapes it
+            asked.append([])
+            polls = await src.poll(client, SystemClock())
+            seen.append({p.info.task for p in polls if p.ok})
+            await asyncio.sleep(1.1)
+    late.stop()
+    await src.aclose()
+    assert seen[0] == seen[3] == set(ROLES)
+    assert seen[4] == seen[7] == {*ROLES, "worker-2"}
+    reads = ["cmdare_task_info{" in " ".join(qs) for qs in asked]
+    assert reads[0] and reads[4] and sum(reads) <= 5  # every 3rd-4th refresh, plus the newcomer's
+
+
+async def test_large_cluster_node_detail_joins_from_between_refreshes(prometheus_server):  # noqa: F811
+    """Node detail (node_exporter/DCGM: the server's costly query at scale) runs between refreshes,
+    never inside one, and its rates reach every task (sampled less often, still known)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from exporter_farm import Farm  # ~300 node_exporter/DCGM/job series per target, one process
+
+    with Farm(3) as farm:
+        targets = [u.removeprefix("http://").removesuffix("/metrics") for u in farm.urls]
+        prom = prometheus_server(targets, scrape_interval="1s")
+        await asyncio.to_thread(prom.wait_for_targets, 3)
+        src = PrometheusAPISource(prom.url, 'job="cmdare-test"', detail_tasks=1)
+        store = Store()
+        in_poll, node_queries = [False], []
+        query = src.query
+
+        async def spy(client: httpx.AsyncClient, promql: str) -> list[dict]:
+            if "node_cpu_seconds_total" in promql:
+                node_queries.append(in_poll[0])  # True: started inside a refresh
+            return await query(client, promql)
+
+        src.query = spy  # type: ignore[method-assign]  (records when queries ran; the server answers)
+        async with httpx.AsyncClient() as client:
+            for _ in range(10):
+                in_poll[0] = True
+                polls = await src.poll(client, SystemClock())
+                in_poll[0] = False
+                for p in polls:
+                    store.add(p)
+                await asyncio.sleep(1.1)
+        await src.aclose()
+    assert len(node_queries) >= 2 and not any(node_queries)
+    rates = [ts.rate(M.K_NET_RX, 10.0) for ts in store.tasks.values()]
+    assert len(rates) == 3 and all(r is not None and r >= 0 for r in rates)
+    assert all(ts.latest(M.K_PROCESS_CPU) is not None for ts in store.tasks.values())

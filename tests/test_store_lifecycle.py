@@ -102,3 +102,20 @@ def test_latest_bridges_a_few_skipped_polls_but_not_more():
     for t in range(5, 20):
         s.add(ok(t, **{M.K_WORKER_STEPS: t}))
     assert s.tasks["j/w1"].latest(M.K_GPU_UTIL) is None
+
+
+def test_rate_of_a_sparsely_read_series_uses_its_last_two_samples():
+    """Node detail read every 5th refresh through Prometheus at scale: a 10 s window holds one
+    sample at most, yet the rate is known (from the last two samples, within 6 windows)."""
+    from cmdare.collectors.samples import TaskInfo
+    from cmdare.collectors.store import TaskSeries
+
+    ts = TaskSeries(TaskInfo(job="j", task="w0"), capacity=64)
+    for i in range(20):
+        values = {"cmdare_worker_steps_total": 10.0 * i}
+        if i % 5 == 0:
+            values["node_network_receive_bytes_total"] = 1000.0 * i
+        ts.append(2.0 * i, values)
+    assert ts.rate("cmdare_worker_steps_total", 10.0) == 5.0
+    assert ts.rate("node_network_receive_bytes_total", 10.0) == 500.0  # (15000 - 10000) / (30 - 20 s)
+    assert ts.rate("node_network_receive_bytes_total", 1.0) is None  # 6 s back: one sample only
