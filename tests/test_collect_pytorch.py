@@ -143,7 +143,7 @@ async def test_pytorch_ps_job_through_scrape_and_prometheus(job, prometheus_serv
     urls = [f"http://127.0.0.1:{base + r}/metrics" for r in range(3)]
     await asyncio.to_thread(_wait_training, urls)
     prom = prometheus_server([f"127.0.0.1:{base + r}" for r in range(3)], scrape_interval="1s")
-    await asyncio.to_thread(prom.wait_for_targets, 3)
+    await asyncio.to_thread(prom.wait_for_targets, 3, 60.0)  # torch keeps 2 cores busy
 
     clock = SystemClock()
     scrape_store, scrape_lc = Store(), Lifecycle(silent_after=3)
