@@ -17,6 +17,7 @@ from cmdare.planner.network_catalog import family_of
 
 __all__ = ["fit_params", "fit_tensor_rule", "predict_observations"]
 
+_Q_BOUNDS = (1.0, 30.0)  # overlap exponent: 1 = no overlap (plain sum), 30 = nearly a hard maximum
 _P_BOUNDS = (1.0, 30.0)  # blend exponent: 1 = soft harmonic sum, 30 = nearly a hard minimum
 
 
@@ -92,16 +93,20 @@ def predict_observations(params: dict[str, float], observations: Sequence) -> np
 
 
 def _columns(a: dict[str, np.ndarray]) -> np.ndarray:
-    """Linear feature columns of the worker cycle (compute, then latency terms)."""
+    """Linear feature columns of the worker cycle (compute, host per-tensor, then latency terms)."""
     from cmdare.planner.speed_model import LATENCY_TERMS, compute_features
 
     cols = list(compute_features(a["f"], a["p"], a["t"], a["peak"], a["bw"]).values())
     lat = {"lat_const": a["lat"], "lat_param": a["lat"] * a["p"]}
-    return np.column_stack([*cols, *(lat[k] for k in LATENCY_TERMS)])
+    return np.column_stack([*cols, a["t"] / a["peak"], *(lat[k] for k in LATENCY_TERMS)])
+
+
+_PS_START = (1e-3, 1e-5, 3e-9)  # ps_const s, ps_tensor s, ps_param s: small, refined by the joint fit
+_SHAPE_START = (2.0, 4.0)  # overlap_q, blend_p
 
 
 def _start(a: dict[str, np.ndarray]) -> np.ndarray:
-    """NNLS on single-worker step times -> starting compute/latency coefficients; PS terms start small."""
+    """NNLS on single-worker step times (host term additive) -> starting worker/latency coefficients."""
     from scipy.optimize import nnls
 
     one = a["n"] == 1
@@ -110,7 +115,7 @@ def _start(a: dict[str, np.ndarray]) -> np.ndarray:
     scale = np.abs(x).max(axis=0)
     coef, _ = nnls(x / scale[None, :] / step[:, None], np.ones(one.sum()))  # relative-error weighting
     coef = coef / scale
-    return np.concatenate([coef, [1e-3, 1e-5, 3e-9, 4.0]])
+    return np.concatenate([coef, _PS_START, _SHAPE_START])
 
 
 def _scales(a: dict[str, np.ndarray]) -> np.ndarray:
@@ -118,7 +123,7 @@ def _scales(a: dict[str, np.ndarray]) -> np.ndarray:
     step = float(np.median(1.0 / a["y"][a["n"] == 1]))
     cols = np.median(np.abs(_columns(a)), axis=0)
     ps = np.array([1.0, float(np.median(a["t"])), float(np.median(a["p"]))])
-    return np.concatenate([0.1 * step / np.maximum(cols, 1e-30), 0.1 * step / ps, [1.0]])
+    return np.concatenate([0.1 * step / np.maximum(cols, 1e-30), 0.1 * step / ps, [1.0, 1.0]])
 
 
 def fit_params(observations: Sequence) -> dict[str, float]:
@@ -133,7 +138,7 @@ def fit_params(observations: Sequence) -> dict[str, float]:
     scale = _scales(a)
     lower = np.zeros(len(names))
     upper = np.full(len(names), np.inf)
-    lower[-1], upper[-1] = _P_BOUNDS
+    (lower[-2], upper[-2]), (lower[-1], upper[-1]) = _Q_BOUNDS, _P_BOUNDS
     x0 = np.clip(x0, lower, upper)
 
     def residual(u: np.ndarray) -> np.ndarray:

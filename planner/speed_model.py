@@ -2,15 +2,18 @@
 
 Physical structure (all times in seconds per global step; fitted coefficients are non-negative):
 
-* worker cycle ``Z = compute + latency`` with
-  ``compute = a_flops·F/peak + a_mem·F·sqrt(T/P)/mem_bw + a_const/mem_bw``
+* worker cycle ``Z = compute + latency`` with ``compute = smax_q(gpu, w_tensor·T/peak)`` (smooth
+  maximum ``(x^q + y^q)^(1/q)``, ``q = overlap_q`` fitted) and
+  ``gpu = a_flops·F/peak + a_mem·F·sqrt(T/P)/mem_bw + a_const/mem_bw``
   (F = model FLOPs per step, P = parameters, T = parameter tensors; peak in FLOP/s, mem_bw in B/s; the
   second term is activation traffic, which scales with FLOPs over layer width sqrt(P/T); the third is
   fixed per-step memory/launch-bound work). Every compute term scales with a catalog feature of the
-  GPU (no per-GPU free parameter), so unmeasured GPUs are predicted from their spec sheet. Per-tensor
-  and per-parameter costs live in the PS service below (GPU-independent); separate GPU-side per-tensor
-  terms were tried and dropped: they are not identifiable from one GPU and made leave-one-GPU-out
-  unstable (benchmarks/speed_accuracy.py). ``latency = L_ms·(lat_const + lat_param·P)``: a fixed
+  GPU (no per-GPU free parameter), so unmeasured GPUs are predicted from their spec sheet. The
+  ``w_tensor`` floor is per-layer work that cannot go faster than a minimum time per parameter tensor
+  (small kernels, send/recv per variable) and overlaps with the FLOP/byte-bound work: it binds only
+  for many tiny tensors on a fast GPU (CM-DARE shake16 on P100, 0latency_p100_new2.csv). Scaled by
+  1/peak (kernel floor ~ GPU clock); a GPU-independent floor was tried and made leave-one-GPU-out
+  worse (K80 data alone then puts the floor too high for P100). ``latency = L_ms·(lat_const + lat_param·P)``: a fixed
   number of round trips per step (tensors travel in parallel) plus window-limited transfer of the
   parameters;
 * PS service per step ``s = ps_const + (ps_tensor·T + ps_param·P)/n_ps`` — sharding the variables over
@@ -113,13 +116,15 @@ _FEATURES = {
     "a_const": lambda f, p, t, pk, bw: 1.0 / bw * np.ones_like(f * pk),  # fixed GPU work per step
 }
 COMPUTE_TERMS: tuple[str, ...] = tuple(_FEATURES)
+WORKER_TERMS = ("w_tensor",)  # GPU-independent seconds per parameter tensor on the worker (overlapped)
 LATENCY_TERMS = ("lat_const", "lat_param")  # round trips per step; window-limited bytes
 PS_TERMS = ("ps_const", "ps_tensor", "ps_param")
+SHAPE_TERMS = ("overlap_q", "blend_p")  # smooth-max exponents (worker overlap; PS saturation)
 
 
 def param_names() -> tuple[str, ...]:
     """Names of the fitted coefficients, in the order the fit uses."""
-    return (*COMPUTE_TERMS, *LATENCY_TERMS, *PS_TERMS, "blend_p")
+    return (*COMPUTE_TERMS, *WORKER_TERMS, *LATENCY_TERMS, *PS_TERMS, *SHAPE_TERMS)
 
 
 def compute_features(f, p, t, peak_tflops, bw_gbs) -> dict[str, np.ndarray]:
@@ -128,10 +133,20 @@ def compute_features(f, p, t, peak_tflops, bw_gbs) -> dict[str, np.ndarray]:
     return {k: _FEATURES[k](f, p, t, pk, bw) for k in COMPUTE_TERMS}
 
 
-def _compute_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
-    """Worker compute seconds per step (no latency, no PS service), vectorised over numpy arrays."""
+def _gpu_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
+    """GPU seconds per step (forward + backward kernels), vectorised over numpy arrays."""
     feats = compute_features(f, p, t, peak_tflops, bw_gbs)
     return sum(th.get(k, 0.0) * v for k, v in feats.items())
+
+
+def _compute_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
+    """Worker seconds per step without latency and PS service: the GPU time and the per-tensor
+    host-side work (one send/recv per variable and gradient) overlap, combined as a smooth maximum
+    ``(gpu^q + host^q)^(1/q)`` (q = ``overlap_q``; q = 1 is no overlap, large q a hard maximum)."""
+    gpu = _gpu_time(th, f, p, t, peak_tflops, bw_gbs)
+    host = th.get("w_tensor", 0.0) * np.asarray(t, dtype=float) / np.asarray(peak_tflops, dtype=float)
+    q = th.get("overlap_q", 1.0)
+    return (gpu**q + host**q) ** (1.0 / q)
 
 
 def _latency_time(th: Mapping[str, float], p, t, latency_ms):
