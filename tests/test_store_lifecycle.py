@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle
@@ -119,3 +121,50 @@ def test_rate_of_a_sparsely_read_series_uses_its_last_two_samples():
     assert ts.rate("cmdare_worker_steps_total", 10.0) == 5.0
     assert ts.rate("node_network_receive_bytes_total", 10.0) == 500.0  # (15000 - 10000) / (30 - 20 s)
     assert ts.rate("node_network_receive_bytes_total", 1.0) is None  # 6 s back: one sample only
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.1, 5.0),  # seconds since the previous point
+            st.one_of(st.none(), st.floats(0, 1e6)),  # counter value, or missing at this point
+            st.one_of(st.none(), st.floats(-1e3, 1e3)),  # gauge value, or missing
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+    st.sampled_from([1.0, 10.0, 30.0, 1e9]),
+)
+def test_rates_from_recent_points_equal_rates_from_the_rings(points, seconds):
+    """Rates read from the newest points as Python floats (the fast path) equal those computed
+    with numpy from the full rings, for any gaps, resets and window (beyond the recent points too)."""
+    from cmdare.collectors import metrics as M
+    from cmdare.collectors.samples import TaskInfo
+    from cmdare.collectors.store import RECENT_POINTS, TaskSeries
+
+    ts = TaskSeries(TaskInfo(job="j", task="w"), capacity=256)
+    t = 0.0
+    for dt, counter, gauge in points:
+        t += dt
+        values = {}
+        if counter is not None:
+            values[M.K_WORKER_STEPS] = counter
+        if gauge is not None:
+            values[M.K_GPU_UTIL] = gauge
+        ts.append(t, values)
+    for key, is_counter in ((M.K_WORKER_STEPS, True), (M.K_GPU_UTIL, False)):
+        tt, vv = ts.window(key, seconds)
+        ok = ~np.isnan(vv)
+        expect = None
+        if ok.sum() >= 2 and tt[ok][-1] > tt[ok][0]:
+            inc = counter_increase(vv) if is_counter else float(vv[ok][-1] - vv[ok][0])
+            expect = inc / float(tt[ok][-1] - tt[ok][0])
+        got = ts.rate(key, seconds)
+        if expect is None:
+            continue  # the sparse-series bridge may answer where the window alone cannot
+        assert got == pytest.approx(expect, rel=1e-5, abs=1e-6)
+        last = vv[ok][-1] if ok.any() else None
+        newest = ts.latest(key, RECENT_POINTS)
+        if ok[-min(len(ok), RECENT_POINTS):].any():
+            assert newest == pytest.approx(float(last), rel=1e-6)
