@@ -17,6 +17,7 @@ import httpx
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, SystemClock
+from cmdare.collectors.http_client import new_client
 from cmdare.collectors.lifecycle import Lifecycle, Transition
 from cmdare.collectors.samples import TaskPoll, TaskState
 from cmdare.collectors.store import Store
@@ -76,7 +77,7 @@ class Poller:
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
             limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-            self._client = httpx.AsyncClient(limits=limits, follow_redirects=False, trust_env=False)
+            self._client = new_client(limits)
         return self._client
 
     async def _poll_source(self, source: Source) -> tuple[list[TaskPoll], str | None]:

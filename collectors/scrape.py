@@ -7,7 +7,6 @@ import asyncio
 import errno
 import functools
 import logging
-import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ import httpx
 
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.exposition import ExpositionError, parse_exposition
+from cmdare.collectors.http_client import new_client
 from cmdare.collectors.redaction import install_log_filters, redact
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
@@ -121,12 +121,6 @@ SHARED_POOL_MAX_ORIGINS = 32
 MAX_IN_FLIGHT = 64
 
 
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for every per-host client (building one loads the CA bundle: ~20 ms)."""
-    return httpx.create_ssl_context()
-
-
 @functools.lru_cache(maxsize=4096)
 def _origin(url: str) -> str:
     """scheme://host:port/ of ``url`` (the key of a per-host client)."""
@@ -159,8 +153,7 @@ class ScrapeSource:
         c = self._clients.get(origin)
         if c is None:
             limits = httpx.Limits(max_connections=2, max_keepalive_connections=1)
-            c = self._clients[origin] = httpx.AsyncClient(limits=limits, follow_redirects=False, trust_env=False,
-                                                          verify=_ssl_context())
+            c = self._clients[origin] = new_client(limits)
         return c
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
