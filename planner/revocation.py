@@ -285,7 +285,10 @@ def _renewal(surv: np.ndarray) -> np.ndarray:
     return m
 
 
-@lru_cache(maxsize=512)
+# ~80 KB a table (3 arrays over a 7-day grid). A ranking reads one table per GPU x region curve (16)
+# and transient kind; every learned lifetime makes a new hazard scale, so older tables must age out:
+# 512 entries let a long session grow by ~41 MB (the soak's slow rise), 64 bound it at ~5 MB.
+@lru_cache(maxsize=64)
 def _hazard_table(
     curve: Bathtub, provisioning: str, scale: float, start_hour: int | None, tod: tuple[float, ...] | None
 ) -> _HazardTable:
