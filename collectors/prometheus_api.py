@@ -238,7 +238,6 @@ class PrometheusAPISource:
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
         job_keys = [k for k, *_ in _VALUE_QUERIES if k not in _NODE_KEYS]
-        self._values_query = values_query(self.selector, job_keys)
         # Every refresh: the scrape times and revocations. Steps and step times, then the rest: both
         # on every refresh for small clusters, in turns above ``detail_tasks`` tasks (Prometheus'
         # cost is ~15 µs a series; it scrapes every 5–15 s anyway, so each is still read in time).
@@ -363,7 +362,7 @@ class PrometheusAPISource:
                 async with asyncio.timeout(self.timeout):
                     infos = await self.query(client, self._info_query)
             except (PrometheusAPIError, TimeoutError) as exc:
-                msg = redact(f"Prometheus {self.display}: {exc or 'timed out'}", self._secrets())
+                msg = redact(f"Prometheus {self.display}: {str(exc) or 'timed out'}", self._secrets())
                 log.warning("%s", msg)
                 return self._all_failed(msg, clock, t0)
             targets = self._targets(infos)

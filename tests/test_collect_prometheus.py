@@ -153,7 +153,8 @@ def test_node_detail_is_read_less_often_for_large_clusters():
     src._known = {("x", f"h{i}:9400"): None for i in range(5 * NODE_DETAIL_TASKS)}
     due = [src._node_detail_due() for src._polls in range(10)]
     assert due == [True, False, False, False, False] * 2
-    assert "node_cpu_seconds_total" not in src._values_query and "node_cpu_seconds_total" in src._node_query
+    per_refresh = " ".join([src._always_query, *src._group_queries])
+    assert "node_cpu_seconds_total" not in per_refresh and "node_cpu_seconds_total" in src._node_query
 
 
 async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once(
