@@ -231,7 +231,9 @@ class RevocationModel:
         scale, _ = self.hazard_scale(gpu, region)
         tod_key = gpu if gpu in self.hour_of_day_ else ANY
         tod = tuple(self.hour_of_day_[tod_key]) if self.start_hour is not None else None
-        return _hazard_table(self.curves_[key], provisioning, round(scale, 6), self.start_hour, tod)
+        # 3 significant digits of the learned scale: finer changes move no figure on screen, but each
+        # would build (and cache) a table of its own
+        return _hazard_table(self.curves_[key], provisioning, float(f"{scale:.3g}"), self.start_hour, tod)
 
 
 # --------------------------------------------------------------------- numerics
