@@ -229,9 +229,8 @@ class PrometheusAPISource:
         self._token = _Token(token) if token else None
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self.detail_tasks = (
-            detail_tasks  # above this many tasks, identities and node detail are read less often
-        )
+        # above this many tasks, identities, task values and node detail are read less often
+        self.detail_tasks = detail_tasks
         self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
         self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
         self._info_query = _sel("cmdare_task_info", self.selector)
@@ -304,13 +303,13 @@ class PrometheusAPISource:
 
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
-        NODE_DETAIL_TASKS tasks, then every k-th refresh, and at once when an unknown task shows up."""
+        ``detail_tasks`` tasks, then every k-th refresh, and at once when an unknown task shows up."""
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
         return not self._infos or self._polls % every == 0
 
     def _node_detail_due(self) -> bool:
         """node_exporter/DCGM detail (~300 raw series a node: the costly part for the server) every
-        refresh up to NODE_DETAIL_TASKS tasks, then every k-th refresh so its cost stays flat; the
+        refresh up to ``detail_tasks`` tasks, then every k-th refresh so its cost stays flat; the
         store takes rates over the samples it has, with their own times."""
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
         return self._polls % every == 0
