@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo
 
 
@@ -27,11 +28,24 @@ class Parsed:
     notes: list[str] = field(default_factory=list)  # degraded-but-usable remarks
 
 
-def _num(text: str) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
+_FACT_LIMITS = {"model_flops": M.MAX_ABS_VALUE, "params": M.MAX_ABS_VALUE,
+                "batch_size": 2.0**53, "target_steps": 2.0**53}
+
+
+def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
+    """A numeric job fact: 0 when absent; 0 and a note when it is not a plausible count."""
+    text = labels.get(name)
+    if text is None or text == "":
         return 0.0
+    try:
+        x = float(text[:64])
+    except ValueError:
+        x = math.nan
+    if not 0 <= x <= _FACT_LIMITS[name]:  # NaN fails too
+        if notes is not None:
+            notes.append(f"job info: {name} is not a plausible number, ignored")
+        return 0.0
+    return x
 
 
 def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskInfo:
@@ -41,14 +55,16 @@ def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskI
     return TaskInfo(**{**base.__dict__, **pick})
 
 
-def _facts_from_labels(labels: dict[str, str]) -> JobFacts:
+def _facts_from_labels(labels: dict[str, str], notes: list[str] | None = None) -> JobFacts:
+    """What a job trains, from ``cmdare_job_info`` labels; an implausible number (NaN, negative,
+    huge) is dropped (with a line in ``notes``), never the facts or the poll."""
     return JobFacts(
         job=labels.get("job", ""),
         model=labels.get("model", ""),
-        model_flops=_num(labels.get("model_flops", "0")),
-        params=_num(labels.get("params", "0")),
-        batch_size=int(_num(labels.get("batch_size", "0"))),
-        target_steps=int(_num(labels.get("target_steps", "0"))),
+        model_flops=_fact(labels, "model_flops", notes),
+        params=_fact(labels, "params", notes),
+        batch_size=int(_fact(labels, "batch_size", notes)),
+        target_steps=int(_fact(labels, "target_steps", notes)),
     )
 
 
@@ -161,7 +177,7 @@ def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
     try:
         samples = _samples_reference(text)
     except ValueError as exc:  # prometheus_client raises bare ValueError on bad lines
-        raise ExpositionError(f"malformed exposition: {str(exc)[:120]}") from None
+        raise ExpositionError(f"malformed exposition: {redact_cut(str(exc), 120)}") from None
     return _fold_samples(samples, default_info)
 
 
@@ -175,29 +191,31 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             out.info = _info_from_labels(labels, default_info)
             continue
         if name == "cmdare_job_info":
-            out.facts = _facts_from_labels(labels)
+            out.facts = _facts_from_labels(labels, out.notes)
             continue
         ident = (name, raw if raw is not None else tuple(sorted(labels.items())))
         if ident in seen:
             dupes += 1
             continue
         seen.add(ident)
-        if not math.isfinite(value):
+        if not math.isfinite(value) or abs(value) > M.MAX_ABS_VALUE:
             dropped += 1
             continue
         if name in _WANTED:
             _fold(name, labels or {}, value, acc)
     for key, vals in acc.items():
         if key == "__gpu_util":
-            out.values[M.K_GPU_UTIL] = sum(vals) / len(vals)
-        elif key in (M.K_GLOBAL_STEP, M.K_PREEMPTED):
-            out.values[key] = max(vals)
+            key, value = M.K_GPU_UTIL, sum(vals) / len(vals)
         else:
-            out.values[key] = sum(vals)
+            value = max(vals) if key in (M.K_GLOBAL_STEP, M.K_PREEMPTED) else sum(vals)
+        if M.valid_value(key, value):
+            out.values[key] = value
+        else:
+            dropped += 1
     if out.info is None and default_info is not None:
         out.info = default_info
     if dropped:
-        out.notes.append(f"{dropped} non-finite value(s) ignored")
+        out.notes.append(f"{dropped} non-finite or implausible value(s) ignored")
     if dupes:
         out.notes.append(f"{dupes} duplicate series ignored")
     return out

@@ -7,6 +7,7 @@ A *series key* is the catalogue name, plus ``{label=value}`` for the few labelle
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -103,3 +104,13 @@ def stage_bytes_key(peer: str) -> str:
 
 def is_counter_key(key: str) -> bool:
     return key in COUNTER_KEYS or key.startswith(K_STAGE_BYTES_PREFIX)
+
+
+# assumption: no training figure comes near this (the store's float32 rings hold up to 3.4e38)
+MAX_ABS_VALUE = 1e30
+
+
+def valid_value(key: str, x: float) -> bool:
+    """Whether a value from outside may enter the store: finite, within ±:data:`MAX_ABS_VALUE`, and
+    not negative for a counter. Sources drop any other value (with a note), never the whole poll."""
+    return math.isfinite(x) and abs(x) <= MAX_ABS_VALUE and not (x < 0 and is_counter_key(key))

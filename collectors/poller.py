@@ -19,6 +19,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
 from cmdare.collectors.lifecycle import Lifecycle, Transition
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskPoll, TaskState
 from cmdare.collectors.store import Store
 
@@ -84,8 +85,9 @@ class Poller:
         try:
             return await source.poll(self.client(), self.clock), None
         except Exception as exc:  # a broken source is a status, not a crash
-            log.warning("source %s failed: %s", source.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
-            return [], f"{type(exc).__name__}: {str(exc)[:160]}"
+            msg = redact_cut(f"{type(exc).__name__}: {exc}")  # redacted before it is cut, never after
+            log.warning("source %s failed: %s", source.name, msg, exc_info=log.isEnabledFor(logging.DEBUG))
+            return [], msg
 
     async def poll_once(self) -> Cycle:
         t0 = self.clock.monotonic()
@@ -107,7 +109,7 @@ class Poller:
                 sink(cycle)
             except Exception as exc:
                 log.error("sink %r failed: %s", sink, exc)
-                errors[getattr(sink, "__name__", "sink")] = str(exc)[:160]
+                errors[getattr(sink, "__name__", "sink")] = redact_cut(str(exc))
         return cycle
 
     def _update_jobs(self, t: float) -> None:

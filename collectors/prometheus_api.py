@@ -40,16 +40,20 @@ import httpx
 import orjson
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.exposition import _facts_from_labels
-from cmdare.collectors.redaction import redact
+from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, read_body
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
-from cmdare.collectors.scrape import BodyTooLarge, _describe, _read_capped
+from cmdare.collectors.scrape import _describe
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
+MAX_ROWS = 200_000  # rows of one answer (~13 value rows a task x 10k tasks fits); more are refused
+MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 TOKEN_ENV = "PROMETHEUS_TOKEN"
 URL_ENV = "PROMETHEUS_URL"
@@ -177,6 +181,7 @@ class _Target:
     info: TaskInfo
     values: dict[str, float] = field(default_factory=dict)
     scrape_time: float = math.nan
+    dropped: int = 0  # implausible values dropped from this target's rows
 
 
 def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
@@ -260,18 +265,29 @@ class PrometheusAPISource:
         return tuple(c.secret() for c in (self._token, self._basic) if c is not None)
 
     async def query(self, client: httpx.AsyncClient, promql: str) -> list[dict]:
-        """One instant query; returns the result vector or raises :class:`PrometheusAPIError`."""
-        headers = {"Accept": "application/json"}
+        """One instant query; returns the result vector or raises :class:`PrometheusAPIError`.
+        Sent as GET; as POST only when the URL would exceed :data:`MAX_GET_URL`, and never in
+        read-only mode. The answer is capped in bytes (on the wire and inflated) and in rows."""
+        headers = {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         for cred in (self._basic, self._token):
             headers.update(cred.header() if cred else {})
+        url = f"{self.base}/api/v1/query"
+        get = httpx.URL(url, params={"query": promql})
+        if len(str(get)) <= MAX_GET_URL:
+            request = client.stream("GET", get, headers=headers)
+        elif writes.is_read_only():
+            raise PrometheusAPIError(
+                f"query of {len(str(get))} bytes is too long for GET and read-only mode sends no POST;"
+                " narrow the selector"
+            )
+        else:
+            request = client.stream("POST", url, data={"query": promql}, headers=headers)
         try:
-            async with client.stream(
-                "POST", f"{self.base}/api/v1/query", data={"query": promql}, headers=headers
-            ) as resp:
-                body = await _read_capped(resp, self.max_bytes)
+            async with request as resp:
+                body = await read_body(resp, self.max_bytes)
                 ctype = resp.headers.get("content-type", "")
                 status = resp.status_code
-        except (httpx.HTTPError, BodyTooLarge, OSError) as exc:
+        except (httpx.HTTPError, BodyError, OSError) as exc:
             raise PrometheusAPIError(_describe(exc)) from None
         return _decode(body, ctype, status)
 
@@ -336,7 +352,7 @@ class PrometheusAPISource:
         self._node_task = None
         out = [] if task.cancelled() else task.result()
         if isinstance(out, str):
-            log.warning("%s", redact(f"Prometheus {self.display}: node detail: {out}", self._secrets()))
+            log.warning("%s", redact_cut(f"Prometheus {self.display}: node detail: {out}", 300, self._secrets()))
             return []
         return out
 
@@ -352,7 +368,7 @@ class PrometheusAPISource:
         try:
             infos, jobs, ups, values = await self._ask(client)
         except PrometheusAPIError as exc:  # the server's own words may echo our credentials: redact
-            msg = redact(f"Prometheus {self.display}: {exc}", self._secrets())
+            msg = redact_cut(f"Prometheus {self.display}: {exc}", 200, self._secrets())
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
         targets = self._targets(infos) if infos is not None else self._reuse_targets(values, ups)
@@ -361,7 +377,7 @@ class PrometheusAPISource:
                 async with asyncio.timeout(self.timeout):
                     infos = await self.query(client, self._info_query)
             except (PrometheusAPIError, TimeoutError) as exc:
-                msg = redact(f"Prometheus {self.display}: {str(exc) or 'timed out'}", self._secrets())
+                msg = redact_cut(f"Prometheus {self.display}: {str(exc) or 'timed out'}", 200, self._secrets())
                 log.warning("%s", msg)
                 return self._all_failed(msg, clock, t0)
             targets = self._targets(infos)
@@ -369,11 +385,12 @@ class PrometheusAPISource:
             self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
         now = clock.now()
         self._fill(targets, values)
-        facts = {f.job: f for f in (_facts_from_labels(_job_labels(r["metric"])) for r in jobs)}
+        facts, fact_notes = _job_facts(jobs)
         skew = _server_time(values or ups or infos or []) - now if (values or ups or infos) else 0.0
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         polls = [
-            self._ok(ident, tg, facts.get(tg.info.job), now, skew, note, clock, t0)
+            self._ok(ident, tg, facts.get(tg.info.job), now, skew, _join(note, fact_notes.get(tg.info.job)),
+                     clock, t0)
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
@@ -415,8 +432,11 @@ class PrometheusAPISource:
             if not key or val is None:
                 continue
             tg = targets.get(_ident(labels))
+            if tg is not None and key != _T_KEY and not M.valid_value(key, val):
+                tg.dropped += 1  # one bad value goes, never the task
+                continue
             if tg is None:
-                if key in _NODE_KEYS:  # node_exporter / DCGM on another port of the task's host
+                if key in _NODE_KEYS and M.valid_value(key, val):  # node_exporter / DCGM on another port of the task's host
                     by_host.setdefault(_host(labels.get("instance", "")), {})[key] = val
             elif key == _T_KEY:
                 tg.scrape_time = val
@@ -441,6 +461,8 @@ class PrometheusAPISource:
         t = tg.scrape_time - skew if math.isfinite(tg.scrape_time) and note else tg.scrape_time
         if not math.isfinite(t):
             t = now
+        if tg.dropped:
+            note = _join(note, f"{tg.dropped} implausible value(s) ignored")
         return TaskPoll(
             self._source(ident),
             t,
@@ -487,6 +509,23 @@ class PrometheusAPISource:
         return f"{self.display}#{ident[0]}/{ident[1]}"
 
 
+def _job_facts(jobs: list[dict]) -> tuple[dict[str, JobFacts], dict[str, str]]:
+    """Each job's facts, and per job a note on the implausible facts dropped (never the poll)."""
+    facts: dict[str, JobFacts] = {}
+    notes: dict[str, str] = {}
+    for r in jobs:
+        bad: list[str] = []
+        f = _facts_from_labels(_job_labels(r["metric"]), bad)
+        facts[f.job] = f
+        if bad:
+            notes[f.job] = "; ".join(bad)
+    return facts, notes
+
+
+def _join(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
 def _job_value(row: dict) -> bool:
     """A row of a task's own series (not a scrape time, not node detail joined by host)."""
     key = row["metric"].get(KEY_LABEL)
@@ -504,19 +543,21 @@ def _server_time(results: list[dict]) -> float:
     return float(results[0].get("value", [0.0])[0])
 
 
-def _decode(body: bytes, ctype: str, status: int) -> list[dict]:
-    head = body.lstrip()[:200].lower()
+def _decode(body: bytes | bytearray, ctype: str, status: int) -> list[dict]:
+    head = body[:1024].lstrip()[:200].lower()
     if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
         raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
+    if body.count(b"{") + body.count(b"[") > 3 * MAX_ROWS + 16:  # before parsing: what it would cost
+        raise PrometheusAPIError(f"answer of more than {MAX_ROWS} rows refused; narrow the selector")
     try:
         doc = orjson.loads(body)
-    except ValueError:  # orjson.JSONDecodeError is a ValueError
+    except ValueError:  # orjson.JSONDecodeError is a ValueError (also: nesting over 1024 levels)
         raise PrometheusAPIError(f"HTTP {status}: response is not JSON") from None
     if not isinstance(doc, dict):
         raise PrometheusAPIError(f"HTTP {status}: unexpected JSON")
     if doc.get("status") != "success":
         kind, err = str(doc.get("errorType", "error")), str(doc.get("error", "no message"))
-        raise PrometheusAPIError(f"{kind}: {err[:160]}")
+        raise PrometheusAPIError(f"{kind[:40]}: {err}")  # cut only after redaction, by the caller
     data = doc.get("data") or {}
     if (
         not isinstance(data, dict)
@@ -524,7 +565,9 @@ def _decode(body: bytes, ctype: str, status: int) -> list[dict]:
         or not isinstance(data.get("result"), list)
     ):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise PrometheusAPIError(f"unexpected result type {kind!r}")
+        raise PrometheusAPIError(f"unexpected result type {str(kind)[:20]!r}")
+    if len(data["result"]) > MAX_ROWS:
+        raise PrometheusAPIError(f"answer of more than {MAX_ROWS} rows refused; narrow the selector")
     return [r for r in data["result"] if _well_formed(r)]
 
 

@@ -14,7 +14,7 @@ import httpx
 
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.exposition import ExpositionError, parse_exposition
-from cmdare.collectors.http_client import new_client
+from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, BodyTooLarge, new_client, read_body
 from cmdare.collectors.redaction import install_log_filters, redact
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
@@ -24,27 +24,14 @@ install_log_filters(("httpx", "httpcore"))
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a node_exporter page is ~100 kB; anything past 8 MiB is refused
+_HEADERS = {"Accept": "text/plain", "Accept-Encoding": ACCEPT_ENCODING}
+__all__ = ["BodyTooLarge", "ScrapeSource", "ScrapeTarget", "scrape"]
 
 
 @dataclass(frozen=True)
 class ScrapeTarget:
     url: str
     default_info: TaskInfo | None = None  # identity when the endpoint carries no cmdare_task_info
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-async def _read_capped(resp: httpx.Response, max_bytes: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in resp.aiter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            raise BodyTooLarge(f"body larger than {max_bytes // (1024 * 1024)} MiB, refused")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 _UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
@@ -73,7 +60,7 @@ def _describe(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
         return "connection reset mid-response"
-    if isinstance(exc, BodyTooLarge):
+    if isinstance(exc, BodyError):
         return str(exc)
     return type(exc).__name__
 
@@ -86,7 +73,8 @@ async def scrape(
     max_bytes: int = DEFAULT_MAX_BYTES,
     clock: Clock | None = None,
 ) -> TaskPoll:
-    """Scrape one target. Never raises for the target's faults: they become ``ok=False`` polls."""
+    """Scrape one target. Never raises for the target's faults: they become ``ok=False`` polls.
+    ``timeout`` bounds connecting, reading and inflating; parsing is bounded by the body cap."""
     clock = clock or SystemClock()
     t0 = clock.monotonic()
     source = redact(target.url)  # polls are logged and recorded: they never carry the credentials
@@ -96,11 +84,11 @@ async def scrape(
 
     try:
         async with asyncio.timeout(timeout):
-            async with client.stream("GET", target.url, headers={"Accept": "text/plain"}) as resp:
+            async with client.stream("GET", target.url, headers=_HEADERS) as resp:
                 if resp.status_code != 200:
                     return done(False, info=target.default_info, error=f"HTTP {resp.status_code}")
-                body = await _read_capped(resp, max_bytes)
-    except (httpx.HTTPError, TimeoutError, BodyTooLarge, OSError) as exc:
+                body = await read_body(resp, max_bytes)
+    except (httpx.HTTPError, TimeoutError, BodyError, OSError) as exc:
         return done(False, info=target.default_info, error=_describe(exc))
     try:
         parsed = parse_exposition(body.decode("utf-8", errors="replace"), target.default_info)
