@@ -64,6 +64,20 @@ class BodyTooLarge(BodyError):
     pass
 
 
+class Budget:
+    """A limit several reads share (the concurrent answers of one refresh): bytes, or JSON values."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+    def take(self, n: int) -> bool:
+        """Count ``n`` more; False once the total is over the limit."""
+        self.used += n
+        return self.used <= self.limit
+
+
 def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):g} MiB"
 
@@ -83,9 +97,10 @@ def _decoder(encoding_header: str) -> zlib._Decompress | None:
     raise BodyError(f"unsupported content coding {codings[0][:20]!r}")
 
 
-async def read_body(resp: httpx.Response, max_bytes: int) -> bytearray:
-    """The response body, decoded, at most ``max_bytes`` both on the wire and once decoded;
-    raises :class:`BodyError`. Never blocks the loop for more than one bounded inflate step."""
+async def read_body(resp: httpx.Response, max_bytes: int, budget: Budget | None = None) -> bytearray:
+    """The response body, decoded, at most ``max_bytes`` both on the wire and once decoded (and
+    within ``budget``, shared with other reads); raises :class:`BodyError`. Never blocks the loop
+    for more than one bounded inflate step."""
     dec = _decoder(resp.headers.get("content-encoding", ""))
     out = bytearray()
     wire = 0
@@ -95,14 +110,22 @@ async def read_body(resp: httpx.Response, max_bytes: int) -> bytearray:
             raise BodyTooLarge(f"body larger than {_mib(max_bytes)}, refused")
         if dec is None:
             out += chunk
+            _charge(budget, len(chunk))
             continue
-        await _inflate(dec, chunk, out, max_bytes)
+        await _inflate(dec, chunk, out, max_bytes, budget)
     if len(out) > max_bytes:
         raise BodyTooLarge(f"body larger than {_mib(max_bytes)}, refused")
     return out
 
 
-async def _inflate(dec: zlib._Decompress, data: bytes, out: bytearray, max_bytes: int) -> None:
+def _charge(budget: Budget | None, n: int) -> None:
+    if budget is not None and not budget.take(n):
+        raise BodyTooLarge(f"answers larger than {_mib(budget.limit)} together, refused")
+
+
+async def _inflate(
+    dec: zlib._Decompress, data: bytes, out: bytearray, max_bytes: int, budget: Budget | None
+) -> None:
     """Inflate ``data`` into ``out`` in pieces of at most ``_PIECE`` bytes, refusing past the cap."""
     if dec.eof:
         return  # data after the end of the stream (a second gzip member) is ignored, as httpx does
@@ -114,6 +137,7 @@ async def _inflate(dec: zlib._Decompress, data: bytes, out: bytearray, max_bytes
         out += piece
         if len(out) > max_bytes:
             raise BodyTooLarge(f"body inflates past {_mib(max_bytes)}, refused")
+        _charge(budget, len(piece))
         data = dec.unconsumed_tail
         if dec.eof:
             return

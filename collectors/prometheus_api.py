@@ -41,9 +41,9 @@ import orjson
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors import writes
-from cmdare.collectors.clock import Clock
+from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.exposition import _facts_from_labels
-from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, read_body
+from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import _describe
@@ -53,6 +53,10 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
 MAX_ROWS = 200_000  # rows of one answer (~13 value rows a task x 10k tasks fits); more are refused
+# JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
+# before parsing: ~6 a value row, ~20 an identity row (~1.3 M at 10k tasks). Parsed, each costs at
+# most ~60 bytes, so a refresh's answers stay within ~150 MB whatever a server sends.
+MAX_JSON_VALUES = 2_500_000
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 TOKEN_ENV = "PROMETHEUS_TOKEN"
@@ -264,10 +268,18 @@ class PrometheusAPISource:
     def _secrets(self) -> tuple[str, ...]:
         return tuple(c.secret() for c in (self._token, self._basic) if c is not None)
 
-    async def query(self, client: httpx.AsyncClient, promql: str) -> list[dict]:
+    def budget(self) -> tuple[Budget, Budget]:
+        """What the answers of one refresh may cost together: bytes, and JSON values."""
+        return Budget(self.max_bytes), Budget(MAX_JSON_VALUES)
+
+    async def query(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget] | None = None
+    ) -> list[dict]:
         """One instant query; returns the result vector or raises :class:`PrometheusAPIError`.
         Sent as GET; as POST only when the URL would exceed :data:`MAX_GET_URL`, and never in
-        read-only mode. The answer is capped in bytes (on the wire and inflated) and in rows."""
+        read-only mode. The answer is capped in bytes (on the wire and inflated) and in rows, and
+        counted against ``budget`` (shared by the queries of one refresh; its own when None)."""
+        nbytes, nvalues = budget or self.budget()
         headers = {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         for cred in (self._basic, self._token):
             headers.update(cred.header() if cred else {})
@@ -284,12 +296,12 @@ class PrometheusAPISource:
             request = client.stream("POST", url, data={"query": promql}, headers=headers)
         try:
             async with request as resp:
-                body = await read_body(resp, self.max_bytes)
+                body = await read_body(resp, self.max_bytes, nbytes)
                 ctype = resp.headers.get("content-type", "")
                 status = resp.status_code
         except (httpx.HTTPError, BodyError, OSError) as exc:
             raise PrometheusAPIError(_describe(exc)) from None
-        return _decode(body, ctype, status)
+        return _decode(body, ctype, status, nvalues)
 
     async def _ask(self, client: httpx.AsyncClient) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
@@ -304,9 +316,10 @@ class PrometheusAPISource:
         ]
         due = self._node_detail_due()
         self._polls += 1
+        budget = self.budget()
         try:
             async with asyncio.timeout(self.timeout):
-                res = await asyncio.gather(*(self._maybe(client, q) for q in queries))
+                res = await asyncio.gather(*(self._maybe(client, q, budget) for q in queries))
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
         if due and self._node_task is None:  # starts after the refresh's own queries
@@ -314,8 +327,10 @@ class PrometheusAPISource:
         values = [row for r in res[3:] for row in r]
         return res[0], res[1], res[2], values + self._node_rows()
 
-    async def _maybe(self, client: httpx.AsyncClient, promql: str) -> list[dict] | None:
-        return await self.query(client, promql) if promql else None
+    async def _maybe(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget]
+    ) -> list[dict] | None:
+        return await self.query(client, promql, budget) if promql else None
 
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
@@ -386,7 +401,8 @@ class PrometheusAPISource:
         now = clock.now()
         self._fill(targets, values)
         facts, fact_notes = _job_facts(jobs)
-        skew = _server_time(values or ups or infos or []) - now if (values or ups or infos) else 0.0
+        server_t = _server_time(values or ups or infos or []) if (values or ups or infos) else now
+        skew = server_t - now if plausible_time(server_t) else 0.0
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         polls = [
             self._ok(ident, tg, facts.get(tg.info.job), now, skew, _join(note, fact_notes.get(tg.info.job)),
@@ -429,17 +445,17 @@ class PrometheusAPISource:
         for r in values:
             labels = r.get("metric", {})
             key, val = labels.get(KEY_LABEL, ""), _number(r.get("value", [0, ""])[1])
-            if not key or val is None:
-                continue
             tg = targets.get(_ident(labels))
-            if tg is not None and key != _T_KEY and not M.valid_value(key, val):
-                tg.dropped += 1  # one bad value goes, never the task
+            if not key or (tg is None and val is None):
+                continue
+            if tg is not None and key != _T_KEY and (val is None or not M.valid_value(key, val)):
+                tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
                 continue
             if tg is None:
                 if key in _NODE_KEYS and M.valid_value(key, val):  # node_exporter / DCGM on another port of the task's host
                     by_host.setdefault(_host(labels.get("instance", "")), {})[key] = val
             elif key == _T_KEY:
-                tg.scrape_time = val
+                tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
             else:
                 tg.values[key] = val
         for (_, instance), tg in targets.items():
@@ -543,12 +559,14 @@ def _server_time(results: list[dict]) -> float:
     return float(results[0].get("value", [0.0])[0])
 
 
-def _decode(body: bytes | bytearray, ctype: str, status: int) -> list[dict]:
+def _decode(body: bytes | bytearray, ctype: str, status: int, values: Budget) -> list[dict]:
     head = body[:1024].lstrip()[:200].lower()
     if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
         raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
-    if body.count(b"{") + body.count(b"[") > 3 * MAX_ROWS + 16:  # before parsing: what it would cost
-        raise PrometheusAPIError(f"answer of more than {MAX_ROWS} rows refused; narrow the selector")
+    if not values.take(body.count(b",") + body.count(b"{") + body.count(b"[")):  # before parsing it
+        raise PrometheusAPIError(
+            f"answers of more than {values.limit:,} JSON values together refused; narrow the selector"
+        )
     try:
         doc = orjson.loads(body)
     except ValueError:  # orjson.JSONDecodeError is a ValueError (also: nesting over 1024 levels)
