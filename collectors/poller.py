@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -86,7 +87,9 @@ class Poller:
             return await source.poll(self.client(), self.clock), None
         except Exception as exc:  # a broken source is a status, not a crash
             msg = redact_cut(f"{type(exc).__name__}: {exc}")  # redacted before it is cut, never after
-            log.warning("source %s failed: %s", source.name, msg, exc_info=log.isEnabledFor(logging.DEBUG))
+            log.warning("source %s failed: %s", source.name, msg)
+            if log.isEnabledFor(logging.DEBUG):  # the frames only: the raw message may hold a secret
+                log.debug("where %s failed:\n%s", source.name, "".join(traceback.format_tb(exc.__traceback__)))
             return [], msg
 
     async def poll_once(self) -> Cycle:
