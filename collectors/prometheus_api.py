@@ -54,9 +54,10 @@ DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
 MAX_ROWS = 200_000  # rows of one answer (~13 value rows a task x 10k tasks fits); more are refused
 # JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
-# before parsing: ~6 a value row, ~20 an identity row (~1.3 M at 10k tasks). Parsed, each costs at
-# most ~60 bytes, so a refresh's answers stay within ~150 MB whatever a server sends.
-MAX_JSON_VALUES = 2_500_000
+# before parsing: ~6 a value row, ~20 an identity row (~0.9 M in the busiest refresh at 10k tasks, whose
+# queries take turns). Parsed, a value costs ~90 bytes, and orjson needs ~2.7x that while it parses:
+# an answer at this cap peaks near 290 MB RSS (measured: benchmarks/adversarial.py, prom_rows100000).
+MAX_JSON_VALUES = 1_000_000
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 TOKEN_ENV = "PROMETHEUS_TOKEN"

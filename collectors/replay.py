@@ -184,10 +184,9 @@ class ReplaySource:
                 polls.append(_poll(row))
             except (ValueError, TypeError):
                 bad += 1
-        notes = {}
-        if bad or len(rows) > MAX_POLLS_PER_CYCLE:
-            more = f" (only the first {MAX_POLLS_PER_CYCLE} polls read)" if len(rows) > MAX_POLLS_PER_CYCLE else ""
-            notes["replay"] = f"cycle {cycle_id}: {bad} malformed row(s) skipped{more}"
+        said = [f"{bad} malformed row(s) skipped" if bad else "",
+                f"only the first {MAX_POLLS_PER_CYCLE} polls read" if len(rows) > MAX_POLLS_PER_CYCLE else ""]
+        notes = {"replay": f"cycle {cycle_id}: " + "; ".join(w for w in said if w)} if any(said) else {}
         return RecordedCycle(cycle_id, float(t), polls, {**_source_errors(errors), **notes})
 
     async def _pace(self, t: float) -> None:
