@@ -101,6 +101,8 @@ async def read_body(resp: httpx.Response, max_bytes: int, budget: Budget | None 
     """The response body, decoded, at most ``max_bytes`` both on the wire and once decoded (and
     within ``budget``, shared with other reads); raises :class:`BodyError`. Never blocks the loop
     for more than one bounded inflate step."""
+    if resp.is_stream_consumed:  # built in memory (a mock transport): read and decoded already
+        return _whole(resp.content, max_bytes, budget)
     dec = _decoder(resp.headers.get("content-encoding", ""))
     out = bytearray()
     wire = 0
@@ -116,6 +118,13 @@ async def read_body(resp: httpx.Response, max_bytes: int, budget: Budget | None 
     if len(out) > max_bytes:
         raise BodyTooLarge(f"body larger than {_mib(max_bytes)}, refused")
     return out
+
+
+def _whole(content: bytes, max_bytes: int, budget: Budget | None) -> bytearray:
+    if len(content) > max_bytes:
+        raise BodyTooLarge(f"body larger than {_mib(max_bytes)}, refused")
+    _charge(budget, len(content))
+    return bytearray(content)
 
 
 def _charge(budget: Budget | None, n: int) -> None:

@@ -560,7 +560,10 @@ def _server_time(results: list[dict]) -> float:
     return float(results[0].get("value", [0.0])[0])
 
 
-def _decode(body: bytes | bytearray, ctype: str, status: int, values: Budget) -> list[dict]:
+def _decode(body: bytes | bytearray, ctype: str, status: int, values: Budget | None = None) -> list[dict]:
+    """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
+    the JSON-value budget it counts against (shared by a refresh's answers; its own when None)."""
+    values = values or Budget(MAX_JSON_VALUES)
     head = body[:1024].lstrip()[:200].lower()
     if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
         raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")

@@ -49,7 +49,8 @@ async def test_deep_and_huge_jsonl_lines_are_skipped_and_the_source_keeps_going(
 
 async def test_jsonl_nan_literals_and_absurd_times(tmp_path: Path):
     log = tmp_path / "train.jsonl"
-    log.write_text('{"step": 7, "loss": NaN, "time": 1e300}\n{"step": 8, "time": -5, "seed": %d}\n' % 10**400)
+    huge = 10**400  # past any float
+    log.write_text(f'{{"step": 7, "loss": NaN, "time": 1e300}}\n{{"step": 8, "time": -5, "seed": {huge}}}\n')
     clock = ManualClock(1.7e9)
     async with httpx.AsyncClient() as client:
         [poll] = await JsonlSource(log).poll(client, clock)
