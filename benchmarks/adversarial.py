@@ -182,7 +182,7 @@ def _clock():  # noqa: ANN202
 
 
 Attack = Callable[[str, str], Awaitable[Result]]
-_TARGETS = ("bomb2", "bomb1", "huge", "slowloris", "garbage", "nan", "biglabels", "esc")
+_TARGETS = ("bomb2", "bomb1", "huge", "slowloris", "garbage", "slowparse", "nan", "biglabels", "esc")
 _PROM = ("rows", "rows100000", "bytes", "badjson", "deep", "nanrows", "bomb2", "echo150")
 # name -> (kind, attack function, its argument: the server path's attack or the file's)
 ATTACKS: dict[str, tuple[str, Attack, str]] = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from cmdare.collectors import metrics as M
@@ -139,11 +140,24 @@ def _labels(name: str, body: str) -> dict[str, str]:
     return {k: _unquote(v) for k, v in _LABEL.findall(body)}
 
 
+def _pieces(text: str, size: int = 1 << 18) -> Iterator[str]:
+    """``text`` in pieces of about ``size`` characters, cut at (and without) a newline."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
 def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, float]]:
     """(name, labels, raw label text, value) per sample; labels only for the families we fold."""
-    lines = _LINE.findall(text)
-    if len(lines) != text.count("\n") + 1:  # some line is neither a sample, a comment nor blank
-        raise _Fallback
+    lines = []
+    for piece in _pieces(text):  # the regex holds the GIL: a piece at a time, so other threads run
+        found = _LINE.findall(piece)
+        if len(found) != piece.count("\n") + 1:  # some line is neither a sample, a comment nor blank
+            raise _Fallback
+        lines += found
     out = []
     labelled = _LABELLED | {"node_cpu_seconds_total"}
     try:

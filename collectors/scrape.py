@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import httpx
 
 from cmdare.collectors.clock import Clock, SystemClock
-from cmdare.collectors.exposition import ExpositionError, parse_exposition
+from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, BodyTooLarge, new_client, read_body
 from cmdare.collectors.redaction import install_log_filters, redact
 from cmdare.collectors.samples import TaskInfo, TaskPoll
@@ -25,6 +25,7 @@ install_log_filters(("httpx", "httpcore"))
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a node_exporter page is ~100 kB; anything past 8 MiB is refused
 _HEADERS = {"Accept": "text/plain", "Accept-Encoding": ACCEPT_ENCODING}
+PARSE_INLINE_BYTES = 256 * 1024  # larger pages are parsed in a thread (the slow path: ~0.5 s a MiB)
 __all__ = ["BodyTooLarge", "ScrapeSource", "ScrapeTarget", "scrape"]
 
 
@@ -65,6 +66,15 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+async def _parse(body: bytearray, default_info: TaskInfo | None) -> Parsed:
+    """Parse a body: a large one in a worker thread, so that a page which sends the parser down its
+    slow path (seconds for 8 MiB) never stalls the loop and stays under the poll's timeout."""
+    text = body.decode("utf-8", errors="replace")
+    if len(body) <= PARSE_INLINE_BYTES:
+        return parse_exposition(text, default_info)
+    return await asyncio.to_thread(parse_exposition, text, default_info)
+
+
 async def scrape(
     client: httpx.AsyncClient,
     target: ScrapeTarget,
@@ -74,7 +84,7 @@ async def scrape(
     clock: Clock | None = None,
 ) -> TaskPoll:
     """Scrape one target. Never raises for the target's faults: they become ``ok=False`` polls.
-    ``timeout`` bounds connecting, reading and inflating; parsing is bounded by the body cap."""
+    ``timeout`` bounds it all: connecting, reading, inflating and parsing."""
     clock = clock or SystemClock()
     t0 = clock.monotonic()
     source = redact(target.url)  # polls are logged and recorded: they never carry the credentials
@@ -88,10 +98,9 @@ async def scrape(
                 if resp.status_code != 200:
                     return done(False, info=target.default_info, error=f"HTTP {resp.status_code}")
                 body = await read_body(resp, max_bytes)
+            parsed = await _parse(body, target.default_info)
     except (httpx.HTTPError, TimeoutError, BodyError, OSError) as exc:
         return done(False, info=target.default_info, error=_describe(exc))
-    try:
-        parsed = parse_exposition(body.decode("utf-8", errors="replace"), target.default_info)
     except ExpositionError as exc:
         return done(False, info=target.default_info, error=str(exc))
     if parsed.info is None:

@@ -65,6 +65,25 @@ async def test_stacked_gzip_bomb_is_one_clear_error_fast_and_small(hostile):
     assert ticks >= 1
 
 
+async def test_a_page_slow_to_parse_never_stalls_the_loop_and_ends_at_the_timeout(hostile):
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            gaps.append(time.monotonic() - last)
+            last = time.monotonic()
+
+    tick = asyncio.create_task(ticker())
+    t0 = time.monotonic()
+    poll = await _scrape(hostile.url("/t/slowparse"))
+    tick.cancel()
+    assert not poll.ok and poll.error == "timed out"
+    assert time.monotonic() - t0 < TIMEOUT_S + 1.0  # slack for a loaded 2-core machine
+    assert max(gaps) < 0.5  # the parse ran beside the loop, a piece at a time (4.5 s on it before)
+
+
 async def test_one_gzip_bomb_stops_at_the_body_cap(hostile):
     before = peak_rss_mb()
     t0 = time.monotonic()
