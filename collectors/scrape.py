@@ -4,9 +4,11 @@ node_exporter, DCGM exporter) with httpx: per-target timeout, capped body, one-l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import functools
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +28,7 @@ DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a node_exporter page is ~100 kB; anything past 8 MiB is refused
 _HEADERS = {"Accept": "text/plain", "Accept-Encoding": ACCEPT_ENCODING}
 PARSE_INLINE_BYTES = 256 * 1024  # larger pages are parsed in a thread (the slow path: ~0.5 s a MiB)
+PARSE_THREADS = 2  # large pages parsed at once
 __all__ = ["BodyTooLarge", "ScrapeSource", "ScrapeTarget", "scrape"]
 
 
@@ -66,13 +69,37 @@ def _describe(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
 async def _parse(body: bytearray, default_info: TaskInfo | None) -> Parsed:
     """Parse a body: a large one in a worker thread, so that a page which sends the parser down its
-    slow path (seconds for 8 MiB) never stalls the loop and stays under the poll's timeout."""
+    slow path (seconds for 8 MiB) never stalls the loop and stays under the poll's timeout. At most
+    :data:`PARSE_THREADS` such parses run at once (a thread cannot be stopped at the timeout: a
+    hostile page polled again and again must not pile them up); the others wait, under the timeout."""
     text = body.decode("utf-8", errors="replace")
     if len(body) <= PARSE_INLINE_BYTES:
         return parse_exposition(text, default_info)
-    return await asyncio.to_thread(parse_exposition, text, default_info)
+    loop = asyncio.get_running_loop()
+    gate = _GATES.setdefault(loop, asyncio.Semaphore(PARSE_THREADS))
+    await gate.acquire()
+    try:
+        fut = loop.run_in_executor(None, _parse_then_release, text, default_info, loop, gate)
+    except BaseException:
+        gate.release()
+        raise
+    return await fut
+
+
+def _parse_then_release(
+    text: str, default_info: TaskInfo | None, loop: asyncio.AbstractEventLoop, gate: asyncio.Semaphore
+) -> Parsed:
+    """In the worker thread: parse, then free the slot when the parse really ends."""
+    try:
+        return parse_exposition(text, default_info)
+    finally:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(gate.release)
 
 
 async def scrape(

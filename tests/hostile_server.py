@@ -7,7 +7,7 @@ attack on a scraper or on a Prometheus API client.
 
 Targets (``/t/<attack>``): ``ok``, ``bomb2`` (3.5 kB, ``Content-Encoding: gzip, gzip``, 4 GiB
 inflated), ``bomb1`` (one gzip, 1 GiB inflated), ``huge`` (60 MB, streamed), ``slowloris`` (headers
-one byte every 0.5 s), ``garbage``, ``slowparse`` (8 MiB the parser is slow on), ``nan`` (NaN/inf/huge/negative values and job facts), ``biglabels``
+one byte every 0.5 s), ``garbage``, ``slowparse<mib>`` (8 MiB by default that the parser is slow on), ``nan`` (NaN/inf/huge/negative values and job facts), ``biglabels``
 (1 MB label values), ``esc`` (ESC sequences in labels). Prometheus API (``/p/<attack>/api/v1/query``):
 ``ok``, ``rows<n>`` (``n`` value rows; 250,000 by default: more than allowed), ``bytes`` (100 MB), ``badjson``, ``deep`` (nesting
 100,000 deep), ``nanrows``, ``bomb2``, ``echo<k>`` (an error whose text holds the bearer token
@@ -62,11 +62,11 @@ def double_bomb() -> bytes:
 
 
 @functools.cache
-def slow_page() -> bytes:
-    """Just under 8 MiB of valid exposition with exemplars: the fast scanner hands it to
-    prometheus_client's parser, which takes seconds over it."""
+def slow_page(mib: int = 8) -> bytes:
+    """Just under ``mib`` MiB of valid exposition with exemplars: the fast scanner hands it to
+    prometheus_client's parser, which takes about 0.5 s a MiB over it."""
     line = 'node_cpu_seconds_total{cpu="0",mode="idle"} 1 # {a="b"} 1\n'
-    return (page() + line * ((8 << 20) // len(line) - 100)).encode()
+    return (page() + line * ((mib << 20) // len(line) - 100)).encode()
 
 
 def _vector(rows: list[dict]) -> bytes:
@@ -171,8 +171,8 @@ class HostileServer:
             await self._send(writer, simple[kind]().encode())
         elif kind == "bomb2":
             await self._send(writer, double_bomb(), encoding="gzip, gzip")
-        elif kind == "slowparse":
-            await self._send(writer, slow_page())
+        elif kind.startswith("slowparse"):
+            await self._send(writer, slow_page(int(kind[9:] or 8)))
         elif kind == "gz":
             await self._send(writer, gzip.compress(page().encode()), encoding="gzip")
         elif kind == "bomb1":

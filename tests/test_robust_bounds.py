@@ -5,6 +5,7 @@ value drops that value with a note, never the task or the source; queries go as 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from hostile_server import HostileProcess
 from prom_server import FakePromAPI
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors import scrape as scrape_mod
 from cmdare.collectors import writes
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.http_client import Budget
@@ -77,11 +79,35 @@ async def test_a_page_slow_to_parse_never_stalls_the_loop_and_ends_at_the_timeou
 
     tick = asyncio.create_task(ticker())
     t0 = time.monotonic()
-    poll = await _scrape(hostile.url("/t/slowparse"))
+    async with httpx.AsyncClient() as client:  # 3 MiB: ~1.5 s of parsing, 3 times the timeout
+        poll = await scrape(client, ScrapeTarget(hostile.url("/t/slowparse3")), timeout=0.5)
     tick.cancel()
     assert not poll.ok and poll.error == "timed out"
-    assert time.monotonic() - t0 < TIMEOUT_S + 1.0  # slack for a loaded 2-core machine
-    assert max(gaps) < 0.5  # the parse ran beside the loop, a piece at a time (4.5 s on it before)
+    assert time.monotonic() - t0 < 0.5 + 0.7  # slack for a loaded 2-core machine
+    assert max(gaps) < 0.5  # the parse ran beside the loop, a piece at a time (1.5 s on it before)
+
+
+async def test_slow_pages_polled_again_and_again_never_pile_up_parse_threads(hostile, monkeypatch):
+    running, most, lock = [0], [0], threading.Lock()
+    real = scrape_mod.parse_exposition
+
+    def counted(text: str, info: object) -> object:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            return real(text, info)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(scrape_mod, "parse_exposition", counted)
+    src = ScrapeSource([ScrapeTarget(hostile.url("/t/slowparse2") + f"?n={i}") for i in range(4)], timeout=0.3)
+    async with httpx.AsyncClient() as client:
+        for _ in range(2):
+            polls = await src.poll(client, SystemClock())
+            assert all(p.error == "timed out" for p in polls)
+    assert most[0] <= scrape_mod.PARSE_THREADS
 
 
 async def test_one_gzip_bomb_stops_at_the_body_cap(hostile):
