@@ -201,13 +201,21 @@ ATTACKS: dict[str, tuple[str, Attack, str]] = {
 def child(name: str, port: int) -> None:
     """Run one attack in this process; print one JSON line (verdict inputs, time, peak RSS)."""
     _, fn, arg = ATTACKS[name]
-    t0 = time.monotonic()
+    took = [0.0]
+
+    async def timed() -> Result:  # the attack's own time (not the worker threads' wind-down after it)
+        t0 = time.monotonic()
+        try:
+            return await fn(f"http://127.0.0.1:{port}", arg)
+        finally:
+            took[0] = time.monotonic() - t0
+
     try:
-        hard, detail = asyncio.run(fn(f"http://127.0.0.1:{port}", arg))
+        hard, detail = asyncio.run(timed())
     except Exception as exc:  # what the suite exists to rule out
         hard, detail = f"raised {type(exc).__name__}: {str(exc)[:100]}", ""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"hard": hard, "detail": detail, "time": time.monotonic() - t0, "rss": rss}))
+    print(json.dumps({"hard": hard, "detail": detail, "time": took[0], "rss": rss}))
 
 
 # --- parent ------------------------------------------------------------------------------------------
