@@ -181,7 +181,7 @@ def _samples_reference(text: str) -> list[tuple[str, dict[str, str], None, float
 def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
     """Parse exposition text. Raises :class:`ExpositionError` when it is not exposition at all;
     returns degraded-but-usable results with ``notes`` (NaN values dropped, duplicates, …)."""
-    head = text.lstrip()[:200].lower()
+    head = text[:1024].lstrip()[:200].lower()
     if head.startswith("<!doctype") or head.startswith("<html") or "<body" in head:
         raise ExpositionError("got an HTML page, not Prometheus metrics")
     try:
