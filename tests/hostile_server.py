@@ -175,6 +175,11 @@ class HostileServer:
             await self._send(writer, slow_page(int(kind[9:] or 8)))
         elif kind == "gz":
             await self._send(writer, gzip.compress(page().encode()), encoding="gzip")
+        elif kind.startswith("enc-"):  # the page under the coding named (gzip and deflate applied)
+            coding = urllib.parse.unquote(kind[4:])
+            body = page().encode()
+            body = gzip.compress(body) if "gzip" in coding else zlib.compress(body) if "deflate" in coding else body
+            await self._send(writer, body, encoding=coding)
         elif kind == "bomb1":
             await self._send(writer, gzip_zeros(1024), encoding="gzip")
         elif kind == "garbage":

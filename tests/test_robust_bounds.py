@@ -124,6 +124,19 @@ async def test_honest_gzip_page_still_reads(hostile):
     assert poll.ok and poll.values[M.K_WORKER_STEPS] == 100
 
 
+@pytest.mark.parametrize(
+    ("coding", "expect"),
+    [("deflate", None), ("identity", None), ("gzip,%20identity", None), ("x-gzip", None),
+     ("br", "unsupported content coding 'br'"), ("deflate,%20gzip", "stacked content codings (deflate, gzip)")],
+)
+async def test_content_codings_one_at_most(hostile, coding, expect):
+    poll = await _scrape(hostile.url(f"/t/enc-{coding}"))
+    if expect is None:
+        assert poll.ok, poll.error
+    else:
+        assert not poll.ok and expect in poll.error
+
+
 @pytest.mark.parametrize(("attack", "expect"), [("slowloris", "timed out"), ("huge", "larger than 8 MiB")])
 async def test_slow_and_huge_targets_end_within_the_timeout(hostile, attack, expect):
     t0 = time.monotonic()
