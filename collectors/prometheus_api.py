@@ -20,6 +20,11 @@ The store's rates use each sample's own time and bridge sparsely read series.
 Series are joined to tasks on Prometheus' target labels ``(job, instance)``. The exporter's own
 ``job`` label arrives as ``exported_job`` unless the scrape config sets ``honor_labels: true``.
 
+Queries go as GET (as POST only when the URL would be over-long, and never in read-only mode). A
+server's answers are untrusted: one content coding at most, inflated under the byte cap; the answers
+of one refresh share a byte and a JSON-value budget (counted before parsing); rows per answer are
+capped; an implausible value or job fact is dropped with a note, never the task.
+
 The bearer token comes from a file or ``PROMETHEUS_TOKEN``; it is held privately, sent only in the
 ``Authorization`` header, and never appears in a message, a log line or a recording.
 """
