@@ -130,6 +130,9 @@ async def scrape(
         return done(False, info=target.default_info, error=_describe(exc))
     except ExpositionError as exc:
         return done(False, info=target.default_info, error=str(exc))
+    except Exception as exc:  # a parser fault on hostile text costs this target, never the others
+        log.warning("scrape %s: page not parsed: %s", source, type(exc).__name__)
+        return done(False, info=target.default_info, error=f"page not parsed ({type(exc).__name__})")
     if parsed.info is None:
         return done(False, error="no cmdare_task_info and no identity configured for this target")
     return done(True, info=parsed.info, values=parsed.values, job_facts=parsed.facts,

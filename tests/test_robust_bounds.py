@@ -230,3 +230,20 @@ def test_answers_are_refused_by_json_values_and_rows_before_they_cost_memory():
         _decode(body, "application/json", 200, budget)  # the refresh's second answer: over
     with pytest.raises(PrometheusAPIError, match="more than 200000 rows refused"):
         _decode(rows_body(200_001), "application/json", 200, Budget(10**9))
+
+
+async def test_a_parser_fault_on_one_page_costs_that_target_only(hostile, monkeypatch):
+    real = scrape_mod.parse_exposition
+
+    def fussy(text: str, info: object) -> object:
+        if "pwned" in text:  # the ESC page
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(text, info)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scrape_mod, "parse_exposition", fussy)
+    src = ScrapeSource([ScrapeTarget(hostile.url("/t/ok")), ScrapeTarget(hostile.url("/t/esc"))], timeout=TIMEOUT_S)
+    cycle = await Poller([src], Store(), interval=0).poll_once()
+    await src.aclose()
+    ok, bad = cycle.polls
+    assert ok.ok and not cycle.source_errors
+    assert not bad.ok and bad.error == "page not parsed (RecursionError)"
