@@ -21,6 +21,7 @@ from cmdare.collectors.http_client import new_client
 from cmdare.collectors.lifecycle import Lifecycle, Transition
 from cmdare.collectors.samples import TaskPoll, TaskState
 from cmdare.collectors.store import Store
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class Poller:
             return await source.poll(self.client(), self.clock), None
         except Exception as exc:  # a broken source is a status, not a crash
             log.warning("source %s failed: %s", source.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
-            return [], f"{type(exc).__name__}: {str(exc)[:160]}"
+            return [], clean_text(f"{type(exc).__name__}: {str(exc)[:160]}", MESSAGE_LIMIT)
 
     async def poll_once(self) -> Cycle:
         t0 = self.clock.monotonic()
@@ -107,7 +108,7 @@ class Poller:
                 sink(cycle)
             except Exception as exc:
                 log.error("sink %r failed: %s", sink, exc)
-                errors[getattr(sink, "__name__", "sink")] = str(exc)[:160]
+                errors[getattr(sink, "__name__", "sink")] = clean_text(str(exc)[:160], MESSAGE_LIMIT)
         return cycle
 
     def _update_jobs(self, t: float) -> None:

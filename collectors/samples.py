@@ -1,9 +1,23 @@
-"""Plain values the collectors produce: who a task is, what one poll of it returned, its state."""
+"""Plain values the collectors produce: who a task is, what one poll of it returned, its state.
+
+Every source builds these, so they are where text from outside is made safe, once: each text field
+and series key passes :func:`~cmdare.collectors.untrusted.clean_text` on construction."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from cmdare.collectors.untrusted import LABEL_LIMIT, MESSAGE_LIMIT, clean_keys, clean_optional, clean_text
+
+
+def _clean_fields(obj: object, names: tuple[str, ...], limit: int = LABEL_LIMIT) -> None:
+    """Clean the text fields ``names`` of a frozen dataclass in place (at construction)."""
+    for name in names:
+        value = getattr(obj, name)
+        clean = clean_text(value, limit)
+        if clean is not value:
+            object.__setattr__(obj, name, clean)
 
 
 class TaskState(StrEnum):
@@ -26,9 +40,15 @@ class TaskInfo:
     dc: str = ""
     stage: str = ""
 
+    def __post_init__(self) -> None:
+        _clean_fields(self, _INFO_TEXT)
+
     @property
     def key(self) -> str:
         return f"{self.job}/{self.task}"
+
+
+_INFO_TEXT = ("job", "task", "role", "gpu", "region", "zone", "provisioning", "dc", "stage")
 
 
 @dataclass(frozen=True)
@@ -41,6 +61,9 @@ class JobFacts:
     params: float = 0.0
     batch_size: int = 0
     target_steps: int = 0
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, ("job", "model"))
 
 
 @dataclass(frozen=True)
@@ -60,6 +83,14 @@ class TaskPoll:
     job_facts: JobFacts | None = None
     elapsed: float = 0.0  # seconds the poll took
 
+    def __post_init__(self) -> None:
+        _clean_fields(self, ("source",), MESSAGE_LIMIT)
+        if self.error is not None:
+            object.__setattr__(self, "error", clean_optional(self.error, MESSAGE_LIMIT))
+        values = clean_keys(self.values)
+        if values is not self.values:
+            object.__setattr__(self, "values", values)
+
 
 @dataclass(frozen=True)
 class Lifetime:
@@ -72,6 +103,9 @@ class Lifetime:
     gpu: str = ""
     region: str = ""
     provisioning: str = ""
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, ("task", "cause", "gpu", "region", "provisioning"))
 
     @property
     def revoked(self) -> bool:

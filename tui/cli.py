@@ -160,10 +160,13 @@ def run_app(args: argparse.Namespace) -> int:
 def _redact_log_output() -> None:
     """Every handler on the root logger redacts credentials (records of any module propagate there)."""
     from cmdare.collectors.redaction import RedactFilter
+    from cmdare.collectors.untrusted import CleanLogFilter
 
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactFilter) for f in handler.filters):
             handler.addFilter(RedactFilter())
+        if not any(isinstance(f, CleanLogFilter) for f in handler.filters):
+            handler.addFilter(CleanLogFilter())  # and no control character reaches a log
 
 
 def main(argv: list[str] | None = None) -> int:
