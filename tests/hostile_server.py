@@ -42,7 +42,7 @@ NAMES = list(HOSTILE)
 INVALID_UTF8 = b"bad\xff\xfe\xc3(utf8"
 # byte strings that must never reach a terminal (raw, or as they are encoded in UTF-8)
 INJECTED = (b"\x1b]52", b"\x1b]8;", b"\x1b]0;", b"\x1b]2;", b"\x1bP+q", b"\x1b[2J", b"\x1b[31mred",
-            b"\xc2\x9b", b"\xc2\x9d", b"\x07", "\u202e".encode(), "\u200b".encode())  # fmt: skip
+            b"\xc2\x9b", b"\xc2\x9d", b"ding\x07", "\u202e".encode(), "\u200b".encode())  # fmt: skip
 
 
 def _label(value: str) -> str:

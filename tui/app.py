@@ -15,12 +15,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
+from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
 from cmdare.tui.help_screen import HelpScreen
@@ -28,7 +30,8 @@ from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.panes.job import JobPane
 from cmdare.tui.panes.planner import PlannerPane
-from cmdare.tui.session import MonitorSession, MonitorState, SessionOptions
+from cmdare.tui.session import MonitorSession, MonitorState, SessionOptions, refresh_error
+from cmdare.tui.signals import install_quit_signals
 from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,8 @@ class CmdareApp(App[int]):
         self._selected_job: str | None = None
         self._keys = keys or {}
         self._live_prices = live_prices
+        self._problem: str | None = None  # the last refresh or pane failure, shown on the status line
+        self.signal_exit_code = 0  # the exit status after a quit signal (see tui/signals.py)
         self.animation_level = "full" if animations else "none"
         if theme:
             self.theme = theme
@@ -109,6 +114,8 @@ class CmdareApp(App[int]):
         self._focus_pane(0)
         if self._poll:
             self._start_polling()  # the planner is warmed up once the first poll is on screen
+        if not self.is_headless:
+            install_quit_signals(self)  # SIGTERM/SIGHUP/SIGINT quit like `q`: the terminal is restored
 
     # --- long work: model and prices, in a thread, with progress; then polling -------------------
     def _prepare(self) -> None:
@@ -139,7 +146,20 @@ class CmdareApp(App[int]):
         self.query_one(ProgressLine).report(msg.label, msg.done, msg.total)
 
     async def _poll_loop(self) -> None:
-        await self.session.run(self._stop, self.apply_state)
+        await self.session.run(self._stop, self.apply_state, self.report_problem)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The poll loop survives every refresh's exceptions; should it still end in error, it is
+        reported and restarted after one interval."""
+        if event.worker.name == "poller" and event.state is WorkerState.ERROR and not self._stop.is_set():
+            log.error("poll worker failed: %r", event.worker.error)
+            self.report_problem(refresh_error(event.worker.error or RuntimeError("unknown")) + "; restarting")
+            self.set_timer(self.options.refresh, self._start_polling)
+
+    def report_problem(self, message: str | None) -> None:
+        """Show ``message`` (one line, already clean) on the status line until a refresh succeeds."""
+        self._problem = message
+        self._render_badges()
 
     def _warm_up_planner(self) -> None:
         if self._poll and not self._prepared:
@@ -150,35 +170,41 @@ class CmdareApp(App[int]):
         """Hand a new state to every pane (one redraw per refresh)."""
         state = replace(state, selected=self._selected_job)
         self.state = state
+        failed = []
         with self.batch_update():
-            for pane_id, _, _ in PANES:
-                self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]
-            self._render_badges()
+            for pane_id, title, _ in PANES:
+                try:
+                    self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]
+                except Exception as exc:  # one broken pane: the others and the polling go on
+                    log.exception("%s pane failed to update", title)
+                    failed.append(f"{title} pane: {type(exc).__name__}: {exc}")
+            self.report_problem(refresh_error(RuntimeError("; ".join(failed))) if failed else None)
         self.call_after_refresh(self._warm_up_planner)
 
     def _render_badges(self) -> None:
-        """Short badges first (they must survive 80 columns), details after."""
-        parts = []
+        """Short badges first (they must survive 80 columns), details after. Built as Text: the
+        source messages quote remote text, which is never parsed as markup."""
+        line = Text()
+        badge = "reverse bold"
         if self.read_only:
-            parts.append("[reverse bold] READ-ONLY [/]")
+            line.append(" READ-ONLY ", badge).append(" ")
         if self.session.is_demo:
-            parts.append("[reverse bold] DEMO [/]")
+            line.append(" DEMO ", badge).append(" ")
         rp = self._replay
         if rp is not None:
             done, total = rp.position
             state = "paused" if rp.paused else f"×{rp.speed:g}"
-            parts.append(f"[reverse bold] REPLAY [/] {done}/{total} polls {state}")
+            line.append(" REPLAY ", badge).append(f" {done}/{total} polls {state} ")
+        if self._problem:
+            line.append(f"⚠ {self._problem}", "bold red").append(" · ")
         st = self.state
         if st is not None:
-            parts.append(
-                f"poll #{st.cycles} every {self.options.refresh:g}s · "
-                + " · ".join(s.message for s in st.sources)
-            )
+            line.append(f"poll #{st.cycles} every {self.options.refresh:g}s · " + " · ".join(s.message for s in st.sources))
         else:
-            parts.append(f"polling every {self.options.refresh:g}s…")
+            line.append(f"polling every {self.options.refresh:g}s…")
         if self.session.is_demo:
-            parts.append("simulated cluster on loopback, calibrated from CM-DARE measurements")
-        self.query_one("#badges", Static).update(" ".join(parts))
+            line.append(" simulated cluster on loopback, calibrated from CM-DARE measurements")
+        self.query_one("#badges", Static).update(line)
 
     # --- layout --------------------------------------------------------------------------------
     def on_resize(self, event) -> None:  # noqa: ANN001
@@ -249,7 +275,7 @@ class CmdareApp(App[int]):
         i = names.index(current.name) if current is not None and current.name in names else -1
         self._selected_job = names[(i + 1) % len(names)]
         self.apply_state(self.state)
-        self.notify(f"following job {self._selected_job}", timeout=2)
+        self.notify(f"following job {self._selected_job}", timeout=2, markup=False)
 
     def action_next_pane(self) -> None:
         self._focus_pane(self._current + 1)
@@ -279,9 +305,9 @@ class CmdareApp(App[int]):
         try:
             writes.write_text(path, json.dumps(self.state.to_json(), indent=1, default=str))
         except OSError as exc:
-            self.notify(f"export failed: {exc}", severity="error")
+            self.notify(f"export failed: {exc}", severity="error", markup=False)
             return
-        self.notify(f"wrote {path}")
+        self.notify(f"wrote {path}", markup=False)
 
     def action_screenshot(self) -> None:
         """Save an SVG of the screen into the working directory (through the write guard)."""
@@ -289,9 +315,9 @@ class CmdareApp(App[int]):
         try:
             writes.write_text(path, self.export_screenshot())
         except OSError as exc:
-            self.notify(f"screenshot failed: {exc}", severity="error")
+            self.notify(f"screenshot failed: {exc}", severity="error", markup=False)
             return
-        self.notify(f"wrote {path}")
+        self.notify(f"wrote {path}", markup=False)
 
     def active_bindings_for_help(self) -> list[tuple[str, str]]:
         """(key, description) of every enabled binding: the app's and the focused widget's."""
@@ -358,4 +384,4 @@ class CmdareApp(App[int]):
                 await asyncio.wait_for(asyncio.shield(asyncio.to_thread(demo.stop)), timeout=1.0)
             except TimeoutError:
                 log.info("demo cluster still stopping; exiting anyway")
-        self.exit(0)
+        self.exit(self.signal_exit_code)

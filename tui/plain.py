@@ -1,16 +1,19 @@
 """The overview as plain rich tables (``snapshot`` without ``--json``): scripts, cron, TERM=dumb.
 
 Not a terminal (a pipe, cron) → wide enough that nothing is cut; ``TERM=dumb`` → ASCII borders and
-no colour. States are symbols *and* words, as in the app."""
+no colour. States are symbols *and* words, as in the app. Data is printed as rich ``Text``, never
+parsed as markup (the console has markup and emoji codes off as well)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cmdare.tui.format import SEVERITY_SYMBOL, STATUS_SYMBOL, bytes_rate, duration, money, num, rate
 from cmdare.tui.session import MonitorState
@@ -22,7 +25,7 @@ def plain_console() -> Console:
     dumb = os.environ.get("TERM", "") in ("dumb", "")
     tty = sys.stdout.isatty()
     return Console(width=None if tty else PIPE_WIDTH, no_color=dumb or not tty, highlight=False,
-                   force_terminal=False if dumb else None)  # fmt: skip
+                   force_terminal=False if dumb else None, markup=False, emoji=False)  # fmt: skip
 
 
 def _table(title: str, columns: tuple[str, ...]) -> Table:
@@ -33,50 +36,51 @@ def _table(title: str, columns: tuple[str, ...]) -> Table:
     return t
 
 
+def _row(table: Table, *cells: str) -> None:
+    table.add_row(*map(Text, cells))
+
+
 def print_overview(state: MonitorState, console: Console | None = None) -> None:
-    console = console or plain_console()
+    out = console or plain_console()
+
+    def say(line: str) -> None:
+        out.print(Text(line))
+
+    _print_jobs(state, say, out)
+    a = _table("Alerts", ("Severity", "Kind", "Subject", "Message"))
+    for al in state.alerts:
+        _row(a, f"{SEVERITY_SYMBOL.get(al.severity, '?')} {al.severity}", al.kind, al.subject,
+             al.message + (f" → {al.fix}" if al.fix else ""))  # fmt: skip
+    if state.alerts:
+        out.print(a)
+    else:
+        say("Alerts: none")
+    for s in state.sources:
+        say(f"source: {s.message}")
+
+
+def _print_jobs(state: MonitorState, say: Callable[[str], None], console: Console) -> None:
     if state.read_only:
-        console.print("READ-ONLY: nothing is written")
+        say("READ-ONLY: nothing is written")
     if state.demo:
-        console.print("DEMO: simulated cluster on loopback, calibrated from CM-DARE measurements")
+        say("DEMO: simulated cluster on loopback, calibrated from CM-DARE measurements")
     costs = state.extras.get("cost", {})
     for job in state.jobs:
-        console.print(
+        say(
             f"Job {job.name} ({job.facts.model or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
             f"measured, global step {num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
         )
         c = costs.get(job.name)
         if c is not None and c.usd_per_hour is not None:
-            console.print(
-                f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
-                f"({c.price_source} prices)"
-            )
+            say(f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
+                f"({c.price_source} prices)")  # fmt: skip
         t = _table(
             "Cluster",
             ("Status", "Task", "Role", "GPU", "Region", "Prov", "Steps/s", "Step ms", "Net in", "Up"),
         )
         for n in job.nodes:
-            t.add_row(
-                f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}",
-                n.name,
-                n.role,
-                n.gpu or "CPU",
-                n.region or "–",
-                n.provisioning or "–",
-                rate(n.steps_per_sec),
-                num(n.step_seconds * 1000 if n.step_seconds else None, 0),
-                bytes_rate(n.net_in_bps),
-                duration(n.uptime_s),
-            )
+            _row(t, f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}", n.name, n.role, n.gpu or "CPU",
+                 n.region or "–", n.provisioning or "–", rate(n.steps_per_sec),
+                 num(n.step_seconds * 1000 if n.step_seconds else None, 0), bytes_rate(n.net_in_bps),
+                 duration(n.uptime_s))  # fmt: skip
         console.print(t)
-    a = _table("Alerts", ("Severity", "Kind", "Subject", "Message"))
-    for al in state.alerts:
-        a.add_row(
-            f"{SEVERITY_SYMBOL.get(al.severity, '?')} {al.severity}",
-            al.kind,
-            al.subject,
-            al.message + (f" → {al.fix}" if al.fix else ""),
-        )
-    console.print(a if state.alerts else "Alerts: none")
-    for s in state.sources:
-        console.print(f"source: {s.message}")

@@ -95,6 +95,7 @@ def run_geo(path: str, as_json: bool, top: int) -> int:
 def _print_tables(rep: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     lay = rep["layout"]
     head = Table(title=f"geo plan: {rep['source']}  (layout from {lay['chosen_by']})", show_header=False)
@@ -112,7 +113,7 @@ def _print_tables(rep: dict[str, Any]) -> None:
     for col in ("stage", "link", "Gbit/s eff (1 TCP)", "per mb s", "link busy s", "verdict"):
         bt.add_column(col)
     for b in rep["boundaries"]:
-        verdict = "[red]WAN-bound[/]" if b["wan_bound"] else ("ok" if b["wan"] else "intra-DC")
+        verdict = Text("WAN-bound", "red") if b["wan_bound"] else ("ok" if b["wan"] else "intra-DC")
         bt.add_row(str(b["stage"]), f"{b['from_dc']} → {b['to_dc']}",
                    f"{b['effective_gbps']:.3g} ({b['single_tcp_gbps']:.3g})", f"{b['transfer_seconds']:.3f}",
                    f"{b['link_busy_seconds']:.3f}", verdict)  # fmt: skip
@@ -122,6 +123,6 @@ def _print_tables(rep: dict[str, Any]) -> None:
     for i, p in enumerate(rep["placements"], 1):
         pt.add_row(str(i), f"{p['pp']}×{p['dp']}×{p['tp']}", " ".join(p["stage_dcs"]), f"{p['iteration_seconds']:.2f}",
                    f"{p['tokens_per_second']:.0f}", f"{p['usd_per_million_tokens']:.3f}", f"{p['gpu_utilization']:.0%}")  # fmt: skip
-    console = Console()
+    console = Console(markup=False, emoji=False)  # DC names come from the user's file: never markup
     for table in (head, bt, pt):
         console.print(table)
