@@ -6,7 +6,7 @@ zero-width characters, very long strings and invalid UTF-8 (:data:`HOSTILE`).
     python tests/hostile_server.py            # own process: prints the port, serves until killed
 
 Routes: ``/t/<i>/metrics`` is a well-formed exposition page for task ``i`` (its task, GPU, region and
-zone, the job and the model named by hostile strings), ``/t/garbage/metrics`` is not exposition and
+zone, the job and the model named by hostile strings; HTTP 500 once ``i`` is in ``down``), ``/t/garbage/metrics`` is not exposition and
 quotes hostile text (so a parser's error message would carry it), ``/prom/api/v1/query`` answers every
 query (GET or POST) with hostile ``cmdare_task_info`` / ``cmdare_job_info`` rows, and
 ``/prom-error/api/v1/query`` with a Prometheus error whose type and message are hostile.
@@ -116,6 +116,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, json.dumps(prom_error()).encode(), "application/json")
         elif parts[:1] == ["t"] and len(parts) == 3 and parts[1] == "garbage":
             self._send(200, garbage(), "text/plain; version=0.0.4")
+        elif parts[:1] == ["t"] and len(parts) == 3 and parts[1].isdigit() and int(parts[1]) in self.server.down:
+            self._send(500, HOSTILE["title"].encode(), "text/plain")
         elif parts[:1] == ["t"] and len(parts) == 3 and parts[1].isdigit():
             i = int(parts[1])
             self.steps[i] = self.steps.get(i, 0) + 10
@@ -129,6 +131,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    down: set[int]  # targets answering HTTP 500 (with a hostile body)
+
     def handle_error(self, request: object, client_address: object) -> None:  # clients that hang up
         pass
 
@@ -136,6 +140,7 @@ class _Server(ThreadingHTTPServer):
 class HostileServer:
     def __init__(self, port: int = 0) -> None:
         self.httpd = _Server((HOST, port), _Handler)
+        self.httpd.down = self.down = set()
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="hostile", daemon=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile_server import HOSTILE, INJECTED, TITLE_MARK, HostileServer  # noqa: E402
+from hostile_server import INJECTED, TITLE_MARK, HostileServer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = REPO / ".venv" / "bin" / "cmdare-tui"

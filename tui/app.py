@@ -159,7 +159,11 @@ class CmdareApp(App[int]):
     def report_problem(self, message: str | None) -> None:
         """Show ``message`` (one line, already clean) on the status line until a refresh succeeds."""
         self._problem = message
-        self._render_badges()
+        if not self._stop.is_set():
+            self._render_badges()
+
+    def on_unmount(self) -> None:
+        self._stop.set()  # the screen is going away (however the app ends): the poll loop ends too
 
     def _warm_up_planner(self) -> None:
         if self._poll and not self._prepared:
@@ -168,6 +172,8 @@ class CmdareApp(App[int]):
 
     def apply_state(self, state: MonitorState) -> None:
         """Hand a new state to every pane (one redraw per refresh)."""
+        if self._stop.is_set():
+            return
         state = replace(state, selected=self._selected_job)
         self.state = state
         failed = []
