@@ -52,10 +52,8 @@ async def test_a_pane_that_raises_is_reported_and_polling_goes_on(monkeypatch):
     with HostileServer() as srv:
         app = hostile_app(srv)
         async with app.run_test(size=(160, 45)) as pilot:
-            await wait_for(pilot, lambda: app.state is not None and calls["n"] >= 2)
-            line = badges(app)
-            assert "Cluster pane: ValueError: broken pane oops[/]␛]0;" in line
-            assert app.query_one("#pane-job")._state is app.state  # the other panes drew
+            await wait_for(pilot, lambda: "Cluster pane: ValueError: broken pane oops[/]␛]0;" in badges(app))
+            assert app.query_one("#pane-job")._state is not None  # the other panes drew
             await wait_for(pilot, lambda: app.query_one("#cluster-table", DataTable).row_count == 3)
             cycles = app.state.cycles
             await wait_for(pilot, lambda: app.state.cycles >= cycles + 2)  # polling went on
@@ -70,16 +68,15 @@ async def test_a_refresh_that_raises_is_reported_and_the_next_poll_runs(monkeypa
 
         def flaky(cycle):  # noqa: ANN001, ANN202
             calls["n"] += 1
-            if calls["n"] == 2:
+            if 2 <= calls["n"] <= 4:  # three refreshes in a row fail
                 raise RuntimeError(HOSTILE["link"])
             return real(cycle)
 
         monkeypatch.setattr(app.session, "analyse", flaky)
         async with app.run_test(size=(160, 45)) as pilot:
-            await wait_for(pilot, lambda: calls["n"] >= 2)
-            await pilot.pause(0.05)
-            assert "refresh failed: RuntimeError: [link=file:///etc/passwd]x[/link]" in badges(app)
-            await wait_for(pilot, lambda: calls["n"] >= 4 and app.state is not None and app.state.cycles >= 4)
+            await wait_for(pilot, lambda: "refresh failed: RuntimeError: [link=file:///etc/passwd]x[/link]"
+                           in badges(app))  # fmt: skip
+            await wait_for(pilot, lambda: calls["n"] >= 6 and app.state is not None and app.state.cycles >= 6)
             assert "refresh failed" not in badges(app)
 
 

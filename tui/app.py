@@ -151,7 +151,7 @@ class CmdareApp(App[int]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The poll loop survives every refresh's exceptions; should it still end in error, it is
         reported and restarted after one interval."""
-        if event.worker.name == "poller" and event.state is WorkerState.ERROR and not self._stop.is_set():
+        if event.worker.name == "poller" and event.state is WorkerState.ERROR and not self._closing_down():
             log.error("poll worker failed: %r", event.worker.error)
             self.report_problem(refresh_error(event.worker.error or RuntimeError("unknown")) + "; restarting")
             self.set_timer(self.options.refresh, self._start_polling)
@@ -159,8 +159,12 @@ class CmdareApp(App[int]):
     def report_problem(self, message: str | None) -> None:
         """Show ``message`` (one line, already clean) on the status line until a refresh succeeds."""
         self._problem = message
-        if not self._stop.is_set():
+        if not self._closing_down():
             self._render_badges()
+
+    def _closing_down(self) -> bool:
+        """True once the app quits or its screen is being taken down (the panes are gone)."""
+        return self._stop.is_set() or not self.query("#badges")
 
     def on_unmount(self) -> None:
         self._stop.set()  # the screen is going away (however the app ends): the poll loop ends too
@@ -172,7 +176,7 @@ class CmdareApp(App[int]):
 
     def apply_state(self, state: MonitorState) -> None:
         """Hand a new state to every pane (one redraw per refresh)."""
-        if self._stop.is_set():
+        if self._closing_down():
             return
         state = replace(state, selected=self._selected_job)
         self.state = state

@@ -191,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=getattr(logging, args.log_level), handlers=[logging.NullHandler()])
         return run_app(args)
     except UsageError as exc:
-        print(f"cmdare-tui: error: {exc}", file=sys.stderr)
+        from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
+
+        print(f"cmdare-tui: error: {clean_text(str(exc), MESSAGE_LIMIT)}", file=sys.stderr)  # may quote a file
         return 2
     except KeyboardInterrupt:
         return 130
