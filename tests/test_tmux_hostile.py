@@ -178,3 +178,18 @@ def test_quit_signals_restore_the_terminal(tmp_path: Path, sig: signal.Signals, 
             assert "Traceback" not in t.screen()
         finally:
             t.kill()
+
+
+def test_a_lost_terminal_ends_the_app(tmp_path: Path):
+    """An SSH disconnect: the terminal goes away (tmux server killed: the pty closes, SIGHUP)."""
+    with HostileServer() as srv:
+        t = PrivateTmux(f"{EXE} --read-only --refresh 0.5 --target {srv.target_url(3)}", tmp_path / "raw",
+                        tmp_path / "pid", width=100, height=30)  # fmt: skip
+        t.go()
+        t.wait_for(lambda s: _poll_number(s) >= 1)
+        pid = t.pid()
+        t.kill()
+        end = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+            assert time.monotonic() < end, "the app outlived its terminal"
+            time.sleep(0.1)

@@ -3,8 +3,8 @@ was found: alternate screen left, mouse tracking off, cursor shown, line discipl
 
 An SSH disconnect (SIGHUP) quits like ``q`` (exit 0); so does SIGTERM; SIGINT exits 130 like a
 ``KeyboardInterrupt`` at the prompt. Should the orderly quit not finish within
-:data:`FORCE_AFTER_S` (or a second signal arrive), the terminal modes are reset by hand and the
-process exits at once."""
+:data:`FORCE_AFTER_S` (a lost terminal can block Textual's writes), or a second signal arrive, the
+terminal modes are reset by hand and the process exits at once."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import logging
 import os
 import signal
 import sys
+import termios
+import threading
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -38,8 +40,12 @@ def install_quit_signals(app: Any) -> None:
         state["signalled"] = True
         log.warning("%s received: quitting", signal.Signals(signum).name)
         app.signal_exit_code = code
+        # A watchdog thread, not a loop timer: when the terminal is gone (SIGHUP) Textual's writes
+        # can block the event loop itself, and the process must end all the same.
+        watchdog = threading.Timer(FORCE_AFTER_S, force_exit, (app, code))
+        watchdog.daemon = True  # an orderly exit does not wait for it
+        watchdog.start()
         asyncio.ensure_future(app.action_quit())
-        loop.call_later(FORCE_AFTER_S, force_exit, app, code)
 
     try:
         for sig in QUIT_SIGNALS:
@@ -49,14 +55,17 @@ def install_quit_signals(app: Any) -> None:
 
 
 def force_exit(app: Any, code: int) -> None:
-    """Restore the terminal through the driver (else by raw escape codes) and exit now."""
+    """Reset the terminal's modes by hand (never blocking: it may be gone) and exit now."""
+    fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
     try:
-        driver = getattr(app, "_driver", None)
-        if driver is not None:
-            driver.stop_application_mode()
-        else:
-            sys.__stdout__.write(RESET_TERMINAL)
-            sys.__stdout__.flush()
-    except Exception:  # noqa: BLE001 - the terminal may be gone (SIGHUP): exit regardless
+        os.set_blocking(fd, False)
+        os.write(fd, RESET_TERMINAL.encode())
+    except OSError:
         pass
+    attrs = getattr(getattr(app, "_driver", None), "attrs_before", None)
+    if attrs is not None:
+        try:
+            termios.tcsetattr(sys.__stdin__.fileno(), termios.TCSANOW, attrs)  # echo, line editing back
+        except (OSError, termios.error, AttributeError, ValueError):
+            pass
     os._exit(code)
