@@ -185,3 +185,15 @@ def test_price_book_cleans_catalog_text():
                      as_of=HOSTILE["csi"], reason=HOSTILE["link"] + HOSTILE["bel"], notes=(HOSTILE["dcs"],))  # fmt: skip
     for text in [*next(iter(book.rates)), book.source, book.as_of, book.reason or "", *book.notes]:
         assert_safe(text, 500)
+
+
+def test_geo_plan_with_hostile_dc_names_prints_them_as_text(tmp_path: Path, capsys):
+    from cmdare.tui.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "geo-3dc.toml"
+    geo = tmp_path / "geo.toml"
+    geo.write_text(example.read_text().replace('"us-east"', '"us-east[/]\\u001b]0;PWNED\\u0007[link=x]"'))
+    assert main(["plan", "--geo", str(geo)]) == 0
+    out = capsys.readouterr()
+    assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err
+    assert "us-east[/]␛]0;PWNED␇[link=x]" in out.out

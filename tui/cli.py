@@ -154,6 +154,8 @@ def run_app(args: argparse.Namespace) -> int:
     app = CmdareApp(opts, theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
                     keys=cfg.keys if cfg else None, live_prices=args.prices == "live")
     code = app.run()
+    if app.return_code:  # the app ended on an error (Textual printed it): never exit 0 then
+        return app.return_code
     return int(code or 0)
 
 
