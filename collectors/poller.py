@@ -44,6 +44,11 @@ class Cycle:
     transitions: list[Transition]
     source_errors: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """A source's exception text may quote what it read: cleaned in place (sinks add theirs later)."""
+        for name, message in list(self.source_errors.items()):
+            self.source_errors[name] = clean_text(message, MESSAGE_LIMIT)
+
     @property
     def answered(self) -> int:
         return sum(1 for p in self.polls if p.ok)
@@ -86,7 +91,7 @@ class Poller:
             return await source.poll(self.client(), self.clock), None
         except Exception as exc:  # a broken source is a status, not a crash
             log.warning("source %s failed: %s", source.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
-            return [], clean_text(f"{type(exc).__name__}: {str(exc)[:160]}", MESSAGE_LIMIT)
+            return [], f"{type(exc).__name__}: {str(exc)[:160]}"
 
     async def poll_once(self) -> Cycle:
         t0 = self.clock.monotonic()
@@ -108,7 +113,7 @@ class Poller:
                 sink(cycle)
             except Exception as exc:
                 log.error("sink %r failed: %s", sink, exc)
-                errors[getattr(sink, "__name__", "sink")] = clean_text(str(exc)[:160], MESSAGE_LIMIT)
+                errors[getattr(sink, "__name__", "sink")] = str(exc)[:160]
         return cycle
 
     def _update_jobs(self, t: float) -> None:

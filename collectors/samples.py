@@ -1,31 +1,63 @@
 """Plain values the collectors produce: who a task is, what one poll of it returned, its state.
 
-Every source builds these, so they are where text from outside is made safe, once: each text field
-and series key passes :func:`~cmdare.collectors.untrusted.clean_text` on construction."""
+Every source builds these, so they are where text from outside is made safe, once: every text field
+(``str`` or ``str | None``) and every series key passes
+:func:`~cmdare.collectors.untrusted.clean_text` on construction (:class:`CleanText`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from operator import attrgetter
+from typing import Any
 
-from cmdare.collectors.untrusted import LABEL_LIMIT, MESSAGE_LIMIT, clean_keys, clean_optional, clean_text
+from cmdare.collectors.untrusted import LABEL_LIMIT, MESSAGE_LIMIT, clean_keys, clean_text
+
+_TEXT_TYPES = frozenset({"str", "str | None"})
 
 
-def _clean_fields(obj: object, names: tuple[str, ...], limit: int = LABEL_LIMIT) -> None:
-    """Clean the text fields ``names`` (two or more) of a frozen dataclass in place, at construction.
-    Fast path: one C-level scan of all of them joined, when that is printable ASCII within the limit."""
-    values = attrgetter(*names)(obj)
-    try:
-        joined = "".join(values)
-    except TypeError:  # not all str (e.g. a number from a recording)
-        joined = None
-    if joined is not None and len(joined) <= limit and joined.isascii() and joined.isprintable():
-        return
-    for name, value in zip(names, values, strict=True):
-        clean = clean_text(value, limit)
-        if clean is not value:
-            object.__setattr__(obj, name, clean)
+@functools.cache
+def _text_fields(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[str, ...]]:
+    """A getter of the text fields of dataclass ``cls`` (as a tuple), and their names."""
+    names = tuple(f.name for f in fields(cls) if f.type in _TEXT_TYPES)
+    get = attrgetter(*names)
+    return (get if len(names) > 1 else lambda obj: (get(obj),)), names
+
+
+class CleanText:
+    """Base of the frozen value types: their text fields are cleaned at construction. Fast path: one
+    C-level scan of all of them joined, when that is printable ASCII within the limit."""
+
+    TEXT_LIMIT = LABEL_LIMIT
+
+    def __post_init__(self) -> None:
+        get, names = _text_fields(type(self))
+        values = get(self)
+        limit = self.TEXT_LIMIT
+        try:
+            joined: str | None = "".join(filter(None, values))
+        except TypeError:  # not all text (e.g. a number in a hostile recording)
+            joined = None
+        if joined is not None and len(joined) <= limit and joined.isascii() and joined.isprintable():
+            return
+        for name, value in zip(names, values, strict=True):
+            clean = value if value is None else clean_text(value, limit)
+            if clean is not value:
+                object.__setattr__(self, name, clean)
+
+
+class CleanPoll(CleanText):
+    """:class:`CleanText` for polls: messages may be longer; series keys are cleaned too."""
+
+    TEXT_LIMIT = MESSAGE_LIMIT
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        values = clean_keys(self.values)  # type: ignore[attr-defined]
+        if values is not self.values:  # type: ignore[attr-defined]
+            object.__setattr__(self, "values", values)
 
 
 class TaskState(StrEnum):
@@ -35,7 +67,7 @@ class TaskState(StrEnum):
 
 
 @dataclass(frozen=True)
-class TaskInfo:
+class TaskInfo(CleanText):
     """Identity of one training task; from ``cmdare_task_info`` labels, the config, or TF_CONFIG."""
 
     job: str
@@ -48,19 +80,13 @@ class TaskInfo:
     dc: str = ""
     stage: str = ""
 
-    def __post_init__(self) -> None:
-        _clean_fields(self, _INFO_TEXT)
-
     @property
     def key(self) -> str:
         return f"{self.job}/{self.task}"
 
 
-_INFO_TEXT = ("job", "task", "role", "gpu", "region", "zone", "provisioning", "dc", "stage")
-
-
 @dataclass(frozen=True)
-class JobFacts:
+class JobFacts(CleanText):
     """What a job trains, from ``cmdare_job_info`` labels or the config (empty when unknown)."""
 
     job: str
@@ -70,12 +96,9 @@ class JobFacts:
     batch_size: int = 0
     target_steps: int = 0
 
-    def __post_init__(self) -> None:
-        _clean_fields(self, ("job", "model"))
-
 
 @dataclass(frozen=True)
-class TaskPoll:
+class TaskPoll(CleanPoll):
     """One poll of one source about one task.
 
     ``values`` maps series keys (see :mod:`cmdare.collectors.metrics`) to floats. ``error`` is a short
@@ -91,19 +114,9 @@ class TaskPoll:
     job_facts: JobFacts | None = None
     elapsed: float = 0.0  # seconds the poll took
 
-    def __post_init__(self) -> None:
-        source = clean_text(self.source, MESSAGE_LIMIT)
-        if source is not self.source:
-            object.__setattr__(self, "source", source)
-        if self.error is not None:
-            object.__setattr__(self, "error", clean_optional(self.error, MESSAGE_LIMIT))
-        values = clean_keys(self.values)
-        if values is not self.values:
-            object.__setattr__(self, "values", values)
-
 
 @dataclass(frozen=True)
-class Lifetime:
+class Lifetime(CleanText):
     """One server lifetime, as the revocation model learns it."""
 
     task: str
@@ -113,9 +126,6 @@ class Lifetime:
     gpu: str = ""
     region: str = ""
     provisioning: str = ""
-
-    def __post_init__(self) -> None:
-        _clean_fields(self, ("task", "cause", "gpu", "region", "provisioning"))
 
     @property
     def revoked(self) -> bool:

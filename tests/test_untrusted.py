@@ -197,3 +197,17 @@ def test_geo_plan_with_hostile_dc_names_prints_them_as_text(tmp_path: Path, caps
     out = capsys.readouterr()
     assert "\x1b" not in out.out + out.err and "\x07" not in out.out + out.err
     assert "us-east[/]␛]0;PWNED␇[link=x]" in out.out
+
+
+async def test_a_source_raising_hostile_text_is_a_clean_status():
+    class Raising:  # a source whose failure quotes what it read (no real source raises on demand)
+        name = "raising"
+
+        async def poll(self, client, clock):  # noqa: ANN001, ANN201
+            raise ValueError(HOSTILE["title"] + HOSTILE["long"])
+
+    poller = Poller([Raising()], Store(), clock=ManualClock(1_700_000_000.0))
+    cycle = await poller.poll_once()
+    await poller.aclose()
+    assert_safe(cycle.source_errors["raising"], 500)
+    assert "␛]0;" in cycle.source_errors["raising"]
