@@ -17,7 +17,7 @@ from cmdare.tui.session import MonitorSession, SessionOptions
 from cmdare.tui.widgets.explain import ExplainScreen
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile_server import HOSTILE, HostileServer  # noqa: E402
+from hostile_text_server import HOSTILE, HostileServer  # noqa: E402
 
 
 def hostile_app(srv: HostileServer, n: int = 3) -> CmdareApp:

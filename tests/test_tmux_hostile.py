@@ -1,5 +1,5 @@
 """The real program in a real terminal (a private tmux server, ``tmux -L``) against hostile targets
-(tests/hostile_server.py on 127.0.0.1): no injected escape sequence reaches the terminal's byte
+(tests/hostile_text_server.py on 127.0.0.1): no injected escape sequence reaches the terminal's byte
 stream (recorded raw with ``pipe-pane``), the title and clipboard stay untouched, markup shows
 literally, the app keeps polling; and SIGTERM / SIGHUP / SIGINT hand the terminal back restored."""
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile_server import INJECTED, TITLE_MARK, HostileServer  # noqa: E402
+from hostile_text_server import INJECTED, TITLE_MARK, HostileServer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = REPO / ".venv" / "bin" / "cmdare-tui"

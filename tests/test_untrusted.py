@@ -1,6 +1,6 @@
 """The one boundary for untrusted text (collectors/untrusted.py) and that every source crosses it:
 scrape, Prometheus API, JSON lines, TensorBoard, TF_CONFIG, replay of a hostile recording, prices.
-Each source runs for real on real files or a real HTTP server on 127.0.0.1 (tests/hostile_server.py)."""
+Each source runs for real on real files or a real HTTP server on 127.0.0.1 (tests/hostile_text_server.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from cmdare.collectors.tfrecord import frame
 from cmdare.collectors.untrusted import LABEL_LIMIT, CleanLogFilter, clean_text
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hostile_server import HOSTILE, INVALID_UTF8, HostileServer  # noqa: E402
+from hostile_text_server import HOSTILE, INVALID_UTF8, HostileServer  # noqa: E402
 
 UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs"}
 
@@ -211,3 +211,22 @@ async def test_a_source_raising_hostile_text_is_a_clean_status():
     await poller.aclose()
     assert_safe(cycle.source_errors["raising"], 500)
     assert "␛]0;" in cycle.source_errors["raising"]
+
+
+def test_tf_config_refuses_a_hostile_endpoint_in_one_line():
+    from cmdare.collectors import tf_config
+
+    spec = '{"cluster": {"worker": ["10.0.0.1:2222", "h\\u001b]0;x\\u0007:2222"]}}'
+    with pytest.raises(tf_config.TFConfigError) as err:
+        tf_config.load(spec)
+    assert "\x1b" not in str(err.value) and "\n" not in str(err.value)
+    ok = tf_config.load('{"cluster": {"worker": ["[::1]:2222", "w-1.example.com:2222"]}}')
+    assert [t.url for t in tf_config.targets(ok)] == ["http://[::1]:9400/metrics", "http://w-1.example.com:9400/metrics"]
+
+
+async def test_one_invalid_url_fails_alone():
+    with HostileServer() as srv:
+        targets = [ScrapeTarget(srv.target_url(0)), ScrapeTarget("http://h\x1b]0;x\x07:9/metrics", TaskInfo("j", "t"))]
+        polls = await _poll(ScrapeSource(targets))
+    assert [p.ok for p in polls] == [True, False] and polls[1].error == "invalid URL"
+    assert_safe(polls[1].source, 500)

@@ -3,7 +3,7 @@ values, names and error bodies carry terminal escape sequences, Rich/Textual mar
 zero-width characters, very long strings and invalid UTF-8 (:data:`HOSTILE`).
 
     with HostileServer() as srv: srv.target_url(0), srv.prometheus_url(), srv.prometheus_error_url()
-    python tests/hostile_server.py            # own process: prints the port, serves until killed
+    python tests/hostile_text_server.py            # own process: prints the port, serves until killed
 
 Routes: ``/t/<i>/metrics`` is a well-formed exposition page for task ``i`` (its task, GPU, region and
 zone, the job and the model named by hostile strings; HTTP 500 once ``i`` is in ``down``), ``/t/garbage/metrics`` is not exposition and
