@@ -5,6 +5,7 @@ Each source runs for real on real files or a real HTTP server on 127.0.0.1 (test
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import struct
 import sys
@@ -230,3 +231,38 @@ async def test_one_invalid_url_fails_alone():
         polls = await _poll(ScrapeSource(targets))
     assert [p.ok for p in polls] == [True, False] and polls[1].error == "invalid URL"
     assert_safe(polls[1].source, 500)
+
+
+MARKUPISH = st.lists(st.sampled_from([*"[]/=@:;!ab \x1b\x07\x9b\u202e\u200b", "[/]", "[link=", "]8;;", "[bold]"]),
+                     max_size=12).map("".join)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(MARKUPISH, min_size=5, max_size=5))
+def test_snapshot_text_renders_any_label_as_text(labels: list[str]):
+    """Any label, through the real store, lifecycle and planner views, printed by ``snapshot``'s
+    plain renderer on a colour terminal: no crash, no escape but colours, the text as it came."""
+    import io
+
+    from rich.console import Console
+
+    from cmdare.collectors.lifecycle import Lifecycle
+    from cmdare.planner.overview import build_jobs
+    from cmdare.tui.plain import print_overview
+    from cmdare.tui.session import MonitorState, SourceStatus
+
+    job, task, gpu, region, error = labels
+    store, life = Store(), Lifecycle()
+    polls = [TaskPoll("s", 1.0, True, info=TaskInfo(job or "j", task or "t", gpu=gpu, region=region),
+                      values={"cmdare_global_step": 1.0}, job_facts=JobFacts(job or "j", model=gpu)),
+             TaskPoll("s2", 1.0, False, info=TaskInfo(job or "j", "x" + task), error=error)]  # fmt: skip
+    for p in polls:
+        store.add(p)
+    life.observe(polls)
+    state = MonitorState(2.0, 1, build_jobs(store, life, 2.0), [], [], [SourceStatus("s2", False, error)],
+                         demo=False, read_only=True)  # fmt: skip
+    out = io.StringIO()
+    print_overview(state, Console(file=out, force_terminal=True, color_system="truecolor", width=300))
+    text = out.getvalue()
+    assert "\x1b" not in re.sub("\x1b\\[[0-9;]*m", "", text)  # colours only: no OSC 8 link, no title
+    assert clean_text(task or "t") in text.replace("\n", "") or len(clean_text(task)) > 20
