@@ -35,26 +35,21 @@ MESSAGE_LIMIT = 500  # an error or status message
 ELLIPSIS = "…"
 
 # Cc, Cf, Zl, Zp and Cs code points (Unicode 14, Python 3.11's unicodedata; a test checks the
-# running interpreter's table is covered).
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+# running interpreter's table is covered). C0, DEL and C1 go through a translation table; the rest
+# (format characters, separators, surrogates) through one regex.
+_REPLACEMENT = "\ufffd"
+_CONTROLS = {c: chr(0x2400 + c) for c in range(0x20)} | {0x7F: "\u2421"} | {c: _REPLACEMENT for c in range(0x80, 0xA0)}
+_FORMAT = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
     "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
     "\U000e0001\U000e0020-\U000e007f]"
 )
-_REPLACEMENT = "\ufffd"
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if code < 0x20:
-        return chr(0x2400 + code)  # ␀ … ␟ (ESC → ␛)
-    return "\u2421" if code == 0x7F else _REPLACEMENT  # ␡, else �
 
 
 @functools.lru_cache(maxsize=8192)
 def _clean_slow(text: str) -> str:
-    return _UNSAFE.sub(_visible, text)
+    return _FORMAT.sub(_REPLACEMENT, text.translate(_CONTROLS))
 
 
 def clean_text(value: object, limit: int = LABEL_LIMIT) -> str:
