@@ -78,14 +78,14 @@ class CmdareApp(App[int]):
         self.session = session or MonitorSession(self.options)
         self.state: MonitorState | None = None
         self._stop = asyncio.Event()
+        self._problem: str | None = None  # the last refresh or pane failure, shown on the status line
+        self.signal_exit_code = 0  # the exit status after a quit signal (see tui/signals.py)
         self._current = 0
         self._poll = poll
         self._prepared = False
         self._selected_job: str | None = None
         self._keys = keys or {}
         self._live_prices = live_prices
-        self._problem: str | None = None  # the last refresh or pane failure, shown on the status line
-        self.signal_exit_code = 0  # the exit status after a quit signal (see tui/signals.py)
         self.animation_level = "full" if animations else "none"
         if theme:
             self.theme = theme
