@@ -27,8 +27,12 @@ from __future__ import annotations
 import functools
 import logging
 import re
+from typing import Any
 
-__all__ = ["LABEL_LIMIT", "MESSAGE_LIMIT", "CleanLogFilter", "clean_text", "clean_optional", "clean_keys"]
+from cmdare.collectors.redaction import redact
+
+__all__ = ["LABEL_LIMIT", "MESSAGE_LIMIT", "CleanLogFilter", "clean_keys", "clean_optional", "clean_text",
+           "install_log_cleaning"]
 
 LABEL_LIMIT = 200  # a label value, job/task name, tag or series key
 MESSAGE_LIMIT = 500  # an error or status message
@@ -87,11 +91,29 @@ def clean_keys(values: dict[str, float], limit: int = LABEL_LIMIT) -> dict[str, 
 
 
 class CleanLogFilter(logging.Filter):
-    """Log lines never carry a control character (a log tailed in a terminal is a terminal too)."""
+    """Log lines never carry a control character (a log tailed in a terminal is a terminal too);
+    credentials are redacted before, as control characters would hide them from the redaction."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.getMessage()
-        clean = clean_text(msg, max(len(msg), 1))
+        clean = clean_text(redact(msg), max(len(msg), 1))  # redacted first: "Bearer\tX" must still match
         if clean != msg:
             record.msg, record.args = clean, None
         return True
+
+
+def install_log_cleaning() -> None:
+    """Clean every log record as it is made, whichever handler (stderr, the log file) gets it
+    and whenever that handler was added. Idempotent."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "cleans_text", False):
+        return
+    clean = CleanLogFilter()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        clean.filter(record)
+        return record
+
+    factory.cleans_text = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

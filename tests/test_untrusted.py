@@ -266,3 +266,16 @@ def test_snapshot_text_renders_any_label_as_text(labels: list[str]):
     text = out.getvalue()
     assert "\x1b" not in re.sub("\x1b\\[[0-9;]*m", "", text)  # colours only: no OSC 8 link, no title
     assert clean_text(task or "t") in text.replace("\n", "") or len(clean_text(task)) > 20
+
+
+def test_log_records_are_cleaned_as_made_and_secrets_still_redacted(caplog):
+    import logging
+
+    from cmdare.collectors.untrusted import install_log_cleaning
+
+    install_log_cleaning()
+    install_log_cleaning()  # idempotent
+    with caplog.at_level(logging.WARNING):
+        logging.getLogger("cmdare.test").warning("answer: %s", "\x1b]0;x\x07 Authorization: Bearer\tSECRET1")
+    (rec,) = [r for r in caplog.records if r.name == "cmdare.test"]
+    assert "\x1b" not in rec.getMessage() and "SECRET1" not in rec.getMessage() and "␛]0;x␇" in rec.getMessage()

@@ -154,21 +154,16 @@ def run_app(args: argparse.Namespace) -> int:
     app = CmdareApp(opts, theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
                     keys=cfg.keys if cfg else None, live_prices=args.prices == "live")
     code = app.run()
-    if app.return_code:  # the app ended on an error (Textual printed it): never exit 0 then
-        return app.return_code
     return int(code or 0)
 
 
 def _redact_log_output() -> None:
     """Every handler on the root logger redacts credentials (records of any module propagate there)."""
     from cmdare.collectors.redaction import RedactFilter
-    from cmdare.collectors.untrusted import CleanLogFilter
 
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactFilter) for f in handler.filters):
             handler.addFilter(RedactFilter())
-        if not any(isinstance(f, CleanLogFilter) for f in handler.filters):
-            handler.addFilter(CleanLogFilter())  # and no control character reaches a log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,9 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=getattr(logging, args.log_level), handlers=[logging.NullHandler()])
         return run_app(args)
     except UsageError as exc:
-        from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
-
-        print(f"cmdare-tui: error: {clean_text(str(exc), MESSAGE_LIMIT)}", file=sys.stderr)  # may quote a file
+        print(f"cmdare-tui: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -15,7 +15,7 @@ from cmdare.collectors.demo_cluster import DemoCluster
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.store import Store
-from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.alerts import Alert
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.tui.sources import SourcePlan, build_sources
@@ -130,6 +130,7 @@ class MonitorSession:
 
     def start(self) -> None:
         """Start the demo cluster (when asked, or when no source was given) and build the poller."""
+        install_log_cleaning()  # sources log what they read: no control character reaches a log
         self.plan = build_sources(self.opts, lifecycle=self.lifecycle, extra_sources=self._extra_sources,
                                   demo_factory=self._demo_factory)
         self.demo = self.plan.demo
