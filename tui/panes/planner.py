@@ -117,7 +117,7 @@ class PlannerPane(Vertical):
             self._set_mode("ranked")
             self.query_one("#ranked-table", FilterTable).set_rows(ranked_rows(ranked))
             r = ranked.current
-            self.border_subtitle = (  # own text only: objective, price source and date, calibration
+            self.border_subtitle = (
                 f"ranked by {ranked.objective} · prices {r['price_source']} {r['price_as_of']}"
                 + calibration_note(state.extras.get("live_plan", {}).get(state.job().name))
             )
