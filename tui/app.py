@@ -394,4 +394,4 @@ class CmdareApp(App[int]):
                 await asyncio.wait_for(asyncio.shield(asyncio.to_thread(demo.stop)), timeout=1.0)
             except TimeoutError:
                 log.info("demo cluster still stopping; exiting anyway")
-        self.exit(self.signal_exit_code)
+        self.exit(self.signal_exit_code, return_code=self.signal_exit_code)
