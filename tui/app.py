@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from rich.text import Text
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
@@ -33,6 +32,7 @@ from cmdare.tui.panes.planner import PlannerPane
 from cmdare.tui.session import MonitorSession, MonitorState, SessionOptions, refresh_error
 from cmdare.tui.signals import install_quit_signals
 from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
+from cmdare.tui.widgets.status import status_line
 
 log = logging.getLogger(__name__)
 
@@ -192,28 +192,8 @@ class CmdareApp(App[int]):
         self.call_after_refresh(self._warm_up_planner)
 
     def _render_badges(self) -> None:
-        """Short badges first (they must survive 80 columns), details after. Built as Text: the
-        source messages quote remote text, which is never parsed as markup."""
-        line = Text()
-        badge = "reverse bold"
-        if self.read_only:
-            line.append(" READ-ONLY ", badge).append(" ")
-        if self.session.is_demo:
-            line.append(" DEMO ", badge).append(" ")
-        rp = self._replay
-        if rp is not None:
-            done, total = rp.position
-            state = "paused" if rp.paused else f"×{rp.speed:g}"
-            line.append(" REPLAY ", badge).append(f" {done}/{total} polls {state} ")
-        if self._problem:
-            line.append(f"⚠ {self._problem}", "bold red").append(" · ")
-        st = self.state
-        if st is not None:
-            line.append(f"poll #{st.cycles} every {self.options.refresh:g}s · " + " · ".join(s.message for s in st.sources))
-        else:
-            line.append(f"polling every {self.options.refresh:g}s…")
-        if self.session.is_demo:
-            line.append(" simulated cluster on loopback, calibrated from CM-DARE measurements")
+        line = status_line(read_only=self.read_only, demo=self.session.is_demo, replay=self._replay,
+                           problem=self._problem, state=self.state, refresh=self.options.refresh)
         self.query_one("#badges", Static).update(line)
 
     # --- layout --------------------------------------------------------------------------------
