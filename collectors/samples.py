@@ -6,7 +6,6 @@ Every source builds these, so they are where text from outside is made safe, onc
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
@@ -18,43 +17,46 @@ from cmdare.collectors.untrusted import LABEL_LIMIT, MESSAGE_LIMIT, clean_keys, 
 _TEXT_TYPES = frozenset({"str", "str | None"})
 
 
-@functools.cache
+_FIELDS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[str, ...]]] = {}
+
+
 def _text_fields(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[str, ...]]:
     """A getter of the text fields of dataclass ``cls`` (as a tuple), and their names."""
     names = tuple(f.name for f in fields(cls) if f.type in _TEXT_TYPES)
     get = attrgetter(*names)
-    return (get if len(names) > 1 else lambda obj: (get(obj),)), names
+    _FIELDS[cls] = (get if len(names) > 1 else lambda obj: (get(obj),)), names
+    return _FIELDS[cls]
+
+
+def _clean_fields(obj: Any, limit: int) -> None:
+    """Clean the text fields of frozen dataclass ``obj`` in place. Fast path: one C-level scan of
+    all of them joined, when that is printable ASCII within the limit."""
+    get, names = _FIELDS.get(type(obj)) or _text_fields(type(obj))
+    values = get(obj)
+    try:
+        joined: str | None = "".join(filter(None, values))
+    except TypeError:  # not all text (e.g. a number in a hostile recording)
+        joined = None
+    if joined is not None and len(joined) <= limit and joined.isascii() and joined.isprintable():
+        return
+    for name, value in zip(names, values, strict=True):
+        clean = value if value is None else clean_text(value, limit)
+        if clean is not value:
+            object.__setattr__(obj, name, clean)
 
 
 class CleanText:
-    """Base of the frozen value types: their text fields are cleaned at construction. Fast path: one
-    C-level scan of all of them joined, when that is printable ASCII within the limit."""
-
-    TEXT_LIMIT = LABEL_LIMIT
+    """Base of the frozen value types: their text fields are cleaned at construction."""
 
     def __post_init__(self) -> None:
-        get, names = _text_fields(type(self))
-        values = get(self)
-        limit = self.TEXT_LIMIT
-        try:
-            joined: str | None = "".join(filter(None, values))
-        except TypeError:  # not all text (e.g. a number in a hostile recording)
-            joined = None
-        if joined is not None and len(joined) <= limit and joined.isascii() and joined.isprintable():
-            return
-        for name, value in zip(names, values, strict=True):
-            clean = value if value is None else clean_text(value, limit)
-            if clean is not value:
-                object.__setattr__(self, name, clean)
+        _clean_fields(self, LABEL_LIMIT)
 
 
-class CleanPoll(CleanText):
-    """:class:`CleanText` for polls: messages may be longer; series keys are cleaned too."""
-
-    TEXT_LIMIT = MESSAGE_LIMIT
+class CleanPoll:
+    """Base of :class:`TaskPoll`: messages may be longer; series keys are cleaned too."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        _clean_fields(self, MESSAGE_LIMIT)
         values = clean_keys(self.values)  # type: ignore[attr-defined]
         if values is not self.values:  # type: ignore[attr-defined]
             object.__setattr__(self, "values", values)

@@ -83,10 +83,10 @@ def clean_keys(values: dict[str, float], limit: int = LABEL_LIMIT) -> dict[str, 
     told by one C-level scan of the keys joined)."""
     try:
         joined = "".join(values)
-        if not values or (max(map(len, values)) <= limit and joined.isascii() and joined.isprintable()):
-            return values
     except TypeError:  # a key that is not text (a hostile recording)
-        pass
+        joined = "\x00"
+    if joined.isascii() and joined.isprintable() and (len(joined) <= limit or max(map(len, values)) <= limit):
+        return values
     return {clean_text(k, limit): v for k, v in values.items()}
 
 
