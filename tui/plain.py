@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 
 from rich import box
 from rich.console import Console
@@ -37,50 +36,56 @@ def _table(title: str, columns: tuple[str, ...]) -> Table:
 
 
 def _row(table: Table, *cells: str) -> None:
+    """A row of data cells, as text (a str cell would be parsed as markup)."""
     table.add_row(*map(Text, cells))
 
 
 def print_overview(state: MonitorState, console: Console | None = None) -> None:
-    out = console or plain_console()
-
-    def say(line: str) -> None:
-        out.print(Text(line))
-
-    _print_jobs(state, say, out)
-    a = _table("Alerts", ("Severity", "Kind", "Subject", "Message"))
-    for al in state.alerts:
-        _row(a, f"{SEVERITY_SYMBOL.get(al.severity, '?')} {al.severity}", al.kind, al.subject,
-             al.message + (f" → {al.fix}" if al.fix else ""))  # fmt: skip
-    if state.alerts:
-        out.print(a)
-    else:
-        say("Alerts: none")
-    for s in state.sources:
-        say(f"source: {s.message}")
-
-
-def _print_jobs(state: MonitorState, say: Callable[[str], None], console: Console) -> None:
+    console = console or plain_console()
     if state.read_only:
-        say("READ-ONLY: nothing is written")
+        console.print("READ-ONLY: nothing is written")
     if state.demo:
-        say("DEMO: simulated cluster on loopback, calibrated from CM-DARE measurements")
+        console.print("DEMO: simulated cluster on loopback, calibrated from CM-DARE measurements")
     costs = state.extras.get("cost", {})
     for job in state.jobs:
-        say(
+        console.print(Text(
             f"Job {job.name} ({job.facts.model or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
             f"measured, global step {num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
-        )
+        ))  # fmt: skip
         c = costs.get(job.name)
         if c is not None and c.usd_per_hour is not None:
-            say(f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
-                f"({c.price_source} prices)")  # fmt: skip
+            console.print(
+                f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
+                f"({c.price_source} prices)"
+            )
         t = _table(
             "Cluster",
             ("Status", "Task", "Role", "GPU", "Region", "Prov", "Steps/s", "Step ms", "Net in", "Up"),
         )
         for n in job.nodes:
-            _row(t, f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}", n.name, n.role, n.gpu or "CPU",
-                 n.region or "–", n.provisioning or "–", rate(n.steps_per_sec),
-                 num(n.step_seconds * 1000 if n.step_seconds else None, 0), bytes_rate(n.net_in_bps),
-                 duration(n.uptime_s))  # fmt: skip
+            _row(
+                t,
+                f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}",
+                n.name,
+                n.role,
+                n.gpu or "CPU",
+                n.region or "–",
+                n.provisioning or "–",
+                rate(n.steps_per_sec),
+                num(n.step_seconds * 1000 if n.step_seconds else None, 0),
+                bytes_rate(n.net_in_bps),
+                duration(n.uptime_s),
+            )
         console.print(t)
+    a = _table("Alerts", ("Severity", "Kind", "Subject", "Message"))
+    for al in state.alerts:
+        _row(
+            a,
+            f"{SEVERITY_SYMBOL.get(al.severity, '?')} {al.severity}",
+            al.kind,
+            al.subject,
+            al.message + (f" → {al.fix}" if al.fix else ""),
+        )
+    console.print(a if state.alerts else "Alerts: none")
+    for s in state.sources:
+        console.print(Text(f"source: {s.message}"))
