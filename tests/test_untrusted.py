@@ -229,7 +229,7 @@ async def test_one_invalid_url_fails_alone():
     with HostileServer() as srv:
         targets = [ScrapeTarget(srv.target_url(0)), ScrapeTarget("http://h\x1b]0;x\x07:9/metrics", TaskInfo("j", "t"))]
         polls = await _poll(ScrapeSource(targets))
-    assert [p.ok for p in polls] == [True, False] and polls[1].error == "invalid URL"
+    assert [p.ok for p in polls] == [True, False] and "invalid" in (polls[1].error or "").lower()
     assert_safe(polls[1].source, 500)
 
 
