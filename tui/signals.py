@@ -13,14 +13,14 @@ import logging
 import os
 import signal
 import sys
-import termios
 import threading
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-EXIT_CODES = {signal.SIGTERM: 0, signal.SIGHUP: 0, signal.SIGINT: 130}
+# SIGHUP exists on Unix only (the app runs elsewhere without it)
+QUIT_SIGNALS = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT) if s is not None)
+EXIT_CODES = {signal.SIGTERM: 0, signal.SIGINT: 130} | {s: 0 for s in QUIT_SIGNALS if s.name == "SIGHUP"}
 FORCE_AFTER_S = 3.0
 # leave the alternate screen; mouse tracking, focus events, bracketed paste off; cursor shown
 RESET_TERMINAL = (
@@ -65,7 +65,9 @@ def force_exit(app: Any, code: int) -> None:
     attrs = getattr(getattr(app, "_driver", None), "attrs_before", None)
     if attrs is not None:
         try:
+            import termios
+
             termios.tcsetattr(sys.__stdin__.fileno(), termios.TCSANOW, attrs)  # echo, line editing back
-        except (OSError, termios.error, AttributeError, ValueError):
-            pass
+        except Exception as exc:  # noqa: BLE001 - no termios (not Unix), or the terminal is gone
+            log.debug("terminal modes not restored: %s", exc)
     os._exit(code)
