@@ -53,6 +53,7 @@ _FORMAT = re.compile(
 
 @functools.lru_cache(maxsize=8192)
 def _clean_slow(text: str) -> str:
+    """``text`` (already within its limit) with every unsafe character made visible or replaced."""
     return _FORMAT.sub(_REPLACEMENT, text.translate(_CONTROLS))
 
 
