@@ -23,6 +23,7 @@ from cmdare.collectors.lifecycle import Lifecycle, Transition
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskPoll, TaskState
 from cmdare.collectors.store import Store
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,11 @@ class Cycle:
     polls: list[TaskPoll]
     transitions: list[Transition]
     source_errors: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """A source's exception text may quote what it read: cleaned in place (sinks add theirs later)."""
+        for name, message in list(self.source_errors.items()):
+            self.source_errors[name] = clean_text(message, MESSAGE_LIMIT)
 
     @property
     def answered(self) -> int:

@@ -150,8 +150,12 @@ MAX_IN_FLIGHT = 64
 
 @functools.lru_cache(maxsize=4096)
 def _origin(url: str) -> str:
-    """scheme://host:port/ of ``url`` (the key of a per-host client)."""
-    return str(httpx.URL(url).copy_with(path="/", query=None, fragment=None))
+    """scheme://host:port/ of ``url`` (the key of a per-host client); the URL itself when invalid
+    (its scrape then fails alone)."""
+    try:
+        return str(httpx.URL(url).copy_with(path="/", query=None, fragment=None))
+    except httpx.InvalidURL:
+        return url
 
 
 class ScrapeSource:
@@ -191,8 +195,12 @@ class ScrapeSource:
 
         async def one(target: ScrapeTarget, origin: str) -> TaskPoll:
             async with gate:  # the timeout starts when the request does, not while it queues
-                return await scrape(self._client_for(origin) if many else client, target, timeout=self.timeout,
-                                    max_bytes=self.max_bytes, clock=clock)
+                try:
+                    return await scrape(self._client_for(origin) if many else client, target,
+                                        timeout=self.timeout, max_bytes=self.max_bytes, clock=clock)
+                except httpx.InvalidURL:  # one bad URL fails alone, never the whole source
+                    return TaskPoll(redact(target.url), clock.now(), False, info=target.default_info,
+                                    error="invalid URL")
 
         polls = list(await asyncio.gather(*(one(t, o) for t, o in zip(targets, origins, strict=True))))
         if many and len(self._clients) > len(set(origins)):  # hosts that left the target list

@@ -14,6 +14,7 @@ share a host). Evaluators do not train and are left out.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,13 +74,19 @@ def load(text_or_path: str) -> dict:
     for role, hosts in cluster.items():
         if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
             raise TFConfigError(f"TF_CONFIG cluster.{role} must be a list of 'host:port' strings")
+    for hosts in cluster.values():  # one bad endpoint is refused here, never in every poll
+        for endpoint in hosts:
+            _split(endpoint)
     return spec
+
+
+_HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9._-]+)?\]")  # a name, IPv4, or [IPv6]
 
 
 def _split(endpoint: str) -> tuple[str, int]:
     host, sep, port = endpoint.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise TFConfigError(f"TF_CONFIG endpoint is not host:port: {endpoint!r}")
+    if not sep or not host or not port.isdigit() or not _HOST.fullmatch(host):
+        raise TFConfigError(f"TF_CONFIG endpoint is not host:port: {endpoint[:200]!r}")
     return host.strip("[]"), int(port)
 
 

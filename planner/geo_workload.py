@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cmdare.collectors.untrusted import clean_text
 from cmdare.planner.bubbles import PrefillSpec
 from cmdare.planner.geo_model import DEFAULT_MFU, DataCenter, GeoJob, LanguageModel, Layout
 from cmdare.planner.gpu_catalog import UnknownGpuError, get_gpu
@@ -142,7 +143,7 @@ class _Table:
             raise self.err(f"must be a non-empty string, got {val!r}", key)
         if choices and val.lower() not in choices:
             raise self.err(f"must be one of {', '.join(choices)}, got {val!r}", key)
-        return val.lower() if choices else val
+        return val.lower() if choices else clean_text(val)  # names are shown on a terminal
 
 
 def load_geo_workload(path: str | Path) -> GeoWorkload:
@@ -261,6 +262,7 @@ def _layout(
         names = {d.name for d in dcs}
         if not isinstance(placement, list) or not all(isinstance(x, str) for x in placement):
             raise t.err("must be a list of DC names, one per stage", "placement")
+        placement = [clean_text(x) for x in placement]  # as the DC names themselves
         bad = [x for x in placement if x not in names]
         if bad:
             raise t.err(f"unknown DC {bad[0]!r} (known: {', '.join(sorted(names))})", "placement")

@@ -15,6 +15,7 @@ from cmdare.collectors.demo_cluster import DemoCluster
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.store import Store
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.alerts import Alert
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.tui.sources import SourcePlan, build_sources
@@ -60,6 +61,10 @@ class SourceStatus:
     ok: bool
     message: str
 
+    def __post_init__(self) -> None:  # messages quote exceptions, whose text may come from outside
+        object.__setattr__(self, "name", clean_text(self.name, MESSAGE_LIMIT))
+        object.__setattr__(self, "message", clean_text(self.message, MESSAGE_LIMIT))
+
 
 @dataclass(frozen=True)
 class MonitorState:
@@ -95,6 +100,11 @@ class MonitorState:
         }
 
 
+def refresh_error(exc: BaseException) -> str:
+    """One line about a refresh that raised (shown in the status line)."""
+    return clean_text(f"refresh failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT)
+
+
 class MonitorSession:
     def __init__(self, opts: SessionOptions, *, clock: Clock | None = None,
                  extra_sources: list[Source] | None = None,
@@ -120,6 +130,7 @@ class MonitorSession:
 
     def start(self) -> None:
         """Start the demo cluster (when asked, or when no source was given) and build the poller."""
+        install_log_cleaning()  # sources log what they read: no control character reaches a log
         self.plan = build_sources(self.opts, lifecycle=self.lifecycle, extra_sources=self._extra_sources,
                                   demo_factory=self._demo_factory)
         self.demo = self.plan.demo
@@ -218,13 +229,20 @@ class MonitorSession:
         self._ranking = asyncio.ensure_future(asyncio.to_thread(engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes()))
         self._ranking.add_done_callback(done)
 
-    async def run(self, stop: asyncio.Event, on_state: Callable[[MonitorState], None]) -> None:
+    async def run(self, stop: asyncio.Event, on_state: Callable[[MonitorState], None],
+                  on_error: Callable[[str], None] | None = None) -> None:
+        """Poll until ``stop`` is set. Whatever one refresh raises (a source, the planner, a pane
+        in ``on_state``) is logged and handed to ``on_error`` as one line; the next poll still runs."""
         assert self.poller is not None, "start() first"
         while not stop.is_set():
             started = self.poller.clock.monotonic()
-            cycle = await self.poller.poll_once()
-            on_state(self.analyse(cycle))
-            self._start_ranking()
+            try:
+                on_state(self.analyse(await self.poller.poll_once()))
+                self._start_ranking()
+            except Exception as exc:
+                log.exception("refresh failed; polling goes on")
+                if on_error is not None:
+                    on_error(refresh_error(exc))
             await self.poller.wait_next(started, stop)
 
     async def aclose(self) -> None:

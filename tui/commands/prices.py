@@ -100,7 +100,7 @@ def _table(book: Any, rows: list[Any]) -> None:
             f"{r.gpu_usd_per_hour:.4f}",
             f"{r.host_usd_per_hour:.4f}",
         )
-    Console().print(table)
+    Console(markup=False, emoji=False).print(table)  # region names come from the Catalog API
 
 
 def run(args: argparse.Namespace) -> int:

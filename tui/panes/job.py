@@ -34,7 +34,7 @@ def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Ta
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))
+    grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))  # Text: never markup
     grid.add_row("Steps/s", _cell(rate(job.steps_per_sec), "measured", "bold"))
     pred = state.extras.get("predicted", {}).get(job.name)
     if pred is not None:
@@ -104,7 +104,7 @@ class JobPane(Vertical, can_focus=True):
         job = state.job()
         summary = self.query_one("#job-summary", Static)
         if job is None:
-            summary.update("no job seen yet: " + "; ".join(s.message for s in state.sources))
+            summary.update(Text("no job seen yet: " + "; ".join(s.message for s in state.sources)))
             return
         cost = state.extras.get("cost", {}).get(job.name)
         pred = state.extras.get("predicted", {}).get(job.name)
@@ -141,7 +141,7 @@ class JobPane(Vertical, can_focus=True):
             )
             why = draw_cost(plot, pts, cost.budget_usd if cost else None, missing)
         note = self.query_one("#plot-note", Static)
-        note.update(why or "")
+        note.update(Text(why or ""))
         note.display = why is not None
         plot.display = why is None
         self.border_subtitle = f"p: next plot · {self.plot_kind}"

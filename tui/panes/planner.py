@@ -135,7 +135,7 @@ class PlannerPane(Vertical):
         self._set_mode("outlook")
         rows: list[ShapeOutlook] = state.extras.get("outlook", {}).get(job.name, []) if job else []
         self.query_one("#planner-table", FilterTable).set_rows(outlook_rows(rows) if rows else [])
-        self.border_subtitle = (
+        self.border_subtitle = Text(
             ("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape"
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -15,8 +16,15 @@ from cmdare.planner.job_plan import ShapeOutlook
 from cmdare.tui.format import duration, money, pct, rate
 
 
+class _Grid(Table):
+    """Label / value rows; both are shown as plain text (data is never parsed as markup)."""
+
+    def add_row(self, *cells: Any, **kw: Any) -> None:  # type: ignore[override]
+        super().add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells), **kw)
+
+
 def _grid() -> Table:
-    t = Table.grid(padding=(0, 2))
+    t = _Grid.grid(padding=(0, 2))
     t.add_column(style="bold", no_wrap=True)
     t.add_column()
     return t
@@ -44,9 +52,9 @@ class ExplainScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(f"[b]{self._title}[/b]\n")
+            yield Static(Text(self._title + "\n", style="bold"))
             yield Static(self._body)
-            yield Static("\n" + self._foot + "\n[dim]esc closes[/dim]")
+            yield Static(Text.assemble("\n" + self._foot + "\n", ("esc closes", "dim")))
 
     def action_close(self) -> None:
         self.dismiss(None)
