@@ -48,6 +48,8 @@ _KEYS: dict[str, set[str]] = {
 }  # fmt: skip
 
 
+MAX_NUMBER = 1e15  # any number in a geo file (larger ones only overflow the model)
+
 class GeoWorkloadError(ValueError):
     """A geo workload file is malformed; the message names file, line (when known) and key."""
 
@@ -127,6 +129,8 @@ class _Table:
             raise self.err(f"must be {'an integer' if integer else 'a number'}, got {val!r}", key)
         if (positive and val <= 0) or val < 0:
             raise self.err(f"must be {'> 0' if positive else '>= 0'}, got {val!r}", key)
+        if val > MAX_NUMBER:
+            raise self.err(f"implausibly large (at most {MAX_NUMBER:g}), got {val!r}", key)
         return int(val) if integer else float(val)
 
     def opt(self, key: str, **kw: Any) -> Any:

@@ -197,6 +197,10 @@ def parse_workload(text: str, source: str = "<string>") -> Workload:
     return Workload(model, target, current, allowed, options, source)
 
 
+MAX_NODES = 4096  # [allowed] max_workers / max_ps
+MAX_NUMBER = 1e15  # any number in a workload file (larger ones only overflow the models)
+
+
 def _check_keys(data: dict[str, Any], loc: _Locator) -> None:
     for table in data:
         if table not in _SCHEMA:
@@ -216,6 +220,8 @@ def _check_keys(data: dict[str, Any], loc: _Locator) -> None:
                 raise loc.error("must be a number or string, not a boolean", table, key)
             if not isinstance(value, kind):
                 raise loc.error(f"wrong type {type(value).__name__}", table, key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_NUMBER:
+                raise loc.error(f"implausible value {value!r} (a finite number up to {MAX_NUMBER:g})", table, key)
         for key, (_, required) in spec.items():
             if required and key not in values:
                 raise loc.error("missing required key", table, key)
@@ -253,6 +259,8 @@ def _target(v: dict[str, Any], model: ModelSpec, loc: _Locator) -> Target:
 def _current(v: dict[str, Any], loc: _Locator) -> Shape:
     for key in ("workers", "ps"):
         _positive(v, key, "current", loc)
+        if v[key] > MAX_NODES:
+            raise loc.error(f"at most {MAX_NODES}", "current", key)
     if v["provisioning"] not in PROVISIONINGS:
         raise loc.error(f"must be one of {', '.join(PROVISIONINGS)}", "current", "provisioning")
     return Shape(v["gpu"], int(v["workers"]), int(v["ps"]), v["region"], v["provisioning"])
@@ -270,6 +278,8 @@ def _str_list(v: dict[str, Any], key: str, loc: _Locator) -> tuple[str, ...] | N
 def _allowed(v: dict[str, Any], current: Shape, loc: _Locator) -> Allowed:
     for key in ("max_workers", "max_ps"):
         _positive(v, key, "allowed", loc)
+        if v.get(key, 0) > MAX_NODES:
+            raise loc.error(f"at most {MAX_NODES} (the planner enumerates every count)", "allowed", key)
     provs = _str_list(v, "provisionings", loc) or PROVISIONINGS
     for p in (*provs, v.get("ps_provisioning", "standard")):
         if p not in PROVISIONINGS:
