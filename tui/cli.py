@@ -2,7 +2,8 @@
 
 Bad input prints one line, ``cmdare-tui: error: …``, and exits with status 2 — never a traceback.
 Exit status: 0 ok; 1 the command ran but found nothing healthy (``snapshot``) or an unexpected
-error (one line; its traceback goes to the log file unless read-only); 2 bad input; 130 Ctrl+C.
+error (one line; its traceback goes to the log file unless read-only); 2 bad input; 130 Ctrl+C;
+141 stdout closed early (``| head``).
 The global flags (``--read-only``, ``--prices``, ``--log-level``, ``--config``) go before or after
 the command name.
 """
@@ -183,16 +184,34 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv and argv[0] == "--session-args-from-env":  # a session started by `serve`
+            from cmdare.tui.commands.serve import session_argv
+
+            argv = session_argv(argv)
         return _run(argv)
     except (UsageError, ReadOnlyError, UnsafeTargetError) as exc:
         _say(str(exc))
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cmdare-tui … | head`: the reader left; say nothing
+        _silence_stdout()
+        return 141
     except Exception as exc:  # noqa: BLE001 - last resort: one line here, the traceback in the log
         where = log_crash(exc)
         _say(f"unexpected {type(exc).__name__}: {exc}" + (f" (traceback in {where})" if where else ""))
         return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _say(message: str) -> None:
