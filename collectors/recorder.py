@@ -59,7 +59,7 @@ def check_version(conn: sqlite3.Connection, path: str | Path) -> None:
         raise RecordingError(f"{path}: not a cmdare recording ({exc})") from None
     if row is None:
         raise RecordingError(f"{path}: not a cmdare recording (no schema version)")
-    if int(row[0]) != SCHEMA_VERSION:
+    if str(row[0]).strip() != str(SCHEMA_VERSION):
         raise RecordingError(f"{path}: recording schema {row[0]}, this version reads {SCHEMA_VERSION}")
 
 

@@ -28,6 +28,8 @@ from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 log = logging.getLogger(__name__)
 
 
+MAX_GAP_S = 60.0  # the longest pause replayed between two cycles (recorded seconds)
+
 class ReplayFinished(Exception):
     """The recording has no more cycles (shown as the replay source's status)."""
 
@@ -67,6 +69,15 @@ def _poll(row: tuple) -> TaskPoll:
     )
 
 
+def _interval(value: object) -> float | None:
+    """The recorded poll interval, or None when absent or unusable."""
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) and x > 0 else None
+
+
 class ReplaySource:
     """A source that replays ``path``; drive the session with the same ``clock``."""
 
@@ -78,7 +89,7 @@ class ReplaySource:
         self.speed = speed
         self.conn = open_recording(self.path)
         meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-        self.interval: float | None = float(meta["interval"]) if meta.get("interval") else None
+        self.interval: float | None = _interval(meta.get("interval"))
         self._ids = [r[0] for r in self.conn.execute("SELECT id FROM cycles ORDER BY id")]
         self._pos = 0
         self._last_t: float | None = None
@@ -130,7 +141,8 @@ class ReplaySource:
     async def _pace(self, t: float) -> None:
         if self._last_t is None or self._last_real is None or not self.speed or math.isinf(self.speed):
             return
-        due = self._last_real + max(0.0, t - self._last_t) / self.speed
+        gap = min(max(0.0, t - self._last_t), MAX_GAP_S)  # an absurd timestamp must not stall the replay
+        due = self._last_real + gap / self.speed
         delay = due - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)

@@ -152,10 +152,12 @@ class _Table:
 def load_geo_workload(path: str | Path) -> GeoWorkload:
     """Read and parse a geo workload TOML file (errors name the file)."""
     p = Path(path)
+    from cmdare.collectors.textfile import TextFileError, read_small_text
+
     try:
-        text = p.read_text("utf-8")
-    except OSError as exc:
-        raise GeoWorkloadError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+        text = read_small_text(p)
+    except TextFileError as exc:
+        raise GeoWorkloadError(f"cannot read: {exc}") from exc
     return parse_geo_workload(text, str(p))
 
 

@@ -174,10 +174,12 @@ class _Locator:
 def load_workload(path: str | Path) -> Workload:
     """Read and validate a workload TOML file."""
     p = Path(path)
+    from cmdare.collectors.textfile import TextFileError, read_small_text
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"{p}: cannot read workload file ({exc.strerror or exc})") from exc
+        text = read_small_text(p)
+    except TextFileError as exc:
+        raise WorkloadError(f"cannot read workload file: {exc}") from exc
     return parse_workload(text, source=str(p))
 
 

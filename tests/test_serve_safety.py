@@ -138,3 +138,26 @@ def test_dry_run_prints_no_password():
                          capture_output=True, text=True, timeout=30)  # fmt: skip
     assert out.returncode == 0 and SECRET not in out.stdout + out.stderr
     assert "CMDARE_SESSION_ARGS" in out.stdout
+
+
+def test_stopping_the_server_ends_every_session(server):
+    """The stock textual-serve server leaves its sessions' app processes running after SIGTERM (checked
+    by hand on textual-serve 1.x); ours ends them."""
+    proc, port = server
+    base = f"http://127.0.0.1:{port}"
+
+    async def open_then_stop_server() -> list[int]:
+        async with aiohttp.ClientSession() as s:
+            ws = await s.ws_connect(f"{base}/ws?width=80&height=24", headers={"Origin": base})
+            await ws.receive(timeout=30)
+            kids = _children(proc.pid)
+            proc.terminate()
+            await asyncio.to_thread(proc.wait, 20)
+            return kids
+
+    kids = asyncio.run(open_then_stop_server())
+    assert kids
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(Path(f"/proc/{k}").exists() and "cmdare" in _cmdline(k) for k in kids)

@@ -72,11 +72,14 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
     flags on the command line still win. Raises UsageError with file, line and key on a bad file."""
     from cmdare.tui.config import ConfigError, load_config
 
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = OneLineParser(add_help=False)
     pre.add_argument("--config", default=None)
-    known, _ = pre.parse_known_args(argv)
     try:
-        cfg = load_config(known.config)
+        config = pre.parse_known_args(argv)[0].config
+    except UsageError:  # e.g. `--config` without a value: the full parser says so
+        config = None
+    try:
+        cfg = load_config(config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     defaults: dict = {"app_config": cfg}
@@ -169,7 +172,7 @@ def _run(argv: list[str]) -> int:
         load_config_defaults(rest, sub_parser)
         args = parser.parse_args([command, *rest])
         writes.set_read_only(bool(getattr(args, "read_only", False)))
-        setup_logging(args.log_level, to_stderr=True)
+        setup_logging(args.log_level, to_stderr=args.log_level is not None)  # else the log file
         return int(args.func(args) or 0)
     parser = build_parser()
     parser.epilog = "sub-commands: " + ", ".join(COMMANDS) + " (cmdare-tui COMMAND --help)"

@@ -107,14 +107,16 @@ def load_config(path: str | Path | None = None) -> Config:
     """Read ``path`` (must exist) or the default file (may be absent)."""
     explicit = path is not None
     p = Path(path) if explicit else default_path()
+    from cmdare.collectors.textfile import TextFileError, TextFileMissing, read_small_text
+
     try:
-        text = p.read_text("utf-8")
-    except FileNotFoundError:
+        text = read_small_text(p, limit=1024 * 1024)
+    except TextFileMissing:
         if explicit:
             raise ConfigError(f"{p}: no such config file") from None
         return Config()
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read config: {exc.strerror or exc}") from None
+    except TextFileError as exc:
+        raise ConfigError(f"cannot read config: {exc}") from None
     return parse_config(text, p)
 
 

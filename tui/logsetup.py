@@ -1,6 +1,6 @@
-"""Where ``--log-level`` sends the log: commands log to stderr; the app (a full-screen terminal UI)
-never does, it appends to ``cmdare-tui.log`` in the user state dir — and in read-only mode writes
-no log at all. Every handler redacts credentials."""
+"""Where the log goes: ``cmdare-tui.log`` in the user state dir (at WARNING, or ``--log-level``),
+never in read-only mode; a command given ``--log-level`` logs to stderr instead. The app (a
+full-screen terminal UI) never logs to stderr. Every handler redacts credentials."""
 
 from __future__ import annotations
 
