@@ -168,10 +168,19 @@ def open_sqlite(path: str | os.PathLike[str], *, writable: bool) -> sqlite3.Conn
     return sqlite3.connect(p, check_same_thread=False)
 
 
+class _LazyFileHandler(logging.FileHandler):
+    """Creates its folder and file only when the first record is written."""
+
+    def _open(self):  # type: ignore[no-untyped-def]  # logging's own signature
+        guard(f"log file {self.baseFilename}")
+        check_target(self.baseFilename)
+        make_dirs(Path(self.baseFilename).parent)
+        return super()._open()
+
+
 def log_handler(path: str | os.PathLike[str]) -> logging.FileHandler:
-    """A handler appending to the log file ``path`` (refused in read-only mode, or when ``path`` is a
-    symlink or not a regular file)."""
+    """A handler appending to the log file ``path``, created with the first record (refused in
+    read-only mode, or when ``path`` is a symlink or not a regular file)."""
     guard(f"log file {path}")
     p = check_target(path)
-    make_dirs(p.parent)
-    return logging.FileHandler(p, encoding="utf-8")
+    return _LazyFileHandler(p, encoding="utf-8", delay=True)

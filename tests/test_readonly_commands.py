@@ -121,13 +121,22 @@ def test_predict_output_is_refused_under_read_only(tmp_path: Path):
     assert not (tmp_path / "out.csv").exists()
 
 
-def test_prices_caches_only_when_writable(tmp_path: Path, capture: Capture):
-    """The same `prices` call that writes nothing above does write its cache when allowed, so the
-    read-only runs prove a refusal, not an absence of anything to write."""
-    env = fresh_env(tmp_path)
-    env.pop("CMDARE_READ_ONLY", None)
-    cmd = [EXE, "prices", "--billing-endpoint", capture.url, "--json"]
-    out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    written = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert written, "expected the writable run to write something (cache or log)"
+def test_prices_caches_only_when_writable(tmp_path: Path):
+    """Against a Catalog API that answers real SKUs, `prices` writes its cache when allowed and
+    nothing under read-only: the read-only runs prove a refusal, not a lack of anything to write."""
+    from catalog_server import CatalogServer, gpu_sku, host_sku
+
+    skus = [gpu_sku("V100", 2.48, ["us-central1"]), host_sku("n1", "Core", 0.031611, ["us-central1"]),
+            host_sku("n1", "Ram", 0.004237, ["us-central1"])]  # fmt: skip
+    with CatalogServer(skus) as server:
+        for read_only in (True, False):
+            home = tmp_path / f"home-{read_only}"
+            home.mkdir()
+            env = fresh_env(home)
+            env.pop("CMDARE_READ_ONLY", None)
+            env.update({"CMDARE_READ_ONLY": "1"} if read_only else {})
+            out = subprocess.run([EXE, "prices", "--billing-endpoint", server.endpoint, "--json"], cwd=home,
+                                 env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert out.returncode == 0 and json.loads(out.stdout)[0]["source"] == "live", out.stderr
+            cached = list((home / "xdg_cache_home").rglob("*.json"))
+            assert (cached == []) if read_only else cached, (read_only, cached)

@@ -149,7 +149,7 @@ def run_app(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, to_stderr=False)  # never stderr under a full-screen UI
     cfg = getattr(args, "app_config", None)
     app = CmdareApp(opts, theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
-                    keys=cfg.keys if cfg else None, live_prices=args.prices == "live", prices=args.prices)
+                    keys=cfg.keys if cfg else None, prices=args.prices)
     app.run()
     return int(app.return_code or 0)
 
