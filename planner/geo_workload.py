@@ -168,6 +168,8 @@ def parse_geo_workload(text: str, source: str = "<string>") -> GeoWorkload:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise GeoWorkloadError(f"{source}: invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise GeoWorkloadError(f"{source}: invalid TOML: nested too deeply") from None
     for key in sorted(set(data) - set(_KEYS)):
         raise GeoWorkloadError(f"{source}: unknown table [{key}] (allowed: {', '.join(sorted(_KEYS))})")
     for key in ("model", "parallel", "dc"):

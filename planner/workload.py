@@ -189,6 +189,8 @@ def parse_workload(text: str, source: str = "<string>") -> Workload:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise WorkloadError(f"{source}: invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise WorkloadError(f"{source}: invalid TOML: nested too deeply") from None
     loc = _Locator(text, source)
     _check_keys(data, loc)
     model = _model(data["model"], loc)

@@ -77,7 +77,8 @@ def _toml_value() -> st.SearchStrategy[str]:
     return st.one_of(
         nums.map(lambda x: "nan" if x != x else ("inf" if x == float("inf") else "-inf" if x == -float("inf") else repr(x))),
         file_text.map(lambda s: '"' + s.encode("unicode_escape").decode().replace('"', '\\"') + '"'),
-        st.sampled_from(["true", "false", "[]", "[1, 2]", '["a", 5]', "{}", '{a = 1}', "1979-05-27", "[[1]]"]),
+        st.sampled_from(["true", "false", "[]", "[1, 2]", '["a", 5]', "{}", '{a = 1}', "1979-05-27", "[[1]]",
+                         "[" * 3000 + "]" * 3000]),
     )  # fmt: skip
 
 

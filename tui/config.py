@@ -126,6 +126,8 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply") from None
     loc.unknown(data, (*TOP_KEYS, *TABLES), "")
     top = {k: data[k] for k in TOP_KEYS if k in data}
     for k in ("refresh", "timeout"):
