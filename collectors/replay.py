@@ -56,13 +56,17 @@ def open_recording(path: str | Path) -> sqlite3.Connection:
 
 
 def _poll(row: tuple) -> TaskPoll:
+    """One recorded poll; a malformed row raises ValueError (the replay source then fails that cycle)."""
     source, t, ok, info, vals, error, facts, elapsed = row
+    values = json.loads(vals)
+    if not isinstance(values, dict) or not isinstance(t, int | float):
+        raise ValueError("malformed recorded poll")
     return TaskPoll(
         source=source,
         t=t,
         ok=bool(ok),
         info=TaskInfo(**json.loads(info)) if info else None,
-        values=json.loads(vals),
+        values={str(k): float(v) for k, v in values.items()},
         error=error,
         job_facts=JobFacts(**json.loads(facts)) if facts else None,
         elapsed=elapsed,
