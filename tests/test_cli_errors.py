@@ -78,6 +78,8 @@ def test_global_flags_before_or_after_the_command(isolated_home: Path):
         assert code == 0 and "(2019-02-15)" in out, err  # the study-era book
     code, _, err = run_main(["--read-only", "--bogus", "plan"])
     assert code == 2 and "--bogus" in err
+    code, _, err = run_main(["--target", "http://127.0.0.1:9/metrics", "snapshot"])  # a command's flag first
+    assert code == 2 and "cmdare-tui snapshot [its flags]" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("command", [None, *cli.COMMANDS])

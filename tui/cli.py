@@ -177,7 +177,14 @@ def _run(argv: list[str]) -> int:
     parser = build_parser()
     parser.epilog = "sub-commands: " + ", ".join(COMMANDS) + " (cmdare-tui COMMAND --help)"
     load_config_defaults(argv, parser)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        named = next((tok for tok in argv if tok in COMMANDS), None)
+        if named is None:
+            raise
+        raise UsageError(f"{exc} (only --read-only, --prices, --log-level and --config may come before "
+                         f"the command: cmdare-tui {named} [its flags])") from None
     return run_app(args)
 
 
