@@ -95,6 +95,9 @@ def test_serve_guards_origin_sessions_index_and_secrets(server):
     base = f"http://127.0.0.1:{port}"
     page = urllib.request.urlopen(base + "/", timeout=5).read().decode()
     assert f"ws://127.0.0.1:{port}/ws" in page
+    # the page's URLs come from the host the browser used (so they work when bound to 0.0.0.0)
+    req = urllib.request.Request(base + "/", headers={"Host": f"localhost:{port}"})
+    assert f"ws://localhost:{port}/ws" in urllib.request.urlopen(req, timeout=5).read().decode()
     assert _status(base + "/static/") in (403, 404)  # no directory index
     assert _status(base + "/", {"Host": f"evil.example:{port}"}) == 403  # DNS rebinding
     assert asyncio.run(_ws_status(port, None)) == 403
