@@ -108,6 +108,99 @@ def attacks(d: Path) -> list[tuple[str, list[str], set[int], Callable[[], bool]]
     ]  # fmt: skip
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc)."""
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [pid], [pid]
+    while todo:
+        cur = todo.pop()
+        kids = [c for c, p in parent.items() if p == cur]
+        out += kids
+        todo += kids
+    return out
+
+
+def _hwm_mb(pids: list[int]) -> float:
+    """Sum of the peak RSS (VmHWM) of live processes."""
+    total = 0
+    for p in pids:
+        try:
+            line = next(ln for ln in Path(f"/proc/{p}/status").read_text().splitlines() if ln.startswith("VmHWM"))
+            total += int(line.split()[1])
+        except (OSError, StopIteration):
+            pass
+    return total / 1024
+
+
+async def _serve_attacks(port: int, server_pid: int) -> list[tuple[str, bool, str]]:
+    """Against a real `serve --max-sessions 4`: a cross-origin page, 12 sessions at once, abrupt drops."""
+    import asyncio
+
+    import aiohttp
+
+    base = f"http://127.0.0.1:{port}"
+    rows = []
+    async with aiohttp.ClientSession() as s:
+        try:
+            await s.ws_connect(f"{base}/ws", headers={"Origin": "http://evil.example"})
+            rows.append(("serve: cross-origin WebSocket", False, "accepted"))
+        except aiohttp.WSServerHandshakeError as exc:
+            rows.append(("serve: cross-origin WebSocket", exc.status == 403, f"HTTP {exc.status}"))
+        opened, refused = [], 0
+        for _ in range(12):
+            try:
+                opened.append(await s.ws_connect(f"{base}/ws?width=80&height=24", headers={"Origin": base}))
+            except aiohttp.WSServerHandshakeError:
+                refused += 1
+        await asyncio.gather(*(ws.receive(timeout=60) for ws in opened), return_exceptions=True)
+        mb = _hwm_mb(_tree(server_pid))
+        rows.append(("serve: 12 sessions asked, cap 4", len(opened) == 4 and mb <= RSS_LIMIT_MB * 2,
+                     f"{len(opened)} opened, {refused} refused, {mb:.0f} MB all processes"))
+        for ws in opened:  # the tabs are killed: no close frame
+            ws._response.connection.transport.abort()
+    for _ in range(100):
+        if len(_tree(server_pid)) == 1:
+            break
+        await asyncio.sleep(0.1)
+    left = len(_tree(server_pid)) - 1
+    rows.append(("serve: 4 tabs killed", left == 0, f"{left} session processes left after drops"))
+    return rows
+
+
+def serve_suite(d: Path, env: dict[str, str]) -> int:
+    """Print the serve rows; returns how many were not held."""
+    import asyncio
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([EXE, "serve", "--port", str(port), "--demo"], cwd=d, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        t0 = time.perf_counter()
+        rows = asyncio.run(_serve_attacks(port, proc.pid))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    print(f"serve attacks (one server, {time.perf_counter() - t0:.1f} s in all):")
+    for name, ok, detail in rows:
+        print(f"{name:<36} {'held' if ok else 'failed':<9} {detail}")
+    return sum(not ok for _, ok, _ in rows)
+
+
 def verdict(code: int, out: bytes, err: bytes, allowed: set[int], clean: bool) -> str:
     lines = err.decode("utf-8", "replace").splitlines()
     bad = (code not in allowed or b"Traceback" in err or any(c in out + err for c in (b"\x1b", b"\x07", b"\x9b"))
@@ -136,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
             v = "failed" if mb > RSS_LIMIT_MB else v
             failed += v != "held"
             print(f"{name:<36} {v:<9} {code:>4} {secs:>7.2f} {secs / base_s:>6.1f} {mb:>7.0f} {mb / base_mb:>6.1f}")
-        print(f"{failed} of {len(suite)} attacks not held" if failed else f"all {len(suite)} attacks held")
+        failed += serve_suite(d, env)
+        total = len(suite) + 3
+        print(f"{failed} of {total} attacks not held" if failed else f"all {total} attacks held")
     return 1 if failed else 0
 
 
