@@ -64,8 +64,8 @@ def add_global_args(p: argparse.ArgumentParser) -> None:
                             "cached unless read-only) or study-era (the 2019 CM-DARE prices)")  # fmt: skip
     if "--log-level" not in have:
         p.add_argument("--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
-                       help="log level (default WARNING); the app logs to a file in the state dir "
-                            "(none in read-only mode), commands to stderr")  # fmt: skip
+                       help="log level (default WARNING) of the log file in the state dir (none in "
+                            "read-only mode); a command given --log-level logs to stderr instead")  # fmt: skip
     if "--config" not in have:
         p.add_argument("--config", metavar="FILE", default=None,
                        help="TOML config (default: the user config dir's cmdare-tui/config.toml; "
