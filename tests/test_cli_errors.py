@@ -91,6 +91,17 @@ def test_one_prices_vocabulary(command: str | None):
         assert any(flag in a.option_strings for a in parser._actions), (command, flag)
 
 
+def test_config_prices_is_every_commands_default(tmp_path: Path, isolated_home: Path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('prices = "study-era"\n')
+    code, out, err = run_main(["prices", "--config", str(cfg), "--json"])
+    assert code == 0 and json.loads(out)[0]["as_of"] == "2019-02-15", err
+    code, out, err = run_main(["plan", "--config", str(cfg), "--workload", str(EX / "workload-resnet32.toml")])
+    assert code == 0 and "(2019-02-15)" in out, err
+    code, out, err = run_main(["plan", "--config", str(cfg), "--geo", str(EX / "geo-3dc.toml"), "--json"])
+    assert code == 0, err  # a config's prices is no conflict with --geo
+
+
 def test_plan_geo_top_and_conflicts(isolated_home: Path):
     geo, work = str(EX / "geo-3dc.toml"), str(EX / "workload-resnet32.toml")
     code, out, _ = run_main(["plan", "--geo", geo, "--json"])

@@ -89,7 +89,7 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
         defaults["timeout"] = cfg.timeout
     if cfg.read_only:
         defaults["read_only"] = True
-    if cfg.prices != "offline":
+    if cfg.prices is not None:  # every command's --prices, `prices` included
         defaults["prices"] = cfg.prices
     if "targets" in cfg.sources:
         defaults["target"] = list(cfg.sources["targets"])

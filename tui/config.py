@@ -78,7 +78,7 @@ class Config:
     read_only: bool = False
     theme: str | None = None  # a Textual theme name, e.g. "textual-dark", "nord"
     animations: bool = False  # Textual animations (off by default: cheap redraws over SSH)
-    prices: str = "offline"  # "offline" (shipped book) | "live" (Cloud Billing API, cached unless read-only)
+    prices: str | None = None  # the --prices vocabulary; None: each command's own default
     sources: dict[str, Any] = field(default_factory=dict)  # SessionOptions source fields
     thresholds: dict[str, int] = field(
         default_factory=dict

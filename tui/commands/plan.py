@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         return int(run_geo(args.geo, args.json, args.top) or 0)
     if args.workload is None:
         raise UsageError("plan: give --workload FILE.toml (or --geo FILE.toml)")
-    table = build_table(args.workload, args.objective or "balanced", _explicit_prices(args) or "offline")
+    table = build_table(args.workload, args.objective or "balanced", args.prices or "offline")
     top = 10 if args.top is None else args.top
     rows = plan_rows(table, top or None)
     if args.json:
@@ -69,16 +69,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _explicit_prices(args: argparse.Namespace) -> str | None:
-    """``--prices`` as given on the command line or in the config (``None``: not given)."""
-    cfg = getattr(args, "app_config", None)
-    return args.prices or (cfg.prices if cfg is not None and cfg.prices != "offline" else None)
-
-
 def _flag_prices(args: argparse.Namespace) -> str | None:
     """``--prices`` when given on the command line (a config's ``prices`` is no conflict)."""
     cfg = getattr(args, "app_config", None)
-    from_config = cfg.prices if cfg is not None and cfg.prices != "offline" else None
+    from_config = cfg.prices if cfg is not None else None
     return None if args.prices == from_config else args.prices
 
 
