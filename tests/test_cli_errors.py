@@ -113,6 +113,17 @@ def test_plan_geo_top_and_conflicts(isolated_home: Path):
         assert code == 2 and err.count("\n") == 1, err
 
 
+def test_predict_output_symlink_only_when_asked(tmp_path: Path, isolated_home: Path):
+    real, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    real.write_text("keep\n")
+    link.symlink_to(real)
+    argv = ["predict", "--input", str(EX / "predict.csv"), "--output", str(link)]
+    code, _, err = run_main(argv)
+    assert code == 2 and "--follow-symlinks" in err and real.read_text() == "keep\n"
+    code, _, err = run_main([*argv, "--follow-symlinks"])
+    assert code == 0 and link.is_symlink() and real.read_text().startswith("model,"), err
+
+
 def test_predict_help_lists_columns_and_the_example_runs():
     out = _run("predict", "--help")
     assert out.returncode == 0

@@ -47,7 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--input", required=True, type=Path, metavar="FILE.csv", help="input CSV (UTF-8)")
     parser.add_argument("--output", type=Path, metavar="FILE.csv",
-                        help="output CSV, replaced atomically (default: stdout; refused in read-only mode)")  # fmt: skip
+                        help="output CSV, replaced atomically (default: stdout; refused in read-only mode)")
+    parser.add_argument("--follow-symlinks", action="store_true",
+                        help="if --output is a symlink, replace the file it points to (refused otherwise)")  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         if getattr(args, "read_only", False) or writes.is_read_only():
             raise UsageError("predict --output writes a file: not in read-only mode (print to stdout instead)")
-        _check_output(args.output)
+        _check_output(args.output, getattr(args, "follow_symlinks", False))
     text = read_input(args.input)
     try:
         result = predict_csv_text(text)
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(result)
     else:
         try:
-            writes.write_text(args.output, result)
+            writes.write_text(args.output, result, follow_symlinks=getattr(args, "follow_symlinks", False))
         except writes.UnsafeTargetError as exc:
             raise UsageError(str(exc)) from None
         except OSError as exc:
@@ -93,11 +95,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_output(path: Path) -> None:
-    """Refuse a bad ``--output`` before any work (a directory, a device, a symlink, a missing folder)."""
+def _check_output(path: Path, follow_symlinks: bool) -> None:
+    """Refuse a bad ``--output`` before any work (a directory, a device, a symlink unless followed,
+    a missing folder)."""
     try:
-        writes.check_target(path)
+        real = writes.check_target(path, follow_symlinks=follow_symlinks)
     except writes.UnsafeTargetError as exc:
-        raise UsageError(str(exc)) from None
-    if not path.parent.is_dir():
-        raise UsageError(f"cannot write {path}: no folder {path.parent}")
+        hint = " (--follow-symlinks to write through it)" if "symlink" in str(exc) else ""
+        raise UsageError(f"{exc}{hint}") from None
+    if not real.parent.is_dir():
+        raise UsageError(f"cannot write {path}: no folder {real.parent}")
