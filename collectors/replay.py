@@ -28,8 +28,6 @@ from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 log = logging.getLogger(__name__)
 
 
-MAX_GAP_S = 60.0  # the longest pause replayed between two cycles (recorded seconds)
-
 class ReplayFinished(Exception):
     """The recording has no more cycles (shown as the replay source's status)."""
 
@@ -56,30 +54,17 @@ def open_recording(path: str | Path) -> sqlite3.Connection:
 
 
 def _poll(row: tuple) -> TaskPoll:
-    """One recorded poll; a malformed row raises ValueError (the replay source then fails that cycle)."""
     source, t, ok, info, vals, error, facts, elapsed = row
-    values = json.loads(vals)
-    if not isinstance(values, dict) or not isinstance(t, int | float):
-        raise ValueError("malformed recorded poll")
     return TaskPoll(
         source=source,
         t=t,
         ok=bool(ok),
         info=TaskInfo(**json.loads(info)) if info else None,
-        values={str(k): float(v) for k, v in values.items()},
+        values=json.loads(vals),
         error=error,
         job_facts=JobFacts(**json.loads(facts)) if facts else None,
         elapsed=elapsed,
     )
-
-
-def _interval(value: object) -> float | None:
-    """The recorded poll interval, or None when absent or unusable."""
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) and x > 0 else None
 
 
 class ReplaySource:
@@ -93,7 +78,7 @@ class ReplaySource:
         self.speed = speed
         self.conn = open_recording(self.path)
         meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-        self.interval: float | None = _interval(meta.get("interval"))
+        self.interval: float | None = float(meta["interval"]) if meta.get("interval") else None
         self._ids = [r[0] for r in self.conn.execute("SELECT id FROM cycles ORDER BY id")]
         self._pos = 0
         self._last_t: float | None = None
@@ -145,8 +130,7 @@ class ReplaySource:
     async def _pace(self, t: float) -> None:
         if self._last_t is None or self._last_real is None or not self.speed or math.isinf(self.speed):
             return
-        gap = min(max(0.0, t - self._last_t), MAX_GAP_S)  # an absurd timestamp must not stall the replay
-        due = self._last_real + gap / self.speed
+        due = self._last_real + max(0.0, t - self._last_t) / self.speed
         delay = due - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
