@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape import ScrapeTarget
@@ -60,10 +59,12 @@ def load(text_or_path: str) -> dict:
     """Parse TF_CONFIG from JSON text, or from a file when the value is not JSON."""
     s = text_or_path.strip()
     if not s.startswith("{"):
+        from cmdare.collectors.textfile import TextFileError, read_small_text
+
         try:
-            s = Path(s).read_text()
-        except OSError as exc:
-            raise TFConfigError(f"TF_CONFIG is neither JSON nor a readable file: {exc.strerror}") from None
+            s = read_small_text(s, limit=1024 * 1024)
+        except TextFileError as exc:
+            raise TFConfigError(f"TF_CONFIG is neither JSON nor a readable file: {exc}") from None
     try:
         spec = json.loads(s)
     except ValueError as exc:

@@ -49,6 +49,8 @@ _KEYS: dict[str, set[str]] = {
 }  # fmt: skip
 
 
+MAX_NUMBER = 1e15  # any number in a geo file (larger ones only overflow the model)
+
 class GeoWorkloadError(ValueError):
     """A geo workload file is malformed; the message names file, line (when known) and key."""
 
@@ -128,6 +130,8 @@ class _Table:
             raise self.err(f"must be {'an integer' if integer else 'a number'}, got {val!r}", key)
         if (positive and val <= 0) or val < 0:
             raise self.err(f"must be {'> 0' if positive else '>= 0'}, got {val!r}", key)
+        if val > MAX_NUMBER:
+            raise self.err(f"implausibly large (at most {MAX_NUMBER:g}), got {val!r}", key)
         return int(val) if integer else float(val)
 
     def opt(self, key: str, **kw: Any) -> Any:
@@ -149,10 +153,12 @@ class _Table:
 def load_geo_workload(path: str | Path) -> GeoWorkload:
     """Read and parse a geo workload TOML file (errors name the file)."""
     p = Path(path)
+    from cmdare.collectors.textfile import TextFileError, read_small_text
+
     try:
-        text = p.read_text("utf-8")
-    except OSError as exc:
-        raise GeoWorkloadError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+        text = read_small_text(p)
+    except TextFileError as exc:
+        raise GeoWorkloadError(f"cannot read: {exc}") from exc
     return parse_geo_workload(text, str(p))
 
 
@@ -163,6 +169,8 @@ def parse_geo_workload(text: str, source: str = "<string>") -> GeoWorkload:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise GeoWorkloadError(f"{source}: invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise GeoWorkloadError(f"{source}: invalid TOML: nested too deeply") from None
     for key in sorted(set(data) - set(_KEYS)):
         raise GeoWorkloadError(f"{source}: unknown table [{key}] (allowed: {', '.join(sorted(_KEYS))})")
     for key in ("model", "parallel", "dc"):

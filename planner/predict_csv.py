@@ -20,6 +20,10 @@ REQUIRED_COLUMNS = ("model", "model_flops", "params", "batch_size", "gpu", "work
 OUTPUT_COLUMNS = ("steps_per_sec", "examples_per_sec", "bottleneck", "ps_utilization")
 
 
+# Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
+LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3}
+
+
 class PredictInputError(ValueError):
     """Invalid predict input; the message names the row (data rows count from 1, line = file line)."""
 
@@ -53,6 +57,8 @@ def _number(row: dict[str, str], col: str, where: str, integer: bool = False) ->
         raise PredictInputError(f"{where}: {col}={raw!r} is not a number") from None
     if not value > 0 or value != value or value == float("inf"):
         raise PredictInputError(f"{where}: {col}={raw!r} must be a positive number")
+    if value > LIMITS.get(col, float("inf")):
+        raise PredictInputError(f"{where}: {col}={raw!r} is implausibly large (at most {LIMITS[col]:g})")
     if integer and value != int(value):
         raise PredictInputError(f"{where}: {col}={raw!r} must be a whole number")
     return value

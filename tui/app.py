@@ -72,7 +72,8 @@ class CmdareApp(App[int]):
 
     def __init__(self, options: SessionOptions | None = None, session: MonitorSession | None = None, *,
                  poll: bool = True, theme: str | None = None, animations: bool = False,
-                 keys: dict[str, str] | None = None, live_prices: bool = False) -> None:  # fmt: skip
+                 keys: dict[str, str] | None = None, live_prices: bool = False,
+                 prices: str | None = None) -> None:  # fmt: skip
         super().__init__()
         self.options = options or SessionOptions()
         self.session = session or MonitorSession(self.options)
@@ -85,7 +86,7 @@ class CmdareApp(App[int]):
         self._prepared = False
         self._selected_job: str | None = None
         self._keys = keys or {}
-        self._live_prices = live_prices
+        self._prices = prices or ("live" if live_prices else "offline")  # the --prices vocabulary
         self.animation_level = "full" if animations else "none"
         if theme:
             self.theme = theme
@@ -128,10 +129,14 @@ class CmdareApp(App[int]):
 
         SpeedModel.load()
         say(ProgressReport("loading prices…", 1, 2))
-        if self._live_prices:
+        if self._prices == "live":
             from cmdare.collectors.pricing import load_price_book
 
             book = load_price_book(progress=lambda m: say(ProgressReport(m, 1, 2)))
+        elif self._prices == "study-era":
+            from cmdare.collectors.pricing import load_study_era_book
+
+            book = load_study_era_book()
         else:
             from cmdare.collectors.pricing import load_offline_book
 

@@ -14,6 +14,7 @@ from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.demo_cluster import DemoCluster
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
+from cmdare.collectors.samples import JobFacts
 from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.alerts import Alert
@@ -53,6 +54,7 @@ class SessionOptions:
     record: str | None = None
     replay: str | None = None
     replay_speed: float = 1.0
+    job_facts: list[JobFacts] = field(default_factory=list)  # config [[jobs]]: facts the exporter may not publish
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,8 @@ class MonitorSession:
         self.opts = opts
         self.clock = clock or SystemClock()
         self.store = Store()
+        for facts in opts.job_facts:  # the config's [[jobs]]; cmdare_job_info from an exporter replaces them
+            self.store.job(facts.job).facts = facts
         self.lifecycle = Lifecycle(silent_after=opts.silent_after, vanished_after=2 * opts.silent_after)
         self.demo: DemoCluster | None = None
         self._extra_sources = extra_sources or []

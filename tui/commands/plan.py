@@ -1,8 +1,12 @@
 """``cmdare-tui plan``: rank alternative cluster shapes for a workload file.
 
 cmdare-tui plan --workload FILE.toml [--json] [--top N] [--objective time|cost|balanced]
-                [--prices offline|study-era]
+                [--prices offline|live|study-era]
 cmdare-tui plan --geo FILE.toml [--json] [--top N]        (geo-distributed plan, see plan_geo)
+
+``--workload`` and ``--geo`` exclude each other, and ``--objective`` / ``--prices`` apply to
+``--workload`` only (a geo file carries its own GPU prices): conflicting flags exit 2.
+``--top`` defaults to 10, or to the geo file's ``[search] top``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cmdare.tui.cli_args import PRICE_MODES
 from cmdare.tui.commands import UsageError
 
 JSON_KEYS = (
@@ -28,30 +33,47 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workload", type=Path, metavar="FILE.toml", help="workload file (see examples/)")
     p.add_argument("--geo", type=Path, metavar="FILE.toml", help="geo-distributed pipeline plan instead")
     p.add_argument("--json", action="store_true", help="print the ranked rows as JSON")
-    p.add_argument("--top", type=int, default=10, help="rows to show (0 = all; default 10)")
-    p.add_argument("--objective", choices=("time", "cost", "balanced"), default="balanced")
-    p.add_argument("--prices", choices=("offline", "study-era"), default="offline",
-                   help="price book: the shipped offline book or the 2019 study-era prices")  # fmt: skip
+    p.add_argument("--top", type=int, default=None,
+                   help="rows to show (0 = all; default 10, or the geo file's [search] top)")  # fmt: skip
+    p.add_argument("--objective", choices=("time", "cost", "balanced"), default=None,
+                   help="rank by time, cost or both (default balanced; --workload only)")  # fmt: skip
+    p.add_argument("--prices", choices=PRICE_MODES, default=None,
+                   help="price book for --workload: offline (shipped, default), live (Cloud Billing API, "
+                        "cached unless read-only) or study-era (the 2019 CM-DARE prices)")  # fmt: skip
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``plan``; returns the exit status."""
-    if args.top < 0:
+    if args.top is not None and args.top < 0:
         raise UsageError("plan: --top must be >= 0")
     if args.geo is not None:
         from cmdare.tui.commands.plan_geo import run_geo
 
+        if args.workload is not None:
+            raise UsageError("plan: give --workload or --geo, not both")
+        for flag, value in (("--objective", args.objective), ("--prices", _flag_prices(args))):
+            if value is not None:
+                raise UsageError(f"plan: {flag} applies to --workload only (a geo file carries its own prices "
+                                 "and ranks by time and by cost)")  # fmt: skip
         return int(run_geo(args.geo, args.json, args.top) or 0)
     if args.workload is None:
         raise UsageError("plan: give --workload FILE.toml (or --geo FILE.toml)")
-    table = build_table(args.workload, args.objective, args.prices)
-    rows = plan_rows(table, args.top or None)
+    table = build_table(args.workload, args.objective or "balanced", args.prices or "offline")
+    top = 10 if args.top is None else args.top
+    rows = plan_rows(table, top or None)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
         print(render_text(table, rows))
     return 0
+
+
+def _flag_prices(args: argparse.Namespace) -> str | None:
+    """``--prices`` when given on the command line (a config's ``prices`` is no conflict)."""
+    cfg = getattr(args, "app_config", None)
+    from_config = cfg.prices if cfg is not None else None
+    return None if args.prices == from_config else args.prices
 
 
 def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
@@ -79,6 +101,8 @@ def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
 def _price_book(which: str) -> Any:
     from cmdare.collectors import pricing
 
+    if which == "live":  # never raises: falls back to the cache, then the offline book (with a reason)
+        return pricing.load_price_book()
     return pricing.load_study_era_book() if which == "study-era" else pricing.load_offline_book()
 
 

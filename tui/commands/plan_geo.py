@@ -76,11 +76,15 @@ def geo_report(work: GeoWorkload, top: int | None = None) -> dict[str, Any]:
     }
 
 
-def run_geo(path: str, as_json: bool, top: int) -> int:
-    """Print the geo plan of ``path``; bad files raise :class:`UsageError` naming file and key."""
+ALL_PLACEMENTS = 1000  # what ``--top 0`` ("all") shows at most
+
+
+def run_geo(path: str, as_json: bool, top: int | None) -> int:
+    """Print the geo plan of ``path``: ``top`` placements (``None``: the file's ``[search] top``;
+    0: all); bad files raise :class:`UsageError` naming file and key."""
     try:
         work = load_geo_workload(path)
-        report = geo_report(work, top if top and top > 0 else None)
+        report = geo_report(work, ALL_PLACEMENTS if top == 0 else top)
     except GeoWorkloadError as exc:
         raise UsageError(str(exc)) from exc
     except ValueError as exc:  # a layout the model rejects (e.g. missing link): still the file's fault
