@@ -35,6 +35,16 @@ class Thresholds:
     ps_nic_util_max: float = 0.85  # PS NIC throughput near capacity (assumption: 85% of line rate)
     ps_cpu_util_max: float = 0.95  # PS CPU pegged: busy CPU-seconds ÷ (vCPUs × s) (assumption)
     ps_max_suggested: int = 4  # largest PS count the fix search tries (the planner's outlook max_ps)
+    # Without model facts (no cmdare_job_info) the PS is judged from measurements only: workers computing
+    # less than ps_efficiency_max of the time (step seconds × own steps/s) while the busiest PS moves at
+    # least this much each way. CM-DARE: every single-PS P100 point past the knee (efficiency < 0.8) moved
+    # 2.1–5.5 Gbit/s each way (measured steps/s × params × 4 B); the lowest is ResNet-15 at 6 workers.
+    ps_traffic_high_gbps: float = 2.0
+    # Known out-of-sample error of the speed model's 2-PS predictions (issue 16: 20% mean absolute error on
+    # withheld P100 2-PS measurements, over-predicting up to 2× on large networks). A predicted gain of
+    # one more PS within this error is stated as uncertain ("may be none").
+    known_2ps_error: float = 0.20
+    ps_measured_max: int = 2  # most PS of any measurement the model saw; more is extrapolation
 
     # --- straggler --------------------------------------------------------------------------------
     straggler_ratio: float = 1.3  # step time ≥ 1.3 × median of its peers (issue 8)
