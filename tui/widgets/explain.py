@@ -76,11 +76,14 @@ class ExplainScreen(ModalScreen[None]):
             "Time",
             f"p50 {duration(float(r['hours_p50']) * 3600)}, p90 {duration(float(r['hours_p90']) * 3600)}",
         )
-        t.add_row("Cost", f"p50 {money(float(r['cost_usd_p50']))}, p90 {money(float(r['cost_usd_p90']))}")
+        t.add_row("Cost", f"p50 {money(r['cost_usd_p50'])}, p90 {money(r['cost_usd_p90'])}"
+                  if r["cost_usd_p50"] is not None else "price unknown in this book")  # fmt: skip
         t.add_row(
             "Revocation",
-            f"P(any) {float(r['p_revocation']):.2f}, expected {float(r['expected_revocations']):.2f}",
+            f"P(≥1 revocation) {float(r['p_revocation']):.2f}, expected {float(r['expected_revocations']):.2f}",
         )
+        if r.get("region_note"):
+            t.add_row("Region move", str(r["region_note"]))
         t.add_row("vs current", "this is the current shape" if i == 0 else table.delta(i))
         try:
             ex = table.explain(i)
@@ -88,4 +91,4 @@ class ExplainScreen(ModalScreen[None]):
             return cls("Why this shape", t, str(exc))
         for k in sorted(ex.shares, key=ex.shares.get, reverse=True):
             t.add_row(f"  {k}", f"{duration(ex.seconds[k])} ({ex.shares[k]:.0%})")
-        return cls("Why this shape", t, ex.text() + f"\nprices: {r['price_source']} as of {r['price_as_of']}")
+        return cls("Why this shape", t, ex.text() + f"\nprices: {r['price_source']}, {r.get('price_date', r['price_as_of'])}")
