@@ -146,4 +146,17 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> st
             _num(r["cost_usd_p50"], ".2f"), f"{r['p_revocation']:.2f}", f"{star} {r['delta']}" if n else r["delta"],
         ))  # fmt: skip
     lines += [f"† {region}: {words}" for region, words in moves.items()]
+    if rows and all(r["region"] != cur["region"] for r in rows):
+        lines.append(_best_at_home(table))
     return "\n".join(lines)
+
+
+def _best_at_home(table: Any) -> str:
+    """The best-ranked shape that stays in the current region (when none of the shown rows does)."""
+    region = table.current["region"]
+    i = next((int(i) for i in table.view if int(i) != 0 and table.row(int(i))["region"] == region), None)
+    if i is None:
+        return f"no alternative in the current region {region}"
+    r = table.row(i)
+    return (f"best staying in {region}: {r['workers']}×{r['gpu']} + {r['ps']} PS {_prov_label(r)}, "
+            f"{table.delta(i)}")  # fmt: skip
