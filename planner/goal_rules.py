@@ -63,8 +63,9 @@ def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | Non
     usd, add_w, add_ps, gain = best
     parts = [f"{add_w} {main} worker(s)"] * bool(add_w) + [f"{add_ps} PS"] * bool(add_ps)
     money = f", +${usd:.2f}/h" if book is not None else ""
-    band = "; band: n/a until calibrated" + ("; PS gains may be none (2-PS error ~20%)" if add_ps else "")
-    return f"add {' and '.join(parts)}: predicted {signed_pct(gain)} steps/s ({band[2:]}){money}" if parts else None
+    err = thresholds_of(ctx).known_2ps_error
+    band = "band: n/a until calibrated" + (f"; extra PS predicted with ~{err:.0%} error" if add_ps else "")
+    return f"add {' and '.join(parts)}: predicted {signed_pct(gain)} steps/s ({band}){money}" if parts else None
 
 
 def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
