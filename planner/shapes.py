@@ -40,7 +40,8 @@ OBJECTIVES = ("time", "cost", "balanced")
 
 
 class UnpricedShapeError(ValueError):
-    """The price book has no price for the workload's current shape (the reference row)."""
+    """The price book prices neither the workload's current shape nor any alternative (an unpriced current
+    shape alone is kept as "price unknown")."""
 
 
 PARETO_CHUNK = 512

@@ -84,7 +84,7 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
             own = w.steps_per_sec or 1.0 / w.step_seconds  # type: ignore[operator]
             gain = own * (ratio - 1) / job.steps_per_sec if job.steps_per_sec else None
             gpu, region = _majority([p.gpu for p in peers]), _majority([p.region for p in peers])
-            fix = f"replace {w.name} with a {gpu} worker in {region}"
+            fix = f"replace {w.name} with a {gpu if owns_gpu(gpu) else 'CPU'} worker in {region}"
             if gain is not None:
                 fix += f": predicted up to {signed_pct(gain)} steps/s"
             a = node_usd_per_hour(book, w)

@@ -39,3 +39,38 @@ def test_evidence_values_have_units_and_words_not_raw_floats():
     assert evidence_value("window_s", 10.0) == "10 s"
     assert evidence_value("measured", ["a", "b"]) == "a, b"
     assert evidence_value("bytes_per_microbatch", 50_000_000) == "50,000,000 B"
+
+
+async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks_the_rest():
+    """The real PlannerPane in a Textual app, fed the live plan of a K80 job (GCP no longer prices K80)."""
+    from test_live_plan import FACTS, node
+    from textual.app import App, ComposeResult
+
+    from cmdare.collectors.pricing import load_offline_book
+    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.overview import JobView
+    from cmdare.planner.speed_model import SpeedModel
+    from cmdare.tui.panes.planner import PlannerPane
+    from cmdare.tui.session import MonitorState
+
+    nodes = [node("ps-0", "ps")] + [node(f"worker-{i}", "worker", gpu="K80", step_s=0.22) for i in range(8)]
+    job = JobView("j", FACTS, 36.0, 36.0 * 128, 1000.0, None, nodes, [36.0] * 10)
+    plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
+    state = MonitorState(0.0, 1, [job], [], [], [], False, True,
+                         {"ranked": {"j": plan.table}, "live_plan": {"j": plan}})  # fmt: skip
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield PlannerPane(id="pane-planner")
+
+    app = Host()
+    async with app.run_test(size=(120, 30)) as pilot:
+        pane = app.query_one(PlannerPane)
+        pane.update_state(state)
+        await pilot.pause()
+        table = app.query_one("#ranked-table", DataTable)
+        first = [str(c) for c in table.get_row_at(0)]
+        assert "8×K80" in first[0] and first[2] == "unknown"
+        assert table.row_count > 10 and str(table.get_row_at(1)[2]).startswith("$")
+        assert "cost n/a" in str(table.get_row_at(1)[4])
+        assert "current shape: price unknown" in pane.border_subtitle
