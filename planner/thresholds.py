@@ -6,6 +6,9 @@ Each default says where it comes from. "CM-DARE" figures are from
 (N × single-worker) is 0.88–1.04 for every K80 1-PS point (1–8 workers, 4 networks) and 0.40–0.78
 for every P100 1-PS point at 5–8 workers, where the model's implied PS utilisation
 (measured steps/s × predicted PS seconds per step) is 0.89–1.04.
+
+Not used to set any threshold, and so held out by ``benchmarks/detection.py``: the P100 1-PS points at 1–4
+workers (every network), on which the engine is scored against the measured efficiency.
 """
 
 from __future__ import annotations
