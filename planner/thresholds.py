@@ -40,7 +40,7 @@ class Thresholds:
     ps_max_suggested: int = 4  # largest PS count the fix search tries (the planner's outlook max_ps)
     # Without model facts (no cmdare_job_info) the PS is judged from measurements only: workers computing
     # less than ps_efficiency_max of the time (step seconds × own steps/s) while the busiest PS moves at
-    # least this much each way. CM-DARE: every single-PS P100 point past the knee (efficiency < 0.8) moved
+    # least this much each way. CM-DARE: every single-PS P100 point at 5–8 workers with efficiency < 0.8 moved
     # 2.1–5.5 Gbit/s each way (measured steps/s × params × 4 B); the lowest is ResNet-15 at 6 workers.
     ps_traffic_high_gbps: float = 2.0
     # Known out-of-sample error of the speed model's 2-PS predictions (issue 16: 20% mean absolute error on
