@@ -88,7 +88,7 @@ def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
             "eta_s": round(job.eta_seconds),
             "deadline_in_s": round(left),
             "late_s": round(late),
-            "steps_per_sec": job.steps_per_sec,
+            "steps_per_sec": job.steps_per_sec and round(job.steps_per_sec, 2),
             "needed_steps_per_sec": round(need, 2) if math.isfinite(need) else None,
             "window_s": rate_window_s(ctx),
         }

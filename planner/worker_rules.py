@@ -177,7 +177,7 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
             "window_s": STEP_WINDOW_S,
             "ps_utilization": load and round(load.ps_utilization, 3),
             "ps_nic_gbps": traffic and round(traffic, 3),
-            "steps_per_sec": job.steps_per_sec,
+            "steps_per_sec": job.steps_per_sec and round(job.steps_per_sec, 2),
             "also_possible": ["ps-saturation"] if open_cause else [],
         }
         fix = None
