@@ -16,6 +16,7 @@ from typing import Any
 
 from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.planner.alerts import AlertContext, Finding
+from cmdare.planner.job_plan import network_of
 from cmdare.planner.overview import STEP_WINDOW_S, JobView
 from cmdare.planner.rule_support import (
     PredictedGain,
@@ -200,6 +201,13 @@ def median_compute_share(job: JobView, pred: SpeedPrediction | None = None) -> t
     return (statistics.median(shares) if shares else None), signal, len(shares)
 
 
+def _no_model_reason(job: JobView) -> str:
+    """Why the verdict has no speed model: no model facts, or a shape the model cannot predict."""
+    if network_of(job) is None:
+        return "no model facts (the job exports no cmdare_job_info)"
+    return "the speed model cannot predict this shape (GPU type unknown to it)"
+
+
 def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
     """No model facts: workers waiting (compute share < ``ps_efficiency_max``) while the busiest PS moves
     ≥ ``ps_traffic_high_gbps`` each way or its CPU is pegged. Input starvation is not ruled out then:
@@ -222,7 +230,8 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
     if cpu is not None:
         why.append(f"PS CPU {cpu:.0%}")
     measured = [signal, *(["PS NIC traffic"] if traffic is not None else []), *(["PS CPU"] if cpu is not None else [])]
-    missing = ["model facts (cmdare_job_info): no compute-bound rate", "input pipeline",
+    reason = _no_model_reason(job)
+    missing = [f"compute-bound rate: {reason}", "input pipeline",
                *([] if cpu is not None else ["PS CPU"])]  # fmt: skip
     evidence = {
         **basis(measured, [], missing),
@@ -235,9 +244,9 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
         "ps": len(up_ps_nodes(job)),
         "also_possible": ["input-bound"],
     }
-    msg = ("parameter server saturated (judged from measurements, no model facts): " + "; ".join(why)
+    msg = (f"parameter server saturated (judged from measurements; {reason}): " + "; ".join(why)
            + "; input starvation is not ruled out (no model to compare with)")  # fmt: skip
-    fix = "add a parameter server (gain not predictable: the job exports no cmdare_job_info model facts)"
+    fix = f"add a parameter server (gain not predictable: {reason})"
     return Finding("ps-saturation", _subject(job), "warning", msg, evidence, fix)
 
 
