@@ -204,8 +204,8 @@ def median_compute_share(job: JobView, pred: SpeedPrediction | None = None) -> t
 def _no_model_reason(job: JobView) -> str:
     """Why the verdict has no speed model: no model facts, or a shape the model cannot predict."""
     if network_of(job) is None:
-        return "no model facts (the job exports no cmdare_job_info)"
-    return "the speed model cannot predict this shape (GPU type unknown to it)"
+        return "no model facts: the job exports no cmdare_job_info"
+    return "the speed model cannot predict this shape: a GPU type unknown to it"
 
 
 def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
