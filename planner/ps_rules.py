@@ -87,18 +87,25 @@ def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | 
     )
 
 
-def _ps_gains(ctx: AlertContext, job: JobView, ps: int) -> dict[int, float]:
-    """PS count → predicted relative gain over ``ps`` (speed model), for ps+1 .. ps_max_suggested."""
+def _ps_gains(ctx: AlertContext, job: JobView, ps: int) -> dict[int, PredictedGain]:
+    """PS count → predicted relative gain over ``ps`` (speed model), for ps+1 .. ps_max_suggested. When
+    the model's prediction carries a P10–P90 band (``steps_per_sec_p10`` / ``_p90``), the gain does too;
+    without one, the model's known 2-PS error is attached instead."""
+    th = thresholds_of(ctx)
     gpus = up_gpu_counts(job)
     base = predict_shape(ctx, job, gpus, ps)
-    gains: dict[int, float] = {}
+    gains: dict[int, PredictedGain] = {}
     if base is None:
         return gains
-    for k in range(ps + 1, max(thresholds_of(ctx).ps_max_suggested, ps + 1) + 1):
+    caveat = (f"2-PS predictions were off by ~{th.known_2ps_error:.0%} on held-out data, up to 2× too high "
+              "on large networks")  # fmt: skip
+    for k in range(ps + 1, max(th.ps_max_suggested, ps + 1) + 1):
         p = predict_shape(ctx, job, gpus, k)
         if p is None:
             break
-        gains[k] = p.steps_per_sec / base.steps_per_sec - 1
+        lo, hi = getattr(p, "steps_per_sec_p10", None), getattr(p, "steps_per_sec_p90", None)
+        band = (lo / base.steps_per_sec - 1, hi / base.steps_per_sec - 1) if lo and hi else (None, None)
+        gains[k] = PredictedGain(p.steps_per_sec / base.steps_per_sec - 1, *band, th.known_2ps_error, caveat)
     return gains
 
 
@@ -108,21 +115,19 @@ def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tupl
     be uncertain; PS counts beyond the measured ones are marked as extrapolated."""
     th = thresholds_of(ctx)
     gains = _ps_gains(ctx, job, ps)
-    if not gains or gains[ps + 1] <= 0.05:
+    if not gains or gains[ps + 1].point <= 0.05:
         return None, {}
     region = next((n.region for n in up_ps_nodes(job)), "") or next((n.region for n in up_workers(job)), "")
     usd = price_usd_per_hour(ctx.extras.get("price_book"), "ps_node_price", region)
     money = (lambda add: f", +${usd * add:.2f}/h") if usd is not None else (lambda add: "")
-    caveat = (f"2-PS predictions were off by ~{th.known_2ps_error:.0%} on held-out data, up to 2× too high "
-              "on large networks")  # fmt: skip
-    gain = PredictedGain(gains[ps + 1], known_error=th.known_2ps_error, caveat=caveat)
+    gain = gains[ps + 1]
     extrapolated = ps + 1 > th.ps_measured_max
     fix = f"add a parameter server: {gain.words()}{money(1)}"
     if extrapolated:
         fix += f" (beyond the {th.ps_measured_max} PS ever measured: extrapolated)"
-    best = max(gains, key=lambda k: gains[k])
-    if best > ps + 1 and gains[best] > gains[ps + 1] * 1.1:
-        fix += f"; {best - ps} more: {signed_pct(gains[best])}{money(best - ps)}"
+    best = max(gains, key=lambda k: gains[k].point)
+    if best > ps + 1 and gains[best].point > gain.point * 1.1:
+        fix += f"; {best - ps} more: {signed_pct(gains[best].point)}{money(best - ps)}"
         if best > th.ps_measured_max:
             fix += f" (extrapolated beyond {th.ps_measured_max} PS)"
     evidence = {
@@ -130,7 +135,7 @@ def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tupl
         **gain.to_evidence(),
         "fix_usd_per_hour": usd and round(usd, 3),
         "fix_best_ps": best,
-        "fix_best_gain": round(gains[best], 3),
+        "fix_best_gain": round(gains[best].point, 3),
         "fix_extrapolated": extrapolated or best > th.ps_measured_max,
     }
     return fix, evidence
