@@ -29,12 +29,13 @@ from cmdare.planner.rule_support import (
     ps_traffic_gbps,
     rate_window_s,
     signed_pct,
+    speed_model_of,
     thresholds_of,
     up_gpu_counts,
     up_ps_nodes,
     up_workers,
 )
-from cmdare.planner.speed_model import SpeedPrediction
+from cmdare.planner.speed_model import SpeedModel, SpeedPrediction
 
 #: GCP maximum egress data rate: 2 Gbit/s per vCPU (GCP "Network bandwidth" documentation; the same
 #: source as ``planner/data/gpus.csv``). The PS node is ``PS_SHAPE`` (n1-standard-8 → 16 Gbit/s).
@@ -103,10 +104,32 @@ def _ps_gains(ctx: AlertContext, job: JobView, ps: int) -> dict[int, PredictedGa
         p = predict_shape(ctx, job, gpus, k)
         if p is None:
             break
-        lo, hi = getattr(p, "steps_per_sec_p10", None), getattr(p, "steps_per_sec_p90", None)
-        band = (lo / base.steps_per_sec - 1, hi / base.steps_per_sec - 1) if lo and hi else (None, None)
+        band = _gain_band(ctx, job, gpus, ps, k) or _prediction_band(p, base.steps_per_sec)
         gains[k] = PredictedGain(p.steps_per_sec / base.steps_per_sec - 1, *band, th.known_2ps_error, caveat)
     return gains
+
+
+def _gain_band(ctx: AlertContext, job: JobView, gpus: dict[str, int], ps: int, k: int) -> tuple[float, float] | None:
+    """(P10, P90) relative gain of ``ps`` → ``k`` servers from the speed model's band API
+    (:func:`cmdare.planner.speed_band.ps_gain_band`), or None where that API or a prediction is missing."""
+    try:
+        from cmdare.planner.speed_band import ps_gain_band  # type: ignore[import-not-found]
+    except ImportError:  # the band API is not part of this build
+        return None
+    model, net = speed_model_of(ctx), network_of(job)
+    if net is None or not isinstance(model, SpeedModel):
+        return None
+    try:
+        g = ps_gain_band(model, net, gpus, ps, k)
+    except (ValueError, KeyError):
+        return None
+    return g.p10, g.p90
+
+
+def _prediction_band(p: Any, base: float) -> tuple[float | None, float | None]:
+    """(P10, P90) relative to ``base`` from a prediction carrying ``steps_per_sec_p10/_p90``, else none."""
+    lo, hi = getattr(p, "steps_per_sec_p10", None), getattr(p, "steps_per_sec_p90", None)
+    return (lo / base - 1, hi / base - 1) if lo and hi else (None, None)
 
 
 def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tuple[str | None, dict[str, Any]]:
