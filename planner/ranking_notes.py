@@ -4,12 +4,17 @@
   revocation risk are the same (GCP bills both from the same SKUs);
 * :func:`region_notes` — a move to another region: the data egress it costs for the stated dataset size
   (``[options] dataset_gb``, ``data_region``), another continent, and capacity not guaranteed;
-* :func:`price_date_label` — the date of the prices, not the day a book was derived.
+* :func:`price_date_label` — the date of the prices, not the day a book was derived;
+* :func:`make_bander` — each shown row's P10–P90 speed band and extrapolation, from the speed model's band
+  API when this build has it (else rows say "band: n/a").
 
 Pure numpy / string work; no I/O.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -87,3 +92,34 @@ def price_date_label(book: object) -> str:
     if source in ("live", "cache"):
         return f"fetched {as_of}"
     return f"prices of {as_of}"
+
+
+@dataclass(frozen=True)
+class RowBand:
+    """A shape's predicted steps/s band (P10–P90) and how far it lies outside the measured domain."""
+
+    p10: float
+    p90: float
+    extrapolation: str  # none | network | gpu | ps | workers
+
+
+Bander = Callable[[str, int, int], "RowBand | None"]
+
+
+def make_bander(model: object, network: object, latency_ms: float) -> Bander | None:
+    """A function (gpu, workers, ps) → :class:`RowBand` from the speed model's band API
+    (:func:`cmdare.planner.speed_band.speed_band`), or None when this build has no band API. Bands are
+    computed per row shown (a handful of model calls each), not for every enumerated shape."""
+    try:
+        from cmdare.planner.speed_band import speed_band  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+
+    def band(gpu: str, workers: int, ps: int) -> RowBand | None:
+        try:
+            b = speed_band(model, network, {gpu: workers}, ps=ps, latency_ms=latency_ms)
+        except (ValueError, KeyError):
+            return None
+        return RowBand(float(b.p10), float(b.p90), str(b.extrapolation))
+
+    return band

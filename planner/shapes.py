@@ -30,7 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from cmdare.planner.overheads import Overheads
-from cmdare.planner.ranking_notes import collapse_twins, price_date_label, region_notes
+from cmdare.planner.ranking_notes import (
+    Bander,
+    RowBand,
+    collapse_twins,
+    make_bander,
+    price_date_label,
+    region_notes,
+)
 from cmdare.planner.revocation import RevocationModel
 from cmdare.planner.speed_model import Network, SpeedModel
 from cmdare.planner.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
@@ -144,9 +151,11 @@ class ShapeTable:
 
     def __init__(self, columns: dict[str, np.ndarray], order: np.ndarray, objective: str,
                  terms: dict[str, np.ndarray], view: np.ndarray | None = None,
-                 explainer: Callable[[dict[str, object]], dict[str, float]] | None = None) -> None:  # fmt: skip
+                 explainer: Callable[[dict[str, object]], dict[str, float]] | None = None,
+                 bander: Bander | None = None) -> None:  # fmt: skip
         self.columns = columns
         self.explainer = explainer
+        self.bander = bander
         self.order = order
         self.objective = objective
         self.terms = terms
@@ -198,14 +207,22 @@ class ShapeTable:
         keys = self.columns[column][self.view]
         idx = np.argsort(-keys if descending else keys, kind="stable")
         return ShapeTable(
-            self.columns, self.order, self.objective, self.terms, self.view[idx], self.explainer
+            self.columns, self.order, self.objective, self.terms, self.view[idx], self.explainer, self.bander
         )
 
     def filter(self, mask: np.ndarray) -> ShapeTable:
         """A view keeping rows where ``mask`` (over all rows) is true."""
         return ShapeTable(
-            self.columns, self.order, self.objective, self.terms, self.view[mask[self.view]], self.explainer
+            self.columns, self.order, self.objective, self.terms, self.view[mask[self.view]], self.explainer,
+            self.bander,
         )
+
+    def band(self, i: int) -> RowBand | None:
+        """Row ``i``'s P10–P90 steps/s and extrapolation, or None without the speed model's band API."""
+        if self.bander is None:
+            return None
+        c = self.columns
+        return self.bander(str(c["gpu"][i]), int(c["workers"][i]), int(c["ps"][i]))
 
     @property
     def current_priced(self) -> bool:
@@ -299,7 +316,10 @@ def rank_shapes(
         np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
     )
     order = np.lexsort((columns["score"], ~columns["feasible"]))
-    return ShapeTable(columns, order, objective, terms, explainer=_explainer(workload, speed_model))
+    m = workload.model
+    bander = make_bander(speed_model, Network(m.name, m.model_flops, m.params, m.batch_size),
+                         workload.options.latency_ms)  # fmt: skip
+    return ShapeTable(columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander)
 
 
 def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:

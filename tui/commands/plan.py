@@ -18,7 +18,8 @@ JSON_KEYS = (
     "gpu", "workers", "ps", "region", "provisioning", "also_provisioning", "steps_per_sec", "hours_p50",
     "hours_p90", "cost_usd_p50", "cost_usd_p90", "p_revocation", "expected_revocations", "pareto",
     "price_source", "price_as_of", "price_date", "hours_expected", "cost_usd_expected", "per_node_risk",
-    "bottleneck", "feasible", "egress_usd", "region_note", "current", "delta",
+    "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
+    "extrapolation", "current", "delta",
 )  # fmt: skip
 #: Text columns, each with its unit: P(≥1 revocation) is the chance of at least one revocation in the run.
 TEXT_HEADER = ("#", "gpu", "wrk", "ps", "region", "prov", "steps/s", "h p50", "h p90", "$ p50", "P(≥1 rev)",
@@ -111,8 +112,27 @@ def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
         row = table.row(int(i))
         row["current"] = int(i) == 0
         row["delta"] = table.delta(int(i))
+        row.update(band_keys(table, int(i)))
         rows.append({k: row[k] for k in JSON_KEYS})
     return rows
+
+
+def band_keys(table: Any, i: int) -> dict[str, object]:
+    """Row ``i``'s ``steps_per_sec_p10`` / ``_p90`` / ``extrapolation`` (None without the band API)."""
+    band = table.band(i)
+    if band is None:
+        return {"steps_per_sec_p10": None, "steps_per_sec_p90": None, "extrapolation": None}
+    return {"steps_per_sec_p10": round(band.p10, 4), "steps_per_sec_p90": round(band.p90, 4),
+            "extrapolation": band.extrapolation}  # fmt: skip
+
+
+def _band_words(r: dict[str, object]) -> str:
+    """' · P10–P90 60–85 steps/s[, beyond the measured domain: ps]' when the row has a band."""
+    if r.get("steps_per_sec_p10") is None:
+        return ""
+    out = f" · P10–P90 {float(r['steps_per_sec_p10']):.3g}–{float(r['steps_per_sec_p90']):.3g} steps/s"  # type: ignore[arg-type]
+    ext = r.get("extrapolation")
+    return out if ext in (None, "none") else f"{out}, beyond the measured domain: {ext}"
 
 
 def _prov_label(r: dict[str, object]) -> str:
@@ -132,9 +152,11 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> st
         f"{cur['price_date']} · ★ = Pareto (time, cost, risk)"
     )
     fmt = "{:>3} {:<5} {:>3} {:>2} {:<14} {:<12} {:>8} {:>7} {:>7} {:>8} {:>9}  {}"
+    if table.bander is None:
+        head += " · steps/s: expected value (band: n/a in this build)"
     lines = [head, *([note] if note else []), fmt.format(*TEXT_HEADER)]
     moves: dict[str, str] = {}
-    for n, r in enumerate([{**cur, "current": True, "delta": "current shape"}, *rows]):
+    for n, r in enumerate([{**cur, **band_keys(table, 0), "current": True, "delta": "current shape"}, *rows]):
         star = "★" if r["pareto"] else " "
         region = str(r["region"])
         if r.get("region_note"):
@@ -143,7 +165,8 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> st
         lines.append(fmt.format(
             "cur" if n == 0 else str(n), r["gpu"], r["workers"], r["ps"], region, _prov_label(r),
             f"{r['steps_per_sec']:.1f}", f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}",
-            _num(r["cost_usd_p50"], ".2f"), f"{r['p_revocation']:.2f}", f"{star} {r['delta']}" if n else r["delta"],
+            _num(r["cost_usd_p50"], ".2f"), f"{r['p_revocation']:.2f}",
+            f"{star} {r['delta']}{_band_words(r)}" if n else r["delta"] + _band_words(r),
         ))  # fmt: skip
     lines += [f"† {region}: {words}" for region, words in moves.items()]
     if rows and all(r["region"] != cur["region"] for r in rows):
