@@ -128,3 +128,18 @@ def test_explanations_never_pair_a_dominant_term_with_another_bottleneck() -> No
         ex = table.explain(i)
         if ex.bottleneck != ex.dominant:
             assert text.startswith(f"speed limited by {ex.bottleneck}")
+
+
+def test_rows_carry_the_speed_band_or_say_it_is_not_available(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    has_band = importlib.util.find_spec("cmdare.planner.speed_band") is not None
+    assert _run(["--workload", str(EXAMPLE), "--json", "--top", "5"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    if has_band:
+        assert all(r["steps_per_sec_p10"] <= r["steps_per_sec"] <= r["steps_per_sec_p90"] for r in rows)
+        assert {r["extrapolation"] for r in rows} <= {"none", "network", "gpu", "ps", "workers"}
+    else:
+        assert all(r["steps_per_sec_p10"] is None and r["extrapolation"] is None for r in rows)
+        _run(["--workload", str(EXAMPLE), "--top", "1"])
+        assert "band: n/a in this build" in capsys.readouterr().out.splitlines()[0]
