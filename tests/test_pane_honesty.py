@@ -74,3 +74,22 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
         assert table.row_count > 10 and str(table.get_row_at(1)[2]).startswith("$")
         assert "cost n/a" in str(table.get_row_at(1)[4])
         assert "current shape: price unknown" in pane.border_subtitle
+
+
+def test_explanation_of_a_ranked_row_states_the_band_units_region_move_and_one_bottleneck():
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from cmdare.tui.commands.plan import build_table
+    from cmdare.tui.widgets.explain import ExplainScreen
+
+    table = build_table(Path(__file__).resolve().parents[1] / "examples/workload-resnet32.toml", "balanced")
+    i = int(table.view[0])
+    screen = ExplainScreen.for_ranked(table, i)
+    console = Console(width=200, record=True)
+    console.print(screen._body)
+    text = console.export_text()
+    assert "Steps/s" in text and ("P10–P90" in text or "band: n/a in this build" in text)
+    assert "P(≥1 revocation)" in text and "Region move" in text and "capacity not guaranteed" in text
+    assert "dominant" not in screen._foot

@@ -72,6 +72,11 @@ class ExplainScreen(ModalScreen[None]):
         r = table.row(i)
         t = _grid()
         t.add_row("Shape", f"{r['workers']}×{r['gpu']} + {r['ps']} PS, {r['region']}, {r['provisioning']}")
+        band = table.band(i) if hasattr(table, "band") else None
+        t.add_row("Steps/s", f"{rate(float(r['steps_per_sec']))} expected; " + (
+            f"P10–P90 {rate(band.p10)}–{rate(band.p90)}"
+            + ("" if band.extrapolation == "none" else f", beyond the measured domain: {band.extrapolation}")
+            if band else "band: n/a in this build"))  # fmt: skip
         t.add_row(
             "Time",
             f"p50 {duration(float(r['hours_p50']) * 3600)}, p90 {duration(float(r['hours_p90']) * 3600)}",
