@@ -35,8 +35,7 @@ def collapse_twins(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     idx = np.nonzero(np.isin(cols["provisioning"].astype(str), TRANSIENT))[0]
     if idx.size < 2:
         return keep, alias
-    key = np.array([f"{g}|{w}|{p}|{r}" for g, w, p, r in zip(cols["gpu"][idx], cols["workers"][idx],
-                                                              cols["ps"][idx], cols["region"][idx], strict=True)])  # fmt: skip
+    key = _shape_codes(cols, idx)
     order = np.lexsort((idx != 0, key))
     k, rows = key[order], idx[order]
     same = k[1:] == k[:-1]
@@ -46,6 +45,19 @@ def collapse_twins(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     keep[rows[1:][same]] = False
     alias[rows[:-1][same]] = cols["provisioning"][rows[1:][same]]
     return keep, alias
+
+
+def _shape_codes(cols: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
+    """One int64 per row of ``idx`` naming its gpu × workers × ps × region (equal iff the shape is)."""
+    code = np.zeros(idx.size, dtype=np.int64)
+    for name in ("gpu", "workers", "ps", "region"):
+        col = cols[name][idx]
+        if col.dtype.kind in "iu":  # counts: their own codes
+            inv = col.astype(np.int64)
+        else:
+            _, inv = np.unique(col, return_inverse=True)
+        code = code * (int(inv.max()) + 1) + inv.ravel()
+    return code
 
 
 def continent(region: str) -> str:
