@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(render_text(table, rows, _reference_note(table, args.prices)))
+        print(render_text(table, rows, _reference_note(table)))
     return 0
 
 
@@ -86,7 +86,7 @@ def _price_book(which: str) -> Any:
     return pricing.load_study_era_book() if which == "study-era" else pricing.load_offline_book()
 
 
-def _reference_note(table: Any, prices: str) -> str:
+def _reference_note(table: Any) -> str:
     """For a current shape the book cannot price: its study-era (2019) price, labelled, for reference."""
     if table.current_priced:
         return ""
@@ -94,6 +94,7 @@ def _reference_note(table: Any, prices: str) -> str:
     from cmdare.planner.ranking_notes import price_date_label
 
     c, book = table.current, pricing.load_study_era_book()
+    prices = str(c["price_source"])
     try:
         worker = book.node_price(str(c["gpu"]), 1, str(c["region"]), str(c["provisioning"])).usd_per_hour
         ps = book.ps_node_price(str(c["region"])).usd_per_hour
