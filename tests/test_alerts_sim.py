@@ -71,6 +71,7 @@ class SimCluster:
         dcgm: bool = False,
         provisioning: str = "preemptible",
         job: str = "sim",
+        facts: bool = True,
     ) -> None:
         net = lookup_network(model)
         assert net is not None, model
@@ -85,7 +86,7 @@ class SimCluster:
             )
             for i, g in enumerate(gpus)
         ]
-        self.facts = JobFacts(job, net.name, net.model_flops, net.params, 128, 10**7)
+        self.facts = JobFacts(job, net.name, net.model_flops, net.params, 128, 10**7) if facts else None
         for w in self.workers:  # exporters report their counters from the first scrape on
             w.counters = dict.fromkeys(
                 (M.K_WORKER_STEPS, M.K_EXAMPLES, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT), 0.0
