@@ -294,7 +294,7 @@ def latency(shared: Path, obs) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="speed model accuracy vs CM-DARE baselines")
-    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    parser.add_argument("--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)")
     args = parser.parse_args()
     obs = load_observations(args.shared)
     lono(obs)

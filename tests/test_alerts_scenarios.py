@@ -11,10 +11,6 @@ MODELS = ("ResNet-15", "ResNet-32", "Shake-Shake-small", "Shake-Shake-big")
 
 @pytest.fixture(scope="module")
 def curves():
-    from test_alerts_sim import CURVES_CSV
-
-    if not CURVES_CSV.is_file():
-        pytest.skip(f"{CURVES_CSV} not present")
     return load_curves()
 
 
