@@ -23,7 +23,15 @@ OUT = REPO / "tests" / "fixtures" / "gcp_catalog_sample.csv"
 REGIONS = ("us-central1", "us-east1", "us-west1", "us-east4", "europe-west1", "europe-west4", "asia-east1")
 GPUS = ("A100", "A100-80GB", "B200", "H100", "H200", "L4", "P100", "P4", "T4", "V100")
 HOSTS = ("a2-highgpu-1g", "a2-highgpu-8g", "a2-ultragpu-4g", "a3-highgpu-8g", "a3-ultragpu-8g")
-COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Region", "AvailabilityZone", "Price", "SpotPrice")
+COLUMNS = (
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "Region",
+    "AvailabilityZone",
+    "Price",
+    "SpotPrice",
+)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

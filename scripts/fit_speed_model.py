@@ -35,6 +35,8 @@ SUPERTABLE = "speed_data/speed_data_supertable.csv"
 BASE_DIR = "speed_data_base"
 CLUSTER = "data/cmdare/derived/cluster_speed_vs_workers.csv"
 LATENCY = "data/cmdare/derived/step_time_ms_latency_0_vs_30.csv"
+# ICAC'19 ResNet-32 / CIFAR-10 on K80 workers, 1 vs 2 PS, 2-8 workers (64k steps; 1 run at 1 PS, 5 at 2 PS)
+PS_RUNS = "data/cmdare/icac2019_transient-deep-learning/data/training/experiment_1ps_vs_2ps"
 BASE_GPU = {"k80": "K80", "p100": "P100", "v100": "V100"}
 BATCH = 128  # CM-DARE: batch 128 per worker (background.md)
 REPRO_RTOL = 1e-4  # reproducibility tolerance of --check (relative; absolute floor REPRO_ATOL)
@@ -52,14 +54,17 @@ def load_networks(shared: Path) -> dict[str, dict[str, float]]:
     for table in SINGLE_TABLES.values():
         for r in _rows(shared / SPEED / table):
             name = canonical_network_name(r["Model (temp)"])
-            nets.setdefault(
+            facts = nets.setdefault(
                 name,
                 {
                     "model_flops": float(r["Model FLOPs"]),
                     "params": float(r["Number of Parameters"]),
                     "tensors": float(r["Number of Tensors"]),
+                    "max_tensor": 0.0,
                 },
             )
+            if r["Max Tensor Size (MB)"].strip():  # blank in some rows; float32 parameters of 4 B
+                facts["max_tensor"] = float(r["Max Tensor Size (MB)"]) * 2**20 / 4
     return dict(sorted(nets.items()))
 
 
@@ -120,16 +125,43 @@ def _cluster(shared: Path, nets: dict[str, dict[str, float]]) -> list[Observatio
     ]
 
 
+def _run_speed(rows: list[dict[str, str]]) -> float:
+    """Global steps/s of one run from its (wall time, step) samples, the first 4k-step segment (start-up,
+    first evaluation) left out."""
+    w = [float(r["Wall Time"]) for r in rows]
+    s = [float(r["Step"]) for r in rows]
+    return (s[-1] - s[1]) / (w[-1] - w[1])
+
+
+def ps_runs(shared: Path, nets: dict[str, dict[str, float]]) -> list[Observation]:
+    """K80 ResNet-32 cluster speeds with 1 and 2 PS (experiment_1ps_vs_2ps): mean over runs per shape."""
+    root, out = shared / PS_RUNS, []
+    for n in range(2, 9):
+        one = _rows(root / "1ps_k80" / f"{n}_data.csv")
+        two: dict[str, list[dict[str, str]]] = defaultdict(list)
+        for r in _rows(root / f"2ps{n}k" / "train_data.csv"):
+            two[r["Run"]].append(r)
+        for ps, speeds in ((1, [_run_speed(one)]), (2, [_run_speed(v) for _, v in sorted(two.items())])):
+            out.append(_obs(nets, "resnet32", "K80", n, ps, 0.3, float(np.mean(speeds)), "cluster-icac2019"))
+    return out
+
+
 def _obs(nets, name, gpu, workers, ps, lat, speed, src) -> Observation:
     n = nets[name]
-    return Observation(name, n["model_flops"], n["params"], n["tensors"], gpu, workers, ps, lat, speed, src)
+    return Observation(
+        name, n["model_flops"], n["params"], n["tensors"], gpu, workers, ps, lat, speed, src, n["max_tensor"]
+    )
 
 
 def load_observations(shared: Path) -> list[Observation]:
     """Every speed observation the model is fitted on."""
     nets = load_networks(shared)
     return (
-        _single_worker(shared, nets) + _base(shared, nets) + _latency(shared, nets) + _cluster(shared, nets)
+        _single_worker(shared, nets)
+        + _base(shared, nets)
+        + _latency(shared, nets)
+        + _cluster(shared, nets)
+        + ps_runs(shared, nets)
     )
 
 
@@ -201,12 +233,38 @@ def fitted_model_json(shared: Path) -> str:
                 f"{SPEED}/{SUPERTABLE}",
                 f"{SPEED}/{BASE_DIR}/*",
                 CLUSTER,
+                f"{PS_RUNS}/{{1ps_k80,2ps*k}}/*_data.csv",
             }
         ),
         "observations": len(obs),
         "units": "seconds per step; peak in TFLOPS, mem_bw in GB/s, latency in ms",
+        "intervals": "P10/P90 of log(measured/predicted), out of sample (planner/speed_cv.py)",
     }
+    model.intervals_ = intervals(obs)
+    model.domain_ = domain(obs)
     return json.dumps(model.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def intervals(obs: list[Observation]) -> dict[str, dict[str, float]]:
+    """Out-of-sample log-residual P10/P90 per extrapolation category (speed_cv.SCHEMES)."""
+    from cmdare.planner.speed_cv import CATEGORIES, quantiles, residuals
+
+    return {c: quantiles([r for _, _, r in residuals(obs, c)]) for c in CATEGORIES}
+
+
+def domain(obs: list[Observation]) -> dict[str, object]:
+    """What was measured: GPUs, the most workers, and the most PS per (GPU, network) (default 1)."""
+    max_ps: dict[str, int] = {}
+    for o in obs:
+        if o.ps > 1:
+            key = f"{o.gpu}/{o.name}"
+            max_ps[key] = max(max_ps.get(key, 1), o.ps)
+    return {
+        "gpus": sorted({o.gpu for o in obs}),
+        "max_workers": max(o.workers for o in obs),
+        "max_ps": dict(sorted(max_ps.items())),
+        "default_max_ps": 1,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,9 @@ def test_every_shipped_data_folder_is_a_listed_package() -> None:
             if not sub.is_dir() or "__pycache__" in sub.parts or not any(f.is_file() for f in sub.iterdir()):
                 continue
             dotted = ".".join((pkg, *sub.relative_to(REPO / folder).parts))
-            assert dotted in packages, f"{dotted} ({sub.relative_to(REPO)}) missing from [tool.setuptools] packages"
+            assert dotted in packages, (
+                f"{dotted} ({sub.relative_to(REPO)}) missing from [tool.setuptools] packages"
+            )
     for pkg in st["package-data"]:
         assert pkg in packages
 
@@ -43,7 +45,9 @@ def test_vendored_cmdare_data_is_complete_attributed_and_not_installed() -> None
 def test_no_test_script_or_benchmark_reads_or_skips_on_shared() -> None:
     """A fresh clone without ../shared runs everything: nothing looks for it (the GCP extract aside, whose
     derivation scripts take it as an explicit --catalog)."""
-    pattern = re.compile(r"""parents?\[\d\]\.parent\s*/\s*["']shared|REPO\.parent\s*/\s*["']shared["']\)?(?!\s*/\s*["']data["']\s*/\s*["']gcp)""")
+    pattern = re.compile(
+        r"""parents?\[\d\]\.parent\s*/\s*["']shared|REPO\.parent\s*/\s*["']shared["']\)?(?!\s*/\s*["']data["']\s*/\s*["']gcp)"""
+    )
     offenders = []
     for folder in ("tests", "scripts", "benchmarks"):
         for path in (REPO / folder).rglob("*.py"):
