@@ -303,10 +303,10 @@ def latency(shared: Path, obs) -> None:
 
 def _banded(train) -> SpeedModel:
     """A model fitted on ``train`` whose band comes from inner splits of ``train`` only (nested)."""
-    from cmdare.planner.speed_cv import CATEGORIES, fit_on, quantiles, residuals
+    from cmdare.planner.speed_cv import fit_on, interval_table
 
     model = fit_on(train)
-    model.intervals_ = {c: quantiles([r for _, _, r in residuals(train, c)]) for c in CATEGORIES}
+    model.intervals_ = interval_table(train)
     model.domain_ = domain(list(train))
     return model
 

@@ -117,6 +117,10 @@ def speed_band(
     widths: dict[str, tuple[float, float, str]] = {}
     for c in [c for c in cats if c != "ps"] or ["none"]:
         q10, q90, n = _q(model, c)
+        if c == "workers" and model.intervals_.get(c, {}).get("per_octave"):
+            octaves = math.log2(sum(int(v) for v in gpus.values()) / int(model.domain_.get("max_workers", 8)))
+            r10, r90, _ = _q(model, "none")
+            q10, q90 = min(r10, q10 * octaves), max(r90, q90 * octaves)
         widths[c] = (x * math.exp(q10), x * math.exp(q90), f"{_LABELS[c]} (n={n})")
     if "ps" in cats:
         q10, q90, n = _q(model, "ps")

@@ -10,7 +10,9 @@ Each scheme re-fits the model without a held-out group and predicts the group th
 * ``ps``: more parameter servers than measured — fit on 1-PS rows, predict the 2-PS rows.
 
 The residual is ``log(measured / predicted)`` of steps/s; its P10 and P90 make the prediction band of
-:mod:`cmdare.planner.speed_band`. Deterministic (no random draws).
+:mod:`cmdare.planner.speed_band`. For ``workers`` the band grows with the distance from the measured domain:
+its residuals are divided by ``log2(workers / most workers in the training part)`` (per octave beyond the
+measured domain; the band is the wider of the in-domain band and this times the distance). Deterministic.
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ import numpy as np
 from cmdare.planner.network_catalog import KnownNetwork, family_of
 from cmdare.planner.speed_model import Network, Observation, SpeedModel
 
-__all__ = ["CATEGORIES", "SCHEMES", "fit_on", "known_from", "predict_obs", "quantiles", "residuals"]
+__all__ = [
+    "CATEGORIES",
+    "SCHEMES",
+    "fit_on",
+    "interval_table",
+    "known_from",
+    "predict_obs",
+    "quantiles",
+    "residuals",
+]
 
 CATEGORIES = ("none", "network", "gpu", "ps", "workers")
 WORKERS_CUT = 4  # the "more workers" split: fit on <= 4 workers, predict 5-8
@@ -123,3 +134,22 @@ def quantiles(logs: Sequence[float]) -> dict[str, float]:
         return {"p10": 0.0, "p90": 0.0, "n": 0}
     q10, q90 = np.quantile(np.asarray(logs, dtype=float), [0.1, 0.9])
     return {"p10": round(float(q10), 5), "p90": round(float(q90), 5), "n": len(logs)}
+
+
+def interval_table(obs: Sequence[Observation]) -> dict[str, dict[str, float]]:
+    """P10/P90 (and n) of the out-of-sample log residuals of every category; ``workers`` per octave."""
+    table = {}
+    for c in CATEGORIES:
+        if c != "workers":
+            table[c] = quantiles([r for _, _, r in residuals(obs, c)])
+            continue
+        per_octave = []
+        for train, test in _workers(obs):
+            top = max(o.workers for o in train)
+            model = fit_on(train)
+            for o in test:
+                per_octave.append(
+                    float(np.log(o.steps_per_sec / predict_obs(model, o))) / np.log2(o.workers / top)
+                )
+        table[c] = {**quantiles(per_octave), "per_octave": 1}
+    return table

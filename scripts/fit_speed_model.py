@@ -247,9 +247,9 @@ def fitted_model_json(shared: Path) -> str:
 
 def intervals(obs: list[Observation]) -> dict[str, dict[str, float]]:
     """Out-of-sample log-residual P10/P90 per extrapolation category (speed_cv.SCHEMES)."""
-    from cmdare.planner.speed_cv import CATEGORIES, quantiles, residuals
+    from cmdare.planner.speed_cv import interval_table
 
-    return {c: quantiles([r for _, _, r in residuals(obs, c)]) for c in CATEGORIES}
+    return interval_table(obs)
 
 
 def domain(obs: list[Observation]) -> dict[str, object]:

@@ -113,3 +113,12 @@ def test_busiest_share_bounds(n, family):
     assert (rr == 1.0) == (
         n == 1 or (family == "resnet" and n == 5) or (family == "shake" and n in (2, 3, 6))
     )
+
+
+def test_workers_band_grows_with_the_distance_beyond_the_measured_clusters():
+    def width(n):
+        b = speed_band(MODEL, RES32, {"K80": n})
+        return b.p90 / b.p10
+
+    assert width(8) <= width(12) <= width(32) and width(32) > width(8)
+    assert MODEL.intervals_["workers"]["per_octave"] == 1
