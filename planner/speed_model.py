@@ -333,6 +333,13 @@ class SpeedModel:
             source=MEASURED_SOURCE if any_measured else FITTED_SOURCE,
         )
 
+    def band(self, network: Network, gpus: Mapping[str, int], ps: int = 1, latency_ms: float = REF_LATENCY_MS):
+        """:func:`cmdare.planner.speed_band.speed_band` of this model: expected steps/s, P10, P90 and the
+        extrapolation (none | network | gpu | ps | workers)."""
+        from cmdare.planner.speed_band import speed_band
+
+        return speed_band(self, network, gpus, ps=ps, latency_ms=latency_ms)
+
     def predict_shapes(
         self,
         network: Network,

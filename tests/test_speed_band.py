@@ -122,3 +122,8 @@ def test_workers_band_grows_with_the_distance_beyond_the_measured_clusters():
 
     assert width(8) <= width(12) <= width(32) and width(32) > width(8)
     assert MODEL.intervals_["workers"]["per_octave"] == 1
+
+
+def test_band_is_reachable_from_the_speed_model():
+    band = MODEL.band(RES32, {"P100": 8}, ps=2)
+    assert band == speed_band(MODEL, RES32, {"P100": 8}, ps=2) and band.extrapolation == "ps"
