@@ -14,7 +14,7 @@ Physical structure (seconds per global step; coefficients fitted in ``speed_mode
   tensor counts: its ResNets have 3 trainable tensors per convolution (kernel, gamma, beta: Res15 50 = 3 x 16
   + 2, Res32 104 ~ 3 x 33 + 2), hence 5 variables; its Shake-Shake nets 4 (kernel, bias, gamma, beta: d26
   216 ~ 4 x 53 + 4), hence 6 — two PS get the ResNet kernels alternately but every Shake-Shake kernel on one
-  server. An unknown family averages the two. The busiest server's share is then ``1 / (n_ps / g)`` plus
+  server. (Inferred from the counts; the study does not list its variables.) An unknown family averages the two. The busiest server's share is then ``1 / (n_ps / g)`` plus
   half a largest tensor (kernels alternate within a stage), never less than the largest tensor.
   A greedy byte-balancing placement (``GreedyLoadBalancingStrategy``) would reach ``max(1/n, max_share)``;
   the band (:mod:`cmdare.planner.speed_band`) spans from "the extra PS adds nothing" to that.
