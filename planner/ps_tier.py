@@ -25,11 +25,12 @@ Physical structure (seconds per global step; coefficients fitted in ``speed_mode
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["PLACEMENTS", "busiest_share", "capacity_seconds", "cycle_seconds", "nic_floor"]
+__all__ = ["PLACEMENTS", "busiest_share", "capacity_seconds", "cycle_seconds", "nic_floor", "share_of"]
 
 VARS_PER_LAYER = {"resnet": 5, "shake": 6}  # variables created per convolution (see the module docstring)
 
@@ -63,6 +64,12 @@ def busiest_share(n_ps, max_share, family: str | None = None, placement: str = "
         periods = [VARS_PER_LAYER[family]] if family in VARS_PER_LAYER else list(VARS_PER_LAYER.values())
         share = np.mean([_periodic_share(n, m, k) for k in periods], axis=0)
     return np.clip(share, floor, 1.0)
+
+
+@functools.lru_cache(maxsize=4096)
+def share_of(n_ps: int, max_share: float, family: str | None, placement: str = "round-robin") -> float:
+    """:func:`busiest_share` for one shape (cached: the planner asks for the same few shapes each refresh)."""
+    return float(busiest_share(n_ps, max_share, family, placement))
 
 
 def nic_floor(th: Mapping[str, float], nic_gbps: float | None) -> float:

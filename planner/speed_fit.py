@@ -64,7 +64,7 @@ def _max_shares(observations: Sequence) -> np.ndarray:
 
     rule = fit_tensor_rule(observations)
     return np.array(
-        [o.max_tensor / o.params if o.max_tensor > 0 else float(max_share_rule(rule, o.name, o.params))
+        [o.max_tensor / o.params if o.max_tensor > 0 else float(max_share_rule(rule, family_of(o.name), o.params))
          for o in observations]
     )  # fmt: skip
 

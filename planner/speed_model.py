@@ -45,7 +45,7 @@ from cmdare.planner.network_catalog import (
     family_of,
     lookup_network,
 )
-from cmdare.planner.ps_tier import busiest_share, capacity_seconds, cycle_seconds
+from cmdare.planner.ps_tier import busiest_share, capacity_seconds, cycle_seconds, share_of
 
 __all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel", "param_names"]
 
@@ -109,7 +109,7 @@ class _Net:
     tensors: float
     known: KnownNetwork | None
     max_share: float  # largest tensor's share of the parameters (placement imbalance)
-    name: str | None = None
+    family: str | None = None  # "resnet" | "shake" | None (sets the round-robin period)
 
 
 # Worker compute features (seconds per step = coefficient x feature); f FLOPs/step, p parameters,
@@ -133,13 +133,12 @@ def param_names() -> tuple[str, ...]:
     return (*COMPUTE_TERMS, *WORKER_TERMS, *LATENCY_TERMS, *PS_TERMS, *SHAPE_TERMS)
 
 
-def max_share_rule(rule: Mapping[str, float], name: str | None, params) -> np.ndarray:
-    """Largest tensor's share of the parameters by family (fitted in speed_model.json): ResNets keep one
+def max_share_rule(rule: Mapping[str, float], fam: str | None, params) -> np.ndarray:
+    """Largest tensor's share of the parameters by family ``fam`` (rules in speed_model.json): ResNets keep one
     largest kernel size, Shake-Shake a fixed share; an unknown family takes the larger (more imbalance)."""
     p = np.asarray(params, dtype=float)
     resnet = np.minimum(rule.get("resnet_max_tensor", 147456.0) / p, 1.0)
     shake = rule.get("shake_max_share", 0.05) * np.ones_like(p)
-    fam = family_of(name)
     return shake if fam == "shake" else resnet if fam is not None else np.maximum(resnet, shake)
 
 
@@ -259,10 +258,9 @@ class SpeedModel:
             tensors = float(known.tensors)
         else:
             tensors = self.estimate_tensors(net.name, net.params)
-        share = float(max_share_rule(self.tensor_rule_, net.name, net.params))
-        return _Net(
-            float(net.model_flops), float(net.params), tensors, known if usable else None, share, net.name
-        )
+        fam = family_of(net.name)
+        share = float(max_share_rule(self.tensor_rule_, fam, net.params))
+        return _Net(float(net.model_flops), float(net.params), tensors, known if usable else None, share, fam)
 
     # ----------------------------------------------------------------- per-GPU worker cycle
     def _worker_z(self, net: _Net, gpu_name: str, latency_ms: float) -> tuple[float, float, bool]:
@@ -290,7 +288,10 @@ class SpeedModel:
 
     def _ps_seconds(self, net: _Net, ps, nic_gbps: float | None = None, placement: str = "round-robin"):
         """(busiest PS seconds per step, PS seconds in a worker's cycle), calibrated by ``ps_scale``."""
-        share = busiest_share(ps, net.max_share, family_of(net.name), placement)
+        if np.ndim(ps) == 0:
+            share = share_of(int(ps), net.max_share, net.family, placement)
+        else:
+            share = busiest_share(ps, net.max_share, net.family, placement)
         args = (self.params_, net.params, net.tensors, ps, share, nic_gbps)
         return capacity_seconds(*args) / self.ps_scale, cycle_seconds(*args) / self.ps_scale
 
