@@ -214,9 +214,12 @@ def _row_obs(df) -> list[Observation]:
 
 
 def _model_step_times(obs, train_rows, test) -> tuple[np.ndarray, np.ndarray]:
-    """Our model fitted on the training rows (+ the non-0latency sources): step time (s) of the test
-    rows, features only and with the network's measured training-row speed."""
-    train = [o for o in obs if o.source != "0latency"] + _row_obs(train_rows)
+    """Our model fitted on the training rows and the multi-worker cluster rows (which the single-worker
+    baselines cannot use; no other single-worker measurement of any network, so the model sees no more
+    of the test networks' single-worker speed than the baselines do): step time (s) of the test rows,
+    features only and with the network's measured training-row speed."""
+    cluster = [o for o in obs if o.source.startswith("cluster") and o.workers > 1]
+    train = cluster + _row_obs(train_rows)
     model = _fit(train, _known(train))
     feat = replace(model, known={})
     out = []
