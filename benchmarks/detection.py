@@ -283,7 +283,7 @@ async def main_async(args: argparse.Namespace) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--shared", default=None, help="shared data dir (default <repo>/../shared)")
+    p.add_argument("--shared", default=None, help="directory holding data/cmdare (default: this repository)")
     p.add_argument("--per-kind", type=int, default=30, help="random scenarios per kind (default 30)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--group-seeds", type=int, default=3, help="noisy runs per boundary/held-out shape (default 3)")

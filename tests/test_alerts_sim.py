@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from conftest import CMDARE
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
@@ -27,8 +28,7 @@ from cmdare.planner.overview import build_jobs
 from cmdare.planner.speed_model import SpeedModel
 from cmdare.planner.thresholds import Thresholds
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CURVES_CSV = SHARED / "data/cmdare/derived/cluster_speed_vs_workers.csv"
+CURVES_CSV = CMDARE / "derived/cluster_speed_vs_workers.csv"
 
 
 def load_curves(path: Path = CURVES_CSV) -> dict[tuple[str, str], dict[int, float]]:
