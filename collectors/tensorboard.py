@@ -1,25 +1,32 @@
 """Tail TensorBoard event files (``events.out.tfevents.*``) and turn their scalars into task polls.
 
-No TensorFlow/TensorBoard dependency: records come from :mod:`cmdare.collectors.tfrecord` and the
-few ``Event``/``Summary`` protobuf fields we need are decoded by hand (field numbers from
-tensorflow/core/util/event.proto, summary.proto and tensor.proto):
-
-* ``Event``: 1 wall_time (double, s), 2 step (int64), 5 summary.
-* ``Summary``: 1 repeated value; ``Summary.Value``: 1 tag, 2 simple_value (float), 8 tensor.
-* ``TensorProto``: 1 dtype, 4 tensor_content, 5 float_val, 6 double_val, 7 int_val, 10 int64_val.
-
-Each run directory (a folder holding event files; the log dir itself is named after it) is one task (role ``chief``: the process that
-writes summaries). The event ``step`` is the global step; its increase over the events' own wall
-times is the cluster's steps/s, so ``cmdare_global_step`` and ``cmdare_worker_steps_total`` both
-carry it and rates come out right without a wall-clock poll jitter. Every scalar is also kept as
-the series key ``scalar{tag=<tag>}`` (``global_step/sec`` included).
+* **One task per training run** (:mod:`cmdare.collectors.tbruns`): writer subfolders
+  (``add_scalars``, ``add_hparams``, Keras ``train``/``validation``, Estimator ``eval``) belong to
+  their run; runs are found at any depth, within bounds. Role ``chief``: the process that writes
+  summaries.
+* **Events** are decoded by :mod:`cmdare.collectors.tbproto` (every scalar encoding TensorBoard reads).
+  The event ``step`` is the global step; its increase over the events' own wall times is the run's
+  steps/s, so ``cmdare_global_step`` and ``cmdare_worker_steps_total`` both carry it and rates come
+  out right without poll jitter. Every scalar is kept as ``scalar{tag=<tag>}`` (a writer
+  subfolder's tags prefixed by it, e.g. ``validation/epoch_loss``); loss, learning rate and logged
+  examples/s also as ``cmdare_loss`` etc. (:func:`cmdare.collectors.metrics.training_keys`).
+* **Reading never blocks a poll**: files are read in a worker thread, 4 MiB at a time and round
+  robin over files; a poll waits for it at most ``poll_budget_s`` and reports what has been read,
+  with "reading 31% of 48 MB" and ``catching_up`` while a backlog remains. A record larger than
+  the chunk is read whole (up to 64 MiB, larger ones are skipped with a note); events with a
+  non-finite or absurd wall time are rejected with a note. Nothing stops the tail silently.
+* **A run that stops writing turns silent**: a poll with no new event, ``idle_after_s`` (default
+  150 s: writers flush every 120 s by default) after the last one, is a failed poll saying so; the
+  lifecycle then calls the task silent after its usual number of failed polls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,238 +35,228 @@ import httpx
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.tfrecord import read_records
+from cmdare.collectors.tbproto import Event, ProtoError, decode_event
+from cmdare.collectors.tbruns import find_runs, run_name, sub_prefix
+from cmdare.collectors.tfrecord import MAX_RECORD_BYTES, read_records
+
+__all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
 
 log = logging.getLogger(__name__)
 
-PATTERN = "events.out.tfevents.*"
-READ_CHUNK_BYTES = 4 * 1024 * 1024  # at most this much new data per file per poll
+READ_CHUNK_BYTES = 4 * 1024 * 1024  # one read; files are read round robin, one chunk each in turn
 MAX_TAGS = 64  # scalars kept per run (bounded memory)
-MAX_DEPTH = 3  # run directories searched below the log dir
-_DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_INT64 = 1, 2, 3, 9
-
-
-class ProtoError(ValueError):
-    pass
+POLL_BUDGET_S = 0.05  # a poll waits at most this long for the reader thread
+IDLE_AFTER_S = 150.0  # no new event for this long (and a poll): the run has stopped writing
+PROGRESS_MIN_BYTES = 1024 * 1024  # a backlog smaller than this is not worth a progress note
+MAX_WALL_TIME = 1e11  # seconds since the epoch (year 5138): a larger wall time is corruption
 
 
 def scalar_key(tag: str) -> str:
     return f"scalar{{tag={tag}}}"
 
 
-# --- a minimal protobuf wire-format decoder ---------------------------------------------------
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ProtoError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB" if n >= 10e6 else f"{n / 1e6:,.1f} MB"
 
 
-def fields(buf: bytes) -> list[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) for every field; varints as ints, fixed as raw bytes."""
-    out: list[tuple[int, int, int | bytes]] = []
-    pos = 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
-        num, wire = key >> 3, key & 7
-        if wire == 0:
-            val, pos = _varint(buf, pos)
-            out.append((num, wire, val))
-            continue
-        size = {1: 8, 5: 4}.get(wire)
-        if wire == 2:
-            size, pos = _varint(buf, pos)
-        if size is None or pos + size > len(buf):
-            raise ProtoError(f"bad wire type {wire} or truncated field {num}")
-        out.append((num, wire, buf[pos : pos + size]))
-        pos += size
-    return out
-
-
-def _packed(raw: int | bytes, fmt: str, width: int) -> list[float]:
-    if isinstance(raw, int):
-        return [float(raw)]
-    return [float(x) for x in struct.unpack(f"<{len(raw) // width}{fmt}", raw[: len(raw) // width * width])]
-
-
-def _tensor_scalar(buf: bytes) -> float | None:
-    dtype = 0
-    vals: list[float] = []
-    content = b""
-    for num, wire, raw in fields(buf):
-        if num == 1 and isinstance(raw, int):
-            dtype = raw
-        elif num == 4 and isinstance(raw, bytes):
-            content = raw
-        elif num == 5:
-            vals += _packed(raw, "f", 4)
-        elif num == 6:
-            vals += _packed(raw, "d", 8)
-        elif num in (7, 10) and wire == 0 and isinstance(raw, int):
-            vals.append(float(raw))
-    if not vals and content:
-        fmt = {_DT_FLOAT: ("f", 4), _DT_DOUBLE: ("d", 8), _DT_INT32: ("i", 4), _DT_INT64: ("q", 8)}.get(dtype)
-        if fmt:
-            vals = _packed(content, *fmt)
-    return vals[0] if len(vals) == 1 else None
-
-
-@dataclass(frozen=True)
-class Event:
-    wall_time: float  # seconds since the epoch
-    step: int
-    scalars: dict[str, float]
-
-
-def decode_event(buf: bytes) -> Event:
-    """Decode an ``Event`` keeping only wall time, step and scalar summary values."""
-    wall, step = 0.0, 0
-    scalars: dict[str, float] = {}
-    for num, _, raw in fields(buf):
-        if num == 1 and isinstance(raw, bytes):
-            (wall,) = struct.unpack("<d", raw)
-        elif num == 2 and isinstance(raw, int):
-            step = raw - (1 << 64) if raw >= 1 << 63 else raw
-        elif num == 5 and isinstance(raw, bytes):
-            for vnum, _, value in fields(raw):
-                if vnum == 1 and isinstance(value, bytes):
-                    tag, val = _summary_value(value)
-                    if tag and val is not None and math.isfinite(val):
-                        scalars[tag] = val
-    return Event(wall, step, scalars)
-
-
-def _summary_value(buf: bytes) -> tuple[str, float | None]:
-    tag, val = "", None
-    for num, _, raw in fields(buf):
-        if num == 1 and isinstance(raw, bytes):
-            tag = raw.decode("utf-8", errors="replace")
-        elif num == 2 and isinstance(raw, bytes):
-            (val,) = struct.unpack("<f", raw)
-        elif num == 8 and isinstance(raw, bytes) and val is None:
-            val = _tensor_scalar(raw)
-    return tag, val
-
-
-# --- tailing ------------------------------------------------------------------------------------
 @dataclass
 class _FileTail:
     offset: int = 0
+    size: int = 0
+    need: int = 0  # bytes of a record longer than one chunk, to read at once
     broken: bool = False
 
 
 @dataclass
 class _Run:
     info: TaskInfo
-    wall_time: float = math.nan
+    files: list[Path] = field(default_factory=list)
+    wall_time: float = math.nan  # of the event with the highest step (the run's clock)
     step: float = math.nan
     scalars: dict[str, float] = field(default_factory=dict)
-    corrupt: int = 0  # records skipped so far (CRC or protobuf)
     notes: list[str] = field(default_factory=list)
+    new_events: int = 0  # scalar events read since the last poll
+    idle_polls: int = 0  # polls in a row without a new event
+    last_new: float = math.nan  # clock.monotonic() of the last poll that saw a new event
 
 
 class TensorBoardSource:
-    """Tails every event file under ``logdir``; one :class:`TaskPoll` per run directory per poll."""
+    """Tails every event file under ``logdir``; one :class:`TaskPoll` per training run per poll."""
 
     name = "tensorboard"
 
-    def __init__(self, logdir: str | Path, *, job: str | None = None, role: str = "chief") -> None:
+    def __init__(self, logdir: str | Path, *, job: str | None = None, role: str = "chief",
+                 idle_after_s: float = IDLE_AFTER_S, poll_budget_s: float = POLL_BUDGET_S) -> None:
         self.logdir = Path(logdir)
         self.job = job or self.logdir.resolve().name or "tensorboard"
         self.role = role
+        self.idle_after_s = idle_after_s
+        self.poll_budget_s = poll_budget_s
         self._tails: dict[Path, _FileTail] = {}
         self._runs: dict[Path, _Run] = {}
+        self._layout_notes: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._work: asyncio.Future | None = None
 
-    def _files(self) -> list[Path]:
-        found: list[Path] = []
-        for depth in range(MAX_DEPTH + 1):
-            found += self.logdir.glob("/".join(["*"] * depth + [PATTERN]))
-        return sorted(p for p in found if p.is_file())
+    # --- the reader thread ------------------------------------------------------------------------
+    def _advance(self) -> None:
+        """Find the runs, then read every file up to its current end (round robin, chunk by chunk)."""
+        layout = find_runs(self.logdir)
+        with self._lock:
+            self._layout_notes = layout.notes
+            for run_dir, files in layout.runs.items():
+                self._run(run_dir).files = files
+        todo = []
+        for run_dir, files in layout.runs.items():
+            for path in files:
+                tail = self._tails.setdefault(path, _FileTail())
+                try:
+                    tail.size = path.stat().st_size
+                except OSError as exc:
+                    self._note(self._runs[run_dir], f"{path.name}: {exc.strerror or type(exc).__name__}")
+                    continue
+                todo.append((path, run_dir))
+        while todo and not self._stop.is_set():
+            todo = [(p, r) for p, r in todo if self._read_chunk(p, r)]
+
+    def _note(self, run: _Run, text: str) -> None:
+        with self._lock:
+            run.notes.append(text)
+        log.warning("tensorboard %s: %s", run.info.task, text)
+
+    def _read_chunk(self, path: Path, run_dir: Path) -> bool:
+        """Read and apply one chunk of ``path``; True when more is left to read now."""
+        tail, run = self._tails[path], self._runs[run_dir]
+        if tail.broken or tail.offset >= tail.size:
+            return False
+        try:
+            with path.open("rb") as fh:
+                fh.seek(tail.offset)
+                buf = fh.read(min(max(READ_CHUNK_BYTES, tail.need), MAX_RECORD_BYTES + 16))
+        except OSError as exc:
+            self._note(run, f"{path.name}: {exc.strerror or type(exc).__name__}")
+            return False
+        res = read_records(buf, base_offset=tail.offset)
+        events, undecodable = _decode(res.records)
+        for text in res.skipped:
+            self._note(run, f"{path.name}: {text}")
+        if res.corrupt:
+            self._note(run, f"{path.name}: {res.corrupt} record(s) with a bad CRC skipped")
+        if undecodable:
+            self._note(run, f"{path.name}: {undecodable} undecodable event(s) skipped")
+        if res.broken:
+            tail.broken = True
+            self._note(run, f"{path.name}: {res.broken}")
+        self._apply(run, events, sub_prefix(path, run_dir), path)
+        tail.offset += res.consumed
+        tail.need = res.need
+        return res.consumed > 0 and tail.offset < tail.size
+
+    def _apply(self, run: _Run, events: list[Event], prefix: str, path: Path) -> None:
+        rejected = 0
+        with self._lock:
+            for ev in events:
+                if not (0.0 <= ev.wall_time <= MAX_WALL_TIME):  # NaN fails too
+                    rejected += 1
+                    continue
+                if not ev.scalars:
+                    continue  # file_version, graphs, histograms: nothing to chart
+                run.new_events += 1
+                if math.isnan(run.step) or ev.step > run.step or (ev.step == run.step and ev.wall_time > run.wall_time):
+                    run.step, run.wall_time = ev.step, ev.wall_time
+                for tag, val in ev.scalars.items():
+                    key = prefix + tag
+                    if key in run.scalars or len(run.scalars) < MAX_TAGS:
+                        run.scalars[key] = val
+        if rejected:
+            self._note(run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected")
 
     def _run(self, run_dir: Path) -> _Run:
         run = self._runs.get(run_dir)
         if run is None:
-            rel = run_dir.relative_to(self.logdir).as_posix()
-            task = self.logdir.resolve().name if rel in ("", ".") else rel
-            run = self._runs[run_dir] = _Run(TaskInfo(job=self.job, task=task, role=self.role))
+            info = TaskInfo(job=self.job, task=run_name(run_dir, self.logdir), role=self.role)
+            run = self._runs[run_dir] = _Run(info)
         return run
 
-    def _read_file(self, path: Path, run: _Run) -> None:
-        tail = self._tails.setdefault(path, _FileTail())
-        if tail.broken:
-            return
-        with path.open("rb") as fh:
-            fh.seek(tail.offset)
-            buf = fh.read(READ_CHUNK_BYTES)
-        res = read_records(buf, base_offset=tail.offset)
-        tail.offset += res.consumed
-        if res.corrupt:
-            run.corrupt += res.corrupt
-            run.notes.append(f"{path.name}: {res.corrupt} record(s) with a bad CRC skipped")
-            log.warning("tensorboard %s: %d record(s) with a bad CRC skipped", path, res.corrupt)
-        if res.broken:
-            tail.broken = True
-            run.notes.append(f"{path.name}: {res.broken}")
-            log.warning("tensorboard %s: %s", path, res.broken)
-        for rec in res.records:
-            self._apply(rec, run, path)
-
-    def _apply(self, rec: bytes, run: _Run, path: Path) -> None:
-        try:
-            ev = decode_event(rec)
-        except (ProtoError, struct.error) as exc:
-            run.corrupt += 1
-            run.notes.append(f"{path.name}: undecodable event skipped ({exc})")
-            return
-        if not ev.scalars:
-            return  # file_version, graphs, histograms: nothing to chart
-        if math.isnan(run.wall_time) or ev.wall_time >= run.wall_time:
-            run.wall_time = ev.wall_time
-            run.step = ev.step if math.isnan(run.step) else max(run.step, ev.step)
-        for tag, val in ev.scalars.items():
-            if tag in run.scalars or len(run.scalars) < MAX_TAGS:
-                run.scalars[tag] = val
-
+    # --- the event loop side -----------------------------------------------------------------------
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
-        """Read what was appended since the last poll. A missing log dir is a failed poll."""
+        """Report what has been read; start reading what was appended since. A missing log dir is a
+        failed poll."""
         t0 = clock.monotonic()
         if not self.logdir.is_dir():
             return [TaskPoll(str(self.logdir), clock.now(), False, error="log directory not found")]
-        for path in self._files():
-            run = self._run(path.parent)
-            try:
-                self._read_file(path, run)
-            except OSError as exc:
-                run.notes.append(f"{path.name}: {exc.strerror or type(exc).__name__}")
-        return [self._poll_of(d, run, clock, t0) for d, run in sorted(self._runs.items())]
+        if self._work is None or self._work.done():
+            self._check_failure()
+            self._work = asyncio.ensure_future(asyncio.to_thread(self._advance))
+        await asyncio.wait({self._work}, timeout=self.poll_budget_s)
+        busy = not self._work.done()
+        with self._lock:
+            polls = [self._poll_of(d, run, clock, t0, busy) for d, run in sorted(self._runs.items())]
+            if polls and self._layout_notes:
+                p = polls[0]
+                polls[0] = TaskPoll(p.source, p.t, p.ok, p.info, p.values,
+                                    "; ".join(filter(None, [p.error, *self._layout_notes])), p.job_facts,
+                                    p.elapsed, p.catching_up)
+        if not polls:
+            what = "reading the log directory" if busy else "no event files found (searched any depth)"
+            return [TaskPoll(str(self.logdir), clock.now(), False, error=what)]
+        return polls
 
-    def _poll_of(self, run_dir: Path, run: _Run, clock: Clock, t0: float) -> TaskPoll:
+    def _check_failure(self) -> None:
+        """A reader thread that raised (a bug, or an unforeseen OS error) is logged, never silent."""
+        if self._work is not None and not self._work.cancelled() and self._work.exception() is not None:
+            exc = self._work.exception()
+            log.error("tensorboard reader failed: %s: %s", type(exc).__name__, exc)
+            with self._lock:
+                for run in self._runs.values():
+                    run.notes.append(f"reader failed: {type(exc).__name__}: {exc}"[:160])
+
+    def _progress(self, run: _Run) -> str | None:
+        tails = [self._tails[p] for p in run.files if p in self._tails]
+        total = sum(t.size for t in tails)
+        left = sum(max(0, t.size - t.offset) for t in tails if not t.broken)
+        if left < PROGRESS_MIN_BYTES:
+            return None
+        return f"reading {100 * (total - left) / total:.0f}% of {_mb(total)}"
+
+    def _poll_of(self, run_dir: Path, run: _Run, clock: Clock, t0: float, busy: bool) -> TaskPoll:
         notes, run.notes = run.notes, []
-        src = str(run_dir)
+        new, run.new_events = run.new_events, 0
+        now = clock.monotonic()
+        if new or math.isnan(run.last_new):
+            run.idle_polls, run.last_new = 0, now
+        else:
+            run.idle_polls += 1
+        progress = self._progress(run) if busy else None
+        notes = [progress, *notes] if progress else notes
+        src, elapsed = str(run_dir), clock.monotonic() - t0
         if math.isnan(run.step):
-            return TaskPoll(
-                src,
-                clock.now(),
-                False,
-                info=run.info,
-                error="; ".join(notes) or "no scalar events yet",
-                elapsed=clock.monotonic() - t0,
-            )
+            error = "; ".join(notes) or "no scalar events yet"
+            return TaskPoll(src, clock.now(), False, info=run.info, error=error, elapsed=elapsed)
+        idle = now - run.last_new
+        if progress is None and run.idle_polls > 0 and idle >= self.idle_after_s:
+            error = "; ".join([f"no new event for {idle:.0f} s (last at step {run.step:,.0f})", *notes])
+            return TaskPoll(src, clock.now(), False, info=run.info, error=error, elapsed=elapsed)
         values = {M.K_GLOBAL_STEP: run.step, M.K_WORKER_STEPS: run.step}
         values.update({scalar_key(k): v for k, v in run.scalars.items()})
-        # Stamp the poll with the newest event's own time: rates are then exact steps / logged seconds.
-        return TaskPoll(
-            src,
-            run.wall_time,
-            True,
-            info=run.info,
-            values=values,
-            error="; ".join(notes) or None,
-            elapsed=clock.monotonic() - t0,
-        )
+        values.update(M.training_keys(run.scalars))
+        # Stamp the poll with the run's own clock: rates are then exact steps / logged seconds.
+        return TaskPoll(src, run.wall_time, True, info=run.info, values=values, error="; ".join(notes) or None,
+                        elapsed=elapsed, catching_up=progress is not None)
+
+    async def aclose(self) -> None:
+        """Stop the reader thread (it stops between chunks)."""
+        self._stop.set()
+        if self._work is not None and not self._work.done():
+            await asyncio.wait({self._work}, timeout=5)
+
+
+def _decode(records: list[bytes]) -> tuple[list[Event], int]:
+    events, bad = [], 0
+    for rec in records:
+        try:
+            events.append(decode_event(rec))
+        except (ProtoError, struct.error):
+            bad += 1
+    return events, bad

@@ -6,13 +6,23 @@ Record layout (little-endian)::
 
 A record whose *data* CRC is wrong is skipped and counted; a record whose *length* CRC is wrong makes
 the rest of the file untrustworthy (the next record's position is unknown), so reading stops there
-and says so. A record cut short at the end of the file (a writer mid-flush) is left for the next read.
+and says so. A record cut short at the end of the file (a writer mid-flush) is left for the next read;
+``ReadResult.need`` then says how many bytes it spans, so a reader whose chunk is smaller than one
+record reads that many. A record longer than ``MAX_RECORD_BYTES`` (CRC-checked length) is skipped
+whole, with a note, without reading it.
+
+CRC-32C comes from ``google_crc32c`` (C) when installed, else from a pure-Python table.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+
+try:  # C implementation: ~1 GB/s instead of ~5 MB/s
+    import google_crc32c as _fast_crc
+except ImportError:  # pragma: no cover - the pure-Python table below still works
+    _fast_crc = None
 
 _MASK_DELTA = 0xA282EAD8  # TFRecord's CRC mask constant (tensorflow/core/lib/hash/crc32c.h)
 _POLY = 0x82F63B78  # CRC-32C (Castagnoli), reflected
@@ -35,7 +45,14 @@ _TABLE = _table()
 
 
 def crc32c(data: bytes) -> int:
-    """CRC-32C of ``data`` (pure Python; event files are small)."""
+    """CRC-32C of ``data``."""
+    if _fast_crc is not None:
+        return _fast_crc.value(bytes(data))
+    return crc32c_py(data)
+
+
+def crc32c_py(data: bytes) -> int:
+    """CRC-32C of ``data`` in pure Python (the fallback, and a cross-check in tests)."""
     crc = 0xFFFFFFFF
     t = _TABLE
     for b in data:
@@ -60,6 +77,8 @@ class ReadResult:
     consumed: int = 0  # bytes of the buffer fully handled (the caller advances its offset by this)
     corrupt: int = 0  # records skipped for a data CRC mismatch
     broken: str | None = None  # set when a length CRC failed: the rest of the stream is unreadable
+    need: int = 0  # bytes of the incomplete record at ``consumed`` (0 when unknown or none)
+    skipped: list[str] = field(default_factory=list)  # notes on records skipped for their size
 
 
 def read_records(buf: bytes, *, base_offset: int = 0) -> ReadResult:
@@ -71,13 +90,19 @@ def read_records(buf: bytes, *, base_offset: int = 0) -> ReadResult:
         length_bytes = buf[pos : pos + 8]
         (length,) = struct.unpack("<Q", length_bytes)
         (length_crc,) = struct.unpack("<I", buf[pos + 8 : pos + 12])
-        if length_crc != masked_crc32c(length_bytes) or length > MAX_RECORD_BYTES:
+        if length_crc != masked_crc32c(length_bytes):
             out.broken = f"length CRC mismatch at byte {base_offset + pos}: rest of file skipped"
             out.consumed = n
             return out
         end = pos + HEADER_BYTES + length + FOOTER_BYTES
+        if length > MAX_RECORD_BYTES:  # trusted length (its CRC holds), too big to hold in memory
+            out.skipped.append(f"record of {length:,} bytes at byte {base_offset + pos} skipped (over "
+                               f"{MAX_RECORD_BYTES // 2**20} MiB)")
+            out.consumed = end  # may lie beyond the buffer: the caller seeks past it
+            return out
         if end > n:
-            break  # the writer has not finished this record yet
+            out.need = end - pos  # the writer has not finished this record, or the chunk was short
+            break
         data = buf[pos + HEADER_BYTES : pos + HEADER_BYTES + length]
         (data_crc,) = struct.unpack("<I", buf[end - FOOTER_BYTES : end])
         if data_crc == masked_crc32c(data):

@@ -67,7 +67,7 @@ def test_reference_file_from_torch_summary_writer():
 
 
 async def test_tensorboard_source_reads_reference_and_rates_use_event_times():
-    src = TensorBoardSource(REFERENCE, job="ref")
+    src = TensorBoardSource(REFERENCE, job="ref", poll_budget_s=30)
     async with httpx.AsyncClient() as c:
         (p,) = await src.poll(c, ManualClock())
     assert p.ok and p.info.job == "ref" and p.info.role == "chief"
@@ -88,7 +88,7 @@ async def test_tail_partial_record_then_corrupt_crc_is_skipped_and_reported(tmp_
     good = frame(event(120.0, 200, global_step__sec=10.0))
     with f.open("ab") as fh:
         fh.write(good[:20])  # the writer is mid-record
-    src, store, clock = TensorBoardSource(tmp_path, job="j"), Store(), ManualClock()
+    src, store, clock = TensorBoardSource(tmp_path, job="j", poll_budget_s=30), Store(), ManualClock()
     async with httpx.AsyncClient() as c:
         (p,) = await src.poll(c, clock)
         assert p.ok and p.info.task == "run1" and p.values[M.K_GLOBAL_STEP] == 100

@@ -191,7 +191,12 @@ class MonitorSession:
     def _source_status(self, cycle: Cycle) -> list[SourceStatus]:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
         answered, total = cycle.answered, len(cycle.polls)
-        out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered"))
+        behind = [p for p in cycle.polls if p.ok and p.catching_up]  # answered, but not up to date yet
+        answered -= len(behind)
+        note = f", {len(behind)} catching up" if behind else ""
+        out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered{note}"))
+        for p in behind[:MAX_FAILURES_SHOWN]:
+            out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'catching up'}"))
         failed = [p for p in cycle.polls if not p.ok]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
