@@ -48,6 +48,7 @@ MAX_TAGS = 64  # scalars kept per run (bounded memory)
 POLL_BUDGET_S = 0.05  # a poll waits at most this long for the reader thread
 IDLE_AFTER_S = 150.0  # no new event for this long (and a poll): the run has stopped writing
 PROGRESS_MIN_BYTES = 1024 * 1024  # a backlog smaller than this is not worth a progress note
+HEAD_BYTES = 64  # compared on every poll to notice a file rewritten in place
 MAX_WALL_TIME = 1e11  # seconds since the epoch (year 5138): a larger wall time is corruption
 
 
@@ -65,6 +66,7 @@ class _FileTail:
     size: int = 0
     need: int = 0  # bytes of a record longer than one chunk, to read at once
     broken: bool = False
+    head: bytes = b""  # the file's first bytes: a file rewritten in place is read again
 
 
 @dataclass
@@ -73,7 +75,8 @@ class _Run:
     files: list[Path] = field(default_factory=list)
     wall_time: float = math.nan  # of the event with the highest step (the run's clock)
     step: float = math.nan
-    scalars: dict[str, float] = field(default_factory=dict)
+    scalars: dict[str, float] = field(default_factory=dict)  # tag -> value at its highest step
+    tag_steps: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     new_events: int = 0  # scalar events read since the last poll
     idle_polls: int = 0  # polls in a row without a new event
@@ -116,6 +119,10 @@ class TensorBoardSource:
                 except OSError as exc:
                     self._note(self._runs[run_dir], f"{path.name}: {exc.strerror or type(exc).__name__}")
                     continue
+                if tail.offset and (tail.size < tail.offset or _head(path) != tail.head):
+                    # rewritten: tensorboardX names files by the second, so a second writer replaces it
+                    self._note(self._runs[run_dir], f"{path.name}: file rewritten, read again from the start")
+                    tail.offset, tail.need, tail.broken, tail.head = 0, 0, False, b""
                 todo.append((path, run_dir))
         while todo and not self._stop.is_set():
             todo = [(p, r) for p, r in todo if self._read_chunk(p, r)]
@@ -149,6 +156,8 @@ class TensorBoardSource:
             tail.broken = True
             self._note(run, f"{path.name}: {res.broken}")
         self._apply(run, events, sub_prefix(path, run_dir), path)
+        if tail.offset == 0:
+            tail.head = buf[:HEAD_BYTES]
         tail.offset += res.consumed
         tail.need = res.need
         return res.consumed > 0 and tail.offset < tail.size
@@ -168,7 +177,8 @@ class TensorBoardSource:
                 for tag, val in ev.scalars.items():
                     key = prefix + tag
                     if key in run.scalars or len(run.scalars) < MAX_TAGS:
-                        run.scalars[key] = val
+                        if ev.step >= run.tag_steps.get(key, ev.step):  # newest by step, whatever the file order
+                            run.scalars[key], run.tag_steps[key] = val, ev.step
         if rejected:
             self._note(run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected")
 
@@ -250,6 +260,14 @@ class TensorBoardSource:
         self._stop.set()
         if self._work is not None and not self._work.done():
             await asyncio.wait({self._work}, timeout=5)
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(HEAD_BYTES)
+    except OSError:
+        return b""
 
 
 def _decode(records: list[bytes]) -> tuple[list[Event], int]:
