@@ -164,3 +164,42 @@ async def test_jsonl_unreadable_file_is_a_status(tmp_path):
     async with httpx.AsyncClient() as c:
         (p,) = await JsonlSource(tmp_path / "missing.jsonl").poll(c, ManualClock())
     assert not p.ok and "cannot read" in p.error
+
+
+# --- hostile or unusual event files never stop the tail silently (issue 15) ---------------------
+async def test_non_finite_wall_times_are_rejected_with_a_note_and_tailing_goes_on(tmp_path):
+    f = tmp_path / "events.out.tfevents.1.host"
+    bad = [event(float("nan"), 50, loss=9.0), event(float("inf"), 60, loss=9.0), event(-5.0, 70, loss=9.0)]
+    _write(f, [event(100.0, 10, loss=1.0), *bad, event(110.0, 20, loss=0.5)])
+    src = TensorBoardSource(tmp_path, job="j", poll_budget_s=30)
+    (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
+    assert p.ok and p.values[M.K_GLOBAL_STEP] == 20 and p.values[M.K_LOSS] == 0.5 and p.t == 110.0
+    assert "3 event(s) with a non-finite or absurd wall time rejected" in p.error
+    _write(f, [event(120.0, 30, loss=0.25)], mode="ab")
+    (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
+    assert p.ok and p.values[M.K_GLOBAL_STEP] == 30 and p.error is None
+
+
+async def test_records_over_the_chunk_size_are_read_and_over_the_cap_skipped_with_a_note(tmp_path, monkeypatch):
+    from cmdare.collectors import tensorboard, tfrecord
+
+    monkeypatch.setattr(tensorboard, "READ_CHUNK_BYTES", 64 * 1024)  # a 5 MiB record is then 80 chunks big
+    monkeypatch.setattr(tfrecord, "MAX_RECORD_BYTES", 8 * 1024 * 1024)
+    monkeypatch.setattr(tensorboard, "MAX_RECORD_BYTES", 8 * 1024 * 1024)
+    big = event(101.0, 15, loss=0.9) + _field(9, 2, b"x" * (5 * 2**20))  # unknown field 9: skipped by decoders
+    huge = _field(9, 2, b"y" * (9 * 2**20))
+    f = tmp_path / "events.out.tfevents.1.host"
+    _write(f, [event(100.0, 10, loss=1.0), big, huge, event(110.0, 20, loss=0.5)])
+    src = TensorBoardSource(tmp_path, job="j", poll_budget_s=30)
+    (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
+    assert p.ok and p.values[M.K_GLOBAL_STEP] == 20 and p.values[M.K_LOSS] == 0.5
+    assert "skipped (over 8 MiB)" in p.error
+    (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
+    assert p.ok and p.error is None
+
+
+def test_crc32c_c_and_python_agree():
+    from cmdare.collectors.tfrecord import crc32c_py
+
+    for data in (b"", b"123456789", bytes(range(256)) * 3):
+        assert crc32c(data) == crc32c_py(data)
