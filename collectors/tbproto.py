@@ -29,6 +29,10 @@ class ProtoError(ValueError):
     pass
 
 
+_DOUBLE_LE = struct.Struct("<d").unpack
+_FLOAT_LE = struct.Struct("<f").unpack
+
+
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
@@ -42,22 +46,36 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+_FIXED_SIZE = (0, 8, 0, 0, 0, 4, 0, 0)  # by wire type: 1 = 64-bit, 5 = 32-bit
+
+
 def fields(buf: bytes) -> list[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) for every field; varints as ints, fixed as raw bytes."""
+    """(field number, wire type, value) for every field; varints as ints, fixed as raw bytes.
+    Single-byte keys, varints and lengths (nearly all of an event file) take a fast path."""
     out: list[tuple[int, int, int | bytes]] = []
-    pos = 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
+    pos, n = 0, len(buf)
+    while pos < n:
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos)
         num, wire = key >> 3, key & 7
-        if wire == 0:
-            val, pos = _varint(buf, pos)
-            out.append((num, wire, val))
-            continue
-        size = {1: 8, 5: 4}.get(wire)
-        if wire == 2:
-            size, pos = _varint(buf, pos)
-        if size is None or pos + size > len(buf):
-            raise ProtoError(f"bad wire type {wire} or truncated field {num}")
+        if wire == 0 or wire == 2:
+            if pos < n and buf[pos] < 0x80:
+                val, pos = buf[pos], pos + 1
+            else:
+                val, pos = _varint(buf, pos)
+            if wire == 0:
+                out.append((num, 0, val))
+                continue
+            size = val
+        else:
+            size = _FIXED_SIZE[wire]
+            if not size:
+                raise ProtoError(f"bad wire type {wire} in field {num}")
+        if pos + size > n:
+            raise ProtoError(f"truncated field {num}")
         out.append((num, wire, buf[pos : pos + size]))
         pos += size
     return out
@@ -166,7 +184,7 @@ def decode_event(buf: bytes) -> Event:
     scalars: dict[str, float] = {}
     for num, _, raw in fields(buf):
         if num == 1 and isinstance(raw, bytes):
-            (wall,) = struct.unpack("<d", raw)
+            (wall,) = _DOUBLE_LE(raw) if len(raw) == 8 else (math.nan,)
         elif num == 2 and isinstance(raw, int):
             step = _signed(raw)
         elif num == 5 and isinstance(raw, bytes):
@@ -198,7 +216,7 @@ def summary_value(buf: bytes) -> tuple[str, float | None]:
         elif num == 7:
             node_name = raw.decode("utf-8", errors="replace")
         elif num == 2 and len(raw) == 4:
-            (val,) = struct.unpack("<f", raw)
+            (val,) = _FLOAT_LE(raw)
         elif num == 8:
             tensor = raw
         elif num == 9:

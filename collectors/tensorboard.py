@@ -10,7 +10,7 @@
   out right without poll jitter. Every scalar is kept as ``scalar{tag=<tag>}`` (a writer
   subfolder's tags prefixed by it, e.g. ``validation/epoch_loss``); loss, learning rate and logged
   examples/s also as ``cmdare_loss`` etc. (:func:`cmdare.collectors.metrics.training_keys`).
-* **Reading never blocks a poll**: files are read in a worker thread, 4 MiB at a time and round
+* **Reading never blocks a poll**: files are read in a worker thread, 1 MiB at a time and round
   robin over files; a poll waits for it at most ``poll_budget_s`` and reports what has been read,
   with "reading 31% of 48 MB" and ``catching_up`` while a backlog remains. A record larger than
   the chunk is read whole (up to 64 MiB, larger ones are skipped with a note); events with a
@@ -43,7 +43,7 @@ __all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK_BYTES = 4 * 1024 * 1024  # one read; files are read round robin, one chunk each in turn
+READ_CHUNK_BYTES = 1024 * 1024  # one read (~16k events: the lock is held ~15 ms); round robin over files
 MAX_TAGS = 64  # scalars kept per run (bounded memory)
 POLL_BUDGET_S = 0.05  # a poll waits at most this long for the reader thread
 IDLE_AFTER_S = 150.0  # no new event for this long (and a poll): the run has stopped writing
@@ -163,22 +163,30 @@ class TensorBoardSource:
         return res.consumed > 0 and tail.offset < tail.size
 
     def _apply(self, run: _Run, events: list[Event], prefix: str, path: Path) -> None:
-        rejected = 0
+        """Fold a chunk's events into the run: summarised without the lock, merged under it (the
+        event loop takes the lock to report, so it is held for a few dict updates only)."""
+        rejected, new, top, latest = 0, 0, None, {}
+        for ev in events:
+            if not (0.0 <= ev.wall_time <= MAX_WALL_TIME):  # NaN fails too
+                rejected += 1
+                continue
+            if not ev.scalars:
+                continue  # file_version, graphs, histograms: nothing to chart
+            new += 1
+            if top is None or (ev.step, ev.wall_time) > top:
+                top = (ev.step, ev.wall_time)
+            for tag, val in ev.scalars.items():
+                old = latest.get(tag)
+                if old is None or ev.step >= old[0]:
+                    latest[tag] = (ev.step, val)
         with self._lock:
-            for ev in events:
-                if not (0.0 <= ev.wall_time <= MAX_WALL_TIME):  # NaN fails too
-                    rejected += 1
-                    continue
-                if not ev.scalars:
-                    continue  # file_version, graphs, histograms: nothing to chart
-                run.new_events += 1
-                if math.isnan(run.step) or ev.step > run.step or (ev.step == run.step and ev.wall_time > run.wall_time):
-                    run.step, run.wall_time = ev.step, ev.wall_time
-                for tag, val in ev.scalars.items():
-                    key = prefix + tag
-                    if key in run.scalars or len(run.scalars) < MAX_TAGS:
-                        if ev.step >= run.tag_steps.get(key, ev.step):  # newest by step, whatever the file order
-                            run.scalars[key], run.tag_steps[key] = val, ev.step
+            run.new_events += new
+            if top is not None and (math.isnan(run.step) or top > (run.step, run.wall_time)):
+                run.step, run.wall_time = top
+            for tag, (step, val) in latest.items():
+                key = prefix + tag
+                if (key in run.scalars or len(run.scalars) < MAX_TAGS) and step >= run.tag_steps.get(key, step):
+                    run.scalars[key], run.tag_steps[key] = val, step  # newest by step, whatever the file order
         if rejected:
             self._note(run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected")
 
