@@ -107,6 +107,11 @@ class JobView:
             "target_steps": self.facts.target_steps or None,
             "eta_seconds": _finite(self.eta_seconds),
             "nodes": [n.to_json() for n in self.nodes],
+            "training": None if self.training is None else {
+                "loss": _finite(self.training.loss),
+                "learning_rate": _finite(self.training.learning_rate),
+                "logged_examples_per_sec": _finite(self.training.examples_per_sec),
+            },
         }
 
 

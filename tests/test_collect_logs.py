@@ -203,3 +203,10 @@ def test_crc32c_c_and_python_agree():
 
     for data in (b"", b"123456789", bytes(range(256)) * 3):
         assert crc32c(data) == crc32c_py(data)
+
+
+async def test_jsonl_loss_and_learning_rate_become_training_figures(tmp_path):
+    f = tmp_path / "train.jsonl"
+    f.write_text('{"time": 1.0, "step": 10, "loss": 0.41, "val_loss": 0.5, "lr": 0.001}\n')
+    (p,) = await JsonlSource(f).poll(None, ManualClock())  # type: ignore[arg-type]
+    assert p.values[M.K_LOSS] == 0.41 and p.values[M.K_LEARNING_RATE] == 0.001
