@@ -27,7 +27,7 @@ import logging
 import math
 import struct
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -212,10 +212,7 @@ class TensorBoardSource:
         with self._lock:
             polls = [self._poll_of(d, run, clock, t0, busy) for d, run in sorted(self._runs.items())]
             if polls and self._layout_notes:
-                p = polls[0]
-                polls[0] = TaskPoll(p.source, p.t, p.ok, p.info, p.values,
-                                    "; ".join(filter(None, [p.error, *self._layout_notes])), p.job_facts,
-                                    p.elapsed, p.catching_up)
+                polls[0] = replace(polls[0], error="; ".join(filter(None, [polls[0].error, *self._layout_notes])))
         if not polls:
             what = "reading the log directory" if busy else "no event files found (searched any depth)"
             return [TaskPoll(str(self.logdir), clock.now(), False, error=what)]
@@ -249,9 +246,9 @@ class TensorBoardSource:
         progress = self._progress(run) if busy else None
         notes = [progress, *notes] if progress else notes
         src, elapsed = str(run_dir), clock.monotonic() - t0
-        if math.isnan(run.step):
+        if math.isnan(run.step):  # not a task yet (no identity: the lifecycle must not call it silent)
             error = "; ".join(notes) or "no scalar events yet"
-            return TaskPoll(src, clock.now(), False, info=run.info, error=error, elapsed=elapsed)
+            return TaskPoll(src, clock.now(), False, error=error, elapsed=elapsed)
         idle = now - run.last_new
         if progress is None and run.idle_polls > 0 and idle >= self.idle_after_s:
             error = "; ".join([f"no new event for {idle:.0f} s (last at step {run.step:,.0f})", *notes])

@@ -210,3 +210,16 @@ async def test_jsonl_loss_and_learning_rate_become_training_figures(tmp_path):
     f.write_text('{"time": 1.0, "step": 10, "loss": 0.41, "val_loss": 0.5, "lr": 0.001}\n')
     (p,) = await JsonlSource(f).poll(None, ManualClock())  # type: ignore[arg-type]
     assert p.values[M.K_LOSS] == 0.41 and p.values[M.K_LEARNING_RATE] == 0.001
+
+
+async def test_walk_bounds_are_said_in_the_status(tmp_path, monkeypatch):
+    from cmdare.collectors import tbruns
+
+    monkeypatch.setattr(tbruns, "MAX_RUNS", 2)
+    monkeypatch.setattr(tbruns, "MAX_DEPTH", 3)
+    for name in ("r1", "r2", "r3", "a/b/c/d/too_deep"):
+        (tmp_path / name).mkdir(parents=True)
+        _write(tmp_path / name / "events.out.tfevents.1.host", [event(100.0, 10, loss=1.0)])
+    polls = await TensorBoardSource(tmp_path, job="j", poll_budget_s=30).poll(None, ManualClock())  # type: ignore[arg-type]
+    assert [p.info.task for p in polls] == ["r1", "r2"]
+    assert "3 runs: only the first 2 shown" in polls[0].error and "more than 3 levels deep" in polls[0].error
