@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import struct
 from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.jsonl import JsonlSource
 from cmdare.collectors.store import Store
+from cmdare.collectors.tbproto import decode_event_full
 from cmdare.collectors.tensorboard import TensorBoardSource, decode_event, scalar_key
 from cmdare.collectors.tfrecord import crc32c, frame, masked_crc32c, read_records
 
@@ -223,3 +227,22 @@ async def test_walk_bounds_are_said_in_the_status(tmp_path, monkeypatch):
     polls = await TensorBoardSource(tmp_path, job="j", poll_budget_s=30).poll(None, ManualClock())  # type: ignore[arg-type]
     assert [p.info.task for p in polls] == ["r1", "r2"]
     assert "3 runs: only the first 2 shown" in polls[0].error and "more than 3 levels deep" in polls[0].error
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**63), 2**63 - 1),
+    st.dictionaries(st.text(max_size=300), st.floats(width=32), max_size=4),
+)
+def test_fast_event_decoder_agrees_with_the_full_one(wall: float, step: int, scalars: dict[str, float]):
+    values = b"".join(
+        _field(1, 2, _field(1, 2, tag.encode()) + _field(2, 5, struct.pack("<f", v))) for tag, v in scalars.items()
+    )
+    rec = _field(1, 1, struct.pack("<d", wall)) + _field(2, 0, _varint(step & (2**64 - 1))) + _field(5, 2, values)
+    fast, full = decode_event(rec), decode_event_full(rec)
+    assert fast.step == full.step and fast.scalars == full.scalars
+    assert fast.wall_time == full.wall_time or (math.isnan(fast.wall_time) and math.isnan(full.wall_time))
+    (path,) = REFERENCE.glob("events.out.tfevents.*")
+    for r in read_records(path.read_bytes()).records[:40]:
+        assert decode_event(r) == decode_event_full(r)
