@@ -65,6 +65,20 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+_HEADER = struct.Struct("<QI").unpack_from
+_FOOTER = struct.Struct("<I").unpack_from
+_LENGTH_CRCS: dict[int, int] = {}  # event files repeat a few record lengths: their CRCs are memoised
+
+
+def _length_crc(length: int) -> int:
+    crc = _LENGTH_CRCS.get(length)
+    if crc is None:
+        crc = masked_crc32c(struct.pack("<Q", length))
+        if len(_LENGTH_CRCS) < 4096:
+            _LENGTH_CRCS[length] = crc
+    return crc
+
+
 def frame(data: bytes) -> bytes:
     """Encode one record (used by tests and by anyone writing event files without TensorFlow)."""
     length = struct.pack("<Q", len(data))
@@ -87,10 +101,8 @@ def read_records(buf: bytes, *, base_offset: int = 0) -> ReadResult:
     pos = 0
     n = len(buf)
     while n - pos >= HEADER_BYTES:
-        length_bytes = buf[pos : pos + 8]
-        (length,) = struct.unpack("<Q", length_bytes)
-        (length_crc,) = struct.unpack("<I", buf[pos + 8 : pos + 12])
-        if length_crc != masked_crc32c(length_bytes):
+        (length, length_crc) = _HEADER(buf, pos)
+        if length_crc != _length_crc(length):
             out.broken = f"length CRC mismatch at byte {base_offset + pos}: rest of file skipped"
             out.consumed = n
             return out
@@ -103,9 +115,8 @@ def read_records(buf: bytes, *, base_offset: int = 0) -> ReadResult:
         if end > n:
             out.need = end - pos  # the writer has not finished this record, or the chunk was short
             break
-        data = buf[pos + HEADER_BYTES : pos + HEADER_BYTES + length]
-        (data_crc,) = struct.unpack("<I", buf[end - FOOTER_BYTES : end])
-        if data_crc == masked_crc32c(data):
+        data = buf[pos + HEADER_BYTES : end - FOOTER_BYTES]
+        if _FOOTER(buf, end - FOOTER_BYTES)[0] == masked_crc32c(data):
             out.records.append(data)
         else:
             out.corrupt += 1
