@@ -15,9 +15,11 @@
   with "reading 31% of 48 MB" and ``catching_up`` while a backlog remains. A record larger than
   the chunk is read whole (up to 64 MiB, larger ones are skipped with a note); events with a
   non-finite or absurd wall time are rejected with a note. Nothing stops the tail silently.
-* **A run that stops writing turns silent**: a poll with no new event, ``idle_after_s`` (default
-  150 s: writers flush every 120 s by default) after the last one, is a failed poll saying so; the
-  lifecycle then calls the task silent after its usual number of failed polls.
+* **A run that stops writing turns silent**: a poll with no new event, longer after the last one
+  than twice the longest of the run's recent gaps between new events (its own flush cadence), or
+  ``idle_after_s`` (150 s: writers flush every 120 s by default) until three gaps are known, is a
+  failed poll saying so; the lifecycle then calls the task silent after its usual number (N) of
+  failed polls.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import logging
 import math
 import struct
 import threading
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -81,6 +84,7 @@ class _Run:
     new_events: int = 0  # scalar events read since the last poll
     idle_polls: int = 0  # polls in a row without a new event
     last_new: float = math.nan  # clock.monotonic() of the last poll that saw a new event
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=8))  # between polls with new events
 
 
 class TensorBoardSource:
@@ -239,6 +243,8 @@ class TensorBoardSource:
         notes, run.notes = run.notes, []
         new, run.new_events = run.new_events, 0
         now = clock.monotonic()
+        if new and not busy and not math.isnan(run.last_new):  # a backlog's pace is not the writer's
+            run.gaps.append(now - run.last_new)
         if new or math.isnan(run.last_new):
             run.idle_polls, run.last_new = 0, now
         else:
@@ -250,7 +256,7 @@ class TensorBoardSource:
             error = "; ".join(notes) or "no scalar events yet"
             return TaskPoll(src, clock.now(), False, error=error, elapsed=elapsed)
         idle = now - run.last_new
-        if progress is None and run.idle_polls > 0 and idle >= self.idle_after_s:
+        if progress is None and run.idle_polls > 0 and idle >= self._idle_limit(run):
             error = "; ".join([f"no new event for {idle:.0f} s (last at step {run.step:,.0f})", *notes])
             return TaskPoll(src, clock.now(), False, info=run.info, error=error, elapsed=elapsed)
         values = {M.K_GLOBAL_STEP: run.step, M.K_WORKER_STEPS: run.step}
@@ -259,6 +265,11 @@ class TensorBoardSource:
         # Stamp the poll with the run's own clock: rates are then exact steps / logged seconds.
         return TaskPoll(src, run.wall_time, True, info=run.info, values=values, error="; ".join(notes) or None,
                         elapsed=elapsed, catching_up=progress is not None)
+
+    def _idle_limit(self, run: _Run) -> float:
+        """Seconds without a new event after which the run has stopped: twice its slowest recent gap
+        (a writer flushing every 120 s is not stopped after 60 s), ``idle_after_s`` until 3 are known."""
+        return 2.0 * max(run.gaps) if len(run.gaps) >= 3 else self.idle_after_s
 
     async def aclose(self) -> None:
         """Stop the reader thread (it stops between chunks)."""

@@ -287,6 +287,27 @@ async def test_a_run_that_stops_writing_turns_silent_and_comes_back(tmp_path):
     assert lifecycle.nodes["j/run"].state is TaskState.UP
 
 
+async def test_silence_follows_the_runs_own_cadence(tmp_path):
+    """A run that wrote every 2 s for a while is stopped after twice that, not after the 150 s default."""
+    clock, lifecycle = ManualClock(T0), Lifecycle(silent_after=3)
+    src = TensorBoardSource(tmp_path, job="j", poll_budget_s=30)
+    w = torch_tb.SummaryWriter(log_dir=str(tmp_path / "run"))
+    for i in range(5):
+        w.add_scalar("loss", 1.0 / (i + 1), i, walltime=T0 + 2 * i)
+        w.flush()
+        lifecycle.observe(await src.poll(None, clock))  # type: ignore[arg-type]
+        clock.advance(2.0)
+    w.close()
+    oks = []
+    for _ in range(6):
+        polls = await src.poll(None, clock)  # type: ignore[arg-type]
+        lifecycle.observe(polls)
+        oks.append(polls[0].ok)
+        clock.advance(2.0)
+    assert oks == [True, False, False, False, False, False]
+    assert lifecycle.nodes["j/run"].state is TaskState.SILENT
+
+
 def _big_event_file(path: Path, steps: int) -> int:
     """An event file written with tensorboard's own protos and record writer: 3 scalars a step."""
     path.parent.mkdir(parents=True, exist_ok=True)
