@@ -51,6 +51,7 @@ MAX_TAGS = 64  # scalars kept per run (bounded memory)
 POLL_BUDGET_S = 0.05  # a poll waits at most this long for the reader thread
 IDLE_AFTER_S = 150.0  # no new event for this long (and a poll): the run has stopped writing
 PROGRESS_MIN_BYTES = 1024 * 1024  # a backlog smaller than this is not worth a progress note
+NOTE_POLLS = 5  # a note (records skipped, events rejected) stays in the run's status this many polls
 HEAD_BYTES = 64  # compared on every poll to notice a file rewritten in place
 MAX_WALL_TIME = 1e11  # seconds since the epoch (year 5138): a larger wall time is corruption
 
@@ -68,7 +69,7 @@ class _FileTail:
     offset: int = 0
     size: int = 0
     need: int = 0  # bytes of a record longer than one chunk, to read at once
-    broken: bool = False
+    broken: str = ""  # why the rest of the file cannot be read (said on every poll of its run)
     head: bytes = b""  # the file's first bytes: a file rewritten in place is read again
 
 
@@ -80,7 +81,8 @@ class _Run:
     step: float = math.nan
     scalars: dict[str, float] = field(default_factory=dict)  # tag -> value at its highest step
     tag_steps: dict[str, int] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # since the last poll
+    shown: list[tuple[str, int]] = field(default_factory=list)  # recent notes, polls left to show them
     new_events: int = 0  # scalar events read since the last poll
     idle_polls: int = 0  # polls in a row without a new event
     last_new: float = math.nan  # clock.monotonic() of the last poll that saw a new event
@@ -126,7 +128,7 @@ class TensorBoardSource:
                 if tail.offset and (tail.size < tail.offset or _head(path) != tail.head):
                     # rewritten: tensorboardX names files by the second, so a second writer replaces it
                     self._note(self._runs[run_dir], f"{path.name}: file rewritten, read again from the start")
-                    tail.offset, tail.need, tail.broken, tail.head = 0, 0, False, b""
+                    tail.offset, tail.need, tail.broken, tail.head = 0, 0, "", b""
                 todo.append((path, run_dir))
         while todo and not self._stop.is_set():
             todo = [(p, r) for p, r in todo if self._read_chunk(p, r)]
@@ -157,8 +159,8 @@ class TensorBoardSource:
         if undecodable:
             self._note(run, f"{path.name}: {undecodable} undecodable event(s) skipped")
         if res.broken:
-            tail.broken = True
-            self._note(run, f"{path.name}: {res.broken}")
+            tail.broken = f"{path.name}: {res.broken}"
+            log.warning("tensorboard %s: %s", run.info.task, tail.broken)
         self._apply(run, events, sub_prefix(path, run_dir), path)
         if tail.offset == 0:
             tail.head = buf[:HEAD_BYTES]
@@ -239,8 +241,15 @@ class TensorBoardSource:
             return None
         return f"reading {100 * (total - left) / total:.0f}% of {_mb(total)}"
 
+    def _notes(self, run: _Run) -> list[str]:
+        """What the run's poll says: unreadable files (always), then notes of the last few polls."""
+        run.shown = [(n, k - 1) for n, k in run.shown if k > 1] + [(n, NOTE_POLLS) for n in run.notes]
+        run.notes = []
+        broken = [t.broken for p in run.files if (t := self._tails.get(p)) is not None and t.broken]
+        return broken + list(dict.fromkeys(n for n, _ in run.shown))
+
     def _poll_of(self, run_dir: Path, run: _Run, clock: Clock, t0: float, busy: bool) -> TaskPoll:
-        notes, run.notes = run.notes, []
+        notes = self._notes(run)
         new, run.new_events = run.new_events, 0
         now = clock.monotonic()
         if new and not busy and not math.isnan(run.last_new):  # a backlog's pace is not the writer's

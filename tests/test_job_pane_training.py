@@ -55,3 +55,26 @@ async def test_job_pane_shows_loss_lr_and_a_loss_plot(tmp_path):
         console.print(summary_grid(app.state.job(), app.state, None))
         text = console.export_text()
         assert "Loss" in text and "0.0750" in text and "LR" in text and "0.05" in text
+
+
+async def test_a_tensorboard_note_reaches_the_status_line(tmp_path):
+    """A degraded but answered poll (here: a file unreadable past a bad length CRC) is said on screen."""
+    from cmdare.collectors.clock import ManualClock
+    from cmdare.collectors.tensorboard import TensorBoardSource
+    from cmdare.tui.session import MonitorSession
+
+    run = tmp_path / "run"
+    _write(run, 0, 5)
+    (f,) = run.glob("events.out.tfevents.*")
+    with f.open("ab") as fh:
+        fh.write(b"\x05" + b"\x00" * 15)  # a record header whose length CRC is wrong
+    src = TensorBoardSource(tmp_path, job="tb", poll_budget_s=30)
+    session = MonitorSession(SessionOptions(job="tb"), clock=ManualClock(), extra_sources=[src])
+    session.start()
+    try:
+        cycle = await session.poller.poll_once()
+        status = session._source_status(cycle)  # what the status line and snapshot print (no planner)
+    finally:
+        await session.aclose()
+    assert status[0].ok and status[0].message == "1/1 targets answered"
+    assert any(s.ok and "length CRC mismatch" in s.message for s in status[1:])

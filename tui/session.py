@@ -202,6 +202,9 @@ class MonitorSession:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
         if len(failed) > MAX_FAILURES_SHOWN:
             out.append(SourceStatus("targets", False, f"… {len(failed) - MAX_FAILURES_SHOWN} more failing"))
+        remarks = [p for p in cycle.polls if p.ok and p.error and not p.catching_up]  # answered, with a note
+        for p in remarks[: max(0, MAX_FAILURES_SHOWN - len(failed))]:
+            out.append(SourceStatus(p.source, True, f"{p.source}: {p.error}"))
         return out
 
     async def update_plans(self) -> None:
