@@ -106,7 +106,8 @@ async def test_tail_partial_record_then_corrupt_crc_is_skipped_and_reported(tmp_
     store.add(p)
     assert p.ok and p.values[M.K_GLOBAL_STEP] == 300 and p.values[scalar_key("global_step/sec")] == 10.0
     assert "bad CRC skipped" in p.error and any("bad CRC" in r.getMessage() for r in caplog.records)
-    assert store.tasks["j/run1"].rate(M.K_WORKER_STEPS, 1e9) == pytest.approx((300 - 100) / (130 - 110))
+    (ts,) = store.tasks.values()
+    assert ts.rate(M.K_WORKER_STEPS, 1e9) == pytest.approx((300 - 100) / (130 - 110))
 
 
 def test_length_crc_failure_stops_the_file():

@@ -241,7 +241,8 @@ def test_steps_and_rates_match_the_reference(layouts):
         low = min(r[0] for r in rows)
         wall = {step: max(r[1] for r in rows if r[0] == step) for step in (low, top)}  # each step's last event
         want = (top - low) / (wall[top] - wall[low])
-        got = store.tasks[f"conf/{task}"].rate(M.K_WORKER_STEPS, 1e9)  # between the two polls
+        (ts,) = [ts for ts in store.tasks.values() if ts.info.task == task]
+        got = ts.rate(M.K_WORKER_STEPS, 1e9)  # between the two polls
         assert got == pytest.approx(want, rel=0.02), task
 
 
@@ -278,13 +279,13 @@ async def test_a_run_that_stops_writing_turns_silent_and_comes_back(tmp_path):
     for _ in range(6):
         polls = await src.poll(None, clock)  # type: ignore[arg-type]
         lifecycle.observe(polls)
-        states.append(lifecycle.nodes["j/run"].state)
+        states.append(_state(lifecycle, "run"))
         clock.advance(2.0)
     assert states[:3] == [TaskState.UP] * 3 and states[-1] is TaskState.SILENT
     assert "no new event" in polls[0].error
     _torch_run(tmp_path / "run", 20.0, 1)
     lifecycle.observe(await src.poll(None, clock))  # type: ignore[arg-type]
-    assert lifecycle.nodes["j/run"].state is TaskState.UP
+    assert _state(lifecycle, "run") is TaskState.UP
 
 
 async def test_silence_follows_the_runs_own_cadence(tmp_path):
@@ -305,7 +306,12 @@ async def test_silence_follows_the_runs_own_cadence(tmp_path):
         oks.append(polls[0].ok)
         clock.advance(2.0)
     assert oks == [True, False, False, False, False, False]
-    assert lifecycle.nodes["j/run"].state is TaskState.SILENT
+    assert _state(lifecycle, "run") is TaskState.SILENT
+
+
+def _state(lifecycle: Lifecycle, task: str) -> TaskState:
+    (node,) = [n for n in lifecycle.nodes.values() if n.info.task == task]
+    return node.state
 
 
 def _big_event_file(path: Path, steps: int) -> int:
