@@ -12,7 +12,7 @@
   examples/s also as ``cmdare_loss`` etc. (:func:`cmdare.collectors.metrics.training_keys`).
 * **Reading never blocks a poll**: files are read in the source's own thread (nice +10), 1 MiB at a time and round
   robin over files; a poll waits for it at most ``poll_budget_s`` and reports what has been read,
-  with "reading 31% of 48 MB" and ``catching_up`` while a backlog remains. A record larger than
+  with "reading 31% of 48 MB" and ``catching_up`` while anything is left to read. A record larger than
   the chunk is read whole (up to 64 MiB, larger ones are skipped with a note); events with a
   non-finite or absurd wall time are rejected with a note. Nothing stops the tail silently.
 * **A run that stops writing turns silent**: a poll with no new event, longer after the last one
@@ -42,7 +42,7 @@ from cmdare.collectors.clock import Clock
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tbproto import Event, ProtoError, decode_event
 from cmdare.collectors.tbruns import find_runs, run_name, sub_prefix
-from cmdare.collectors.tfrecord import MAX_RECORD_BYTES, read_records
+from cmdare.collectors.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 
 __all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
 
@@ -50,9 +50,9 @@ log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 1024 * 1024  # one read (~16k events: the lock is held ~15 ms); round robin over files
 MAX_TAGS = 64  # scalars kept per run (bounded memory)
-POLL_BUDGET_S = 0.05  # a poll waits at most this long for the reader thread
+POLL_BUDGET_S = 0.03  # a poll waits at most this long for the reader thread (tails of a few kB: done by then)
 IDLE_AFTER_S = 150.0  # no new event for this long (and a poll): the run has stopped writing
-PROGRESS_MIN_BYTES = 1024 * 1024  # a backlog smaller than this is not worth a progress note
+PROGRESS_MIN_BYTES = 1  # any bytes left while the reader runs: the poll says it is behind
 NOTE_POLLS = 5  # a note (records skipped, events rejected) stays in the run's status this many polls
 HEAD_BYTES = 64  # compared on every poll to notice a file rewritten in place
 MAX_WALL_TIME = 1e11  # seconds since the epoch (year 5138): a larger wall time is corruption
@@ -239,7 +239,7 @@ class TensorBoardSource:
     def _progress(self, run: _Run) -> str | None:
         tails = [self._tails[p] for p in run.files if p in self._tails]
         total = sum(t.size for t in tails)
-        left = sum(max(0, t.size - t.offset) for t in tails if not t.broken)
+        left = sum(_readable(t) for t in tails)
         if left < PROGRESS_MIN_BYTES:
             return None
         return f"reading {100 * (total - left) / total:.0f}% of {_mb(total)}"
@@ -289,6 +289,14 @@ class TensorBoardSource:
         if self._work is not None and not self._work.done():
             await asyncio.wait({self._work}, timeout=5)
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _readable(tail: _FileTail) -> int:
+    """Bytes of a file the reader can still read now (not a record the writer is still writing)."""
+    left = tail.size - tail.offset
+    if tail.broken or left < HEADER_BYTES or tail.need > left:
+        return 0
+    return left
 
 
 def _background() -> None:
