@@ -78,3 +78,12 @@ async def test_a_tensorboard_note_reaches_the_status_line(tmp_path):
         await session.aclose()
     assert status[0].ok and status[0].message == "1/1 targets answered"
     assert any(s.ok and "length CRC mismatch" in s.message for s in status[1:])
+
+
+def test_snapshot_text_says_what_the_job_logs(capsys, tmp_path):
+    from cmdare.tui.cli import main
+
+    _write(tmp_path / "run", 0, 20)
+    code = main(["snapshot", "--tensorboard", str(tmp_path), "--samples", "2", "--interval", "0.3", "--read-only"])
+    out = capsys.readouterr().out
+    assert code == 0 and "Logged: loss 0.1500, learning rate 0.05" in out
