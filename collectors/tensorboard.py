@@ -131,7 +131,7 @@ class TensorBoardSource:
                 except OSError as exc:
                     self._note(self._runs[run_dir], f"{path.name}: {exc.strerror or type(exc).__name__}")
                     continue
-                if tail.offset and (tail.size < tail.offset or _head(path) != tail.head):
+                if tail.offset and (tail.size < tail.offset or _head(path)[: len(tail.head)] != tail.head):
                     # rewritten: tensorboardX names files by the second, so a second writer replaces it
                     self._note(self._runs[run_dir], f"{path.name}: file rewritten, read again from the start")
                     tail.offset, tail.need, tail.broken, tail.head = 0, 0, "", b""

@@ -259,3 +259,14 @@ async def test_a_file_that_cannot_be_read_further_says_so_on_every_poll(tmp_path
     for _ in range(8):
         (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
         assert p.ok and p.values[M.K_GLOBAL_STEP] == 10 and "length CRC mismatch" in p.error
+
+
+async def test_a_small_file_that_grows_is_not_taken_for_a_rewritten_one(tmp_path):
+    f = tmp_path / "events.out.tfevents.1.host"
+    f.write_bytes(frame(b"\x09" + struct.pack("<d", 99.0)))  # 29 bytes: shorter than the compared head
+    src = TensorBoardSource(tmp_path, job="j", poll_budget_s=30)
+    await src.poll(None, ManualClock())  # type: ignore[arg-type]
+    for i in range(3):
+        _write(f, [event(100.0 + i, 10 * i, loss=1.0)], mode="ab")
+        (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
+        assert p.ok and p.values[M.K_GLOBAL_STEP] == 10 * i and "rewritten" not in (p.error or "")
