@@ -62,6 +62,7 @@ MAX_WALL_TIME = 1e11  # seconds since the epoch (year 5138): a larger wall time 
 
 
 def scalar_key(tag: str) -> str:
+    """The series key of a logged scalar (the tag is data from a file: the sanitiser sees it here)."""
     return f"scalar{{tag={tag}}}"
 
 
@@ -86,6 +87,7 @@ class _Run:
     step: float = math.nan
     scalars: dict[str, float] = field(default_factory=dict)  # tag -> value at its highest step
     tag_steps: dict[str, int] = field(default_factory=dict)
+    capped: bool = False  # the tag cap has turned a tag away (said once)
     notes: list[str] = field(default_factory=list)  # since the last poll
     shown: list[tuple[str, int]] = field(default_factory=list)  # recent notes, polls left to show them
     new_events: int = 0  # scalar events read since the last poll
@@ -191,16 +193,29 @@ class TensorBoardSource:
                 old = latest.get(tag)
                 if old is None or ev.step >= old[0]:
                     latest[tag] = (ev.step, val)
+        capped = self._merge(run, new, top, {prefix + tag: sv for tag, sv in latest.items()})
+        if capped:
+            self._note(run, f"more than {MAX_TAGS} scalar tags: {capped} not kept")
+        if rejected:
+            self._note(run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected")
+
+    def _merge(self, run: _Run, new: int, top: tuple[int, float] | None,
+               latest: dict[str, tuple[int, float]]) -> int:
+        """Merge a chunk's summary into the run under the lock; returns how many new tags the cap
+        turned away (said once per run)."""
+        capped = 0
         with self._lock:
             run.new_events += new
             if top is not None and (math.isnan(run.step) or top > (run.step, run.wall_time)):
                 run.step, run.wall_time = top
-            for tag, (step, val) in latest.items():
-                key = prefix + tag
-                if (key in run.scalars or len(run.scalars) < MAX_TAGS) and step >= run.tag_steps.get(key, step):
-                    run.scalars[key], run.tag_steps[key] = val, step  # newest by step, whatever the file order
-        if rejected:
-            self._note(run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected")
+            for key, (step, val) in latest.items():
+                if key not in run.scalars and len(run.scalars) >= MAX_TAGS:
+                    capped += 1
+                elif step >= run.tag_steps.get(key, step):  # newest by step, whatever the file order
+                    run.scalars[key], run.tag_steps[key] = val, step
+            first = capped > 0 and not run.capped
+            run.capped = run.capped or capped > 0
+        return capped if first else 0
 
     def _run(self, run_dir: Path) -> _Run:
         run = self._runs.get(run_dir)

@@ -270,3 +270,11 @@ async def test_a_small_file_that_grows_is_not_taken_for_a_rewritten_one(tmp_path
         _write(f, [event(100.0 + i, 10 * i, loss=1.0)], mode="ab")
         (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
         assert p.ok and p.values[M.K_GLOBAL_STEP] == 10 * i and "rewritten" not in (p.error or "")
+
+
+async def test_the_tag_cap_is_said_once(tmp_path):
+    f = tmp_path / "events.out.tfevents.1.host"
+    _write(f, [event(100.0 + i, i, **{f"t{i}_{k}": 1.0 for k in range(10)}) for i in range(8)])
+    src = TensorBoardSource(tmp_path, job="j", poll_budget_s=30)
+    (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
+    assert sum(k.startswith("scalar{") for k in p.values) == 64 and "more than 64 scalar tags: 16 not kept" in p.error
