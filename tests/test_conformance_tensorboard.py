@@ -26,6 +26,7 @@ import tensorboardX  # noqa: E402
 from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator  # noqa: E402
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2  # noqa: E402
 from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: E402
+from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: E402
 from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
@@ -58,19 +59,18 @@ def _torch_run(d: Path, sps: float, phase: int, writer_cls=torch_tb.SummaryWrite
 
 
 def _keras_run(d: Path, phase: int) -> None:
-    """The Keras TensorBoard callback's layout: <log_dir>/train and <log_dir>/validation, epoch steps."""
+    """The Keras TensorBoard callback's layout: <log_dir>/train and <log_dir>/validation, epoch steps,
+    tf.summary-style tensors (scalar metadata on a tag's first value only), by tensorboard's own
+    EventFileWriter."""
     for split, scale in (("train", 1.0), ("validation", 1.3)):
-        (d / split).mkdir(parents=True, exist_ok=True)
-        path = d / split / f"events.out.tfevents.{int(T0)}.host.{phase}.v2"
-        with open(path, "wb") as fh:
-            rw = RecordWriter(fh)
-            for epoch in range(phase * 5, phase * 5 + 5):
-                wall = T0 + 2.0 * epoch + (0.5 if split == "validation" else 0.0)
-                values = [_tensor_value("epoch_loss", _float_tensor(scale / (epoch + 1)), epoch == 0)]
-                if split == "train":
-                    values.append(_tensor_value("epoch_learning_rate", _float_tensor(0.01), epoch == 0))
-                ev = event_pb2.Event(wall_time=wall, step=epoch, summary=summary_pb2.Summary(value=values))
-                rw.write(ev.SerializeToString())
+        w = EventFileWriter(str(d / split), filename_suffix=f".{phase}.v2")
+        for epoch in range(phase * 5, phase * 5 + 5):
+            wall = T0 + 2.0 * epoch + (0.5 if split == "validation" else 0.0)
+            values = [_tensor_value("epoch_loss", _float_tensor(scale / (epoch + 1)), epoch == 0)]
+            if split == "train":
+                values.append(_tensor_value("epoch_learning_rate", _float_tensor(0.01), epoch == 0))
+            w.add_event(event_pb2.Event(wall_time=wall, step=epoch, summary=summary_pb2.Summary(value=values)))
+        w.close()
 
 
 def _float_tensor(x: float) -> tensor_pb2.TensorProto:
