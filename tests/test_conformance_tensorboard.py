@@ -1,7 +1,7 @@
 """Conformance of the TensorBoard source with the tools people run: event files written by torch's
 ``SummaryWriter`` (scalars, ``add_scalars``, ``add_hparams``), ``tensorboardX``, tensorboard's own
-record writer (every scalar encoding, packed and unpacked) and a Keras-style ``train/`` +
-``validation/`` layout, checked against tensorboard's own reader (``EventAccumulator`` +
+writers (``RecordWriter`` for every scalar encoding, packed and unpacked; ``EventFileWriter`` for a
+Keras-style ``train/`` + ``validation/`` layout), checked against tensorboard's own reader (``EventAccumulator`` +
 ``tensor_util.make_ndarray(...).item()``, which is what its scalar dashboard shows).
 
 No mock: every input is written by the real library."""
