@@ -278,3 +278,25 @@ async def test_the_tag_cap_is_said_once(tmp_path):
     src = TensorBoardSource(tmp_path, job="j", poll_budget_s=30)
     (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
     assert sum(k.startswith("scalar{") for k in p.values) == 64 and "more than 64 scalar tags: 16 not kept" in p.error
+
+
+@pytest.mark.parametrize(
+    ("tag", "kind"),
+    [
+        ("loss", "loss"), ("train/loss", "loss"), ("Loss/train", "loss"), ("epoch_loss", "loss"),
+        ("train_loss", "loss"), ("Loss_train/Loss", "loss"), ("val_loss", None), ("validation/epoch_loss", None),
+        ("eval/loss", None), ("Loss_val/Loss", None), ("lr", "learning_rate"), ("learning_rate", "learning_rate"),
+        ("lr-Adam", "learning_rate"), ("train/learning_rate", "learning_rate"), ("epoch_learning_rate", "learning_rate"),
+        ("examples/sec", "examples_per_sec"), ("train/train_samples_per_second", "examples_per_sec"),
+        ("eval/samples_per_second", None), ("global_step/sec", None), ("accuracy", None),
+    ],
+)
+def test_training_tags_people_use_are_recognised(tag: str, kind: str | None):
+    """Tags as torch examples, Keras, Lightning and Hugging Face's Trainer write them."""
+    hit = M.log_scalar_kind(tag)
+    assert (hit[0] if hit else None) == kind
+
+
+def test_the_plainest_loss_tag_wins():
+    keys = M.training_keys({"epoch_loss": 3.0, "train/loss": 2.0, "loss": 1.0, "val_loss": 9.0})
+    assert keys == {M.K_LOSS: 1.0}
