@@ -69,6 +69,8 @@ def _event_dirs(logdir: Path, notes: list[str]) -> dict[Path, list[Path]]:
 
 def run_of(folder: Path, logdir: Path, event_dirs: dict[Path, list[Path]]) -> Path:
     """The run ``folder`` (a folder holding event files) belongs to."""
+    if folder == logdir:
+        return folder
     owner = None
     for parent in folder.parents:
         if parent in event_dirs:
@@ -77,7 +79,7 @@ def run_of(folder: Path, logdir: Path, event_dirs: dict[Path, list[Path]]) -> Pa
             break
     if owner is not None:
         return owner
-    if folder != logdir and folder.name in SPLIT_DIRS:
+    if folder.name in SPLIT_DIRS:
         return folder.parent
     return folder
 
