@@ -300,3 +300,17 @@ def test_training_tags_people_use_are_recognised(tag: str, kind: str | None):
 def test_the_plainest_loss_tag_wins():
     keys = M.training_keys({"epoch_loss": 3.0, "train/loss": 2.0, "loss": 1.0, "val_loss": 9.0})
     assert keys == {M.K_LOSS: 1.0}
+
+
+def test_run_grouping_rules(tmp_path):
+    from cmdare.collectors.tbruns import find_runs, run_name
+
+    for folder in ("est", "est/eval", "keras/train", "keras/validation", "pl/version_0", "pl/version_1",
+                   "runs/a", "runs/a/Loss_train", "runs/a/1712345678.9", "runs/a/1712345678.9/x_y"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "events.out.tfevents.1.host").write_bytes(b"")
+    layout = find_runs(tmp_path)
+    assert sorted(run_name(r, tmp_path) for r in layout.runs) == ["est", "keras", "pl/version_0", "pl/version_1", "runs/a"]
+    assert len(layout.runs[tmp_path / "runs" / "a"]) == 4 and not layout.notes
+    keras = find_runs(tmp_path / "keras")  # pointed at the Keras log dir itself
+    assert list(keras.runs) == [tmp_path / "keras"] and run_name(tmp_path / "keras", tmp_path / "keras") == "keras"
