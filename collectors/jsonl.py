@@ -155,6 +155,7 @@ class JsonlSource:
 
     def _values(self, obj: dict) -> dict[str, float]:
         out: dict[str, float] = {}
+        logged: dict[str, float] = {}  # other numbers by name: loss, lr… (metrics.training_keys)
         n_scalars = 0
         for k, v in obj.items():
             x = _number(v)
@@ -162,9 +163,10 @@ class JsonlSource:
                 continue
             key = _ALIASES.get(k) or (k if k in _CONTRACT_KEYS else None)
             if key is None and n_scalars < MAX_TAGS:
-                key, n_scalars = scalar_key(k), n_scalars + 1
+                key, n_scalars, logged[k] = scalar_key(k), n_scalars + 1, x
             if key is not None:
                 out[key] = x
+        out.update(M.training_keys(logged))
         return out
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:

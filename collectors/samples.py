@@ -115,6 +115,7 @@ class TaskPoll(CleanPoll):
     error: str | None = None
     job_facts: JobFacts | None = None
     elapsed: float = 0.0  # seconds the poll took
+    catching_up: bool = False  # values are real but behind: the source is still reading a backlog
 
 
 @dataclass(frozen=True)

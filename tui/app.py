@@ -353,7 +353,7 @@ class CmdareApp(App[int]):
                                 lambda pid=pid: self.action_show_pane(pid))  # fmt: skip
         yield SystemCommand("Refresh now", "Poll every source now (key r)", self.action_refresh_now)
         yield SystemCommand(
-            "Next plot", "Job pane: throughput / per-node / cost (key p)", self.action_next_plot
+            "Next plot", "Job pane: throughput / per-node / cost / loss (key p)", self.action_next_plot
         )
         yield SystemCommand("Help", "Every key (key ?)", self.action_help)
         if not self.read_only:

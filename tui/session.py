@@ -206,12 +206,20 @@ class MonitorSession:
     def _source_status(self, cycle: Cycle) -> list[SourceStatus]:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
         answered, total = cycle.answered, len(cycle.polls)
-        out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered"))
+        behind = [p for p in cycle.polls if p.ok and p.catching_up]  # answered, but not up to date yet
+        answered -= len(behind)
+        note = f", {len(behind)} catching up" if behind else ""
+        out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered{note}"))
+        for p in behind[:MAX_FAILURES_SHOWN]:  # by task name: the status line is short, a log path long
+            out.append(SourceStatus(p.source, False, f"{p.info.task if p.info else p.source}: {p.error or 'catching up'}"))
         failed = [p for p in cycle.polls if not p.ok]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
         if len(failed) > MAX_FAILURES_SHOWN:
             out.append(SourceStatus("targets", False, f"… {len(failed) - MAX_FAILURES_SHOWN} more failing"))
+        remarks = [p for p in cycle.polls if p.ok and p.error and not p.catching_up]  # answered, with a note
+        for p in remarks[: max(0, MAX_FAILURES_SHOWN - len(failed))]:
+            out.append(SourceStatus(p.source, True, f"{p.source}: {p.error}"))
         return out
 
     async def update_plans(self) -> None:
