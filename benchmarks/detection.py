@@ -13,7 +13,7 @@ engine without hysteresis (every kind raises on its first true refresh) — what
 Groups beyond these random scenarios (issue 16), each printed on its own, engine beside baseline:
 
 * boundary: every network on P100 at 4 and 5 workers (the knee) and K80 at 8 workers;
-* held-out: every network on P100 at 2 and 3 workers — points ``planner/thresholds.py`` did not use to
+* held-out: every network on P100 at 2 and 3 workers — points ``planner/rules/thresholds.py`` did not use to
   set the thresholds (it used K80 1-PS and P100 1-PS at 5–8 workers);
 * no-facts: the job exports no ``cmdare_job_info`` (P100 at 4, 5, 6, 8 and K80 at 4, 8 workers): the
   measured-only path (PS traffic and compute share).
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from test_alerts_sim import Harness, SimCluster, SimPipeline, load_curves  # noqa: E402
 
 from cmdare.collectors.pricing import load_offline_book  # noqa: E402
-from cmdare.planner.thresholds import Thresholds  # noqa: E402
+from cmdare.planner.rules.thresholds import Thresholds  # noqa: E402
 
 MODELS = ("ResNet-15", "ResNet-32", "Shake-Shake-small", "Shake-Shake-big")
 ONSET = 20

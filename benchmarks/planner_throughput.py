@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from cmdare.collectors.pricing import load_offline_book
-from cmdare.planner.overheads import Overheads
-from cmdare.planner.revocation import RevocationModel
-from cmdare.planner.shapes import _run_settings, enumerate_shapes, rank_shapes
-from cmdare.planner.speed_model import Network, SpeedModel
-from cmdare.planner.time_cost import PriceTable, ShapeColumns, estimate
-from cmdare.planner.workload import Workload, load_workload
+from cmdare.planner.risk_cost.overheads import Overheads
+from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.shapes import _run_settings, enumerate_shapes, rank_shapes
+from cmdare.planner.risk_cost.time_cost import PriceTable, ShapeColumns, estimate
+from cmdare.planner.risk_cost.workload import Workload, load_workload
+from cmdare.planner.speed.speed_model import Network, SpeedModel
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/workload-resnet32.toml"
 

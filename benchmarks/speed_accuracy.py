@@ -20,7 +20,7 @@ Splits (every model is re-fitted without the held-out data):
   ``0latency_norm_computation.csv`` (GPU-agnostic baseline), MAPE of step time on the test rows,
   printed beside the figures the study reports (background.md). Nearly every network has rows on
   both sides of such a split, so it measures interpolation; the splits above measure generalisation.
-* prediction intervals, nested: for each split of ``planner/speed_cv.py`` (same domain, unseen network,
+* prediction intervals, nested: for each split of ``planner/speed/speed_cv.py`` (same domain, unseen network,
   unseen GPU, more workers, more PS — the 7 visible 2-PS rows, ICAC'19 K80 ResNet-32), the model *and its
   P10–P90 band* are fitted on the training part only (the band's residual quantiles come from inner splits
   of that training part; where the training part cannot hold an inner split of the same kind — one GPU
@@ -47,9 +47,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from fit_speed_model import SINGLE_TABLES, SPEED, domain, latency_pairs, load_observations  # noqa: E402
 
-from cmdare.planner.gpu_catalog import get_gpu  # noqa: E402
-from cmdare.planner.network_catalog import KnownNetwork, canonical_network_name, family_of  # noqa: E402
-from cmdare.planner.speed_model import Network, Observation, SpeedModel  # noqa: E402
+from cmdare.planner.speed.gpu_catalog import get_gpu  # noqa: E402
+from cmdare.planner.speed.network_catalog import KnownNetwork, canonical_network_name, family_of  # noqa: E402
+from cmdare.planner.speed.speed_model import Network, Observation, SpeedModel  # noqa: E402
 
 GPUS = ("K80", "P100")
 BOTH_TABLE = "speed_data/0latency_norm_computation.csv"  # both GPUs, 'Model/GPU' feature
@@ -317,7 +317,7 @@ def latency(shared: Path, obs) -> None:
 
 def _banded(train) -> SpeedModel:
     """A model fitted on ``train`` whose band comes from inner splits of ``train`` only (nested)."""
-    from cmdare.planner.speed_cv import fit_on, interval_table
+    from cmdare.planner.speed.speed_cv import fit_on, interval_table
 
     model = fit_on(train)
     model.intervals_ = interval_table(train)
@@ -327,8 +327,8 @@ def _banded(train) -> SpeedModel:
 
 def intervals(obs) -> None:
     """MAPE and P10–P90 coverage of held-out points for every split, nested (see the module docstring)."""
-    from cmdare.planner.speed_band import speed_band
-    from cmdare.planner.speed_cv import SCHEMES, predict_obs
+    from cmdare.planner.speed.speed_band import speed_band
+    from cmdare.planner.speed.speed_cv import SCHEMES, predict_obs
 
     print("Prediction intervals, nested (model and band fitted on each training part only)")
     print("  split     points  MAPE %  inside P10-P90 %  mean width %   labels of the held-out points")

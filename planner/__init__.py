@@ -1,1 +1,3 @@
-"""cmdare.planner: pure computation over observed samples and shipped facts (no I/O, no Textual)."""
+"""The planner: speed/ (speed model), risk_cost/ (revocation, time and cost), geo/ (geo-distributed
+pipelines), rules/ (live alerts), and the live glue at top level (overview, analysis, live_plan, job_plan,
+predict_csv)."""

@@ -13,15 +13,15 @@ from typing import Any
 
 from cmdare.collectors.samples import Lifetime
 from cmdare.collectors.store import Store
-from cmdare.planner.alerts import Alert, AlertContext, AlertEngine
-from cmdare.planner.bottlenecks import DEFAULT_RULES, JobGoal, rule_extras, shipped_overheads
-from cmdare.planner.cost_meter import CostMeter
 from cmdare.planner.job_plan import outlook
 from cmdare.planner.live_plan import LivePlan, LivePlanner
 from cmdare.planner.overview import JobView
-from cmdare.planner.speed_model import SpeedModel
-from cmdare.planner.thresholds import Thresholds
-from cmdare.planner.wan_rules import pipelines
+from cmdare.planner.risk_cost.cost_meter import CostMeter
+from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine
+from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, JobGoal, rule_extras, shipped_overheads
+from cmdare.planner.rules.thresholds import Thresholds
+from cmdare.planner.rules.wan_rules import pipelines
+from cmdare.planner.speed.speed_model import SpeedModel
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from cmdare.planner.overview import JobView
-from cmdare.planner.speed_model import Network, SpeedModel, SpeedPrediction
+from cmdare.planner.speed.speed_model import Network, SpeedModel, SpeedPrediction
 
 
 @dataclass(frozen=True)
 class GpuMix:
     """A live job's workers by GPU type and its parameter servers (no region or provisioning: see
-    :class:`cmdare.planner.workload.Shape` for a full plannable shape)."""
+    :class:`cmdare.planner.risk_cost.workload.Shape` for a full plannable shape)."""
 
     gpus: tuple[tuple[str, int], ...]  # (GPU type, count), sorted
     ps: int

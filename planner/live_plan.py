@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from cmdare.collectors.samples import Lifetime as Observed
-from cmdare.planner.calibration import Calibration
 from cmdare.planner.job_plan import current_shape, network_of
 from cmdare.planner.overview import JobView
-from cmdare.planner.ranking_notes import price_date_label
-from cmdare.planner.revocation import RevocationModel, from_observed
-from cmdare.planner.shapes import ShapeTable, UnpricedShapeError, rank_shapes
-from cmdare.planner.speed_model import SpeedModel
-from cmdare.planner.workload import Allowed, ModelSpec, Options, Shape, Target, Workload
+from cmdare.planner.risk_cost.ranking_notes import price_date_label
+from cmdare.planner.risk_cost.revocation import RevocationModel, from_observed
+from cmdare.planner.risk_cost.shapes import ShapeTable, UnpricedShapeError, rank_shapes
+from cmdare.planner.risk_cost.workload import Allowed, ModelSpec, Options, Shape, Target, Workload
+from cmdare.planner.speed.calibration import Calibration
+from cmdare.planner.speed.speed_model import SpeedModel
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Input columns: ``model`` (free name, may be empty/unknown), ``model_flops``, ``p
 ``gpu`` (a catalog name or a mix ``V100:1+P100:1+K80:2``), ``workers`` (total; must equal the mix
 count), ``ps``. Output: every input column plus ``steps_per_sec`` (the expected value),
 ``steps_per_sec_p10`` and ``steps_per_sec_p90`` (the P10–P90 band from the model's out-of-sample
-residuals, :mod:`cmdare.planner.speed_band`), ``extrapolation`` (``none`` | ``network`` | ``gpu`` | ``ps`` |
+residuals, :mod:`cmdare.planner.speed.speed_band`), ``extrapolation`` (``none`` | ``network`` | ``gpu`` | ``ps`` |
 ``workers``: how the shape lies outside the measured domain; the one that sets the band),
 ``examples_per_sec``, ``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError`
 naming the row.
@@ -15,9 +15,9 @@ from __future__ import annotations
 import csv
 import io
 
-from cmdare.planner.gpu_catalog import UnknownGpuError, get_gpu
-from cmdare.planner.speed_band import speed_band
-from cmdare.planner.speed_model import Network, SpeedModel
+from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
+from cmdare.planner.speed.speed_band import speed_band
+from cmdare.planner.speed.speed_model import Network, SpeedModel
 
 __all__ = ["PredictInputError", "REQUIRED_COLUMNS", "OUTPUT_COLUMNS", "parse_gpu_mix", "predict_csv_text"]
 

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO.parent))  # noqa: E402  (scripts run from a checkout)
 
 from cmdare.collectors.writes import write_text  # noqa: E402
-from cmdare.planner.revocation import Bathtub  # noqa: E402
+from cmdare.planner.risk_cost.revocation import Bathtub  # noqa: E402
 
 DERIVED = Path("data/cmdare/derived")
 CDF_FILE = "lifetime_cdf_by_gpu_region.csv"
@@ -166,7 +166,7 @@ def parse_icac_lifetime_log(text: str) -> list:
     counts as revoked (longer ones hit the 24 h limit)."""
     import re
 
-    from cmdare.planner.revocation import KILL_EPS_H, LIMIT_H, Lifetime
+    from cmdare.planner.risk_cost.revocation import KILL_EPS_H, LIMIT_H, Lifetime
 
     out, gpu = [], None
     for line in text.splitlines():

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cmdare.planner.network_catalog import NETWORK_FIELDS, canonical_network_name, family_of
-from cmdare.planner.speed_model import Observation, SpeedModel
+from cmdare.planner.speed.network_catalog import NETWORK_FIELDS, canonical_network_name, family_of
+from cmdare.planner.speed.speed_model import Observation, SpeedModel
 
 REPO = Path(__file__).resolve().parents[1]
 SPEED = "data/cmdare/data/processed_data"
@@ -206,7 +206,7 @@ def networks_csv(shared: Path) -> str:
 
 
 def _aliases_of(name: str) -> set[str]:
-    from cmdare.planner.network_catalog import _ALIASES
+    from cmdare.planner.speed.network_catalog import _ALIASES
 
     return {k for k, v in _ALIASES.items() if v == name}
 
@@ -238,7 +238,7 @@ def fitted_model_json(shared: Path) -> str:
         ),
         "observations": len(obs),
         "units": "seconds per step; peak in TFLOPS, mem_bw in GB/s, latency in ms",
-        "intervals": "P10/P90 of log(measured/predicted), out of sample (planner/speed_cv.py)",
+        "intervals": "P10/P90 of log(measured/predicted), out of sample (planner/speed/speed_cv.py)",
     }
     model.intervals_ = intervals(obs)
     model.domain_ = domain(obs)
@@ -247,7 +247,7 @@ def fitted_model_json(shared: Path) -> str:
 
 def intervals(obs: list[Observation]) -> dict[str, dict[str, float]]:
     """Out-of-sample log-residual P10/P90 per extrapolation category (speed_cv.SCHEMES)."""
-    from cmdare.planner.speed_cv import interval_table
+    from cmdare.planner.speed.speed_cv import interval_table
 
     return interval_table(obs)
 

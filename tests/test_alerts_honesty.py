@@ -13,11 +13,11 @@ import importlib.util
 import pytest
 from test_alerts_sim import Harness, SimCluster, kinds
 
-from cmdare.planner.rule_support import PredictedGain
+from cmdare.planner.rules.rule_support import PredictedGain
 
-#: The speed model's band API (planner/speed_band.py) may or may not be part of this build: with it the PS
+#: The speed model's band API (planner/speed/speed_band.py) may or may not be part of this build: with it the PS
 #: fix shows its P10–P90 gain, without it "band: n/a until calibrated" and the model's known 2-PS error.
-HAS_BAND_API = importlib.util.find_spec("cmdare.planner.speed_band") is not None
+HAS_BAND_API = importlib.util.find_spec("cmdare.planner.speed.speed_band") is not None
 
 RESNET32 = {
     "K80": {1: 4.5, 2: 9.09, 3: 13.53, 4: 18.13, 5: 22.54, 6: 26.91, 7: 31.41, 8: 36.02},
@@ -127,8 +127,8 @@ async def test_ps_fix_carries_the_models_band_when_the_prediction_has_one():
     and say "may be none" because P10 is below the current speed."""
     from dataclasses import dataclass
 
-    from cmdare.planner.alerts import AlertContext
-    from cmdare.planner.ps_rules import ps_saturation_rule
+    from cmdare.planner.rules.alerts import AlertContext
+    from cmdare.planner.rules.ps_rules import ps_saturation_rule
 
     @dataclass(frozen=True)
     class Banded:

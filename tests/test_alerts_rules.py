@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from test_alerts_sim import Harness, SimCluster, kinds, load_curves
 
-from cmdare.planner.alerts import AlertContext, AlertEngine, Finding
-from cmdare.planner.bottlenecks import JobGoal
+from cmdare.planner.rules.alerts import AlertContext, AlertEngine, Finding
+from cmdare.planner.rules.bottlenecks import JobGoal
 
 
 def _flag(on: list[bool]):
@@ -80,7 +80,7 @@ def test_leave_one_out_median_matches_the_definition():
     import random
     import statistics
 
-    from cmdare.planner.worker_rules import _median_without
+    from cmdare.planner.rules.worker_rules import _median_without
 
     rng = random.Random(3)
     for n in range(2, 12):

@@ -35,7 +35,7 @@ async def test_p100_one_ps_at_8_workers_is_ps_saturation_within_3_refreshes(curv
     assert a.evidence["efficiency"] < 0.8 and a.evidence["window_s"] == 10.0
     assert a.evidence["worker_step_time_ratio"] < 1.3
     assert a.fix.startswith("add a parameter server: predicted +") and "$0.38/h" in a.fix
-    # Shake-Shake's kernels all land on one of two PS under round-robin placement (planner/ps_tier.py):
+    # Shake-Shake's kernels all land on one of two PS under round-robin placement (planner/speed/ps_tier.py):
     # the speed model predicts little gain from a 2nd PS there, and the fix must not promise more
     big = model == "Shake-Shake-big"
     assert a.evidence["fix_ps"] == 2 and (

@@ -20,13 +20,13 @@ from cmdare.collectors.poller import RATE_WINDOW_POLLS, Poller
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
-from cmdare.planner.alerts import Alert, AlertContext, AlertEngine
-from cmdare.planner.bottlenecks import DEFAULT_RULES, rule_extras, shipped_overheads
 from cmdare.planner.job_plan import current_shape, network_of
-from cmdare.planner.network_catalog import lookup_network
 from cmdare.planner.overview import build_jobs
-from cmdare.planner.speed_model import SpeedModel
-from cmdare.planner.thresholds import Thresholds
+from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine
+from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, rule_extras, shipped_overheads
+from cmdare.planner.rules.thresholds import Thresholds
+from cmdare.planner.speed.network_catalog import lookup_network
+from cmdare.planner.speed.speed_model import SpeedModel
 
 CURVES_CSV = CMDARE / "derived/cluster_speed_vs_workers.csv"
 

@@ -6,8 +6,8 @@ import pytest
 
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.collectors.samples import JobFacts
-from cmdare.planner.cost_meter import CostMeter
 from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.risk_cost.cost_meter import CostMeter
 
 
 def node(name, role, gpu, status="up", region="us-central1", prov="preemptible"):

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cmdare.planner.bubbles import PrefillSpec, memory_cap, prefill_flops, requests_per_bubble
-from cmdare.planner.geo_model import (
+from cmdare.planner.geo.bubbles import PrefillSpec, memory_cap, prefill_flops, requests_per_bubble
+from cmdare.planner.geo.geo_model import (
     DataCenter,
     GeoJob,
     LanguageModel,
@@ -19,7 +19,7 @@ from cmdare.planner.geo_model import (
     wan_bound_from_live,
     with_layout,
 )
-from cmdare.planner.wan import WanLink
+from cmdare.planner.geo.wan import WanLink
 
 # GPT-3 175B shape (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, context 2048.
 GPT3 = LanguageModel(layers=96, hidden=12288, seq_len=2048, micro_batch=1, params=175e9)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from cmdare.planner.geo_model import evaluate
-from cmdare.planner.geo_placement import gains, search
-from cmdare.planner.geo_workload import GeoWorkloadError, load_geo_workload, parse_geo_workload
+from cmdare.planner.geo.geo_model import evaluate
+from cmdare.planner.geo.geo_placement import gains, search
+from cmdare.planner.geo.geo_workload import GeoWorkloadError, load_geo_workload, parse_geo_workload
 from cmdare.tui.commands import UsageError
 from cmdare.tui.commands.plan_geo import run_geo
 

@@ -6,7 +6,7 @@ one backward, then the cool-down backwards, as Megatron-LM's PipeDream-Flush); e
 (activations forward, gradients backward: full duplex) is a FIFO server — a send waits while its
 direction is busy — one per pipeline at D·A/B when a WAN link is shared spatially, one for all
 pipelines at A/B when shared temporally, followed by a pure latency. The product
-(cmdare.planner.pipeline_schedule.pipeline_time) must agree within 5% for m ≥ 1 (GPipe, backward =
+(cmdare.planner.geo.pipeline_schedule.pipeline_time) must agree within 5% for m ≥ 1 (GPipe, backward =
 2 × forward) and m ≥ p (1F1B, any stage times); both are exact for spatial sharing or D = 1.
 """
 
@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cmdare.planner.geo_model import pipeline_time as reexported
-from cmdare.planner.pipeline_schedule import pipeline_time
+from cmdare.planner.geo.geo_model import pipeline_time as reexported
+from cmdare.planner.geo.pipeline_schedule import pipeline_time
 
 
 def op_order(schedule, k, p, m):

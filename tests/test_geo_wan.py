@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from cmdare.planner.wan import (
+from cmdare.planner.geo.wan import (
     WanLink,
     effective_gbps,
     mathis_gbps,

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from cmdare.planner.gpu_catalog import UnknownGpuError, all_gpus, get_gpu, gpu_names
+from cmdare.planner.speed.gpu_catalog import UnknownGpuError, all_gpus, get_gpu, gpu_names
 
 REQUIRED = ["K80", "P100", "V100", "T4", "P4", "L4", "A100", "A100-80GB", "H100", "H200", "B200"]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import CMDARE
 
-from cmdare.planner.overheads import Overheads, revocation_penalty, time_after_revocation
+from cmdare.planner.risk_cost.overheads import Overheads, revocation_penalty, time_after_revocation
 
 DERIVED = CMDARE / "derived"
 

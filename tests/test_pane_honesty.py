@@ -49,7 +49,7 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
     from cmdare.collectors.pricing import load_offline_book
     from cmdare.planner.live_plan import LivePlanner
     from cmdare.planner.overview import JobView
-    from cmdare.planner.speed_model import SpeedModel
+    from cmdare.planner.speed.speed_model import SpeedModel
     from cmdare.tui.panes.planner import PlannerPane
     from cmdare.tui.session import MonitorState
 

@@ -133,7 +133,7 @@ def test_explanations_never_pair_a_dominant_term_with_another_bottleneck() -> No
 def test_rows_carry_the_speed_band_or_say_it_is_not_available(capsys: pytest.CaptureFixture[str]) -> None:
     import importlib.util
 
-    has_band = importlib.util.find_spec("cmdare.planner.speed_band") is not None
+    has_band = importlib.util.find_spec("cmdare.planner.speed.speed_band") is not None
     assert _run(["--workload", str(EXAMPLE), "--json", "--top", "5"]) == 0
     rows = json.loads(capsys.readouterr().out)
     if has_band:

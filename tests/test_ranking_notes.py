@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from cmdare.planner.ranking_notes import collapse_twins, continent, price_date_label, region_notes
+from cmdare.planner.risk_cost.ranking_notes import collapse_twins, continent, price_date_label, region_notes
 
 
 def _random_columns(rng: random.Random, n: int) -> dict[str, np.ndarray]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import CMDARE
 
-from cmdare.planner.revocation import Lifetime, RevocationModel
+from cmdare.planner.risk_cost.revocation import Lifetime, RevocationModel
 
 DERIVED = CMDARE / "derived"
 LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"

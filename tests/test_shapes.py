@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from cmdare.collectors.pricing import load_offline_book
-from cmdare.planner.revocation import RevocationModel
-from cmdare.planner.shapes import enumerate_shapes, pareto_mask, rank_shapes
-from cmdare.planner.speed_model import SpeedModel
-from cmdare.planner.workload import load_workload
+from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.shapes import enumerate_shapes, pareto_mask, rank_shapes
+from cmdare.planner.risk_cost.workload import load_workload
+from cmdare.planner.speed.speed_model import SpeedModel
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/workload-resnet32.toml"
 
@@ -85,7 +85,7 @@ def test_pareto_rows_not_dominated(table) -> None:
 
 
 def test_worker_counts_are_dense_near_small_clusters_and_geometric_beyond():
-    from cmdare.planner.shapes import worker_counts
+    from cmdare.planner.risk_cost.shapes import worker_counts
 
     assert list(worker_counts(16, 8)) == list(range(1, 17))
     big = worker_counts(400, 200)

@@ -8,10 +8,16 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from cmdare.planner.ps_tier import busiest_share
-from cmdare.planner.speed_band import EXTRAPOLATIONS, extrapolations, ps_gain_band, shape_bands, speed_band
-from cmdare.planner.speed_cv import CATEGORIES, residuals
-from cmdare.planner.speed_model import Network, SpeedModel
+from cmdare.planner.speed.ps_tier import busiest_share
+from cmdare.planner.speed.speed_band import (
+    EXTRAPOLATIONS,
+    extrapolations,
+    ps_gain_band,
+    shape_bands,
+    speed_band,
+)
+from cmdare.planner.speed.speed_cv import CATEGORIES, residuals
+from cmdare.planner.speed.speed_model import Network, SpeedModel
 
 sys.path.insert(0, str(REPO / "scripts"))
 import fit_speed_model  # noqa: E402

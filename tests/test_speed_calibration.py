@@ -1,7 +1,7 @@
 import math
 
-from cmdare.planner.calibration import Calibration
-from cmdare.planner.speed_model import Network, SpeedModel
+from cmdare.planner.speed.calibration import Calibration
+from cmdare.planner.speed.speed_model import Network, SpeedModel
 
 MODEL = SpeedModel.load()
 NET = Network("job", 3e9, 4e6)

@@ -4,9 +4,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cmdare.planner.gpu_catalog import gpu_names
-from cmdare.planner.ps_tier import PLACEMENTS, busiest_share
-from cmdare.planner.speed_model import Network, SpeedModel
+from cmdare.planner.speed.gpu_catalog import gpu_names
+from cmdare.planner.speed.ps_tier import PLACEMENTS, busiest_share
+from cmdare.planner.speed.speed_model import Network, SpeedModel
 
 MODEL = SpeedModel.load()
 RES32 = Network("ResNet-32", 1658696889, 1857722)

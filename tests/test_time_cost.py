@@ -10,10 +10,16 @@ import pytest
 from conftest import CMDARE
 
 from cmdare.collectors.pricing import load_study_era_book
-from cmdare.planner.overheads import Overheads
-from cmdare.planner.revocation import RevocationModel
-from cmdare.planner.speed_model import Network, SpeedModel
-from cmdare.planner.time_cost import PriceTable, RunSettings, ShapeColumns, estimate, poisson_quantile
+from cmdare.planner.risk_cost.overheads import Overheads
+from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.time_cost import (
+    PriceTable,
+    RunSettings,
+    ShapeColumns,
+    estimate,
+    poisson_quantile,
+)
+from cmdare.planner.speed.speed_model import Network, SpeedModel
 
 LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
 RESNET32 = Network("resnet32", 1658696889, 1857722, 128)  # CM-DARE speed_data/0latency_k80_new.csv

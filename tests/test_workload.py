@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cmdare.planner.workload import WorkloadError, load_workload, parse_workload
+from cmdare.planner.risk_cost.workload import WorkloadError, load_workload, parse_workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MINIMAL = """

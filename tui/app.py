@@ -125,7 +125,7 @@ class CmdareApp(App[int]):
         say = self.post_message
         say(ProgressReport("loading the planner…", 0, 2))
         import cmdare.planner.analysis  # noqa: F401  (heavy imports, off the event loop)
-        from cmdare.planner.speed_model import SpeedModel
+        from cmdare.planner.speed.speed_model import SpeedModel
 
         SpeedModel.load()
         say(ProgressReport("loading prices…", 1, 2))

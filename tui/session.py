@@ -17,8 +17,8 @@ from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.samples import JobFacts
 from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
-from cmdare.planner.alerts import Alert
 from cmdare.planner.overview import JobView, build_jobs
+from cmdare.planner.rules.alerts import Alert
 from cmdare.tui.sources import SourcePlan, build_sources
 
 if TYPE_CHECKING:

@@ -81,12 +81,12 @@ def _flag_prices(args: argparse.Namespace) -> str | None:
 
 
 def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
-    """Load the workload and the models, and rank the shapes (:class:`cmdare.planner.shapes.ShapeTable`)."""
-    from cmdare.planner.gpu_catalog import UnknownGpuError
-    from cmdare.planner.revocation import RevocationModel
-    from cmdare.planner.shapes import UnpricedShapeError, rank_shapes
-    from cmdare.planner.speed_model import SpeedModel
-    from cmdare.planner.workload import WorkloadError, load_workload
+    """Load the workload and the models, and rank the shapes (:class:`cmdare.planner.risk_cost.shapes.ShapeTable`)."""
+    from cmdare.planner.risk_cost.revocation import RevocationModel
+    from cmdare.planner.risk_cost.shapes import UnpricedShapeError, rank_shapes
+    from cmdare.planner.risk_cost.workload import WorkloadError, load_workload
+    from cmdare.planner.speed.gpu_catalog import UnknownGpuError
+    from cmdare.planner.speed.speed_model import SpeedModel
 
     try:
         workload = load_workload(path)
@@ -115,7 +115,7 @@ def _reference_note(table: Any) -> str:
     if table.current_priced:
         return ""
     from cmdare.collectors import pricing
-    from cmdare.planner.ranking_notes import price_date_label
+    from cmdare.planner.risk_cost.ranking_notes import price_date_label
 
     c, book = table.current, pricing.load_study_era_book()
     prices = str(c["price_source"])

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cmdare.planner.geo_model import GeoJob, GeoResult, evaluate
-from cmdare.planner.geo_placement import Placement, SearchResult, gains, search
-from cmdare.planner.geo_workload import GeoWorkload, GeoWorkloadError, load_geo_workload
+from cmdare.planner.geo.geo_model import GeoJob, GeoResult, evaluate
+from cmdare.planner.geo.geo_placement import Placement, SearchResult, gains, search
+from cmdare.planner.geo.geo_workload import GeoWorkload, GeoWorkloadError, load_geo_workload
 from cmdare.tui.commands import UsageError
 
 __all__ = ["run_geo", "geo_report"]

@@ -13,8 +13,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from cmdare.planner.cost_meter import CostView
 from cmdare.planner.overview import JobView, TrainingFigures
+from cmdare.planner.risk_cost.cost_meter import CostView
 from cmdare.tui.format import duration, money, num, rate
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import PLOTS, Point, draw_cost, draw_loss, draw_nodes, draw_throughput

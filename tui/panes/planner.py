@@ -1,6 +1,6 @@
 """Planner pane. Two views of the same question, "what shape should this job have?":
 
-* ranked shapes (``state.extras["ranked"][job]``, a :class:`~cmdare.planner.shapes.ShapeTable`):
+* ranked shapes (``state.extras["ranked"][job]``, a :class:`~cmdare.planner.risk_cost.shapes.ShapeTable`):
   time, cost and revocation risk of each shape, best first;
 * for a pipeline job (stages across datacenters): each measured WAN boundary with its transfer time
   per micro-batch against the slowest stage's compute, and the WAN-bound verdict;

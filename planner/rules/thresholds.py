@@ -1,4 +1,4 @@
-"""Thresholds of the bottleneck rules (:mod:`cmdare.planner.bottlenecks`) and their hysteresis.
+"""Thresholds of the bottleneck rules (:mod:`cmdare.planner.rules.bottlenecks`) and their hysteresis.
 
 Each default says where it comes from. "CM-DARE" figures are from
 ``shared/data/cmdare/derived/cluster_speed_vs_workers.csv`` compared with the shipped speed model

@@ -10,7 +10,7 @@ Each scheme re-fits the model without a held-out group and predicts the group th
 * ``ps``: more parameter servers than measured — fit on 1-PS rows, predict the 2-PS rows.
 
 The residual is ``log(measured / predicted)`` of steps/s; its P10 and P90 make the prediction band of
-:mod:`cmdare.planner.speed_band`. For ``workers`` the band grows with the distance from the measured domain:
+:mod:`cmdare.planner.speed.speed_band`. For ``workers`` the band grows with the distance from the measured domain:
 its residuals are divided by ``log2(workers / most workers in the training part)`` (per octave beyond the
 measured domain; the band is the wider of the in-domain band and this times the distance). Deterministic.
 """
@@ -22,8 +22,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from cmdare.planner.network_catalog import KnownNetwork, family_of
-from cmdare.planner.speed_model import Network, Observation, SpeedModel
+from cmdare.planner.speed.network_catalog import KnownNetwork, family_of
+from cmdare.planner.speed.speed_model import Network, Observation, SpeedModel
 
 __all__ = [
     "CATEGORIES",

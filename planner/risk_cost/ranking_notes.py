@@ -120,10 +120,10 @@ Bander = Callable[[str, int, int], "RowBand | None"]
 
 def make_bander(model: object, network: object, latency_ms: float) -> Bander | None:
     """A function (gpu, workers, ps) → :class:`RowBand` from the speed model's band API
-    (:func:`cmdare.planner.speed_band.speed_band`), or None when this build has no band API. Bands are
+    (:func:`cmdare.planner.speed.speed_band.speed_band`), or None when this build has no band API. Bands are
     computed per row shown (a handful of model calls each), not for every enumerated shape."""
     try:
-        from cmdare.planner.speed_band import speed_band  # type: ignore[import-not-found]
+        from cmdare.planner.speed.speed_band import speed_band  # type: ignore[import-not-found]
     except ImportError:
         return None
 

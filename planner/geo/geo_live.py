@@ -1,6 +1,6 @@
 """Live WAN-bound verdicts of a geo-distributed pipeline from its stage counters (issue 7, part 3).
 
-Same rule as the model in :mod:`cmdare.planner.geo_model`: a boundary is WAN-bound when its transfer
+Same rule as the model in :mod:`cmdare.planner.geo.geo_model`: a boundary is WAN-bound when its transfer
 time per micro-batch (all D pipelines, ``D·A/B``) exceeds the slowest stage's compute per micro-batch.
 Units: seconds, bytes, Gbit/s.
 """

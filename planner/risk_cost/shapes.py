@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cmdare.planner.overheads import Overheads
-from cmdare.planner.ranking_notes import (
+from cmdare.planner.risk_cost.overheads import Overheads
+from cmdare.planner.risk_cost.ranking_notes import (
     Bander,
     RowBand,
     collapse_twins,
@@ -38,10 +38,10 @@ from cmdare.planner.ranking_notes import (
     price_date_label,
     region_notes,
 )
-from cmdare.planner.revocation import RevocationModel
-from cmdare.planner.speed_model import Network, SpeedModel
-from cmdare.planner.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
-from cmdare.planner.workload import Workload
+from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
+from cmdare.planner.risk_cost.workload import Workload
+from cmdare.planner.speed.speed_model import Network, SpeedModel
 
 OBJECTIVES = ("time", "cost", "balanced")
 

@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from cmdare.planner.alerts import AlertContext, Finding
 from cmdare.planner.overview import JobView
-from cmdare.planner.rule_support import (
+from cmdare.planner.rules.alerts import AlertContext, Finding
+from cmdare.planner.rules.rule_support import (
     basis,
     node_usd_per_hour,
     predict_shape,

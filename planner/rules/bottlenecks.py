@@ -1,7 +1,7 @@
 """The bottleneck rules: small functions ``(AlertContext) -> list[Finding]`` with evidence and fixes.
 
 Kinds (stable, they appear in ``snapshot --json``): ``ps-saturation``, ``wan-bound``, ``straggler``,
-``input-bound``, ``node-silent`` / ``node-revoked`` (:func:`cmdare.planner.alerts.node_state_rule`),
+``input-bound``, ``node-silent`` / ``node-revoked`` (:func:`cmdare.planner.rules.alerts.node_state_rule`),
 ``eta-slip`` and ``cost-overrun``. Rules read ``ctx.extras`` (built by :func:`rule_extras` and the
 session's ``_plan``):
 
@@ -17,9 +17,9 @@ rests on: ``evidence["measured"]`` (measurements), ``["model"]`` (speed-model te
 names its predicted effect from the speed model and the price book, with its band when the model gives
 one (``band: n/a until calibrated`` until then). Rates are steps/s, prices USD/h.
 
-The rules live in :mod:`~cmdare.planner.ps_rules`, :mod:`~cmdare.planner.worker_rules`,
-:mod:`~cmdare.planner.wan_rules` and :mod:`~cmdare.planner.goal_rules` (shared helpers:
-:mod:`~cmdare.planner.rule_support`); this module wires them together and re-exports their names.
+The rules live in :mod:`~cmdare.planner.rules.ps_rules`, :mod:`~cmdare.planner.rules.worker_rules`,
+:mod:`~cmdare.planner.rules.wan_rules` and :mod:`~cmdare.planner.rules.goal_rules` (shared helpers:
+:mod:`~cmdare.planner.rules.rule_support`); this module wires them together and re-exports their names.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.store import Store
-from cmdare.planner.alerts import AlertContext, Finding, Rule, node_state_rule
-from cmdare.planner.goal_rules import JobGoal, cost_overrun_rule, eta_slip_rule
-from cmdare.planner.overheads import Overheads
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S, JobView
-from cmdare.planner.ps_rules import GBPS_PER_VCPU, PS_NIC_GBPS, PsLoad, ps_load, ps_saturation_rule
-from cmdare.planner.wan_rules import ATLAS_MULTI_CONN_GBPS, StageRates, stage_rates, wan_bound_rule
-from cmdare.planner.worker_rules import input_bound_rule, straggler_rule
+from cmdare.planner.risk_cost.overheads import Overheads
+from cmdare.planner.rules.alerts import AlertContext, Finding, Rule, node_state_rule
+from cmdare.planner.rules.goal_rules import JobGoal, cost_overrun_rule, eta_slip_rule
+from cmdare.planner.rules.ps_rules import GBPS_PER_VCPU, PS_NIC_GBPS, PsLoad, ps_load, ps_saturation_rule
+from cmdare.planner.rules.wan_rules import ATLAS_MULTI_CONN_GBPS, StageRates, stage_rates, wan_bound_rule
+from cmdare.planner.rules.worker_rules import input_bound_rule, straggler_rule
 
 __all__ = [
     "ATLAS_MULTI_CONN_GBPS",

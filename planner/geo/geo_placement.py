@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from cmdare.planner.geo_model import GeoJob, GeoResult, Layout, evaluate, with_layout
+from cmdare.planner.geo.geo_model import GeoJob, GeoResult, Layout, evaluate, with_layout
 
 __all__ = [
     "Placement",

@@ -26,15 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from cmdare.collectors.untrusted import clean_text
-from cmdare.planner.bubbles import PrefillSpec
-from cmdare.planner.geo_model import DEFAULT_MFU, DataCenter, GeoJob, LanguageModel, Layout
-from cmdare.planner.gpu_catalog import UnknownGpuError, get_gpu
-from cmdare.planner.wan import (
+from cmdare.planner.geo.bubbles import PrefillSpec
+from cmdare.planner.geo.geo_model import DEFAULT_MFU, DataCenter, GeoJob, LanguageModel, Layout
+from cmdare.planner.geo.wan import (
     EGRESS_USD_PER_GB_INTER_REGION,
     EGRESS_USD_PER_GB_INTER_ZONE,
     WanLink,
     public_links,
 )
+from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 
 __all__ = ["GeoWorkloadError", "GeoWorkload", "load_geo_workload", "parse_geo_workload"]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cmdare.planner.gpu_catalog import get_gpu
-from cmdare.planner.speed_model import REF_LATENCY_MS, Network, SpeedModel
+from cmdare.planner.speed.gpu_catalog import get_gpu
+from cmdare.planner.speed.speed_model import REF_LATENCY_MS, Network, SpeedModel
 
 __all__ = ["Calibration"]
 

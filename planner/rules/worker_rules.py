@@ -9,11 +9,11 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from cmdare.planner.alerts import AlertContext, Finding
 from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.overview import STEP_WINDOW_S, JobView, NodeView
-from cmdare.planner.ps_rules import PS_SHAPE, PsLoad, ps_load
-from cmdare.planner.rule_support import (
+from cmdare.planner.rules.alerts import AlertContext, Finding
+from cmdare.planner.rules.ps_rules import PS_SHAPE, PsLoad, ps_load
+from cmdare.planner.rules.rule_support import (
     basis,
     canonical_gpu,
     compute_share,
@@ -26,7 +26,7 @@ from cmdare.planner.rule_support import (
     up_ps_nodes,
     up_workers,
 )
-from cmdare.planner.thresholds import Thresholds
+from cmdare.planner.rules.thresholds import Thresholds
 
 
 # ----------------------------------------------------------------------------------- straggler

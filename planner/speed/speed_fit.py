@@ -1,4 +1,4 @@
-"""Fitting of :class:`cmdare.planner.speed_model.SpeedModel` (scipy imported lazily, at fit time only).
+"""Fitting of :class:`cmdare.planner.speed.speed_model.SpeedModel` (scipy imported lazily, at fit time only).
 
 Two stages: non-negative least squares (``scipy.optimize.nnls``) of single-worker step times on the
 linear compute/latency features gives a start; a bounded non-linear least squares
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from cmdare.planner.gpu_catalog import get_gpu
-from cmdare.planner.network_catalog import family_of
+from cmdare.planner.speed.gpu_catalog import get_gpu
+from cmdare.planner.speed.network_catalog import family_of
 
 __all__ = ["fit_params", "fit_tensor_rule", "predict_observations"]
 
@@ -60,7 +60,7 @@ def _anchors(observations: Sequence) -> np.ndarray:
 
 def _max_shares(observations: Sequence) -> np.ndarray:
     """Largest tensor's share of each observation's parameters (measured, else the family rule)."""
-    from cmdare.planner.speed_model import max_share_rule
+    from cmdare.planner.speed.speed_model import max_share_rule
 
     rule = fit_tensor_rule(observations)
     return np.array(
@@ -91,7 +91,7 @@ def _arrays(observations: Sequence) -> dict[str, np.ndarray]:
 
 def _with_share(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Add ``u``: the busiest PS's byte share of each observation (round-robin placement by family)."""
-    from cmdare.planner.ps_tier import busiest_share
+    from cmdare.planner.speed.ps_tier import busiest_share
 
     rows = zip(a["ps"], a["m"], a["family"], strict=True)
     u = np.array([float(busiest_share(n, m, f or None)) for n, m, f in rows])
@@ -99,8 +99,8 @@ def _with_share(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
-    from cmdare.planner.ps_tier import capacity_seconds, cycle_seconds
-    from cmdare.planner.speed_model import _blend, _compute_time, _latency_time, param_names
+    from cmdare.planner.speed.ps_tier import capacity_seconds, cycle_seconds
+    from cmdare.planner.speed.speed_model import _blend, _compute_time, _latency_time, param_names
 
     th = dict(zip(param_names(), theta, strict=True))
     z = _compute_time(th, a["f"], a["p"], a["t"], a["peak"], a["bw"]) + _latency_time(
@@ -118,14 +118,14 @@ def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
 
 def predict_observations(params: dict[str, float], observations: Sequence) -> np.ndarray:
     """Feature-only predictions (steps/s) of the observations' shapes with coefficients ``params``."""
-    from cmdare.planner.speed_model import param_names
+    from cmdare.planner.speed.speed_model import param_names
 
     return _predict(np.array([params.get(k, 0.0) for k in param_names()]), _arrays(observations))
 
 
 def _columns(a: dict[str, np.ndarray]) -> np.ndarray:
     """Linear feature columns of the worker cycle (compute, host per-tensor, then latency terms)."""
-    from cmdare.planner.speed_model import LATENCY_TERMS, compute_features
+    from cmdare.planner.speed.speed_model import LATENCY_TERMS, compute_features
 
     cols = list(compute_features(a["f"], a["p"], a["t"], a["peak"], a["bw"]).values())
     lat = {"lat_const": a["lat"], "lat_param": a["lat"] * a["p"]}
@@ -161,7 +161,7 @@ def fit_params(observations: Sequence) -> dict[str, float]:
     """All model coefficients fitted on ``observations`` (deterministic)."""
     from scipy.optimize import least_squares
 
-    from cmdare.planner.speed_model import BOUNDED, param_names
+    from cmdare.planner.speed.speed_model import BOUNDED, param_names
 
     names = param_names()
     a = _arrays(observations)

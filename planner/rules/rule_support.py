@@ -1,4 +1,4 @@
-"""Helpers shared by the bottleneck rules (:mod:`cmdare.planner.bottlenecks`).
+"""Helpers shared by the bottleneck rules (:mod:`cmdare.planner.rules.bottlenecks`).
 
 Reading ``ctx.extras`` (thresholds, speed model, predictions, rate window), the up nodes of a job,
 predictions of other shapes, prices from the price book (USD/h) and the ``+12%`` wording of a gain.
@@ -10,12 +10,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from cmdare.planner.alerts import AlertContext
-from cmdare.planner.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.job_plan import network_of, owns_gpu
 from cmdare.planner.overview import RATE_WINDOW_S, JobView, NodeView
-from cmdare.planner.speed_model import SpeedModel, SpeedPrediction
-from cmdare.planner.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from cmdare.planner.rules.alerts import AlertContext
+from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
+from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
 
 # ----------------------------------------------------------------------------------- context extras

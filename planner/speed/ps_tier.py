@@ -17,7 +17,7 @@ Physical structure (seconds per global step; coefficients fitted in ``speed_mode
   server. (Inferred from the counts; the study does not list its variables.) An unknown family averages the two. The busiest server's share is then ``1 / (n_ps / g)`` plus
   half a largest tensor (kernels alternate within a stage), never less than the largest tensor.
   A greedy byte-balancing placement (``GreedyLoadBalancingStrategy``) would reach ``max(1/n, max_share)``;
-  the band (:mod:`cmdare.planner.speed_band`) spans from "the extra PS adds nothing" to that.
+  the band (:mod:`cmdare.planner.speed.speed_band`) spans from "the extra PS adds nothing" to that.
 * The worker side of the transfer: each worker pushes and pulls all its bytes through its own NIC however
   many servers share them; the fitted share ``ps_wire`` of the per-byte time is that worker-side part, which
   adding servers does not shorten.

@@ -1,7 +1,7 @@
 """The wan-bound rule: a geo-distributed pipeline paced by a WAN stage boundary.
 
 :func:`stage_rates` reads the stage counters (per-second rates) from the store; the verdict per
-boundary comes from :func:`cmdare.planner.geo_model.wan_bound_from_live`.
+boundary comes from :func:`cmdare.planner.geo.geo_model.wan_bound_from_live`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.store import Store
-from cmdare.planner.alerts import AlertContext, Finding
-from cmdare.planner.geo_live import LiveBoundary, wan_bound_from_live
+from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
-from cmdare.planner.rule_support import rate_window_s, signed_pct, thresholds_of
+from cmdare.planner.rules.alerts import AlertContext, Finding
+from cmdare.planner.rules.rule_support import rate_window_s, signed_pct, thresholds_of
 
 #: Many parallel TCP connections reach ≈5 Gbit/s on a WAN regardless of distance (Atlas, background.md §2).
 ATLAS_MULTI_CONN_GBPS = 5.0

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmdare.collectors.pricing.shapes import PS_SHAPE
-from cmdare.planner.alerts import AlertContext, Finding
 from cmdare.planner.job_plan import network_of
 from cmdare.planner.overview import STEP_WINDOW_S, JobView
-from cmdare.planner.rule_support import (
+from cmdare.planner.rules.alerts import AlertContext, Finding
+from cmdare.planner.rules.rule_support import (
     PredictedGain,
     basis,
     canonical_gpu,
@@ -35,7 +35,7 @@ from cmdare.planner.rule_support import (
     up_ps_nodes,
     up_workers,
 )
-from cmdare.planner.speed_model import SpeedModel, SpeedPrediction
+from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
 #: GCP maximum egress data rate: 2 Gbit/s per vCPU (GCP "Network bandwidth" documentation; the same
 #: source as ``planner/data/gpus.csv``). The PS node is ``PS_SHAPE`` (n1-standard-8 → 16 Gbit/s).
@@ -111,9 +111,9 @@ def _ps_gains(ctx: AlertContext, job: JobView, ps: int) -> dict[int, PredictedGa
 
 def _gain_band(ctx: AlertContext, job: JobView, gpus: dict[str, int], ps: int, k: int) -> tuple[float, float] | None:
     """(P10, P90) relative gain of ``ps`` → ``k`` servers from the speed model's band API
-    (:func:`cmdare.planner.speed_band.ps_gain_band`), or None where that API or a prediction is missing."""
+    (:func:`cmdare.planner.speed.speed_band.ps_gain_band`), or None where that API or a prediction is missing."""
     try:
-        from cmdare.planner.speed_band import ps_gain_band  # type: ignore[import-not-found]
+        from cmdare.planner.speed.speed_band import ps_gain_band  # type: ignore[import-not-found]
     except ImportError:  # the band API is not part of this build
         return None
     model, net = speed_model_of(ctx), network_of(job)

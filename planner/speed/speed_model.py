@@ -16,7 +16,7 @@ Physical structure (all times in seconds per global step; fitted coefficients ar
   worse (K80 data alone then puts the floor too high for P100). ``latency = L_ms·(lat_const + lat_param·P)``: a fixed
   number of round trips per step (tensors travel in parallel) plus window-limited transfer of the
   parameters;
-* PS tier (:mod:`cmdare.planner.ps_tier`): the busiest server's service per step
+* PS tier (:mod:`cmdare.planner.speed.ps_tier`): the busiest server's service per step
   ``s = ps_const + ps_tensor·T/n_ps + ps_param·P·u`` with ``u`` its share of the bytes under TensorFlow's
   round-robin placement (not ``1/n_ps``: placement ignores tensor sizes); the worker's cycle waits
   ``s_w`` = the same plus the worker-side share ``ps_wire`` of the per-byte time, which more servers do
@@ -38,14 +38,14 @@ from importlib import resources
 
 import numpy as np
 
-from cmdare.planner.gpu_catalog import get_gpu
-from cmdare.planner.network_catalog import (
+from cmdare.planner.speed.gpu_catalog import get_gpu
+from cmdare.planner.speed.network_catalog import (
     KnownNetwork,
     depth_of,
     family_of,
     lookup_network,
 )
-from cmdare.planner.ps_tier import busiest_share, capacity_seconds, cycle_seconds, share_of
+from cmdare.planner.speed.ps_tier import busiest_share, capacity_seconds, cycle_seconds, share_of
 
 __all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel", "param_names"]
 
@@ -222,7 +222,7 @@ class SpeedModel:
 
     def fit(self, observations: Sequence[Observation]) -> SpeedModel:
         """Fit all coefficients on measured speeds (non-negative least squares on log speed)."""
-        from cmdare.planner.speed_fit import fit_params, fit_tensor_rule
+        from cmdare.planner.speed.speed_fit import fit_params, fit_tensor_rule
 
         self.tensor_rule_ = fit_tensor_rule(observations)
         self.params_ = fit_params(observations)
@@ -232,7 +232,7 @@ class SpeedModel:
     def _lookup(self, name: str | None) -> KnownNetwork | None:
         if self.known is None:
             return lookup_network(name)
-        from cmdare.planner.network_catalog import canonical_network_name
+        from cmdare.planner.speed.network_catalog import canonical_network_name
 
         return self.known.get(canonical_network_name(name)) if name else None
 
@@ -307,7 +307,7 @@ class SpeedModel:
     ) -> SpeedPrediction:
         """Cluster speed for workers ``gpus`` ({GPU name: count}, heterogeneous allowed) and ``ps`` PS.
 
-        ``placement`` of the variables on the PS tasks: see :func:`cmdare.planner.ps_tier.busiest_share`."""
+        ``placement`` of the variables on the PS tasks: see :func:`cmdare.planner.speed.ps_tier.busiest_share`."""
         counts = {get_gpu(g).name: int(n) for g, n in gpus.items() if int(n) > 0}
         if not counts or ps < 1:
             raise ValueError("need at least one worker and one parameter server")
@@ -335,9 +335,9 @@ class SpeedModel:
         )
 
     def band(self, network: Network, gpus: Mapping[str, int], ps: int = 1, latency_ms: float = REF_LATENCY_MS):
-        """:func:`cmdare.planner.speed_band.speed_band` of this model: expected steps/s, P10, P90 and the
+        """:func:`cmdare.planner.speed.speed_band.speed_band` of this model: expected steps/s, P10, P90 and the
         extrapolation (none | network | gpu | ps | workers)."""
-        from cmdare.planner.speed_band import speed_band
+        from cmdare.planner.speed.speed_band import speed_band
 
         return speed_band(self, network, gpus, ps=ps, latency_ms=latency_ms)
 

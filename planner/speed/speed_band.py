@@ -1,12 +1,12 @@
 """Prediction bands (P10–P90) of the speed model and the domain of validity they depend on.
 
 The band comes from the model's out-of-sample residuals by distance from the fitted domain (computed
-by ``scripts/fit_speed_model.py`` with :mod:`cmdare.planner.speed_cv`, stored in ``speed_model.json`` under
+by ``scripts/fit_speed_model.py`` with :mod:`cmdare.planner.speed.speed_cv`, stored in ``speed_model.json`` under
 ``intervals``): ``none`` (a measured network on a measured GPU), ``network`` (unseen network), ``gpu``
 (unseen GPU), ``workers`` (more workers than measured) and ``ps`` (more parameter servers than measured).
 When a shape is outside the domain in several ways the widest applicable band is used and the label names
 it. For more parameter servers than measured the band also spans the variable placement, which the data
-cannot pin down: from the least favourable layout (:func:`cmdare.planner.ps_tier.busiest_share`,
+cannot pin down: from the least favourable layout (:func:`cmdare.planner.speed.ps_tier.busiest_share`,
 ``placement="worst"``; for two servers this is "the extra PS adds nothing") to a byte-balanced one.
 
 Public API (used by ``predict``, the planner and the rules):
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cmdare.planner.gpu_catalog import get_gpu
-from cmdare.planner.speed_model import REF_LATENCY_MS, Network, SpeedModel, SpeedPrediction
+from cmdare.planner.speed.gpu_catalog import get_gpu
+from cmdare.planner.speed.speed_model import REF_LATENCY_MS, Network, SpeedModel, SpeedPrediction
 
 __all__ = [
     "EXTRAPOLATIONS",

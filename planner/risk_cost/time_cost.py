@@ -10,7 +10,7 @@ For each shape (``n`` one-GPU workers, ``ps`` parameter servers) at cluster spee
 
 where ``R`` is the study's request overhead (server start + join), a revoked worker is the chief with
 probability 1/n (it then redoes on average half a checkpoint interval and restarts the framework),
-and ``K`` are renewal expectations from :class:`~cmdare.planner.revocation.RevocationModel`.
+and ``K`` are renewal expectations from :class:`~cmdare.planner.risk_cost.revocation.RevocationModel`.
 P50/P90 treat the revocation count as Poisson with mean ``K`` (analytic, no sampling).
 Cost = (workers × worker price + ps × PS price) × billed hours + egress, where billed hours add one
 server start per node and the request overhead per replacement.
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cmdare.planner.overheads import Overheads
-from cmdare.planner.revocation import RevocationModel
+from cmdare.planner.risk_cost.overheads import Overheads
+from cmdare.planner.risk_cost.revocation import RevocationModel
 
 FIXED_POINT_PASSES = 4
 QUANTILES = (0.5, 0.9)

@@ -5,20 +5,20 @@ inside one DC, pipeline-parallel (PP) stages spread over DCs. Only stage-boundar
 and their gradients (backward) cross the WAN; all D pipelines share each DC-pair link, either
 *spatially* (each gets ``B_eff / D`` at once) or *temporally* (they take the whole link in turn).
 
-Iteration = one pipeline flush (:mod:`cmdare.planner.pipeline_schedule`: GPipe closed form, 1F1B
+Iteration = one pipeline flush (:mod:`cmdare.planner.geo.pipeline_schedule`: GPipe closed form, 1F1B
 executed round by round, link transit/occupancy per sharing mode, temporal stagger) + the intra-DC
 ring all-reduce that sticks out past the pipeline. Changes versus the background's
 ``(m−1)·τ + Σc + 2Σ(l + A/B)`` are listed there; both schedules are exact against the
 discrete-event simulation in ``tests/test_geo_sim.py`` for spatial sharing (and one pipeline), temporal
-sharing is approximate. Bubbles and the prefill they can hold: :mod:`cmdare.planner.bubbles`; live
-verdicts: :mod:`cmdare.planner.geo_live` (re-exported here).
+sharing is approximate. Bubbles and the prefill they can hold: :mod:`cmdare.planner.geo.bubbles`; live
+verdicts: :mod:`cmdare.planner.geo.geo_live` (re-exported here).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from cmdare.planner.bubbles import (
+from cmdare.planner.geo.bubbles import (
     Bubble,
     PrefillSpec,
     memory_cap,
@@ -26,10 +26,10 @@ from cmdare.planner.bubbles import (
     schedule_gaps,
     stage_bubbles,
 )
-from cmdare.planner.geo_live import LiveBoundary, wan_bound_from_live
-from cmdare.planner.gpu_catalog import get_gpu
-from cmdare.planner.pipeline_schedule import SCHEDULES, SHARINGS, PipelineTiming, pipeline_time
-from cmdare.planner.wan import WanLink
+from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
+from cmdare.planner.geo.pipeline_schedule import SCHEDULES, SHARINGS, PipelineTiming, pipeline_time
+from cmdare.planner.geo.wan import WanLink
+from cmdare.planner.speed.gpu_catalog import get_gpu
 
 __all__ = [
     "DEFAULT_MFU",
