@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Derive the demo cluster's calibration (collectors/data/demo_calibration.json) from the CM-DARE data.
+"""Derive the demo cluster's calibration (demo/data/demo_calibration.json) from the CM-DARE data.
 
 Usage: python scripts/derive_demo_calibration.py [--shared DIR]  (DIR holds data/cmdare; default: this repository)
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "collectors" / "data" / "demo_calibration.json"
+OUT = REPO / "demo" / "data" / "demo_calibration.json"
 
 
 def single_worker(base: Path, folder: str) -> tuple[float, float]:

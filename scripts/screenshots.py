@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cmdare.collectors import writes
-from cmdare.collectors.demo_cluster import DemoCluster
+from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.session import MonitorSession, SessionOptions
 

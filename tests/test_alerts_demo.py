@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cmdare.collectors.demo_cluster import DemoCluster
+from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.session import MonitorSession, SessionOptions
 
 

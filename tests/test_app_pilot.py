@@ -6,7 +6,7 @@ import asyncio
 
 from textual.widgets import DataTable
 
-from cmdare.collectors.demo_cluster import DemoCluster
+from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.help_screen import HelpScreen
 from cmdare.tui.session import MonitorSession, SessionOptions

@@ -7,8 +7,8 @@ import urllib.request
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.demo_geo import GeoPipelineDemo
 from cmdare.collectors.exposition import parse_exposition
+from cmdare.demo.geo import GeoPipelineDemo
 
 
 def test_slow_link_sets_the_pipeline_period():

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.demo_cluster import DemoCluster
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.exposition import ExpositionError, parse_exposition
 from cmdare.collectors.samples import TaskInfo
+from cmdare.demo.cluster import DemoCluster
 
 
 def test_demo_endpoints_speak_valid_prometheus_exposition():

@@ -87,7 +87,7 @@ async def test_no_animation_by_default():
 
 async def test_replay_keys_pause_step_and_change_speed(tmp_path):
     """Record a few real polls of the demo, replay them in the app, drive the replay keys."""
-    from cmdare.collectors.demo_cluster import DemoCluster
+    from cmdare.demo.cluster import DemoCluster
     from cmdare.tui.app import CmdareApp
     from cmdare.tui.session import MonitorSession, SessionOptions
 

@@ -16,7 +16,7 @@ from cmdare.tui.app import CmdareApp
 from cmdare.tui.session import MonitorSession, SessionOptions
 
 T0 = 1_700_000_000.0
-# ResNet-32 on P100 as in collectors/data/demo_calibration.json (from ../shared/data/cmdare); the
+# ResNet-32 on P100 as in demo/data/demo_calibration.json (from ../shared/data/cmdare); the
 # per-worker speed 5.4 steps/s is what 8 workers behind one saturated PS show there (≈43 steps/s).
 FACTS = JobFacts("resnet32-p100", "ResNet-32", 1658696889.0, 1857722.0, 128, 64000)
 WORKER_RATE = 5.4

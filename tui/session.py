@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cmdare.collectors.clock import Clock, SystemClock
-from cmdare.collectors.demo_cluster import DemoCluster
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.samples import JobFacts
@@ -22,6 +21,7 @@ from cmdare.planner.rules.alerts import Alert
 from cmdare.tui.sources import SourcePlan, build_sources
 
 if TYPE_CHECKING:
+    from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,14 @@ def refresh_error(exc: BaseException) -> str:
     return clean_text(f"refresh failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT)
 
 
+
+def _default_demo() -> DemoCluster:
+    """The demo cluster with its geo pipeline; imported only when a demo runs (keeps start-up fast)."""
+    from cmdare.demo.cluster import DemoCluster
+
+    return DemoCluster(geo=True)
+
+
 class MonitorSession:
     def __init__(self, opts: SessionOptions, *, clock: Clock | None = None,
                  extra_sources: list[Source] | None = None,
@@ -119,7 +127,7 @@ class MonitorSession:
         self.lifecycle = Lifecycle(silent_after=opts.silent_after, vanished_after=2 * opts.silent_after)
         self.demo: DemoCluster | None = None
         self._extra_sources = extra_sources or []
-        self._demo_factory = demo_factory or (lambda: DemoCluster(geo=True))
+        self._demo_factory = demo_factory or _default_demo
         self.poller: Poller | None = None
         self.plan: SourcePlan | None = None
         self.price_book: object | None = None  # set by the app after loading; else the offline book

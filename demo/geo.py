@@ -5,7 +5,7 @@ Steady-state pipeline physics (background.md §2): every stage is paced by the p
 ``τ = max(c, max_k D·A/B_k)`` per micro-batch — compute ``c`` per stage, activations ``A`` sent over
 each DC boundary by ``D`` pipelines sharing a link of bandwidth ``B_k``. A stage computes ``c`` and
 waits ``τ − c`` per micro-batch; boundary stages send ``D·A`` bytes forward (and the same gradients
-backward). Figures: ``collectors/data/demo_geo.json`` with their provenance.
+backward). Figures: ``demo/data/demo_geo.json`` with their provenance.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from cmdare.collectors.scrape import ScrapeTarget
 
 
 def load_geo_scenario() -> dict:
-    return json.loads(resources.files("cmdare.collectors").joinpath("data/demo_geo.json").read_text())
+    return json.loads(resources.files("cmdare.demo").joinpath("data/demo_geo.json").read_text())
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """The embedded demo: a simulated parameter-server training cluster that really serves Prometheus
 ``/metrics`` on loopback (through the project's own exporter), calibrated from CM-DARE measurements.
 With ``geo=True`` a second job runs beside it: an LM pipeline over 3 datacenters with one slow WAN
-link (:mod:`cmdare.collectors.demo_geo`).
+link (:mod:`cmdare.demo.geo`).
 
-Scenario (``collectors/data/demo_calibration.json``, derived by ``scripts/derive_demo_calibration.py``):
+Scenario (``demo/data/demo_calibration.json``, derived by ``scripts/derive_demo_calibration.py``):
 8 preemptible P100 workers + 1 on-demand PS train ResNet-32. The cluster's global steps/s follows the
 measured 1-PS curve (it plateaus near 44–47 steps/s from 5 workers: the PS saturates) while each
 worker's own compute time per step stays at its measured single-worker value. Every
@@ -24,10 +24,10 @@ from importlib import resources
 
 import numpy as np
 
-from cmdare.collectors.demo_geo import GeoPipelineDemo
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape import ScrapeTarget
+from cmdare.demo.geo import GeoPipelineDemo
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ TICK_S = 0.25
 
 
 def load_calibration() -> dict:
-    return json.loads(resources.files("cmdare.collectors").joinpath("data/demo_calibration.json").read_text())
+    return json.loads(resources.files("cmdare.demo").joinpath("data/demo_calibration.json").read_text())
 
 
 @dataclass
