@@ -15,12 +15,12 @@ import importlib
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from cmdare.tui.cli_args import add_global_args, env_read_only, hoist_command, positive_float, url
+from cmdare.tui.cli_args import add_global_args, hoist_command
 from cmdare.tui.commands import UsageError
 from cmdare.tui.logsetup import log_crash, setup_logging
+from cmdare.tui.source_flags import add_source_args, session_options
 
-__all__ = ["main", "build_parser", "add_source_args", "load_config_defaults", "session_options", "url",
-           "positive_float"]  # fmt: skip
+__all__ = ["main", "build_parser", "add_source_args", "load_config_defaults", "session_options"]  # fmt: skip
 
 # Sub-command modules (each exposes register(subparsers)); imported only when named on the command line.
 COMMANDS = {
@@ -42,21 +42,6 @@ def _version() -> str:
         return version("cmdare-tui")
     except PackageNotFoundError:
         return "unknown"
-
-
-def add_source_args(p: argparse.ArgumentParser) -> None:
-    """Flags that choose what to monitor; shared by the app and ``snapshot``."""
-    g = p.add_argument_group("sources")
-    g.add_argument("--target", action="append", type=url, default=[], metavar="URL",
-                   help="a Prometheus /metrics endpoint to scrape (repeatable)")
-    g.add_argument("--demo", action="store_true", help="monitor the embedded demo cluster (the default when no source is given)")
-    g.add_argument("--refresh", type=positive_float, default=2.0, metavar="SECONDS", help="poll interval (default 2)")
-    g.add_argument("--timeout", type=positive_float, default=2.0, metavar="SECONDS", help="per-target timeout (default 2)")
-    g.add_argument("--read-only", action="store_true", default=env_read_only(),
-                   help="write nothing anywhere (also CMDARE_READ_ONLY=1 or read_only = true)")
-    from cmdare.tui.sources import add_collector_args
-
-    add_collector_args(g)
 
 
 def build_parser() -> OneLineParser:
@@ -100,44 +85,6 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
         if key not in ("targets", "demo") and key in dests:
             defaults[key] = value
     parser.set_defaults(**defaults)
-
-
-def session_options(args: argparse.Namespace):  # -> SessionOptions (imported lazily: keeps --help fast)
-    from cmdare.tui.session import SessionOptions
-    from cmdare.tui.sources import collector_options
-
-    opts = SessionOptions(targets=args.target, demo=args.demo, refresh=args.refresh, timeout=args.timeout,
-                          read_only=args.read_only, **collector_options(args))
-    cfg = getattr(args, "app_config", None)
-    if cfg is not None:  # config keys that have no flag: map onto whatever SessionOptions fields exist
-        dests = set(vars(args))  # keys with a flag were applied as parser defaults (flags win)
-        extra = {k: v for k, v in cfg.sources.items() if k not in ("targets", "demo") and k not in dests}
-        extra.update(cfg.thresholds)
-        extra.update({"budget_usd": cfg.budget_usd, "deadline_hours": cfg.deadline_hours})
-        extra["link_capacity_gbps"] = dict(cfg.links) or None
-        if cfg.jobs:
-            extra["job_facts"] = [j.facts() for j in cfg.jobs]
-            job = cfg.jobs[0]
-            extra["budget_usd"] = extra["budget_usd"] or job.budget_usd
-            extra["deadline_hours"] = extra["deadline_hours"] or job.deadline_hours
-        for k, v in extra.items():
-            if hasattr(opts, k) and v is not None:
-                setattr(opts, k, v)
-    if getattr(args, "replay", None):
-        opts.read_only = True  # a replay only reads its recording
-    check_some_source(args)
-    return opts
-
-
-def check_some_source(args: argparse.Namespace) -> None:
-    """With ``demo = false`` in the config and no source, there is nothing to monitor: say so
-    (exit 2) rather than fall back to the demo cluster the config turned off."""
-    cfg = getattr(args, "app_config", None)
-    if cfg is None or cfg.sources.get("demo") is not False or args.demo:
-        return
-    if not (args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.replay):
-        raise UsageError(f"nothing to monitor: {cfg.path} sets demo = false and no source is given "
-                         "(--target, --prometheus, --tensorboard, --jsonl, --tf-config, --replay or --demo)")
 
 
 def run_app(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ import shlex
 import sys
 
 from cmdare.tui.commands import UsageError
+from cmdare.tui.source_flags import add_source_args, check_some_source
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -35,8 +36,6 @@ PASSED_THROUGH = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from cmdare.tui.cli import add_source_args
-
     p = subparsers.add_parser("serve", help="serve the app to a web browser (textual-serve), read-only by default")
     add_source_args(p)
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
@@ -98,7 +97,6 @@ def app_command(args: argparse.Namespace) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from cmdare.collectors.redaction import redact
-    from cmdare.tui.cli import check_some_source
 
     _check(args)
     check_some_source(args)

@@ -9,11 +9,10 @@ import json
 import sys
 
 from cmdare.tui.commands import UsageError
+from cmdare.tui.source_flags import add_source_args, session_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from cmdare.tui.cli import add_source_args
-
     p = subparsers.add_parser("snapshot", help="poll the sources N times and print one overview")
     add_source_args(p)
     p.add_argument("--samples", type=int, default=3, metavar="N", help="polls to take (default 3; rates need >= 2)")
@@ -24,7 +23,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _collect(args: argparse.Namespace):
-    from cmdare.tui.cli import session_options
     from cmdare.tui.session import MonitorSession
 
     session = MonitorSession(session_options(args))

@@ -1,0 +1,231 @@
+"""Every command-line flag that chooses what a session monitors, in one place: their value checkers,
+their definitions (``add_source_args``) and their translation into :class:`SessionOptions` fields
+(``collector_options``). :mod:`cmdare.tui.sources` builds the sources from those typed options and knows
+nothing of argparse. The collectors are imported only when a value is checked: keeps ``--help`` fast."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cmdare.tui.cli_args import env_read_only, positive_float, url
+from cmdare.tui.commands import UsageError
+
+if TYPE_CHECKING:  # imported when options are built: keeps `--help` fast
+    from cmdare.tui.session import SessionOptions
+
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+_SELECTOR = re.compile(rf"^\{{?(?:{_MATCHER}(?:,{_MATCHER})*)?,?\s*\}}?$")
+
+
+def selector(value: str) -> str:
+    """A PromQL label selector such as ``job="resnet",env!="dev"`` (braces optional)."""
+    v = value.strip()
+    if not _SELECTOR.match(v) or (v.startswith("{") != v.endswith("}")):
+        raise argparse.ArgumentTypeError(f'not a label selector (want e.g. job="resnet"): {value!r}')
+    return v
+
+
+def readable_file(value: str) -> str:
+    if not Path(value).is_file() or not os.access(value, os.R_OK):
+        raise argparse.ArgumentTypeError(f"not a readable file: {value!r}")
+    return value
+
+
+def directory(value: str) -> str:
+    if not Path(value).is_dir():
+        raise argparse.ArgumentTypeError(f"not a directory: {value!r}")
+    return value
+
+
+def tf_config_value(value: str) -> str:
+    from cmdare.collectors.tf_config import TFConfigError, load
+
+    try:
+        load(value)
+    except TFConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def metrics_port(value: str) -> str:
+    from cmdare.collectors.tf_config import MetricsPort, TFConfigError
+
+    try:
+        MetricsPort.parse(value)
+    except TFConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value.strip()
+
+
+def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = None) -> None:
+    """The live-collector flags (issue 3), added to the ``sources`` group of the app and ``snapshot``."""
+    env = dict(os.environ) if env is None else env
+    g.add_argument(
+        "--prometheus",
+        type=url,
+        default=env.get("PROMETHEUS_URL") or None,
+        metavar="URL",
+        help="a Prometheus server to query (also PROMETHEUS_URL)",
+    )
+    g.add_argument(
+        "--selector",
+        type=selector,
+        default="",
+        metavar="LABELS",
+        help='label selector choosing the job in Prometheus, e.g. job="resnet"',
+    )
+    g.add_argument(
+        "--prometheus-token-file",
+        type=readable_file,
+        default=None,
+        metavar="FILE",
+        help="file holding a bearer token for Prometheus (else PROMETHEUS_TOKEN)",
+    )
+    g.add_argument(
+        "--tensorboard",
+        action="append",
+        type=directory,
+        default=[],
+        metavar="DIR",
+        help="tail TensorBoard event files in DIR (repeatable)",
+    )
+    g.add_argument(
+        "--jsonl",
+        action="append",
+        type=readable_file,
+        default=[],
+        metavar="FILE",
+        help="tail a JSON-lines metric log (repeatable)",
+    )
+    g.add_argument(
+        "--tf-config",
+        type=tf_config_value,
+        default=env.get("TF_CONFIG") or None,
+        metavar="JSON|FILE",
+        help="TF_CONFIG cluster spec to discover tasks from (default: $TF_CONFIG)",
+    )
+    g.add_argument(
+        "--metrics-port",
+        type=metrics_port,
+        default="9400",
+        metavar="PORT|+N",
+        help="metrics port of TF_CONFIG tasks: a port, or +N = training port + N (default 9400)",
+    )
+    g.add_argument("--job", default=None, metavar="NAME", help="job name for sources that carry none")
+    g.add_argument("--record", default=None, metavar="FILE", help="append every poll to an SQLite recording")
+    g.add_argument("--replay", type=readable_file, default=None, metavar="FILE", help="play a recording back")
+    g.add_argument(
+        "--replay-speed",
+        type=positive_float,
+        default=1.0,
+        metavar="X",
+        help="replay speed factor (default 1 = as recorded)",
+    )
+
+
+def collector_options(args: argparse.Namespace) -> dict[str, Any]:
+    """SessionOptions fields from the collector flags; conflicting or unusable ones raise UsageError."""
+    from cmdare.collectors.recorder import RecordingError
+    from cmdare.collectors.replay import open_recording
+
+    live = args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.demo
+    if args.replay:
+        if live or args.record:
+            raise UsageError("--replay plays a recording alone: drop the live sources and --record")
+        try:
+            open_recording(args.replay).close()
+        except RecordingError as exc:
+            raise UsageError(str(exc)) from None
+    if args.tf_config:
+        from cmdare.collectors import tf_config
+
+        try:
+            tf_config.targets(
+                tf_config.load(args.tf_config), metrics_port=tf_config.MetricsPort.parse(args.metrics_port)
+            )
+        except tf_config.TFConfigError as exc:
+            raise UsageError(str(exc)) from None
+    if args.record:
+        if getattr(args, "read_only", False):
+            raise UsageError("--record writes a file: it cannot be combined with --read-only")
+        from cmdare.collectors import writes
+
+        try:
+            writes.probe_writable(args.record)
+        except OSError as exc:
+            raise UsageError(f"--record {args.record}: cannot write there ({exc.strerror})" if exc.strerror
+                             else f"--record: {exc}") from None  # fmt: skip
+        if Path(args.record).exists():
+            try:
+                open_recording(args.record).close()
+            except RecordingError as exc:
+                raise UsageError(f"--record: {exc}") from None
+    names = (
+        "job",
+        "prometheus",
+        "selector",
+        "prometheus_token_file",
+        "tensorboard",
+        "jsonl",
+        "tf_config",
+        "metrics_port",
+        "record",
+        "replay",
+        "replay_speed",
+    )
+    return {n: getattr(args, n) for n in names}
+
+
+def add_source_args(p: argparse.ArgumentParser) -> None:
+    """Flags that choose what to monitor; shared by the app and ``snapshot``."""
+    g = p.add_argument_group("sources")
+    g.add_argument("--target", action="append", type=url, default=[], metavar="URL",
+                   help="a Prometheus /metrics endpoint to scrape (repeatable)")
+    g.add_argument("--demo", action="store_true", help="monitor the embedded demo cluster (the default when no source is given)")
+    g.add_argument("--refresh", type=positive_float, default=2.0, metavar="SECONDS", help="poll interval (default 2)")
+    g.add_argument("--timeout", type=positive_float, default=2.0, metavar="SECONDS", help="per-target timeout (default 2)")
+    g.add_argument("--read-only", action="store_true", default=env_read_only(),
+                   help="write nothing anywhere (also CMDARE_READ_ONLY=1 or read_only = true)")
+    add_collector_args(g)
+
+
+def session_options(args: argparse.Namespace) -> SessionOptions:
+    """The typed options of a session: the flags, then the config keys that have no flag."""
+    from cmdare.tui.session import SessionOptions
+
+    opts = SessionOptions(targets=args.target, demo=args.demo, refresh=args.refresh, timeout=args.timeout,
+                          read_only=args.read_only, **collector_options(args))
+    cfg = getattr(args, "app_config", None)
+    if cfg is not None:  # config keys that have no flag: map onto whatever SessionOptions fields exist
+        dests = set(vars(args))  # keys with a flag were applied as parser defaults (flags win)
+        extra = {k: v for k, v in cfg.sources.items() if k not in ("targets", "demo") and k not in dests}
+        extra.update(cfg.thresholds)
+        extra.update({"budget_usd": cfg.budget_usd, "deadline_hours": cfg.deadline_hours})
+        extra["link_capacity_gbps"] = dict(cfg.links) or None
+        if cfg.jobs:
+            extra["job_facts"] = [j.facts() for j in cfg.jobs]
+            job = cfg.jobs[0]
+            extra["budget_usd"] = extra["budget_usd"] or job.budget_usd
+            extra["deadline_hours"] = extra["deadline_hours"] or job.deadline_hours
+        for k, v in extra.items():
+            if hasattr(opts, k) and v is not None:
+                setattr(opts, k, v)
+    if getattr(args, "replay", None):
+        opts.read_only = True  # a replay only reads its recording
+    check_some_source(args)
+    return opts
+
+
+def check_some_source(args: argparse.Namespace) -> None:
+    """With ``demo = false`` in the config and no source, there is nothing to monitor: say so
+    (exit 2) rather than fall back to the demo cluster the config turned off."""
+    cfg = getattr(args, "app_config", None)
+    if cfg is None or cfg.sources.get("demo") is not False or args.demo:
+        return
+    if not (args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.replay):
+        raise UsageError(f"nothing to monitor: {cfg.path} sets demo = false and no source is given "
+                         "(--target, --prometheus, --tensorboard, --jsonl, --tf-config, --replay or --demo)")
