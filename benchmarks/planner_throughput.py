@@ -15,7 +15,7 @@ import numpy as np
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.revocation import RevocationModel
-from cmdare.planner.risk_cost.shapes import _run_settings, enumerate_shapes, rank_shapes
+from cmdare.planner.risk_cost.shapes import enumerate_shapes, rank_shapes, run_settings
 from cmdare.planner.risk_cost.time_cost import PriceTable, ShapeColumns, estimate
 from cmdare.planner.risk_cost.workload import Workload, load_workload
 from cmdare.planner.speed.speed_model import Network, SpeedModel
@@ -55,7 +55,7 @@ def naive_rate(
     idx = np.random.default_rng(0).choice(cols["gpu"].size, size=sample, replace=False)
     m = workload.model
     net = Network(m.name, m.model_flops, m.params, m.batch_size)
-    run, prices = _run_settings(workload, ov), PriceTable(book)
+    run, prices = run_settings(workload, ov), PriceTable(book)
     t0 = time.perf_counter()
     for i in idx:
         g, r, p = cols["gpu"][i], cols["region"][i], cols["provisioning"][i]

@@ -40,7 +40,8 @@ def cpu_seconds() -> float:
 
 
 async def _measure(url: str, n: int, refreshes: int) -> tuple[float, float, list[float], int]:
-    from cmdare.tui.session import MonitorSession, SessionOptions
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import MonitorSession
 
     session = MonitorSession(
         SessionOptions(prometheus=url, selector='job="bench"', refresh=REFRESH_S, timeout=10.0)

@@ -78,7 +78,8 @@ def p99(xs: list[float]) -> float:
 
 async def measure_session(urls: list[str], cycles: int, warmup: int, farm: Farm) -> ScaleResult:
     """The monitor without Textual: poller (scrape, parse, store, lifecycle) + planner analysis."""
-    from cmdare.tui.session import MonitorSession, SessionOptions
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import MonitorSession
 
     session = MonitorSession(SessionOptions(targets=urls, refresh=2.0, timeout=2.0))
     session.start()
@@ -132,7 +133,7 @@ async def measure_session(urls: list[str], cycles: int, warmup: int, farm: Farm)
 async def measure_app(urls: list[str], cycles: int, warmup: int, farm: Farm) -> ScaleResult:
     """The real app, headless (rendering included), lag measured on its own loop."""
     from cmdare.tui.app import CmdareApp
-    from cmdare.tui.session import SessionOptions
+    from cmdare.tui.options import SessionOptions
 
     app = CmdareApp(SessionOptions(targets=urls, refresh=2.0, timeout=2.0))
     lags: list[float] = []

@@ -56,7 +56,7 @@ def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskI
     return TaskInfo(**{**base.__dict__, **pick})
 
 
-def _facts_from_labels(labels: dict[str, str], notes: list[str] | None = None) -> JobFacts:
+def facts_from_labels(labels: dict[str, str], notes: list[str] | None = None) -> JobFacts:
     """What a job trains, from ``cmdare_job_info`` labels; an implausible number (NaN, negative,
     huge) is dropped (with a line in ``notes``), never the facts or the poll."""
     return JobFacts(
@@ -205,7 +205,7 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             out.info = _info_from_labels(labels, default_info)
             continue
         if name == "cmdare_job_info":
-            out.facts = _facts_from_labels(labels, out.notes)
+            out.facts = facts_from_labels(labels, out.notes)
             continue
         ident = (name, raw if raw is not None else tuple(sorted(labels.items())))
         if ident in seen:

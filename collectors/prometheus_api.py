@@ -47,11 +47,11 @@ import orjson
 from cmdare.collectors import metrics as M
 from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock, plausible_time
-from cmdare.collectors.exposition import _facts_from_labels
+from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
-from cmdare.collectors.scrape import _describe
+from cmdare.collectors.scrape import describe_error
 
 log = logging.getLogger(__name__)
 
@@ -306,7 +306,7 @@ class PrometheusAPISource:
                 ctype = resp.headers.get("content-type", "")
                 status = resp.status_code
         except (httpx.HTTPError, BodyError, OSError) as exc:
-            raise PrometheusAPIError(_describe(exc)) from None
+            raise PrometheusAPIError(describe_error(exc)) from None
         return _decode(body, ctype, status, nvalues)
 
     async def _ask(self, client: httpx.AsyncClient) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
@@ -537,7 +537,7 @@ def _job_facts(jobs: list[dict]) -> tuple[dict[str, JobFacts], dict[str, str]]:
     notes: dict[str, str] = {}
     for r in jobs:
         bad: list[str] = []
-        f = _facts_from_labels(_job_labels(r["metric"]), bad)
+        f = facts_from_labels(_job_labels(r["metric"]), bad)
         facts[f.job] = f
         if bad:
             notes[f.job] = "; ".join(bad)

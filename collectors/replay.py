@@ -26,7 +26,7 @@ import httpx
 
 from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock, ManualClock, plausible_time
-from cmdare.collectors.exposition import _facts_from_labels
+from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.recorder import RecordingError, check_version
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
@@ -95,7 +95,7 @@ def _poll(row: tuple) -> TaskPoll:
         info=TaskInfo(**{k: str(v) for k, v in info_d.items()}) if isinstance(info_d, dict) else None,
         values=_values(_json(vals)),
         error=None if error is None else str(error),
-        job_facts=_facts_from_labels({k: str(v) for k, v in facts_d.items()}) if isinstance(facts_d, dict) else None,
+        job_facts=facts_from_labels({k: str(v) for k, v in facts_d.items()}) if isinstance(facts_d, dict) else None,
         elapsed=float(elapsed) if isinstance(elapsed, int | float) and math.isfinite(elapsed) else 0.0,
     )
 

@@ -50,7 +50,7 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     """A one-line, secret-free description of a transport failure."""
     if isinstance(exc, httpx.ConnectError):
         root = _root_cause(exc)
@@ -127,7 +127,7 @@ async def scrape(
                 body = await read_body(resp, max_bytes)
             parsed = await _parse(body, target.default_info)
     except (httpx.HTTPError, TimeoutError, BodyError, OSError) as exc:
-        return done(False, info=target.default_info, error=_describe(exc))
+        return done(False, info=target.default_info, error=describe_error(exc))
     except ExpositionError as exc:
         return done(False, info=target.default_info, error=str(exc))
     except Exception as exc:  # a parser fault on hostile text costs this target, never the others

@@ -130,6 +130,8 @@ def test_workers_band_grows_with_the_distance_beyond_the_measured_clusters():
     assert MODEL.intervals_["workers"]["per_octave"] == 1
 
 
-def test_band_is_reachable_from_the_speed_model():
-    band = MODEL.band(RES32, {"P100": 8}, ps=2)
-    assert band == speed_band(MODEL, RES32, {"P100": 8}, ps=2) and band.extrapolation == "ps"
+def test_band_is_public_in_the_speed_package():
+    from cmdare.planner import speed
+
+    band = speed_band(MODEL, RES32, {"P100": 8}, ps=2)
+    assert type(band) is speed.SpeedBand and band.extrapolation == "ps"

@@ -298,7 +298,7 @@ def rank_shapes(
     cols = {k: v[keep] for k, v in cols.items()}
     w_usd, ps_usd = w_usd[keep], ps_usd[keep]
     speed = _speeds(workload, speed_model, cols)
-    tc = estimate(_shape_columns(workload, cols, speed, w_usd, ps_usd, prices), _run_settings(workload, overheads),
+    tc = estimate(_shape_columns(workload, cols, speed, w_usd, ps_usd, prices), run_settings(workload, overheads),
                   overheads, rev)  # fmt: skip
     columns = _result_columns(workload, cols, speed, tc, prices)
     columns["feasible"] = _feasible(workload, columns)
@@ -346,7 +346,9 @@ def _speeds(workload: Workload, model: SpeedModel, cols: dict[str, np.ndarray]) 
     return {"steps_per_sec": full["steps_per_sec"], "degraded": degraded, "bottleneck": full["bottleneck"]}
 
 
-def _run_settings(workload: Workload, overheads: Overheads) -> RunSettings:
+def run_settings(workload: Workload, overheads: Overheads) -> RunSettings:
+    """The run settings of a workload: its checkpoint size (given, or estimated from its parameters) and
+    the measured recovery overheads."""
     ckpt = workload.model.checkpoint_mb or overheads.checkpoint_mb(workload.model.params)
     return RunSettings(
         steps=float(workload.target.steps),

@@ -18,7 +18,6 @@ _HOME: dict[str, str] = {
     "predict_observations": "speed_fit",
     "SpeedBand": "speed_band",
     "GainBand": "speed_band",
-    "speed_band": "speed_band",
     "ps_gain_band": "speed_band",
     "shape_bands": "speed_band",
     "interval_table": "speed_cv",

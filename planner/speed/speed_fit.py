@@ -14,6 +14,17 @@ import numpy as np
 
 from cmdare.planner.speed.gpu_catalog import get_gpu
 from cmdare.planner.speed.network_catalog import family_of
+from cmdare.planner.speed.ps_tier import busiest_share, capacity_seconds, cycle_seconds
+from cmdare.planner.speed.speed_terms import (
+    BOUNDED,
+    LATENCY_TERMS,
+    blend,
+    compute_features,
+    compute_time,
+    latency_time,
+    max_share_rule,
+    param_names,
+)
 
 __all__ = ["fit_params", "fit_tensor_rule", "predict_observations"]
 
@@ -60,8 +71,6 @@ def _anchors(observations: Sequence) -> np.ndarray:
 
 def _max_shares(observations: Sequence) -> np.ndarray:
     """Largest tensor's share of each observation's parameters (measured, else the family rule)."""
-    from cmdare.planner.speed.speed_model import max_share_rule
-
     rule = fit_tensor_rule(observations)
     return np.array(
         [o.max_tensor / o.params if o.max_tensor > 0 else float(max_share_rule(rule, family_of(o.name), o.params))
@@ -91,19 +100,16 @@ def _arrays(observations: Sequence) -> dict[str, np.ndarray]:
 
 def _with_share(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Add ``u``: the busiest PS's byte share of each observation (round-robin placement by family)."""
-    from cmdare.planner.speed.ps_tier import busiest_share
-
     rows = zip(a["ps"], a["m"], a["family"], strict=True)
     u = np.array([float(busiest_share(n, m, f or None)) for n, m, f in rows])
     return {**a, "u": u}
 
 
 def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
-    from cmdare.planner.speed.ps_tier import capacity_seconds, cycle_seconds
-    from cmdare.planner.speed.speed_model import _blend, _compute_time, _latency_time, param_names
+    from cmdare.planner.speed.speed_terms import param_names
 
     th = dict(zip(param_names(), theta, strict=True))
-    z = _compute_time(th, a["f"], a["p"], a["t"], a["peak"], a["bw"]) + _latency_time(
+    z = compute_time(th, a["f"], a["p"], a["t"], a["peak"], a["bw"]) + latency_time(
         th, a["p"], a["t"], a["lat"]
     )
     s = capacity_seconds(th, a["p"], a["t"], a["ps"], a["u"])
@@ -111,22 +117,18 @@ def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
     pp = th["blend_p"]
     s1 = cycle_seconds(th, a["p"], a["t"], np.ones_like(a["ps"]), 1.0)
     inner = np.clip(a["anchor"] ** (-pp) - s1**pp, 1e-30, None)
-    z_meas = np.maximum(inner ** (1.0 / pp) - s1, 1e-6) + _latency_time(th, a["p"], a["t"], a["lat"] - 0.3)
+    z_meas = np.maximum(inner ** (1.0 / pp) - s1, 1e-6) + latency_time(th, a["p"], a["t"], a["lat"] - 0.3)
     z = np.where(np.isnan(a["anchor"]), z, z_meas)
-    return _blend(a["n"] / (z + s_w), 1.0 / s, pp)
+    return blend(a["n"] / (z + s_w), 1.0 / s, pp)
 
 
 def predict_observations(params: dict[str, float], observations: Sequence) -> np.ndarray:
     """Feature-only predictions (steps/s) of the observations' shapes with coefficients ``params``."""
-    from cmdare.planner.speed.speed_model import param_names
-
     return _predict(np.array([params.get(k, 0.0) for k in param_names()]), _arrays(observations))
 
 
 def _columns(a: dict[str, np.ndarray]) -> np.ndarray:
     """Linear feature columns of the worker cycle (compute, host per-tensor, then latency terms)."""
-    from cmdare.planner.speed.speed_model import LATENCY_TERMS, compute_features
-
     cols = list(compute_features(a["f"], a["p"], a["t"], a["peak"], a["bw"]).values())
     lat = {"lat_const": a["lat"], "lat_param": a["lat"] * a["p"]}
     return np.column_stack([*cols, a["t"] / a["peak"], *(lat[k] for k in LATENCY_TERMS)])
@@ -160,8 +162,6 @@ def _scales(a: dict[str, np.ndarray]) -> np.ndarray:
 def fit_params(observations: Sequence) -> dict[str, float]:
     """All model coefficients fitted on ``observations`` (deterministic)."""
     from scipy.optimize import least_squares
-
-    from cmdare.planner.speed.speed_model import BOUNDED, param_names
 
     names = param_names()
     a = _arrays(observations)

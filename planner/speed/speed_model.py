@@ -41,13 +41,16 @@ import numpy as np
 from cmdare.planner.speed.gpu_catalog import get_gpu
 from cmdare.planner.speed.network_catalog import (
     KnownNetwork,
+    canonical_network_name,
     depth_of,
     family_of,
     lookup_network,
 )
 from cmdare.planner.speed.ps_tier import busiest_share, capacity_seconds, cycle_seconds, share_of
+from cmdare.planner.speed.speed_fit import fit_params, fit_tensor_rule
+from cmdare.planner.speed.speed_terms import blend, compute_time, latency_time, max_share_rule
 
-__all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel", "param_names"]
+__all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel"]
 
 REF_LATENCY_MS = 0.3  # CM-DARE "Latency (ms)" of the baseline runs (speed_data/0latency_*.csv)
 REF_BATCH = 128  # CM-DARE batch size per worker (background.md)
@@ -112,70 +115,6 @@ class _Net:
     family: str | None = None  # "resnet" | "shake" | None (sets the round-robin period)
 
 
-# Worker compute features (seconds per step = coefficient x feature); f FLOPs/step, p parameters,
-# t parameter tensors, peak FP32 TFLOPS, bw memory GB/s (planner/data/gpus.csv). Every term scales
-# with a catalog feature of the GPU, so an unmeasured GPU (V100, T4, ...) needs no free parameter.
-_FEATURES = {
-    "a_flops": lambda f, p, t, pk, bw: f / (pk * 1e12),  # FLOP-bound convolution work
-    "a_mem": lambda f, p, t, pk, bw: f * np.sqrt(t / p) / (bw * 1e9),  # activation traffic ~ F / width
-    "a_const": lambda f, p, t, pk, bw: 1.0 / bw * np.ones_like(f * pk),  # fixed GPU work per step
-}
-COMPUTE_TERMS: tuple[str, ...] = tuple(_FEATURES)
-WORKER_TERMS = ("w_tensor",)  # GPU-independent seconds per parameter tensor on the worker (overlapped)
-LATENCY_TERMS = ("lat_const", "lat_param")  # round trips per step; window-limited bytes
-PS_TERMS = ("ps_const", "ps_tensor", "ps_param")
-SHAPE_TERMS = ("ps_wire", "overlap_q", "blend_p")  # worker-side byte share; smooth-max exponents
-BOUNDED = {"ps_wire": (0.0, 1.0), "overlap_q": (1.0, 30.0), "blend_p": (1.0, 30.0)}
-
-
-def param_names() -> tuple[str, ...]:
-    """Names of the fitted coefficients, in the order the fit uses."""
-    return (*COMPUTE_TERMS, *WORKER_TERMS, *LATENCY_TERMS, *PS_TERMS, *SHAPE_TERMS)
-
-
-def max_share_rule(rule: Mapping[str, float], fam: str | None, params) -> np.ndarray:
-    """Largest tensor's share of the parameters by family ``fam`` (rules in speed_model.json): ResNets keep one
-    largest kernel size, Shake-Shake a fixed share; an unknown family takes the larger (more imbalance)."""
-    p = np.asarray(params, dtype=float)
-    resnet = np.minimum(rule.get("resnet_max_tensor", 147456.0) / p, 1.0)
-    shake = rule.get("shake_max_share", 0.05) * np.ones_like(p)
-    return shake if fam == "shake" else resnet if fam is not None else np.maximum(resnet, shake)
-
-
-def compute_features(f, p, t, peak_tflops, bw_gbs) -> dict[str, np.ndarray]:
-    """Compute-time feature columns of :data:`COMPUTE_TERMS` (vectorised)."""
-    pk, bw = np.asarray(peak_tflops, dtype=float), np.asarray(bw_gbs, dtype=float)
-    return {k: _FEATURES[k](f, p, t, pk, bw) for k in COMPUTE_TERMS}
-
-
-def _gpu_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
-    """GPU seconds per step (forward + backward kernels), vectorised over numpy arrays."""
-    feats = compute_features(f, p, t, peak_tflops, bw_gbs)
-    return sum(th.get(k, 0.0) * v for k, v in feats.items())
-
-
-def _compute_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
-    """Worker seconds per step without latency and PS service: the GPU time and the per-tensor
-    host-side work (one send/recv per variable and gradient) overlap, combined as a smooth maximum
-    ``(gpu^q + host^q)^(1/q)`` (q = ``overlap_q``; q = 1 is no overlap, large q a hard maximum)."""
-    gpu = _gpu_time(th, f, p, t, peak_tflops, bw_gbs)
-    host = th.get("w_tensor", 0.0) * np.asarray(t, dtype=float) / np.asarray(peak_tflops, dtype=float)
-    q = th.get("overlap_q", 1.0)
-    return (gpu**q + host**q) ** (1.0 / q)
-
-
-def _latency_time(th: Mapping[str, float], p, t, latency_ms):
-    """Seconds per step spent waiting on the network at ``latency_ms`` one-way latency."""
-    lat = np.asarray(latency_ms)
-    return lat * (th.get("lat_const", 0.0) + th.get("lat_param", 0.0) * p)
-
-
-def _blend(rate, cap, p):
-    """Smooth minimum of the compute-bound rate and the PS capacity (steps/s)."""
-    rate, cap = np.asarray(rate, dtype=float), np.asarray(cap, dtype=float)
-    return (rate ** (-p) + cap ** (-p)) ** (-1.0 / p)
-
-
 def _z_from_measured(speed: float, s: float, p: float) -> float:
     """Worker cycle Z that makes a single worker with PS time ``s`` run at ``speed`` steps/s."""
     inner = speed ** (-p) - s**p
@@ -222,8 +161,6 @@ class SpeedModel:
 
     def fit(self, observations: Sequence[Observation]) -> SpeedModel:
         """Fit all coefficients on measured speeds (non-negative least squares on log speed)."""
-        from cmdare.planner.speed.speed_fit import fit_params, fit_tensor_rule
-
         self.tensor_rule_ = fit_tensor_rule(observations)
         self.params_ = fit_params(observations)
         return self
@@ -232,8 +169,6 @@ class SpeedModel:
     def _lookup(self, name: str | None) -> KnownNetwork | None:
         if self.known is None:
             return lookup_network(name)
-        from cmdare.planner.speed.network_catalog import canonical_network_name
-
         return self.known.get(canonical_network_name(name)) if name else None
 
     def estimate_tensors(self, name: str | None, params: float) -> float:
@@ -268,8 +203,8 @@ class SpeedModel:
         th = self.params_
         spec = get_gpu(gpu_name)
         f, p, t = net.flops, net.params, net.tensors
-        comp = float(_compute_time(th, f, p, t, spec.fp32_tflops, spec.mem_bw_gbs))
-        lat = float(_latency_time(th, p, t, latency_ms))
+        comp = float(compute_time(th, f, p, t, spec.fp32_tflops, spec.mem_bw_gbs))
+        lat = float(latency_time(th, p, t, latency_ms))
         measured = False
         if net.known is not None and net.known.measured:
             ratios = []
@@ -277,8 +212,8 @@ class SpeedModel:
             for g, speed in net.known.measured.items():
                 gs = get_gpu(g)
                 z_meas = _z_from_measured(speed, s1, th["blend_p"])
-                z_ref = float(_latency_time(th, p, t, REF_LATENCY_MS))
-                z_feat = float(_compute_time(th, f, p, t, gs.fp32_tflops, gs.mem_bw_gbs))
+                z_ref = float(latency_time(th, p, t, REF_LATENCY_MS))
+                z_feat = float(compute_time(th, f, p, t, gs.fp32_tflops, gs.mem_bw_gbs))
                 if gs.name == spec.name:
                     return max(z_meas - z_ref, 1e-6) * self.compute_scale, lat * self.compute_scale, True
                 ratios.append(max(z_meas - z_ref, 1e-6) / z_feat)
@@ -320,7 +255,7 @@ class SpeedModel:
             rate += count * per_gpu[g]
             comp_sum, lat_sum, n = comp_sum + count * comp, lat_sum + count * lat, n + count
             any_measured |= measured
-        x = float(_blend(rate, 1.0 / s, self.params_["blend_p"]))
+        x = float(blend(rate, 1.0 / s, self.params_["blend_p"]))
         nic_bound = ps_nic_gbps is not None and 32.0 / (ps_nic_gbps * 1e9) > self.params_["ps_param"]
         comp_mean, lat_mean = comp_sum / n, lat_sum / n
         return SpeedPrediction(
@@ -333,13 +268,6 @@ class SpeedModel:
             terms={"compute": comp_mean, "ps": s, "latency": lat_mean},
             source=MEASURED_SOURCE if any_measured else FITTED_SOURCE,
         )
-
-    def band(self, network: Network, gpus: Mapping[str, int], ps: int = 1, latency_ms: float = REF_LATENCY_MS):
-        """:func:`cmdare.planner.speed.speed_band.speed_band` of this model: expected steps/s, P10, P90 and the
-        extrapolation (none | network | gpu | ps | workers)."""
-        from cmdare.planner.speed.speed_band import speed_band
-
-        return speed_band(self, network, gpus, ps=ps, latency_ms=latency_ms)
 
     def predict_shapes(
         self,
@@ -360,7 +288,7 @@ class SpeedModel:
         s, s_w = self._ps_seconds(net, ps_arr)
         rate = workers / (comp + lat + s_w)
         cap = 1.0 / s
-        x = _blend(rate, cap, self.params_["blend_p"])
+        x = blend(rate, cap, self.params_["blend_p"])
         bottleneck = np.where(rate >= cap, "ps", np.where(lat > comp, "network", "compute"))
         return {
             "steps_per_sec": x,
