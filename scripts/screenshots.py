@@ -17,7 +17,8 @@ from pathlib import Path
 from cmdare.collectors import writes
 from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
-from cmdare.tui.session import MonitorSession, SessionOptions
+from cmdare.tui.options import SessionOptions
+from cmdare.tui.session import MonitorSession
 
 REPO = Path(__file__).resolve().parents[1]
 SHOTS: list[tuple[str, tuple[int, int], Sequence[str], bool]] = [

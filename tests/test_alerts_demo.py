@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from cmdare.demo.cluster import DemoCluster
-from cmdare.tui.session import MonitorSession, SessionOptions
+from cmdare.tui.options import SessionOptions
+from cmdare.tui.session import MonitorSession
 
 
 async def test_demo_raises_ps_saturation_with_evidence_and_fix():

@@ -9,7 +9,8 @@ from textual.widgets import DataTable
 from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.help_screen import HelpScreen
-from cmdare.tui.session import MonitorSession, SessionOptions
+from cmdare.tui.options import SessionOptions
+from cmdare.tui.session import MonitorSession
 
 
 def fast_demo_app(**demo_kw) -> CmdareApp:

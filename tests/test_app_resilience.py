@@ -12,8 +12,9 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from cmdare.tui.app import CmdareApp
+from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.cluster import ClusterPane
-from cmdare.tui.session import MonitorSession, SessionOptions
+from cmdare.tui.session import MonitorSession
 from cmdare.tui.widgets.explain import ExplainScreen
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -328,7 +328,8 @@ def _big_event_file(path: Path, steps: int) -> int:
 
 
 async def test_a_large_backlog_is_read_in_the_background_with_progress(tmp_path):
-    from cmdare.tui.session import MonitorSession, SessionOptions
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import MonitorSession
 
     last = _big_event_file(tmp_path / "big" / "events.out.tfevents.1.host", 40_000)  # ~6 MB
     src = TensorBoardSource(tmp_path, job="big")

@@ -12,8 +12,8 @@ from rich.console import Console
 torch_tb = pytest.importorskip("torch.utils.tensorboard")
 
 from cmdare.tui.app import CmdareApp  # noqa: E402
+from cmdare.tui.options import SessionOptions  # noqa: E402
 from cmdare.tui.panes.job import JobPane, summary_grid  # noqa: E402
-from cmdare.tui.session import SessionOptions  # noqa: E402
 
 
 def _write(d, first: int, last: int) -> None:

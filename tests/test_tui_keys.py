@@ -89,7 +89,8 @@ async def test_replay_keys_pause_step_and_change_speed(tmp_path):
     """Record a few real polls of the demo, replay them in the app, drive the replay keys."""
     from cmdare.demo.cluster import DemoCluster
     from cmdare.tui.app import CmdareApp
-    from cmdare.tui.session import MonitorSession, SessionOptions
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import MonitorSession
 
     rec = tmp_path / "demo.sqlite"
     live = MonitorSession(SessionOptions(demo=True, refresh=0.2, record=str(rec)),

@@ -13,7 +13,8 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, ManualClock
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.tui.app import CmdareApp
-from cmdare.tui.session import MonitorSession, SessionOptions
+from cmdare.tui.options import SessionOptions
+from cmdare.tui.session import MonitorSession
 
 T0 = 1_700_000_000.0
 # ResNet-32 on P100 as in demo/data/demo_calibration.json (from ../shared/data/cmdare); the

@@ -25,11 +25,12 @@ from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
 from cmdare.tui.help_screen import HelpScreen
+from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.panes.job import JobPane
 from cmdare.tui.panes.planner import PlannerPane
-from cmdare.tui.session import MonitorSession, MonitorState, SessionOptions, refresh_error
+from cmdare.tui.session import MonitorSession, MonitorState, refresh_error
 from cmdare.tui.signals import install_quit_signals
 from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
 from cmdare.tui.widgets.status import status_line

@@ -98,7 +98,7 @@ def default_path() -> Path:
 
 def source_keys() -> tuple[str, ...]:
     """Keys accepted under ``[sources]``: the session's source fields (targets, demo, …)."""
-    from cmdare.tui.session import SessionOptions
+    from cmdare.tui.options import SessionOptions
 
     return tuple(f.name for f in fields(SessionOptions) if f.name not in NOT_SOURCE_FIELDS)
 

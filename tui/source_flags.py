@@ -9,13 +9,11 @@ import argparse
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cmdare.tui.cli_args import env_read_only, positive_float, url
 from cmdare.tui.commands import UsageError
-
-if TYPE_CHECKING:  # imported when options are built: keeps `--help` fast
-    from cmdare.tui.session import SessionOptions
+from cmdare.tui.options import SessionOptions
 
 _MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 _SELECTOR = re.compile(rf"^\{{?(?:{_MATCHER}(?:,{_MATCHER})*)?,?\s*\}}?$")
@@ -195,8 +193,6 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
 
 def session_options(args: argparse.Namespace) -> SessionOptions:
     """The typed options of a session: the flags, then the config keys that have no flag."""
-    from cmdare.tui.session import SessionOptions
-
     opts = SessionOptions(targets=args.target, demo=args.demo, refresh=args.refresh, timeout=args.timeout,
                           read_only=args.read_only, **collector_options(args))
     cfg = getattr(args, "app_config", None)

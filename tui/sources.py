@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from cmdare.tui.options import SessionOptions
+
 if TYPE_CHECKING:  # the collectors are imported when sources are built: keeps `--help` fast
     from cmdare.collectors.clock import Clock
     from cmdare.collectors.lifecycle import Lifecycle
@@ -21,7 +23,6 @@ if TYPE_CHECKING:  # the collectors are imported when sources are built: keeps `
     from cmdare.collectors.recorder import Recorder
     from cmdare.collectors.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
-    from cmdare.tui.session import SessionOptions
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,152 @@
+"""The import graph of the package, read from source with :mod:`ast` (support for test_architecture).
+
+Every import form counts, wherever it stands (module level or inside a function): ``import cmdare.x``,
+``from cmdare import x``, ``from cmdare.x import y`` (``y`` a module or a name), relative imports
+(``from . import y``, ``from ..x import y``), and ``importlib.import_module`` / ``import_module`` /
+``__import__`` called with a string (an f-string counts by its literal prefix).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+#: Folder of each room and the rooms it may import (besides itself).
+ROOMS = {"collectors": "collectors", "planner": "planner", "demo": "demo", "tui": "tui"}
+ALLOWED = {
+    "collectors": set(),
+    "planner": {"collectors"},
+    "demo": {"collectors"},
+    "tui": {"collectors", "planner", "demo"},
+}
+DYNAMIC = {"import_module", "__import__"}
+
+
+def module_name(root: Path, folder: str, path: Path) -> str:
+    """``cmdare.<folder>.<parts>`` of a file (``__init__`` names its package)."""
+    parts = [p for p in path.relative_to(root / folder).with_suffix("").parts if p != "__init__"]
+    return ".".join(["cmdare", folder, *parts])
+
+
+def read_sources(root: Path) -> dict[str, tuple[str, bool]]:
+    """Every module of every room: name -> (source, is_package)."""
+    out: dict[str, tuple[str, bool]] = {}
+    for folder in ROOMS.values():
+        for path in sorted((root / folder).rglob("*.py")):
+            out[module_name(root, folder, path)] = (path.read_text("utf-8"), path.name == "__init__.py")
+    return out
+
+
+def _resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (level - 1)] if level > 1 else base
+    return ".".join([*base, target] if target else base)
+
+
+def _literal_prefix(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values:
+        first = node.values[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return first.value.rstrip(".")
+    return None
+
+
+def imported_names(module: str, source: str, is_package: bool = False) -> Iterator[tuple[str, int]]:
+    """Every dotted name ``module`` imports, with its line (``from a import b`` yields ``a`` and ``a.b``)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = _resolve_relative(module, is_package, node.level, node.module)
+            yield base, node.lineno
+            for alias in node.names:
+                yield f"{base}.{alias.name}", node.lineno
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            target = _literal_prefix(node.args[0]) if name in DYNAMIC else None
+            if target:
+                yield target, node.lineno
+
+
+def graph(sources: Mapping[str, tuple[str, bool]]) -> dict[str, dict[str, int]]:
+    """module -> {imported module of the package: line}. A name that is not a module maps to its module."""
+    edges: dict[str, dict[str, int]] = {}
+    for module, (source, is_package) in sources.items():
+        out = edges.setdefault(module, {})
+        for name, line in imported_names(module, source, is_package):
+            while name and name not in sources:
+                name = name.rpartition(".")[0]
+            if name and name != module and not module.startswith(name + "."):
+                out.setdefault(name, line)
+    return edges
+
+
+def room_of(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "cmdare" and parts[1] in ROOMS else None
+
+
+def layer_violations(sources: Mapping[str, tuple[str, bool]]) -> list[str]:
+    """Imports that go against the rooms' one-way flow, any form, anywhere in a file."""
+    bad = []
+    for module, (source, is_package) in sources.items():
+        home = room_of(module)
+        for name, line in imported_names(module, source, is_package):
+            room = room_of(name) if name.startswith("cmdare.") else None
+            if name == "cmdare":
+                room = None
+            if home and room and room != home and room not in ALLOWED[home]:
+                bad.append(f"{module}:{line} imports {name}")
+    return bad
+
+
+def cycles(edges: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges.get(start, {}))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(edges.get(nxt, {})))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
