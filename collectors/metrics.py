@@ -68,16 +68,6 @@ EXAMPLES_RATE = MetricDef(
     "cmdare_examples_per_second", "gauge", "examples/s", "Examples per second, as the job logs it."
 )
 
-CATALOGUE: dict[str, MetricDef] = {
-    m.name: m
-    for m in (
-        TASK_INFO, JOB_INFO, GLOBAL_STEP, WORKER_STEPS, EXAMPLES, STEP_SECONDS, PS_BYTES, PREEMPTED,
-        STAGE_COMPUTE, STAGE_WAIT, STAGE_BYTES_SENT, STAGE_MICROBATCHES,
-        NODE_NET_RX, NODE_NET_TX, NODE_CPU, GPU_UTIL, PROCESS_CPU,
-        LOSS, LEARNING_RATE, EXAMPLES_RATE,
-    )
-}
-
 # Series keys the store keeps per task (derived from the families above by the collectors).
 K_GLOBAL_STEP = "cmdare_global_step"
 K_WORKER_STEPS = "cmdare_worker_steps_total"

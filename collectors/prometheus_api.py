@@ -66,7 +66,6 @@ MAX_JSON_VALUES = 1_000_000
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 TOKEN_ENV = "PROMETHEUS_TOKEN"
-URL_ENV = "PROMETHEUS_URL"
 KEY_LABEL = "cmdare_key"
 _T_KEY = "__scrape_time"
 _NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)

@@ -52,18 +52,6 @@ class Ring:
         return np.concatenate((self._buf[start:], self._buf[: self._head]))  # wraps around the end
 
 
-def counter_increase(values: np.ndarray) -> float:
-    """Increase of a counter over consecutive samples, treating any drop as a reset to zero
-    (what Prometheus' ``increase()`` does, without extrapolation). NaN samples are skipped."""
-    v = values[~np.isnan(values)].astype(np.float64)
-    if len(v) < 2:
-        return float("nan")
-    d = np.diff(v)
-    resets = d < 0
-    d[resets] = v[1:][resets]
-    return float(d.sum())
-
-
 @dataclass
 class TaskSeries:
     info: TaskInfo
@@ -227,7 +215,7 @@ class TaskSeries:
 
 
 def _increase(v: list[float]) -> float:
-    """:func:`counter_increase` for a short list of non-NaN floats (a drop is a reset to zero)."""
+    """Increase of a counter over a short list of non-NaN floats (a drop is a reset to zero)."""
     total, prev = 0.0, v[0]
     for x in v[1:]:
         total += x - prev if x >= prev else x

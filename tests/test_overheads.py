@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import CMDARE
 
-from cmdare.planner.risk_cost.overheads import Overheads, revocation_penalty, time_after_revocation
+from cmdare.planner.risk_cost.overheads import Overheads, time_after_revocation
 
 DERIVED = CMDARE / "derived"
 
@@ -36,8 +36,8 @@ def test_lost_work_scales_with_speed(ov: Overheads) -> None:
 
 
 def test_penalty_vanishes_when_speed_is_not_degraded() -> None:
-    assert float(revocation_penalty(np.array(10.0), np.array(10.0), np.array(150.0))) == 0.0
-    assert float(revocation_penalty(np.array(10.0), np.array(0.0), np.array(150.0))) == 150.0
+    assert float(time_after_revocation(0.0, np.array(10.0), np.array(10.0), np.array(150.0))) == 0.0
+    assert float(time_after_revocation(0.0, np.array(10.0), np.array(0.0), np.array(150.0))) == 150.0
 
 
 def test_estimator_reproduces_the_11_runs(ov: Overheads) -> None:

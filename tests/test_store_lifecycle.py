@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.samples import TaskInfo, TaskPoll, TaskState
-from cmdare.collectors.store import Ring, Store, counter_increase
+from cmdare.collectors.store import Ring, Store, TaskSeries
 
 W = TaskInfo("j", "w1", "worker", "P100", "us-central1", provisioning="preemptible")
 W2 = TaskInfo("j", "w2", "worker", "P100", "us-central1", provisioning="preemptible")
@@ -33,8 +33,23 @@ def test_ring_is_bounded_and_ordered():
     assert list(r.last(2)) == [8, 9]
 
 
+def counter_increase(values: np.ndarray) -> float:
+    """Reference (oracle for the property test below): increase of a counter over consecutive samples, treating any drop as a reset to zero
+    (what Prometheus' ``increase()`` does, without extrapolation). NaN samples are skipped."""
+    v = values[~np.isnan(values)].astype(np.float64)
+    if len(v) < 2:
+        return float("nan")
+    d = np.diff(v)
+    resets = d < 0
+    d[resets] = v[1:][resets]
+    return float(d.sum())
+
+
 def test_counter_reset_counts_the_new_value_as_increase():
-    assert counter_increase(np.array([10, 20, 5, 15], dtype=float)) == 10 + 5 + 10
+    ts = TaskSeries(TaskInfo(job="j", task="w"), capacity=16)
+    for t, v in enumerate((10.0, 20.0, 5.0, 15.0)):
+        ts.append(float(t), {M.K_WORKER_STEPS: v})
+    assert ts.rate(M.K_WORKER_STEPS, 10.0) * 3 == 10 + 5 + 10
 
 
 def test_rate_divides_by_measured_time_and_survives_restart():

@@ -105,10 +105,3 @@ def time_after_revocation(
     return np.asarray(remaining_steps) / restored + np.asarray(request_overhead_s) * (
         1 - np.asarray(degraded_speed) / restored
     )
-
-
-def revocation_penalty(
-    restored_speed: np.ndarray, degraded_speed: np.ndarray, request_overhead_s: np.ndarray
-) -> np.ndarray:
-    """Extra seconds one worker revocation adds to a run: request_overhead × (1 − degraded/restored)."""
-    return time_after_revocation(0.0, restored_speed, degraded_speed, request_overhead_s)

@@ -53,7 +53,6 @@ from cmdare.planner.speed.speed_terms import blend, compute_time, latency_time, 
 __all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel"]
 
 REF_LATENCY_MS = 0.3  # CM-DARE "Latency (ms)" of the baseline runs (speed_data/0latency_*.csv)
-REF_BATCH = 128  # CM-DARE batch size per worker (background.md)
 FITTED_SOURCE = "fitted model (CM-DARE, speed_model.json)"
 MEASURED_SOURCE = "measured single-worker speed (networks.csv) + fitted PS/latency terms"
 
