@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_alerts_sim import Harness, SimCluster, SimPipeline, load_curves  # noqa: E402
+from alert_sim import Harness, SimCluster, SimPipeline, load_curves  # noqa: E402
 
 from cmdare.collectors.pricing import load_offline_book  # noqa: E402
 from cmdare.planner.rules.thresholds import Thresholds  # noqa: E402
@@ -251,7 +251,7 @@ def _group_table(group: str, ours: list[Outcome], base: list[Outcome]) -> bool:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from test_alerts_sim import CURVES_CSV
+    from alert_sim import CURVES_CSV
 
     path = (
         Path(args.shared) / "data/cmdare/derived/cluster_speed_vs_workers.csv" if args.shared else CURVES_CSV

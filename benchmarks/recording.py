@@ -17,8 +17,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from memory import INTERVAL_S, SyntheticNodes  # noqa: E402
 
 from cmdare.collectors.clock import ManualClock  # noqa: E402

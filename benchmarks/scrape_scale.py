@@ -26,8 +26,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from exporter_farm import Farm, _Node, raise_fd_limit, series_count  # noqa: E402
 
 from cmdare.collectors import exposition as E  # noqa: E402

@@ -17,12 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import struct
-import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cmdare.collectors import metrics as M  # noqa: E402
 from cmdare.collectors.clock import ManualClock  # noqa: E402

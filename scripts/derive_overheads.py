@@ -19,13 +19,11 @@ import csv
 import datetime as dt
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO.parent))  # noqa: E402
 
 from cmdare.collectors.writes import write_text  # noqa: E402
 

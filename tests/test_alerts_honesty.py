@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from test_alerts_sim import Harness, SimCluster, kinds
+from alert_sim import Harness, SimCluster, kinds
 
 from cmdare.planner.rules.rule_support import PredictedGain
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_alerts_sim import Harness, SimCluster, kinds, load_curves
+from alert_sim import Harness, SimCluster, kinds, load_curves
 
 from cmdare.planner.rules.alerts import AlertContext, AlertEngine, Finding
 from cmdare.planner.rules.bottlenecks import JobGoal

@@ -4,7 +4,7 @@ each bottleneck is flagged with its evidence and fix, and healthy clusters raise
 from __future__ import annotations
 
 import pytest
-from test_alerts_sim import Harness, SimCluster, SimPipeline, kinds, load_curves
+from alert_sim import Harness, SimCluster, SimPipeline, kinds, load_curves
 
 MODELS = ("ResNet-15", "ResNet-32", "Shake-Shake-small", "Shake-Shake-big")
 
