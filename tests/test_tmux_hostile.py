@@ -125,11 +125,12 @@ def test_hostile_targets_reach_the_terminal_only_as_visible_text(tmp_path: Path)
             t.keys("2")  # the Job pane's summary, the help screen, an alert's explain window
             t.keys("?")
             t.wait_for(lambda s: "cmdare-tui — keys" in s)
-            t.keys("Escape")
-            t.wait_for(lambda s: re.search(r"[1-9]\d* active", s) is not None)
+            t.keys("Escape")  # wait until it is handled: ESC and a quick next key read as alt+key
+            t.wait_for(lambda s: "cmdare-tui — keys" not in s and re.search(r"[1-9]\d* active", s) is not None)
             t.keys("4", "Enter")
             t.wait_for(lambda s: "Alert: " in s)  # the explain window
             t.keys("Escape")
+            t.wait_for(lambda s: "Alert: " not in s)
             n = _poll_number(t.screen())
             t.wait_for(lambda s: _poll_number(s) >= n + 2)  # alive, and still polling
             _assert_clean_stream(t.raw.read_bytes())
