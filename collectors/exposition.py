@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold
 from cmdare.collectors.samples import JobFacts, TaskInfo
 
 
@@ -25,6 +26,8 @@ class Parsed:
     facts: JobFacts | None = None
     values: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # degraded-but-usable remarks
+    own_info: bool = False  # the page names its task (cmdare_task_info); else it is host detail
+    gpu_model: str = ""  # DCGM ``modelName``
 
 
 def _num(text: str) -> float:
@@ -36,8 +39,8 @@ def _num(text: str) -> float:
 
 def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskInfo:
     base = default or TaskInfo(job=labels.get("job", "job"), task=labels.get("task", "task"))
-    pick = {k: labels[k] for k in ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage")
-            if labels.get(k)}
+    pick = {k: labels[k] for k in ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage",
+                                   "gpu_ids") if labels.get(k)}
     return TaskInfo(**{**base.__dict__, **pick})
 
 
@@ -49,6 +52,7 @@ def _facts_from_labels(labels: dict[str, str]) -> JobFacts:
         params=_num(labels.get("params", "0")),
         batch_size=int(_num(labels.get("batch_size", "0"))),
         target_steps=int(_num(labels.get("target_steps", "0"))),
+        sync=labels.get("sync", "") if labels.get("sync", "") in M.SYNC_MODES else "",
     )
 
 
@@ -63,6 +67,8 @@ _SIMPLE = {
     "cmdare_stage_wait_seconds_total": M.K_STAGE_WAIT,
     "cmdare_stage_microbatches_total": M.K_STAGE_MICROBATCHES,
     "process_cpu_seconds_total": M.K_PROCESS_CPU,
+    "node_memory_MemTotal_bytes": M.K_MEM_TOTAL,
+    "node_memory_MemAvailable_bytes": M.K_MEM_AVAIL,
 }
 
 
@@ -79,10 +85,10 @@ def _fold(sample_name: str, labels: dict[str, str], value: float, acc: dict[str,
         acc.setdefault(M.K_NET_RX, []).append(value)
     elif sample_name == "node_network_transmit_bytes_total" and labels.get("device") != "lo":
         acc.setdefault(M.K_NET_TX, []).append(value)
-    elif sample_name == "node_cpu_seconds_total" and labels.get("mode") != "idle":
-        acc.setdefault(M.K_CPU_BUSY, []).append(value)
-    elif sample_name == M.K_GPU_UTIL:
-        acc.setdefault("__gpu_util", []).append(value)
+    elif sample_name == "node_cpu_seconds_total":
+        acc.setdefault(M.K_CPU_ALL, []).append(value)
+        if labels.get("mode") != "idle":
+            acc.setdefault(M.K_CPU_BUSY, []).append(value)
 
 
 # --- fast path -------------------------------------------------------------------------------------
@@ -92,9 +98,9 @@ def _fold(sample_name: str, labels: dict[str, str], value: float, acc: dict[str,
 # prometheus_client, the reference parser, instead. Series identity here is the raw label text.
 _LABELLED = frozenset({
     "cmdare_task_info", "cmdare_job_info", "cmdare_ps_bytes_total", "cmdare_stage_bytes_sent_total",
-    "node_network_receive_bytes_total", "node_network_transmit_bytes_total",
+    "node_network_receive_bytes_total", "node_network_transmit_bytes_total", *DCGM_NAMES,
 })
-_WANTED = frozenset({*_SIMPLE, *_LABELLED, "node_cpu_seconds_total", M.K_GPU_UTIL})
+_WANTED = frozenset({*_SIMPLE, *_LABELLED, "node_cpu_seconds_total"})
 _VALUE_TEXT = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _PAIR = rf"[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_VALUE_TEXT}[ \t]*"
 _LINE = re.compile(  # a sample (name, label text, value), or a comment or blank line (empty groups)
@@ -168,11 +174,12 @@ def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
 def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
     out = Parsed()
     acc: dict[str, list[float]] = {}
+    dcgm = DcgmFold()
     seen: set[tuple[str, object]] = set()
     dropped = dupes = 0
     for name, labels, raw, value in samples:
         if name == "cmdare_task_info":
-            out.info = _info_from_labels(labels, default_info)
+            out.info, out.own_info = _info_from_labels(labels, default_info), True
             continue
         if name == "cmdare_job_info":
             out.facts = _facts_from_labels(labels)
@@ -185,15 +192,17 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
         if not math.isfinite(value):
             dropped += 1
             continue
-        if name in _WANTED:
+        if name in DCGM_NAMES:
+            dcgm.add(name, labels or {}, value)
+        elif name in _WANTED:
             _fold(name, labels or {}, value, acc)
     for key, vals in acc.items():
-        if key == "__gpu_util":
-            out.values[M.K_GPU_UTIL] = sum(vals) / len(vals)
-        elif key in (M.K_GLOBAL_STEP, M.K_PREEMPTED):
+        if key in (M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_MEM_TOTAL, M.K_MEM_AVAIL):
             out.values[key] = max(vals)
         else:
             out.values[key] = sum(vals)
+    out.values.update(dcgm.values())
+    out.gpu_model = dcgm.model
     if out.info is None and default_info is not None:
         out.info = default_info
     if dropped:

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 
 class TaskState(StrEnum):
+    PENDING = "pending"  # a target that has not answered yet (shown under its URL)
     UP = "up"
     SILENT = "silent"
     REVOKED = "revoked"
@@ -25,10 +26,17 @@ class TaskInfo:
     provisioning: str = ""  # spot | preemptible | standard
     dc: str = ""
     stage: str = ""
+    gpu_ids: str = ""  # GPUs this task uses (DCGM ``gpu`` indices or UUIDs, comma-separated), when declared
+
+    @property
+    def name(self) -> str:
+        """The task's name within its job: a bare TF per-role index is qualified by its role
+        (``task="0"`` of role ps is ``ps-0``), so a worker 0 and a ps 0 never collide."""
+        return f"{self.role}-{self.task}" if self.task.isdigit() else self.task
 
     @property
     def key(self) -> str:
-        return f"{self.job}/{self.task}"
+        return f"{self.job}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,7 @@ class JobFacts:
     params: float = 0.0
     batch_size: int = 0
     target_steps: int = 0
+    sync: str = ""  # async-ps | sync-allreduce | pipeline ("" = undeclared: inferred from the steps)
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,8 @@ class TaskPoll:
     error: str | None = None
     job_facts: JobFacts | None = None
     elapsed: float = 0.0  # seconds the poll took
+    host: str = ""  # the host the task runs on (target URL or Prometheus instance), for node detail
+    host_only: bool = False  # node_exporter / DCGM page: detail for the tasks on ``host``, not a task
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import httpx
 
 from cmdare.collectors.clock import Clock, SystemClock
-from cmdare.collectors.exposition import ExpositionError, parse_exposition
+from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
+from cmdare.collectors.hostdetail import host_name, is_host_key
 from cmdare.collectors.http_client import new_client
 from cmdare.collectors.redaction import install_log_filters, redact
 from cmdare.collectors.samples import TaskInfo, TaskPoll
@@ -91,8 +92,10 @@ async def scrape(
     t0 = clock.monotonic()
     source = redact(target.url)  # polls are logged and recorded: they never carry the credentials
 
+    host = host_name(target.url)
+
     def done(ok: bool, **kw: object) -> TaskPoll:
-        return TaskPoll(source=source, t=clock.now(), ok=ok, elapsed=clock.monotonic() - t0, **kw)  # type: ignore[arg-type]
+        return TaskPoll(source=source, t=clock.now(), ok=ok, elapsed=clock.monotonic() - t0, host=host, **kw)  # type: ignore[arg-type]
 
     try:
         async with asyncio.timeout(timeout):
@@ -108,8 +111,16 @@ async def scrape(
         return done(False, info=target.default_info, error=str(exc))
     if parsed.info is None:
         return done(False, error="no cmdare_task_info and no identity configured for this target")
+    if host_detail_only(parsed):  # node_exporter / DCGM: detail for the tasks on this host
+        info = TaskInfo(job=parsed.info.job, task=host, role="node", gpu=parsed.gpu_model)
+        return done(True, info=info, values=parsed.values, host_only=True, error="; ".join(parsed.notes) or None)
     return done(True, info=parsed.info, values=parsed.values, job_facts=parsed.facts,
                 error="; ".join(parsed.notes) or None)
+
+
+def host_detail_only(parsed: Parsed) -> bool:
+    """A page without ``cmdare_task_info`` whose series are all host detail (node_exporter, DCGM)."""
+    return not parsed.own_info and all(is_host_key(k) for k in parsed.values)
 
 
 # httpcore's connection pool does O(connections²) work per request, so one shared client for
