@@ -8,8 +8,14 @@ instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
    label naming the series key it feeds (the same keys :mod:`exposition` produces, so the store,
    the lifecycle and the panes work unchanged), plus each target's scrape timestamp; split in
    queries the server evaluates in parallel;
-5. node detail (node_exporter, DCGM on another port of a task's host, joined by host), read between
-   refreshes so that it never delays one.
+5. node detail (node_exporter, DCGM on another port of a task's host), found by the tasks' hosts
+   whatever the selector (:mod:`prometheus_hosts`), read between refreshes so that it never delays one.
+
+Every query of one refresh is evaluated at the same instant (``time=``, the server's clock less
+:data:`EVAL_LAG_S`), so a scrape landing between two queries never mixes two samples' values with
+one scrape time. Each task's scrape time is ``timestamp(cmdare_task_info{SEL})``: it carries the same
+labels as the task's values whatever the selector (``job``, ``exported_job``, any label) and
+``honor_labels`` (``up`` carries only the scrape config's labels).
 
 Prometheus' cost is about 15 µs per series a query selects, so above ``detail_tasks`` tasks (200)
 the answers that rarely change are read less often: identities every k-th refresh (and at once when
@@ -42,6 +48,8 @@ import orjson
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.exposition import _facts_from_labels
+from cmdare.collectors.hostdetail import host_name
+from cmdare.collectors.prometheus_hosts import host_polls, host_query, instance_matcher
 from cmdare.collectors.redaction import redact
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import BodyTooLarge, _describe, _read_capped
@@ -55,7 +63,8 @@ TOKEN_ENV = "PROMETHEUS_TOKEN"
 URL_ENV = "PROMETHEUS_URL"
 KEY_LABEL = "cmdare_key"
 _T_KEY = "__scrape_time"
-_NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)
+_NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
+EVAL_LAG_S = 0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
 _ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
 _STEP_KEYS = (M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT)  # one group; the rest another
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
@@ -75,10 +84,6 @@ _VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
     (M.K_STAGE_WAIT, "sum", "cmdare_stage_wait_seconds_total", "", ""),
     (M.K_STAGE_MICROBATCHES, "sum", "cmdare_stage_microbatches_total", "", ""),
     (M.K_STAGE_BYTES_PREFIX, "sum", "cmdare_stage_bytes_sent_total", "", "peer"),
-    (M.K_NET_RX, "sum", "node_network_receive_bytes_total", 'device!="lo"', ""),
-    (M.K_NET_TX, "sum", "node_network_transmit_bytes_total", 'device!="lo"', ""),
-    (M.K_CPU_BUSY, "sum", "node_cpu_seconds_total", 'mode!="idle"', ""),
-    (M.K_GPU_UTIL, "avg", "DCGM_FI_DEV_GPU_UTIL", "", ""),
     (M.K_PROCESS_CPU, "sum", "process_cpu_seconds_total", "", ""),
 )
 
@@ -167,7 +172,7 @@ def values_query(selector: str, keys: Container[str] | None = None, *, scrape_ti
         else:
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}", "", "")')
     if scrape_time:
-        ts = f"max by (job, instance) (timestamp({_sel('up', base)}))"
+        ts = f"max by (job, instance) (timestamp({_sel('cmdare_task_info', base)}))"
         parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
     return " or ".join(parts)
 
@@ -183,16 +188,12 @@ def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
     return labels.get("job", ""), labels.get("instance", "")
 
 
-def _host(instance: str) -> str:
-    return instance.rpartition(":")[0] or instance
-
-
 def _info(labels: Mapping[str, str]) -> TaskInfo:
     job = labels.get("exported_job") or labels.get("job") or "job"
     task = labels.get("task") or labels.get("instance") or "task"
     pick = {
         k: labels[k]
-        for k in ("role", "gpu", "region", "zone", "provisioning", "dc", "stage")
+        for k in ("role", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids")
         if labels.get(k)
     }
     return TaskInfo(job=job, task=task, **pick)
@@ -249,8 +250,9 @@ class PrometheusAPISource:
             )
             for steps in (True, False)
         )
-        self._node_query = values_query(self.selector, _NODE_KEYS, scrape_time=False)
         self._polls = 0
+        self._skew = 0.0  # server clock − ours, from the last answer
+        self._server_now = math.nan  # the server's clock when it answered (``vector(time())``)
         self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
 
     def __repr__(self) -> str:
@@ -259,14 +261,16 @@ class PrometheusAPISource:
     def _secrets(self) -> tuple[str, ...]:
         return tuple(c.secret() for c in (self._token, self._basic) if c is not None)
 
-    async def query(self, client: httpx.AsyncClient, promql: str) -> list[dict]:
-        """One instant query; returns the result vector or raises :class:`PrometheusAPIError`."""
+    async def query(self, client: httpx.AsyncClient, promql: str, at: float | None = None) -> list[dict]:
+        """One instant query (at server time ``at`` when given); returns the result vector or raises
+        :class:`PrometheusAPIError`."""
         headers = {"Accept": "application/json"}
         for cred in (self._basic, self._token):
             headers.update(cred.header() if cred else {})
         try:
             async with client.stream(
-                "POST", f"{self.base}/api/v1/query", data={"query": promql}, headers=headers
+                "POST", f"{self.base}/api/v1/query", data={"query": promql, **({"time": f"{at:.3f}"} if at else {})},
+                headers=headers
             ) as resp:
                 body = await _read_capped(resp, self.max_bytes)
                 ctype = resp.headers.get("content-type", "")
@@ -275,14 +279,14 @@ class PrometheusAPISource:
             raise PrometheusAPIError(_describe(exc)) from None
         return _decode(body, ctype, status)
 
-    async def _ask(self, client: httpx.AsyncClient) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    async def _ask(self, client: httpx.AsyncClient, at: float) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
         small = len(self._known) <= self.detail_tasks
         groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
         queries = [
             self._info_query if self._infos_due() else "",
             f"topk by (job, exported_job) (1, {_sel('cmdare_job_info', sel)})",  # one row per job
-            f"{_sel('up', sel)} == 0",  # only the targets Prometheus cannot reach
+            self._down_query(),  # only the targets Prometheus cannot reach
             self._always_query,
             *groups,
         ]
@@ -290,16 +294,26 @@ class PrometheusAPISource:
         self._polls += 1
         try:
             async with asyncio.timeout(self.timeout):
-                res = await asyncio.gather(*(self._maybe(client, q) for q in queries))
+                *res, clock_rows = await asyncio.gather(*(self._maybe(client, q, at) for q in queries),
+                                                        self.query(client, "vector(time())"))
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
-        if due and self._node_task is None:  # starts after the refresh's own queries
-            self._node_task = asyncio.create_task(self._node_detail(client))
+        self._server_now = _server_time(clock_rows) if clock_rows else math.nan
+        hosts = {host_name(i) for _, i in self._known}
+        if due and self._node_task is None and hosts:  # starts after the refresh's own queries
+            self._node_task = asyncio.create_task(self._node_detail(client, host_query(hosts)))
         values = [row for r in res[3:] for row in r]
-        return res[0], res[1], res[2], values + self._node_rows()
+        return res[0], res[1], res[2], values
 
-    async def _maybe(self, client: httpx.AsyncClient, promql: str) -> list[dict] | None:
-        return await self.query(client, promql) if promql else None
+    def _down_query(self) -> str:
+        """``up == 0`` of the selected targets, and of the known tasks' instances (a selector on
+        the exporter's labels, e.g. ``exported_job``, matches no ``up`` series)."""
+        q = f"{_sel('up', self.selector)} == 0"
+        known = {i for _, i in self._known}
+        return f"{q} or up{{{_instance_exact(known)}}} == 0" if known else q
+
+    async def _maybe(self, client: httpx.AsyncClient, promql: str, at: float | None = None) -> list[dict] | None:
+        return await self.query(client, promql, at) if promql else None
 
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
@@ -314,13 +328,13 @@ class PrometheusAPISource:
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
         return self._polls % every == 0
 
-    async def _node_detail(self, client: httpx.AsyncClient) -> list[dict] | str:
+    async def _node_detail(self, client: httpx.AsyncClient, promql: str) -> list[dict] | str:
         """The node query runs between refreshes (about 1 s of server time at 1,000 nodes, 16 CPUs
         each) and its rows join the next refresh: it never delays one. Returns the rows, or why
         there are none (it never raises: nobody awaits it at once)."""
         try:
             async with asyncio.timeout(self.timeout * NODE_DETAIL_TIMEOUT_FACTOR):
-                return await self.query(client, self._node_query)
+                return await self.query(client, promql)
         except PrometheusAPIError as exc:
             return str(exc)
         except TimeoutError:
@@ -349,8 +363,10 @@ class PrometheusAPISource:
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         t0 = clock.monotonic()
+        node_rows = self._node_rows()  # the background query's answer, when it has finished
+        asked_at = clock.now()
         try:
-            infos, jobs, ups, values = await self._ask(client)
+            infos, jobs, ups, values = await self._ask(client, clock.now() + self._skew - EVAL_LAG_S)
         except PrometheusAPIError as exc:  # the server's own words may echo our credentials: redact
             msg = redact(f"Prometheus {self.display}: {exc}", self._secrets())
             log.warning("%s", msg)
@@ -370,13 +386,15 @@ class PrometheusAPISource:
         now = clock.now()
         self._fill(targets, values)
         facts = {f.job: f for f in (_facts_from_labels(_job_labels(r["metric"])) for r in jobs)}
-        skew = _server_time(values or ups or infos or []) - now if (values or ups or infos) else 0.0
+        skew = self._server_now - asked_at if math.isfinite(self._server_now) else 0.0
+        self._skew = skew
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         polls = [
             self._ok(ident, tg, facts.get(tg.info.job), now, skew, note, clock, t0)
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
+        polls += host_polls(node_rows, self.display, now, skew if note else 0.0)
         return polls
 
     def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
@@ -408,7 +426,6 @@ class PrometheusAPISource:
         return out
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
-        by_host: dict[str, dict[str, float]] = {}
         for r in values:
             labels = r.get("metric", {})
             key, val = labels.get(KEY_LABEL, ""), _number(r.get("value", [0, ""])[1])
@@ -416,15 +433,11 @@ class PrometheusAPISource:
                 continue
             tg = targets.get(_ident(labels))
             if tg is None:
-                if key in _NODE_KEYS:  # node_exporter / DCGM on another port of the task's host
-                    by_host.setdefault(_host(labels.get("instance", "")), {})[key] = val
-            elif key == _T_KEY:
+                continue
+            if key == _T_KEY:
                 tg.scrape_time = val
             else:
                 tg.values[key] = val
-        for (_, instance), tg in targets.items():
-            for key, val in by_host.get(_host(instance), {}).items():
-                tg.values.setdefault(key, val)
 
     def _ok(
         self,
@@ -450,6 +463,7 @@ class PrometheusAPISource:
             error=note,
             job_facts=facts,
             elapsed=clock.monotonic() - t0,
+            host=host_name(ident[1]),
         )
 
     def _missing(
@@ -485,6 +499,11 @@ class PrometheusAPISource:
 
     def _source(self, ident: tuple[str, str]) -> str:
         return f"{self.display}#{ident[0]}/{ident[1]}"
+
+
+def _instance_exact(instances: set[str]) -> str:
+    """``instance=~"a|b"`` matching exactly these instances."""
+    return instance_matcher(instances).replace('(:[0-9]+)?"', '"')
 
 
 def _job_value(row: dict) -> bool:

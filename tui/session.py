@@ -49,6 +49,8 @@ class SessionOptions:
     jsonl: list[str] = field(default_factory=list)
     tf_config: str | None = None  # TF_CONFIG JSON text or a file path
     metrics_port: str = "9400"  # fixed port, or "+N" = training port + N
+    tf_config_from_env: bool = False  # tf_config came from $TF_CONFIG (no other source was given)
+    tf_config_env_error: str = ""  # why $TF_CONFIG was not used
     record: str | None = None
     replay: str | None = None
     replay_speed: float = 1.0
@@ -192,6 +194,7 @@ class MonitorSession:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
         answered, total = cycle.answered, len(cycle.polls)
         out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered"))
+        out += [SourceStatus("tf_config", "ignored" not in n and "share" not in n, n) for n in (self.plan.notes if self.plan else [])]
         failed = [p for p in cycle.polls if not p.ok]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
