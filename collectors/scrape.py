@@ -93,13 +93,16 @@ async def scrape(
     source = redact(target.url)  # polls are logged and recorded: they never carry the credentials
 
     host = host_name(target.url)
+    answered: list[float] = []  # when the response headers arrived: the page was rendered just before
 
     def done(ok: bool, **kw: object) -> TaskPoll:
-        return TaskPoll(source=source, t=clock.now(), ok=ok, elapsed=clock.monotonic() - t0, host=host, **kw)  # type: ignore[arg-type]
+        t = answered[0] if answered and ok else clock.now()  # the sample's time, not when parsing ended
+        return TaskPoll(source=source, t=t, ok=ok, elapsed=clock.monotonic() - t0, host=host, **kw)  # type: ignore[arg-type]
 
     try:
         async with asyncio.timeout(timeout):
             async with client.stream("GET", target.url, headers={"Accept": "text/plain"}) as resp:
+                answered.append(clock.now())
                 if resp.status_code != 200:
                     return done(False, info=target.default_info, error=f"HTTP {resp.status_code}")
                 body = await _read_capped(resp, max_bytes)

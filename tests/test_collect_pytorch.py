@@ -110,11 +110,12 @@ def _wait_training(urls: list[str], timeout: float = 60.0) -> None:
 
 
 class _Sampler(threading.Thread):
-    """Reads the workers' own ``cmdare_worker_steps_total`` every 50 ms, stamped at the request midpoint."""
+    """Reads the job's own counter (``key``) every 50 ms, stamped at the request midpoint."""
 
-    def __init__(self, urls: list[str]) -> None:
+    def __init__(self, urls: list[str], key: str = M.K_WORKER_STEPS) -> None:
         super().__init__(daemon=True)
         self.urls = urls
+        self.key = key
         self.samples: list[list[tuple[float, float]]] = [[] for _ in urls]
         self._stop_evt = threading.Event()
 
@@ -124,7 +125,7 @@ class _Sampler(threading.Thread):
                 for i, u in enumerate(self.urls):
                     t0 = time.time()
                     try:
-                        n = parse_exposition(client.get(u).text).values.get(M.K_WORKER_STEPS, 0.0)
+                        n = parse_exposition(client.get(u).text).values.get(self.key, 0.0)
                     except httpx.HTTPError:
                         continue
                     self.samples[i].append(((t0 + time.time()) / 2, n))
