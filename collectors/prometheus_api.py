@@ -4,7 +4,7 @@ instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
 1. ``cmdare_task_info{SEL}``: who every task is (role, GPU, region, provisioning…);
 2. ``topk by (job) (1, cmdare_job_info{SEL})``: what each job trains (one row per job);
 3. ``up{SEL} == 0``: the scrape targets Prometheus cannot reach;
-4. ``or``-ed aggregates ``sum|max|avg by (job, instance) (…)``, each tagged with a ``cmdare_key``
+4. ``or``-ed aggregates ``sum|max by (instance) (…)``, each tagged with a ``cmdare_key``
    label naming the series key it feeds (the same keys :mod:`exposition` produces, so the store,
    the lifecycle and the panes work unchanged), plus each target's scrape timestamp; split in
    queries the server evaluates in parallel;
@@ -23,8 +23,10 @@ a task not met before shows up), the two groups of task values in turns (Prometh
 every 5–15 s, so each value is still read about once per scrape), node detail every k-th refresh.
 The store's rates use each sample's own time and bridge sparsely read series.
 
-Series are joined to tasks on Prometheus' target labels ``(job, instance)``. The exporter's own
-``job`` label arrives as ``exported_job`` unless the scrape config sets ``honor_labels: true``.
+Series are joined to tasks on Prometheus' ``instance`` label, and the selector chooses tasks by their
+``cmdare_task_info`` series (``… and on (instance) cmdare_task_info{SEL}``): the exporter's own labels
+(its ``job``, which arrives as ``exported_job`` unless the scrape config sets ``honor_labels: true``,
+``role``, ``region``…) are on that series only.
 
 The bearer token comes from a file or ``PROMETHEUS_TOKEN``; it is held privately, sent only in the
 ``Authorization`` header, and never appears in a message, a log line or a recording.
@@ -157,6 +159,17 @@ def _sel(metric: str, base: str, extra: str = "") -> str:
     return f"{metric}{{{inner}}}" if inner else metric
 
 
+def _of_tasks(metric: str, base: str, extra: str = "") -> str:
+    """``metric{extra}`` of the targets whose ``cmdare_task_info`` matches the selector. The
+    exporter's own labels (``exported_job``, ``role``, ``region``…) are on its info series only, so
+    the selector picks targets there and the values join on ``instance``: any label works, with or
+    without ``honor_labels`` (which gives the info series the exporter's ``job``, the other series
+    the scrape config's)."""
+    if not base:
+        return _sel(metric, "", extra)
+    return f"({_sel(metric, '', extra)} and on (instance) {_sel('cmdare_task_info', base)})"
+
+
 def values_query(selector: str, keys: Container[str] | None = None, *, scrape_time: bool = True) -> str:
     """The single ``or`` query that fetches every per-task value (or those of ``keys``), keyed by
     ``cmdare_key``; with ``scrape_time`` also each target's last scrape time."""
@@ -165,14 +178,15 @@ def values_query(selector: str, keys: Container[str] | None = None, *, scrape_ti
     for key, agg, metric, extra, by in _VALUE_QUERIES:
         if keys is not None and key not in keys:
             continue
-        group = "job, instance" + (f", {by}" if by else "")
-        expr = f"{agg} by ({group}) ({_sel(metric, base, extra)})"
+        group = "instance" + (f", {by}" if by else "")
+        # per scrape target, then one answer per instance (a target two scrape configs read counts once)
+        expr = f"max by ({group}) ({agg} by (job, {group}) ({_of_tasks(metric, base, extra)}))"
         if by:  # one key per label value, e.g. cmdare_stage_bytes_sent_total{peer=stage-1}
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}$1}}", "{by}", "(.*)")')
         else:
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}", "", "")')
     if scrape_time:
-        ts = f"max by (job, instance) (timestamp({_sel('cmdare_task_info', base)}))"
+        ts = f"max by (instance) (timestamp({_sel('cmdare_task_info', base)}))"
         parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
     return " or ".join(parts)
 
@@ -185,7 +199,9 @@ class _Target:
 
 
 def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
-    return labels.get("job", ""), labels.get("instance", "")
+    """A scrape target: its ``instance`` (the ``job`` label differs between a target's series under
+    ``honor_labels``; two scrape configs reading one target read one task)."""
+    return "", labels.get("instance", "")
 
 
 def _info(labels: Mapping[str, str]) -> TaskInfo:
@@ -285,7 +301,7 @@ class PrometheusAPISource:
         groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
         queries = [
             self._info_query if self._infos_due() else "",
-            f"topk by (job, exported_job) (1, {_sel('cmdare_job_info', sel)})",  # one row per job
+            f"topk by (job, exported_job) (1, {_of_tasks('cmdare_job_info', sel)})",  # one row per job
             self._down_query(),  # only the targets Prometheus cannot reach
             self._always_query,
             *groups,
@@ -498,7 +514,7 @@ class PrometheusAPISource:
         ]
 
     def _source(self, ident: tuple[str, str]) -> str:
-        return f"{self.display}#{ident[0]}/{ident[1]}"
+        return f"{self.display}#{ident[1]}"
 
 
 def _instance_exact(instances: set[str]) -> str:

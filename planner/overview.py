@@ -132,7 +132,7 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     cpu = None
     if busy is not None:
         b, a = busy.rate(M.K_CPU_BUSY, window), busy.rate(M.K_CPU_ALL, window)
-        cpu = 100.0 * b / a if b is not None and a else None
+        cpu = min(100.0, max(0.0, 100.0 * b / a)) if b is not None and a else None  # rounding aside
     mem = next((x for x in src if x.has(M.K_MEM_TOTAL)), None)
     total = mem.latest(M.K_MEM_TOTAL) if mem else None
     avail = mem.latest(M.K_MEM_AVAIL) if mem else None
