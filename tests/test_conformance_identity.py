@@ -1,0 +1,92 @@
+"""Conformance: task identity is (job, role, task) with TF's per-role indices; two endpoints claiming
+one identity are both shown and flagged; a target that has not answered yet is "pending" under its
+URL and folded into the task it turns out to be (no phantom). Real exporters on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from prom_server import free_port
+
+from cmdare.collectors.clock import SystemClock
+from cmdare.collectors.exporter import TrainingExporter
+from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.poller import Poller
+from cmdare.collectors.samples import TaskInfo
+from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.store import Store
+from cmdare.planner.overview import JobView, build_jobs
+from cmdare.tui.panes.cluster import node_row
+
+
+@pytest.fixture
+def exporters() -> Iterator[list[TrainingExporter]]:
+    made: list[TrainingExporter] = []
+    yield made
+    for e in made:
+        e.stop()
+
+
+def _exporter(made: list[TrainingExporter], role: str, task: str, port: int = 0) -> str:
+    e = TrainingExporter("bert", role, task)
+    made.append(e)
+    e.step(0.01, examples=8)
+    return f"http://127.0.0.1:{e.start(port)}/metrics"
+
+
+def _target(url: str) -> ScrapeTarget:
+    """As tui/sources.py builds a --target: an identity to fall back on when the page names none."""
+    return ScrapeTarget(url, TaskInfo(job="job", task=url.split("/")[2], role="node"))
+
+
+async def _watch(urls: list[str], polls: int = 2, between=None) -> tuple[list[JobView], Poller]:
+    poller = Poller([ScrapeSource([_target(u) for u in urls])], Store(), lifecycle=Lifecycle(silent_after=1),
+                    clock=SystemClock(), interval=1.0)
+    for i in range(polls):
+        if between is not None:
+            between(i)
+        await poller.poll_once()
+    jobs = build_jobs(poller.store, poller.lifecycle, SystemClock().now())
+    await poller.aclose()
+    return jobs, poller
+
+
+async def test_worker_0_and_ps_0_are_two_tasks(exporters):
+    urls = [_exporter(exporters, "worker", "0"), _exporter(exporters, "ps", "0"), _exporter(exporters, "chief", "0")]
+    (job,), _ = await _watch(urls)
+    assert {n.name: n.role for n in job.nodes} == {"chief-0": "chief", "ps-0": "ps", "worker-0": "worker"}
+    assert all(n.status == "up" and not n.flags for n in job.nodes)
+
+
+async def test_two_endpoints_claiming_one_identity_are_both_shown_and_flagged(exporters):
+    urls = [_exporter(exporters, "worker", "worker-0"), _exporter(exporters, "worker", "worker-0")]
+    (job,), _ = await _watch(urls, polls=3)
+    assert len(job.nodes) == 2, "never merged"
+    assert all(n.flags == ("duplicate-identity",) and n.status == "up" for n in job.nodes)
+    second = urls[1].split("/")[2]
+    assert {n.name for n in job.nodes} == {"worker-0", f"worker-0@{second}"}
+    row = node_row(job, job.nodes[0], [])
+    assert "duplicate-identity" in str(row.cells[9])  # the Flag column
+
+
+async def test_a_target_not_up_yet_is_pending_then_folded_into_its_task(exporters):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    seen: list[list[tuple[str, str, str]]] = []
+
+    def between(i: int) -> None:
+        if i == 2:
+            _exporter(exporters, "worker", "0", port)
+
+    poller = Poller([ScrapeSource([_target(url)])], Store(), lifecycle=Lifecycle(silent_after=1),
+                    clock=SystemClock(), interval=1.0)
+    for i in range(4):
+        between(i)
+        await poller.poll_once()
+        seen.append([(j.name, n.name, n.status) for j in build_jobs(poller.store, poller.lifecycle, 0.0)
+                     for n in j.nodes])
+    await poller.aclose()
+    assert seen[0] == seen[1] == [("job", f"127.0.0.1:{port}", "pending")]  # under its URL, not "silent"
+    assert seen[2] == seen[3] == [("bert", "worker-0", "up")]  # folded: no phantom, no job called "job"
+    assert not [t for t in poller.lifecycle.nodes if "pending" in t]
