@@ -51,6 +51,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.exposition import _facts_from_labels
 from cmdare.collectors.hostdetail import host_name
+from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
 from cmdare.collectors.prometheus_hosts import host_polls, host_query, instance_matcher
 from cmdare.collectors.redaction import redact
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
@@ -269,6 +270,7 @@ class PrometheusAPISource:
         self._polls = 0
         self._skew = 0.0  # server clock − ours, from the last answer
         self._server_now = math.nan  # the server's clock when it answered (``vector(time())``)
+        self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
         self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
 
     def __repr__(self) -> str:
@@ -277,7 +279,9 @@ class PrometheusAPISource:
     def _secrets(self) -> tuple[str, ...]:
         return tuple(c.secret() for c in (self._token, self._basic) if c is not None)
 
-    async def query(self, client: httpx.AsyncClient, promql: str, at: float | None = None) -> list[dict]:
+    async def query(
+        self, client: httpx.AsyncClient, promql: str, at: float | None = None, kind: str = "vector"
+    ) -> list[dict]:
         """One instant query (at server time ``at`` when given); returns the result vector or raises
         :class:`PrometheusAPIError`."""
         headers = {"Accept": "application/json"}
@@ -293,7 +297,7 @@ class PrometheusAPISource:
                 status = resp.status_code
         except (httpx.HTTPError, BodyTooLarge, OSError) as exc:
             raise PrometheusAPIError(_describe(exc)) from None
-        return _decode(body, ctype, status)
+        return _decode(body, ctype, status, kind)
 
     async def _ask(self, client: httpx.AsyncClient, at: float) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
@@ -405,13 +409,32 @@ class PrometheusAPISource:
         skew = self._server_now - asked_at if math.isfinite(self._server_now) else 0.0
         self._skew = skew
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
-        polls = [
+        polls = await self._backfill(client, targets, skew if note else 0.0)
+        polls += [
             self._ok(ident, tg, facts.get(tg.info.job), now, skew, note, clock, t0)
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
         polls += host_polls(node_rows, self.display, now, skew if note else 0.0)
         return polls
+
+    async def _backfill(self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target],
+                        skew: float) -> list[TaskPoll]:
+        """The recent samples of targets met for the first time (see :mod:`prometheus_backfill`);
+        none when the query fails (logged: the current values still show)."""
+        new = [i for i in targets if i not in self._backfilled][:MAX_BACKFILL_TARGETS]
+        if not new:
+            return []
+        self._backfilled.update(new)
+        try:
+            async with asyncio.timeout(self.timeout):
+                rows = await self.query(client, backfill_query(i for _, i in new), kind="matrix")
+        except (PrometheusAPIError, TimeoutError) as exc:
+            log.warning("%s", redact(f"Prometheus {self.display}: history: {exc or 'timed out'}", self._secrets()))
+            return []
+        return backfill_polls(rows, {i: targets[(j, i)].info for j, i in new},
+                              {i: targets[(j, i)].scrape_time for j, i in new},
+                              {i: self._source((j, i)) for j, i in new}, skew)
 
     def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
@@ -539,7 +562,7 @@ def _server_time(results: list[dict]) -> float:
     return float(results[0].get("value", [0.0])[0])
 
 
-def _decode(body: bytes, ctype: str, status: int) -> list[dict]:
+def _decode(body: bytes, ctype: str, status: int, kind: str = "vector") -> list[dict]:
     head = body.lstrip()[:200].lower()
     if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
         raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
@@ -555,11 +578,13 @@ def _decode(body: bytes, ctype: str, status: int) -> list[dict]:
     data = doc.get("data") or {}
     if (
         not isinstance(data, dict)
-        or data.get("resultType") != "vector"
+        or data.get("resultType") != kind
         or not isinstance(data.get("result"), list)
     ):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
         raise PrometheusAPIError(f"unexpected result type {kind!r}")
+    if kind == "matrix":  # range vectors (backfill): checked row by row where they are read
+        return [r for r in data["result"] if type(r) is dict]
     return [r for r in data["result"] if _well_formed(r)]
 
 

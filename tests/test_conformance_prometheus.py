@@ -127,7 +127,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     try:
         prom.wait_for_targets(3 * 4 + 3, timeout=40.0)
         time.sleep(2.5)  # a few scrapes: rates need two
-        yield {"prom": prom, "jobs": jobs, "node": node, "dcgm": dcgm}
+        yield {"prom": prom, "jobs": jobs, "node": node, "dcgm": dcgm, "since": time.time()}
     finally:
         prom.stop()
         node_proc.kill()
@@ -226,3 +226,27 @@ async def test_snapshot_json_carries_host_detail(world):
     assert node["gpu_model"] == V100 and node["flags"] == []
     async with httpx.AsyncClient() as c:  # the mock page is what the store read
         assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in (await c.get(f"http://{world['dcgm'][1].addr}/metrics")).text
+
+
+async def test_one_refresh_rates_over_the_newest_complete_scrape_intervals(world):
+    """A task met for the first time brings its recent samples (Prometheus' own timestamps), so
+    even ``snapshot --samples 1`` rates over every complete scrape interval of the 10 s window."""
+    prom, addr = world["prom"], world["jobs"]["plain"].tasks["worker-1"][1]
+    await asyncio.sleep(max(0.0, world["since"] + 8.0 - time.time()))  # Prometheus holds 10 s of samples
+    store, clock = Store(), SystemClock()
+    poller = Poller([PrometheusAPISource(prom.url, 'job="plain"')], store, lifecycle=Lifecycle(), clock=clock,
+                    interval=2.0)
+    await poller.poll_once()
+    ts = store.tasks["resnet-plain/worker-1"]
+    t, _ = ts.window(M.K_WORKER_STEPS, 10.0)
+    assert len(t) >= 6  # >= 5 intervals at a 1 s scrape interval, from one refresh
+    data = urllib.parse.urlencode({"query": f'cmdare_worker_steps_total{{instance="{addr}"}}[15s]',
+                                   "time": f"{t[-1]:.3f}"}).encode()
+    with urllib.request.urlopen(f"{prom.url}/api/v1/query", data=data, timeout=5) as r:
+        (row,) = json.load(r)["data"]["result"]
+    own = {float(a): float(b) for a, b in row["values"]}  # Prometheus' own samples
+    expect = (own[float(t[-1])] - own[float(t[0])]) / float(t[-1] - t[0])
+    assert ts.rate(M.K_WORKER_STEPS, 10.0) == pytest.approx(expect, rel=0.01)
+    (job,) = build_jobs(store, poller.lifecycle, clock.now())
+    assert job.steps_per_sec and job.steps_per_sec > 0
+    await poller.aclose()
