@@ -28,6 +28,7 @@ class Parsed:
     notes: list[str] = field(default_factory=list)  # degraded-but-usable remarks
     own_info: bool = False  # the page names its task (cmdare_task_info); else it is host detail
     gpu_model: str = ""  # DCGM ``modelName``
+    sample_time: float | None = None  # the newest timestamp the exporter gave its task samples (epoch s)
 
 
 def _num(text: str) -> float:
@@ -105,7 +106,7 @@ _VALUE_TEXT = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _PAIR = rf"[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_VALUE_TEXT}[ \t]*"
 _LINE = re.compile(  # a sample (name, label text, value), or a comment or blank line (empty groups)
     rf"^(?:([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_PAIR}(?:,{_PAIR})*,?)?)\}})?"
-    r"[ \t]+([0-9a-zA-Z.+-]+)(?:[ \t]+-?[0-9]+)?[ \t\r]*|[^\S\n]*(?:#[^\n]*)?)$",
+    r"[ \t]+([0-9a-zA-Z.+-]+)(?:[ \t]+(-?[0-9]+))?[ \t\r]*|[^\S\n]*(?:#[^\n]*)?)$",
     re.M,
 )
 _LABEL = re.compile(rf"([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*({_VALUE_TEXT})")
@@ -129,29 +130,31 @@ def _labels(name: str, body: str) -> dict[str, str]:
     return {k: _unquote(v) for k, v in _LABEL.findall(body)}
 
 
-def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, float]]:
-    """(name, labels, raw label text, value) per sample; labels only for the families we fold."""
+def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, float, float | None]]:
+    """(name, labels, raw label text, value, timestamp s) per sample; labels only for the families we fold."""
     lines = _LINE.findall(text)
     if len(lines) != text.count("\n") + 1:  # some line is neither a sample, a comment nor blank
         raise _Fallback
     out = []
     labelled = _LABELLED | {"node_cpu_seconds_total"}
     try:
-        for name, body, raw in lines:
+        for name, body, raw, stamp in lines:
             if not name:
                 continue
             if "_" in raw:
                 raise _Fallback
-            out.append((name, _labels(name, body) if name in labelled else None, body, float(raw)))
+            out.append((name, _labels(name, body) if name in labelled else None, body, float(raw),
+                        int(stamp) / 1000 if stamp else None))
     except ValueError:
         raise _Fallback from None
     return out
 
 
-def _samples_reference(text: str) -> list[tuple[str, dict[str, str], None, float]]:
+def _samples_reference(text: str) -> list[tuple[str, dict[str, str], None, float, float | None]]:
     from prometheus_client.parser import text_string_to_metric_families  # only on the slow path
 
-    return [(s.name, s.labels, None, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+    return [(s.name, s.labels, None, s.value, float(s.timestamp) if s.timestamp is not None else None)
+            for f in text_string_to_metric_families(text) for s in f.samples]
 
 
 def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
@@ -177,7 +180,9 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
     dcgm = DcgmFold()
     seen: set[tuple[str, object]] = set()
     dropped = dupes = 0
-    for name, labels, raw, value in samples:
+    for name, labels, raw, value, stamp in samples:
+        if stamp is not None and name in _SIMPLE and name.startswith("cmdare_"):
+            out.sample_time = max(out.sample_time or 0.0, stamp)  # the exporter's own sample time
         if name == "cmdare_task_info":
             out.info, out.own_info = _info_from_labels(labels, default_info), True
             continue

@@ -117,6 +117,8 @@ async def scrape(
     if host_detail_only(parsed):  # node_exporter / DCGM: detail for the tasks on this host
         info = TaskInfo(job=parsed.info.job, task=host, role="node", gpu=parsed.gpu_model)
         return done(True, info=info, values=parsed.values, host_only=True, error="; ".join(parsed.notes) or None)
+    if parsed.sample_time is not None:  # the exporter stamped its samples: its own time wins
+        answered[:] = [parsed.sample_time]
     return done(True, info=parsed.info, values=parsed.values, job_facts=parsed.facts,
                 error="; ".join(parsed.notes) or None)
 
