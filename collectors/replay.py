@@ -55,11 +55,15 @@ def open_recording(path: str | Path) -> sqlite3.Connection:
 
 def _poll(row: tuple) -> TaskPoll:
     source, t, ok, info, vals, error, facts, elapsed = row
+    ident = json.loads(info) if info else None
+    where = {k: ident.pop(k) for k in ("host", "host_only") if k in ident} if ident else {}  # poll fields
     return TaskPoll(
         source=source,
         t=t,
         ok=bool(ok),
-        info=TaskInfo(**json.loads(info)) if info else None,
+        info=TaskInfo(**ident) if ident else None,
+        host=str(where.get("host", "")),
+        host_only=bool(where.get("host_only", False)),
         values=json.loads(vals),
         error=error,
         job_facts=JobFacts(**json.loads(facts)) if facts else None,

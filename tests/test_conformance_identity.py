@@ -90,3 +90,38 @@ async def test_a_target_not_up_yet_is_pending_then_folded_into_its_task(exporter
     assert seen[0] == seen[1] == [("job", f"127.0.0.1:{port}", "pending")]  # under its URL, not "silent"
     assert seen[2] == seen[3] == [("bert", "worker-0", "up")]  # folded: no phantom, no job called "job"
     assert not [t for t in poller.lifecycle.nodes if "pending" in t]
+
+
+async def test_host_detail_survives_record_and_replay(exporters, tmp_path):
+    """A DCGM page (MOCK, see dcgm_page.py) given with --target joins the task on its host, live and
+    in the replay of the recording (host detail is never a task of its own)."""
+    from dcgm_page import DcgmServer, Gpu, page
+
+    from cmdare.collectors.clock import ManualClock
+    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.replay import ReplaySource
+
+    dcgm = DcgmServer(page([Gpu(0, "GPU-1", "Tesla T4", 70.0, 3000, 12000)]))
+    try:
+        urls = [_exporter(exporters, "worker", "0"), f"http://{dcgm.addr}/metrics"]
+        lc = Lifecycle()
+        rec = Recorder(tmp_path / "r.sqlite", lifecycle=lc, interval=1.0)
+        live = Poller([ScrapeSource([_target(u) for u in urls])], Store(), lifecycle=lc, clock=SystemClock(),
+                      interval=1.0, sinks=[rec])
+        for _ in range(2):
+            await live.poll_once()
+        rec.close()
+        await live.aclose()
+    finally:
+        dcgm.close()
+    clock = ManualClock()
+    replay = ReplaySource(tmp_path / "r.sqlite", clock, speed=0)
+    again = Poller([replay], Store(), lifecycle=Lifecycle(), clock=clock, interval=1.0)
+    for _ in range(2):
+        await again.poll_once()
+    replay.close()
+    for p in (live, again):
+        (job,) = build_jobs(p.store, p.lifecycle, 0.0)
+        (node,) = job.nodes
+        assert (job.name, node.name, node.gpu_util, node.gpu_model, node.gpu_mem_used_mib) == \
+            ("bert", "worker-0", 70.0, "Tesla T4", 3000)
