@@ -44,7 +44,8 @@ class Lifecycle:
     nodes: dict[str, NodeStatus] = field(default_factory=dict)
     lifetimes: list[Lifetime] = field(default_factory=list)  # closed lifetimes
     _by_source: dict[str, str] = field(default_factory=dict)
-    duplicates: set[str] = field(default_factory=set)  # keys claimed by two endpoints at once
+    duplicates: set[str] = field(default_factory=set)  # keys claimed by two endpoints at once (both answering)
+    _pairs: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # renamed key -> (key, owner, claimant)
     _owner: dict[str, str] = field(default_factory=dict)  # key -> the source that claimed it first
     _answered: dict[str, int] = field(default_factory=dict)  # source -> the last cycle it answered in
     _host_sources: set[str] = field(default_factory=set)  # node_exporter / DCGM targets
@@ -67,6 +68,10 @@ class Lifecycle:
                     self._pending(poll)
                 poll = replace(poll, info=None)
             out.append(poll)
+        recent = self._cycle - 1  # both claimants answered in this cycle or the last one: still a duplicate
+        self.duplicates = {k for renamed, (key, a, b) in self._pairs.items()
+                           if min(self._answered.get(a, -9), self._answered.get(b, -9)) >= recent
+                           for k in (key, renamed)}
         return out
 
     def _answered_now(self, source: str, host_only: bool) -> None:
@@ -83,9 +88,10 @@ class Lifecycle:
             self._owner[key] = poll.source  # the first claimant, or a replacement of a gone one
             return poll
         info = replace(poll.info, task=f"{poll.info.name}@{_short(poll.source)}")
-        self.duplicates.update((key, info.key))
+        if info.key not in self._pairs:  # said once, not every poll
+            log.warning("duplicate identity %s: claimed by %s and %s", key, _short(owner), _short(poll.source))
+        self._pairs[info.key] = (key, owner, poll.source)
         self._owner.setdefault(info.key, poll.source)
-        log.warning("duplicate identity %s: claimed by %s and %s", key, _short(owner), _short(poll.source))
         return replace(poll, info=info)
 
     def _pending(self, poll: TaskPoll) -> None:

@@ -70,6 +70,21 @@ async def test_two_endpoints_claiming_one_identity_are_both_shown_and_flagged(ex
     assert "duplicate-identity" in str(row.cells[9])  # the Flag column
 
 
+async def test_the_duplicate_flag_clears_when_one_claimant_is_gone(exporters):
+    urls = [_exporter(exporters, "worker", "worker-0"), _exporter(exporters, "worker", "worker-0")]
+    poller = Poller([ScrapeSource([_target(u) for u in urls])], Store(), lifecycle=Lifecycle(silent_after=2),
+                    clock=SystemClock(), interval=1.0)
+    for _ in range(2):
+        await poller.poll_once()
+    assert len(poller.lifecycle.duplicates) == 2
+    exporters[1].stop()
+    for _ in range(3):
+        await poller.poll_once()
+    await poller.aclose()
+    nodes = {n.name: n for j in build_jobs(poller.store, poller.lifecycle, 0.0) for n in j.nodes}
+    assert nodes["worker-0"].flags == () and nodes["worker-0"].status == "up"
+
+
 async def test_a_target_not_up_yet_is_pending_then_folded_into_its_task(exporters):
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
