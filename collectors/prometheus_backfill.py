@@ -19,8 +19,11 @@ from cmdare.collectors.hostdetail import host_name
 from cmdare.collectors.prometheus_hosts import _promql_string
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
-BACKFILL_S = 60  # seconds of history read for a new target (the store bridges up to six 10 s windows)
-MAX_BACKFILL_TARGETS = 200  # new targets backfilled in one refresh (a fleet's first refresh stays cheap)
+BACKFILL_S = 60  # seconds of history read for a few new targets (the store bridges up to six 10 s windows)
+BACKFILL_BUDGET = 6000  # target-seconds of history per refresh: 200 new targets get 30 s each
+MIN_BACKFILL_S = 15
+BACKFILL_POINTS = 12  # newest samples kept per target (a 10 s window at a 1 s scrape interval)
+MAX_BACKFILL_TARGETS = 200  # new targets backfilled in one refresh (a fleet's first refreshes stay cheap)
 _KEYS = {
     "cmdare_global_step": M.K_GLOBAL_STEP,
     "cmdare_worker_steps_total": M.K_WORKER_STEPS,
@@ -31,11 +34,18 @@ _KEYS = {
 _PS = "cmdare_ps_bytes_total"
 
 
-def backfill_query(instances: Iterable[str], seconds: int = BACKFILL_S) -> str:
+def backfill_seconds(n_targets: int) -> int:
+    """How far back to read for ``n_targets`` new targets: 60 s for a few, less for many."""
+    return max(MIN_BACKFILL_S, min(BACKFILL_S, BACKFILL_BUDGET // max(1, n_targets)))
+
+
+def backfill_query(instances: Iterable[str], seconds: int | None = None) -> str:
     """The range query for the rate-making counters of exactly these scrape targets."""
     import re
 
-    alts = "|".join(re.escape(i) for i in sorted(set(instances)))
+    wanted = sorted(set(instances))
+    seconds = seconds or backfill_seconds(len(wanted))
+    alts = "|".join(re.escape(i) for i in wanted)
     names = "|".join(sorted([*_KEYS, _PS]))
     return f'{{__name__=~"{names}",instance=~"{_promql_string(alts)}"}}[{seconds}s]'
 
@@ -76,10 +86,10 @@ def backfill_polls(rows: list[dict], infos: Mapping[str, TaskInfo], before: Mapp
     out: list[TaskPoll] = []
     for inst, times in _fold(rows).items():
         info, limit = infos.get(inst), before.get(inst, math.inf)
+        limit = limit if math.isfinite(limit) else math.inf
         if info is None:
             continue
-        for t in sorted(times):
-            if t < limit:
-                out.append(TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst)))
+        for t in sorted(t for t in times if t < limit)[-BACKFILL_POINTS:]:
+            out.append(TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst)))
     out.sort(key=lambda p: p.t)
     return out
