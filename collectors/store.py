@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,6 +126,14 @@ class TaskSeries:
         if math.isnan(self.first_seen):
             self.first_seen = t
         self.last_seen = t
+
+    def derived(self, name: str, compute: Callable[[TaskSeries], object]) -> object:
+        """``compute(self)``, computed once per new point (e.g. a host's GPU detail, which every
+        task on the host asks for)."""
+        memo_key = ("derived", name)
+        if memo_key not in self._memo:
+            self._memo[memo_key] = compute(self)
+        return self._memo[memo_key]
 
     def latest(self, key: str, lookback: int = LATEST_LOOKBACK) -> float | None:
         """The newest value of ``key`` among the last ``lookback`` points (a source may read some

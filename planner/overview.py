@@ -124,6 +124,13 @@ class HostFigures:
     gpu_total: float | None = None
 
 
+def _gpu_detail(series: TaskSeries) -> tuple[list[str], dict[str, float]]:
+    """A host's GPU devices and the newest value of each of its GPU series (once per new point)."""
+    devices = H.devices_in(series.keys())
+    keys = [k for k in series.keys() if k in M.GPU_KEYS or k.startswith(H.DEV_PREFIX)]
+    return devices, {k: v for k in keys if (v := series.latest(k)) is not None}
+
+
 def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> HostFigures:
     """CPU and memory of the task's host; GPU detail only when the task owns GPUs (its declared
     ``gpu_ids`` when given). The task's own page wins where it carries the same series."""
@@ -138,13 +145,12 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     avail = mem.latest(M.K_MEM_AVAIL) if mem else None
     used = total - avail if total is not None and avail is not None else None
     i = ts.info
-    gsrc = ts if H.devices_in(ts.keys()) or ts.has(M.K_GPU_UTIL) else host
-    devices = H.devices_in(gsrc.keys()) if gsrc is not None else []
-    owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or (gsrc is not None and gsrc.has(M.K_GPU_UTIL)))
+    gsrc = ts if ts.has(M.K_GPU_UTIL) or ts.has(M.K_GPU_COUNT) else host
+    devices, latest = gsrc.derived("gpu", _gpu_detail) if gsrc is not None else ([], {})  # type: ignore[misc]
+    owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
     if not owns or gsrc is None:
         return HostFigures(_finite(cpu), _finite(used), _finite(total), owns)
-    mine = H.owned_devices(devices, i.gpu_ids)
-    latest = {k: v for k in gsrc.keys() if (v := gsrc.latest(k)) is not None}
+    mine = H.owned_devices(devices, i.gpu_ids) if i.gpu_ids else []
     g = H.fold_devices(mine, latest) if mine else {k: latest[k] for k in M.GPU_KEYS if k in latest}
     fb_used, fb_free = g.get(M.K_GPU_FB_USED), g.get(M.K_GPU_FB_FREE)
     model = gsrc.info.gpu if gsrc is host else ""
