@@ -22,6 +22,7 @@ NODE_NAMES = frozenset({"node_cpu_seconds_total", "node_memory_MemTotal_bytes", 
                         "node_network_receive_bytes_total", "node_network_transmit_bytes_total"})
 DEV_PREFIX = "dcgm{dev="
 NOT_A_GPU = frozenset({"", "cpu", "none", "-"})
+HOST_JOB = "hosts"  # the job host detail is filed under (shown only for a host no task runs on)
 
 
 def device_id(labels: Mapping[str, str]) -> str:

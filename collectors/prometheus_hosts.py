@@ -15,12 +15,11 @@ import re
 from collections.abc import Iterable, Mapping
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold, host_name
+from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, DcgmFold, host_name
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 KEY_LABEL = "cmdare_key"
 T_KEY = "__scrape_time"
-HOST_JOB = "hosts"  # the job a host's detail is filed under (never shown: it joins tasks by host)
 
 # (series key, aggregation, metric, extra matchers)
 _NODE_AGGREGATES = (

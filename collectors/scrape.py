@@ -14,7 +14,7 @@ import httpx
 
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
-from cmdare.collectors.hostdetail import host_name, is_host_key
+from cmdare.collectors.hostdetail import HOST_JOB, host_name, is_host_key
 from cmdare.collectors.http_client import new_client
 from cmdare.collectors.redaction import install_log_filters, redact
 from cmdare.collectors.samples import TaskInfo, TaskPoll
@@ -115,7 +115,7 @@ async def scrape(
     if parsed.info is None:
         return done(False, error="no cmdare_task_info and no identity configured for this target")
     if host_detail_only(parsed):  # node_exporter / DCGM: detail for the tasks on this host
-        info = TaskInfo(job=parsed.info.job, task=host, role="node", gpu=parsed.gpu_model)
+        info = TaskInfo(job=HOST_JOB, task=host, role="node", gpu=parsed.gpu_model)
         return done(True, info=info, values=parsed.values, host_only=True, error="; ".join(parsed.notes) or None)
     if parsed.sample_time is not None:  # the exporter stamped its samples: its own time wins
         answered[:] = [parsed.sample_time]

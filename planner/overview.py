@@ -153,7 +153,7 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     mine = H.owned_devices(devices, i.gpu_ids) if i.gpu_ids else []
     g = H.fold_devices(mine, latest) if mine else {k: latest[k] for k in M.GPU_KEYS if k in latest}
     fb_used, fb_free = g.get(M.K_GPU_FB_USED), g.get(M.K_GPU_FB_FREE)
-    model = gsrc.info.gpu if gsrc is host else ""
+    model = gsrc.info.gpu if gsrc.info.role == "node" else ""  # host detail carries the DCGM model
     return HostFigures(_finite(cpu), _finite(used), _finite(total), True, model, _finite(g.get(M.K_GPU_UTIL)),
                        _finite(fb_used), _finite(fb_used + fb_free) if fb_used is not None and fb_free is not None
                        else None)
@@ -216,6 +216,10 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
     for key, status in lifecycle.nodes.items():  # tasks never answered (pending targets): show them too
         if key not in store.tasks:
             jobs.setdefault(status.info.job, []).append(_unanswered(status))
+    with_tasks = {ts.host for ts in store.tasks.values()}
+    for host, hs in store.hosts.items():  # node_exporter / DCGM of a host no task runs on: a row of its own
+        if host not in with_tasks:
+            jobs.setdefault(hs.info.job, []).append(node_view(hs, None, now))
     out = []
     for name, nodes in jobs.items():  # in the order jobs were first seen
         nodes.sort(key=lambda n: (order.get(n.role, 9), _natural(n.name)))

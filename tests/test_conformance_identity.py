@@ -140,3 +140,17 @@ async def test_host_detail_survives_record_and_replay(exporters, tmp_path):
         (node,) = job.nodes
         assert (job.name, node.name, node.gpu_util, node.gpu_model, node.gpu_mem_used_mib) == \
             ("bert", "worker-0", 70.0, "Tesla T4", 3000)
+
+
+async def test_host_detail_of_a_host_without_tasks_is_a_row_of_its_own(exporters):
+    """A DCGM page (MOCK) alone: nothing to join it to, so its host is shown, never hidden."""
+    from dcgm_page import DcgmServer, Gpu, page
+
+    dcgm = DcgmServer(page([Gpu(0, "GPU-1", "Tesla T4", 70.0, 3000, 12000)]))
+    try:
+        (job,), _ = await _watch([f"http://{dcgm.addr}/metrics"])
+    finally:
+        dcgm.close()
+    (node,) = job.nodes
+    assert (job.name, node.name, node.role, node.status, node.gpu_util, node.gpu_model) == \
+        ("hosts", "127.0.0.1", "node", "up", 70.0, "Tesla T4")
