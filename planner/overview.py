@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
@@ -132,8 +132,8 @@ def _gpu_detail(series: TaskSeries) -> tuple[list[str], dict[str, float]]:
 
 
 def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> HostFigures:
-    """CPU and memory of the task's host; GPU detail only when the task owns GPUs (its declared
-    ``gpu_ids`` when given). The task's own page wins where it carries the same series."""
+    """CPU and memory of the task's host, and its GPU detail (:func:`_gpu_figures`). The task's own
+    page wins where it carries the same series."""
     src = [x for x in (ts, host) if x is not None]
     busy = next((x for x in src if x.has(M.K_CPU_BUSY) and x.has(M.K_CPU_ALL)), None)
     cpu = None
@@ -144,19 +144,27 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     total = mem.latest(M.K_MEM_TOTAL) if mem else None
     avail = mem.latest(M.K_MEM_AVAIL) if mem else None
     used = total - avail if total is not None and avail is not None else None
+    return _gpu_figures(ts, host, HostFigures(_finite(cpu), _finite(used), _finite(total)))
+
+
+def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> HostFigures:
+    """GPU detail only for a task that owns GPUs: the devices it declares (``gpu_ids``; none shown
+    when none of them is on the host), else all of its host's."""
     i = ts.info
     gsrc = ts if ts.has(M.K_GPU_UTIL) or ts.has(M.K_GPU_COUNT) else host
     devices, latest = gsrc.derived("gpu", _gpu_detail) if gsrc is not None else ([], {})  # type: ignore[misc]
     owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
     if not owns or gsrc is None:
-        return HostFigures(_finite(cpu), _finite(used), _finite(total), owns)
-    mine = H.owned_devices(devices, i.gpu_ids) if i.gpu_ids else []
-    g = H.fold_devices(mine, latest) if mine else {k: latest[k] for k in M.GPU_KEYS if k in latest}
+        return replace(base, owns_gpu=owns)
+    if i.gpu_ids:
+        g = H.fold_devices(H.owned_devices(devices, i.gpu_ids), latest)
+    else:
+        g = {k: latest[k] for k in M.GPU_KEYS if k in latest}
     fb_used, fb_free = g.get(M.K_GPU_FB_USED), g.get(M.K_GPU_FB_FREE)
+    total = fb_used + fb_free if fb_used is not None and fb_free is not None else None
     model = gsrc.info.gpu if gsrc.info.role == "node" else ""  # host detail carries the DCGM model
-    return HostFigures(_finite(cpu), _finite(used), _finite(total), True, model, _finite(g.get(M.K_GPU_UTIL)),
-                       _finite(fb_used), _finite(fb_used + fb_free) if fb_used is not None and fb_free is not None
-                       else None)
+    return replace(base, owns_gpu=True, gpu_model=model, gpu_util=_finite(g.get(M.K_GPU_UTIL)),
+                   gpu_used=_finite(fb_used), gpu_total=_finite(total))
 
 
 def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: float = RATE_WINDOW_S,
