@@ -10,6 +10,8 @@ instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
    queries the server evaluates in parallel;
 5. node detail (node_exporter, DCGM on another port of a task's host), found by the tasks' hosts
    whatever the selector (:mod:`prometheus_hosts`), read between refreshes so that it never delays one.
+6. for a task met for the first time, its recent samples (one range query, :mod:`prometheus_backfill`),
+   so that the first refresh already rates over complete scrape intervals.
 
 Every query of one refresh is evaluated at the same instant (``time=``, the server's clock less
 :data:`EVAL_LAG_S`), so a scrape landing between two queries never mixes two samples' values with
