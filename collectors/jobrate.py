@@ -6,8 +6,9 @@
   job's steps/s is the *rate of the shared global step* (the median over the tasks reporting it; the
   mean worker rate when no task reports one). Summing would count each step once per worker.
 
-The mode is declared by ``cmdare_job_info{sync=…}``. Undeclared, it is inferred: two or more workers
-whose global steps are *shared* (their newest values lie within one rate window of steps of each
+The mode is declared by ``cmdare_job_info{sync=…}``. Undeclared, it is inferred for exporter-
+instrumented tasks (they carry the step-time histogram; log runs from TensorBoard or JSON lines are
+independent runs and add up): two or more workers whose global steps are *shared* (their newest values lie within one rate window of steps of each
 other) and each of whose own rates is within :data:`SYNC_TOLERANCE` of the global step's rate train
 synchronously; anything else is treated as asynchronous (the sum), as before. Examples/s is the sum
 of every task's ``cmdare_examples_total`` rate in every mode (each worker processes its own batch).
@@ -47,6 +48,8 @@ def infer_sync(workers: Sequence[TaskSeries], window: float) -> str:
     steps = _rates(workers, M.K_WORKER_STEPS, window)
     if len(steps) < 2:
         return ""
+    if not all(ts.has(M.K_STEP_SECONDS_COUNT) for ts in workers):
+        return "async-ps"  # log runs (TensorBoard, JSON lines): independent runs, their steps add up
     g_rates = _rates(workers, M.K_GLOBAL_STEP, window)
     latest = [g for ts in workers if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
     if len(g_rates) < 2 or len(latest) < 2:

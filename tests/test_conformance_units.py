@@ -18,7 +18,7 @@ def _series(task: str, rate: float, global_rate: float, offset: float = 0.0, rol
     ts = TaskSeries(TaskInfo("j", task, role), 64)
     for i in range(11):
         ts.append(float(i), {M.K_WORKER_STEPS: rate * i, M.K_GLOBAL_STEP: offset + global_rate * i,
-                             M.K_EXAMPLES: 32 * rate * i})
+                             M.K_EXAMPLES: 32 * rate * i, M.K_STEP_SECONDS_COUNT: rate * i})
     return ts
 
 
@@ -34,6 +34,9 @@ def test_sync_jobs_take_the_global_step_rate_async_jobs_the_sum():
     declared = job_rate(ps, JobFacts("j", sync="sync-allreduce"), 10.0)
     assert (declared.steps_per_sec, declared.how) == (pytest.approx(60.0), "declared")  # the global step
     assert job_rate(ddp, None, 10.0).examples_per_sec == pytest.approx(2 * 32 * 71.0)  # summed in every mode
+    for ts in ddp:  # the same steps from two log runs (no step-time histogram): independent, summed
+        ts.values.pop(M.K_STEP_SECONDS_COUNT)
+    assert job_rate(ddp, None, 10.0).steps_per_sec == pytest.approx(142.0)
 
 
 def test_the_exporters_own_sample_time_is_read():
