@@ -106,3 +106,10 @@ def test_tasks_sharing_one_url_are_reported_in_the_status_line(capsys, exporter)
     assert [n["name"] for j in doc["jobs"] for n in j["nodes"]] == ["worker-0"]  # the page names itself
     (note,) = [s["message"] for s in doc["sources"] if s["name"] == "tf_config"]
     assert "worker-0, worker-1, ps-0 share" in note
+
+
+def test_an_unusable_tf_config_alone_is_ignored_and_said(capsys, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    code, doc = _snapshot(capsys)
+    assert code == 0 and doc["demo"] is True  # nothing else given: the demo, with a word on why
+    assert any(s["message"].startswith("$TF_CONFIG ignored: TF_CONFIG is not valid JSON") for s in doc["sources"])

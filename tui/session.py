@@ -194,7 +194,8 @@ class MonitorSession:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
         answered, total = cycle.answered, len(cycle.polls)
         out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered"))
-        out += [SourceStatus("tf_config", "ignored" not in n and "share" not in n, n) for n in (self.plan.notes if self.plan else [])]
+        for note in self.plan.notes if self.plan else []:  # TF_CONFIG remarks (tui/sources.py)
+            out.append(SourceStatus("tf_config", "ignored" not in note and "share" not in note, note))
         failed = [p for p in cycle.polls if not p.ok]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
