@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 HELPERS = {"run_all", "exporter_farm"}  # modules, not benchmarks
 NOT_BY_DEFAULT = {"soak"}
 # extra arguments for scripts without --quick, in quick mode
-QUICK_ARGS = {"detection": ["--per-kind", "5"]}
+QUICK_ARGS = {"detection": ["--per-kind", "5", "--group-seeds", "1"]}
 # per-script time limit (s); the full-size runs of the scale benchmarks take minutes
 LIMIT_S = {"soak": 2400, "prometheus_scale": 900, "scrape_scale": 600, "fault_injection": 900}
 DEFAULT_LIMIT_S = 600

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Protocol
+
+MAX_EPOCH_S = 1e11  # assumption: a "time" past the year 5000 is in milliseconds, or hostile
+
+
+def plausible_time(t: float) -> bool:
+    """Whether ``t`` can be a time in seconds since the epoch (finite, 0 ≤ t ≤ :data:`MAX_EPOCH_S`).
+    Times from files and recordings that are not are rejected with a note, never used."""
+    return math.isfinite(t) and 0.0 <= t <= MAX_EPOCH_S
 
 
 class Clock(Protocol):

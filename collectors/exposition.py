@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo
 
 
@@ -31,11 +33,24 @@ class Parsed:
     sample_time: float | None = None  # the newest timestamp the exporter gave its task samples (epoch s)
 
 
-def _num(text: str) -> float:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
+_FACT_LIMITS = {"model_flops": M.MAX_ABS_VALUE, "params": M.MAX_ABS_VALUE,
+                "batch_size": 2.0**53, "target_steps": 2.0**53}
+
+
+def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
+    """A numeric job fact: 0 when absent; 0 and a note when it is not a plausible count."""
+    text = labels.get(name)
+    if text is None or text == "":
         return 0.0
+    try:
+        x = float(text[:64])
+    except ValueError:
+        x = math.nan
+    if not 0 <= x <= _FACT_LIMITS[name]:  # NaN fails too
+        if notes is not None:
+            notes.append(f"job info: {name} is not a plausible number, ignored")
+        return 0.0
+    return x
 
 
 def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskInfo:
@@ -45,14 +60,16 @@ def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskI
     return TaskInfo(**{**base.__dict__, **pick})
 
 
-def _facts_from_labels(labels: dict[str, str]) -> JobFacts:
+def _facts_from_labels(labels: dict[str, str], notes: list[str] | None = None) -> JobFacts:
+    """What a job trains, from ``cmdare_job_info`` labels; an implausible number (NaN, negative,
+    huge) is dropped (with a line in ``notes``), never the facts or the poll."""
     return JobFacts(
         job=labels.get("job", ""),
         model=labels.get("model", ""),
-        model_flops=_num(labels.get("model_flops", "0")),
-        params=_num(labels.get("params", "0")),
-        batch_size=int(_num(labels.get("batch_size", "0"))),
-        target_steps=int(_num(labels.get("target_steps", "0"))),
+        model_flops=_fact(labels, "model_flops", notes),
+        params=_fact(labels, "params", notes),
+        batch_size=int(_fact(labels, "batch_size", notes)),
+        target_steps=int(_fact(labels, "target_steps", notes)),
         sync=labels.get("sync", "") if labels.get("sync", "") in M.SYNC_MODES else "",
     )
 
@@ -130,11 +147,24 @@ def _labels(name: str, body: str) -> dict[str, str]:
     return {k: _unquote(v) for k, v in _LABEL.findall(body)}
 
 
+def _pieces(text: str, size: int = 1 << 18) -> Iterator[str]:
+    """``text`` in pieces of about ``size`` characters, cut at (and without) a newline."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
 def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, float, float | None]]:
     """(name, labels, raw label text, value, timestamp s) per sample; labels only for the families we fold."""
-    lines = _LINE.findall(text)
-    if len(lines) != text.count("\n") + 1:  # some line is neither a sample, a comment nor blank
-        raise _Fallback
+    lines = []
+    for piece in _pieces(text):  # the regex holds the GIL: a piece at a time, so other threads run
+        found = _LINE.findall(piece)
+        if len(found) != piece.count("\n") + 1:  # some line is neither a sample, a comment nor blank
+            raise _Fallback
+        lines += found
     out = []
     labelled = _LABELLED | {"node_cpu_seconds_total"}
     try:
@@ -160,7 +190,7 @@ def _samples_reference(text: str) -> list[tuple[str, dict[str, str], None, float
 def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
     """Parse exposition text. Raises :class:`ExpositionError` when it is not exposition at all;
     returns degraded-but-usable results with ``notes`` (NaN values dropped, duplicates, …)."""
-    head = text.lstrip()[:200].lower()
+    head = text[:1024].lstrip()[:200].lower()
     if head.startswith("<!doctype") or head.startswith("<html") or "<body" in head:
         raise ExpositionError("got an HTML page, not Prometheus metrics")
     try:
@@ -170,7 +200,7 @@ def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
     try:
         samples = _samples_reference(text)
     except ValueError as exc:  # prometheus_client raises bare ValueError on bad lines
-        raise ExpositionError(f"malformed exposition: {str(exc)[:120]}") from None
+        raise ExpositionError(f"malformed exposition: {redact_cut(str(exc), 120)}") from None
     return _fold_samples(samples, default_info)
 
 
@@ -187,14 +217,14 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             out.info, out.own_info = _info_from_labels(labels, default_info), True
             continue
         if name == "cmdare_job_info":
-            out.facts = _facts_from_labels(labels)
+            out.facts = _facts_from_labels(labels, out.notes)
             continue
         ident = (name, raw if raw is not None else tuple(sorted(labels.items())))
         if ident in seen:
             dupes += 1
             continue
         seen.add(ident)
-        if not math.isfinite(value):
+        if not math.isfinite(value) or abs(value) > M.MAX_ABS_VALUE:
             dropped += 1
             continue
         if name in DCGM_NAMES:
@@ -203,15 +233,19 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             _fold(name, labels or {}, value, acc)
     for key, vals in acc.items():
         if key in (M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_MEM_TOTAL, M.K_MEM_AVAIL):
-            out.values[key] = max(vals)
+            value = max(vals)
         else:
-            out.values[key] = sum(vals)
-    out.values.update(dcgm.values())
+            value = sum(vals)
+        if M.valid_value(key, value):
+            out.values[key] = value
+        else:
+            dropped += 1
+    out.values.update({k: v for k, v in dcgm.values().items() if M.valid_value(k, v)})
     out.gpu_model = dcgm.model
     if out.info is None and default_info is not None:
         out.info = default_info
     if dropped:
-        out.notes.append(f"{dropped} non-finite value(s) ignored")
+        out.notes.append(f"{dropped} non-finite or implausible value(s) ignored")
     if dupes:
         out.notes.append(f"{dupes} duplicate series ignored")
     return out

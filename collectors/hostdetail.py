@@ -12,6 +12,7 @@ folded keys (:data:`metrics.GPU_KEYS`) cover every device of the host. Pure func
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from cmdare.collectors import metrics as M
@@ -112,6 +113,15 @@ def owns_gpus(role: str, gpu: str, gpu_ids: str, host_has_gpus: bool) -> bool:
     if gpu.strip().lower() not in NOT_A_GPU:
         return True
     return not gpu.strip() and host_has_gpus and role not in ("ps", "node")
+
+
+_MODEL = re.compile(r"\b([A-Z]{1,2}\d{1,4}[A-Za-z]?)\b")  # "Tesla V100-SXM2-16GB" -> V100
+
+
+def short_model(model: str) -> str:
+    """The GPU's short name from DCGM's ``modelName`` (``NVIDIA A100-SXM4-40GB`` → ``A100``), or ""."""
+    m = _MODEL.search(model)
+    return m.group(1) if m else ""
 
 
 def is_host_key(key: str) -> bool:

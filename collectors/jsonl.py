@@ -13,8 +13,10 @@ Recognised fields (all optional except a step or a contract key)::
 * any series key of the metric contract (``cmdare_global_step``, ``node_network_receive_bytes_total``…)
   is taken as is; every other number becomes ``scalar{tag=<name>}``.
 
-A line that is not a JSON object (garbage, or a line cut short by a crash) is skipped and counted.
-A last line without its newline is left until the writer finishes it.
+A line that is not a JSON object (garbage, a line cut short by a crash, nesting deeper than 1,024
+levels, a line over 1 MiB) is skipped and counted; the source keeps going. A time that is not a
+plausible epoch time (non-finite, negative, in milliseconds) is ignored with a note. A last line
+without its newline is left until the writer finishes it.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import orjson
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.clock import Clock
+from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tensorboard import scalar_key
 
@@ -59,7 +62,25 @@ class _Task:
 def _number(x: object) -> float | None:
     if isinstance(x, bool) or not isinstance(x, int | float):
         return None
-    return float(x) if math.isfinite(x) else None
+    try:
+        return float(x) if math.isfinite(x) else None
+    except OverflowError:  # an integer beyond float range
+        return None
+
+
+def load_line(raw: bytes) -> object | None:
+    """One JSON line, or None when it is not JSON. orjson first (fast; it refuses nesting deeper than
+    1,024 levels); what it refuses besides (NaN/Infinity literals that Python's json writes, integers
+    past 64 bits) goes to json, whose RecursionError on deep nesting is caught: a line costs at most
+    two bounded parses (lines are capped at MAX_LINE_BYTES)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
 
 
 class JsonlSource:
@@ -74,13 +95,15 @@ class JsonlSource:
         self.bad_lines = 0  # total lines skipped since start
         self._tasks: dict[str, _Task] = {}
         self._inode: tuple[int, int] | None = None
+        self._skipping = False  # inside a line over MAX_LINE_BYTES: drop up to its newline
+        self._bad_times = 0  # implausible times met by the current poll
 
     def _read_new(self) -> bytes:
         st = self.path.stat()
         ident = (st.st_dev, st.st_ino)
         if self._inode is not None and (ident != self._inode or st.st_size < self.offset):
             log.info("jsonl %s was replaced or truncated: reading from the start", self.path)
-            self.offset = 0
+            self.offset, self._skipping = 0, False
         self._inode = ident
         with self.path.open("rb") as fh:
             fh.seek(self.offset)
@@ -88,23 +111,26 @@ class JsonlSource:
 
     def _consume(self, buf: bytes, now: float) -> int:
         """Apply every complete line; returns the number of bad lines skipped."""
+        start, bad = 0, 0
+        if self._skipping:  # the rest of an over-long line
+            start = buf.find(b"\n") + 1
+            if start == 0:
+                self.offset += len(buf)
+                return 0
+            self._skipping = False
         end = buf.rfind(b"\n") + 1
-        if end == 0 and len(buf) >= MAX_LINE_BYTES:
-            end = len(buf)  # a huge line with no newline: give up on it
-        bad = 0
-        for raw in buf[:end].split(b"\n"):
-            if raw.strip() and not self._apply(raw, now):
+        for raw in buf[start:end].split(b"\n") if end > start else ():
+            if len(raw) > MAX_LINE_BYTES:
                 bad += 1
-        if end == 0 and len(buf) >= MAX_LINE_BYTES:
-            bad += 1
-        self.offset += end
+            elif raw.strip() and not self._apply(raw, now):
+                bad += 1
+        if len(buf) - max(end, start) >= MAX_LINE_BYTES:  # a huge line with no newline: give up on it
+            end, bad, self._skipping = len(buf), bad + 1, True
+        self.offset += max(end, start)
         return bad
 
     def _apply(self, raw: bytes, now: float) -> bool:
-        try:
-            obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return False
+        obj = load_line(raw)
         if not isinstance(obj, dict):
             return False
         ident = {k: str(obj[k]) for k in _ID_FIELDS if isinstance(obj.get(k), str | int) and str(obj[k])}
@@ -117,6 +143,9 @@ class JsonlSource:
             task = self._tasks[info.key] = _Task(info)
         task.info = info
         t = next((v for k in _TIME_FIELDS if (v := _number(obj.get(k))) is not None), now)
+        if not plausible_time(t):
+            self._bad_times += 1
+            t = now
         task.t = t if math.isnan(task.t) else max(task.t, t)
         task.explicit_steps |= M.K_WORKER_STEPS in values
         if not task.explicit_steps and M.K_GLOBAL_STEP in values:
@@ -126,6 +155,7 @@ class JsonlSource:
 
     def _values(self, obj: dict) -> dict[str, float]:
         out: dict[str, float] = {}
+        logged: dict[str, float] = {}  # other numbers by name: loss, lr… (metrics.training_keys)
         n_scalars = 0
         for k, v in obj.items():
             x = _number(v)
@@ -133,9 +163,10 @@ class JsonlSource:
                 continue
             key = _ALIASES.get(k) or (k if k in _CONTRACT_KEYS else None)
             if key is None and n_scalars < MAX_TAGS:
-                key, n_scalars = scalar_key(k), n_scalars + 1
+                key, n_scalars, logged[k] = scalar_key(k), n_scalars + 1, x
             if key is not None:
                 out[key] = x
+        out.update(M.training_keys(logged))
         return out
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
@@ -152,10 +183,13 @@ class JsonlSource:
                     error=f"cannot read log: {exc.strerror or type(exc).__name__}",
                 )
             ]
+        self._bad_times = 0
         bad = self._consume(buf, clock.now())
         self.bad_lines += bad
-        note = f"{bad} bad or truncated line(s) skipped" if bad else None
-        if bad:
+        notes = [f"{bad} bad or truncated line(s) skipped" if bad else "",
+                 f"{self._bad_times} implausible time(s) ignored" if self._bad_times else ""]
+        note = "; ".join(n for n in notes if n) or None
+        if note:
             log.warning("jsonl %s: %s", self.path, note)
         if not self._tasks:
             return [

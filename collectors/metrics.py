@@ -7,6 +7,7 @@ A *series key* is the catalogue name, plus ``{label=value}`` for the few labelle
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -67,6 +68,12 @@ GPU_GR_ACTIVE = MetricDef("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio",
 GPU_FB_USED = MetricDef("DCGM_FI_DEV_FB_USED", "gauge", "MiB", "DCGM exporter: GPU memory used.")
 GPU_FB_FREE = MetricDef("DCGM_FI_DEV_FB_FREE", "gauge", "MiB", "DCGM exporter: GPU memory free.")
 PROCESS_CPU = MetricDef("process_cpu_seconds", "counter", "s", "Process CPU seconds.")
+# Training figures read from logs (TensorBoard scalars) under the tag names people use (see log_scalar_kind).
+LOSS = MetricDef("cmdare_loss", "gauge", "", "Training loss, as the job logs it.")
+LEARNING_RATE = MetricDef("cmdare_learning_rate", "gauge", "", "Learning rate, as the job logs it.")
+EXAMPLES_RATE = MetricDef(
+    "cmdare_examples_per_second", "gauge", "examples/s", "Examples per second, as the job logs it."
+)
 
 CATALOGUE: dict[str, MetricDef] = {
     m.name: m
@@ -75,6 +82,7 @@ CATALOGUE: dict[str, MetricDef] = {
         STAGE_COMPUTE, STAGE_WAIT, STAGE_BYTES_SENT, STAGE_MICROBATCHES,
         NODE_NET_RX, NODE_NET_TX, NODE_CPU, NODE_MEM_TOTAL, NODE_MEM_AVAIL,
         GPU_UTIL, GPU_GR_ACTIVE, GPU_FB_USED, GPU_FB_FREE, PROCESS_CPU,
+        LOSS, LEARNING_RATE, EXAMPLES_RATE,
     )
 }
 
@@ -104,6 +112,9 @@ K_GPU_COUNT = "dcgm_gpus"  # how many GPUs (or MIG instances) the detail covers
 HOST_KEYS = (K_NET_RX, K_NET_TX, K_CPU_BUSY, K_CPU_ALL, K_MEM_TOTAL, K_MEM_AVAIL)
 GPU_KEYS = (K_GPU_UTIL, K_GPU_FB_USED, K_GPU_FB_FREE, K_GPU_COUNT)
 K_PROCESS_CPU = "process_cpu_seconds_total"
+K_LOSS = LOSS.name
+K_LEARNING_RATE = LEARNING_RATE.name
+K_EXAMPLES_RATE = EXAMPLES_RATE.name
 
 COUNTER_KEYS = frozenset(
     {
@@ -119,3 +130,64 @@ def stage_bytes_key(peer: str) -> str:
 
 def is_counter_key(key: str) -> bool:
     return key in COUNTER_KEYS or key.startswith(K_STAGE_BYTES_PREFIX)
+
+
+# assumption: no training figure comes near this (the store's float32 rings hold up to 3.4e38)
+MAX_ABS_VALUE = 1e30
+
+
+def valid_value(key: str, x: float) -> bool:
+    """Whether a value from outside may enter the store: finite, within ±:data:`MAX_ABS_VALUE`, and
+    not negative for a counter. Sources drop any other value (with a note), never the whole poll."""
+    return math.isfinite(x) and abs(x) <= MAX_ABS_VALUE and not (x < 0 and is_counter_key(key))
+
+
+# --- log scalar tags -> training figures --------------------------------------------------------
+_EVAL_WORDS = frozenset({"val", "valid", "validation", "eval", "evaluation", "test", "dev"})
+_EXAMPLE_WORDS = frozenset({"examples", "example", "samples", "sample", "images", "sequences", "instances"})
+_PER_SECOND_WORDS = frozenset({"sec", "s", "second", "seconds", "per"})
+_KIND_KEYS = {"loss": K_LOSS, "learning_rate": K_LEARNING_RATE, "examples_per_sec": K_EXAMPLES_RATE}
+
+
+def _words(tag: str) -> list[str]:
+    out, word = [], []
+    for ch in tag.lower():
+        if ch.isalnum():
+            word.append(ch)
+        elif word:
+            out.append("".join(word))
+            word = []
+    if word:
+        out.append("".join(word))
+    return out
+
+
+def log_scalar_kind(tag: str) -> tuple[str, int] | None:
+    """What a logged scalar's tag names, with a rank (lower is a better match), or None.
+
+    Kinds: ``loss`` (training loss: ``loss``, ``train/loss``, ``Loss/train``, ``epoch_loss``,
+    ``train_loss``…; evaluation losses such as ``val_loss`` or ``validation/epoch_loss`` are not it),
+    ``learning_rate`` (``lr``, ``learning_rate``, ``lr-Adam``, ``optimizer/lr``, ``epoch_learning_rate``…)
+    and ``examples_per_sec`` (``examples/sec``, ``samples_per_second``, ``images/s``…).
+    """
+    words = _words(tag)
+    if not words or any(w in _EVAL_WORDS or w.startswith("val") and w != "value" for w in words):
+        return None
+    if "loss" in words:
+        return "loss", (0 if words == ["loss"] else 1 if "train" in words else 2) * 100 + len(words)
+    if "lr" in words or ("learning" in words and "rate" in words) or "learningrate" in words:
+        return "learning_rate", len(words)
+    if _EXAMPLE_WORDS & set(words) and (_PER_SECOND_WORDS & set(words) or "throughput" in words):
+        return "examples_per_sec", len(words)
+    return None
+
+
+def training_keys(tags: dict[str, float]) -> dict[str, float]:
+    """The training-figure keys (``K_LOSS``, ``K_LEARNING_RATE``, ``K_EXAMPLES_RATE``) for a set of
+    logged scalars: for each kind, the value of the best-ranked tag (ties: the first tag in name order)."""
+    best: dict[str, tuple[int, str]] = {}
+    for tag in tags:
+        hit = log_scalar_kind(tag)
+        if hit is not None and (hit[0] not in best or (hit[1], tag) < best[hit[0]]):
+            best[hit[0]] = (hit[1], tag)
+    return {_KIND_KEYS[kind]: tags[tag] for kind, (_, tag) in best.items()}

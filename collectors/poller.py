@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -18,8 +19,10 @@ from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
 from cmdare.collectors.jobrate import job_rate
 from cmdare.collectors.lifecycle import Lifecycle, Transition
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskPoll, TaskState
 from cmdare.collectors.store import Store
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,11 @@ class Cycle:
     polls: list[TaskPoll]
     transitions: list[Transition]
     source_errors: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """A source's exception text may quote what it read: cleaned in place (sinks add theirs later)."""
+        for name, message in list(self.source_errors.items()):
+            self.source_errors[name] = clean_text(message, MESSAGE_LIMIT)
 
     @property
     def answered(self) -> int:
@@ -83,8 +91,11 @@ class Poller:
         try:
             return await source.poll(self.client(), self.clock), None
         except Exception as exc:  # a broken source is a status, not a crash
-            log.warning("source %s failed: %s", source.name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
-            return [], f"{type(exc).__name__}: {str(exc)[:160]}"
+            msg = redact_cut(f"{type(exc).__name__}: {exc}")  # redacted before it is cut, never after
+            log.warning("source %s failed: %s", source.name, msg)
+            if log.isEnabledFor(logging.DEBUG):  # the frames only: the raw message may hold a secret
+                log.debug("where %s failed:\n%s", source.name, "".join(traceback.format_tb(exc.__traceback__)))
+            return [], msg
 
     async def poll_once(self) -> Cycle:
         t0 = self.clock.monotonic()
@@ -106,7 +117,7 @@ class Poller:
                 sink(cycle)
             except Exception as exc:
                 log.error("sink %r failed: %s", sink, exc)
-                errors[getattr(sink, "__name__", "sink")] = str(exc)[:160]
+                errors[getattr(sink, "__name__", "sink")] = redact_cut(str(exc))
         return cycle
 
     def _update_jobs(self, t: float) -> None:

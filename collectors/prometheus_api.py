@@ -30,6 +30,11 @@ Series are joined to tasks on Prometheus' ``instance`` label, and the selector c
 (its ``job``, which arrives as ``exported_job`` unless the scrape config sets ``honor_labels: true``,
 ``role``, ``region``…) are on that series only.
 
+Queries go as GET (as POST only when the URL would be over-long, and never in read-only mode). A
+server's answers are untrusted: one content coding at most, inflated under the byte cap; the answers
+of one refresh share a byte and a JSON-value budget (counted before parsing); rows per answer are
+capped; an implausible value or job fact is dropped with a note, never the task.
+
 The bearer token comes from a file or ``PROMETHEUS_TOKEN``; it is held privately, sent only in the
 ``Authorization`` header, and never appears in a message, a log line or a recording.
 """
@@ -50,19 +55,28 @@ import httpx
 import orjson
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.clock import Clock
+from cmdare.collectors import writes
+from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.exposition import _facts_from_labels
 from cmdare.collectors.hostdetail import host_name
+from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
 from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
 from cmdare.collectors.prometheus_hosts import host_polls, host_query, instance_matcher
-from cmdare.collectors.redaction import redact
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
-from cmdare.collectors.scrape import BodyTooLarge, _describe, _read_capped
+from cmdare.collectors.scrape import _describe
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
+MAX_ROWS = 200_000  # rows of one answer (~13 value rows a task x 10k tasks fits); more are refused
+# JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
+# before parsing: ~6 a value row, ~20 an identity row (~0.9 M in the busiest refresh at 10k tasks, whose
+# queries take turns). Parsed, a value costs ~90 bytes, and orjson needs ~2.7x that while it parses:
+# an answer at this cap peaks near 290 MB RSS (measured: benchmarks/adversarial.py, prom_rows100000).
+MAX_JSON_VALUES = 1_000_000
+MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 TOKEN_ENV = "PROMETHEUS_TOKEN"
 URL_ENV = "PROMETHEUS_URL"
@@ -199,6 +213,7 @@ class _Target:
     info: TaskInfo
     values: dict[str, float] = field(default_factory=dict)
     scrape_time: float = math.nan
+    dropped: int = 0  # implausible values dropped from this target's rows
 
 
 def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
@@ -281,25 +296,47 @@ class PrometheusAPISource:
     def _secrets(self) -> tuple[str, ...]:
         return tuple(c.secret() for c in (self._token, self._basic) if c is not None)
 
+    def budget(self) -> tuple[Budget, Budget]:
+        """What the answers of one refresh may cost together: bytes, and JSON values."""
+        return Budget(self.max_bytes), Budget(MAX_JSON_VALUES)
+
     async def query(
-        self, client: httpx.AsyncClient, promql: str, at: float | None = None, kind: str = "vector"
+        self,
+        client: httpx.AsyncClient,
+        promql: str,
+        budget: tuple[Budget, Budget] | None = None,
+        at: float | None = None,
+        result_type: str = "vector",
     ) -> list[dict]:
-        """One instant query (at server time ``at`` when given); returns the result vector or raises
-        :class:`PrometheusAPIError`."""
-        headers = {"Accept": "application/json"}
+        """One query (evaluated at server time ``at`` when given; ``result_type`` "matrix" for a range
+        selector); returns the result rows or raises :class:`PrometheusAPIError`.
+        Sent as GET; as POST only when the URL would exceed :data:`MAX_GET_URL`, and never in
+        read-only mode. The answer is capped in bytes (on the wire and inflated) and in rows, and
+        counted against ``budget`` (shared by the queries of one refresh; its own when None)."""
+        nbytes, nvalues = budget or self.budget()
+        headers = {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         for cred in (self._basic, self._token):
             headers.update(cred.header() if cred else {})
+        url = f"{self.base}/api/v1/query"
+        form = {"query": promql, **({"time": f"{at:.3f}"} if at else {})}  # one evaluation instant a refresh
+        get = httpx.URL(url, params=form)
+        if len(str(get)) <= MAX_GET_URL:
+            request = client.stream("GET", get, headers=headers)
+        elif writes.is_read_only():
+            raise PrometheusAPIError(
+                f"query of {len(str(get))} bytes is too long for GET and read-only mode sends no POST;"
+                " narrow the selector"
+            )
+        else:
+            request = client.stream("POST", url, data=form, headers=headers)
         try:
-            async with client.stream(
-                "POST", f"{self.base}/api/v1/query", data={"query": promql, **({"time": f"{at:.3f}"} if at else {})},
-                headers=headers
-            ) as resp:
-                body = await _read_capped(resp, self.max_bytes)
+            async with request as resp:
+                body = await read_body(resp, self.max_bytes, nbytes)
                 ctype = resp.headers.get("content-type", "")
                 status = resp.status_code
-        except (httpx.HTTPError, BodyTooLarge, OSError) as exc:
+        except (httpx.HTTPError, BodyError, OSError) as exc:
             raise PrometheusAPIError(_describe(exc)) from None
-        return _decode(body, ctype, status, kind)
+        return _decode(body, ctype, status, nvalues, result_type)
 
     async def _ask(self, client: httpx.AsyncClient, at: float) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
@@ -314,10 +351,12 @@ class PrometheusAPISource:
         ]
         due = self._node_detail_due()
         self._polls += 1
+        budget = self.budget()
         try:
             async with asyncio.timeout(self.timeout):
-                *res, clock_rows = await asyncio.gather(*(self._maybe(client, q, at) for q in queries),
-                                                        self.query(client, "vector(time())"))
+                *res, clock_rows = await asyncio.gather(
+                    *(self._maybe(client, q, budget, at) for q in queries), self.query(client, "vector(time())", budget)
+                )
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
         self._server_now = _server_time(clock_rows) if clock_rows else math.nan
@@ -334,8 +373,10 @@ class PrometheusAPISource:
         known = {i for _, i in self._known}
         return f"{q} or up{{{_instance_exact(known)}}} == 0" if known else q
 
-    async def _maybe(self, client: httpx.AsyncClient, promql: str, at: float | None = None) -> list[dict] | None:
-        return await self.query(client, promql, at) if promql else None
+    async def _maybe(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None = None
+    ) -> list[dict] | None:
+        return await self.query(client, promql, budget, at) if promql else None
 
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
@@ -372,7 +413,7 @@ class PrometheusAPISource:
         self._node_task = None
         out = [] if task.cancelled() else task.result()
         if isinstance(out, str):
-            log.warning("%s", redact(f"Prometheus {self.display}: node detail: {out}", self._secrets()))
+            log.warning("%s", redact_cut(f"Prometheus {self.display}: node detail: {out}", 300, self._secrets()))
             return []
         return out
 
@@ -390,7 +431,7 @@ class PrometheusAPISource:
         try:
             infos, jobs, ups, values = await self._ask(client, clock.now() + self._skew - EVAL_LAG_S)
         except PrometheusAPIError as exc:  # the server's own words may echo our credentials: redact
-            msg = redact(f"Prometheus {self.display}: {exc}", self._secrets())
+            msg = redact_cut(f"Prometheus {self.display}: {exc}", 200, self._secrets())
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
         targets = self._targets(infos) if infos is not None else self._reuse_targets(values, ups)
@@ -399,7 +440,7 @@ class PrometheusAPISource:
                 async with asyncio.timeout(self.timeout):
                     infos = await self.query(client, self._info_query)
             except (PrometheusAPIError, TimeoutError) as exc:
-                msg = redact(f"Prometheus {self.display}: {str(exc) or 'timed out'}", self._secrets())
+                msg = redact_cut(f"Prometheus {self.display}: {str(exc) or 'timed out'}", 200, self._secrets())
                 log.warning("%s", msg)
                 return self._all_failed(msg, clock, t0)
             targets = self._targets(infos)
@@ -407,13 +448,15 @@ class PrometheusAPISource:
             self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
         now = clock.now()
         self._fill(targets, values)
-        facts = {f.job: f for f in (_facts_from_labels(_job_labels(r["metric"])) for r in jobs)}
-        skew = self._server_now - asked_at if math.isfinite(self._server_now) else 0.0
+        facts, fact_notes = _job_facts(jobs)
+        server_now = self._server_now
+        skew = server_now - asked_at if math.isfinite(server_now) and plausible_time(server_now) else 0.0
         self._skew = skew
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         polls = await self._backfill(client, targets, skew if note else 0.0)
         polls += [
-            self._ok(ident, tg, facts.get(tg.info.job), now, skew, note, clock, t0)
+            self._ok(ident, tg, facts.get(tg.info.job), now, skew, _join(note, fact_notes.get(tg.info.job)),
+                     clock, t0)
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
@@ -430,9 +473,10 @@ class PrometheusAPISource:
         self._backfilled.update(new)
         try:
             async with asyncio.timeout(self.timeout):
-                rows = await self.query(client, backfill_query(i for _, i in new), kind="matrix")
+                rows = await self.query(client, backfill_query(i for _, i in new), result_type="matrix")
         except (PrometheusAPIError, TimeoutError) as exc:
-            log.warning("%s", redact(f"Prometheus {self.display}: history: {exc or 'timed out'}", self._secrets()))
+            log.warning("%s", redact_cut(f"Prometheus {self.display}: history: {exc or 'timed out'}", 300,
+                                         self._secrets()))
             return []
         return backfill_polls(rows, {i: targets[(j, i)].info for j, i in new},
                               {i: targets[(j, i)].scrape_time for j, i in new},
@@ -470,13 +514,16 @@ class PrometheusAPISource:
         for r in values:
             labels = r.get("metric", {})
             key, val = labels.get(KEY_LABEL, ""), _number(r.get("value", [0, ""])[1])
-            if not key or val is None:
-                continue
             tg = targets.get(_ident(labels))
+            if not key or (tg is None and val is None):
+                continue
+            if tg is not None and key != _T_KEY and (val is None or not M.valid_value(key, val)):
+                tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
+                continue
             if tg is None:
                 continue
             if key == _T_KEY:
-                tg.scrape_time = val
+                tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
             else:
                 tg.values[key] = val
 
@@ -495,6 +542,8 @@ class PrometheusAPISource:
         t = tg.scrape_time - skew if math.isfinite(tg.scrape_time) and note else tg.scrape_time
         if not math.isfinite(t):
             t = now
+        if tg.dropped:
+            note = _join(note, f"{tg.dropped} implausible value(s) ignored")
         return TaskPoll(
             self._source(ident),
             t,
@@ -547,6 +596,23 @@ def _instance_exact(instances: set[str]) -> str:
     return instance_matcher(instances).replace('(:[0-9]+)?"', '"')
 
 
+def _job_facts(jobs: list[dict]) -> tuple[dict[str, JobFacts], dict[str, str]]:
+    """Each job's facts, and per job a note on the implausible facts dropped (never the poll)."""
+    facts: dict[str, JobFacts] = {}
+    notes: dict[str, str] = {}
+    for r in jobs:
+        bad: list[str] = []
+        f = _facts_from_labels(_job_labels(r["metric"]), bad)
+        facts[f.job] = f
+        if bad:
+            notes[f.job] = "; ".join(bad)
+    return facts, notes
+
+
+def _join(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
 def _job_value(row: dict) -> bool:
     """A row of a task's own series (not a scrape time, not node detail joined by host)."""
     key = row["metric"].get(KEY_LABEL)
@@ -564,28 +630,39 @@ def _server_time(results: list[dict]) -> float:
     return float(results[0].get("value", [0.0])[0])
 
 
-def _decode(body: bytes, ctype: str, status: int, kind: str = "vector") -> list[dict]:
-    head = body.lstrip()[:200].lower()
+def _decode(
+    body: bytes | bytearray, ctype: str, status: int, values: Budget | None = None, result_type: str = "vector"
+) -> list[dict]:
+    """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
+    the JSON-value budget it counts against (shared by a refresh's answers; its own when None)."""
+    values = values or Budget(MAX_JSON_VALUES)
+    head = body[:1024].lstrip()[:200].lower()
     if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
         raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
+    if not values.take(body.count(b",") + body.count(b"{") + body.count(b"[")):  # before parsing it
+        raise PrometheusAPIError(
+            f"answers of more than {values.limit:,} JSON values together refused; narrow the selector"
+        )
     try:
         doc = orjson.loads(body)
-    except ValueError:  # orjson.JSONDecodeError is a ValueError
+    except ValueError:  # orjson.JSONDecodeError is a ValueError (also: nesting over 1024 levels)
         raise PrometheusAPIError(f"HTTP {status}: response is not JSON") from None
     if not isinstance(doc, dict):
         raise PrometheusAPIError(f"HTTP {status}: unexpected JSON")
     if doc.get("status") != "success":
         kind, err = str(doc.get("errorType", "error")), str(doc.get("error", "no message"))
-        raise PrometheusAPIError(f"{kind}: {err[:160]}")
+        raise PrometheusAPIError(f"{kind[:40]}: {err}")  # cut only after redaction, by the caller
     data = doc.get("data") or {}
     if (
         not isinstance(data, dict)
-        or data.get("resultType") != kind
+        or data.get("resultType") != result_type
         or not isinstance(data.get("result"), list)
     ):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise PrometheusAPIError(f"unexpected result type {kind!r}")
-    if kind == "matrix":  # range vectors (backfill): checked row by row where they are read
+        raise PrometheusAPIError(f"unexpected result type {str(kind)[:20]!r}")
+    if len(data["result"]) > MAX_ROWS:
+        raise PrometheusAPIError(f"answer of more than {MAX_ROWS} rows refused; narrow the selector")
+    if result_type == "matrix":  # range vectors (backfill): checked row by row where they are read
         return [r for r in data["result"] if type(r) is dict]
     return [r for r in data["result"] if _well_formed(r)]
 

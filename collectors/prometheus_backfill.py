@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.clock import plausible_time
 from cmdare.collectors.hostdetail import host_name
 from cmdare.collectors.prometheus_hosts import _promql_string
 from cmdare.collectors.samples import TaskInfo, TaskPoll
@@ -74,7 +75,7 @@ def _fold(rows: list[dict]) -> dict[str, dict[float, dict[str, float]]]:
                 t, v = float(pair[0]), float(pair[1])
             except (TypeError, ValueError, IndexError):
                 continue
-            if math.isfinite(t) and math.isfinite(v):
+            if plausible_time(t) and M.valid_value(key, v):
                 point = times.setdefault(t, {})
                 point[key] = point.get(key, 0.0) + v
     return out

@@ -82,10 +82,10 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
         key, name = labels.get(KEY_LABEL, ""), labels.get("__name__", "")
         if key == T_KEY:
             times.setdefault(host, {})[inst] = val
-        elif key:
+        elif key and M.valid_value(key, val):  # a bad value goes, never the host
             values.setdefault(host, {})[key] = val
             counters.setdefault(host, inst)
-        elif name in DCGM_NAMES:
+        elif name in DCGM_NAMES and M.valid_value(name, val):
             dcgm.setdefault(host, DcgmFold()).add(name, labels, val)
     out = []
     for host in sorted(set(values) | set(dcgm)):

@@ -17,7 +17,10 @@ _SECRET_PARAM = re.compile(
     r"(?i)((?:[?&]|\b)(?:token|access_token|api_key|apikey|key|password|secret)=)[^&\s#'\"]*"
 )
 
-__all__ = ["redact", "redact_optional", "RedactFilter", "install_log_filters"]
+__all__ = ["redact", "redact_cut", "redact_optional", "RedactFilter", "install_log_filters"]
+
+MAX_SCAN = 64 * 1024  # longer texts are cut to this before redaction (the final cut is far shorter)
+_MIN_FRAGMENT = 4  # a cut secret is trimmed while its visible head is at least this long
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
@@ -29,6 +32,26 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = _AUTH.sub(r"\1\2***", text)
     text = _GOOGLE_TOKEN.sub("***", text)
     return _SECRET_PARAM.sub(r"\1***", text)
+
+
+def redact_cut(text: str, limit: int = 160, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` redacted, *then* cut to ``limit`` characters: a secret at the cut never leaves its
+    first characters behind. A text over :data:`MAX_SCAN` is cut to that first, and a secret's head
+    left at that cut is trimmed as well."""
+    secrets = [s for s in secrets if s]
+    if len(text) > MAX_SCAN:
+        text = _trim_secret_head(text[:MAX_SCAN], secrets)
+    text = redact(text, secrets)
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def _trim_secret_head(text: str, secrets: list[str]) -> str:
+    """``text`` without a trailing prefix (>= 4 characters) of any secret."""
+    for secret in secrets:
+        for n in range(len(secret) - 1, _MIN_FRAGMENT - 1, -1):
+            if text.endswith(secret[:n]):
+                return text[:-n]
+    return text
 
 
 def redact_optional(text: str | None) -> str | None:

@@ -5,6 +5,10 @@ session's :class:`ManualClock` to that cycle's recorded time, so rates, uptimes 
 exactly as they did live. Pacing: the source waits ``recorded gap / speed`` of real time between
 cycles (``speed=0`` or ``math.inf`` means as fast as possible); while paused it waits for
 ``resume()`` or ``step()``.
+
+A recording is untrusted input: a cycle with a non-finite or absurd time is skipped, a malformed or
+oversized row is skipped (each with a note: a failed poll of the source ``<file>#replay`` and a log
+line), a cycle's polls are capped, and no wait between cycles exceeds :data:`MAX_PACE_S`.
 """
 
 from __future__ import annotations
@@ -21,11 +25,18 @@ from pathlib import Path
 import httpx
 
 from cmdare.collectors import writes
-from cmdare.collectors.clock import Clock, ManualClock
+from cmdare.collectors.clock import Clock, ManualClock, plausible_time
+from cmdare.collectors.exposition import _facts_from_labels
 from cmdare.collectors.recorder import RecordingError, check_version
-from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
+from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 log = logging.getLogger(__name__)
+
+MAX_PACE_S = 10.0  # the longest real wait between two cycles, whatever the recorded gap
+MAX_INTERVAL_S = 60.0  # the poll interval a replay may claim (the poller waits up to this per cycle)
+MAX_POLLS_PER_CYCLE = 50_000  # rows of one cycle read; the rest are skipped with a note
+MAX_JSON_CHARS = 256 * 1024  # a row's info / values / facts text; longer rows are skipped
+MAX_TEXT_CHARS = 4096  # a row's source and error text are cut to this when read
 
 
 class ReplayFinished(Exception):
@@ -53,22 +64,53 @@ def open_recording(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+def _json(text: str | None) -> object:
+    """A JSON column (None for NULL); raises ValueError when malformed (depth is bounded by the
+    row's size cap, and RecursionError is caught too)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _values(obj: object) -> dict[str, float]:
+    if not isinstance(obj, dict):
+        raise ValueError("values are not an object")
+    return {str(k): float(v) for k, v in obj.items() if isinstance(v, int | float) and not isinstance(v, bool)
+            and math.isfinite(v)}
+
+
 def _poll(row: tuple) -> TaskPoll:
+    """One recorded poll; raises ValueError/TypeError when the row is malformed."""
     source, t, ok, info, vals, error, facts, elapsed = row
-    ident = json.loads(info) if info else None
-    where = {k: ident.pop(k) for k in ("host", "host_only") if k in ident} if ident else {}  # poll fields
+    if not isinstance(t, int | float) or not plausible_time(t):
+        raise ValueError("implausible time")
+    info_d, facts_d = _json(info), _json(facts)
+    where = {k: info_d.pop(k) for k in ("host", "host_only") if k in info_d} if isinstance(info_d, dict) else {}
     return TaskPoll(
-        source=source,
-        t=t,
+        source=str(source),
+        t=float(t),
         ok=bool(ok),
-        info=TaskInfo(**ident) if ident else None,
-        host=str(where.get("host", "")),
-        host_only=bool(where.get("host_only", False)),
-        values=json.loads(vals),
-        error=error,
-        job_facts=JobFacts(**json.loads(facts)) if facts else None,
-        elapsed=elapsed,
+        info=TaskInfo(**{k: str(v) for k, v in info_d.items()}) if isinstance(info_d, dict) else None,
+        host=str(where.get("host", "")),  # poll fields recorded beside the identity
+        host_only=where.get("host_only") is True,
+        values=_values(_json(vals)),
+        error=None if error is None else str(error),
+        job_facts=_facts_from_labels({k: str(v) for k, v in facts_d.items()}) if isinstance(facts_d, dict) else None,
+        elapsed=float(elapsed) if isinstance(elapsed, int | float) and math.isfinite(elapsed) else 0.0,
     )
+
+
+_ROWS = f"""
+SELECT substr(source, 1, {MAX_TEXT_CHARS}), t, ok,
+       CASE WHEN length(info) <= {MAX_JSON_CHARS} THEN info ELSE '"too long"' END,
+       CASE WHEN length(vals) <= {MAX_JSON_CHARS} THEN vals ELSE '"too long"' END,
+       substr(error, 1, {MAX_TEXT_CHARS}),
+       CASE WHEN length(facts) <= {MAX_JSON_CHARS} THEN facts ELSE '"too long"' END,
+       elapsed
+FROM polls WHERE cycle = ? ORDER BY seq LIMIT {MAX_POLLS_PER_CYCLE + 1}"""
 
 
 class ReplaySource:
@@ -81,17 +123,21 @@ class ReplaySource:
         self.clock = clock
         self.speed = speed
         self.conn = open_recording(self.path)
-        meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
-        self.interval: float | None = float(meta["interval"]) if meta.get("interval") else None
-        self._ids = [r[0] for r in self.conn.execute("SELECT id FROM cycles ORDER BY id")]
+        try:
+            meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+            self._ids = [r[0] for r in self.conn.execute("SELECT id FROM cycles ORDER BY id")]
+            first = self.conn.execute("SELECT t FROM cycles ORDER BY id LIMIT 1").fetchone()
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise RecordingError(f"{self.path}: cannot read recording ({exc})") from None
+        self.interval = _interval(str(meta.get("interval") or ""))
         self._pos = 0
         self._last_t: float | None = None
         self._last_real: float | None = None
         self._running = asyncio.Event()
         self._running.set()
         self._step = False
-        first = self.conn.execute("SELECT t FROM cycles ORDER BY id LIMIT 1").fetchone()
-        if first is not None:
+        if first is not None and isinstance(first[0], int | float) and plausible_time(first[0]):
             clock.set(first[0])
 
     # --- controls -------------------------------------------------------------------------
@@ -116,42 +162,94 @@ class ReplaySource:
         self._running.set()
 
     def median_gap(self) -> float | None:
-        ts = [r[0] for r in self.conn.execute("SELECT t FROM cycles ORDER BY id LIMIT 200")]
+        """The median recorded gap between cycles (at most :data:`MAX_INTERVAL_S`), or None."""
+        try:
+            ts = [r[0] for r in self.conn.execute("SELECT t FROM cycles ORDER BY id LIMIT 200")]
+        except sqlite3.Error:
+            return None
+        ts = [t for t in ts if isinstance(t, int | float) and plausible_time(t)]
         gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False) if b > a)
-        return gaps[len(gaps) // 2] if gaps else None
+        return min(gaps[len(gaps) // 2], MAX_INTERVAL_S) if gaps else None
 
     # --- reading --------------------------------------------------------------------------
     def read_cycle(self, cycle_id: int) -> RecordedCycle:
+        """One recorded cycle; malformed rows are left out and named in ``source_errors``
+        (key ``replay``). Raises ValueError when the cycle's own time is implausible."""
         t, errors = self.conn.execute(
-            "SELECT t, source_errors FROM cycles WHERE id = ?", (cycle_id,)
+            "SELECT t, substr(source_errors, 1, ?) FROM cycles WHERE id = ?", (MAX_JSON_CHARS, cycle_id)
         ).fetchone()
-        rows = self.conn.execute(
-            "SELECT source, t, ok, info, vals, error, facts, elapsed FROM polls WHERE cycle = ? ORDER BY seq",
-            (cycle_id,),
-        ).fetchall()
-        return RecordedCycle(cycle_id, t, [_poll(r) for r in rows], json.loads(errors))
+        if not isinstance(t, int | float) or not plausible_time(t):
+            raise ValueError(f"cycle {cycle_id}: implausible time {str(t)[:24]}, skipped")
+        polls, bad = [], 0
+        rows = self.conn.execute(_ROWS, (cycle_id,)).fetchall()
+        for row in rows[:MAX_POLLS_PER_CYCLE]:
+            try:
+                polls.append(_poll(row))
+            except (ValueError, TypeError):
+                bad += 1
+        said = [f"{bad} malformed row(s) skipped" if bad else "",
+                f"only the first {MAX_POLLS_PER_CYCLE} polls read" if len(rows) > MAX_POLLS_PER_CYCLE else ""]
+        notes = {"replay": f"cycle {cycle_id}: " + "; ".join(w for w in said if w)} if any(said) else {}
+        return RecordedCycle(cycle_id, float(t), polls, {**_source_errors(errors), **notes})
 
     async def _pace(self, t: float) -> None:
         if self._last_t is None or self._last_real is None or not self.speed or math.isinf(self.speed):
             return
-        due = self._last_real + max(0.0, t - self._last_t) / self.speed
-        delay = due - time.monotonic()
+        gap = min(MAX_PACE_S, max(0.0, t - self._last_t) / self.speed)  # never years, never NaN
+        delay = self._last_real + gap - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
+
+    def _next_cycle(self) -> tuple[RecordedCycle | None, list[str]]:
+        """The next playable cycle (None at the end) and the notes on cycles skipped on the way."""
+        notes: list[str] = []
+        while self._pos < len(self._ids):
+            cid = self._ids[self._pos]
+            try:
+                return self.read_cycle(cid), notes
+            except (ValueError, TypeError, sqlite3.Error) as exc:
+                notes.append(str(exc)[:160] if isinstance(exc, ValueError) else f"cycle {cid}: unreadable, skipped")
+                self._pos += 1
+        return None, notes
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         await self._running.wait()
         if self._step:
             self._step = False
             self._running.clear()
-        if self._pos >= len(self._ids):
+        cycle, skipped = self._next_cycle()
+        if cycle is None:
+            if skipped:
+                return [self._note("; ".join(skipped))]
             raise ReplayFinished(f"end of recording ({len(self._ids)} cycles)")
-        cycle = self.read_cycle(self._ids[self._pos])
         await self._pace(cycle.t)
         self._pos += 1
         self._last_t, self._last_real = cycle.t, time.monotonic()
         self.clock.set(cycle.t)
-        return cycle.polls
+        notes = skipped + ([cycle.source_errors["replay"]] if "replay" in cycle.source_errors else [])
+        return cycle.polls + ([self._note("; ".join(notes))] if notes else [])
+
+    def _note(self, text: str) -> TaskPoll:
+        """A failed poll of the recording itself that carries what was skipped (and a log line)."""
+        log.warning("replay %s: %s", self.path, text)
+        return TaskPoll(f"{self.path.name}#replay", self.clock.now(), False, error=text[:300])
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _interval(text: str | None) -> float | None:
+    """The recorded refresh interval (None unless positive and finite), at most :data:`MAX_INTERVAL_S`."""
+    try:
+        x = float(text or "nan")
+    except ValueError:
+        return None
+    return min(x, MAX_INTERVAL_S) if x > 0 else None  # NaN fails the test
+
+
+def _source_errors(text: str | None) -> dict[str, str]:
+    try:
+        obj = _json(text)
+    except ValueError:
+        return {"replay": "unreadable source errors"}
+    return {str(k)[:200]: str(v)[:300] for k, v in obj.items()} if isinstance(obj, dict) else {}

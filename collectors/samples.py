@@ -1,9 +1,65 @@
-"""Plain values the collectors produce: who a task is, what one poll of it returned, its state."""
+"""Plain values the collectors produce: who a task is, what one poll of it returned, its state.
+
+Every source builds these, so they are where text from outside is made safe, once: every text field
+(``str`` or ``str | None``) and every series key passes
+:func:`~cmdare.collectors.untrusted.clean_text` on construction (:class:`CleanText`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from operator import attrgetter
+from typing import Any
+
+from cmdare.collectors.untrusted import LABEL_LIMIT, MESSAGE_LIMIT, clean_keys, clean_text
+
+_TEXT_TYPES = frozenset({"str", "str | None"})
+
+
+_FIELDS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[str, ...]]] = {}
+
+
+def _text_fields(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[str, ...]]:
+    """A getter of the text fields of dataclass ``cls`` (as a tuple), and their names."""
+    names = tuple(f.name for f in fields(cls) if f.type in _TEXT_TYPES)
+    get = attrgetter(*names)
+    _FIELDS[cls] = (get if len(names) > 1 else lambda obj: (get(obj),)), names
+    return _FIELDS[cls]
+
+
+def _clean_fields(obj: Any, limit: int) -> None:
+    """Clean the text fields of frozen dataclass ``obj`` in place. Fast path: one C-level scan of
+    all of them joined, when that is printable ASCII within the limit."""
+    get, names = _FIELDS.get(type(obj)) or _text_fields(type(obj))
+    values = get(obj)
+    try:
+        joined: str | None = "".join(filter(None, values))
+    except TypeError:  # not all text (e.g. a number in a hostile recording)
+        joined = None
+    if joined is not None and len(joined) <= limit and joined.isascii() and joined.isprintable():
+        return
+    for name, value in zip(names, values, strict=True):
+        clean = value if value is None else clean_text(value, limit)
+        if clean is not value:
+            object.__setattr__(obj, name, clean)
+
+
+class CleanText:
+    """Base of the frozen value types: their text fields are cleaned at construction."""
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, LABEL_LIMIT)
+
+
+class CleanPoll:
+    """Base of :class:`TaskPoll`: messages may be longer; series keys are cleaned too."""
+
+    def __post_init__(self) -> None:
+        _clean_fields(self, MESSAGE_LIMIT)
+        values = clean_keys(self.values)  # type: ignore[attr-defined]
+        if values is not self.values:  # type: ignore[attr-defined]
+            object.__setattr__(self, "values", values)
 
 
 class TaskState(StrEnum):
@@ -14,7 +70,7 @@ class TaskState(StrEnum):
 
 
 @dataclass(frozen=True)
-class TaskInfo:
+class TaskInfo(CleanText):
     """Identity of one training task; from ``cmdare_task_info`` labels, the config, or TF_CONFIG."""
 
     job: str
@@ -40,7 +96,7 @@ class TaskInfo:
 
 
 @dataclass(frozen=True)
-class JobFacts:
+class JobFacts(CleanText):
     """What a job trains, from ``cmdare_job_info`` labels or the config (empty when unknown)."""
 
     job: str
@@ -53,7 +109,7 @@ class JobFacts:
 
 
 @dataclass(frozen=True)
-class TaskPoll:
+class TaskPoll(CleanPoll):
     """One poll of one source about one task.
 
     ``values`` maps series keys (see :mod:`cmdare.collectors.metrics`) to floats. ``error`` is a short
@@ -70,10 +126,11 @@ class TaskPoll:
     elapsed: float = 0.0  # seconds the poll took
     host: str = ""  # the host the task runs on (target URL or Prometheus instance), for node detail
     host_only: bool = False  # node_exporter / DCGM page: detail for the tasks on ``host``, not a task
+    catching_up: bool = False  # values are real but behind: the source is still reading a backlog
 
 
 @dataclass(frozen=True)
-class Lifetime:
+class Lifetime(CleanText):
     """One server lifetime, as the revocation model learns it."""
 
     task: str

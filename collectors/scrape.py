@@ -4,9 +4,11 @@ node_exporter, DCGM exporter) with httpx: per-target timeout, capped body, one-l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import functools
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -15,7 +17,7 @@ import httpx
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
 from cmdare.collectors.hostdetail import HOST_JOB, host_name, is_host_key
-from cmdare.collectors.http_client import new_client
+from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, BodyTooLarge, new_client, read_body
 from cmdare.collectors.redaction import install_log_filters, redact
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
@@ -24,28 +26,18 @@ log = logging.getLogger(__name__)
 install_log_filters(("httpx", "httpcore"))
 
 DEFAULT_TIMEOUT_S = 2.0
+STAMP_TRUST_S = 300.0  # an exporter's own sample timestamps are used when this close to our clock
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a node_exporter page is ~100 kB; anything past 8 MiB is refused
+_HEADERS = {"Accept": "text/plain", "Accept-Encoding": ACCEPT_ENCODING}
+PARSE_INLINE_BYTES = 256 * 1024  # larger pages are parsed in a thread (the slow path: ~0.5 s a MiB)
+PARSE_THREADS = 2  # large pages parsed at once
+__all__ = ["BodyTooLarge", "ScrapeSource", "ScrapeTarget", "scrape"]
 
 
 @dataclass(frozen=True)
 class ScrapeTarget:
     url: str
     default_info: TaskInfo | None = None  # identity when the endpoint carries no cmdare_task_info
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-async def _read_capped(resp: httpx.Response, max_bytes: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in resp.aiter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            raise BodyTooLarge(f"body larger than {max_bytes // (1024 * 1024)} MiB, refused")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 _UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
@@ -74,9 +66,42 @@ def _describe(exc: BaseException) -> str:
         return "timed out"
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
         return "connection reset mid-response"
-    if isinstance(exc, BodyTooLarge):
+    if isinstance(exc, BodyError):
         return str(exc)
     return type(exc).__name__
+
+
+_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+async def _parse(body: bytearray, default_info: TaskInfo | None) -> Parsed:
+    """Parse a body: a large one in a worker thread, so that a page which sends the parser down its
+    slow path (seconds for 8 MiB) never stalls the loop and stays under the poll's timeout. At most
+    :data:`PARSE_THREADS` such parses run at once (a thread cannot be stopped at the timeout: a
+    hostile page polled again and again must not pile them up); the others wait, under the timeout."""
+    text = body.decode("utf-8", errors="replace")
+    if len(body) <= PARSE_INLINE_BYTES:
+        return parse_exposition(text, default_info)
+    loop = asyncio.get_running_loop()
+    gate = _GATES.setdefault(loop, asyncio.Semaphore(PARSE_THREADS))
+    await gate.acquire()
+    try:
+        fut = loop.run_in_executor(None, _parse_then_release, text, default_info, loop, gate)
+    except BaseException:
+        gate.release()
+        raise
+    return await fut
+
+
+def _parse_then_release(
+    text: str, default_info: TaskInfo | None, loop: asyncio.AbstractEventLoop, gate: asyncio.Semaphore
+) -> Parsed:
+    """In the worker thread: parse, then free the slot when the parse really ends."""
+    try:
+        return parse_exposition(text, default_info)
+    finally:
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(gate.release)
 
 
 async def scrape(
@@ -87,7 +112,8 @@ async def scrape(
     max_bytes: int = DEFAULT_MAX_BYTES,
     clock: Clock | None = None,
 ) -> TaskPoll:
-    """Scrape one target. Never raises for the target's faults: they become ``ok=False`` polls."""
+    """Scrape one target. Never raises for the target's faults: they become ``ok=False`` polls.
+    ``timeout`` bounds it all: connecting, reading, inflating and parsing."""
     clock = clock or SystemClock()
     t0 = clock.monotonic()
     source = redact(target.url)  # polls are logged and recorded: they never carry the credentials
@@ -101,24 +127,26 @@ async def scrape(
 
     try:
         async with asyncio.timeout(timeout):
-            async with client.stream("GET", target.url, headers={"Accept": "text/plain"}) as resp:
+            async with client.stream("GET", target.url, headers=_HEADERS) as resp:
                 answered.append(clock.now())
                 if resp.status_code != 200:
                     return done(False, info=target.default_info, error=f"HTTP {resp.status_code}")
-                body = await _read_capped(resp, max_bytes)
-    except (httpx.HTTPError, TimeoutError, BodyTooLarge, OSError) as exc:
+                body = await read_body(resp, max_bytes)
+            parsed = await _parse(body, target.default_info)
+    except (httpx.HTTPError, TimeoutError, BodyError, OSError) as exc:
         return done(False, info=target.default_info, error=_describe(exc))
-    try:
-        parsed = parse_exposition(body.decode("utf-8", errors="replace"), target.default_info)
     except ExpositionError as exc:
         return done(False, info=target.default_info, error=str(exc))
+    except Exception as exc:  # a parser fault on hostile text costs this target, never the others
+        log.warning("scrape %s: page not parsed: %s", source, type(exc).__name__)
+        return done(False, info=target.default_info, error=f"page not parsed ({type(exc).__name__})")
     if parsed.info is None:
         return done(False, error="no cmdare_task_info and no identity configured for this target")
     if host_detail_only(parsed):  # node_exporter / DCGM: detail for the tasks on this host
         info = TaskInfo(job=HOST_JOB, task=host, role="node", gpu=parsed.gpu_model)
         return done(True, info=info, values=parsed.values, host_only=True, error="; ".join(parsed.notes) or None)
-    if parsed.sample_time is not None:  # the exporter stamped its samples: its own time wins
-        answered[:] = [parsed.sample_time]
+    if parsed.sample_time is not None and abs(parsed.sample_time - clock.now()) < STAMP_TRUST_S:
+        answered[:] = [parsed.sample_time]  # the exporter stamped its samples: its own time wins
     return done(True, info=parsed.info, values=parsed.values, job_facts=parsed.facts,
                 error="; ".join(parsed.notes) or None)
 
@@ -139,8 +167,12 @@ MAX_IN_FLIGHT = 64
 
 @functools.lru_cache(maxsize=4096)
 def _origin(url: str) -> str:
-    """scheme://host:port/ of ``url`` (the key of a per-host client)."""
-    return str(httpx.URL(url).copy_with(path="/", query=None, fragment=None))
+    """scheme://host:port/ of ``url`` (the key of a per-host client); the URL itself when invalid
+    (its scrape then fails alone)."""
+    try:
+        return str(httpx.URL(url).copy_with(path="/", query=None, fragment=None))
+    except httpx.InvalidURL:
+        return url
 
 
 class ScrapeSource:
@@ -180,8 +212,12 @@ class ScrapeSource:
 
         async def one(target: ScrapeTarget, origin: str) -> TaskPoll:
             async with gate:  # the timeout starts when the request does, not while it queues
-                return await scrape(self._client_for(origin) if many else client, target, timeout=self.timeout,
-                                    max_bytes=self.max_bytes, clock=clock)
+                try:
+                    return await scrape(self._client_for(origin) if many else client, target,
+                                        timeout=self.timeout, max_bytes=self.max_bytes, clock=clock)
+                except httpx.InvalidURL:  # one bad URL fails alone, never the whole source
+                    return TaskPoll(redact(target.url), clock.now(), False, info=target.default_info,
+                                    error="invalid URL")
 
         polls = list(await asyncio.gather(*(one(t, o) for t, o in zip(targets, origins, strict=True))))
         if many and len(self._clients) > len(set(origins)):  # hosts that left the target list

@@ -1,26 +1,40 @@
 """Tail TensorBoard event files (``events.out.tfevents.*``) and turn their scalars into task polls.
 
-No TensorFlow/TensorBoard dependency: records come from :mod:`cmdare.collectors.tfrecord` and the
-few ``Event``/``Summary`` protobuf fields we need are decoded by hand (field numbers from
-tensorflow/core/util/event.proto, summary.proto and tensor.proto):
-
-* ``Event``: 1 wall_time (double, s), 2 step (int64), 5 summary.
-* ``Summary``: 1 repeated value; ``Summary.Value``: 1 tag, 2 simple_value (float), 8 tensor.
-* ``TensorProto``: 1 dtype, 4 tensor_content, 5 float_val, 6 double_val, 7 int_val, 10 int64_val.
-
-Each run directory (a folder holding event files; the log dir itself is named after it) is one task (role ``chief``: the process that
-writes summaries). The event ``step`` is the global step; its increase over the events' own wall
-times is the cluster's steps/s, so ``cmdare_global_step`` and ``cmdare_worker_steps_total`` both
-carry it and rates come out right without a wall-clock poll jitter. Every scalar is also kept as
-the series key ``scalar{tag=<tag>}`` (``global_step/sec`` included).
+* **One task per training run** (:mod:`cmdare.collectors.tbruns`): writer subfolders
+  (``add_scalars``, ``add_hparams``, Keras ``train``/``validation``, Estimator ``eval``) belong to
+  their run; runs are found at any depth, within bounds. Role ``chief``: the process that writes
+  summaries.
+* **Events** are decoded by :mod:`cmdare.collectors.tbproto` (every scalar encoding TensorBoard reads).
+  The event ``step`` is the global step; its increase over the events' own wall times is the run's
+  steps/s, so ``cmdare_global_step`` and ``cmdare_worker_steps_total`` both carry it and rates come
+  out right without poll jitter. Every scalar is kept as ``scalar{tag=<tag>}`` (a writer
+  subfolder's tags prefixed by it, e.g. ``validation/epoch_loss``); loss, learning rate and logged
+  examples/s also as ``cmdare_loss`` etc. (:func:`cmdare.collectors.metrics.training_keys`).
+* **Reading never blocks a poll**: files are read in the source's own thread (nice +10), 256 KiB
+  at a time, round robin over files, offering the GIL every 256 records; a poll waits for it at
+  most ``poll_budget_s`` and reports what has been read, with "reading 31% of 48 MB" and
+  ``catching_up`` while anything is left to read. A record larger than the chunk is read whole (up
+  to 64 MiB, larger ones are skipped with a note); events with a non-finite or absurd wall time are
+  rejected with a note. Nothing stops the tail silently.
+* **A run that stops writing turns silent**: a poll with no new event, longer after the last one
+  than twice the longest of the run's recent gaps between new events (its own flush cadence), or
+  ``idle_after_s`` (150 s: writers flush every 120 s by default) until three gaps are known, is a
+  failed poll saying so; the lifecycle then calls the task silent after its usual number (N) of
+  failed polls.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import os
 import struct
-from dataclasses import dataclass, field
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -28,238 +42,308 @@ import httpx
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.tfrecord import read_records
+from cmdare.collectors.tbproto import Event, ProtoError, decode_event
+from cmdare.collectors.tbruns import find_runs, run_name, sub_prefix
+from cmdare.collectors.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
+
+__all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
 
 log = logging.getLogger(__name__)
 
-PATTERN = "events.out.tfevents.*"
-READ_CHUNK_BYTES = 4 * 1024 * 1024  # at most this much new data per file per poll
+READ_CHUNK_BYTES = 256 * 1024  # one read (~4k events); files are read round robin, a chunk each in turn
+YIELD_EVERY = 256  # records decoded between offers of the GIL to the event loop
 MAX_TAGS = 64  # scalars kept per run (bounded memory)
-MAX_DEPTH = 3  # run directories searched below the log dir
-_DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_INT64 = 1, 2, 3, 9
-
-
-class ProtoError(ValueError):
-    pass
+POLL_BUDGET_S = 0.03  # a poll waits at most this long for the reader thread (tails of a few kB: done by then)
+IDLE_AFTER_S = 150.0  # no new event for this long (and a poll): the run has stopped writing
+PROGRESS_MIN_BYTES = 1  # any bytes left while the reader runs: the poll says it is behind
+NOTE_POLLS = 5  # a note (records skipped, events rejected) stays in the run's status this many polls
+HEAD_BYTES = 64  # compared on every poll to notice a file rewritten in place
+MAX_WALL_TIME = 1e11  # seconds since the epoch (year 5138): a larger wall time is corruption
 
 
 def scalar_key(tag: str) -> str:
+    """The series key of a logged scalar (the tag is data from a file: the sanitiser sees it here)."""
     return f"scalar{{tag={tag}}}"
 
 
-# --- a minimal protobuf wire-format decoder ---------------------------------------------------
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ProtoError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB" if n >= 10e6 else f"{n / 1e6:,.1f} MB"
 
 
-def fields(buf: bytes) -> list[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) for every field; varints as ints, fixed as raw bytes."""
-    out: list[tuple[int, int, int | bytes]] = []
-    pos = 0
-    while pos < len(buf):
-        key, pos = _varint(buf, pos)
-        num, wire = key >> 3, key & 7
-        if wire == 0:
-            val, pos = _varint(buf, pos)
-            out.append((num, wire, val))
-            continue
-        size = {1: 8, 5: 4}.get(wire)
-        if wire == 2:
-            size, pos = _varint(buf, pos)
-        if size is None or pos + size > len(buf):
-            raise ProtoError(f"bad wire type {wire} or truncated field {num}")
-        out.append((num, wire, buf[pos : pos + size]))
-        pos += size
-    return out
-
-
-def _packed(raw: int | bytes, fmt: str, width: int) -> list[float]:
-    if isinstance(raw, int):
-        return [float(raw)]
-    return [float(x) for x in struct.unpack(f"<{len(raw) // width}{fmt}", raw[: len(raw) // width * width])]
-
-
-def _tensor_scalar(buf: bytes) -> float | None:
-    dtype = 0
-    vals: list[float] = []
-    content = b""
-    for num, wire, raw in fields(buf):
-        if num == 1 and isinstance(raw, int):
-            dtype = raw
-        elif num == 4 and isinstance(raw, bytes):
-            content = raw
-        elif num == 5:
-            vals += _packed(raw, "f", 4)
-        elif num == 6:
-            vals += _packed(raw, "d", 8)
-        elif num in (7, 10) and wire == 0 and isinstance(raw, int):
-            vals.append(float(raw))
-    if not vals and content:
-        fmt = {_DT_FLOAT: ("f", 4), _DT_DOUBLE: ("d", 8), _DT_INT32: ("i", 4), _DT_INT64: ("q", 8)}.get(dtype)
-        if fmt:
-            vals = _packed(content, *fmt)
-    return vals[0] if len(vals) == 1 else None
-
-
-@dataclass(frozen=True)
-class Event:
-    wall_time: float  # seconds since the epoch
-    step: int
-    scalars: dict[str, float]
-
-
-def decode_event(buf: bytes) -> Event:
-    """Decode an ``Event`` keeping only wall time, step and scalar summary values."""
-    wall, step = 0.0, 0
-    scalars: dict[str, float] = {}
-    for num, _, raw in fields(buf):
-        if num == 1 and isinstance(raw, bytes):
-            (wall,) = struct.unpack("<d", raw)
-        elif num == 2 and isinstance(raw, int):
-            step = raw - (1 << 64) if raw >= 1 << 63 else raw
-        elif num == 5 and isinstance(raw, bytes):
-            for vnum, _, value in fields(raw):
-                if vnum == 1 and isinstance(value, bytes):
-                    tag, val = _summary_value(value)
-                    if tag and val is not None and math.isfinite(val):
-                        scalars[tag] = val
-    return Event(wall, step, scalars)
-
-
-def _summary_value(buf: bytes) -> tuple[str, float | None]:
-    tag, val = "", None
-    for num, _, raw in fields(buf):
-        if num == 1 and isinstance(raw, bytes):
-            tag = raw.decode("utf-8", errors="replace")
-        elif num == 2 and isinstance(raw, bytes):
-            (val,) = struct.unpack("<f", raw)
-        elif num == 8 and isinstance(raw, bytes) and val is None:
-            val = _tensor_scalar(raw)
-    return tag, val
-
-
-# --- tailing ------------------------------------------------------------------------------------
 @dataclass
 class _FileTail:
     offset: int = 0
-    broken: bool = False
+    size: int = 0
+    need: int = 0  # bytes of a record longer than one chunk, to read at once
+    broken: str = ""  # why the rest of the file cannot be read (said on every poll of its run)
+    head: bytes = b""  # the file's first bytes: a file rewritten in place is read again
 
 
 @dataclass
 class _Run:
     info: TaskInfo
-    wall_time: float = math.nan
+    files: list[Path] = field(default_factory=list)
+    wall_time: float = math.nan  # of the event with the highest step (the run's clock)
     step: float = math.nan
-    scalars: dict[str, float] = field(default_factory=dict)
-    corrupt: int = 0  # records skipped so far (CRC or protobuf)
-    notes: list[str] = field(default_factory=list)
+    scalars: dict[str, float] = field(default_factory=dict)  # tag -> value at its highest step
+    tag_steps: dict[str, int] = field(default_factory=dict)
+    capped: bool = False  # the tag cap has turned a tag away (said once)
+    notes: list[str] = field(default_factory=list)  # since the last poll
+    shown: list[tuple[str, int]] = field(default_factory=list)  # recent notes, polls left to show them
+    new_events: int = 0  # scalar events read since the last poll
+    idle_polls: int = 0  # polls in a row without a new event
+    last_new: float = math.nan  # clock.monotonic() of the last poll that saw a new event
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=8))  # between polls with new events
 
 
 class TensorBoardSource:
-    """Tails every event file under ``logdir``; one :class:`TaskPoll` per run directory per poll."""
+    """Tails every event file under ``logdir``; one :class:`TaskPoll` per training run per poll."""
 
     name = "tensorboard"
 
-    def __init__(self, logdir: str | Path, *, job: str | None = None, role: str = "chief") -> None:
+    def __init__(self, logdir: str | Path, *, job: str | None = None, role: str = "chief",
+                 idle_after_s: float = IDLE_AFTER_S, poll_budget_s: float = POLL_BUDGET_S) -> None:
         self.logdir = Path(logdir)
         self.job = job or self.logdir.resolve().name or "tensorboard"
         self.role = role
+        self.idle_after_s = idle_after_s
+        self.poll_budget_s = poll_budget_s
         self._tails: dict[Path, _FileTail] = {}
         self._runs: dict[Path, _Run] = {}
+        self._layout_notes: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._work: asyncio.Future | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="cmdare-tensorboard", initializer=_background)
 
-    def _files(self) -> list[Path]:
-        found: list[Path] = []
-        for depth in range(MAX_DEPTH + 1):
-            found += self.logdir.glob("/".join(["*"] * depth + [PATTERN]))
-        return sorted(p for p in found if p.is_file())
+    # --- the reader thread ------------------------------------------------------------------------
+    def _advance(self) -> None:
+        """Find the runs, then read every file up to its current end (round robin, chunk by chunk)."""
+        layout = find_runs(self.logdir)
+        with self._lock:
+            self._layout_notes = layout.notes
+            for run_dir, files in layout.runs.items():
+                self._run(run_dir).files = files
+        todo = []
+        for run_dir, files in layout.runs.items():
+            for path in files:
+                tail = self._tails.setdefault(path, _FileTail())
+                try:
+                    tail.size = path.stat().st_size
+                except OSError as exc:
+                    self._note(self._runs[run_dir], f"{path.name}: {exc.strerror or type(exc).__name__}")
+                    continue
+                if tail.offset and (tail.size < tail.offset or _head(path)[: len(tail.head)] != tail.head):
+                    # rewritten: tensorboardX names files by the second, so a second writer replaces it
+                    self._note(self._runs[run_dir], f"{path.name}: file rewritten, read again from the start")
+                    tail.offset, tail.need, tail.broken, tail.head = 0, 0, "", b""
+                todo.append((path, run_dir))
+        while todo and not self._stop.is_set():
+            todo = [(p, r) for p, r in todo if self._read_chunk(p, r)]
+
+    def _note(self, run: _Run, text: str) -> None:
+        with self._lock:
+            run.notes.append(text)
+        log.warning("tensorboard %s: %s", run.info.task, text)
+
+    def _read_chunk(self, path: Path, run_dir: Path) -> bool:
+        """Read and apply one chunk of ``path``; True when more is left to read now."""
+        tail, run = self._tails[path], self._runs[run_dir]
+        if tail.broken or tail.offset >= tail.size:
+            return False
+        try:
+            with path.open("rb") as fh:
+                fh.seek(tail.offset)
+                buf = fh.read(min(max(READ_CHUNK_BYTES, tail.need), MAX_RECORD_BYTES + 16))
+        except OSError as exc:
+            self._note(run, f"{path.name}: {exc.strerror or type(exc).__name__}")
+            return False
+        res = read_records(buf, base_offset=tail.offset)
+        events, undecodable = _decode(res.records)
+        for text in res.skipped:
+            self._note(run, f"{path.name}: {text}")
+        if res.corrupt:
+            self._note(run, f"{path.name}: {res.corrupt} record(s) with a bad CRC skipped")
+        if undecodable:
+            self._note(run, f"{path.name}: {undecodable} undecodable event(s) skipped")
+        if res.broken:
+            tail.broken = f"{path.name}: {res.broken}"
+            log.warning("tensorboard %s: %s", run.info.task, tail.broken)
+        self._apply(run, events, sub_prefix(path, run_dir), path)
+        if tail.offset == 0:
+            tail.head = buf[:HEAD_BYTES]
+        tail.offset += res.consumed
+        tail.need = res.need
+        return res.consumed > 0 and tail.offset < tail.size
+
+    def _apply(self, run: _Run, events: list[Event], prefix: str, path: Path) -> None:
+        """Fold a chunk's events into the run: summarised without the lock, merged under it (the
+        event loop takes the lock to report, so it is held for a few dict updates only)."""
+        rejected, new, top, latest = 0, 0, None, {}
+        for ev in events:
+            if not (0.0 <= ev.wall_time <= MAX_WALL_TIME):  # NaN fails too
+                rejected += 1
+                continue
+            if not ev.scalars:
+                continue  # file_version, graphs, histograms: nothing to chart
+            new += 1
+            if top is None or (ev.step, ev.wall_time) > top:
+                top = (ev.step, ev.wall_time)
+            for tag, val in ev.scalars.items():
+                old = latest.get(tag)
+                if old is None or ev.step >= old[0]:
+                    latest[tag] = (ev.step, val)
+        capped = self._merge(run, new, top, {prefix + tag: sv for tag, sv in latest.items()})
+        if capped:
+            self._note(run, f"more than {MAX_TAGS} scalar tags: {capped} not kept")
+        if rejected:
+            self._note(run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected")
+
+    def _merge(self, run: _Run, new: int, top: tuple[int, float] | None,
+               latest: dict[str, tuple[int, float]]) -> int:
+        """Merge a chunk's summary into the run under the lock; returns how many new tags the cap
+        turned away (said once per run)."""
+        capped = 0
+        with self._lock:
+            run.new_events += new
+            if top is not None and (math.isnan(run.step) or top > (run.step, run.wall_time)):
+                run.step, run.wall_time = top
+            for key, (step, val) in latest.items():
+                if key not in run.scalars and len(run.scalars) >= MAX_TAGS:
+                    capped += 1
+                elif step >= run.tag_steps.get(key, step):  # newest by step, whatever the file order
+                    run.scalars[key], run.tag_steps[key] = val, step
+            first = capped > 0 and not run.capped
+            run.capped = run.capped or capped > 0
+        return capped if first else 0
 
     def _run(self, run_dir: Path) -> _Run:
         run = self._runs.get(run_dir)
         if run is None:
-            rel = run_dir.relative_to(self.logdir).as_posix()
-            task = self.logdir.resolve().name if rel in ("", ".") else rel
-            run = self._runs[run_dir] = _Run(TaskInfo(job=self.job, task=task, role=self.role))
+            info = TaskInfo(job=self.job, task=run_name(run_dir, self.logdir), role=self.role)
+            run = self._runs[run_dir] = _Run(info)
         return run
 
-    def _read_file(self, path: Path, run: _Run) -> None:
-        tail = self._tails.setdefault(path, _FileTail())
-        if tail.broken:
-            return
-        with path.open("rb") as fh:
-            fh.seek(tail.offset)
-            buf = fh.read(READ_CHUNK_BYTES)
-        res = read_records(buf, base_offset=tail.offset)
-        tail.offset += res.consumed
-        if res.corrupt:
-            run.corrupt += res.corrupt
-            run.notes.append(f"{path.name}: {res.corrupt} record(s) with a bad CRC skipped")
-            log.warning("tensorboard %s: %d record(s) with a bad CRC skipped", path, res.corrupt)
-        if res.broken:
-            tail.broken = True
-            run.notes.append(f"{path.name}: {res.broken}")
-            log.warning("tensorboard %s: %s", path, res.broken)
-        for rec in res.records:
-            self._apply(rec, run, path)
-
-    def _apply(self, rec: bytes, run: _Run, path: Path) -> None:
-        try:
-            ev = decode_event(rec)
-        except (ProtoError, struct.error) as exc:
-            run.corrupt += 1
-            run.notes.append(f"{path.name}: undecodable event skipped ({exc})")
-            return
-        if not ev.scalars:
-            return  # file_version, graphs, histograms: nothing to chart
-        if math.isnan(run.wall_time) or ev.wall_time >= run.wall_time:
-            run.wall_time = ev.wall_time
-            run.step = ev.step if math.isnan(run.step) else max(run.step, ev.step)
-        for tag, val in ev.scalars.items():
-            if tag in run.scalars or len(run.scalars) < MAX_TAGS:
-                run.scalars[tag] = val
-
+    # --- the event loop side -----------------------------------------------------------------------
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
-        """Read what was appended since the last poll. A missing log dir is a failed poll."""
+        """Report what has been read; start reading what was appended since. A missing log dir is a
+        failed poll."""
         t0 = clock.monotonic()
         if not self.logdir.is_dir():
             return [TaskPoll(str(self.logdir), clock.now(), False, error="log directory not found")]
-        for path in self._files():
-            run = self._run(path.parent)
-            try:
-                self._read_file(path, run)
-            except OSError as exc:
-                run.notes.append(f"{path.name}: {exc.strerror or type(exc).__name__}")
-        return [self._poll_of(d, run, clock, t0) for d, run in sorted(self._runs.items())]
+        if self._work is None or self._work.done():
+            self._check_failure()
+            self._work = asyncio.get_running_loop().run_in_executor(self._executor, self._advance)
+        await asyncio.wait({self._work}, timeout=self.poll_budget_s)
+        busy = not self._work.done()
+        with self._lock:
+            polls = [self._poll_of(d, run, clock, t0, busy) for d, run in sorted(self._runs.items())]
+            if polls and self._layout_notes:
+                polls[0] = replace(polls[0], error="; ".join(filter(None, [polls[0].error, *self._layout_notes])))
+        if not polls:
+            what = "reading the log directory" if busy else "no event files found (searched any depth)"
+            return [TaskPoll(str(self.logdir), clock.now(), False, error=what)]
+        return polls
 
-    def _poll_of(self, run_dir: Path, run: _Run, clock: Clock, t0: float) -> TaskPoll:
-        notes, run.notes = run.notes, []
-        src = str(run_dir)
-        if math.isnan(run.step):
-            return TaskPoll(
-                src,
-                clock.now(),
-                False,
-                info=run.info,
-                error="; ".join(notes) or "no scalar events yet",
-                elapsed=clock.monotonic() - t0,
-            )
+    def _check_failure(self) -> None:
+        """A reader thread that raised (a bug, or an unforeseen OS error) is logged, never silent."""
+        if self._work is not None and not self._work.cancelled() and self._work.exception() is not None:
+            exc = self._work.exception()
+            log.error("tensorboard reader failed: %s: %s", type(exc).__name__, exc)
+            with self._lock:
+                for run in self._runs.values():
+                    run.notes.append(f"reader failed: {type(exc).__name__}: {exc}"[:160])
+
+    def _progress(self, run: _Run) -> str | None:
+        tails = [self._tails[p] for p in run.files if p in self._tails]
+        total = sum(t.size for t in tails)
+        left = sum(_readable(t) for t in tails)
+        if left < PROGRESS_MIN_BYTES:
+            return None
+        return f"reading {100 * (total - left) / total:.0f}% of {_mb(total)}"
+
+    def _notes(self, run: _Run) -> list[str]:
+        """What the run's poll says: unreadable files (always), then notes of the last few polls."""
+        run.shown = [(n, k - 1) for n, k in run.shown if k > 1] + [(n, NOTE_POLLS) for n in run.notes]
+        run.notes = []
+        broken = [t.broken for p in run.files if (t := self._tails.get(p)) is not None and t.broken]
+        return broken + list(dict.fromkeys(n for n, _ in run.shown))
+
+    def _poll_of(self, run_dir: Path, run: _Run, clock: Clock, t0: float, busy: bool) -> TaskPoll:
+        notes = self._notes(run)
+        new, run.new_events = run.new_events, 0
+        now = clock.monotonic()
+        if new and not busy and not math.isnan(run.last_new):  # a backlog's pace is not the writer's
+            run.gaps.append(now - run.last_new)
+        if new or math.isnan(run.last_new):
+            run.idle_polls, run.last_new = 0, now
+        else:
+            run.idle_polls += 1
+        progress = self._progress(run) if busy else None
+        notes = [progress, *notes] if progress else notes
+        src, elapsed = str(run_dir), clock.monotonic() - t0
+        if math.isnan(run.step):  # not a task yet (no identity: the lifecycle must not call it silent)
+            error = "; ".join(notes) or "no scalar events yet"
+            return TaskPoll(src, clock.now(), False, error=error, elapsed=elapsed)
+        idle = now - run.last_new
+        if progress is None and run.idle_polls > 0 and idle >= self._idle_limit(run):
+            error = "; ".join([f"no new event for {idle:.0f} s (last at step {run.step:,.0f})", *notes])
+            return TaskPoll(src, clock.now(), False, info=run.info, error=error, elapsed=elapsed)
         values = {M.K_GLOBAL_STEP: run.step, M.K_WORKER_STEPS: run.step}
         values.update({scalar_key(k): v for k, v in run.scalars.items()})
-        # Stamp the poll with the newest event's own time: rates are then exact steps / logged seconds.
-        return TaskPoll(
-            src,
-            run.wall_time,
-            True,
-            info=run.info,
-            values=values,
-            error="; ".join(notes) or None,
-            elapsed=clock.monotonic() - t0,
-        )
+        values.update(M.training_keys(run.scalars))
+        # Stamp the poll with the run's own clock: rates are then exact steps / logged seconds.
+        return TaskPoll(src, run.wall_time, True, info=run.info, values=values, error="; ".join(notes) or None,
+                        elapsed=elapsed, catching_up=progress is not None)
+
+    def _idle_limit(self, run: _Run) -> float:
+        """Seconds without a new event after which the run has stopped: twice its slowest recent gap
+        (a writer flushing every 120 s is not stopped after 60 s), ``idle_after_s`` until 3 are known."""
+        return 2.0 * max(run.gaps) if len(run.gaps) >= 3 else self.idle_after_s
+
+    async def aclose(self) -> None:
+        """Stop the reader thread (it stops between chunks)."""
+        self._stop.set()
+        if self._work is not None and not self._work.done():
+            await asyncio.wait({self._work}, timeout=5)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _readable(tail: _FileTail) -> int:
+    """Bytes of a file the reader can still read now (not a record the writer is still writing)."""
+    left = tail.size - tail.offset
+    if tail.broken or left < HEADER_BYTES or tail.need > left:
+        return 0
+    return left
+
+
+def _background() -> None:
+    """The reader's own thread yields the CPU to the event loop (the UI) on a busy machine: nice +10
+    for this thread only (Linux threads have their own nice value; elsewhere a no-op)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(HEAD_BYTES)
+    except OSError:
+        return b""
+
+
+def _decode(records: list[bytes]) -> tuple[list[Event], int]:
+    """Decode a chunk's records. Every ``YIELD_EVERY`` records the thread offers the GIL: a waiting
+    event loop gets it at once instead of after the interpreter's 5 ms switch interval, which it
+    would otherwise pay on every wake-up while a backlog is read."""
+    events, bad = [], 0
+    for i, rec in enumerate(records):
+        if i % YIELD_EVERY == YIELD_EVERY - 1:
+            time.sleep(0)
+        try:
+            events.append(decode_event(rec))
+        except (ProtoError, struct.error):
+            bad += 1
+    return events, bad

@@ -21,8 +21,8 @@ metrics URL (a fixed ``--metrics-port`` with tasks sharing a host) are scraped o
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape import ScrapeTarget
@@ -66,10 +66,12 @@ def load(text_or_path: str) -> dict:
     """Parse TF_CONFIG from JSON text, or from a file when the value is not JSON."""
     s = text_or_path.strip()
     if not s.startswith("{"):
+        from cmdare.collectors.textfile import TextFileError, read_small_text
+
         try:
-            s = Path(s).read_text()
-        except OSError as exc:
-            raise TFConfigError(f"TF_CONFIG is neither JSON nor a readable file: {exc.strerror}") from None
+            s = read_small_text(s, limit=1024 * 1024)
+        except TextFileError as exc:
+            raise TFConfigError(f"TF_CONFIG is neither JSON nor a readable file: {exc}") from None
     try:
         spec = json.loads(s)
     except ValueError as exc:
@@ -82,13 +84,19 @@ def load(text_or_path: str) -> dict:
     for role, hosts in cluster.items():
         if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
             raise TFConfigError(f"TF_CONFIG cluster.{role} must be a list of 'host:port' strings")
+    for hosts in cluster.values():  # one bad endpoint is refused here, never in every poll
+        for endpoint in hosts:
+            _split(endpoint)
     return spec
+
+
+_HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9._-]+)?\]")  # a name, IPv4, or [IPv6]
 
 
 def _split(endpoint: str) -> tuple[str, int]:
     host, sep, port = endpoint.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise TFConfigError(f"TF_CONFIG endpoint is not host:port: {endpoint!r}")
+    if not sep or not host or not port.isdigit() or not _HOST.fullmatch(host):
+        raise TFConfigError(f"TF_CONFIG endpoint is not host:port: {endpoint[:200]!r}")
     return host.strip("[]"), int(port)
 
 

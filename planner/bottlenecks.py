@@ -11,8 +11,11 @@ session's ``_plan``):
 * ``stages``: job → stage counters per task, ``ps_cpu``: ``job/task`` → busy CPUs (from the store);
 * ``link_capacity_gbps``: ``(job, from_stage, to_stage)`` → B_eff when known.
 
-Every finding carries the numbers it used and their window (``window_s``, seconds); a fix names its
-predicted effect from the speed model and the price book. Rates are steps/s, prices USD/h.
+Every finding carries the numbers it used and their window (``window_s``, seconds), and names what it
+rests on: ``evidence["measured"]`` (measurements), ``["model"]`` (speed-model terms) and
+``["not_measured"]`` (inputs it lacked; such a cause is said to be open, never "not the cause"). A fix
+names its predicted effect from the speed model and the price book, with its band when the model gives
+one (``band: n/a until calibrated`` until then). Rates are steps/s, prices USD/h.
 
 The rules live in :mod:`~cmdare.planner.ps_rules`, :mod:`~cmdare.planner.worker_rules`,
 :mod:`~cmdare.planner.wan_rules` and :mod:`~cmdare.planner.goal_rules` (shared helpers:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cmdare.collectors.untrusted import clean_text
 from cmdare.planner.bubbles import PrefillSpec
 from cmdare.planner.geo_model import DEFAULT_MFU, DataCenter, GeoJob, LanguageModel, Layout
 from cmdare.planner.gpu_catalog import UnknownGpuError, get_gpu
@@ -47,6 +48,8 @@ _KEYS: dict[str, set[str]] = {
     "search": {"top", "max_pp", "max_orders"},
 }  # fmt: skip
 
+
+MAX_NUMBER = 1e15  # any number in a geo file (larger ones only overflow the model)
 
 class GeoWorkloadError(ValueError):
     """A geo workload file is malformed; the message names file, line (when known) and key."""
@@ -127,6 +130,8 @@ class _Table:
             raise self.err(f"must be {'an integer' if integer else 'a number'}, got {val!r}", key)
         if (positive and val <= 0) or val < 0:
             raise self.err(f"must be {'> 0' if positive else '>= 0'}, got {val!r}", key)
+        if val > MAX_NUMBER:
+            raise self.err(f"implausibly large (at most {MAX_NUMBER:g}), got {val!r}", key)
         return int(val) if integer else float(val)
 
     def opt(self, key: str, **kw: Any) -> Any:
@@ -142,16 +147,18 @@ class _Table:
             raise self.err(f"must be a non-empty string, got {val!r}", key)
         if choices and val.lower() not in choices:
             raise self.err(f"must be one of {', '.join(choices)}, got {val!r}", key)
-        return val.lower() if choices else val
+        return val.lower() if choices else clean_text(val)  # names are shown on a terminal
 
 
 def load_geo_workload(path: str | Path) -> GeoWorkload:
     """Read and parse a geo workload TOML file (errors name the file)."""
     p = Path(path)
+    from cmdare.collectors.textfile import TextFileError, read_small_text
+
     try:
-        text = p.read_text("utf-8")
-    except OSError as exc:
-        raise GeoWorkloadError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+        text = read_small_text(p)
+    except TextFileError as exc:
+        raise GeoWorkloadError(f"cannot read: {exc}") from exc
     return parse_geo_workload(text, str(p))
 
 
@@ -162,6 +169,8 @@ def parse_geo_workload(text: str, source: str = "<string>") -> GeoWorkload:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise GeoWorkloadError(f"{source}: invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise GeoWorkloadError(f"{source}: invalid TOML: nested too deeply") from None
     for key in sorted(set(data) - set(_KEYS)):
         raise GeoWorkloadError(f"{source}: unknown table [{key}] (allowed: {', '.join(sorted(_KEYS))})")
     for key in ("model", "parallel", "dc"):
@@ -261,6 +270,7 @@ def _layout(
         names = {d.name for d in dcs}
         if not isinstance(placement, list) or not all(isinstance(x, str) for x in placement):
             raise t.err("must be a list of DC names, one per stage", "placement")
+        placement = [clean_text(x) for x in placement]  # as the DC names themselves
         bad = [x for x in placement if x not in names]
         if bad:
             raise t.err(f"unknown DC {bad[0]!r} (known: {', '.join(sorted(names))})", "placement")

@@ -10,6 +10,7 @@ from typing import Any
 from cmdare.planner.alerts import AlertContext, Finding
 from cmdare.planner.overview import JobView
 from cmdare.planner.rule_support import (
+    basis,
     node_usd_per_hour,
     predict_shape,
     price_usd_per_hour,
@@ -62,7 +63,9 @@ def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | Non
     usd, add_w, add_ps, gain = best
     parts = [f"{add_w} {main} worker(s)"] * bool(add_w) + [f"{add_ps} PS"] * bool(add_ps)
     money = f", +${usd:.2f}/h" if book is not None else ""
-    return f"add {' and '.join(parts)}: predicted {signed_pct(gain)} steps/s{money}" if parts else None
+    err = thresholds_of(ctx).known_2ps_error
+    band = "band: n/a until calibrated" + (f"; extra PS predicted with ~{err:.0%} error" if add_ps else "")
+    return f"add {' and '.join(parts)}: predicted {signed_pct(gain)} steps/s ({band}){money}" if parts else None
 
 
 def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
@@ -81,10 +84,11 @@ def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
         need = remaining / left if left > 0 else math.inf
         fix = _faster_shape_fix(ctx, job, need) if math.isfinite(need) else None
         evidence = {
+            **basis(["cluster steps/s", "global step"], [], [] if goal.deadline_at else ["deadline"]),
             "eta_s": round(job.eta_seconds),
             "deadline_in_s": round(left),
             "late_s": round(late),
-            "steps_per_sec": job.steps_per_sec,
+            "steps_per_sec": job.steps_per_sec and round(job.steps_per_sec, 2),
             "needed_steps_per_sec": round(need, 2) if math.isfinite(need) else None,
             "window_s": rate_window_s(ctx),
         }
@@ -126,6 +130,8 @@ def cost_overrun_rule(ctx: AlertContext) -> list[Finding]:
             continue
         sev = "critical" if over > th.critical_overrun * goal.budget_usd else "warning"
         evidence = {
+            **basis(["node uptimes", "cluster steps/s (ETA)"] + ([] if goal.spent_usd is None else ["spent (reported)"]),
+                    ["price book ($/h)"]),
             "projected_usd": round(projected, 2),
             "budget_usd": goal.budget_usd,
             "spent_usd": round(spent, 2),

@@ -35,6 +35,15 @@ class ShapeOutlook:
     current: bool = False
 
 
+#: GPU names that mean "this task has no GPU" (a CPU-only PS or worker reports "" or "CPU").
+NO_GPU_NAMES = frozenset({"", "CPU", "NONE", "-"})
+
+
+def owns_gpu(gpu: str | None) -> bool:
+    """True when a task's ``gpu`` label names a GPU (not "", "CPU" or "none")."""
+    return bool(gpu) and str(gpu).strip().upper() not in NO_GPU_NAMES
+
+
 def network_of(job: JobView) -> Network | None:
     f = job.facts
     if not (f.model_flops and f.params):
@@ -46,7 +55,7 @@ def current_shape(job: JobView, *, include_down: bool = True) -> GpuMix | None:
     """The job's shape: its workers by GPU type and its parameter servers. Revoked or silent
     workers count when ``include_down`` (the shape the user pays for and will get back)."""
     nodes = [n for n in job.nodes if include_down or n.status == "up"]
-    gpus = Counter(n.gpu for n in nodes if n.role in ("worker", "chief") and n.gpu)
+    gpus = Counter(n.gpu for n in nodes if n.role in ("worker", "chief") and owns_gpu(n.gpu))
     ps = sum(1 for n in nodes if n.role == "ps")
     if not gpus or not ps:
         return None

@@ -17,6 +17,7 @@ from cmdare.collectors.samples import Lifetime as Observed
 from cmdare.planner.calibration import Calibration
 from cmdare.planner.job_plan import current_shape, network_of
 from cmdare.planner.overview import JobView
+from cmdare.planner.ranking_notes import price_date_label
 from cmdare.planner.revocation import RevocationModel, from_observed
 from cmdare.planner.shapes import ShapeTable, UnpricedShapeError, rank_shapes
 from cmdare.planner.speed_model import SpeedModel
@@ -39,6 +40,7 @@ class LivePlan:
     price_source: str
     price_as_of: str
     note: str | None = None  # why there is no table, or what was assumed
+    price_date: str = ""  # the date of the prices ("price date unknown (derived …)" for an undated source)
 
 
 @dataclass
@@ -167,12 +169,15 @@ class LivePlanner:
             model = cal.calibrated_model() if cal and cal.samples else self.speed_model
             try:
                 table = rank_shapes(w, model, self.price_book, self.revocation, self.objective)
-            except UnpricedShapeError as exc:
+            except UnpricedShapeError as exc:  # nothing priced at all (an unpriced current shape still ranks)
                 note = str(exc)
             except (ValueError, KeyError) as exc:
                 note = f"cannot rank shapes: {exc}"
+            if table is not None and not table.current_priced:
+                note = f"the {getattr(self.price_book, 'source', '?')} book has no price for the current shape: price unknown"
         cache.plan = LivePlan(job.name, table, w, cal.samples if cal else 0,
                               cal.residual if cal and cal.samples else None, c_scale, p_scale,
-                              getattr(self.price_book, "source", "?"), getattr(self.price_book, "as_of", "?"), note)
+                              getattr(self.price_book, "source", "?"), getattr(self.price_book, "as_of", "?"), note,
+                              price_date_label(self.price_book))
         cache.key, cache.ranked_at = key, now
         return cache.plan

@@ -59,6 +59,35 @@ class NodeView:
 
 
 @dataclass(frozen=True)
+class TrainingFigures:
+    """What the job logs about its training (TensorBoard scalars): newest values, and recent loss
+    points ``(time, loss)`` for a plot; None when not logged."""
+
+    loss: float | None
+    learning_rate: float | None
+    examples_per_sec: float | None  # as logged (a gauge), summed over the job's up tasks
+    loss_points: list[tuple[float, float]] = field(default_factory=list)
+
+
+def training_figures(tasks: list[TaskSeries], window: float = 3600.0) -> TrainingFigures | None:
+    """The training figures of a job's tasks: loss and learning rate of the task that logged the newest
+    loss (the chief, in practice), logged examples/s summed."""
+    with_loss = [ts for ts in tasks if ts.latest(M.K_LOSS) is not None]
+    lrs = [x for ts in tasks if (x := ts.latest(M.K_LEARNING_RATE)) is not None]
+    ex = [x for ts in tasks if (x := ts.latest(M.K_EXAMPLES_RATE)) is not None]
+    if not (with_loss or lrs or ex):
+        return None
+    main = max(with_loss, key=lambda ts: ts.last_seen) if with_loss else None
+    points: list[tuple[float, float]] = []
+    if main is not None:
+        t, v = main.window(M.K_LOSS, window)
+        points = [(float(a), float(b)) for a, b in zip(t, v, strict=True) if math.isfinite(b)]
+    lr = main.latest(M.K_LEARNING_RATE) if main is not None and main.has(M.K_LEARNING_RATE) else None
+    return TrainingFigures(main.latest(M.K_LOSS) if main else None, lr if lr is not None else (lrs[0] if lrs else None),
+                           sum(ex) if ex else None, points)
+
+
+@dataclass(frozen=True)
 class JobView:
     name: str
     facts: JobFacts
@@ -68,6 +97,7 @@ class JobView:
     eta_seconds: float | None  # (target − global step) / steps/s, when a target is known
     nodes: list[NodeView]
     history: list[float] = field(default_factory=list)  # recent cluster steps/s, oldest first
+    training: TrainingFigures | None = None  # loss, learning rate, logged examples/s (from logs)
     sync: str = ""  # async-ps | sync-allreduce | pipeline ("" = one worker, or nothing measured yet)
     sync_how: str = ""  # declared | inferred
 
@@ -93,6 +123,11 @@ class JobView:
             "sync": self.sync,
             "sync_how": self.sync_how,
             "nodes": [n.to_json() for n in self.nodes],
+            "training": None if self.training is None else {
+                "loss": _finite(self.training.loss),
+                "learning_rate": _finite(self.training.learning_rate),
+                "logged_examples_per_sec": _finite(self.training.examples_per_sec),
+            },
         }
 
 
@@ -178,7 +213,7 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
     return NodeView(
         name=i.name,
         role=i.role,
-        gpu=i.gpu,
+        gpu=i.gpu or (H.short_model(hf.gpu_model) if hf.owns_gpu else ""),  # a GPU task never shows "CPU"
         region=i.region,
         zone=i.zone,
         provisioning=i.provisioning,
@@ -217,10 +252,12 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
     """One :class:`JobView` per job seen, nodes sorted by role then name."""
     order = {"chief": 0, "ps": 1, "worker": 2, "stage": 3}
     jobs: dict[str, list[NodeView]] = {}
+    series: dict[str, list[TaskSeries]] = {}
     for key, ts in store.tasks.items():
         flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
         view = node_view(ts, lifecycle.nodes.get(key), now, host=store.host_of(ts), flags=flags)
         jobs.setdefault(ts.info.job, []).append(view)
+        series.setdefault(ts.info.job, []).append(ts)
     for key, status in lifecycle.nodes.items():  # tasks never answered (pending targets): show them too
         if key not in store.tasks:
             jobs.setdefault(status.info.job, []).append(_unanswered(status))
@@ -240,7 +277,8 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
         eta = None
         if facts.target_steps and gstep is not None and rate:
             eta = max(0.0, facts.target_steps - gstep) / rate
-        out.append(JobView(name, facts, rate, ex, gstep, eta, nodes, hist, js.sync, js.sync_how))
+        out.append(JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series.get(name, [])),
+                           js.sync, js.sync_how))
     return out
 
 

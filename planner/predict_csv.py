@@ -2,8 +2,12 @@
 
 Input columns: ``model`` (free name, may be empty/unknown), ``model_flops``, ``params``, ``batch_size``,
 ``gpu`` (a catalog name or a mix ``V100:1+P100:1+K80:2``), ``workers`` (total; must equal the mix
-count), ``ps``. Output: every input column plus ``steps_per_sec``, ``examples_per_sec``,
-``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError` naming the row.
+count), ``ps``. Output: every input column plus ``steps_per_sec`` (the expected value),
+``steps_per_sec_p10`` and ``steps_per_sec_p90`` (the P10–P90 band from the model's out-of-sample
+residuals, :mod:`cmdare.planner.speed_band`), ``extrapolation`` (``none`` | ``network`` | ``gpu`` | ``ps`` |
+``workers``: how the shape lies outside the measured domain; the one that sets the band),
+``examples_per_sec``, ``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError`
+naming the row.
 """
 
 from __future__ import annotations
@@ -12,12 +16,25 @@ import csv
 import io
 
 from cmdare.planner.gpu_catalog import UnknownGpuError, get_gpu
+from cmdare.planner.speed_band import speed_band
 from cmdare.planner.speed_model import Network, SpeedModel
 
 __all__ = ["PredictInputError", "REQUIRED_COLUMNS", "OUTPUT_COLUMNS", "parse_gpu_mix", "predict_csv_text"]
 
 REQUIRED_COLUMNS = ("model", "model_flops", "params", "batch_size", "gpu", "workers", "ps")
-OUTPUT_COLUMNS = ("steps_per_sec", "examples_per_sec", "bottleneck", "ps_utilization")
+OUTPUT_COLUMNS = (
+    "steps_per_sec",
+    "steps_per_sec_p10",
+    "steps_per_sec_p90",
+    "extrapolation",
+    "examples_per_sec",
+    "bottleneck",
+    "ps_utilization",
+)
+
+
+# Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
+LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3}
 
 
 class PredictInputError(ValueError):
@@ -53,6 +70,8 @@ def _number(row: dict[str, str], col: str, where: str, integer: bool = False) ->
         raise PredictInputError(f"{where}: {col}={raw!r} is not a number") from None
     if not value > 0 or value != value or value == float("inf"):
         raise PredictInputError(f"{where}: {col}={raw!r} must be a positive number")
+    if value > LIMITS.get(col, float("inf")):
+        raise PredictInputError(f"{where}: {col}={raw!r} is implausibly large (at most {LIMITS[col]:g})")
     if integer and value != int(value):
         raise PredictInputError(f"{where}: {col}={raw!r} must be a whole number")
     return value
@@ -88,9 +107,13 @@ def _predict_row(model: SpeedModel, row: dict[str, str], where: str) -> dict[str
     )
     mix, _, ps = _shape(row, where)
     pred = model.predict(network, mix, ps=ps)
+    band = speed_band(model, network, mix, ps=ps, prediction=pred)
     return {
         **row,
         "steps_per_sec": f"{pred.steps_per_sec:.6g}",
+        "steps_per_sec_p10": f"{band.p10:.6g}",
+        "steps_per_sec_p90": f"{band.p90:.6g}",
+        "extrapolation": band.extrapolation,
         "examples_per_sec": f"{pred.examples_per_sec:.6g}",
         "bottleneck": pred.bottleneck,
         "ps_utilization": f"{pred.ps_utilization:.4f}",

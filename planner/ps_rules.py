@@ -1,7 +1,11 @@
 """The ps-saturation rule: the parameter server, not the workers, paces the cluster.
 
-:func:`ps_load` compares the measured rate with what the workers could do (steps/s) and adds the PS busy
-share and NIC / CPU load; the fix names the predicted gain of more PS nodes (speed model × price book).
+With model facts (``cmdare_job_info``), :func:`ps_load` compares the measured rate with what the workers
+could do (steps/s) and adds the PS busy share and NIC / CPU load. Without them, the verdict rests on
+measurements only: the workers' compute share (step seconds × own steps/s, or DCGM) against the busiest
+PS's traffic and CPU (:func:`measured_only_finding`). Every finding names what it measured
+(``evidence["measured"]``), the model terms it used and what it could not measure; the fix names the
+predicted gain of more PS nodes with its band, or says the gain is uncertain.
 """
 
 from __future__ import annotations
@@ -12,20 +16,26 @@ from typing import Any
 
 from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.planner.alerts import AlertContext, Finding
+from cmdare.planner.job_plan import network_of
 from cmdare.planner.overview import STEP_WINDOW_S, JobView
 from cmdare.planner.rule_support import (
+    PredictedGain,
+    basis,
     canonical_gpu,
+    compute_share,
     current_prediction,
     predict_shape,
     price_usd_per_hour,
+    ps_traffic_gbps,
     rate_window_s,
     signed_pct,
+    speed_model_of,
     thresholds_of,
     up_gpu_counts,
     up_ps_nodes,
     up_workers,
 )
-from cmdare.planner.speed_model import SpeedPrediction
+from cmdare.planner.speed_model import SpeedModel, SpeedPrediction
 
 #: GCP maximum egress data rate: 2 Gbit/s per vCPU (GCP "Network bandwidth" documentation; the same
 #: source as ``planner/data/gpus.csv``). The PS node is ``PS_SHAPE`` (n1-standard-8 → 16 Gbit/s).
@@ -78,94 +88,210 @@ def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | 
     )
 
 
-def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tuple[str | None, dict[str, Any]]:
-    """'add a parameter server: predicted +70% steps/s, +$0.38/h' (speed model × price book), and the
-    best larger PS count when it adds ≥ 10% more per server."""
+def _ps_gains(ctx: AlertContext, job: JobView, ps: int) -> dict[int, PredictedGain]:
+    """PS count → predicted relative gain over ``ps`` (speed model), for ps+1 .. ps_max_suggested. When
+    the model's prediction carries a P10–P90 band (``steps_per_sec_p10`` / ``_p90``), the gain does too;
+    without one, the model's known 2-PS error is attached instead."""
+    th = thresholds_of(ctx)
     gpus = up_gpu_counts(job)
     base = predict_shape(ctx, job, gpus, ps)
+    gains: dict[int, PredictedGain] = {}
     if base is None:
-        return None, {}
-    gains: dict[int, float] = {}
-    for k in range(ps + 1, max(thresholds_of(ctx).ps_max_suggested, ps + 1) + 1):
+        return gains
+    caveat = (f"2-PS predictions were off by ~{th.known_2ps_error:.0%} on held-out data, up to 2× too high "
+              "on large networks")  # fmt: skip
+    for k in range(ps + 1, max(th.ps_max_suggested, ps + 1) + 1):
         p = predict_shape(ctx, job, gpus, k)
         if p is None:
             break
-        gains[k] = p.steps_per_sec / base.steps_per_sec - 1
-    if not gains or gains[ps + 1] <= 0.05:
+        band = _gain_band(ctx, job, gpus, ps, k) or _prediction_band(p, base.steps_per_sec)
+        gains[k] = PredictedGain(p.steps_per_sec / base.steps_per_sec - 1, *band, th.known_2ps_error, caveat)
+    return gains
+
+
+def _gain_band(ctx: AlertContext, job: JobView, gpus: dict[str, int], ps: int, k: int) -> tuple[float, float] | None:
+    """(P10, P90) relative gain of ``ps`` → ``k`` servers from the speed model's band API
+    (:func:`cmdare.planner.speed_band.ps_gain_band`), or None where that API or a prediction is missing."""
+    try:
+        from cmdare.planner.speed_band import ps_gain_band  # type: ignore[import-not-found]
+    except ImportError:  # the band API is not part of this build
+        return None
+    model, net = speed_model_of(ctx), network_of(job)
+    if net is None or not isinstance(model, SpeedModel):
+        return None
+    try:
+        g = ps_gain_band(model, net, gpus, ps, k)
+    except (ValueError, KeyError):
+        return None
+    return g.p10, g.p90
+
+
+def _prediction_band(p: Any, base: float) -> tuple[float | None, float | None]:
+    """(P10, P90) relative to ``base`` from a prediction carrying ``steps_per_sec_p10/_p90``, else none."""
+    lo, hi = getattr(p, "steps_per_sec_p10", None), getattr(p, "steps_per_sec_p90", None)
+    return (lo / base - 1, hi / base - 1) if lo and hi else (None, None)
+
+
+def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tuple[str | None, dict[str, Any]]:
+    """'add a parameter server: predicted +70% steps/s (band: n/a until calibrated; ...), +$0.38/h'
+    (speed model × price book). With no band yet, a gain within the model's known 2-PS error is said to
+    be uncertain; PS counts beyond the measured ones are marked as extrapolated."""
+    th = thresholds_of(ctx)
+    gains = _ps_gains(ctx, job, ps)
+    if not gains or gains[ps + 1].point <= 0.05:
         return None, {}
     region = next((n.region for n in up_ps_nodes(job)), "") or next((n.region for n in up_workers(job)), "")
     usd = price_usd_per_hour(ctx.extras.get("price_book"), "ps_node_price", region)
     money = (lambda add: f", +${usd * add:.2f}/h") if usd is not None else (lambda add: "")
-    g1 = gains[ps + 1]
-    fix = f"add a parameter server: predicted {signed_pct(g1)} steps/s (≈{load.steps_per_sec * (1 + g1):.0f}){money(1)}"
-    best = max(gains, key=lambda k: gains[k])
-    if best > ps + 1 and gains[best] > g1 * 1.1:
-        fix += f"; {best - ps} more: {signed_pct(gains[best])}{money(best - ps)}"
+    gain = gains[ps + 1]
+    extrapolated = ps + 1 > th.ps_measured_max
+    fix = f"add a parameter server: {gain.words()}{money(1)}"
+    if extrapolated:
+        fix += f" (beyond the {th.ps_measured_max} PS ever measured: extrapolated)"
+    best = max(gains, key=lambda k: gains[k].point)
+    if best > ps + 1 and gains[best].point > gain.point * 1.1:
+        fix += f"; {best - ps} more: {signed_pct(gains[best].point)}{money(best - ps)}"
+        if best > th.ps_measured_max:
+            fix += f" (extrapolated beyond {th.ps_measured_max} PS)"
     evidence = {
         "fix_ps": ps + 1,
-        "fix_predicted_gain": round(g1, 3),
+        **gain.to_evidence(),
         "fix_usd_per_hour": usd and round(usd, 3),
         "fix_best_ps": best,
-        "fix_best_gain": round(gains[best], 3),
+        "fix_best_gain": round(gains[best].point, 3),
+        "fix_extrapolated": extrapolated or best > th.ps_measured_max,
     }
     return fix, evidence
 
 
+def _measured_names(load: PsLoad, nic: float | None, cpu: float | None) -> tuple[list[str], list[str]]:
+    """(measured, not measured) names of the ps-saturation inputs."""
+    measured: list[str] = ["cluster steps/s"]
+    missing: list[str] = []
+    (measured if load.compute_ratio is not None else missing).append("worker step time")
+    (measured if nic is not None else missing).append("PS NIC traffic")
+    (measured if cpu is not None else missing).append("PS CPU")
+    return measured, missing
+
+
+def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load: PsLoad) -> Finding | None:
+    """The verdict against the speed model's compute-bound rate (model facts known)."""
+    th, ps = thresholds_of(ctx), up_ps_nodes(job)
+    normal = load.compute_ratio is None or load.compute_ratio <= th.compute_normal_max
+    slow = load.efficiency < th.ps_efficiency_max and load.ps_utilization >= th.ps_utilization_min and normal
+    nic = load.nic_util is not None and load.nic_util >= th.ps_nic_util_max
+    cpu = load.cpu_util is not None and load.cpu_util >= th.ps_cpu_util_max
+    if not (slow or nic or cpu):
+        return None
+    n = len(up_workers(job))
+    why = [
+        f"{load.steps_per_sec:.1f} steps/s = {load.efficiency:.0%} of the {load.compute_bound:.0f} "
+        f"its {n} workers could do (speed model); PS ≈{min(load.ps_utilization, 1):.0%} busy"
+    ]
+    if load.nic_gbps is not None:
+        why.append(f"PS NIC {load.nic_gbps:.1f}/{PS_NIC_GBPS:.0f} Gbit/s")
+    if cpu:
+        why.append(f"PS CPU {load.cpu_util:.0%}")
+    measured, missing = _measured_names(load, load.nic_gbps, load.cpu_util)
+    evidence = {
+        **basis(measured, ["compute-bound rate", "PS seconds per step"], missing),
+        "window_s": rate_window_s(ctx),
+        "steps_per_sec": round(load.steps_per_sec, 2),
+        "compute_bound_steps_per_sec": round(load.compute_bound, 2),
+        "efficiency": round(load.efficiency, 3),
+        "ps_utilization": round(load.ps_utilization, 3),
+        "ps_seconds_per_step": round(pred.terms["ps"], 5),
+        "worker_step_time_ratio": load.compute_ratio and round(load.compute_ratio, 3),
+        "step_window_s": STEP_WINDOW_S,
+        "ps_nic_gbps": load.nic_gbps and round(load.nic_gbps, 3),
+        "ps_nic_capacity_gbps": PS_NIC_GBPS,
+        "ps_cpu_util": load.cpu_util,
+        "ps": len(ps),
+        "workers_up": n,
+        "predicted_steps_per_sec": round(pred.steps_per_sec, 2),
+    }
+    fix, fx = _more_ps_fix(ctx, job, load, len(ps))
+    evidence.update(fx)
+    return Finding("ps-saturation", _subject(job), "warning", "parameter server saturated: " + "; ".join(why),
+                   evidence, fix)  # fmt: skip
+
+
+def _subject(job: JobView) -> str:
+    ps = up_ps_nodes(job)
+    return f"{job.name}/{ps[0].name}" if len(ps) == 1 else job.name
+
+
+def median_compute_share(job: JobView, pred: SpeedPrediction | None = None) -> tuple[float | None, str, int]:
+    """(median compute share of the up workers, its signal, how many workers gave one)."""
+    got = [compute_share(w, pred) for w in up_workers(job)]
+    shares = [s for s, _ in got if s is not None]
+    signal = next((sig for s, sig in got if s is not None), "")
+    return (statistics.median(shares) if shares else None), signal, len(shares)
+
+
+def _no_model_reason(job: JobView) -> str:
+    """Why the verdict has no speed model: no model facts, or a shape the model cannot predict."""
+    if network_of(job) is None:
+        return "no model facts: the job exports no cmdare_job_info"
+    return "the speed model cannot predict this shape: a GPU type unknown to it"
+
+
+def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
+    """No model facts: workers waiting (compute share < ``ps_efficiency_max``) while the busiest PS moves
+    ≥ ``ps_traffic_high_gbps`` each way or its CPU is pegged. Input starvation is not ruled out then:
+    both causes are named."""
+    th = thresholds_of(ctx)
+    share, signal, count = median_compute_share(job)
+    traffic = ps_traffic_gbps(job)
+    cpus = [ctx.extras.get("ps_cpu", {}).get(f"{job.name}/{n.name}") for n in up_ps_nodes(job)]
+    cpu = max((c / PS_SHAPE.vcpus for c in cpus if c is not None), default=None)
+    if share is None or share >= th.ps_efficiency_max:
+        return None
+    busy_net = traffic is not None and traffic >= th.ps_traffic_high_gbps
+    busy_cpu = cpu is not None and cpu >= th.ps_cpu_util_max
+    if not (busy_net or busy_cpu):
+        return None
+    why = [f"workers compute {share:.0%} of the time ({signal})"]
+    if traffic is not None:
+        why.append(f"the PS moves {traffic:.1f} Gbit/s each way (≥ {th.ps_traffic_high_gbps:.1f}, where one "
+                   "CM-DARE PS plateaued)")  # fmt: skip
+    if cpu is not None:
+        why.append(f"PS CPU {cpu:.0%}")
+    measured = [signal, *(["PS NIC traffic"] if traffic is not None else []), *(["PS CPU"] if cpu is not None else [])]
+    reason = _no_model_reason(job)
+    missing = [f"compute-bound rate: {reason}", "input pipeline",
+               *([] if cpu is not None else ["PS CPU"])]  # fmt: skip
+    evidence = {
+        **basis(measured, [], missing),
+        "window_s": rate_window_s(ctx),
+        "compute_share": round(share, 3),
+        "workers_measured": count,
+        "ps_nic_gbps": traffic and round(traffic, 3),
+        "ps_traffic_high_gbps": th.ps_traffic_high_gbps,
+        "ps_cpu_util": cpu and round(cpu, 3),
+        "ps": len(up_ps_nodes(job)),
+        "also_possible": ["input-bound"],
+    }
+    msg = (f"parameter server saturated (judged from measurements; {reason}): " + "; ".join(why)
+           + "; input starvation is not ruled out (no model to compare with)")  # fmt: skip
+    fix = f"add a parameter server (gain not predictable: {reason})"
+    return Finding("ps-saturation", _subject(job), "warning", msg, evidence, fix)
+
+
 def ps_saturation_rule(ctx: AlertContext) -> list[Finding]:
     """Cluster well below its compute-bound rate while workers compute at normal speed and the PS is
-    busy, and/or the PS NIC near line rate or its CPU pegged."""
-    th, out = thresholds_of(ctx), []
+    busy, and/or the PS NIC near line rate or its CPU pegged; without model facts, judged from the
+    workers' compute share and the measured PS traffic / CPU."""
+    out = []
     for job in ctx.jobs:
-        pred, ps = current_prediction(ctx, job), up_ps_nodes(job)
-        if pred is None or not ps:
+        if not up_ps_nodes(job):
             continue
-        load = ps_load(ctx, job, pred)
-        if load is None:
-            continue
-        normal = load.compute_ratio is None or load.compute_ratio <= th.compute_normal_max
-        slow = (
-            load.efficiency < th.ps_efficiency_max and load.ps_utilization >= th.ps_utilization_min and normal
-        )
-        nic = load.nic_util is not None and load.nic_util >= th.ps_nic_util_max
-        cpu = load.cpu_util is not None and load.cpu_util >= th.ps_cpu_util_max
-        if not (slow or nic or cpu):
-            continue
-        n = len(up_workers(job))
-        why = [
-            f"{load.steps_per_sec:.1f} steps/s = {load.efficiency:.0%} of the {load.compute_bound:.0f} "
-            f"its {n} workers could do; PS ≈{min(load.ps_utilization, 1):.0%} busy"
-        ]
-        if nic:
-            why.append(f"PS NIC {load.nic_gbps:.1f}/{PS_NIC_GBPS:.0f} Gbit/s")
-        if cpu:
-            why.append(f"PS CPU {load.cpu_util:.0%}")
-        evidence = {
-            "window_s": rate_window_s(ctx),
-            "steps_per_sec": round(load.steps_per_sec, 2),
-            "compute_bound_steps_per_sec": round(load.compute_bound, 2),
-            "efficiency": round(load.efficiency, 3),
-            "ps_utilization": round(load.ps_utilization, 3),
-            "ps_seconds_per_step": round(pred.terms["ps"], 5),
-            "worker_step_time_ratio": load.compute_ratio and round(load.compute_ratio, 3),
-            "step_window_s": STEP_WINDOW_S,
-            "ps_nic_gbps": load.nic_gbps and round(load.nic_gbps, 3),
-            "ps_nic_capacity_gbps": PS_NIC_GBPS,
-            "ps_cpu_util": load.cpu_util,
-            "ps": len(ps),
-            "workers_up": n,
-            "predicted_steps_per_sec": round(pred.steps_per_sec, 2),
-        }
-        fix, fx = _more_ps_fix(ctx, job, load, len(ps))
-        evidence.update(fx)
-        subject = f"{job.name}/{ps[0].name}" if len(ps) == 1 else job.name
-        out.append(
-            Finding(
-                "ps-saturation",
-                subject,
-                "warning",
-                "parameter server saturated: " + "; ".join(why),
-                evidence,
-                fix,
-            )
-        )
+        pred = current_prediction(ctx, job)
+        load = ps_load(ctx, job, pred) if pred is not None else None
+        if pred is not None and load is not None:
+            f = _model_finding(ctx, job, pred, load)
+        else:
+            f = measured_only_finding(ctx, job)
+        if f is not None:
+            out.append(f)
     return out

@@ -7,11 +7,12 @@ predictions of other shapes, prices from the price book (USD/h) and the ``+12%``
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from cmdare.planner.alerts import AlertContext
 from cmdare.planner.gpu_catalog import UnknownGpuError, get_gpu
-from cmdare.planner.job_plan import network_of
+from cmdare.planner.job_plan import network_of, owns_gpu
 from cmdare.planner.overview import RATE_WINDOW_S, JobView, NodeView
 from cmdare.planner.speed_model import SpeedModel, SpeedPrediction
 from cmdare.planner.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -70,8 +71,37 @@ def up_ps_nodes(job: JobView) -> list[NodeView]:
 
 
 def up_gpu_counts(job: JobView) -> dict[str, int]:
-    """GPU type → number of up workers with it."""
-    return dict(Counter(n.gpu for n in up_workers(job) if n.gpu))
+    """GPU type → number of up workers with it (CPU-only workers are not counted)."""
+    return dict(Counter(n.gpu for n in up_workers(job) if owns_gpu(n.gpu)))
+
+
+def compute_share(w: NodeView, pred: SpeedPrediction | None = None) -> tuple[float | None, str]:
+    """(share of wall time the worker computes, the measurement it comes from): DCGM GPU utilisation,
+    else measured step seconds × the worker's own steps/s, else (with a model) own steps/s ÷ predicted."""
+    if w.gpu_util is not None and owns_gpu(w.gpu):
+        return w.gpu_util / 100.0, "GPU utilisation (DCGM)"
+    if w.step_seconds and w.steps_per_sec:
+        return w.step_seconds * w.steps_per_sec, "step compute share"
+    own = pred.worker_steps_per_sec.get(canonical_gpu(w.gpu)) if pred else None
+    if own and w.steps_per_sec:
+        return w.steps_per_sec / own, "own steps/s ÷ predicted"
+    return None, ""
+
+
+def ps_traffic_gbps(job: JobView) -> float | None:
+    """The busiest up PS's traffic, Gbit/s, in its busier direction (measured), or None unmeasured."""
+    rates = [
+        max(n.net_in_bps or 0.0, n.net_out_bps or 0.0) * 8 / 1e9
+        for n in up_ps_nodes(job)
+        if n.net_in_bps is not None or n.net_out_bps is not None
+    ]
+    return max(rates) if rates else None
+
+
+def basis(measured: list[str], model: list[str] | None = None, missing: list[str] | None = None) -> dict[str, list[str]]:
+    """The evidence keys every verdict carries: what was ``measured``, which ``model`` terms it used and
+    what it could ``not_measured`` (so no verdict claims a cause it never measured)."""
+    return {"measured": measured, "model": model or [], "not_measured": missing or []}
 
 
 # ----------------------------------------------------------------------------------- prices, words
@@ -95,3 +125,50 @@ def node_usd_per_hour(book: Any, n: NodeView) -> float | None:
 def signed_pct(x: float) -> str:
     """A share as a signed percentage: 0.7 → ``+70%``."""
     return f"{x:+.0%}"
+
+
+@dataclass(frozen=True)
+class PredictedGain:
+    """A predicted relative gain (0.7 = +70%) and its P10–P90 band when the speed model gives one.
+
+    ``known_error`` is the model's known out-of-sample error for this kind of change (2-PS: ~20%); with
+    no band, a gain within it is uncertain and may be none. A band (``p10``/``p90``) takes precedence."""
+
+    point: float
+    p10: float | None = None
+    p90: float | None = None
+    known_error: float | None = None
+    caveat: str = ""  # what is known of the model's error here, said when there is no band
+
+    @property
+    def has_band(self) -> bool:
+        return self.p10 is not None and self.p90 is not None
+
+    @property
+    def may_be_none(self) -> bool:
+        """True when the evidence allows "no gain at all"."""
+        if self.has_band:
+            return self.p10 <= 0.0  # type: ignore[operator]
+        return self.known_error is not None and self.point <= self.known_error
+
+    def words(self, unit: str = "steps/s") -> str:
+        """'predicted +70% steps/s (band: n/a until calibrated; ...)'."""
+        band = (
+            f"P10–P90 {signed_pct(self.p10)}…{signed_pct(self.p90)}"  # type: ignore[arg-type]
+            if self.has_band
+            else "band: n/a until calibrated"
+        )
+        out = f"predicted {signed_pct(self.point)} {unit} ({band})"
+        if self.may_be_none:
+            out += "; uncertain: the gain may be none"
+        elif self.known_error is not None and not self.has_band:
+            out += f"; {self.caveat}" if self.caveat else f"; such predictions are off by ~{self.known_error:.0%}"
+        return out
+
+    def to_evidence(self) -> dict[str, float | bool | None]:
+        return {
+            "fix_predicted_gain": round(self.point, 3),
+            "fix_gain_p10": self.p10 if self.p10 is None else round(self.p10, 3),
+            "fix_gain_p90": self.p90 if self.p90 is None else round(self.p90, 3),
+            "fix_gain_may_be_none": self.may_be_none,
+        }

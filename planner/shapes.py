@@ -7,13 +7,19 @@ Public API (what the CLI and the TUI Planner pane call)::
     table.top(10)          # list of row dicts, best first (feasible rows before infeasible ones)
     table.pareto           # bool array over all rows: on the (time, cost, risk) Pareto front
     table.sorted_by("cost_usd_p50").filter(table.col("p_revocation") < 0.1).top(5)
-    table.delta(i)         # "−38% time, +12% cost, risk 0.21 → 0.05" against the current shape
+    table.delta(i)         # "−38% time, +12% cost, P(≥1 revocation) 0.21 → 0.05" against the current shape
     table.explain(i)       # Explanation: which terms dominate one row
     table.to_rows()        # every row as a dict (JSON-ready)
 
 Each row: gpu, workers, ps, region, provisioning, steps_per_sec, bottleneck, hours_expected, hours_p50,
 hours_p90, cost_usd_expected, cost_usd_p50, cost_usd_p90, p_revocation, expected_revocations,
-per_node_risk, pareto, feasible, score, price_source, price_as_of.
+per_node_risk, pareto, feasible, score, price_source, price_as_of, price_date (the date of the prices, or
+"price date unknown (derived …)"), also_provisioning (the spot/preemptible twin this row stands for),
+egress_usd, region_note (what a region move implies).
+
+A current shape the book cannot price stays in the table as row 0 with NaN costs ("price unknown");
+the alternatives are still ranked (the objectives' reference cost is then the median priced row, which
+leaves the ranking of every objective unchanged).
 """
 
 from __future__ import annotations
@@ -24,6 +30,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from cmdare.planner.overheads import Overheads
+from cmdare.planner.ranking_notes import (
+    Bander,
+    RowBand,
+    collapse_twins,
+    make_bander,
+    price_date_label,
+    region_notes,
+)
 from cmdare.planner.revocation import RevocationModel
 from cmdare.planner.speed_model import Network, SpeedModel
 from cmdare.planner.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
@@ -33,7 +47,8 @@ OBJECTIVES = ("time", "cost", "balanced")
 
 
 class UnpricedShapeError(ValueError):
-    """The price book has no price for the workload's current shape (the reference row)."""
+    """The price book prices neither the workload's current shape nor any alternative (an unpriced current
+    shape alone is kept as "price unknown")."""
 
 
 PARETO_CHUNK = 512
@@ -118,10 +133,14 @@ class Explanation:
     bottleneck: str
 
     def text(self) -> str:
+        """One consistent statement: the largest time share when it is also what limits the speed, else
+        what limits the speed (the speed model's regime) followed by where the time goes."""
         parts = ", ".join(
             f"{k} {self.shares[k]:.0%}" for k in sorted(self.shares, key=self.shares.get, reverse=True)
         )
-        return f"dominant: {self.dominant} ({parts}); speed bottleneck: {self.bottleneck}"
+        if self.bottleneck in ("", self.dominant):
+            return f"bottleneck: {self.dominant} (time: {parts})"
+        return f"speed limited by {self.bottleneck} (speed model); time: {parts}"
 
 
 class ShapeTable:
@@ -132,9 +151,11 @@ class ShapeTable:
 
     def __init__(self, columns: dict[str, np.ndarray], order: np.ndarray, objective: str,
                  terms: dict[str, np.ndarray], view: np.ndarray | None = None,
-                 explainer: Callable[[dict[str, object]], dict[str, float]] | None = None) -> None:  # fmt: skip
+                 explainer: Callable[[dict[str, object]], dict[str, float]] | None = None,
+                 bander: Bander | None = None) -> None:  # fmt: skip
         self.columns = columns
         self.explainer = explainer
+        self.bander = bander
         self.order = order
         self.objective = objective
         self.terms = terms
@@ -165,8 +186,12 @@ class ShapeTable:
             out[k] = round(float(out[k]), 4)
         for k in ("cost_usd_expected", "cost_usd_p50", "cost_usd_p90", "steps_per_sec", "score"):
             out[k] = round(float(out[k]), 4)
-        for k in ("p_revocation", "expected_revocations", "per_node_risk"):
-            out[k] = round(float(out[k]), 4)
+        for k in ("p_revocation", "expected_revocations", "per_node_risk", "egress_usd"):
+            if k in out:
+                out[k] = round(float(out[k]), 4)
+        for k, v in out.items():  # an unpriced current shape: "price unknown", not NaN (invalid JSON)
+            if isinstance(v, float) and not np.isfinite(v):
+                out[k] = None
         return out
 
     def top(self, n: int | None = None) -> list[dict[str, object]]:
@@ -182,24 +207,40 @@ class ShapeTable:
         keys = self.columns[column][self.view]
         idx = np.argsort(-keys if descending else keys, kind="stable")
         return ShapeTable(
-            self.columns, self.order, self.objective, self.terms, self.view[idx], self.explainer
+            self.columns, self.order, self.objective, self.terms, self.view[idx], self.explainer, self.bander
         )
 
     def filter(self, mask: np.ndarray) -> ShapeTable:
         """A view keeping rows where ``mask`` (over all rows) is true."""
         return ShapeTable(
-            self.columns, self.order, self.objective, self.terms, self.view[mask[self.view]], self.explainer
+            self.columns, self.order, self.objective, self.terms, self.view[mask[self.view]], self.explainer,
+            self.bander,
         )
 
+    def band(self, i: int) -> RowBand | None:
+        """Row ``i``'s P10–P90 steps/s and extrapolation, or None without the speed model's band API."""
+        if self.bander is None:
+            return None
+        c = self.columns
+        return self.bander(str(c["gpu"][i]), int(c["workers"][i]), int(c["ps"][i]))
+
+    @property
+    def current_priced(self) -> bool:
+        """False when the price book has no price for the current shape (row 0: "price unknown")."""
+        return bool(np.isfinite(self.columns["cost_usd_p50"][0]))
+
     def delta(self, i: int) -> str:
-        """Change of row ``i`` against the current shape, e.g. "−38% time, +12% cost, risk 0.21 → 0.05"."""
+        """Change of row ``i`` against the current shape, e.g. "−38% time, +12% cost,
+        P(≥1 revocation) 0.21 → 0.05"; "cost vs current n/a" when the current shape has no price."""
         c = self.columns
         dt = c["hours_p50"][i] / max(c["hours_p50"][0], 1e-12) - 1
-        dc = c["cost_usd_p50"][i] / max(c["cost_usd_p50"][0], 1e-12) - 1
         sign = lambda x: ("+" if x >= 0 else "−") + f"{abs(x):.0%}"  # noqa: E731
-        return (
-            f"{sign(dt)} time, {sign(dc)} cost, risk {c['p_revocation'][0]:.2f} → {c['p_revocation'][i]:.2f}"
-        )
+        if self.current_priced and np.isfinite(c["cost_usd_p50"][i]):
+            cost = f"{sign(c['cost_usd_p50'][i] / max(c['cost_usd_p50'][0], 1e-12) - 1)} cost"
+        else:
+            cost = "cost n/a (current price unknown)"
+        p0, p1 = c["p_revocation"][0], c["p_revocation"][i]
+        return f"{sign(dt)} time, {cost}, P(≥1 revocation) {p0:.2f} → {p1:.2f}"
 
     def explain(self, i: int) -> Explanation:
         """Which terms dominate row ``i``: compute, PS, network (the speed model's per-step terms,
@@ -234,8 +275,9 @@ def rank_shapes(
     shapes: dict[str, np.ndarray] | None = None,
 ) -> ShapeTable:
     """Enumerate (or take ``shapes``), estimate and rank every shape. ``objective``: time | cost | balanced
-    (product of P50 time and P50 cost). Shapes without a price are dropped; an unpriced current shape
-    raises :class:`UnpricedShapeError`."""
+    (product of P50 time and P50 cost). Shapes without a price are dropped, except the current shape:
+    it stays as row 0 with NaN costs ("price unknown") and the alternatives are still ranked. Spot and
+    preemptible twins of equal price and risk are one row (:func:`collapse_twins`)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
     overheads = overheads or Overheads.load()
@@ -246,11 +288,12 @@ def rank_shapes(
         cols["gpu"], cols["region"], cols["provisioning"], workload.allowed.ps_provisioning
     )
     keep = np.isfinite(w_usd) & np.isfinite(ps_usd)
-    if not keep[0]:
+    keep[0] = True  # the current shape stays, priced or not (its costs are then NaN: "price unknown")
+    if keep.sum() < 2 and not np.isfinite(w_usd[0] + ps_usd[0]):
         cur = workload.current
         raise UnpricedShapeError(
-            f"the {prices.source} price book ({prices.as_of}) has no price for the current shape "
-            f"{cur.gpu} in {cur.region} ({cur.provisioning})"
+            f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
+            f"{cur.gpu} in {cur.region} ({cur.provisioning}) nor any alternative"
         )
     cols = {k: v[keep] for k, v in cols.items()}
     w_usd, ps_usd = w_usd[keep], ps_usd[keep]
@@ -260,16 +303,23 @@ def rank_shapes(
     columns = _result_columns(workload, cols, speed, tc, prices)
     columns["feasible"] = _feasible(workload, columns)
     columns["score"] = _score(columns, objective)
-    columns["pareto"] = pareto_mask(
-        np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
-    )
-    order = np.lexsort((columns["score"], ~columns["feasible"]))
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
         "revocation": tc.seconds_revocation,
     }
-    return ShapeTable(columns, order, objective, terms, explainer=_explainer(workload, speed_model))
+    twins, alias = collapse_twins(columns)
+    columns["also_provisioning"] = alias
+    columns = {k: v[twins] for k, v in columns.items()}
+    terms = {k: v[twins] for k, v in terms.items()}
+    columns["pareto"] = pareto_mask(
+        np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
+    )
+    order = np.lexsort((columns["score"], ~columns["feasible"]))
+    m = workload.model
+    bander = make_bander(speed_model, Network(m.name, m.model_flops, m.params, m.batch_size),
+                         workload.options.latency_ms)  # fmt: skip
+    return ShapeTable(columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander)
 
 
 def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:
@@ -308,12 +358,17 @@ def _run_settings(workload: Workload, overheads: Overheads) -> RunSettings:
     )
 
 
+def _egress(workload: Workload, cols: dict[str, np.ndarray], prices: PriceTable) -> np.ndarray:
+    """USD of reading the dataset (``dataset_gb`` × epochs) from ``data_region`` — by default the
+    current shape's region, where the data lives now — into each shape's region."""
+    o = workload.options
+    cross = cols["region"] != (o.data_region or workload.current.region)
+    return np.where(cross, o.dataset_gb * (workload.target.epochs or 1.0) * prices.egress_usd_per_gb, 0.0)
+
+
 def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
                    w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
-    o = workload.options
-    epochs = workload.target.epochs or 1.0
-    cross = (cols["region"] != o.data_region) if o.data_region else np.zeros(cols["region"].shape, bool)
-    egress = np.where(cross, o.dataset_gb * epochs * prices.egress_usd_per_gb, 0.0)
+    egress = _egress(workload, cols, prices)
     return ShapeColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["workers"], cols["ps"],
                         speed["steps_per_sec"], speed["degraded"], w_usd, ps_usd, egress)  # fmt: skip
 
@@ -321,6 +376,7 @@ def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[
 def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
                     tc: TimeCost, prices: PriceTable) -> dict[str, np.ndarray]:  # fmt: skip
     n = cols["gpu"].size
+    egress = _egress(workload, cols, prices)
     return {
         **cols,
         "steps_per_sec": speed["steps_per_sec"],
@@ -336,6 +392,10 @@ def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict
         "per_node_risk": tc.per_node_risk,
         "price_source": np.full(n, prices.source),
         "price_as_of": np.full(n, prices.as_of),
+        "price_date": np.full(n, price_date_label(prices.book), dtype=object),
+        "egress_usd": egress,
+        "region_note": region_notes(cols["region"], workload.current.region, workload.options.data_region,
+                                    workload.options.dataset_gb, egress),
     }
 
 
@@ -349,9 +409,13 @@ def _feasible(workload: Workload, c: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _score(c: dict[str, np.ndarray], objective: str) -> np.ndarray:
-    """Lower is better: P50 hours, P50 cost, or their product (balanced), relative to the current shape;
-    ties broken by expected revocations."""
+    """Lower is better: P50 hours, P50 cost, or their product (balanced), relative to the current shape
+    (to the median priced row when the current shape has no price: a constant factor, so the same
+    order); ties broken by expected revocations. Unpriced rows score NaN (ranked last)."""
     t = c["hours_p50"] / max(float(c["hours_p50"][0]), 1e-12)
-    k = c["cost_usd_p50"] / max(float(c["cost_usd_p50"][0]), 1e-12)
+    ref = float(c["cost_usd_p50"][0])
+    if not np.isfinite(ref):
+        ref = float(np.nanmedian(c["cost_usd_p50"]))
+    k = c["cost_usd_p50"] / max(ref, 1e-12)
     base = {"time": t, "cost": k, "balanced": t * k}[objective]
     return base + 1e-6 * c["expected_revocations"]

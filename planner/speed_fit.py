@@ -17,20 +17,25 @@ from cmdare.planner.network_catalog import family_of
 
 __all__ = ["fit_params", "fit_tensor_rule", "predict_observations"]
 
-_Q_BOUNDS = (1.0, 30.0)  # overlap exponent: 1 = no overlap (plain sum), 30 = nearly a hard maximum
-_P_BOUNDS = (1.0, 30.0)  # blend exponent: 1 = soft harmonic sum, 30 = nearly a hard minimum
+# Bounds of the shape terms (speed_model.BOUNDED): overlap exponent 1 = plain sum .. 30 = nearly a hard
+# maximum; blend exponent 1 = soft harmonic sum .. 30 = nearly a hard minimum; ps_wire a share 0..1.
 
 
 def fit_tensor_rule(observations: Sequence) -> dict[str, float]:
-    """Tensor-count rules by family: Shake-Shake median count (depth 26); ResNets log T = a + b log P."""
-    nets = {o.name: (o.params, o.tensors) for o in observations}
-    shake = [t for n, (_, t) in nets.items() if family_of(n) == "shake"]
-    res = np.array([(p, t) for n, (p, t) in nets.items() if family_of(n) != "shake"], dtype=float)
+    """Tensor rules by family: Shake-Shake median count (depth 26) and largest-tensor share; ResNets
+    log T = a + b log P and the median largest tensor (parameters)."""
+    nets = {o.name: (o.params, o.tensors, o.max_tensor) for o in observations}
+    shake = [t for n, (_, t, _) in nets.items() if family_of(n) == "shake"]
+    res = np.array([(p, t) for n, (p, t, _) in nets.items() if family_of(n) != "shake"], dtype=float)
     b, log_a = np.polyfit(np.log(res[:, 0]), np.log(res[:, 1]), 1)
+    shake_share = [m / p for n, (p, _, m) in nets.items() if family_of(n) == "shake" and m > 0]
+    res_max = [m for n, (_, _, m) in nets.items() if family_of(n) != "shake" and m > 0]
     return {
         "shake_tensors_d26": float(np.median(shake)),
         "resnet_log_a": float(log_a),
         "resnet_b": float(b),
+        "shake_max_share": float(np.median(shake_share)) if shake_share else 0.05,
+        "resnet_max_tensor": float(np.median(res_max)) if res_max else 147456.0,
     }
 
 
@@ -41,48 +46,74 @@ def _anchors(observations: Sequence) -> np.ndarray:
     single-worker speed, so the PS terms are fitted for that use."""
     single: dict[tuple[str, str], list[float]] = {}
     for o in observations:
-        if o.workers == 1 and o.latency_ms < 1.0 and o.source != "cluster":
+        if o.workers == 1 and o.latency_ms < 1.0 and not o.source.startswith("cluster"):
             single.setdefault((o.name, o.gpu), []).append(o.steps_per_sec)
     return np.array(
         [
             float(np.mean(single[(o.name, o.gpu)]))
-            if o.source == "cluster" and (o.name, o.gpu) in single
+            if o.source.startswith("cluster") and (o.name, o.gpu) in single
             else np.nan
             for o in observations
         ]
     )
 
 
+def _max_shares(observations: Sequence) -> np.ndarray:
+    """Largest tensor's share of each observation's parameters (measured, else the family rule)."""
+    from cmdare.planner.speed_model import max_share_rule
+
+    rule = fit_tensor_rule(observations)
+    return np.array(
+        [o.max_tensor / o.params if o.max_tensor > 0 else float(max_share_rule(rule, family_of(o.name), o.params))
+         for o in observations]
+    )  # fmt: skip
+
+
 def _arrays(observations: Sequence) -> dict[str, np.ndarray]:
     specs = {g: get_gpu(g) for g in {o.gpu for o in observations}}
-    return {
-        "anchor": _anchors(observations),
-        "f": np.array([o.model_flops for o in observations], dtype=float),
-        "p": np.array([o.params for o in observations], dtype=float),
-        "t": np.array([o.tensors for o in observations], dtype=float),
-        "peak": np.array([specs[o.gpu].fp32_tflops for o in observations]),
-        "bw": np.array([specs[o.gpu].mem_bw_gbs for o in observations]),
-        "n": np.array([o.workers for o in observations], dtype=float),
-        "ps": np.array([o.ps for o in observations], dtype=float),
-        "lat": np.array([o.latency_ms for o in observations], dtype=float),
-        "y": np.array([o.steps_per_sec for o in observations], dtype=float),
-    }
+    return _with_share(
+        {
+            "m": _max_shares(observations),
+            "family": np.array([family_of(o.name) or "" for o in observations]),
+            "anchor": _anchors(observations),
+            "f": np.array([o.model_flops for o in observations], dtype=float),
+            "p": np.array([o.params for o in observations], dtype=float),
+            "t": np.array([o.tensors for o in observations], dtype=float),
+            "peak": np.array([specs[o.gpu].fp32_tflops for o in observations]),
+            "bw": np.array([specs[o.gpu].mem_bw_gbs for o in observations]),
+            "n": np.array([o.workers for o in observations], dtype=float),
+            "ps": np.array([o.ps for o in observations], dtype=float),
+            "lat": np.array([o.latency_ms for o in observations], dtype=float),
+            "y": np.array([o.steps_per_sec for o in observations], dtype=float),
+        }
+    )
+
+
+def _with_share(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Add ``u``: the busiest PS's byte share of each observation (round-robin placement by family)."""
+    from cmdare.planner.ps_tier import busiest_share
+
+    rows = zip(a["ps"], a["m"], a["family"], strict=True)
+    u = np.array([float(busiest_share(n, m, f or None)) for n, m, f in rows])
+    return {**a, "u": u}
 
 
 def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
-    from cmdare.planner.speed_model import _blend, _compute_time, _latency_time, _ps_time, param_names
+    from cmdare.planner.ps_tier import capacity_seconds, cycle_seconds
+    from cmdare.planner.speed_model import _blend, _compute_time, _latency_time, param_names
 
     th = dict(zip(param_names(), theta, strict=True))
     z = _compute_time(th, a["f"], a["p"], a["t"], a["peak"], a["bw"]) + _latency_time(
         th, a["p"], a["t"], a["lat"]
     )
-    s = _ps_time(th, a["p"], a["t"], a["ps"])
+    s = capacity_seconds(th, a["p"], a["t"], a["ps"], a["u"])
+    s_w = cycle_seconds(th, a["p"], a["t"], a["ps"], a["u"])
     pp = th["blend_p"]
-    s1 = _ps_time(th, a["p"], a["t"], 1.0)
+    s1 = cycle_seconds(th, a["p"], a["t"], np.ones_like(a["ps"]), 1.0)
     inner = np.clip(a["anchor"] ** (-pp) - s1**pp, 1e-30, None)
     z_meas = np.maximum(inner ** (1.0 / pp) - s1, 1e-6) + _latency_time(th, a["p"], a["t"], a["lat"] - 0.3)
     z = np.where(np.isnan(a["anchor"]), z, z_meas)
-    return _blend(a["n"] / (z + s), 1.0 / s, pp)
+    return _blend(a["n"] / (z + s_w), 1.0 / s, pp)
 
 
 def predict_observations(params: dict[str, float], observations: Sequence) -> np.ndarray:
@@ -102,7 +133,7 @@ def _columns(a: dict[str, np.ndarray]) -> np.ndarray:
 
 
 _PS_START = (1e-3, 1e-5, 3e-9)  # ps_const s, ps_tensor s, ps_param s: small, refined by the joint fit
-_SHAPE_START = (2.0, 4.0)  # overlap_q, blend_p
+_SHAPE_START = (0.1, 2.0, 4.0)  # ps_wire, overlap_q, blend_p
 
 
 def _start(a: dict[str, np.ndarray]) -> np.ndarray:
@@ -123,22 +154,21 @@ def _scales(a: dict[str, np.ndarray]) -> np.ndarray:
     step = float(np.median(1.0 / a["y"][a["n"] == 1]))
     cols = np.median(np.abs(_columns(a)), axis=0)
     ps = np.array([1.0, float(np.median(a["t"])), float(np.median(a["p"]))])
-    return np.concatenate([0.1 * step / np.maximum(cols, 1e-30), 0.1 * step / ps, [1.0, 1.0]])
+    return np.concatenate([0.1 * step / np.maximum(cols, 1e-30), 0.1 * step / ps, [1.0, 1.0, 1.0]])
 
 
 def fit_params(observations: Sequence) -> dict[str, float]:
     """All model coefficients fitted on ``observations`` (deterministic)."""
     from scipy.optimize import least_squares
 
-    from cmdare.planner.speed_model import param_names
+    from cmdare.planner.speed_model import BOUNDED, param_names
 
     names = param_names()
     a = _arrays(observations)
     x0 = _start(a)
     scale = _scales(a)
-    lower = np.zeros(len(names))
-    upper = np.full(len(names), np.inf)
-    (lower[-2], upper[-2]), (lower[-1], upper[-1]) = _Q_BOUNDS, _P_BOUNDS
+    lower = np.array([BOUNDED.get(k, (0.0, np.inf))[0] for k in names])
+    upper = np.array([BOUNDED.get(k, (0.0, np.inf))[1] for k in names])
     x0 = np.clip(x0, lower, upper)
 
     def residual(u: np.ndarray) -> np.ndarray:

@@ -16,11 +16,12 @@ Physical structure (all times in seconds per global step; fitted coefficients ar
   worse (K80 data alone then puts the floor too high for P100). ``latency = L_ms·(lat_const + lat_param·P)``: a fixed
   number of round trips per step (tensors travel in parallel) plus window-limited transfer of the
   parameters;
-* PS service per step ``s = ps_const + (ps_tensor·T + ps_param·P)/n_ps`` — sharding the variables over
-  ``n_ps`` servers divides the per-byte and per-tensor work; ``ps_const`` is not divided: every PS
-  serves one RPC round per worker step whatever its share; a given PS NIC caps ``ps_param`` at 4 B
-  each way per parameter at line rate;
-* cluster rate: the compute-bound rate ``R = Σ_i 1/(Z_i + s)`` and the PS capacity ``C = 1/s`` combine as
+* PS tier (:mod:`cmdare.planner.ps_tier`): the busiest server's service per step
+  ``s = ps_const + ps_tensor·T/n_ps + ps_param·P·u`` with ``u`` its share of the bytes under TensorFlow's
+  round-robin placement (not ``1/n_ps``: placement ignores tensor sizes); the worker's cycle waits
+  ``s_w`` = the same plus the worker-side share ``ps_wire`` of the per-byte time, which more servers do
+  not shorten; a given PS NIC caps ``ps_param`` at 4 B each way per parameter at line rate;
+* cluster rate: the compute-bound rate ``R = Σ_i 1/(Z_i + s_w)`` and the PS capacity ``C = 1/s`` combine as
   ``X = (R^-p + C^-p)^(-1/p)`` (a smooth minimum; ``p`` fitted), so the P100 plateaus come from ``C``.
 
 When a network's name is known (``networks.csv``) and it was measured on the GPU, its measured
@@ -44,6 +45,7 @@ from cmdare.planner.network_catalog import (
     family_of,
     lookup_network,
 )
+from cmdare.planner.ps_tier import busiest_share, capacity_seconds, cycle_seconds, share_of
 
 __all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel", "param_names"]
 
@@ -95,6 +97,7 @@ class Observation:
     latency_ms: float
     steps_per_sec: float
     source: str = ""
+    max_tensor: float = 0.0  # parameters of the largest tensor (0 = unknown: the family rule)
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ class _Net:
     params: float
     tensors: float
     known: KnownNetwork | None
+    max_share: float  # largest tensor's share of the parameters (placement imbalance)
+    family: str | None = None  # "resnet" | "shake" | None (sets the round-robin period)
 
 
 # Worker compute features (seconds per step = coefficient x feature); f FLOPs/step, p parameters,
@@ -119,12 +124,22 @@ COMPUTE_TERMS: tuple[str, ...] = tuple(_FEATURES)
 WORKER_TERMS = ("w_tensor",)  # GPU-independent seconds per parameter tensor on the worker (overlapped)
 LATENCY_TERMS = ("lat_const", "lat_param")  # round trips per step; window-limited bytes
 PS_TERMS = ("ps_const", "ps_tensor", "ps_param")
-SHAPE_TERMS = ("overlap_q", "blend_p")  # smooth-max exponents (worker overlap; PS saturation)
+SHAPE_TERMS = ("ps_wire", "overlap_q", "blend_p")  # worker-side byte share; smooth-max exponents
+BOUNDED = {"ps_wire": (0.0, 1.0), "overlap_q": (1.0, 30.0), "blend_p": (1.0, 30.0)}
 
 
 def param_names() -> tuple[str, ...]:
     """Names of the fitted coefficients, in the order the fit uses."""
     return (*COMPUTE_TERMS, *WORKER_TERMS, *LATENCY_TERMS, *PS_TERMS, *SHAPE_TERMS)
+
+
+def max_share_rule(rule: Mapping[str, float], fam: str | None, params) -> np.ndarray:
+    """Largest tensor's share of the parameters by family ``fam`` (rules in speed_model.json): ResNets keep one
+    largest kernel size, Shake-Shake a fixed share; an unknown family takes the larger (more imbalance)."""
+    p = np.asarray(params, dtype=float)
+    resnet = np.minimum(rule.get("resnet_max_tensor", 147456.0) / p, 1.0)
+    shake = rule.get("shake_max_share", 0.05) * np.ones_like(p)
+    return shake if fam == "shake" else resnet if fam is not None else np.maximum(resnet, shake)
 
 
 def compute_features(f, p, t, peak_tflops, bw_gbs) -> dict[str, np.ndarray]:
@@ -155,12 +170,6 @@ def _latency_time(th: Mapping[str, float], p, t, latency_ms):
     return lat * (th.get("lat_const", 0.0) + th.get("lat_param", 0.0) * p)
 
 
-def _ps_time(th: Mapping[str, float], p, t, n_ps, nic_gbps=None):
-    """PS service seconds per step with ``n_ps`` servers (optionally capped by a NIC in Gbit/s)."""
-    per_param = th["ps_param"] if nic_gbps is None else max(th["ps_param"], 32.0 / (nic_gbps * 1e9))
-    return th["ps_const"] + (th["ps_tensor"] * t + per_param * p) / np.asarray(n_ps, dtype=float)
-
-
 def _blend(rate, cap, p):
     """Smooth minimum of the compute-bound rate and the PS capacity (steps/s)."""
     rate, cap = np.asarray(rate, dtype=float), np.asarray(cap, dtype=float)
@@ -189,6 +198,8 @@ class SpeedModel:
     params_: dict[str, float] = field(default_factory=dict)
     tensor_rule_: dict[str, float] = field(default_factory=dict)
     provenance_: dict[str, object] = field(default_factory=dict)
+    intervals_: dict[str, dict[str, float]] = field(default_factory=dict)  # log-residual P10/P90 by category
+    domain_: dict[str, object] = field(default_factory=dict)  # what was measured (speed_band.extrapolation)
 
     @classmethod
     def load(cls) -> SpeedModel:
@@ -201,6 +212,8 @@ class SpeedModel:
             params_=dict(data["params"]),  # type: ignore[arg-type]
             tensor_rule_=dict(data["tensor_rule"]),  # type: ignore[arg-type]
             provenance_=dict(data.get("provenance", {})),  # type: ignore[arg-type]
+            intervals_=dict(data.get("intervals", {})),  # type: ignore[arg-type]
+            domain_=dict(data.get("domain", {})),  # type: ignore[arg-type]
         )
 
     def with_scales(self, compute_scale: float, ps_scale: float) -> SpeedModel:
@@ -245,7 +258,9 @@ class SpeedModel:
             tensors = float(known.tensors)
         else:
             tensors = self.estimate_tensors(net.name, net.params)
-        return _Net(float(net.model_flops), float(net.params), tensors, known if usable else None)
+        fam = family_of(net.name)
+        share = float(max_share_rule(self.tensor_rule_, fam, net.params))
+        return _Net(float(net.model_flops), float(net.params), tensors, known if usable else None, share, fam)
 
     # ----------------------------------------------------------------- per-GPU worker cycle
     def _worker_z(self, net: _Net, gpu_name: str, latency_ms: float) -> tuple[float, float, bool]:
@@ -258,7 +273,7 @@ class SpeedModel:
         measured = False
         if net.known is not None and net.known.measured:
             ratios = []
-            s1 = float(_ps_time(th, p, t, 1))
+            s1 = float(cycle_seconds(th, p, t, 1, 1.0))
             for g, speed in net.known.measured.items():
                 gs = get_gpu(g)
                 z_meas = _z_from_measured(speed, s1, th["blend_p"])
@@ -271,8 +286,14 @@ class SpeedModel:
             measured = True
         return comp * self.compute_scale, lat * self.compute_scale, measured
 
-    def _ps_seconds(self, net: _Net, ps, nic_gbps: float | None = None):
-        return _ps_time(self.params_, net.params, net.tensors, ps, nic_gbps) / self.ps_scale
+    def _ps_seconds(self, net: _Net, ps, nic_gbps: float | None = None, placement: str = "round-robin"):
+        """(busiest PS seconds per step, PS seconds in a worker's cycle), calibrated by ``ps_scale``."""
+        if np.ndim(ps) == 0:
+            share = share_of(int(ps), net.max_share, net.family, placement)
+        else:
+            share = busiest_share(ps, net.max_share, net.family, placement)
+        args = (self.params_, net.params, net.tensors, ps, share, nic_gbps)
+        return capacity_seconds(*args) / self.ps_scale, cycle_seconds(*args) / self.ps_scale
 
     # ----------------------------------------------------------------- public predictions
     def predict(
@@ -282,17 +303,20 @@ class SpeedModel:
         ps: int = 1,
         latency_ms: float = REF_LATENCY_MS,
         ps_nic_gbps: float | None = None,
+        placement: str = "round-robin",
     ) -> SpeedPrediction:
-        """Cluster speed for workers ``gpus`` ({GPU name: count}, heterogeneous allowed) and ``ps`` PS."""
+        """Cluster speed for workers ``gpus`` ({GPU name: count}, heterogeneous allowed) and ``ps`` PS.
+
+        ``placement`` of the variables on the PS tasks: see :func:`cmdare.planner.ps_tier.busiest_share`."""
         counts = {get_gpu(g).name: int(n) for g, n in gpus.items() if int(n) > 0}
         if not counts or ps < 1:
             raise ValueError("need at least one worker and one parameter server")
         net = self._resolve(network)
-        s = float(self._ps_seconds(net, ps, ps_nic_gbps))
+        s, s_w = (float(v) for v in self._ps_seconds(net, ps, ps_nic_gbps, placement))
         per_gpu, rate, comp_sum, lat_sum, any_measured, n = {}, 0.0, 0.0, 0.0, False, 0
         for g, count in counts.items():
             comp, lat, measured = self._worker_z(net, g, latency_ms)
-            per_gpu[g] = 1.0 / (comp + lat + s)
+            per_gpu[g] = 1.0 / (comp + lat + s_w)
             rate += count * per_gpu[g]
             comp_sum, lat_sum, n = comp_sum + count * comp, lat_sum + count * lat, n + count
             any_measured |= measured
@@ -310,6 +334,13 @@ class SpeedModel:
             source=MEASURED_SOURCE if any_measured else FITTED_SOURCE,
         )
 
+    def band(self, network: Network, gpus: Mapping[str, int], ps: int = 1, latency_ms: float = REF_LATENCY_MS):
+        """:func:`cmdare.planner.speed_band.speed_band` of this model: expected steps/s, P10, P90 and the
+        extrapolation (none | network | gpu | ps | workers)."""
+        from cmdare.planner.speed_band import speed_band
+
+        return speed_band(self, network, gpus, ps=ps, latency_ms=latency_ms)
+
     def predict_shapes(
         self,
         network: Network,
@@ -326,8 +357,8 @@ class SpeedModel:
         names, inverse = np.unique(gpu, return_inverse=True)
         zs = np.array([self._worker_z(net, g, latency_ms)[:2] for g in names]).reshape(-1, 2)
         comp, lat = zs[inverse, 0], zs[inverse, 1]
-        s = self._ps_seconds(net, ps_arr)
-        rate = workers / (comp + lat + s)
+        s, s_w = self._ps_seconds(net, ps_arr)
+        rate = workers / (comp + lat + s_w)
         cap = 1.0 / s
         x = _blend(rate, cap, self.params_["blend_p"])
         bottleneck = np.where(rate >= cap, "ps", np.where(lat > comp, "network", "compute"))
@@ -340,7 +371,13 @@ class SpeedModel:
         }
 
     def to_dict(self) -> dict[str, object]:
-        return {"params": self.params_, "tensor_rule": self.tensor_rule_, "provenance": self.provenance_}
+        return {
+            "params": self.params_,
+            "tensor_rule": self.tensor_rule_,
+            "provenance": self.provenance_,
+            "intervals": self.intervals_,
+            "domain": self.domain_,
+        }
 
 
 def _bottleneck(rate: float, cap: float, comp: float, lat: float, nic_bound: bool) -> str:

@@ -6,6 +6,9 @@ Each default says where it comes from. "CM-DARE" figures are from
 (N × single-worker) is 0.88–1.04 for every K80 1-PS point (1–8 workers, 4 networks) and 0.40–0.78
 for every P100 1-PS point at 5–8 workers, where the model's implied PS utilisation
 (measured steps/s × predicted PS seconds per step) is 0.89–1.04.
+
+Not used to set any threshold, and so held out by ``benchmarks/detection.py``: the P100 1-PS points at 1–4
+workers (every network), on which the engine is scored against the measured efficiency.
 """
 
 from __future__ import annotations
@@ -35,6 +38,16 @@ class Thresholds:
     ps_nic_util_max: float = 0.85  # PS NIC throughput near capacity (assumption: 85% of line rate)
     ps_cpu_util_max: float = 0.95  # PS CPU pegged: busy CPU-seconds ÷ (vCPUs × s) (assumption)
     ps_max_suggested: int = 4  # largest PS count the fix search tries (the planner's outlook max_ps)
+    # Without model facts (no cmdare_job_info) the PS is judged from measurements only: workers computing
+    # less than ps_efficiency_max of the time (step seconds × own steps/s) while the busiest PS moves at
+    # least this much each way. CM-DARE: every single-PS P100 point at 5–8 workers with efficiency < 0.8 moved
+    # 2.1–5.5 Gbit/s each way (measured steps/s × params × 4 B); the lowest is ResNet-15 at 6 workers.
+    ps_traffic_high_gbps: float = 2.0
+    # Known out-of-sample error of the speed model's 2-PS predictions (issue 16: 20% mean absolute error on
+    # withheld P100 2-PS measurements, over-predicting up to 2× on large networks). A predicted gain of
+    # one more PS within this error is stated as uncertain ("may be none").
+    known_2ps_error: float = 0.20
+    ps_measured_max: int = 2  # most PS of any measurement the model saw; more is extrapolation
 
     # --- straggler --------------------------------------------------------------------------------
     straggler_ratio: float = 1.3  # step time ≥ 1.3 × median of its peers (issue 8)

@@ -142,7 +142,8 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
                     job,
                     "warning",
                     f"pipeline paced by a WAN link, capacity unknown: one of {links}",
-                    {"window_s": rate_window_s(ctx), "links": links},
+                    {"measured": ["stage wait/compute time", "stage bytes sent"],
+                     "not_measured": ["link capacity"], "window_s": rate_window_s(ctx), "links": links},
                     None,
                 )
             )
@@ -157,6 +158,8 @@ def _wan_finding(ctx: AlertContext, job: str, v: Any, dc: dict[str, str], known:
         "bytes_per_microbatch": round(v.bytes_per_microbatch), "receiver_wait_share": v.wait_share
         and round(v.wait_share, 3), "from_dc": dc.get(v.from_stage, ""), "to_dc": dc.get(v.to_stage, ""),
         "capacity_known": known,
+        "measured": ["stage wait/compute time", "stage bytes sent", *(["link capacity (given)"] if known else [])],
+        "not_measured": [] if known else ["link capacity"],
     }  # fmt: skip
     link_gbps = v.bytes_per_microbatch * 8 / v.transfer_seconds / 1e9 if v.transfer_seconds > 0 else 0.0
     fix = None

@@ -1,5 +1,7 @@
 """Worker-side rules: ``straggler`` (one worker steps slower than its peers) and ``input-bound``
-(GPUs idle while neither the PS nor the network is the cause)."""
+(GPUs idle while the PS was measured not busy). Each names the measurements it rests on; a cause
+that was not measured is said to be open, never "not the cause"; both causes are named when both fit.
+GPU wording and GPU rules apply only to tasks that own a GPU."""
 
 from __future__ import annotations
 
@@ -8,18 +10,23 @@ from collections import Counter
 from collections.abc import Sequence
 
 from cmdare.planner.alerts import AlertContext, Finding
+from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.overview import STEP_WINDOW_S, JobView, NodeView
-from cmdare.planner.ps_rules import ps_load
+from cmdare.planner.ps_rules import PS_SHAPE, PsLoad, ps_load
 from cmdare.planner.rule_support import (
+    basis,
     canonical_gpu,
+    compute_share,
     current_prediction,
     node_usd_per_hour,
     price_usd_per_hour,
+    ps_traffic_gbps,
     signed_pct,
     thresholds_of,
+    up_ps_nodes,
     up_workers,
 )
-from cmdare.planner.speed_model import SpeedPrediction
+from cmdare.planner.thresholds import Thresholds
 
 
 # ----------------------------------------------------------------------------------- straggler
@@ -27,25 +34,21 @@ def _majority(values: Sequence[str]) -> str:
     return Counter(values).most_common(1)[0][0] if values else ""
 
 
-def _straggler_cause(ctx: AlertContext, job: JobView, w: NodeView, peers: list[NodeView]) -> tuple[str, str]:
-    """(cause, words): slower-gpu | other-region | unexplained."""
+def _straggler_causes(ctx: AlertContext, job: JobView, w: NodeView, peers: list[NodeView]) -> list[tuple[str, str]]:
+    """Every cause that fits, as (cause, words): slower-gpu and/or other-region, else unexplained."""
     gpu, region = _majority([p.gpu for p in peers]), _majority([p.region for p in peers])
-    if w.gpu and gpu and canonical_gpu(w.gpu) != canonical_gpu(gpu):
+    out: list[tuple[str, str]] = []
+    if owns_gpu(w.gpu) and owns_gpu(gpu) and canonical_gpu(w.gpu) != canonical_gpu(gpu):
         pred = current_prediction(ctx, job)
         rates = pred.worker_steps_per_sec if pred else {}
         mine, theirs = rates.get(canonical_gpu(w.gpu)), rates.get(canonical_gpu(gpu))
         if mine and theirs and mine < theirs:
-            return (
-                "slower-gpu",
-                f"a slower GPU type ({w.gpu} vs {gpu}: predicted {theirs / mine:.1f}× slower)",
-            )
-        return "slower-gpu", f"a different GPU type ({w.gpu} vs {gpu})"
+            out.append(("slower-gpu", f"a slower GPU type ({w.gpu} vs {gpu}: predicted {theirs / mine:.1f}× slower)"))
+        else:
+            out.append(("slower-gpu", f"a different GPU type ({w.gpu} vs {gpu})"))
     if w.region and region and w.region != region:
-        return (
-            "other-region",
-            f"in another region ({w.region} vs {region}: every PS round trip crosses regions)",
-        )
-    return "unexplained", "unexplained (same GPU type and region as its peers)"
+        out.append(("other-region", f"in another region ({w.region} vs {region}: every PS round trip crosses regions)"))
+    return out or [("unexplained", "unexplained (same GPU type and region as its peers)")]
 
 
 def _median_without(ranked: list[float], k: int) -> float:
@@ -76,11 +79,12 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
             if ratio < th.straggler_ratio:
                 continue
             peers = [p for p in workers if p is not w]
-            cause, words = _straggler_cause(ctx, job, w, peers)
+            causes = _straggler_causes(ctx, job, w, peers)
+            words = " and ".join(c[1] for c in causes)
             own = w.steps_per_sec or 1.0 / w.step_seconds  # type: ignore[operator]
             gain = own * (ratio - 1) / job.steps_per_sec if job.steps_per_sec else None
             gpu, region = _majority([p.gpu for p in peers]), _majority([p.region for p in peers])
-            fix = f"replace {w.name} with a {gpu} worker in {region}"
+            fix = f"replace {w.name} with a {gpu if owns_gpu(gpu) else 'CPU'} worker in {region}"
             if gain is not None:
                 fix += f": predicted up to {signed_pct(gain)} steps/s"
             a = node_usd_per_hour(book, w)
@@ -88,11 +92,13 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
             if a is not None and b is not None and abs(b - a) > 0.005:
                 fix += f", {b - a:+.2f} $/h"
             evidence = {
+                **basis(["worker step time (histogram)", "peers' step times", "task labels (GPU, region)"]),
                 "step_seconds": round(w.step_seconds, 4),
                 "peer_median_step_seconds": round(med, 4),  # type: ignore[arg-type]
                 "ratio": round(ratio, 3),
                 "window_s": STEP_WINDOW_S,
-                "cause": cause,
+                "cause": causes[0][0],
+                "causes": [c[0] for c in causes],
                 "gpu": w.gpu,
                 "region": w.region,
                 "peer_gpu": gpu,
@@ -113,43 +119,66 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
 
 
 # ----------------------------------------------------------------------------------- input-bound
-def _busy_share(ctx: AlertContext, w: NodeView, pred: SpeedPrediction | None) -> float | None:
-    """Share of wall time the GPU computes: DCGM util, else step seconds × own steps/s."""
-    if w.gpu_util is not None:
-        return w.gpu_util / 100.0
-    if w.step_seconds and w.steps_per_sec:
-        return w.step_seconds * w.steps_per_sec
-    own = pred.worker_steps_per_sec.get(canonical_gpu(w.gpu)) if pred else None
-    return w.steps_per_sec / own if own and w.steps_per_sec else None
+def _ps_words(th: Thresholds, load: PsLoad | None, traffic: float | None, cpu: float | None) -> tuple[bool, list[str], list[str], list[str]]:
+    """(the PS was measured busy, words on what was measured, measured names, not measured names)."""
+    words: list[str] = []
+    measured: list[str] = []
+    missing: list[str] = []
+    busy = False
+    if load is not None:  # with a model: the same test as ps-saturation's
+        busy |= load.ps_utilization >= th.ps_utilization_min or (load.nic_util or 0.0) >= th.ps_nic_util_max
+        words.append(f"PS ≈{min(load.ps_utilization, 1):.0%} busy (speed model)")
+    if traffic is not None:
+        if load is None:  # without: the measured-only test of ps-saturation
+            busy |= traffic >= th.ps_traffic_high_gbps
+        words.append(f"PS traffic {traffic:.1f} Gbit/s")
+        measured.append("PS NIC traffic")
+    else:
+        missing.append("PS NIC traffic")
+    if cpu is not None:
+        busy |= cpu >= th.ps_cpu_util_max
+        words.append(f"PS CPU {cpu:.0%}")
+        measured.append("PS CPU")
+    else:
+        missing.append("PS CPU")
+    return busy, words, measured, missing
 
 
 def input_bound_rule(ctx: AlertContext) -> list[Finding]:
-    """GPUs busy well below capacity while neither the PS nor the network is the cause."""
+    """GPUs busy well below capacity while the PS was measured not busy; when the PS load was not
+    measured, the message says the PS may be the cause too. Tasks without a GPU never count."""
     th, out = thresholds_of(ctx), []
     for job in ctx.jobs:
-        pred, workers = current_prediction(ctx, job), up_workers(job)
-        shares = [s for w in workers if (s := _busy_share(ctx, w, pred)) is not None]
-        if not shares or len({w.region for w in workers}) > 1:  # cross-region: the network may be the cause
+        pred, workers = current_prediction(ctx, job), [w for w in up_workers(job) if owns_gpu(w.gpu)]
+        got = [(s, sig) for s, sig in (compute_share(w, pred) for w in workers) if s is not None]
+        if not got or len({w.region for w in workers}) > 1:  # cross-region: the network may be the cause
             continue
-        share = statistics.median(shares)
-        dcgm = any(w.gpu_util is not None for w in workers)
+        share = statistics.median(s for s, _ in got)
+        dcgm = any(sig.startswith("GPU utilisation") for _, sig in got)
         if share >= (th.gpu_util_max / 100.0 if dcgm else th.busy_share_max):
             continue
         load = ps_load(ctx, job, pred) if pred else None
-        if load is not None and (
-            load.ps_utilization >= th.ps_utilization_min
-            or (load.nic_util or 0) >= th.ps_nic_util_max
-            or (load.cpu_util or 0) >= th.ps_cpu_util_max
-        ):
+        traffic = ps_traffic_gbps(job)
+        cpus = [ctx.extras.get("ps_cpu", {}).get(f"{job.name}/{n.name}") for n in up_ps_nodes(job)]
+        cpu = max((c / PS_SHAPE.vcpus for c in cpus if c is not None), default=None)
+        busy, ps_words, measured, missing = _ps_words(th, load, traffic, cpu)
+        if busy:
             continue  # the PS is busy: that is ps-saturation's call
-        what = "GPU utilisation (DCGM)" if dcgm else "step compute share"
+        what = got[0][1] if not dcgm else "GPU utilisation (DCGM)"
+        open_cause = load is None and traffic is None and cpu is None
+        tail = ("; PS load not measured: the PS may be the cause too" if open_cause
+                else "; measured: " + ", ".join(ps_words) + ", workers in one region")  # fmt: skip
         evidence = {
+            **basis([what, *measured, "task regions"], ["PS seconds per step"] if load else [],
+                    [*missing, "input pipeline (inferred, not measured)"]),
             "busy_share": round(share, 3),
             "signal": what,
-            "workers": len(shares),
+            "workers": len(got),
             "window_s": STEP_WINDOW_S,
             "ps_utilization": load and round(load.ps_utilization, 3),
-            "steps_per_sec": job.steps_per_sec,
+            "ps_nic_gbps": traffic and round(traffic, 3),
+            "steps_per_sec": job.steps_per_sec and round(job.steps_per_sec, 2),
+            "also_possible": ["ps-saturation"] if open_cause else [],
         }
         fix = None
         if pred and job.steps_per_sec:
@@ -157,17 +186,11 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
             if gain > 0.05:
                 fix = (
                     f"feed the GPUs faster (more input threads, prefetch, cache decoded data): predicted "
-                    f"{signed_pct(gain)} steps/s (≈{pred.steps_per_sec:.0f}) when the input keeps up"
+                    f"{signed_pct(gain)} steps/s (≈{pred.steps_per_sec:.0f}; band: n/a) when the input keeps up"
                 )
                 evidence["predicted_steps_per_sec"] = round(pred.steps_per_sec, 2)
         out.append(
-            Finding(
-                "input-bound",
-                job.name,
-                "warning",
-                f"GPUs busy {share:.0%} of the time ({what}) while the PS and network are not the cause",
-                evidence,
-                fix,
-            )
+            Finding("input-bound", job.name, "warning", f"GPUs busy {share:.0%} of the time ({what}){tail}",
+                    evidence, fix)  # fmt: skip
         )
     return out

@@ -174,10 +174,12 @@ class _Locator:
 def load_workload(path: str | Path) -> Workload:
     """Read and validate a workload TOML file."""
     p = Path(path)
+    from cmdare.collectors.textfile import TextFileError, read_small_text
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"{p}: cannot read workload file ({exc.strerror or exc})") from exc
+        text = read_small_text(p)
+    except TextFileError as exc:
+        raise WorkloadError(f"cannot read workload file: {exc}") from exc
     return parse_workload(text, source=str(p))
 
 
@@ -187,6 +189,8 @@ def parse_workload(text: str, source: str = "<string>") -> Workload:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise WorkloadError(f"{source}: invalid TOML: {exc}") from exc
+    except RecursionError:
+        raise WorkloadError(f"{source}: invalid TOML: nested too deeply") from None
     loc = _Locator(text, source)
     _check_keys(data, loc)
     model = _model(data["model"], loc)
@@ -195,6 +199,10 @@ def parse_workload(text: str, source: str = "<string>") -> Workload:
     allowed = _allowed(data.get("allowed", {}), current, loc)
     options = _options(data.get("options", {}), loc)
     return Workload(model, target, current, allowed, options, source)
+
+
+MAX_NODES = 4096  # [allowed] max_workers / max_ps
+MAX_NUMBER = 1e15  # any number in a workload file (larger ones only overflow the models)
 
 
 def _check_keys(data: dict[str, Any], loc: _Locator) -> None:
@@ -216,6 +224,8 @@ def _check_keys(data: dict[str, Any], loc: _Locator) -> None:
                 raise loc.error("must be a number or string, not a boolean", table, key)
             if not isinstance(value, kind):
                 raise loc.error(f"wrong type {type(value).__name__}", table, key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_NUMBER:
+                raise loc.error(f"implausible value {value!r} (a finite number up to {MAX_NUMBER:g})", table, key)
         for key, (_, required) in spec.items():
             if required and key not in values:
                 raise loc.error("missing required key", table, key)
@@ -253,6 +263,8 @@ def _target(v: dict[str, Any], model: ModelSpec, loc: _Locator) -> Target:
 def _current(v: dict[str, Any], loc: _Locator) -> Shape:
     for key in ("workers", "ps"):
         _positive(v, key, "current", loc)
+        if v[key] > MAX_NODES:
+            raise loc.error(f"at most {MAX_NODES}", "current", key)
     if v["provisioning"] not in PROVISIONINGS:
         raise loc.error(f"must be one of {', '.join(PROVISIONINGS)}", "current", "provisioning")
     return Shape(v["gpu"], int(v["workers"]), int(v["ps"]), v["region"], v["provisioning"])
@@ -270,6 +282,8 @@ def _str_list(v: dict[str, Any], key: str, loc: _Locator) -> tuple[str, ...] | N
 def _allowed(v: dict[str, Any], current: Shape, loc: _Locator) -> Allowed:
     for key in ("max_workers", "max_ps"):
         _positive(v, key, "allowed", loc)
+        if v.get(key, 0) > MAX_NODES:
+            raise loc.error(f"at most {MAX_NODES} (the planner enumerates every count)", "allowed", key)
     provs = _str_list(v, "provisionings", loc) or PROVISIONINGS
     for p in (*provs, v.get("ps_provisioning", "standard")):
         if p not in PROVISIONINGS:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Derive the demo cluster's calibration (collectors/data/demo_calibration.json) from the CM-DARE data.
 
-Usage: python scripts/derive_demo_calibration.py [--shared ../shared]
+Usage: python scripts/derive_demo_calibration.py [--shared DIR]  (DIR holds data/cmdare; default: this repository)
 
 Every number in the output comes from a measured file named in its ``provenance`` entry; the demo's
 only free choices (when to revoke, the time factor) are scenario settings, listed under ``scenario``.
@@ -49,7 +49,7 @@ def join_time(derived: Path, gpu: str) -> tuple[float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    ap.add_argument("--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)")
     args = ap.parse_args()
     root = args.shared / "data" / "cmdare"
     if not root.is_dir():
@@ -79,7 +79,7 @@ def main() -> int:
             "replacement_join_seconds": "derived/replacement_worker_join_time_seconds.csv (P100, immediate)",
             "gce_preemption_notice_seconds": "GCE documentation: preemption notice is 30 s",
             "target_steps": "icac2019 training runs: ResNet-32 for 64k steps",
-            "source": "cake-lab/CM-DARE @ 263b7f1 (Apache-2.0), via ../shared/data/cmdare",
+            "source": "cake-lab/CM-DARE @ 263b7f1 (Apache-2.0), via data/cmdare (vendored)",
             "script": "scripts/derive_demo_calibration.py",
         },
     }

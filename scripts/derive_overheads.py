@@ -1,6 +1,6 @@
 """Derive revocation overheads from the CM-DARE data → planner/data/overheads.json.
 
-Sources (under ``--shared``, default ``<repo>/../shared``, folder ``data/cmdare/``):
+Sources (under ``--shared``, default this repository, folder ``data/cmdare/``, the vendored copy):
 
 * server start = Provisioning + Staging + Booting, ``data/processed_data/startup_time/{pre,on_demand}_{east,west}/*.csv``
   (preemptible 80–92 s vs on-demand 69–76 s);
@@ -134,7 +134,7 @@ def derive(shared: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    ap.add_argument("--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)")
     ap.add_argument("--out", type=Path, default=REPO / "planner/data/overheads.json")
     args = ap.parse_args(argv)
     data = derive(args.shared)

@@ -11,7 +11,10 @@ Writes (through cmdare.collectors.writes):
   US regions, as published Feb 2019) plus the host/PS rates the CM-DARE ICAC'19 study charged, fitted
   from its ``training/*/cost.csv`` against run durations.
 
-Usage: ``.venv/bin/python scripts/derive_price_book.py [--shared DIR]`` (default ``<repo>/../shared``).
+Usage: ``.venv/bin/python scripts/derive_price_book.py [--shared DIR] [--catalog DIR]``. ``--shared`` is the
+directory holding ``data/cmdare`` (default: this repository, whose vendored copy is ``data/cmdare``);
+``--catalog`` is the GCP extract (default ``<repo>/../shared/data/gcp-catalog``; it is reference data and is
+not vendored, so without it only the study-era book is rebuilt).
 """
 
 from __future__ import annotations
@@ -103,8 +106,8 @@ def host_rates(host_rows: list[dict[str, str]], series: str, prefixes: tuple[str
     return out
 
 
-def offline_book(shared: Path) -> str:
-    cat = shared / "data" / "gcp-catalog"
+def offline_book(cat: Path) -> str:
+    """The offline book's CSV text from the GCP extract folder ``cat``."""
     lines = [
         "# cmdare-tui offline GCP price book. USD; gpu = per GPU-hour, cpu = per vCPU-hour, ram = per GiB-hour,",
         "# machine = per hour of the whole host. provisioning: standard = OnDemand SKUs, spot = Preemptible SKUs.",
@@ -191,10 +194,14 @@ def study_era_book(shared: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    parser.add_argument("--shared", type=Path, default=REPO, help="directory holding data/cmdare")
+    parser.add_argument("--catalog", type=Path, default=REPO.parent / "shared" / "data" / "gcp-catalog")
     args = parser.parse_args()
-    print("offline book:")
-    writes.write_text(OUT / "gcp_offline_book.csv", offline_book(args.shared))
+    if (args.catalog / "gcp_gpu_accelerators.csv").is_file():
+        print("offline book:")
+        writes.write_text(OUT / "gcp_offline_book.csv", offline_book(args.catalog))
+    else:
+        print(f"offline book: not rebuilt (no GCP extract at {args.catalog}; pass --catalog DIR)")
     print("study-era book:")
     writes.write_text(OUT / "gcp_study_era_2019.csv", study_era_book(args.shared))
     print(f"wrote {OUT}")

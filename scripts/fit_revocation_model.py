@@ -1,6 +1,6 @@
 """Fit the bathtub revocation model to the CM-DARE lifetime data → planner/data/revocation_params.json.
 
-Inputs (under ``--shared``, default ``<repo>/../shared``), all from ``data/cmdare/derived/``:
+Inputs (under ``--shared``, default this repository: the vendored copy), all from ``data/cmdare/derived/``:
 
 * ``lifetime_cdf_by_gpu_region.csv``   — hourly lifetime CDFs per GPU × region (fitted per region);
 * ``revocations_by_hours_after_start.csv`` — revocation counts per hour of age (checks the GPU-level shape);
@@ -144,7 +144,7 @@ def fit_all(shared: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    ap.add_argument("--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)")
     ap.add_argument("--out", type=Path, default=REPO / "planner/data/revocation_params.json")
     args = ap.parse_args(argv)
     params = fit_all(args.shared)

@@ -23,7 +23,9 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test,example]'
+# setuptools' one informational note about editable installs of a package-dir mapping ("be careful with
+# folders named like the package") is silenced; the metadata itself installs without warnings.
+PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e '.[test,example]'
 
 unset NO_COLOR
 exec .venv/bin/python -m pytest -q -ra "$@"

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# The CM-DARE data is vendored at <repo>/data/cmdare (data/cmdare/PROVENANCE.md): the repository root is laid
+# out like the workplace's ../shared (``<root>/data/cmdare/...``), so tests never need ../shared.
+DATA_ROOT = REPO
+CMDARE = DATA_ROOT / "data" / "cmdare"
 
 
 @pytest.fixture(autouse=True)
@@ -24,9 +27,9 @@ def _no_color_and_writable(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.fixture
 def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} not present")
-    return SHARED
+    """The root holding ``data/cmdare`` (the vendored copy in this repository); never skips."""
+    assert CMDARE.is_dir(), f"vendored CM-DARE data missing: {CMDARE}"
+    return DATA_ROOT
 
 
 @pytest.fixture

@@ -162,11 +162,16 @@ class FakePromAPI:
     ) -> None:
         self.body, self.status, self.ctype, self.delay = body, status, ctype, delay
         self.headers: list[dict[str, str]] = []
+        self.methods: list[str] = []  # the method of every request, in order
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                self.do_POST()
+
             def do_POST(self) -> None:  # noqa: N802
                 fake.headers.append(dict(self.headers))
+                fake.methods.append(self.command)
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 time.sleep(fake.delay)
                 try:

@@ -11,10 +11,6 @@ MODELS = ("ResNet-15", "ResNet-32", "Shake-Shake-small", "Shake-Shake-big")
 
 @pytest.fixture(scope="module")
 def curves():
-    from test_alerts_sim import CURVES_CSV
-
-    if not CURVES_CSV.is_file():
-        pytest.skip(f"{CURVES_CSV} not present")
     return load_curves()
 
 
@@ -39,7 +35,12 @@ async def test_p100_one_ps_at_8_workers_is_ps_saturation_within_3_refreshes(curv
     assert a.evidence["efficiency"] < 0.8 and a.evidence["window_s"] == 10.0
     assert a.evidence["worker_step_time_ratio"] < 1.3
     assert a.fix.startswith("add a parameter server: predicted +") and "$0.38/h" in a.fix
-    assert a.evidence["fix_ps"] == 2 and a.evidence["fix_predicted_gain"] > 0.1
+    # Shake-Shake's kernels all land on one of two PS under round-robin placement (planner/ps_tier.py):
+    # the speed model predicts little gain from a 2nd PS there, and the fix must not promise more
+    big = model == "Shake-Shake-big"
+    assert a.evidence["fix_ps"] == 2 and (
+        0 < a.evidence["fix_predicted_gain"] < 0.2 if big else a.evidence["fix_predicted_gain"] > 0.1
+    )
 
 
 async def test_one_worker_slowed_is_a_straggler_named_unexplained(curves):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from conftest import CMDARE
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
@@ -27,8 +28,7 @@ from cmdare.planner.overview import build_jobs
 from cmdare.planner.speed_model import SpeedModel
 from cmdare.planner.thresholds import Thresholds
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CURVES_CSV = SHARED / "data/cmdare/derived/cluster_speed_vs_workers.csv"
+CURVES_CSV = CMDARE / "derived/cluster_speed_vs_workers.csv"
 
 
 def load_curves(path: Path = CURVES_CSV) -> dict[tuple[str, str], dict[int, float]]:
@@ -71,6 +71,7 @@ class SimCluster:
         dcgm: bool = False,
         provisioning: str = "preemptible",
         job: str = "sim",
+        facts: bool = True,
     ) -> None:
         net = lookup_network(model)
         assert net is not None, model
@@ -85,7 +86,7 @@ class SimCluster:
             )
             for i, g in enumerate(gpus)
         ]
-        self.facts = JobFacts(job, net.name, net.model_flops, net.params, 128, 10**7)
+        self.facts = JobFacts(job, net.name, net.model_flops, net.params, 128, 10**7) if facts else None
         for w in self.workers:  # exporters report their counters from the first scrape on
             w.counters = dict.fromkeys(
                 (M.K_WORKER_STEPS, M.K_EXAMPLES, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT), 0.0

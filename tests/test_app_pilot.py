@@ -19,7 +19,9 @@ def fast_demo_app(**demo_kw) -> CmdareApp:
     return CmdareApp(opts, session)
 
 
-async def wait_for(pilot, predicate, timeout: float = 15.0) -> None:
+async def wait_for(pilot, predicate, timeout: float = 60.0) -> None:
+    """Poll ``predicate`` until true. The timeout only bounds a hung test (it is not a speed target): 15 s
+    failed once on a loaded 2-core machine (test_revoked_worker_turns_up_in_alerts, fresh-clone run)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while not predicate():

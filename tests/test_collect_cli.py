@@ -66,8 +66,12 @@ def test_replay_refuses_live_sources_and_non_recordings(capsys, tmp_path):
     bogus = tmp_path / "bogus.sqlite"
     bogus.write_bytes(b"not a database at all" * 10)
     assert main(["snapshot", "--replay", str(bogus)]) == 2
-    assert "not a cmdare recording" in capsys.readouterr().err or True
+    err = capsys.readouterr().err
+    assert "not a cmdare recording" in err and str(bogus) in err and "Traceback" not in err
     assert main(["snapshot", "--replay", str(bogus), "--target", "http://127.0.0.1:1/metrics"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("cmdare-tui: error:") and "--replay" in err and "live sources" in err
+    assert "\n" not in err
 
 
 def test_tf_config_targets_and_ports():

@@ -174,9 +174,9 @@ async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once
     asked: list[list[str]] = []
     query = src.query
 
-    async def spy(client: httpx.AsyncClient, promql: str, at: float | None = None, **kw: str) -> list[dict]:
+    async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
         asked[-1].append(promql)
-        return await query(client, promql, at, **kw)
+        return await query(client, promql, *args, **kw)
 
     src.query = spy  # type: ignore[method-assign]  (records which queries ran; the server answers)
     seen: list[set[str]] = []
@@ -215,10 +215,10 @@ async def test_large_cluster_node_detail_joins_from_between_refreshes(prometheus
         in_poll, node_queries = [False], []
         query = src.query
 
-        async def spy(client: httpx.AsyncClient, promql: str, at: float | None = None, **kw: str) -> list[dict]:
+        async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
             if "node_cpu_seconds_total" in promql:
                 node_queries.append(in_poll[0])  # True: started inside a refresh
-            return await query(client, promql, at, **kw)
+            return await query(client, promql, *args, **kw)
 
         src.query = spy  # type: ignore[method-assign]  (records when queries ran; the server answers)
         async with httpx.AsyncClient() as client:

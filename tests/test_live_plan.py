@@ -78,3 +78,22 @@ def test_revocation_risk_learns_from_the_clusters_own_lifetimes():
     assert "own history n=61" in lp.revocation.basis("P100", "us-central1", "preemptible")
     lp.learn(seen, now=1300.0)  # nothing new ended: the model is kept
     assert lp.update(j, now=2.0).table is plan.table
+
+
+def test_k80_job_the_book_cannot_price_is_still_ranked_with_price_unknown():
+    """Issue 16 item 5: GCP no longer prices K80; the alternatives are ranked, the current cost is unknown."""
+    nodes = [node("ps-0", "ps")] + [node(f"worker-{i}", "worker", gpu="K80", step_s=0.22) for i in range(8)]
+    k80 = JobView("j", FACTS, 36.0, 36.0 * 128, 1000.0, None, nodes, [36.0] * 10)
+    plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(k80, now=0.0)
+    assert plan.table is not None and not plan.table.current_priced
+    assert plan.table.current["gpu"] == "K80" and plan.table.current["cost_usd_p50"] is None
+    assert len(plan.table) > 50 and plan.table.top(1)[0]["cost_usd_p50"] > 0
+    assert "price unknown" in plan.note and plan.price_date.startswith("price date unknown (derived")
+
+
+def test_a_cpu_only_worker_is_not_a_gpu_type_of_the_shape():
+    from cmdare.planner.job_plan import current_shape
+
+    nodes = [node("ps-0", "ps"), node("worker-0", "worker"), node("worker-1", "worker", gpu="CPU")]
+    shape = current_shape(JobView("j", FACTS, 10.0, None, None, None, nodes, [10.0]))
+    assert shape is not None and dict(shape.gpus) == {"P100": 1}

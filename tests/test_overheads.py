@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CMDARE
 
 from cmdare.planner.overheads import Overheads, revocation_penalty, time_after_revocation
 
-DERIVED = Path(__file__).resolve().parents[1].parent / "shared/data/cmdare/derived"
-needs_shared = pytest.mark.skipif(not DERIVED.is_dir(), reason="shared data not present")
+DERIVED = CMDARE / "derived"
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +40,6 @@ def test_penalty_vanishes_when_speed_is_not_degraded() -> None:
     assert float(revocation_penalty(np.array(10.0), np.array(0.0), np.array(150.0))) == 150.0
 
 
-@needs_shared
 def test_estimator_reproduces_the_11_runs(ov: Overheads) -> None:
     """The 11 runs (derived/revocation_training_time_estimate_vs_actual.csv) are ResNet-32, 64k steps on
     4 K80 workers with one revoked (assumption inferred from the data: the implied restored speed,

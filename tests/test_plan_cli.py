@@ -41,7 +41,8 @@ def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     _run(["--workload", str(EXAMPLE), "--top", "3"])
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("objective balanced") and "prices offline" in out[0]
-    assert out[2].split()[0] == "cur" and len(out) == 6 and "time" in out[3]
+    assert out[2].split()[0] == "cur" and len(out) == 8 and "time" in out[3]  # + region-move note, best at home
+    assert out[-1].startswith("best staying in us-central1: ")
 
 
 def test_bad_workload_is_usage_error(tmp_path: Path) -> None:
@@ -64,9 +65,81 @@ def test_geo_is_delegated(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == [(Path("g.toml"), True, 4)]
 
 
-def test_unpriced_current_shape_suggests_study_era(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unpriced_current_shape_is_price_unknown_and_the_alternatives_are_ranked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 16 item 5: GCP no longer prices K80; the default (offline) book still plans the job."""
     icac = EXAMPLE.parent / "workload-icac2019-k80.toml"
-    with pytest.raises(UsageError, match="no price for the current shape K80.*--prices study-era"):
-        _run(["--workload", str(icac)])
+    assert _run(["--workload", str(icac), "--top", "5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "price unknown in the offline book; study-era book (prices of 2019-02-15): $" in out[1]
+    cur = next(line for line in out if line.startswith("cur "))
+    assert "K80" in cur and "unknown" in cur
+    ranked = [line for line in out if line[:3].strip().isdigit()]
+    assert len(ranked) == 5 and all("cost n/a (current price unknown)" in line for line in ranked)
+    assert _run(["--workload", str(icac), "--json", "--top", "0"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[-1]["current"] and rows[-1]["cost_usd_p50"] is None  # valid JSON: null, not NaN
+    assert all(r["cost_usd_p50"] > 0 for r in rows[:-1]) and len(rows) > 100
     assert _run(["--workload", str(icac), "--prices", "study-era", "--json", "--top", "2"]) == 0
-    assert json.loads(capsys.readouterr().out)[0]["price_source"] == "offline"
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["price_source"] == "offline" and rows[0]["price_date"] == "prices of 2019-02-15"
+
+
+def test_one_row_per_distinct_shape_units_and_price_date(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["--workload", str(EXAMPLE), "--json", "--top", "0"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    keys = [(r["gpu"], r["workers"], r["ps"], r["region"], r["provisioning"] == "standard") for r in rows]
+    assert len(keys) == len(set(keys)), "spot and preemptible twins of equal price and risk are one row"
+    assert any(r["also_provisioning"] for r in rows)
+    assert rows[0]["price_date"].startswith("price date unknown (derived ")
+    _run(["--workload", str(EXAMPLE), "--top", "3"])
+    out = capsys.readouterr().out.splitlines()
+    assert "P(≥1 rev)" in out[1] and "steps/s" in out[1] and "spot/preempt" in out[2]
+    assert "price date unknown (derived" in out[0] and "P(≥1 revocation)" in out[3]
+
+
+def test_region_moves_name_egress_for_the_stated_dataset_and_capacity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = tmp_path / "w.toml"
+    w.write_text(EXAMPLE.read_text().split("[allowed]")[0] + (
+        '[allowed]\ngpus = ["P100"]\nregions = ["us-central1", "asia-east1"]\nmax_workers = 6\nmax_ps = 2\n'
+        "[options]\ndataset_gb = 150\n"
+    ))  # fmt: skip
+    assert _run(["--workload", str(w), "--json", "--top", "0"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    home = [r for r in rows if r["region"] == "us-central1"]
+    away = [r for r in rows if r["region"] == "asia-east1"]
+    assert home and away and all(r["region_note"] == "" and r["egress_usd"] == 0 for r in home)
+    assert all(r["egress_usd"] == pytest.approx(3.0) for r in away)
+    note = away[0]["region_note"]
+    assert "data egress ≈$3.00 for 150 GB from us-central1" in note and "capacity not guaranteed" in note
+    assert "another continent" in note
+    _run(["--workload", str(w), "--top", "0"])
+    assert "† asia-east1: data egress ≈$3.00" in capsys.readouterr().out
+
+
+def test_explanations_never_pair_a_dominant_term_with_another_bottleneck() -> None:
+    table = plan.build_table(EXAMPLE, "balanced")
+    for i in [0, *map(int, table.view[:40])]:
+        text = table.explain(i).text()
+        assert "dominant" not in text
+        ex = table.explain(i)
+        if ex.bottleneck != ex.dominant:
+            assert text.startswith(f"speed limited by {ex.bottleneck}")
+
+
+def test_rows_carry_the_speed_band_or_say_it_is_not_available(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    has_band = importlib.util.find_spec("cmdare.planner.speed_band") is not None
+    assert _run(["--workload", str(EXAMPLE), "--json", "--top", "5"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    if has_band:
+        assert all(r["steps_per_sec_p10"] <= r["steps_per_sec"] <= r["steps_per_sec_p90"] for r in rows)
+        assert {r["extrapolation"] for r in rows} <= {"none", "network", "gpu", "ps", "workers"}
+    else:
+        assert all(r["steps_per_sec_p10"] is None and r["extrapolation"] is None for r in rows)
+        _run(["--workload", str(EXAMPLE), "--top", "1"])
+        assert "band: n/a in this build" in capsys.readouterr().out.splitlines()[0]

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CMDARE
 
 from cmdare.planner.revocation import Lifetime, RevocationModel
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-DERIVED = SHARED / "data/cmdare/derived"
-LOG = SHARED / "data/cmdare/icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
-needs_shared = pytest.mark.skipif(not DERIVED.is_dir(), reason="shared data not present")
+DERIVED = CMDARE / "derived"
+LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
 
 
 def _fit_script():
@@ -30,7 +29,6 @@ def model() -> RevocationModel:
     return RevocationModel.load()
 
 
-@needs_shared
 def test_region_probabilities_reproduce_fitted_cdfs(model: RevocationModel) -> None:
     with (DERIVED / "lifetime_cdf_by_gpu_region.csv").open() as fh:
         rows = [r for r in csv.DictReader(fh) if int(r["hour_index"]) < 24]
@@ -100,7 +98,6 @@ def test_update_moves_toward_own_history() -> None:
     assert "own history n=40" in fresh.basis("K80", "us-central1", "preemptible")
 
 
-@pytest.mark.skipif(not LOG.is_file(), reason="shared data not present")
 def test_update_with_2019_log_moves_toward_its_lower_rates() -> None:
     log = _fit_script().parse_icac_lifetime_log(LOG.read_text())
     for gpu in ("K80", "P100", "V100"):

@@ -62,7 +62,7 @@ def test_sort_filter_delta_explain(table) -> None:
     assert costs == sorted(costs)
     safe = table.filter(table.col("p_revocation") < 0.05)
     assert all(r["p_revocation"] < 0.05 for r in safe.top(50))
-    assert "time" in table.delta(int(table.order[0])) and "risk" in table.delta(0)
+    assert "time" in table.delta(int(table.order[0])) and "P(≥1 revocation)" in table.delta(0)
     assert table.delta(0).startswith("+0% time, +0% cost")
     ex = table.explain(0)
     assert ex.dominant in ex.shares and sum(ex.shares.values()) == pytest.approx(1.0)

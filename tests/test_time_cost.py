@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CMDARE
 
 from cmdare.collectors.pricing import load_study_era_book
 from cmdare.planner.overheads import Overheads
@@ -14,8 +15,7 @@ from cmdare.planner.revocation import RevocationModel
 from cmdare.planner.speed_model import Network, SpeedModel
 from cmdare.planner.time_cost import PriceTable, RunSettings, ShapeColumns, estimate, poisson_quantile
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared/data/cmdare"
-LOG = SHARED / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
+LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
 RESNET32 = Network("resnet32", 1658696889, 1857722, 128)  # CM-DARE speed_data/0latency_k80_new.csv
 
 
@@ -44,7 +44,6 @@ def _study_era_model() -> RevocationModel:
     )
 
 
-@pytest.mark.skipif(not LOG.is_file(), reason="shared data not present")
 def test_eight_transient_k80_vs_one_on_demand() -> None:
     """ICAC'19 (training/k80_spot/8-spot vs k80_on_demand/k80-demand): 1,840 s / $1.12 vs 14,078 s / $2.83,
     i.e. 7.65× faster and 60.6% cheaper. 8-spot runs were in us-east1 (8), us-central1 (9), us-west1 (9)

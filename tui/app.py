@@ -21,6 +21,7 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
+from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
 from cmdare.tui.help_screen import HelpScreen
@@ -28,8 +29,10 @@ from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.panes.job import JobPane
 from cmdare.tui.panes.planner import PlannerPane
-from cmdare.tui.session import MonitorSession, MonitorState, SessionOptions
+from cmdare.tui.session import MonitorSession, MonitorState, SessionOptions, refresh_error
+from cmdare.tui.signals import install_quit_signals
 from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
+from cmdare.tui.widgets.status import status_line
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +72,21 @@ class CmdareApp(App[int]):
 
     def __init__(self, options: SessionOptions | None = None, session: MonitorSession | None = None, *,
                  poll: bool = True, theme: str | None = None, animations: bool = False,
-                 keys: dict[str, str] | None = None, live_prices: bool = False) -> None:  # fmt: skip
+                 keys: dict[str, str] | None = None, live_prices: bool = False,
+                 prices: str | None = None) -> None:  # fmt: skip
         super().__init__()
         self.options = options or SessionOptions()
         self.session = session or MonitorSession(self.options)
         self.state: MonitorState | None = None
         self._stop = asyncio.Event()
+        self._problem: str | None = None  # the last refresh or pane failure, shown on the status line
+        self.signal_exit_code = 0  # the exit status after a quit signal (see tui/signals.py)
         self._current = 0
         self._poll = poll
         self._prepared = False
         self._selected_job: str | None = None
         self._keys = keys or {}
-        self._live_prices = live_prices
+        self._prices = prices or ("live" if live_prices else "offline")  # the --prices vocabulary
         self.animation_level = "full" if animations else "none"
         if theme:
             self.theme = theme
@@ -109,6 +115,8 @@ class CmdareApp(App[int]):
         self._focus_pane(0)
         if self._poll:
             self._start_polling()  # the planner is warmed up once the first poll is on screen
+        if not self.is_headless:
+            install_quit_signals(self)  # SIGTERM/SIGHUP/SIGINT quit like `q`: the terminal is restored
 
     # --- long work: model and prices, in a thread, with progress; then polling -------------------
     def _prepare(self) -> None:
@@ -121,10 +129,14 @@ class CmdareApp(App[int]):
 
         SpeedModel.load()
         say(ProgressReport("loading prices…", 1, 2))
-        if self._live_prices:
+        if self._prices == "live":
             from cmdare.collectors.pricing import load_price_book
 
             book = load_price_book(progress=lambda m: say(ProgressReport(m, 1, 2)))
+        elif self._prices == "study-era":
+            from cmdare.collectors.pricing import load_study_era_book
+
+            book = load_study_era_book()
         else:
             from cmdare.collectors.pricing import load_offline_book
 
@@ -139,7 +151,28 @@ class CmdareApp(App[int]):
         self.query_one(ProgressLine).report(msg.label, msg.done, msg.total)
 
     async def _poll_loop(self) -> None:
-        await self.session.run(self._stop, self.apply_state)
+        await self.session.run(self._stop, self.apply_state, self.report_problem)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The poll loop survives every refresh's exceptions; should it still end in error, it is
+        reported and restarted after one interval."""
+        if event.worker.name == "poller" and event.state is WorkerState.ERROR and not self._closing_down():
+            log.error("poll worker failed: %r", event.worker.error)
+            self.report_problem(refresh_error(event.worker.error or RuntimeError("unknown")) + "; restarting")
+            self.set_timer(self.options.refresh, self._start_polling)
+
+    def report_problem(self, message: str | None) -> None:
+        """Show ``message`` (one line, already clean) on the status line until a refresh succeeds."""
+        self._problem = message
+        if not self._closing_down():
+            self._render_badges()
+
+    def _closing_down(self) -> bool:
+        """True once the app quits or its screen is being taken down (the panes are gone)."""
+        return self._stop.is_set() or not self.query("#badges")
+
+    def on_unmount(self) -> None:
+        self._stop.set()  # the screen is going away (however the app ends): the poll loop ends too
 
     def _warm_up_planner(self) -> None:
         if self._poll and not self._prepared:
@@ -148,37 +181,25 @@ class CmdareApp(App[int]):
 
     def apply_state(self, state: MonitorState) -> None:
         """Hand a new state to every pane (one redraw per refresh)."""
+        if self._closing_down():
+            return
         state = replace(state, selected=self._selected_job)
         self.state = state
+        failed = []
         with self.batch_update():
-            for pane_id, _, _ in PANES:
-                self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]
-            self._render_badges()
+            for pane_id, title, _ in PANES:
+                try:
+                    self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]
+                except Exception as exc:  # one broken pane: the others and the polling go on
+                    log.exception("%s pane failed to update", title)
+                    failed.append(f"{title} pane: {type(exc).__name__}: {exc}")
+            self.report_problem(refresh_error(RuntimeError("; ".join(failed))) if failed else None)
         self.call_after_refresh(self._warm_up_planner)
 
     def _render_badges(self) -> None:
-        """Short badges first (they must survive 80 columns), details after."""
-        parts = []
-        if self.read_only:
-            parts.append("[reverse bold] READ-ONLY [/]")
-        if self.session.is_demo:
-            parts.append("[reverse bold] DEMO [/]")
-        rp = self._replay
-        if rp is not None:
-            done, total = rp.position
-            state = "paused" if rp.paused else f"×{rp.speed:g}"
-            parts.append(f"[reverse bold] REPLAY [/] {done}/{total} polls {state}")
-        st = self.state
-        if st is not None:
-            parts.append(
-                f"poll #{st.cycles} every {self.options.refresh:g}s · "
-                + " · ".join(s.message for s in st.sources)
-            )
-        else:
-            parts.append(f"polling every {self.options.refresh:g}s…")
-        if self.session.is_demo:
-            parts.append("simulated cluster on loopback, calibrated from CM-DARE measurements")
-        self.query_one("#badges", Static).update(" ".join(parts))
+        line = status_line(read_only=self.read_only, demo=self.session.is_demo, replay=self._replay,
+                           problem=self._problem, state=self.state, refresh=self.options.refresh)
+        self.query_one("#badges", Static).update(line)
 
     # --- layout --------------------------------------------------------------------------------
     def on_resize(self, event) -> None:  # noqa: ANN001
@@ -249,7 +270,7 @@ class CmdareApp(App[int]):
         i = names.index(current.name) if current is not None and current.name in names else -1
         self._selected_job = names[(i + 1) % len(names)]
         self.apply_state(self.state)
-        self.notify(f"following job {self._selected_job}", timeout=2)
+        self.notify(f"following job {self._selected_job}", timeout=2, markup=False)
 
     def action_next_pane(self) -> None:
         self._focus_pane(self._current + 1)
@@ -279,9 +300,9 @@ class CmdareApp(App[int]):
         try:
             writes.write_text(path, json.dumps(self.state.to_json(), indent=1, default=str))
         except OSError as exc:
-            self.notify(f"export failed: {exc}", severity="error")
+            self.notify(f"export failed: {exc}", severity="error", markup=False)
             return
-        self.notify(f"wrote {path}")
+        self.notify(f"wrote {path}", markup=False)
 
     def action_screenshot(self) -> None:
         """Save an SVG of the screen into the working directory (through the write guard)."""
@@ -289,9 +310,9 @@ class CmdareApp(App[int]):
         try:
             writes.write_text(path, self.export_screenshot())
         except OSError as exc:
-            self.notify(f"screenshot failed: {exc}", severity="error")
+            self.notify(f"screenshot failed: {exc}", severity="error", markup=False)
             return
-        self.notify(f"wrote {path}")
+        self.notify(f"wrote {path}", markup=False)
 
     def active_bindings_for_help(self) -> list[tuple[str, str]]:
         """(key, description) of every enabled binding: the app's and the focused widget's."""
@@ -332,7 +353,7 @@ class CmdareApp(App[int]):
                                 lambda pid=pid: self.action_show_pane(pid))  # fmt: skip
         yield SystemCommand("Refresh now", "Poll every source now (key r)", self.action_refresh_now)
         yield SystemCommand(
-            "Next plot", "Job pane: throughput / per-node / cost (key p)", self.action_next_plot
+            "Next plot", "Job pane: throughput / per-node / cost / loss (key p)", self.action_next_plot
         )
         yield SystemCommand("Help", "Every key (key ?)", self.action_help)
         if not self.read_only:
@@ -358,4 +379,4 @@ class CmdareApp(App[int]):
                 await asyncio.wait_for(asyncio.shield(asyncio.to_thread(demo.stop)), timeout=1.0)
             except TimeoutError:
                 log.info("demo cluster still stopping; exiting anyway")
-        self.exit(0)
+        self.exit(self.signal_exit_code, return_code=self.signal_exit_code)

@@ -1,19 +1,26 @@
 """``cmdare-tui`` command line: the app (default), and sub-commands listed in COMMANDS.
 
 Bad input prints one line, ``cmdare-tui: error: …``, and exits with status 2 — never a traceback.
+Exit status: 0 ok; 1 the command ran but found nothing healthy (``snapshot``) or an unexpected
+error (one line; its traceback goes to the log file unless read-only); 2 bad input; 130 Ctrl+C;
+141 stdout closed early (``| head``).
+The global flags (``--read-only``, ``--prices``, ``--log-level``, ``--config``) go before or after
+the command name.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
-import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from urllib.parse import urlparse
 
+from cmdare.tui.cli_args import add_global_args, env_read_only, hoist_command, positive_float, url
 from cmdare.tui.commands import UsageError
+from cmdare.tui.logsetup import log_crash, setup_logging
+
+__all__ = ["main", "build_parser", "add_source_args", "load_config_defaults", "session_options", "url",
+           "positive_float"]  # fmt: skip
 
 # Sub-command modules (each exposes register(subparsers)); imported only when named on the command line.
 COMMANDS = {
@@ -37,23 +44,6 @@ def _version() -> str:
         return "unknown"
 
 
-def url(value: str) -> str:
-    p = urlparse(value)
-    if p.scheme not in ("http", "https") or not p.netloc:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r}")
-    return value
-
-
-def positive_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {value!r}")
-    return x
-
-
 def add_source_args(p: argparse.ArgumentParser) -> None:
     """Flags that choose what to monitor; shared by the app and ``snapshot``."""
     g = p.add_argument_group("sources")
@@ -62,8 +52,8 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--demo", action="store_true", help="monitor the embedded demo cluster (the default when no source is given)")
     g.add_argument("--refresh", type=positive_float, default=2.0, metavar="SECONDS", help="poll interval (default 2)")
     g.add_argument("--timeout", type=positive_float, default=2.0, metavar="SECONDS", help="per-target timeout (default 2)")
-    g.add_argument("--read-only", action="store_true", default=os.environ.get("CMDARE_READ_ONLY", "") not in ("", "0"),
-                   help="write nothing anywhere (also CMDARE_READ_ONLY=1)")
+    g.add_argument("--read-only", action="store_true", default=env_read_only(),
+                   help="write nothing anywhere (also CMDARE_READ_ONLY=1 or read_only = true)")
     from cmdare.tui.sources import add_collector_args
 
     add_collector_args(g)
@@ -72,18 +62,9 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs.")
     p.add_argument("--version", action="version", version=f"cmdare-tui {_version()}")
-    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    p.add_argument("--prices", choices=["offline", "live"], default="offline",
-                   help="price book: the shipped offline book (default) or the Cloud Billing Catalog API "
-                        "(Google credentials; falls back to the cache, then the offline book)")
-    add_config_arg(p)
     add_source_args(p)
+    add_global_args(p)
     return p
-
-
-def add_config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", default=None,
-                   help="TOML config (default: the user config dir's cmdare-tui/config.toml; see docs/config.md)")
 
 
 def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> None:
@@ -91,11 +72,14 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
     flags on the command line still win. Raises UsageError with file, line and key on a bad file."""
     from cmdare.tui.config import ConfigError, load_config
 
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = OneLineParser(add_help=False)
     pre.add_argument("--config", default=None)
-    known, _ = pre.parse_known_args(argv)
     try:
-        cfg = load_config(known.config)
+        config = pre.parse_known_args(argv)[0].config
+    except UsageError:  # e.g. `--config` without a value: the full parser says so
+        config = None
+    try:
+        cfg = load_config(config)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     defaults: dict = {"app_config": cfg}
@@ -105,7 +89,7 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
         defaults["timeout"] = cfg.timeout
     if cfg.read_only:
         defaults["read_only"] = True
-    if cfg.prices != "offline":
+    if cfg.prices is not None:  # every command's --prices, `prices` included
         defaults["prices"] = cfg.prices
     if "targets" in cfg.sources:
         defaults["target"] = list(cfg.sources["targets"])
@@ -132,7 +116,7 @@ def session_options(args: argparse.Namespace):  # -> SessionOptions (imported la
         extra.update({"budget_usd": cfg.budget_usd, "deadline_hours": cfg.deadline_hours})
         extra["link_capacity_gbps"] = dict(cfg.links) or None
         if cfg.jobs:
-            extra["jobs"] = list(cfg.jobs)
+            extra["job_facts"] = [j.facts() for j in cfg.jobs]
             job = cfg.jobs[0]
             extra["budget_usd"] = extra["budget_usd"] or job.budget_usd
             extra["deadline_hours"] = extra["deadline_hours"] or job.deadline_hours
@@ -141,7 +125,19 @@ def session_options(args: argparse.Namespace):  # -> SessionOptions (imported la
                 setattr(opts, k, v)
     if getattr(args, "replay", None):
         opts.read_only = True  # a replay only reads its recording
+    check_some_source(args)
     return opts
+
+
+def check_some_source(args: argparse.Namespace) -> None:
+    """With ``demo = false`` in the config and no source, there is nothing to monitor: say so
+    (exit 2) rather than fall back to the demo cluster the config turned off."""
+    cfg = getattr(args, "app_config", None)
+    if cfg is None or cfg.sources.get("demo") is not False or args.demo:
+        return
+    if not (args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.replay):
+        raise UsageError(f"nothing to monitor: {cfg.path} sets demo = false and no source is given "
+                         "(--target, --prometheus, --tensorboard, --jsonl, --tf-config, --replay or --demo)")
 
 
 def run_app(args: argparse.Namespace) -> int:
@@ -150,48 +146,90 @@ def run_app(args: argparse.Namespace) -> int:
 
     opts = session_options(args)
     writes.set_read_only(opts.read_only)
+    setup_logging(args.log_level, to_stderr=False)  # never stderr under a full-screen UI
     cfg = getattr(args, "app_config", None)
     app = CmdareApp(opts, theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
-                    keys=cfg.keys if cfg else None, live_prices=args.prices == "live")
-    code = app.run()
-    return int(code or 0)
+                    keys=cfg.keys if cfg else None, prices=args.prices)
+    app.run()
+    return int(app.return_code or 0)
 
 
-def _redact_log_output() -> None:
-    """Every handler on the root logger redacts credentials (records of any module propagate there)."""
-    from cmdare.collectors.redaction import RedactFilter
+def _command_parser(name: str) -> tuple[OneLineParser, argparse.ArgumentParser]:
+    parser = OneLineParser(prog="cmdare-tui")
+    sub = parser.add_subparsers(dest="command", required=True)
+    importlib.import_module(COMMANDS[name]).register(sub)
+    sub_parser = sub.choices[name]
+    add_global_args(sub_parser)
+    return parser, sub_parser
 
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactFilter) for f in handler.filters):
-            handler.addFilter(RedactFilter())
+
+def _run(argv: list[str]) -> int:
+    from cmdare.collectors import writes
+
+    command, rest = hoist_command(argv, tuple(COMMANDS))
+    if command is not None:
+        parser, sub_parser = _command_parser(command)
+        load_config_defaults(rest, sub_parser)
+        args = parser.parse_args([command, *rest])
+        writes.set_read_only(bool(getattr(args, "read_only", False)))
+        setup_logging(args.log_level, to_stderr=args.log_level is not None)  # else the log file
+        return int(args.func(args) or 0)
+    parser = build_parser()
+    parser.epilog = "sub-commands: " + ", ".join(COMMANDS) + " (cmdare-tui COMMAND --help)"
+    load_config_defaults(argv, parser)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        named = next((tok for tok in argv if tok in COMMANDS), None)
+        if named is None:
+            raise
+        raise UsageError(f"{exc} (only --read-only, --prices, --log-level and --config may come before "
+                         f"the command: cmdare-tui {named} [its flags])") from None
+    return run_app(args)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the app or a command; returns the exit status (see the module docstring)."""
+    from cmdare.collectors.writes import ReadOnlyError, UnsafeTargetError
+
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in COMMANDS:
-            parser = OneLineParser(prog="cmdare-tui")
-            sub = parser.add_subparsers(dest="command", required=True)
-            importlib.import_module(COMMANDS[argv[0]]).register(sub)
-            sub_parser = sub.choices[argv[0]]
-            if not any(a.dest == "config" for a in sub_parser._actions):
-                add_config_arg(sub_parser)
-            load_config_defaults(argv[1:], sub_parser)
-            args = parser.parse_args(argv)
-            logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-            _redact_log_output()
-            return int(args.func(args) or 0)
-        parser = build_parser()
-        parser.epilog = "sub-commands: " + ", ".join(COMMANDS) + " (cmdare-tui COMMAND --help)"
-        load_config_defaults(argv, parser)
-        args = parser.parse_args(argv)
-        logging.basicConfig(level=getattr(logging, args.log_level), handlers=[logging.NullHandler()])
-        return run_app(args)
-    except UsageError as exc:
-        print(f"cmdare-tui: error: {exc}", file=sys.stderr)
+        if argv and argv[0] == "--session-args-from-env":  # a session started by `serve`
+            from cmdare.tui.commands.serve import session_argv
+
+            argv = session_argv(argv)
+        return _run(argv)
+    except (UsageError, ReadOnlyError, UnsafeTargetError) as exc:
+        _say(str(exc))
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cmdare-tui … | head`: the reader left; say nothing
+        _silence_stdout()
+        return 141
+    except Exception as exc:  # noqa: BLE001 - last resort: one line here, the traceback in the log
+        where = log_crash(exc)
+        _say(f"unexpected {type(exc).__name__}: {exc}" + (f" (traceback in {where})" if where else ""))
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _say(message: str) -> None:
+    """One line on stderr: the message with control characters and newlines made visible, redacted."""
+    from cmdare.collectors.redaction import redact
+
+    line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in redact(message))
+    print(f"cmdare-tui: error: {line[:500]}", file=sys.stderr)
 
 
 if __name__ == "__main__":

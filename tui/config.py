@@ -28,9 +28,8 @@ JOB_KEYS = (
     "target_steps",
     "budget_usd",
     "deadline_hours",
-    "link_capacity_gbps",
 )
-PRICE_MODES = ("offline", "live")
+PRICE_MODES = ("offline", "live", "study-era")  # the --prices vocabulary (cmdare.tui.cli_args)
 # SessionOptions fields set from elsewhere in the file, so not allowed under [sources]
 NOT_SOURCE_FIELDS = {
     "refresh",
@@ -39,7 +38,8 @@ NOT_SOURCE_FIELDS = {
     *THRESHOLD_KEYS,
     "budget_usd",
     "deadline_hours",
-    "jobs",
+    "link_capacity_gbps",  # [links]
+    "job_facts",  # [[jobs]]
 }
 
 
@@ -61,6 +61,12 @@ class JobConfig:
     budget_usd: float | None = None
     deadline_hours: float | None = None
 
+    def facts(self) -> Any:  # -> cmdare.collectors.samples.JobFacts
+        """What the job trains, for sessions whose exporter does not publish ``cmdare_job_info``."""
+        from cmdare.collectors.samples import JobFacts
+
+        return JobFacts(self.name, self.model, self.model_flops, self.params, self.batch_size, self.target_steps)
+
 
 @dataclass(frozen=True)
 class Config:
@@ -72,7 +78,7 @@ class Config:
     read_only: bool = False
     theme: str | None = None  # a Textual theme name, e.g. "textual-dark", "nord"
     animations: bool = False  # Textual animations (off by default: cheap redraws over SSH)
-    prices: str = "offline"  # "offline" (shipped book) | "live" (Cloud Billing API, cached unless read-only)
+    prices: str | None = None  # the --prices vocabulary; None: each command's own default
     sources: dict[str, Any] = field(default_factory=dict)  # SessionOptions source fields
     thresholds: dict[str, int] = field(
         default_factory=dict
@@ -101,14 +107,16 @@ def load_config(path: str | Path | None = None) -> Config:
     """Read ``path`` (must exist) or the default file (may be absent)."""
     explicit = path is not None
     p = Path(path) if explicit else default_path()
+    from cmdare.collectors.textfile import TextFileError, TextFileMissing, read_small_text
+
     try:
-        text = p.read_text("utf-8")
-    except FileNotFoundError:
+        text = read_small_text(p, limit=1024 * 1024)
+    except TextFileMissing:
         if explicit:
             raise ConfigError(f"{p}: no such config file") from None
         return Config()
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read config: {exc.strerror or exc}") from None
+    except TextFileError as exc:
+        raise ConfigError(f"cannot read config: {exc}") from None
     return parse_config(text, p)
 
 
@@ -118,6 +126,8 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply") from None
     loc.unknown(data, (*TOP_KEYS, *TABLES), "")
     top = {k: data[k] for k in TOP_KEYS if k in data}
     for k in ("refresh", "timeout"):
@@ -148,14 +158,42 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
     )
 
 
+# [sources] keys by kind (each checked like its flag); anything else there is a string.
+_URL_KEYS = ("prometheus",)
+_LIST_KEYS = {"targets": "http(s) URLs", "tensorboard": "directory paths", "jsonl": "file paths"}
+_BOOL_KEYS = ("demo",)
+_NUMBER_KEYS = ("replay_speed",)
+
+
 def _sources(loc: _Locator, src: dict[str, Any]) -> dict[str, Any]:
-    if "targets" in src:
-        t = src["targets"]
-        ok = isinstance(t, list) and all(isinstance(u, str) and re.match(r"^https?://[^/]", u) for u in t)
-        loc.expect(ok, "sources", "targets", "must be a list of http(s) URLs")
-    if "demo" in src:
-        loc.expect(isinstance(src["demo"], bool), "sources", "demo", "must be true or false")
+    """``[sources]``: each value of the type its flag takes (a list where the flag repeats)."""
+    for key, value in src.items():
+        if key in _LIST_KEYS:
+            ok = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+            loc.expect(ok, "sources", key, f"must be a list of {_LIST_KEYS[key]}")
+        elif key in _BOOL_KEYS:
+            loc.expect(isinstance(value, bool), "sources", key, "must be true or false")
+        elif key in _NUMBER_KEYS:
+            loc.positive(value, "sources", key)
+        else:
+            loc.expect(isinstance(value, str), "sources", key, "must be a string")
+        urls = value if key == "targets" else [value] if key in _URL_KEYS else []
+        for u in urls:
+            loc.expect(_is_url(u), "sources", key, f"must be a list of http(s) URLs (bad: {u!r})" if key == "targets"
+                       else f"must be an http(s) URL (bad: {u!r})")
     return dict(src)
+
+
+def _is_url(value: Any) -> bool:
+    import argparse
+
+    from cmdare.tui.cli_args import url
+
+    try:
+        url(value)
+    except (argparse.ArgumentTypeError, TypeError):
+        return False
+    return True
 
 
 def _links(loc: _Locator, links: Any) -> dict[frozenset[str], float]:
@@ -184,9 +222,12 @@ def _job_list(loc: _Locator, jobs: Any) -> list[dict[str, Any]]:
 
 
 def _job(loc: _Locator, j: dict[str, Any]) -> JobConfig:
+    loc.expect("link_capacity_gbps" not in j, "jobs", "link_capacity_gbps",
+               'WAN capacity belongs in the [links] table: "dc-a/dc-b" = Gbit/s')  # fmt: skip
     loc.unknown(j, JOB_KEYS, "jobs")
     loc.expect(isinstance(j.get("name"), str) and j["name"] != "", "jobs", "name", "is required (a string)")
-    out: dict[str, Any] = {"name": j["name"], "model": str(j.get("model", ""))}
+    loc.expect(isinstance(j.get("model", ""), str), "jobs", "model", "must be a string")
+    out: dict[str, Any] = {"name": j["name"], "model": j.get("model", "")}
     for k in ("model_flops", "params", "budget_usd", "deadline_hours"):
         if k in j:
             out[k] = loc.positive(j[k], "jobs", k)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -31,11 +32,11 @@ class HelpScreen(ModalScreen[None]):
             table.add_column(no_wrap=True, overflow="ellipsis", min_width=22)
         for i in range(half):
             right = self._keys[half + i] if half + i < len(self._keys) else ("", "")
-            table.add_row(*self._keys[i], *right)
+            table.add_row(*map(Text, (*self._keys[i], *right)))
         with VerticalScroll():
             yield Static("[b]cmdare-tui — keys[/b]\n")
             yield Static(table)
-            yield Static("\n" + "\n".join(self._notes))
+            yield Static(Text("\n" + "\n".join(self._notes)))
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -1,7 +1,8 @@
 """The overview as plain rich tables (``snapshot`` without ``--json``): scripts, cron, TERM=dumb.
 
 Not a terminal (a pipe, cron) → wide enough that nothing is cut; ``TERM=dumb`` → ASCII borders and
-no colour. States are symbols *and* words, as in the app."""
+no colour. States are symbols *and* words, as in the app. Data is printed as rich ``Text``, never
+parsed as markup (the console has markup and emoji codes off as well)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cmdare.tui.format import SEVERITY_SYMBOL, STATUS_SYMBOL, bytes_rate, duration, money, num, rate
 from cmdare.tui.session import MonitorState
@@ -22,7 +24,7 @@ def plain_console() -> Console:
     dumb = os.environ.get("TERM", "") in ("dumb", "")
     tty = sys.stdout.isatty()
     return Console(width=None if tty else PIPE_WIDTH, no_color=dumb or not tty, highlight=False,
-                   force_terminal=False if dumb else None)  # fmt: skip
+                   force_terminal=False if dumb else None, markup=False, emoji=False)  # fmt: skip
 
 
 def _table(title: str, columns: tuple[str, ...]) -> Table:
@@ -33,6 +35,11 @@ def _table(title: str, columns: tuple[str, ...]) -> Table:
     return t
 
 
+def _row(table: Table, *cells: str) -> None:
+    """A row of data cells, as text (a str cell would be parsed as markup)."""
+    table.add_row(*map(Text, cells))
+
+
 def print_overview(state: MonitorState, console: Console | None = None) -> None:
     console = console or plain_console()
     if state.read_only:
@@ -41,23 +48,28 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
         console.print("DEMO: simulated cluster on loopback, calibrated from CM-DARE measurements")
     costs = state.extras.get("cost", {})
     for job in state.jobs:
-        console.print(
+        console.print(Text(
             f"Job {job.name} ({job.facts.model or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
             f"measured{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
             f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
-        )
+        ))  # fmt: skip
         c = costs.get(job.name)
         if c is not None and c.usd_per_hour is not None:
             console.print(
                 f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
                 f"({c.price_source} prices)"
             )
+        tr = job.training
+        if tr is not None:
+            lr = "–" if tr.learning_rate is None else f"{tr.learning_rate:.3g}"
+            console.print(f"Logged: loss {num(tr.loss, 4)}, learning rate {lr}, examples/s {num(tr.examples_per_sec, 0)}")
         t = _table(
             "Cluster",
             ("Status", "Task", "Role", "GPU", "Region", "Prov", "Steps/s", "Step ms", "Net in", "Up"),
         )
         for n in job.nodes:
-            t.add_row(
+            _row(
+                t,
                 f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}",
                 n.name,
                 n.role,
@@ -72,7 +84,8 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
         console.print(t)
     a = _table("Alerts", ("Severity", "Kind", "Subject", "Message"))
     for al in state.alerts:
-        a.add_row(
+        _row(
+            a,
             f"{SEVERITY_SYMBOL.get(al.severity, '?')} {al.severity}",
             al.kind,
             al.subject,
@@ -80,4 +93,4 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
         )
     console.print(a if state.alerts else "Alerts: none")
     for s in state.sources:
-        console.print(f"source: {s.message}")
+        console.print(Text(f"source: {s.message}"))

@@ -14,7 +14,9 @@ from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.demo_cluster import DemoCluster
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
+from cmdare.collectors.samples import JobFacts
 from cmdare.collectors.store import Store
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.alerts import Alert
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.tui.sources import SourcePlan, build_sources
@@ -54,6 +56,7 @@ class SessionOptions:
     record: str | None = None
     replay: str | None = None
     replay_speed: float = 1.0
+    job_facts: list[JobFacts] = field(default_factory=list)  # config [[jobs]]: facts the exporter may not publish
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,10 @@ class SourceStatus:
     name: str
     ok: bool
     message: str
+
+    def __post_init__(self) -> None:  # messages quote exceptions, whose text may come from outside
+        object.__setattr__(self, "name", clean_text(self.name, MESSAGE_LIMIT))
+        object.__setattr__(self, "message", clean_text(self.message, MESSAGE_LIMIT))
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,11 @@ class MonitorState:
         }
 
 
+def refresh_error(exc: BaseException) -> str:
+    """One line about a refresh that raised (shown in the status line)."""
+    return clean_text(f"refresh failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT)
+
+
 class MonitorSession:
     def __init__(self, opts: SessionOptions, *, clock: Clock | None = None,
                  extra_sources: list[Source] | None = None,
@@ -104,6 +116,8 @@ class MonitorSession:
         self.opts = opts
         self.clock = clock or SystemClock()
         self.store = Store()
+        for facts in opts.job_facts:  # the config's [[jobs]]; cmdare_job_info from an exporter replaces them
+            self.store.job(facts.job).facts = facts
         self.lifecycle = Lifecycle(silent_after=opts.silent_after, vanished_after=2 * opts.silent_after)
         self.demo: DemoCluster | None = None
         self._extra_sources = extra_sources or []
@@ -122,6 +136,7 @@ class MonitorSession:
 
     def start(self) -> None:
         """Start the demo cluster (when asked, or when no source was given) and build the poller."""
+        install_log_cleaning()  # sources log what they read: no control character reaches a log
         self.plan = build_sources(self.opts, lifecycle=self.lifecycle, extra_sources=self._extra_sources,
                                   demo_factory=self._demo_factory)
         self.demo = self.plan.demo
@@ -193,7 +208,12 @@ class MonitorSession:
     def _source_status(self, cycle: Cycle) -> list[SourceStatus]:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
         answered, total = cycle.answered, len(cycle.polls)
-        out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered"))
+        behind = [p for p in cycle.polls if p.ok and p.catching_up]  # answered, but not up to date yet
+        answered -= len(behind)
+        note = f", {len(behind)} catching up" if behind else ""
+        out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered{note}"))
+        for p in behind[:MAX_FAILURES_SHOWN]:  # by task name: the status line is short, a log path long
+            out.append(SourceStatus(p.source, False, f"{p.info.task if p.info else p.source}: {p.error or 'catching up'}"))
         for note in self.plan.notes if self.plan else []:  # TF_CONFIG remarks (tui/sources.py)
             out.append(SourceStatus("tf_config", "ignored" not in note and "share" not in note, note))
         failed = [p for p in cycle.polls if not p.ok]
@@ -201,6 +221,9 @@ class MonitorSession:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
         if len(failed) > MAX_FAILURES_SHOWN:
             out.append(SourceStatus("targets", False, f"… {len(failed) - MAX_FAILURES_SHOWN} more failing"))
+        remarks = [p for p in cycle.polls if p.ok and p.error and not p.catching_up]  # answered, with a note
+        for p in remarks[: max(0, MAX_FAILURES_SHOWN - len(failed))]:
+            out.append(SourceStatus(p.source, True, f"{p.source}: {p.error}"))
         return out
 
     async def update_plans(self) -> None:
@@ -222,13 +245,20 @@ class MonitorSession:
         self._ranking = asyncio.ensure_future(asyncio.to_thread(engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes()))
         self._ranking.add_done_callback(done)
 
-    async def run(self, stop: asyncio.Event, on_state: Callable[[MonitorState], None]) -> None:
+    async def run(self, stop: asyncio.Event, on_state: Callable[[MonitorState], None],
+                  on_error: Callable[[str], None] | None = None) -> None:
+        """Poll until ``stop`` is set. Whatever one refresh raises (a source, the planner, a pane
+        in ``on_state``) is logged and handed to ``on_error`` as one line; the next poll still runs."""
         assert self.poller is not None, "start() first"
         while not stop.is_set():
             started = self.poller.clock.monotonic()
-            cycle = await self.poller.poll_once()
-            on_state(self.analyse(cycle))
-            self._start_ranking()
+            try:
+                on_state(self.analyse(await self.poller.poll_once()))
+                self._start_ranking()
+            except Exception as exc:
+                log.exception("refresh failed; polling goes on")
+                if on_error is not None:
+                    on_error(refresh_error(exc))
             await self.poller.wait_next(started, stop)
 
     async def aclose(self) -> None:

@@ -282,6 +282,13 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.record:
         if getattr(args, "read_only", False):
             raise UsageError("--record writes a file: it cannot be combined with --read-only")
+        from cmdare.collectors import writes
+
+        try:
+            writes.probe_writable(args.record)
+        except OSError as exc:
+            raise UsageError(f"--record {args.record}: cannot write there ({exc.strerror})" if exc.strerror
+                             else f"--record: {exc}") from None  # fmt: skip
         if Path(args.record).exists():
             try:
                 open_recording(args.record).close()

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cmdare.collectors.pricing.shapes import DEFAULT_SHAPES, PS_SHAPE, HostShape
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_optional, clean_text
 
 __all__ = ["NodePrice", "PriceBook", "PriceNotFound", "RateKey", "PROVISIONINGS", "canonical_gpu"]
 
@@ -70,6 +71,10 @@ class NodePrice:
         }
 
 
+def _safe(text: object) -> bool:
+    return type(text) is str and clean_text(text) is text
+
+
 def canonical_gpu(name: str) -> str:
     """Normalise a GPU name: ``v100`` → ``V100``, ``nvidia-tesla-v100`` → ``V100``."""
     key = name.strip().upper().replace("NVIDIA-TESLA-", "").replace("NVIDIA-", "").replace(" ", "-")
@@ -94,6 +99,15 @@ class PriceBook:
     shapes: Mapping[str, Mapping[int, HostShape]] = field(default_factory=lambda: DEFAULT_SHAPES)
     ps_shape: HostShape = PS_SHAPE
     notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Region and SKU names, dates and reasons come from the Catalog API or a cache file:
+        text from outside, cleaned once here (see :mod:`cmdare.collectors.untrusted`)."""
+        if any(not all(map(_safe, key)) for key in self.rates):
+            self.rates = {tuple(map(clean_text, k)): v for k, v in self.rates.items()}  # type: ignore[misc]
+        self.source, self.as_of = clean_text(self.source), clean_text(self.as_of)
+        self.reason = clean_optional(self.reason, MESSAGE_LIMIT)
+        self.notes = tuple(clean_text(n, MESSAGE_LIMIT) for n in self.notes)
 
     def node_price(self, gpu: str, count: int, region: str, provisioning: str) -> NodePrice:
         """$/h of a node with ``count`` × ``gpu`` in ``region``; raises :class:`PriceNotFound`."""

@@ -8,6 +8,7 @@ Both files are written by ``scripts/derive_price_book.py``.
 from __future__ import annotations
 
 import csv
+import re
 from importlib import resources
 
 from cmdare.collectors.pricing.book import PriceBook, RateKey
@@ -48,10 +49,22 @@ def read_book_csv(name: str) -> tuple[dict[RateKey, float], str]:
     return rates, as_of
 
 
+def price_date_note(name: str, as_of: str) -> str:
+    """'price date unknown (derived DATE from SOURCE)' when the book's header says its source rows carry
+    no price date (``as_of`` is then the day the book was derived), else ''."""
+    text = resources.files("cmdare.collectors.pricing").joinpath("data", name).read_text("utf-8")
+    header = " ".join(line for line in text.splitlines() if line.startswith("#"))
+    if "price date unknown" not in header:
+        return ""
+    via = re.search(r"via (\S+)", header)
+    return f"price date unknown (derived {as_of} from {via.group(1) if via else 'the source'})"
+
+
 def load_offline_book(reason: str | None = None) -> PriceBook:
     """The shipped book of current GCP list prices (no I/O beyond package data)."""
     rates, as_of = read_book_csv(OFFLINE_FILE)
-    return PriceBook(rates, source="offline", as_of=as_of, reason=reason)
+    note = price_date_note(OFFLINE_FILE, as_of)
+    return PriceBook(rates, source="offline", as_of=as_of, reason=reason, notes=(note,) if note else ())
 
 
 def load_study_era_book() -> PriceBook:

@@ -1,8 +1,12 @@
 """``cmdare-tui plan``: rank alternative cluster shapes for a workload file.
 
 cmdare-tui plan --workload FILE.toml [--json] [--top N] [--objective time|cost|balanced]
-                [--prices offline|study-era]
+                [--prices offline|live|study-era]
 cmdare-tui plan --geo FILE.toml [--json] [--top N]        (geo-distributed plan, see plan_geo)
+
+``--workload`` and ``--geo`` exclude each other, and ``--objective`` / ``--prices`` apply to
+``--workload`` only (a geo file carries its own GPU prices): conflicting flags exit 2.
+``--top`` defaults to 10, or to the geo file's ``[search] top``.
 """
 
 from __future__ import annotations
@@ -12,14 +16,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from cmdare.tui.cli_args import PRICE_MODES
 from cmdare.tui.commands import UsageError
 
 JSON_KEYS = (
-    "gpu", "workers", "ps", "region", "provisioning", "steps_per_sec", "hours_p50", "hours_p90",
-    "cost_usd_p50", "cost_usd_p90", "p_revocation", "expected_revocations", "pareto", "price_source",
-    "price_as_of", "hours_expected", "cost_usd_expected", "per_node_risk", "bottleneck", "feasible",
-    "current", "delta",
+    "gpu", "workers", "ps", "region", "provisioning", "also_provisioning", "steps_per_sec", "hours_p50",
+    "hours_p90", "cost_usd_p50", "cost_usd_p90", "p_revocation", "expected_revocations", "pareto",
+    "price_source", "price_as_of", "price_date", "hours_expected", "cost_usd_expected", "per_node_risk",
+    "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
+    "extrapolation", "current", "delta",
 )  # fmt: skip
+#: Text columns, each with its unit: P(≥1 revocation) is the chance of at least one revocation in the run.
+TEXT_HEADER = ("#", "gpu", "wrk", "ps", "region", "prov", "steps/s", "h p50", "h p90", "$ p50", "P(≥1 rev)",
+               "vs current")  # fmt: skip
 
 
 def register(subparsers: Any) -> None:
@@ -28,30 +37,47 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workload", type=Path, metavar="FILE.toml", help="workload file (see examples/)")
     p.add_argument("--geo", type=Path, metavar="FILE.toml", help="geo-distributed pipeline plan instead")
     p.add_argument("--json", action="store_true", help="print the ranked rows as JSON")
-    p.add_argument("--top", type=int, default=10, help="rows to show (0 = all; default 10)")
-    p.add_argument("--objective", choices=("time", "cost", "balanced"), default="balanced")
-    p.add_argument("--prices", choices=("offline", "study-era"), default="offline",
-                   help="price book: the shipped offline book or the 2019 study-era prices")  # fmt: skip
+    p.add_argument("--top", type=int, default=None,
+                   help="rows to show (0 = all; default 10, or the geo file's [search] top)")  # fmt: skip
+    p.add_argument("--objective", choices=("time", "cost", "balanced"), default=None,
+                   help="rank by time, cost or both (default balanced; --workload only)")  # fmt: skip
+    p.add_argument("--prices", choices=PRICE_MODES, default=None,
+                   help="price book for --workload: offline (shipped, default), live (Cloud Billing API, "
+                        "cached unless read-only) or study-era (the 2019 CM-DARE prices)")  # fmt: skip
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``plan``; returns the exit status."""
-    if args.top < 0:
+    if args.top is not None and args.top < 0:
         raise UsageError("plan: --top must be >= 0")
     if args.geo is not None:
         from cmdare.tui.commands.plan_geo import run_geo
 
+        if args.workload is not None:
+            raise UsageError("plan: give --workload or --geo, not both")
+        for flag, value in (("--objective", args.objective), ("--prices", _flag_prices(args))):
+            if value is not None:
+                raise UsageError(f"plan: {flag} applies to --workload only (a geo file carries its own prices "
+                                 "and ranks by time and by cost)")  # fmt: skip
         return int(run_geo(args.geo, args.json, args.top) or 0)
     if args.workload is None:
         raise UsageError("plan: give --workload FILE.toml (or --geo FILE.toml)")
-    table = build_table(args.workload, args.objective, args.prices)
-    rows = plan_rows(table, args.top or None)
+    table = build_table(args.workload, args.objective or "balanced", args.prices or "offline")
+    top = 10 if args.top is None else args.top
+    rows = plan_rows(table, top or None)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(render_text(table, rows))
+        print(render_text(table, rows, _reference_note(table)))
     return 0
+
+
+def _flag_prices(args: argparse.Namespace) -> str | None:
+    """``--prices`` when given on the command line (a config's ``prices`` is no conflict)."""
+    cfg = getattr(args, "app_config", None)
+    from_config = cfg.prices if cfg is not None else None
+    return None if args.prices == from_config else args.prices
 
 
 def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
@@ -79,7 +105,28 @@ def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
 def _price_book(which: str) -> Any:
     from cmdare.collectors import pricing
 
+    if which == "live":  # never raises: falls back to the cache, then the offline book (with a reason)
+        return pricing.load_price_book()
     return pricing.load_study_era_book() if which == "study-era" else pricing.load_offline_book()
+
+
+def _reference_note(table: Any) -> str:
+    """For a current shape the book cannot price: its study-era (2019) price, labelled, for reference."""
+    if table.current_priced:
+        return ""
+    from cmdare.collectors import pricing
+    from cmdare.planner.ranking_notes import price_date_label
+
+    c, book = table.current, pricing.load_study_era_book()
+    prices = str(c["price_source"])
+    try:
+        worker = book.node_price(str(c["gpu"]), 1, str(c["region"]), str(c["provisioning"])).usd_per_hour
+        ps = book.ps_node_price(str(c["region"])).usd_per_hour
+    except KeyError:
+        return f"current shape: price unknown in the {prices} book"
+    usd = int(c["workers"]) * worker + int(c["ps"]) * ps
+    return (f"current shape: price unknown in the {prices} book; study-era book ({price_date_label(book)}): "
+            f"${usd:.2f}/h, for reference only (not compared with today's prices)")  # fmt: skip
 
 
 def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
@@ -90,26 +137,74 @@ def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
         row = table.row(int(i))
         row["current"] = int(i) == 0
         row["delta"] = table.delta(int(i))
+        row.update(band_keys(table, int(i)))
         rows.append({k: row[k] for k in JSON_KEYS})
     return rows
 
 
-def render_text(table: Any, rows: list[dict[str, object]]) -> str:
-    """A plain-text table: the current shape first, then the ranked alternatives with deltas."""
+def band_keys(table: Any, i: int) -> dict[str, object]:
+    """Row ``i``'s ``steps_per_sec_p10`` / ``_p90`` / ``extrapolation`` (None without the band API)."""
+    band = table.band(i)
+    if band is None:
+        return {"steps_per_sec_p10": None, "steps_per_sec_p90": None, "extrapolation": None}
+    return {"steps_per_sec_p10": round(band.p10, 4), "steps_per_sec_p90": round(band.p90, 4),
+            "extrapolation": band.extrapolation}  # fmt: skip
+
+
+def _band_words(r: dict[str, object]) -> str:
+    """' · P10–P90 60–85 steps/s[, beyond the measured domain: ps]' when the row has a band."""
+    if r.get("steps_per_sec_p10") is None:
+        return ""
+    out = f" · P10–P90 {float(r['steps_per_sec_p10']):.3g}–{float(r['steps_per_sec_p90']):.3g} steps/s"  # type: ignore[arg-type]
+    ext = r.get("extrapolation")
+    return out if ext in (None, "none") else f"{out}, beyond the measured domain: {ext}"
+
+
+def _prov_label(r: dict[str, object]) -> str:
+    return "spot/preempt" if r.get("also_provisioning") else str(r["provisioning"])
+
+
+def _num(x: object, fmt: str, unknown: str = "unknown") -> str:
+    return unknown if x is None else format(float(x), fmt)  # type: ignore[arg-type]
+
+
+def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> str:
+    """A plain-text table: the current shape first, then the ranked alternatives with deltas; † marks a
+    region move, explained under the table (egress for the stated dataset, capacity not guaranteed)."""
     cur = table.current
     head = (
-        f"objective {table.objective} · {len(table)} shapes · prices {cur['price_source']} "
-        f"({cur['price_as_of']}) · ★ = Pareto (time, cost, risk)"
+        f"objective {table.objective} · {len(table)} shapes · prices {cur['price_source']}, "
+        f"{cur['price_date']} · ★ = Pareto (time, cost, risk)"
     )
-    fmt = "{:>3} {:<5} {:>3} {:>2} {:<13} {:<11} {:>8} {:>8} {:>8} {:>9} {:>6}  {}"
-    lines = [head, fmt.format("#", "gpu", "wrk", "ps", "region", "prov", "steps/s", "h p50", "h p90", "$ p50",
-                              "risk", "vs current")]  # fmt: skip
-    for n, r in enumerate([{**table.row(0), "current": True, "delta": "current shape"}, *rows]):
-        rank = "cur" if n == 0 else str(n)
+    fmt = "{:>3} {:<5} {:>3} {:>2} {:<14} {:<12} {:>8} {:>7} {:>7} {:>8} {:>9}  {}"
+    if table.bander is None:
+        head += " · steps/s: expected value (band: n/a in this build)"
+    lines = [head, *([note] if note else []), fmt.format(*TEXT_HEADER)]
+    moves: dict[str, str] = {}
+    for n, r in enumerate([{**cur, **band_keys(table, 0), "current": True, "delta": "current shape"}, *rows]):
         star = "★" if r["pareto"] else " "
+        region = str(r["region"])
+        if r.get("region_note"):
+            moves[region] = str(r["region_note"])
+            region += "†"
         lines.append(fmt.format(
-            rank, r["gpu"], r["workers"], r["ps"], r["region"], r["provisioning"], f"{r['steps_per_sec']:.1f}",
-            f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}", f"{r['cost_usd_p50']:.2f}",
-            f"{r['p_revocation']:.2f}", f"{star} {r['delta']}" if n else r["delta"],
+            "cur" if n == 0 else str(n), r["gpu"], r["workers"], r["ps"], region, _prov_label(r),
+            f"{r['steps_per_sec']:.1f}", f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}",
+            _num(r["cost_usd_p50"], ".2f"), f"{r['p_revocation']:.2f}",
+            f"{star} {r['delta']}{_band_words(r)}" if n else r["delta"] + _band_words(r),
         ))  # fmt: skip
+    lines += [f"† {region}: {words}" for region, words in moves.items()]
+    if rows and all(r["region"] != cur["region"] for r in rows):
+        lines.append(_best_at_home(table))
     return "\n".join(lines)
+
+
+def _best_at_home(table: Any) -> str:
+    """The best-ranked shape that stays in the current region (when none of the shown rows does)."""
+    region = table.current["region"]
+    i = next((int(i) for i in table.view if int(i) != 0 and table.row(int(i))["region"] == region), None)
+    if i is None:
+        return f"no alternative in the current region {region}"
+    r = table.row(i)
+    return (f"best staying in {region}: {r['workers']}×{r['gpu']} + {r['ps']} PS {_prov_label(r)}, "
+            f"{table.delta(i)}")  # fmt: skip

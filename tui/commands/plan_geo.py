@@ -76,11 +76,15 @@ def geo_report(work: GeoWorkload, top: int | None = None) -> dict[str, Any]:
     }
 
 
-def run_geo(path: str, as_json: bool, top: int) -> int:
-    """Print the geo plan of ``path``; bad files raise :class:`UsageError` naming file and key."""
+ALL_PLACEMENTS = 1000  # what ``--top 0`` ("all") shows at most
+
+
+def run_geo(path: str, as_json: bool, top: int | None) -> int:
+    """Print the geo plan of ``path``: ``top`` placements (``None``: the file's ``[search] top``;
+    0: all); bad files raise :class:`UsageError` naming file and key."""
     try:
         work = load_geo_workload(path)
-        report = geo_report(work, top if top and top > 0 else None)
+        report = geo_report(work, ALL_PLACEMENTS if top == 0 else top)
     except GeoWorkloadError as exc:
         raise UsageError(str(exc)) from exc
     except ValueError as exc:  # a layout the model rejects (e.g. missing link): still the file's fault
@@ -95,11 +99,12 @@ def run_geo(path: str, as_json: bool, top: int) -> int:
 def _print_tables(rep: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # names from the file are data, never markup
 
     lay = rep["layout"]
-    head = Table(title=f"geo plan: {rep['source']}  (layout from {lay['chosen_by']})", show_header=False)
-    head.add_row("layout", f"pp={lay['pp']} dp={lay['dp']} tp={lay['tp']} m={lay['n_microbatches']} "
-                 f"{lay['schedule']} / {lay['sharing']}: {' → '.join(lay['stage_dcs'])}")  # fmt: skip
+    head = Table(title=Text(f"geo plan: {rep['source']}  (layout from {lay['chosen_by']})"), show_header=False)
+    head.add_row("layout", Text(f"pp={lay['pp']} dp={lay['dp']} tp={lay['tp']} m={lay['n_microbatches']} "
+                 f"{lay['schedule']} / {lay['sharing']}: {' → '.join(lay['stage_dcs'])}"))  # fmt: skip
     head.add_row("iteration", f"{rep['iteration_seconds']:.3f} s ({rep['bound']}-bound, model)")
     head.add_row("bubble", f"{rep['bubble_fraction']:.1%} (floor {rep['bubble_floor']:.1%})")
     head.add_row("GPU utilisation", f"{rep['gpu_utilization']:.1%} → {rep['gpu_utilization_with_prefill']:.1%} "
@@ -112,15 +117,15 @@ def _print_tables(rep: dict[str, Any]) -> None:
     for col in ("stage", "link", "Gbit/s eff (1 TCP)", "per mb s", "link busy s", "verdict"):
         bt.add_column(col)
     for b in rep["boundaries"]:
-        verdict = "[red]WAN-bound[/]" if b["wan_bound"] else ("ok" if b["wan"] else "intra-DC")
-        bt.add_row(str(b["stage"]), f"{b['from_dc']} → {b['to_dc']}",
+        verdict = Text("WAN-bound", style="red") if b["wan_bound"] else ("ok" if b["wan"] else "intra-DC")
+        bt.add_row(str(b["stage"]), Text(f"{b['from_dc']} → {b['to_dc']}"),
                    f"{b['effective_gbps']:.3g} ({b['single_tcp_gbps']:.3g})", f"{b['transfer_seconds']:.3f}",
                    f"{b['link_busy_seconds']:.3f}", verdict)  # fmt: skip
     pt = Table(title="placements (fastest first)")
     for col in ("#", "pp×dp×tp", "stages", "iter s", "tokens/s", "$/M tok", "util"):
         pt.add_column(col)
     for i, p in enumerate(rep["placements"], 1):
-        pt.add_row(str(i), f"{p['pp']}×{p['dp']}×{p['tp']}", " ".join(p["stage_dcs"]), f"{p['iteration_seconds']:.2f}",
+        pt.add_row(str(i), f"{p['pp']}×{p['dp']}×{p['tp']}", Text(" ".join(p["stage_dcs"])), f"{p['iteration_seconds']:.2f}",
                    f"{p['tokens_per_second']:.0f}", f"{p['usd_per_million_tokens']:.3f}", f"{p['gpu_utilization']:.0%}")  # fmt: skip
     console = Console()
     for table in (head, bt, pt):

@@ -1,4 +1,8 @@
-"""``cmdare-tui prices``: print the GCP GPU node price book (table or JSON rows)."""
+"""``cmdare-tui prices``: print the GCP GPU node price book (table or JSON rows).
+
+``--prices live`` (the default here) asks the Cloud Billing Catalog API, through a cache that is
+written unless read-only (``--read-only``, ``CMDARE_READ_ONLY=1``, ``read_only = true``);
+``--prices offline`` (or ``--offline``) prints the shipped book, ``--prices study-era`` the 2019 one."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import sys
 from typing import Any
 from urllib.parse import urlparse
 
+from cmdare.tui.cli_args import PRICE_MODES
 from cmdare.tui.commands import UsageError
 
 __all__ = ["register", "run"]
@@ -33,7 +38,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--spot", action="store_true", help="spot/preemptible prices only")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     p.add_argument("--billing-endpoint", metavar="URL", help="Catalog API endpoint (anonymous credentials)")
-    p.add_argument("--offline", action="store_true", help="use the shipped offline book, no network")
+    p.add_argument("--prices", choices=PRICE_MODES, default="live",
+                   help="live (default: Catalog API, cached unless read-only), offline (shipped book) or "
+                        "study-era (2019 CM-DARE prices)")  # fmt: skip
+    p.add_argument("--offline", action="store_true", help="same as --prices offline")
     p.add_argument(
         "--max-age-hours", type=float, default=24.0, metavar="H", help="refresh cache older than H"
     )
@@ -52,10 +60,12 @@ def _check_endpoint(url: str) -> str:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from cmdare.collectors.pricing import load_offline_book, load_price_book
+    from cmdare.collectors.pricing import load_offline_book, load_price_book, load_study_era_book
 
-    if args.offline:
-        return load_offline_book(reason="--offline")
+    if args.offline or args.prices == "offline":
+        return load_offline_book(reason="--prices offline" if not args.offline else "--offline")
+    if args.prices == "study-era":
+        return load_study_era_book()
     if args.billing_endpoint:
         from google.auth.credentials import AnonymousCredentials
 
@@ -85,30 +95,31 @@ def _select(book: Any, args: argparse.Namespace) -> list[Any]:
 def _table(book: Any, rows: list[Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # names from a price source are data, never markup
 
     title = f"GCP GPU node prices, USD/h — {book.source} ({book.as_of})"
-    table = Table(title=title, caption=book.reason or "preemptible = spot price (same SKUs)")
+    table = Table(title=Text(title), caption=Text(book.reason or "preemptible = spot price (same SKUs)"))
     for name in ("GPU", "×", "region", "provisioning", "node $/h", "GPU $/h", "host $/h"):
         table.add_column(name, justify="right" if "$" in name or name == "×" else "left")
     for r in rows:
         table.add_row(
-            r.gpu,
+            Text(r.gpu),
             str(r.count),
-            r.region,
-            r.provisioning,
+            Text(r.region),
+            Text(r.provisioning),
             f"{r.usd_per_hour:.4f}",
             f"{r.gpu_usd_per_hour:.4f}",
             f"{r.host_usd_per_hour:.4f}",
         )
-    Console().print(table)
+    Console(markup=False, emoji=False).print(table)  # region names come from the Catalog API
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the selected rows; JSON rows carry the public ``NodePrice`` field names."""
     if args.billing_endpoint and not args.offline:
         _check_endpoint(args.billing_endpoint)
-    if args.max_age_hours < 0:
-        raise UsageError("--max-age-hours must be ≥ 0")
+    if not 0 <= args.max_age_hours < float("inf"):
+        raise UsageError("--max-age-hours must be a finite number ≥ 0")
     book = _load(args)
     rows = _select(book, args)
     if args.region is not None and not rows and args.region not in book.regions():

@@ -1,11 +1,21 @@
 """``cmdare-tui serve``: the same app in a web browser through textual-serve.
 
-Bound to 127.0.0.1 unless ``--host`` names another address; read-only unless ``--writable``
-(a browser tab is easy to share, so writing is opt-in)."""
+Safe by default: bound to 127.0.0.1 (another address needs ``--allow-remote`` and prints a warning),
+read-only unless ``--writable``, WebSockets only from the page's own origin (``--allow-origin`` adds
+others), at most ``--max-sessions`` app processes, each ended when its browser goes
+(:mod:`cmdare.tui.commands.serve_server`).
+
+No secret goes on a command line (visible to every user in ``ps``): a flag whose value holds a
+credential (a URL with ``user:password@`` or a token in its query) reaches each session through the
+environment variable ``CMDARE_SESSION_ARGS``; ``--dry-run`` prints it redacted. Tokens go by file
+(``--prometheus-token-file``) or by ``PROMETHEUS_TOKEN``, which sessions inherit.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
 import sys
 
@@ -13,64 +23,137 @@ from cmdare.tui.commands import UsageError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
-# Source flags handed on to each browser session's app (the secret itself never: only the token file).
+DEFAULT_MAX_SESSIONS = 4
+SESSION_ENV = "CMDARE_SESSION_ARGS"  # JSON list of extra arguments for a served session
+SESSION_FLAG = "--session-args-from-env"  # first argument of a served session: read SESSION_ENV
+# Source flags handed on to each browser session's app (the token itself never: only the token file).
 PASSED_THROUGH = (
     ("prometheus", "--prometheus"), ("selector", "--selector"), ("prometheus_token_file", "--prometheus-token-file"),
     ("tensorboard", "--tensorboard"), ("jsonl", "--jsonl"), ("tf_config", "--tf-config"),
     ("metrics_port", "--metrics-port"), ("job", "--job"), ("replay", "--replay"), ("replay_speed", "--replay-speed"),
-)
+)  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from cmdare.tui.cli import add_source_args
 
-    p = subparsers.add_parser(
-        "serve", help="serve the app to a web browser (textual-serve), read-only by default"
-    )
+    p = subparsers.add_parser("serve", help="serve the app to a web browser (textual-serve), read-only by default")
     add_source_args(p)
-    p.add_argument(
-        "--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)"
-    )
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="required to bind an address other than loopback (anyone who reaches it sees the app)")  # fmt: skip
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
-    p.add_argument(
-        "--writable", action="store_true", help="allow actions that write (exports); off by default"
-    )
-    p.add_argument(
-        "--dry-run", action="store_true", help="print the command each browser session runs, then exit"
-    )
+    p.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, metavar="N",
+                   help=f"browser sessions (app processes) at once (default {DEFAULT_MAX_SESSIONS})")  # fmt: skip
+    p.add_argument("--allow-origin", action="append", default=[], metavar="URL",
+                   help="another page origin (scheme://host:port) allowed to open sessions (repeatable)")  # fmt: skip
+    p.add_argument("--writable", action="store_true", help="allow actions that write (exports); off by default")
+    p.add_argument("--dry-run", action="store_true", help="print the command each browser session runs, then exit")
     p.set_defaults(func=run)
 
 
-def app_command(args: argparse.Namespace) -> str:
-    """The command textual-serve starts for each browser session (this Python, this package)."""
-    cmd = [sys.executable, "-m", "cmdare.tui.cli"]
+def _is_secret(value: str) -> bool:
+    from cmdare.collectors.redaction import redact
+
+    return redact(value) != value
+
+
+def session_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The arguments each browser session's app gets: (on its command line, through the environment).
+    Any value that holds a credential goes through the environment."""
+    public: list[str] = []
+    secret: list[str] = []
+
+    def add(flag: str, value: object = None) -> None:
+        pair = [flag] if value is None else [flag, str(value)]
+        (secret if value is not None and _is_secret(str(value)) else public).extend(pair)
+
     if getattr(args, "config", None):
-        cmd += ["--config", args.config]
+        add("--config", args.config)
     for t in args.target:
-        cmd += ["--target", t]
+        add("--target", t)
     if args.demo:
-        cmd.append("--demo")
-    cmd += ["--refresh", f"{args.refresh:g}", "--timeout", f"{args.timeout:g}"]
+        add("--demo")
+    add("--refresh", f"{args.refresh:g}")
+    add("--timeout", f"{args.timeout:g}")
     for dest, flag in PASSED_THROUGH:  # the other source flags, as given
         value = getattr(args, dest, None)
         for v in value if isinstance(value, list) else [value]:
             if v not in (None, "", False):
-                cmd += [flag] if v is True else [flag, str(v)]
+                add(flag, None if v is True else v)
+    if args.prices != "offline":
+        add("--prices", args.prices)
     if not args.writable or args.read_only:
-        cmd.append("--read-only")
-    return shlex.join(cmd)
+        add("--read-only")
+    return public, secret
+
+
+def app_command(args: argparse.Namespace) -> str:
+    """The command textual-serve starts for each browser session (this Python, this package), run
+    under ``exec`` so the session's process is the app itself."""
+    public, secret = session_args(args)
+    cmd = [sys.executable, "-m", "cmdare.tui.cli", *([SESSION_FLAG] if secret else []), *public]
+    return "exec " + shlex.join(cmd)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 < args.port < 65536:
-        raise UsageError(f"--port must be 1-65535, not {args.port}")
+    from cmdare.collectors.redaction import redact
+    from cmdare.tui.cli import check_some_source
+
+    _check(args)
+    check_some_source(args)
     command = app_command(args)
+    _, secret = session_args(args)
     if args.dry_run:
         print(command)
+        if secret:
+            print(f"# and, through the environment ({SESSION_ENV}): {redact(shlex.join(secret))}")
         return 0
-    from textual_serve.server import Server
+    if secret:
+        os.environ[SESSION_ENV] = json.dumps(secret)  # inherited by each session, never on its command line
+    from cmdare.tui.commands.serve_server import SafeServer, is_loopback
 
     mode = "read-only" if "--read-only" in command else "WRITABLE"
-    print(f"cmdare-tui serve: http://{args.host}:{args.port} ({mode}); Ctrl+C stops", file=sys.stderr)
-    Server(command, host=args.host, port=args.port, title="cmdare-tui").serve()
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    if not is_loopback(args.host):
+        print(f"cmdare-tui serve: WARNING: listening on {args.host}, not loopback: anyone who can reach this "
+              f"machine's port {args.port} sees the app ({mode}) and your cluster's data. Prefer the default "
+              "127.0.0.1 with an SSH tunnel (ssh -L).", file=sys.stderr)  # fmt: skip
+    print(f"cmdare-tui serve: http://{shown}:{args.port} ({mode}; at most {args.max_sessions} sessions); "
+          "Ctrl+C stops", file=sys.stderr)  # fmt: skip
+    SafeServer(command, host=args.host, port=args.port, title="cmdare-tui", max_sessions=args.max_sessions,
+               allowed_origins=tuple(args.allow_origin)).serve()  # fmt: skip
     return 0
+
+
+def _check(args: argparse.Namespace) -> None:
+    from cmdare.tui.cli_args import url
+    from cmdare.tui.commands.serve_server import is_loopback
+
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be 1-65535, not {args.port}")
+    if not 1 <= args.max_sessions <= 64:
+        raise UsageError(f"--max-sessions must be 1-64, not {args.max_sessions}")
+    if not is_loopback(args.host) and not args.allow_remote:
+        raise UsageError(f"--host {args.host} is not loopback: anyone who reaches it sees the app; "
+                         "add --allow-remote to confirm (or use an SSH tunnel to 127.0.0.1)")  # fmt: skip
+    for origin in args.allow_origin:
+        try:
+            url(origin)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--allow-origin: {exc}") from None
+
+
+def session_argv(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """A served session's arguments: ``argv`` without :data:`SESSION_FLAG`, plus the ones passed
+    through the environment (the variable is removed, so nothing the app starts inherits it)."""
+    if not argv or argv[0] != SESSION_FLAG:
+        return argv
+    env = os.environ if env is None else env
+    try:
+        extra = json.loads(env.pop(SESSION_ENV, "[]"))
+    except ValueError:
+        extra = None
+    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+        raise UsageError(f"{SESSION_ENV} is not a JSON list of strings")
+    return [*argv[1:], *extra]

@@ -1,6 +1,11 @@
-"""Alerts pane: active flags (symbol + words, not colour alone) and the history of past flags."""
+"""Alerts pane: active flags (symbol + words, not colour alone) and the history of past flags. ``enter``
+shows an alert whole: what it rests on (measured, model terms, not measured) and each evidence figure
+with its unit (``evidence_value``)."""
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -15,6 +20,50 @@ from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 COLUMNS = (("Sev", 10), ("Subject", 9), ("Message", 72), ("Kind", 14))
+BASIS_KEYS = ("measured", "model", "not_measured")
+# (key suffix or word, unit): the first that matches an evidence key names its unit.
+_UNITS = (("_gbps", "Gbit/s"), ("_bps", "B/s"), ("steps_per_sec", "steps/s"), ("_usd_per_hour", "$/h"),
+          ("usd", "$"), ("seconds", "s"), ("_s", "s"), ("bytes_per_microbatch", "B"), ("ratio", "×"))  # fmt: skip
+_SHARES = ("share", "util", "efficiency", "utilization")
+
+
+def evidence_value(key: str, value: Any) -> str:
+    """An evidence figure as words with its unit: ``None`` → "not measured", shares as %, gains signed,
+    Gbit/s, s, $; lists joined; other numbers to 4 significant digits (never a raw float repr)."""
+    if value is None:
+        return "not measured"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value) or "none"
+    if not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "–"
+    if "gain" in key:
+        return f"{value:+.0%}"
+    if any(w in key for w in _SHARES):
+        return f"{value:.0%}"
+    unit = next((u for suffix, u in _UNITS if key.endswith(suffix) or (suffix == "usd" and suffix in key)), "")
+    if unit == "$":
+        return f"${value:,.2f}"
+    if unit == "$/h":
+        return f"${value:,.3f}/h"
+    text = f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+    return f"{text} {unit}".rstrip()
+
+
+def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
+    """Detail rows: what the verdict rests on first, then every other figure with its unit."""
+    rows = []
+    if "measured" in evidence:
+        rows.append(("Rests on", evidence_value("measured", evidence["measured"])))
+    if evidence.get("model"):
+        rows.append(("Model terms", evidence_value("model", evidence["model"])))
+    if evidence.get("not_measured"):
+        rows.append(("Not measured", evidence_value("not_measured", evidence["not_measured"])))
+    rows += [(f"  {k}", evidence_value(k, v)) for k, v in evidence.items() if k not in BASIS_KEYS]
+    return rows
 
 
 class AlertsPane(Vertical):
@@ -41,7 +90,7 @@ class AlertsPane(Vertical):
             return
         rows = [("Severity", f"{SEVERITY_SYMBOL.get(a.severity, '?')} {a.severity}"), ("Subject", a.subject),
                 ("Kind", a.kind), ("Message", a.message), ("Fix", a.fix or "–")]  # fmt: skip
-        rows += [(f"  {k}", str(v)) for k, v in a.evidence.items()]
+        rows += evidence_rows(a.evidence)
         state = "active" if a.active else "cleared"
         self.app.push_screen(
             ExplainScreen(f"Alert: {a.kind}", detail_grid(rows), f"{state}; evidence as measured")

@@ -7,7 +7,6 @@ steps/s, GPU, host CPU %, host memory, GPU %, provisioning); the rest scrolls si
 from __future__ import annotations
 
 import math
-import re
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -22,15 +21,11 @@ COLUMNS = (("Status", 9), ("Task", 9), ("Role", 6), ("Steps/s", 7), ("GPU", 5), 
            ("GPU%", 4), ("Prov", 7), ("Flag", 18), ("GPU mem", 8), ("Up", 6), ("Region", 12), ("Step ms", 7),
            ("Net in", 9))  # fmt: skip
 STATUS_STYLE = {"up": "green", "silent": "yellow", "revoked": "red bold", "pending": "dim"}
-_MODEL = re.compile(r"\b([A-Z]{1,2}\d{1,4}[A-Za-z]?)\b")  # "Tesla V100-SXM2-16GB" -> V100
 
 
 def gpu_name(n: NodeView) -> str:
-    """The task's GPU: its ``gpu`` label, else the DCGM model (short), else GPU / CPU."""
-    if n.gpu:
-        return n.gpu
-    m = _MODEL.search(n.gpu_model)
-    return m.group(1) if m else ("GPU" if n.owns_gpu else "CPU")
+    """The task's GPU: its ``gpu`` label or the DCGM model's short name, else GPU / CPU."""
+    return n.gpu or ("GPU" if n.owns_gpu else "CPU")
 
 
 def used_of(used: float | None, total: float | None, unit: float) -> str:

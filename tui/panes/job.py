@@ -14,10 +14,10 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from cmdare.planner.cost_meter import CostView
-from cmdare.planner.overview import JobView
+from cmdare.planner.overview import JobView, TrainingFigures
 from cmdare.tui.format import duration, money, num, rate
 from cmdare.tui.session import MonitorState
-from cmdare.tui.widgets.plots import PLOTS, Point, draw_cost, draw_nodes, draw_throughput
+from cmdare.tui.widgets.plots import PLOTS, Point, draw_cost, draw_loss, draw_nodes, draw_throughput
 
 HISTORY = 240  # refreshes kept for the plots (8 min at the default 2 s)
 
@@ -34,12 +34,17 @@ def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Ta
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))
+    grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))  # Text: never markup
     grid.add_row("Steps/s", _cell(rate(job.steps_per_sec), "measured", "bold"))
     pred = state.extras.get("predicted", {}).get(job.name)
     if pred is not None:
         grid.add_row("Predicted", _cell(rate(pred.steps_per_sec), f"model, {pred.bottleneck}-bound"))
-    grid.add_row("Images/s", _cell(num(job.examples_per_sec, 0), "measured"))
+    grid.add_row("Images/s", _examples_cell(job))
+    tr = job.training
+    if tr is not None and tr.loss is not None:
+        grid.add_row("Loss", _cell(num(tr.loss, 4), "logged"))
+    if tr is not None and tr.learning_rate is not None:
+        grid.add_row("LR", _cell(f"{tr.learning_rate:.3g}", "logged"))
     step = num(job.global_step, 0)
     if job.facts.target_steps:
         step += f"/{job.facts.target_steps:,} ({100 * (job.global_step or 0) / job.facts.target_steps:.1f}%)"
@@ -49,6 +54,18 @@ def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Ta
     grid.add_row("Tasks", _cell(f"{c['up']} up · {c['silent']} silent · {c['revoked']} revoked"))
     grid.add_row("Cost", _cost_cell(cost))
     return grid
+
+
+def _examples_cell(job: JobView) -> Text:
+    """Examples/s measured from an examples counter, else as the job logs it."""
+    logged = job.training.examples_per_sec if job.training else None
+    if job.examples_per_sec is None and logged is not None:
+        return _cell(num(logged, 0), "logged")
+    return _cell(num(job.examples_per_sec, 0), "measured")
+
+
+def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
+    return tr.loss_points if tr is not None else []
 
 
 def _eta_note(job: JobView, state: MonitorState) -> str:
@@ -104,7 +121,7 @@ class JobPane(Vertical, can_focus=True):
         job = state.job()
         summary = self.query_one("#job-summary", Static)
         if job is None:
-            summary.update("no job seen yet: " + "; ".join(s.message for s in state.sources))
+            summary.update(Text("no job seen yet: " + "; ".join(s.message for s in state.sources)))
             return
         cost = state.extras.get("cost", {}).get(job.name)
         pred = state.extras.get("predicted", {}).get(job.name)
@@ -132,6 +149,8 @@ class JobPane(Vertical, can_focus=True):
         elif self.plot_kind == "nodes":
             workers = job.workers()
             why = draw_nodes(plot, [n.name for n in workers], [n.steps_per_sec for n in workers])
+        elif self.plot_kind == "loss":
+            why = draw_loss(plot, _loss_points(job.training))
         else:
             cost = state.extras.get("cost", {}).get(job.name)
             missing = (
@@ -141,7 +160,7 @@ class JobPane(Vertical, can_focus=True):
             )
             why = draw_cost(plot, pts, cost.budget_usd if cost else None, missing)
         note = self.query_one("#plot-note", Static)
-        note.update(why or "")
+        note.update(Text(why or ""))
         note.display = why is not None
         plot.display = why is None
         self.border_subtitle = f"p: next plot · {self.plot_kind}"

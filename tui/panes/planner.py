@@ -25,8 +25,10 @@ from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))
-RANKED_COLUMNS = (("Shape", 15), ("Time p50", 8), ("Cost p50", 9), ("Risk", 5), ("Δ vs now", 30),
-                  ("Steps/s", 7), ("Region", 11), ("Prov", 7), ("Bound", 7))  # fmt: skip
+# Every column names its unit; "P(≥1 rev)" is the chance of at least one revocation during the run. A
+# region marked † is a move (egress for the stated dataset, capacity not guaranteed: see its explanation).
+RANKED_COLUMNS = (("Shape", 15), ("Time p50", 8), ("Cost p50", 9), ("P(≥1 rev)", 9), ("Δ vs now", 20),
+                  ("Steps/s", 7), ("Region", 12), ("Prov", 8), ("Bound", 7))  # fmt: skip
 PIPELINE_COLUMNS = (("Boundary", 12), ("DCs", 26), ("Gbit/s", 7), ("MB/mb", 7), ("Wire s/mb", 9),
                     ("Compute s", 9), ("Wait", 5), ("Verdict", 10))  # fmt: skip
 TOP_N = 30
@@ -75,13 +77,29 @@ def ranked_rows(table: Any, n: int = TOP_N) -> list[Row]:
         cur = i == 0
         mark = "▶" if cur else ("★" if r.get("pareto") else " ")
         shape = f"{mark} {r['workers']}×{r['gpu']}·{r['ps']}PS"
-        cells = (Text(shape, style="bold" if cur else ""), hours(float(r["hours_p50"])), money(float(r["cost_usd_p50"])),
-                 f"{float(r['p_revocation']):.2f}", "now" if cur else table.delta(i), rate(float(r["steps_per_sec"])),
-                 str(r["region"]), provisioning(str(r["provisioning"])), str(r["bottleneck"]))  # fmt: skip
-        sort = (shape[2:], r["hours_p50"], r["cost_usd_p50"], r["p_revocation"], r["score"], r["steps_per_sec"],
-                r["region"], r["provisioning"], r["bottleneck"])  # fmt: skip
+        cost = money(r["cost_usd_p50"]) if r["cost_usd_p50"] is not None else "unknown"  # type: ignore[arg-type]
+        region = str(r["region"]) + ("†" if r.get("region_note") else "")
+        prov = "spot/pre" if r.get("also_provisioning") else provisioning(str(r["provisioning"]))
+        cells = (Text(shape, style="bold" if cur else ""), hours(float(r["hours_p50"])), cost,
+                 f"{float(r['p_revocation']):.2f}", "now" if cur else short_delta(table, i),
+                 rate(float(r["steps_per_sec"])), region, prov, str(r["bottleneck"]))  # fmt: skip
+        sort = (shape[2:], r["hours_p50"], r["cost_usd_p50"] or 0.0, r["p_revocation"], r["score"] or 0.0,
+                r["steps_per_sec"], r["region"], r["provisioning"], r["bottleneck"])  # fmt: skip
         out.append(Row(str(i), cells, sort))
     return out
+
+
+def short_delta(table: Any, i: int) -> str:
+    """'−38% time, +12% cost' against the current shape (the risk has its own column)."""
+    return ", ".join(table.delta(i).split(", ")[:2])
+
+
+def price_note(row: dict[str, Any]) -> str:
+    """'prices offline 2019-02-15', or 'prices offline, undated (derived 2026-11-30)' when the source rows
+    carry no price date."""
+    if str(row.get("price_date", "")).startswith("price date unknown"):
+        return f"prices {row['price_source']}, undated (derived {row['price_as_of']})"
+    return f"prices {row['price_source']} {row['price_as_of']}"
 
 
 def calibration_note(plan: Any) -> str:
@@ -118,7 +136,8 @@ class PlannerPane(Vertical):
             self.query_one("#ranked-table", FilterTable).set_rows(ranked_rows(ranked))
             r = ranked.current
             self.border_subtitle = (
-                f"ranked by {ranked.objective} · prices {r['price_source']} {r['price_as_of']}"
+                f"ranked by {ranked.objective} · {price_note(r)}"
+                + ("" if ranked.current_priced else " · current shape: price unknown")
                 + calibration_note(state.extras.get("live_plan", {}).get(state.job().name))
             )
             return
@@ -135,7 +154,7 @@ class PlannerPane(Vertical):
         self._set_mode("outlook")
         rows: list[ShapeOutlook] = state.extras.get("outlook", {}).get(job.name, []) if job else []
         self.query_one("#planner-table", FilterTable).set_rows(outlook_rows(rows) if rows else [])
-        self.border_subtitle = (
+        self.border_subtitle = Text(
             ("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape"
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -15,8 +16,15 @@ from cmdare.planner.job_plan import ShapeOutlook
 from cmdare.tui.format import duration, money, pct, rate
 
 
+class _Grid(Table):
+    """Label / value rows; both are shown as plain text (data is never parsed as markup)."""
+
+    def add_row(self, *cells: Any, **kw: Any) -> None:  # type: ignore[override]
+        super().add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells), **kw)
+
+
 def _grid() -> Table:
-    t = Table.grid(padding=(0, 2))
+    t = _Grid.grid(padding=(0, 2))
     t.add_column(style="bold", no_wrap=True)
     t.add_column()
     return t
@@ -44,9 +52,9 @@ class ExplainScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(f"[b]{self._title}[/b]\n")
+            yield Static(Text(self._title + "\n", style="bold"))
             yield Static(self._body)
-            yield Static("\n" + self._foot + "\n[dim]esc closes[/dim]")
+            yield Static(Text.assemble("\n" + self._foot + "\n", ("esc closes", "dim")))
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -72,15 +80,23 @@ class ExplainScreen(ModalScreen[None]):
         r = table.row(i)
         t = _grid()
         t.add_row("Shape", f"{r['workers']}×{r['gpu']} + {r['ps']} PS, {r['region']}, {r['provisioning']}")
+        band = table.band(i) if hasattr(table, "band") else None
+        t.add_row("Steps/s", f"{rate(float(r['steps_per_sec']))} expected; " + (
+            f"P10–P90 {rate(band.p10)}–{rate(band.p90)}"
+            + ("" if band.extrapolation == "none" else f", beyond the measured domain: {band.extrapolation}")
+            if band else "band: n/a in this build"))  # fmt: skip
         t.add_row(
             "Time",
             f"p50 {duration(float(r['hours_p50']) * 3600)}, p90 {duration(float(r['hours_p90']) * 3600)}",
         )
-        t.add_row("Cost", f"p50 {money(float(r['cost_usd_p50']))}, p90 {money(float(r['cost_usd_p90']))}")
+        t.add_row("Cost", f"p50 {money(r['cost_usd_p50'])}, p90 {money(r['cost_usd_p90'])}"
+                  if r["cost_usd_p50"] is not None else "price unknown in this book")  # fmt: skip
         t.add_row(
             "Revocation",
-            f"P(any) {float(r['p_revocation']):.2f}, expected {float(r['expected_revocations']):.2f}",
+            f"P(≥1 revocation) {float(r['p_revocation']):.2f}, expected {float(r['expected_revocations']):.2f}",
         )
+        if r.get("region_note"):
+            t.add_row("Region move", str(r["region_note"]))
         t.add_row("vs current", "this is the current shape" if i == 0 else table.delta(i))
         try:
             ex = table.explain(i)
@@ -88,4 +104,4 @@ class ExplainScreen(ModalScreen[None]):
             return cls("Why this shape", t, str(exc))
         for k in sorted(ex.shares, key=ex.shares.get, reverse=True):
             t.add_row(f"  {k}", f"{duration(ex.seconds[k])} ({ex.shares[k]:.0%})")
-        return cls("Why this shape", t, ex.text() + f"\nprices: {r['price_source']} as of {r['price_as_of']}")
+        return cls("Why this shape", t, ex.text() + f"\nprices: {r['price_source']}, {r.get('price_date', r['price_as_of'])}")

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 from textual_plotext import PlotextPlot
 
-PLOTS = ("throughput", "nodes", "cost")
+PLOTS = ("throughput", "nodes", "cost", "loss")
 PLOT_TITLES = {
     "throughput": "steps/s: measured vs predicted",
     "nodes": "steps/s per worker, measured",
     "cost": "USD accrued while monitored",
+    "loss": "training loss, as logged",
 }
 
 
@@ -81,5 +82,18 @@ def draw_cost(
     if budget:
         plt.plot([xs[0], xs[-1]], [budget, budget], marker="•", label=f"budget ${budget:,.0f}")
     plt.xlabel("seconds before now")
+    plot.refresh()
+    return None
+
+
+def draw_loss(plot: PlotextPlot, points: Sequence[tuple[float, float]]) -> str | None:
+    """The logged training loss against seconds before its newest point."""
+    if len(points) < 2:
+        return "loss: the job logs no loss (TensorBoard tag such as loss, train/loss, epoch_loss)" if not points \
+            else "loss: waiting for a second logged value"
+    now = points[-1][0]
+    _reset(plot, PLOT_TITLES["loss"])
+    plot.plt.plot([t - now for t, _ in points], [v for _, v in points], marker="braille", label="loss")
+    plot.plt.xlabel("seconds before the newest value")
     plot.refresh()
     return None

@@ -3,6 +3,7 @@ recording): what is happening, and a bar when the amount of work is known."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.message import Message
@@ -35,5 +36,5 @@ class ProgressLine(Horizontal):
             self.remove_class("-busy")
             return
         self.add_class("-busy")
-        self.query_one(Label).update(f"⧗ {label}")
+        self.query_one(Label).update(Text(f"⧗ {label}"))
         self.query_one(ProgressBar).update(total=total, progress=done)

@@ -22,7 +22,7 @@ class Row:
     values (one per column; None sorts last). Without ``sort`` the cell text is compared."""
 
     key: str
-    cells: tuple[Any, ...]
+    cells: tuple[Any, ...]  # str cells are shown as plain text (never parsed as markup)
     sort: tuple[Any, ...] | None = None
     dim: bool = False
 
@@ -37,6 +37,11 @@ class _View:
 
 def _plain(cell: Any) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _text(cell: Any) -> Text:
+    """A cell as rich Text: data is never parsed as markup (DataTable would parse a str)."""
+    return cell if isinstance(cell, Text) else Text(str(cell))
 
 
 def _sort_key(row: Row, col: int) -> tuple[int, Any]:
@@ -104,7 +109,7 @@ class FilterTable(DataTable):
         keep = self.current_key()
         self.clear()
         for r in self.shown():
-            cells = tuple(Text(_plain(c), style="dim") for c in r.cells) if r.dim else r.cells
+            cells = tuple(Text(_plain(c), style="dim") if r.dim else _text(c) for c in r.cells)
             self.add_row(*cells, key=r.key)
         if self.row_count:
             target = next((i for i, r in enumerate(self.shown()) if r.key == keep), 0)

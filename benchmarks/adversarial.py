@@ -1,0 +1,276 @@
+"""Adversarial suite (issue 15): hostile targets, a hostile Prometheus, hostile files and hostile
+recordings, each attack in its own process (so its peak RSS is its own), against a benign target
+measured in the same run. Loopback only (tests/hostile_server.py, in its own process).
+
+    python benchmarks/adversarial.py [--quick] [--only bomb2,nan]
+
+Per attack: held (every promise kept), degraded (kept, but slower than the poll timeout or more than
+100 MB more than the baseline's memory), or failed (a traceback or a raised source, a healthy target lost, a
+secret fragment or an escape byte in the output, peak RSS over 300 MB, or no end within the limit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from hostile_server import HostileProcess  # noqa: E402
+
+TIMEOUT_S = 2.0  # per poll, the app's default
+LIMIT_S = 60.0  # an attack that has not ended by then hangs
+RSS_LIMIT_MB = 300.0
+TOKEN = "Q7vK2xZp9LmW4tRbHy3N"
+Result = tuple[str, str]  # (hard failure or "", detail)
+
+
+def _show(text: str) -> str:
+    """``text`` safe for this terminal: control characters shown as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _one_line(text: str | None) -> bool:
+    return text is not None and "\n" not in text and "Traceback" not in text and len(text) <= 400
+
+
+# --- attacks (run in the child) -------------------------------------------------------------------
+async def _scrape_pair(url: str, attack: str) -> Result:
+    """A benign target beside the hostile one, through the real poller and a recorder."""
+    from cmdare.collectors.poller import Poller
+    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+    from cmdare.collectors.store import Store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = Recorder(Path(tmp) / "rec.sqlite")
+        src = ScrapeSource([ScrapeTarget(f"{url}/t/ok"), ScrapeTarget(f"{url}/t/{attack}")], timeout=TIMEOUT_S)
+        poller = Poller([src], Store(), interval=0, sinks=[rec])
+        cycle = await poller.poll_once()
+        await poller.aclose()
+        rec.close()
+    ok, bad = cycle.polls
+    if cycle.source_errors:
+        return f"source raised: {cycle.source_errors}", ""
+    if not ok.ok:
+        return f"healthy target lost: {ok.error}", ""
+    if bad.error is not None and not _one_line(bad.error):
+        return "multi-line error", ""
+    kept = " (ESC kept in the data)" if bad.info and "\x1b" in bad.info.task else ""
+    return "", f"{'answered' if bad.ok else 'refused'}{kept}: {bad.error or 'no note'}"
+
+
+async def _snapshot_bytes(url: str, attack: str) -> Result:
+    """`snapshot` text through a pipe: no ESC byte may reach it."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cmdare.tui.cli", "snapshot", "--target", f"{url}/t/{attack}", "--samples", "1",
+        "--timeout", str(TIMEOUT_S), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    if b"\x1b" in out or b"\x1b" in err or b"\x07" in out:
+        return "ESC/BEL byte in snapshot output", ""
+    if b"Traceback" in err:
+        return "traceback", ""
+    return "", f"snapshot exit {proc.returncode}, {len(out)} bytes, no ESC"
+
+
+async def _prometheus(url: str, attack: str) -> Result:
+    import httpx
+
+    from cmdare.collectors import writes
+    from cmdare.collectors.prometheus_api import PrometheusAPISource
+
+    writes.set_read_only(True)  # read-only: every request must be a GET
+    src = PrometheusAPISource(f"{url}/p/{attack}", token=TOKEN, timeout=TIMEOUT_S)
+    async with httpx.AsyncClient() as client:
+        polls = await src.poll(client, _clock())
+        methods = json.loads((await client.get(f"{url}/methods")).text)
+    await src.aclose()
+    text = " ".join(p.error or "" for p in polls)
+    if any(TOKEN[i : i + 4] in text for i in range(len(TOKEN) - 3)):
+        return "secret fragment in a status", ""
+    if set(methods[:-1]) - {"GET"}:
+        return f"non-GET requests in read-only mode: {sorted(set(methods))}", ""
+    if not all(_one_line(p.error) or p.error is None for p in polls):
+        return "multi-line status", ""
+    if attack == "nanrows" and not any(p.ok for p in polls):
+        return "task lost to one bad value", ""
+    return "", f"{sum(p.ok for p in polls)}/{len(polls)} ok: {text[:90]}"
+
+
+async def _jsonl(url: str, attack: str) -> Result:
+    from cmdare.collectors.jsonl import JsonlSource
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "train.jsonl"
+        good = '{"step": %d, "time": 1.7e9}\n'
+        with log.open("w") as fh:
+            fh.write(good % 1)
+            if attack == "deep_jsonl":
+                fh.write("[" * 500_000 + "]" * 500_000 + "\n" + '{"a":' * 200_000 + "\n")
+            else:  # huge lines: 40 lines of 2 MiB, then one of 30 MiB without a newline yet
+                fh.writelines('{"pad": "' + "x" * (2 << 20) + '"}\n' for _ in range(40))
+            fh.write(good % 2)
+        src, polls = JsonlSource(log), []
+        for _ in range(40):  # at most 4 MiB a poll
+            polls += await src.poll(None, _clock())  # type: ignore[arg-type]
+    last = polls[-1]
+    if not last.ok or last.values.get("cmdare_global_step") != 2:
+        return f"source stopped: {last.error}", ""
+    return "", f"{src.bad_lines} bad line(s) skipped, source kept going"
+
+
+async def _recording(url: str, attack: str) -> Result:
+    from cmdare.collectors.clock import ManualClock
+    from cmdare.collectors.replay import ReplayFinished, ReplaySource
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rec.sqlite"
+        _hostile_recording(path, attack)
+        clock, notes, n = ManualClock(), [], 0
+        src = ReplaySource(path, clock, speed=100.0)
+        try:
+            while True:
+                polls = await src.poll(None, clock)  # type: ignore[arg-type]
+                n += sum(p.ok for p in polls)
+                notes += [p.error for p in polls if not p.ok and p.error]
+        except ReplayFinished:
+            pass
+        src.close()
+    return "", f"{n} polls replayed; {'; '.join(notes)[:90]}"
+
+
+def _hostile_recording(path: Path, attack: str) -> None:
+    from cmdare.collectors.poller import Cycle
+    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.samples import TaskInfo, TaskPoll
+
+    rec = Recorder(path, interval=2.0)
+    info = TaskInfo("j", "w0")
+    for i in range(4):
+        t = 1.7e9 + 2 * i
+        rec.record(Cycle(t, 0.0, [TaskPoll("w", t, True, info=info, values={"cmdare_global_step": i})], []))
+    rec.close()
+    c = sqlite3.connect(path)
+    with c:
+        if attack == "huge_cycle":  # 200,000 more polls in cycles 2 and 4 each
+            c.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) "
+                      "INSERT INTO polls SELECT cycle, i, source, t, ok, info, vals, error, facts, elapsed "
+                      "FROM polls, n WHERE cycle IN (2, 4) AND seq = 0")
+        if attack == "absurd_times":
+            c.execute("UPDATE cycles SET t = 9e999 WHERE id = 2")
+            c.execute("UPDATE cycles SET t = 1e300 WHERE id = 3")
+            c.execute("UPDATE meta SET value = '1e300' WHERE key = 'interval'")
+        else:  # three oversized rows (20 MiB of "[") in the last huge cycle
+            c.execute("UPDATE polls SET vals = ? WHERE cycle = 4 AND seq < 3", ("[" * (20 << 20),))
+    c.close()
+
+
+def _clock():  # noqa: ANN202
+    from cmdare.collectors.clock import SystemClock
+
+    return SystemClock()
+
+
+Attack = Callable[[str, str], Awaitable[Result]]
+_TARGETS = ("bomb2", "bomb1", "huge", "slowloris", "garbage", "slowparse", "nan", "biglabels", "esc")
+_PROM = ("rows", "rows100000", "bytes", "badjson", "deep", "nanrows", "bomb2", "echo150")
+# name -> (kind, attack function, its argument: the server path's attack or the file's)
+ATTACKS: dict[str, tuple[str, Attack, str]] = {
+    "benign": ("target", _scrape_pair, "ok"),
+    **{a: ("target", _scrape_pair, a) for a in _TARGETS},
+    "esc_snapshot": ("target", _snapshot_bytes, "esc"),
+    "prom_benign": ("prometheus", _prometheus, "ok"),
+    **{f"prom_{a}": ("prometheus", _prometheus, a) for a in _PROM},
+    "deep_jsonl": ("file", _jsonl, "deep_jsonl"),
+    "huge_lines": ("file", _jsonl, "huge_lines"),
+    "absurd_times": ("recording", _recording, "absurd_times"),
+    "huge_cycle": ("recording", _recording, "huge_cycle"),
+}
+
+
+def child(name: str, port: int) -> None:
+    """Run one attack in this process; print one JSON line (verdict inputs, time, peak RSS)."""
+    _, fn, arg = ATTACKS[name]
+    took = [0.0]
+
+    async def timed() -> Result:  # the attack's own time (not the worker threads' wind-down after it)
+        t0 = time.monotonic()
+        try:
+            return await fn(f"http://127.0.0.1:{port}", arg)
+        finally:
+            took[0] = time.monotonic() - t0
+
+    try:
+        hard, detail = asyncio.run(timed())
+    except Exception as exc:  # what the suite exists to rule out
+        hard, detail = f"raised {type(exc).__name__}: {str(exc)[:100]}", ""
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"hard": hard, "detail": detail, "time": took[0], "rss": rss}))
+
+
+# --- parent ------------------------------------------------------------------------------------------
+def run(name: str, port: int) -> dict:
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, __file__, "--child", name, "--port", str(port)], capture_output=True,
+                           text=True, timeout=LIMIT_S, cwd=REPO)
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        out = {"hard": f"no end within {LIMIT_S:.0f} s", "detail": "", "time": LIMIT_S, "rss": float("nan")}
+    except (json.JSONDecodeError, IndexError):
+        out = {"hard": f"crashed: {p.stderr[-200:]!r}", "detail": "", "time": time.monotonic() - t0,
+               "rss": float("nan")}
+    return out
+
+
+def verdict(r: dict, base: dict) -> str:
+    if r["hard"] or not r["rss"] <= RSS_LIMIT_MB:
+        return "failed"
+    slow = r["time"] > base["time"] + TIMEOUT_S + 0.5 and ATTACKS[r["name"]][0] in ("target", "prometheus")
+    return "degraded" if slow or r["rss"] > base["rss"] + 100 else "held"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="")
+    ap.add_argument("--quick", action="store_true", help="same attacks (each is already bounded)")
+    ap.add_argument("--child", default="")
+    ap.add_argument("--port", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.child:
+        child(a.child, a.port)
+        return 0
+    names = [n for n in a.only.split(",") if n] or [n for n in ATTACKS if n != "benign"]
+    rows = []
+    with HostileProcess() as srv:
+        base = {**run("benign", srv.port), "name": "benign"}
+        print(f"baseline (benign target + poller + recorder): {base['time']:.2f} s, peak RSS {base['rss']:.0f} MB")
+        print(f"{'kind':<11}{'attack':<17}{'verdict':<10}{'time s':>7}{'RSS MB':>8}{'RSS ratio':>10}  detail")
+        for n in names:
+            r = {**run(n, srv.port), "name": n}
+            r["verdict"] = verdict(r, base)
+            rows.append(r)
+            print(f"{ATTACKS[n][0]:<11}{n:<17}{r['verdict']:<10}{r['time']:>7.2f}{r['rss']:>8.0f}"
+                  f"{r['rss'] / base['rss']:>9.2f}x  {_show(r['hard'] or r['detail'])[:110]}", flush=True)
+    failed = [r["name"] for r in rows if r["verdict"] == "failed"]
+    worst = max((r["rss"] for r in rows), default=0.0)
+    print(f"peak RSS of any attack {worst:.0f} MB (target <= {RSS_LIMIT_MB:.0f} MB): "
+          f"{'PASS' if worst <= RSS_LIMIT_MB else 'MISS'}")
+    print(f"attacks held {sum(r['verdict'] == 'held' for r in rows)}, degraded "
+          f"{sum(r['verdict'] == 'degraded' for r in rows)}, failed {len(failed)} (target 0 failed): "
+          f"{'PASS' if not failed else 'MISS ' + ', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Adversarial suite, command line and files (issue 15): each attack runs the real ``cmdare-tui`` as a
+process; per attack it prints held / degraded / failed, the process's peak RSS and its time, and the
+ratios against ``cmdare-tui --version`` measured in the same run.
+
+    python benchmarks/adversarial_cli.py [--quick]
+
+held     = the documented exit status, one line on stderr (none for a success), no traceback, no
+           escape byte on stdout or stderr, finished within its timeout, nothing written where it must not be;
+degraded = the right exit status, but more than one line on stderr;
+failed   = anything else (a traceback, a hang, a wrong status, an escape byte, a stray write).
+Target: every row held, peak RSS <= 300 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EX = REPO / "examples"
+EXE = str(Path(sys.executable).with_name("cmdare-tui"))
+TIMEOUT_S = 60.0
+RSS_LIMIT_MB = 300.0
+
+
+def run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, bytes, bytes, float, float]:
+    """(status, stdout, stderr, seconds, peak RSS MB) of one process, its RSS from wait4."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([EXE, *argv], cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        deadline = t0 + TIMEOUT_S
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                status = -1
+                break
+            time.sleep(0.02)
+        proc.returncode = 0  # reaped here: keep Popen from waiting again
+        out.seek(0)
+        err.seek(0)
+        code = os.waitstatus_to_exitcode(status) if status != -1 else -1
+        return code, out.read(), err.read(), time.perf_counter() - t0, usage.ru_maxrss / 1024
+
+
+def attacks(d: Path) -> list[tuple[str, list[str], set[int], Callable[[], bool]]]:
+    """(name, argv, allowed statuses, check that nothing was written where it must not be)."""
+    w = (EX / "workload-resnet32.toml").read_text()
+    g = (EX / "geo-3dc.toml").read_text()
+    files = {
+        "huge.toml": w.replace("batch_size = 128", "batch_size = " + "9" * 400),
+        "maxps.toml": w.replace("max_ps = 4", "max_ps = 999999999999"),
+        "geo1e308.toml": g.replace("params = 13e9", "params = 1e308"),
+        "geomarkup.toml": g.replace('"europe"', '"[/][link=file:///etc/passwd]x\\u001b]52;c;aGk=\\u0007"'),
+        "cfg-int.toml": "[sources]\ntensorboard = 5\n",
+        "cfg-str.toml": '[sources]\njsonl = "logs"\n',
+        "cfg-url.toml": '[sources]\nprometheus = "http://127.0.0.1:99999"\n',
+        "cfg-deep.toml": "a = " + "[" * 5000 + "]" * 5000 + "\n",
+        "big.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n" + "x,1e308,1e308,9e99,P100,9e99,1\n",
+        "esc.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n\x1b]0;pwned\x07,1e9,1e6,32,\x1b[2JP100,1,1\n",
+        "rec.db": "SQLite format 3\x00" + "\xff" * 5000,
+    }
+    for name, text in files.items():
+        (d / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    (d / "latin1.csv").write_bytes("model,model_flops\nréseau,1\n".encode("latin-1"))
+    os.mkfifo(d / "fifo")
+    (d / "keep.txt").write_text("keep\n")
+    (d / "link.csv").symlink_to(d / "keep.txt")
+    kept = lambda: (d / "keep.txt").read_text() == "keep\n" and (d / "link.csv").is_symlink()  # noqa: E731
+    none = lambda: True  # noqa: E731
+    p = str(d)
+    return [
+        ("--target port 99999", ["--target", "http://127.0.0.1:99999/metrics"], {2}, none),
+        ("--record under /proc (TUI)", ["--demo", "--record", "/proc/x.db"], {2}, none),
+        ("--record through a symlink", ["snapshot", "--demo", "--record", f"{p}/link.csv"], {2}, kept),
+        ("--config is a FIFO", ["--config", f"{p}/fifo", "--demo"], {2}, none),
+        ("--workload /dev/zero", ["plan", "--workload", "/dev/zero"], {2}, none),
+        ("workload: 400-digit integer", ["plan", "--workload", f"{p}/huge.toml"], {2}, none),
+        ("workload: max_ps 1e12", ["plan", "--workload", f"{p}/maxps.toml"], {2}, none),
+        ("geo: params = 1e308", ["plan", "--geo", f"{p}/geo1e308.toml"], {2}, none),
+        ("geo: DC named with markup+OSC 52", ["plan", "--geo", f"{p}/geomarkup.toml", "--top", "1"], {0, 2}, none),
+        ("config: tensorboard = 5", ["--config", f"{p}/cfg-int.toml", "--demo"], {2}, none),
+        ("config: a string for a list", ["--config", f"{p}/cfg-str.toml", "--demo"], {2}, none),
+        ("config: bad port", ["--config", f"{p}/cfg-url.toml"], {2}, none),
+        ("config: 5000-deep array", ["--config", f"{p}/cfg-deep.toml"], {2}, none),
+        ("predict: latin-1 CSV", ["predict", "--input", f"{p}/latin1.csv"], {2}, none),
+        ("predict: 1e308 values", ["predict", "--input", f"{p}/big.csv"], {2}, none),
+        ("predict: escapes in cells", ["predict", "--input", f"{p}/esc.csv"], {0, 2}, none),
+        ("predict --output DIR", ["predict", "--input", str(EX / "predict.csv"), "--output", p], {2}, none),
+        ("predict --output /dev/null", ["predict", "--input", str(EX / "predict.csv"), "--output", "/dev/null"], {2}, none),
+        ("predict --output symlink", ["predict", "--input", str(EX / "predict.csv"), "--output", f"{p}/link.csv"], {2}, kept),
+        ("predict --output FIFO", ["predict", "--input", str(EX / "predict.csv"), "--output", f"{p}/fifo"], {2}, none),
+        ("--replay garbage SQLite", ["snapshot", "--replay", f"{p}/rec.db"], {2}, none),
+        ("prices --read-only (no cache)", ["prices", "--read-only", "--billing-endpoint", "http://127.0.0.1:9"], {0},
+         lambda: not (d / "home" / ".cache").exists()),
+        ("serve --host 0.0.0.0 (no flag)", ["serve", "--host", "0.0.0.0"], {2}, none),
+        ("serve --dry-run with a password", ["serve", "--dry-run", "--prometheus", "http://u:hunter2@127.0.0.1:9"], {0},
+         none),
+    ]  # fmt: skip
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc)."""
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, todo = [pid], [pid]
+    while todo:
+        cur = todo.pop()
+        kids = [c for c, p in parent.items() if p == cur]
+        out += kids
+        todo += kids
+    return out
+
+
+def _hwm_mb(pids: list[int]) -> float:
+    """Sum of the peak RSS (VmHWM) of live processes."""
+    total = 0
+    for p in pids:
+        try:
+            line = next(ln for ln in Path(f"/proc/{p}/status").read_text().splitlines() if ln.startswith("VmHWM"))
+            total += int(line.split()[1])
+        except (OSError, StopIteration):
+            pass
+    return total / 1024
+
+
+async def _serve_attacks(port: int, server_pid: int) -> list[tuple[str, bool, str]]:
+    """Against a real `serve --max-sessions 4`: a cross-origin page, 12 sessions at once, abrupt drops."""
+    import asyncio
+
+    import aiohttp
+
+    base = f"http://127.0.0.1:{port}"
+    rows = []
+    async with aiohttp.ClientSession() as s:
+        try:
+            await s.ws_connect(f"{base}/ws", headers={"Origin": "http://evil.example"})
+            rows.append(("serve: cross-origin WebSocket", False, "accepted"))
+        except aiohttp.WSServerHandshakeError as exc:
+            rows.append(("serve: cross-origin WebSocket", exc.status == 403, f"HTTP {exc.status}"))
+        opened, refused = [], 0
+        for _ in range(12):
+            try:
+                opened.append(await s.ws_connect(f"{base}/ws?width=80&height=24", headers={"Origin": base}))
+            except aiohttp.WSServerHandshakeError:
+                refused += 1
+        await asyncio.gather(*(ws.receive(timeout=60) for ws in opened), return_exceptions=True)
+        mb = _hwm_mb(_tree(server_pid))
+        rows.append(("serve: 12 sessions asked, cap 4", len(opened) == 4 and mb <= RSS_LIMIT_MB * 2,
+                     f"{len(opened)} opened, {refused} refused, {mb:.0f} MB all processes"))
+        for ws in opened:  # the tabs are killed: no close frame
+            ws._response.connection.transport.abort()
+    for _ in range(100):
+        if len(_tree(server_pid)) == 1:
+            break
+        await asyncio.sleep(0.1)
+    left = len(_tree(server_pid)) - 1
+    rows.append(("serve: 4 tabs killed", left == 0, f"{left} session processes left after drops"))
+    return rows
+
+
+def serve_suite(d: Path, env: dict[str, str]) -> int:
+    """Print the serve rows; returns how many were not held."""
+    import asyncio
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([EXE, "serve", "--port", str(port), "--demo"], cwd=d, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        t0 = time.perf_counter()
+        rows = asyncio.run(_serve_attacks(port, proc.pid))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    print(f"serve attacks (one server, {time.perf_counter() - t0:.1f} s in all):")
+    for name, ok, detail in rows:
+        print(f"{name:<36} {'held' if ok else 'failed':<9} {detail}")
+    return sum(not ok for _, ok, _ in rows)
+
+
+def verdict(code: int, out: bytes, err: bytes, allowed: set[int], clean: bool) -> str:
+    lines = err.decode("utf-8", "replace").splitlines()
+    bad = (code not in allowed or b"Traceback" in err or any(c in out + err for c in (b"\x1b", b"\x07", b"\x9b"))
+           or b"hunter2" in out + err or not clean or b"unexpected" in err)  # fmt: skip
+    if bad:
+        return "failed"
+    return "held" if len(lines) <= 1 else "degraded"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="accepted for run_all.py (the suite is already short)")
+    ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "home").mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "CMDARE_", "PROMETHEUS_"))}
+        env.update(HOME=str(d / "home"), TERM="xterm-256color")
+        _, _, _, base_s, base_mb = run(["--version"], d, env)
+        print(f"baseline `cmdare-tui --version`: {base_s:.2f} s, {base_mb:.0f} MB peak RSS")
+        print(f"{'attack':<36} {'verdict':<9} {'exit':>4} {'time s':>7} {'×base':>6} {'RSS MB':>7} {'×base':>6}")
+        failed, suite = 0, attacks(d)
+        for name, args, allowed, clean in suite:
+            code, out, err, secs, mb = run(args, d, env)
+            v = verdict(code, out, err, allowed, clean())
+            v = "failed" if mb > RSS_LIMIT_MB else v
+            failed += v != "held"
+            print(f"{name:<36} {v:<9} {code:>4} {secs:>7.2f} {secs / base_s:>6.1f} {mb:>7.0f} {mb / base_mb:>6.1f}")
+        failed += serve_suite(d, env)
+        total = len(suite) + 3
+        print(f"{failed} of {total} attacks not held" if failed else f"all {total} attacks held")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The one boundary for text from outside: label values, job and task names, error bodies, file
+contents, recordings. Every such string passes :func:`clean_text` once, where it enters (the value
+types of :mod:`cmdare.collectors.samples` call it), so nothing further in can put a byte on the
+operator's terminal that the terminal would obey.
+
+What it does, character by character (one character in, one out, so lengths and columns hold):
+
+* C0 controls become their visible Control Pictures: ESC → ``␛``, BEL → ``␇``, LF → ``␊``, TAB →
+  ``␉``, DEL → ``␡``. An escape sequence (CSI ``ESC [``, OSC ``ESC ]`` such as OSC 52 clipboard or
+  OSC 8 hyperlinks, DCS ``ESC P``) is left as harmless visible text: without its ESC no terminal
+  starts a sequence.
+* C1 controls (U+0080–U+009F, the 8-bit CSI/OSC/DCS), bidi overrides and isolates (Trojan Source),
+  zero-width and other format characters, line/paragraph separators and lone surrogates (from
+  undecodable bytes) become ``�``.
+* The result is at most ``limit`` characters; a longer text is cut and ends with ``…``.
+
+Markup is *not* escaped here: ``[link=…]`` is plain text to everything that renders data as
+``rich.text.Text`` (the TUI and ``snapshot`` never parse markup from data).
+
+Cost: pure printable ASCII within the limit (almost every label) is returned as is after two C-level
+scans; other text is cut to the limit first, so a hostile 10 MB value costs what a ``limit``-long one
+does, and results are memoised.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from typing import Any
+
+from cmdare.collectors.redaction import redact
+
+__all__ = ["LABEL_LIMIT", "MESSAGE_LIMIT", "CleanLogFilter", "clean_keys", "clean_optional", "clean_text",
+           "install_log_cleaning"]
+
+LABEL_LIMIT = 200  # a label value, job/task name, tag or series key
+MESSAGE_LIMIT = 500  # an error or status message
+ELLIPSIS = "…"
+
+# Cc, Cf, Zl, Zp and Cs code points (Unicode 14, Python 3.11's unicodedata; a test checks the
+# running interpreter's table is covered). C0, DEL and C1 go through a translation table; the rest
+# (format characters, separators, surrogates) through one regex.
+_REPLACEMENT = "\ufffd"
+_CONTROLS = {c: chr(0x2400 + c) for c in range(0x20)} | {0x7F: "\u2421"} | {c: _REPLACEMENT for c in range(0x80, 0xA0)}
+_FORMAT = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f]"
+)
+
+
+@functools.lru_cache(maxsize=8192)
+def _clean_slow(text: str) -> str:
+    """``text`` (already within its limit) with every unsafe character made visible or replaced."""
+    return _FORMAT.sub(_REPLACEMENT, text.translate(_CONTROLS))
+
+
+def clean_text(value: object, limit: int = LABEL_LIMIT) -> str:
+    """``value`` as text that is safe on a terminal and at most ``limit`` (>= 1) characters long.
+
+    Bytes are decoded as UTF-8 with invalid sequences replaced; anything else goes through ``str``.
+    Idempotent: ``clean_text(clean_text(x, n), n) == clean_text(x, n)``."""
+    if type(value) is not str:
+        if isinstance(value, bytes | bytearray):
+            value = bytes(value[: limit * 4]).decode("utf-8", errors="replace")
+        else:
+            value = str(value)  # numbers, str subclasses (StrEnum): a plain str from here on
+    if len(value) <= limit:
+        if value.isascii() and value.isprintable():
+            return value
+        return _clean_slow(value)
+    return _clean_slow(value[: max(limit - 1, 0)]) + ELLIPSIS  # cut first: cost and cache bounded
+
+
+def clean_optional(value: object | None, limit: int = MESSAGE_LIMIT) -> str | None:
+    """:func:`clean_text`, passing None through."""
+    return None if value is None else clean_text(value, limit)
+
+
+def clean_keys(values: dict[str, float], limit: int = LABEL_LIMIT) -> dict[str, float]:
+    """``values`` with every key cleaned; the same dict when every key already was (the usual case,
+    told by one C-level scan of the keys joined)."""
+    try:
+        joined = "".join(values)
+    except TypeError:  # a key that is not text (a hostile recording)
+        joined = "\x00"
+    if joined.isascii() and joined.isprintable() and (len(joined) <= limit or max(map(len, values)) <= limit):
+        return values
+    return {clean_text(k, limit): v for k, v in values.items()}
+
+
+class CleanLogFilter(logging.Filter):
+    """Log lines never carry a control character (a log tailed in a terminal is a terminal too);
+    credentials are redacted before, as control characters would hide them from the redaction."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        clean = clean_text(redact(msg), max(len(msg), 1))  # redacted first: "Bearer\tX" must still match
+        if clean != msg:
+            record.msg, record.args = clean, None
+        return True
+
+
+def install_log_cleaning() -> None:
+    """Clean every log record as it is made, whichever handler (stderr, the log file) gets it
+    and whenever that handler was added. Idempotent."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "cleans_text", False):
+        return
+    clean = CleanLogFilter()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        clean.filter(record)
+        return record
+
+    factory.cleans_text = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

@@ -1,0 +1,137 @@
+"""What a ranked shape implies beyond time and cost, so a person can act on a row (issue 16 item 6):
+
+* :func:`collapse_twins` — spot and preemptible rows of one shape are one row when their price and
+  revocation risk are the same (GCP bills both from the same SKUs);
+* :func:`region_notes` — a move to another region: the data egress it costs for the stated dataset size
+  (``[options] dataset_gb``, ``data_region``), another continent, and capacity not guaranteed;
+* :func:`price_date_label` — the date of the prices, not the day a book was derived;
+* :func:`make_bander` — each shown row's P10–P90 speed band and extrapolation, from the speed model's band
+  API when this build has it (else rows say "band: n/a").
+
+Pure numpy / string work; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+TRANSIENT = ("spot", "preemptible")
+#: Relative tolerance under which two rows' P50 cost and P(≥1 revocation) count as the same.
+TWIN_RTOL = 1e-6
+
+
+def collapse_twins(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows to keep, alias per row): of each spot / preemptible pair of one gpu × workers × ps × region
+    whose P50 cost and P(≥1 revocation) agree, keep one (row 0, the current shape, wins); the kept row's
+    alias names the provisioning it stands for too ("" when none).
+
+    Sorting the transient rows by their shape key puts each pair side by side, so one comparison of
+    neighbours finds every pair; row 0 sorts first within its key."""
+    n = cols["gpu"].size
+    keep, alias = np.ones(n, dtype=bool), np.full(n, "", dtype=object)
+    idx = np.nonzero(np.isin(cols["provisioning"].astype(str), TRANSIENT))[0]
+    if idx.size < 2:
+        return keep, alias
+    key = _shape_codes(cols, idx)
+    order = np.lexsort((idx != 0, key))
+    k, rows = key[order], idx[order]
+    same = k[1:] == k[:-1]
+    for name in ("cost_usd_p50", "p_revocation"):
+        a, b = cols[name][rows[:-1]].astype(float), cols[name][rows[1:]].astype(float)
+        same &= np.isclose(a, b, rtol=TWIN_RTOL, atol=1e-9) | (np.isnan(a) & np.isnan(b))
+    keep[rows[1:][same]] = False
+    alias[rows[:-1][same]] = cols["provisioning"][rows[1:][same]]
+    return keep, alias
+
+
+def _shape_codes(cols: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
+    """One int64 per row of ``idx`` naming its gpu × workers × ps × region (equal iff the shape is)."""
+    code = np.zeros(idx.size, dtype=np.int64)
+    for name in ("gpu", "workers", "ps", "region"):
+        col = cols[name][idx]
+        if col.dtype.kind in "iu":  # counts: their own codes
+            inv = col.astype(np.int64)
+        else:
+            _, inv = np.unique(col, return_inverse=True)
+        code = code * (int(inv.max()) + 1) + inv.ravel()
+    return code
+
+
+def continent(region: str) -> str:
+    """A GCP region's continent prefix: ``europe-west4`` → ``europe``; ``us`` and ``northamerica`` → ``na``."""
+    head = region.split("-", 1)[0]
+    return "na" if head in ("us", "northamerica") else head
+
+
+def region_notes(region: np.ndarray, current: str, data_region: str | None, dataset_gb: float,
+                 egress_usd: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Per row, what running in ``region`` implies: '' where it is the current region and the data's,
+    else the egress for the stated dataset (or that none was stated), another continent, and
+    "capacity not guaranteed" (a price is not an offer of free GPUs)."""
+    home = data_region or current
+    out = np.full(region.size, "", dtype=object)
+    for r in np.unique(region.astype(str)):
+        if r == current and r == home:
+            continue
+        parts = []
+        if r != home:
+            if dataset_gb > 0:
+                usd = float(np.nanmax(egress_usd[region == r])) if np.any(region == r) else 0.0
+                parts.append(f"data egress ≈${usd:.2f} for {dataset_gb:g} GB from {home}")
+                if continent(r) != continent(home):
+                    parts.append("another continent: egress priced at the intra-continent rate (a lower bound)")
+            else:
+                parts.append(f"data in {home}: egress not priced (set [options] dataset_gb)")
+                if continent(r) != continent(home):
+                    parts.append("another continent")
+        if r != current:
+            parts.append("capacity not guaranteed")
+        out[region == r] = "; ".join(parts)
+    return out
+
+
+def price_date_label(book: object) -> str:
+    """The date of the prices a book holds: a live or cached fetch time, a study-era price date, or for a
+    derived offline book whose source rows carry no date, 'price date unknown (derived DATE from …)'."""
+    as_of = str(getattr(book, "as_of", "") or "?")
+    source = str(getattr(book, "source", "unknown"))
+    notes = " ".join(getattr(book, "notes", ()) or ())
+    if "price date unknown" in notes:
+        return notes
+    if source in ("live", "cache"):
+        return f"fetched {as_of}"
+    return f"prices of {as_of}"
+
+
+@dataclass(frozen=True)
+class RowBand:
+    """A shape's predicted steps/s band (P10–P90) and how far it lies outside the measured domain."""
+
+    p10: float
+    p90: float
+    extrapolation: str  # none | network | gpu | ps | workers
+
+
+Bander = Callable[[str, int, int], "RowBand | None"]
+
+
+def make_bander(model: object, network: object, latency_ms: float) -> Bander | None:
+    """A function (gpu, workers, ps) → :class:`RowBand` from the speed model's band API
+    (:func:`cmdare.planner.speed_band.speed_band`), or None when this build has no band API. Bands are
+    computed per row shown (a handful of model calls each), not for every enumerated shape."""
+    try:
+        from cmdare.planner.speed_band import speed_band  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+
+    def band(gpu: str, workers: int, ps: int) -> RowBand | None:
+        try:
+            b = speed_band(model, network, {gpu: workers}, ps=ps, latency_ms=latency_ms)
+        except (ValueError, KeyError):
+            return None
+        return RowBand(float(b.p10), float(b.p90), str(b.extrapolation))
+
+    return band
