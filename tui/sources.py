@@ -64,8 +64,9 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
     from cmdare.collectors.tensorboard import TensorBoardSource
 
     sources: list[Source] = list(extra)
-    # A target without cmdare_task_info (node_exporter, DCGM exporter, a dead host) is still a task:
-    # a "node" named after its host:port, so its status and its error show in the Cluster pane.
+    # The identity a target falls back on when its page names none: a node_exporter / DCGM page joins
+    # the tasks on its host instead (collectors/scrape.py); a target not answering yet is "pending"
+    # under its URL (collectors/lifecycle.py), so its status and error still show in the Cluster pane.
     targets = [ScrapeTarget(u, TaskInfo(job=opts.job or "job", task=_host_port(u), role="node"))
                for u in opts.targets]
     if opts.tf_config:
