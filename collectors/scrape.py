@@ -153,7 +153,7 @@ async def scrape(
 
 def host_detail_only(parsed: Parsed) -> bool:
     """A page without ``cmdare_task_info`` whose series are all host detail (node_exporter, DCGM)."""
-    return not parsed.own_info and all(is_host_key(k) for k in parsed.values)
+    return not parsed.own_info and bool(parsed.values) and all(is_host_key(k) for k in parsed.values)
 
 
 # httpcore's connection pool does O(connections²) work per request, so one shared client for
