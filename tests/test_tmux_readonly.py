@@ -35,7 +35,7 @@ class Tmux:
             subprocess.run(["tmux", "send-keys", "-t", self.name, k], check=True)
             time.sleep(0.4)
 
-    def wait_for(self, pred: Callable[[str], bool], timeout: float = 20.0) -> str:
+    def wait_for(self, pred: Callable[[str], bool], timeout: float = 60.0) -> str:  # a hang bound, not a speed target
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             s = self.screen()
