@@ -203,7 +203,8 @@ def serve_suite(d: Path, env: dict[str, str]) -> int:
 
 def verdict(code: int, out: bytes, err: bytes, allowed: set[int], clean: bool) -> str:
     lines = err.decode("utf-8", "replace").splitlines()
-    bad = (code not in allowed or b"Traceback" in err or any(c in out + err for c in (b"\x1b", b"\x07", b"\x9b"))
+    text = (out + err).decode("utf-8", "replace")  # C1 CSI is a character: its byte 0x9b occurs inside UTF-8
+    bad = (code not in allowed or b"Traceback" in err or any(c in text for c in ("\x1b", "\x07", "\x9b"))
            or b"hunter2" in out + err or not clean or b"unexpected" in err)  # fmt: skip
     if bad:
         return "failed"

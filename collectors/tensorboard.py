@@ -292,6 +292,10 @@ class TensorBoardSource:
         values = {M.K_GLOBAL_STEP: run.step, M.K_WORKER_STEPS: run.step}
         values.update({scalar_key(k): v for k, v in run.scalars.items()})
         values.update(M.training_keys(run.scalars))
+        bad = [k for k, v in values.items() if not M.valid_value(k, v)]  # e.g. 1e38 or a negative step
+        if bad:
+            notes.append(f"{len(bad)} value(s) out of range dropped")
+            values = {k: v for k, v in values.items() if k not in bad}
         # Stamp the poll with the run's own clock: rates are then exact steps / logged seconds.
         return TaskPoll(src, run.wall_time, True, info=run.info, values=values, error="; ".join(notes) or None,
                         elapsed=elapsed, catching_up=progress is not None)

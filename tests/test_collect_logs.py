@@ -314,3 +314,10 @@ def test_run_grouping_rules(tmp_path):
     assert len(layout.runs[tmp_path / "runs" / "a"]) == 4 and not layout.notes
     keras = find_runs(tmp_path / "keras")  # pointed at the Keras log dir itself
     assert list(keras.runs) == [tmp_path / "keras"] and run_name(tmp_path / "keras", tmp_path / "keras") == "keras"
+
+
+async def test_values_out_of_range_are_dropped_with_a_note(tmp_path):
+    _write(tmp_path / "events.out.tfevents.1.host", [event(100.0, 10, loss=0.5, huge=3e38)])
+    (p,) = await TensorBoardSource(tmp_path, job="j", poll_budget_s=30).poll(None, ManualClock())  # type: ignore[arg-type]
+    assert p.ok and p.values[M.K_LOSS] == 0.5 and scalar_key("huge") not in p.values
+    assert "1 value(s) out of range dropped" in p.error

@@ -160,6 +160,13 @@ def _band_words(r: dict[str, object]) -> str:
     return out if ext in (None, "none") else f"{out}, beyond the measured domain: {ext}"
 
 
+def _price_words(cur: dict[str, object]) -> str:
+    """'offline (2019-02-15)' for a dated book; 'offline, price date unknown (derived …)' for an undated one."""
+    if str(cur["price_date"]).startswith("price date unknown"):
+        return f"{cur['price_source']}, {cur['price_date']}"
+    return f"{cur['price_source']} ({cur['price_as_of']})"
+
+
 def _prov_label(r: dict[str, object]) -> str:
     return "spot/preempt" if r.get("also_provisioning") else str(r["provisioning"])
 
@@ -173,8 +180,8 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> st
     region move, explained under the table (egress for the stated dataset, capacity not guaranteed)."""
     cur = table.current
     head = (
-        f"objective {table.objective} · {len(table)} shapes · prices {cur['price_source']}, "
-        f"{cur['price_date']} · ★ = Pareto (time, cost, risk)"
+        f"objective {table.objective} · {len(table)} shapes · prices {_price_words(cur)} · ★ = Pareto (time, cost, "
+        "risk)"
     )
     fmt = "{:>3} {:<5} {:>3} {:>2} {:<14} {:<12} {:>8} {:>7} {:>7} {:>8} {:>9}  {}"
     if table.bander is None:
