@@ -80,7 +80,7 @@ class PrivateTmux:
             self.tmux("send-keys", "-t", "t", k)
             time.sleep(0.3)
 
-    def wait_for(self, pred: Callable[[str], bool], timeout: float = 45.0) -> str:  # generous: shared CPUs
+    def wait_for(self, pred: Callable[[str], bool], timeout: float = 60.0) -> str:  # a hang bound, not a speed target
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             s = self.screen()
