@@ -34,6 +34,8 @@ class SessionOptions:
     jsonl: list[str] = field(default_factory=list)
     tf_config: str | None = None  # TF_CONFIG JSON text or a file path
     metrics_port: str = "9400"  # fixed port, or "+N" = training port + N
+    tf_config_from_env: bool = False  # tf_config came from $TF_CONFIG (no other source was given)
+    tf_config_env_error: str = ""  # why $TF_CONFIG was not used
     record: str | None = None
     replay: str | None = None
     replay_speed: float = 1.0

@@ -192,6 +192,8 @@ class MonitorSession:
         out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered{note}"))
         for p in behind[:MAX_FAILURES_SHOWN]:  # by task name: the status line is short, a log path long
             out.append(SourceStatus(p.source, False, f"{p.info.task if p.info else p.source}: {p.error or 'catching up'}"))
+        for note in self.plan.notes if self.plan else []:  # TF_CONFIG remarks (tui/sources.py)
+            out.append(SourceStatus("tf_config", "ignored" not in note and "share" not in note, note))
         failed = [p for p in cycle.polls if not p.ok]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))

@@ -102,9 +102,9 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
     g.add_argument(
         "--tf-config",
         type=tf_config_value,
-        default=env.get("TF_CONFIG") or None,
+        default=None,
         metavar="JSON|FILE",
-        help="TF_CONFIG cluster spec to discover tasks from (default: $TF_CONFIG)",
+        help="TF_CONFIG cluster spec to discover tasks from (default: $TF_CONFIG, when no other source is given)",
     )
     g.add_argument(
         "--metrics-port",
@@ -131,6 +131,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     from cmdare.collectors.replay import open_recording
 
     live = args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.demo
+    from_env, env_error = (None, "") if args.tf_config else env_tf_config(args, live)
     if args.replay:
         if live or args.record:
             raise UsageError("--replay plays a recording alone: drop the live sources and --record")
@@ -175,7 +176,25 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         "replay",
         "replay_speed",
     )
-    return {n: getattr(args, n) for n in names}
+    out = {n: getattr(args, n) for n in names}
+    if from_env:
+        out.update(tf_config=from_env, tf_config_from_env=True)
+    out["tf_config_env_error"] = env_error
+    return out
+
+
+def env_tf_config(args: argparse.Namespace, live: object) -> tuple[str | None, str]:
+    """``$TF_CONFIG`` when no source at all was given (explicit flags win), and why it is unusable."""
+    from cmdare.collectors import tf_config
+
+    value = os.environ.get("TF_CONFIG", "").strip()
+    if live or getattr(args, "replay", None) or not value:
+        return None, ""
+    try:
+        tf_config.targets(tf_config.load(value), metrics_port=tf_config.MetricsPort.parse(args.metrics_port))
+    except tf_config.TFConfigError as exc:
+        return None, str(exc)
+    return value, ""
 
 
 def add_source_args(p: argparse.ArgumentParser) -> None:

@@ -36,6 +36,7 @@ class SourcePlan:
     replay: ReplaySource | None = None
     recorder: Recorder | None = None
     sinks: list[Sink] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the status line (e.g. TF_CONFIG remarks)
 
     def close(self) -> None:
         if self.recorder is not None:
@@ -59,14 +60,16 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
     from cmdare.collectors.tensorboard import TensorBoardSource
 
     sources: list[Source] = list(extra)
-    # A target without cmdare_task_info (node_exporter, DCGM exporter, a dead host) is still a task:
-    # a "node" named after its host:port, so its status and its error show in the Cluster pane.
+    # The identity a target falls back on when its page names none: a node_exporter / DCGM page joins
+    # the tasks on its host instead (collectors/scrape.py); a target not answering yet is "pending"
+    # under its URL (collectors/lifecycle.py), so its status and error still show in the Cluster pane.
     targets = [ScrapeTarget(u, TaskInfo(job=opts.job or "job", task=_host_port(u), role="node"))
                for u in opts.targets]
     if opts.tf_config:
         spec = tf_config.load(opts.tf_config)
         port = tf_config.MetricsPort.parse(opts.metrics_port)
         targets += tf_config.targets(spec, job=opts.job or "training", metrics_port=port)
+        targets = list({t.url: t for t in targets}.values())  # one scrape per URL
     if targets:
         sources.append(ScrapeSource(targets, timeout=opts.timeout))
     if opts.prometheus:
@@ -95,7 +98,7 @@ def build_sources(
         replay = ReplaySource(opts.replay, clock, speed=opts.replay_speed)
         interval = replay.interval or replay.median_gap()
         return SourcePlan([*extra_sources, replay], clock=clock, interval=interval, replay=replay)
-    plan = SourcePlan(live_sources(opts, extra_sources))
+    plan = SourcePlan(live_sources(opts, extra_sources), notes=tf_config_notes(opts))
     if opts.demo or not plan.sources:
         if demo_factory is None:
             from cmdare.demo.cluster import DemoCluster as demo_factory
@@ -106,3 +109,18 @@ def build_sources(
         plan.recorder = Recorder(opts.record, lifecycle=lifecycle, interval=opts.refresh)
         plan.sinks.append(plan.recorder)
     return plan
+
+
+def tf_config_notes(opts: SessionOptions) -> list[str]:
+    """Status-line remarks on TF_CONFIG: where it came from, tasks sharing one metrics URL, no tasks."""
+    from cmdare.collectors import tf_config
+
+    if not opts.tf_config:
+        return [f"$TF_CONFIG ignored: {opts.tf_config_env_error}"] if opts.tf_config_env_error else []
+    spec = tf_config.load(opts.tf_config)
+    port = tf_config.MetricsPort.parse(opts.metrics_port)
+    notes = ["tasks from $TF_CONFIG (no other source given)"] if opts.tf_config_from_env else []
+    notes += tf_config.shared_urls(spec, metrics_port=port)
+    if not tf_config.targets(spec, metrics_port=port):
+        notes.append("TF_CONFIG names no chief/worker/ps task (evaluator or single-worker): nothing to scrape")
+    return notes
