@@ -45,6 +45,7 @@ def _version() -> str:
 
 
 def build_parser() -> OneLineParser:
+    """The ``cmdare-tui`` parser: source flags, global flags and the sub-commands."""
     p = OneLineParser(prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs.")
     p.add_argument("--version", action="version", version=f"cmdare-tui {_version()}")
     add_source_args(p)
@@ -88,6 +89,7 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
 
 
 def run_app(args: argparse.Namespace) -> int:
+    """Run the Textual app on the options the command line gives; the exit status."""
     from cmdare.collectors import writes
     from cmdare.tui.app import CmdareApp
 

@@ -91,6 +91,7 @@ class Config:
 
 
 def default_path() -> Path:
+    """Where the config file is looked for when ``--config`` is not given (platformdirs)."""
     from platformdirs import user_config_dir
 
     return Path(user_config_dir(APP_NAME)) / "config.toml"
@@ -121,6 +122,7 @@ def load_config(path: str | Path | None = None) -> Config:
 
 
 def parse_config(text: str, path: str | Path = "<config>") -> Config:
+    """A :class:`Config` from TOML text; unknown keys or bad values raise ConfigError naming file, line and key."""
     loc = _Locator(str(path), text)
     try:
         data = tomllib.loads(text)

@@ -9,16 +9,19 @@ SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
 
 
 def num(x: float | None, digits: int = 1, dash: str = "–") -> str:
+    """``x`` with thousands separators and ``digits`` decimals; ``dash`` when unknown or not finite."""
     if x is None or not math.isfinite(x):
         return dash
     return f"{x:,.{digits}f}"
 
 
 def rate(x: float | None) -> str:
+    """A rate (steps/s, examples/s) to one decimal; a dash when unknown."""
     return num(x, 1)
 
 
 def bytes_rate(bps: float | None) -> str:
+    """Bytes per second in the largest unit that keeps it >= 1 (GB/s, MB/s, kB/s, B/s)."""
     if bps is None or not math.isfinite(bps):
         return "–"
     for unit, div in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
@@ -28,6 +31,7 @@ def bytes_rate(bps: float | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
+    """Seconds as the two largest units (``45s``, ``3m05s``, ``2h10m``, ``1d04h``)."""
     if seconds is None or not math.isfinite(seconds):
         return "–"
     s = int(round(seconds))
@@ -41,18 +45,21 @@ def duration(seconds: float | None) -> str:
 
 
 def money(usd: float | None) -> str:
+    """US dollars with cents (``$1,234.50``)."""
     if usd is None or not math.isfinite(usd):
         return "–"
     return f"${usd:,.2f}"
 
 
 def pct(x: float | None, digits: int = 0) -> str:
+    """A fraction (0.25) as a percentage (``25%``)."""
     if x is None or not math.isfinite(x):
         return "–"
     return f"{100 * x:.{digits}f}%"
 
 
 def signed_pct(x: float | None) -> str:
+    """A fraction as a signed whole percentage (``+12%``, ``-3%``)."""
     if x is None or not math.isfinite(x):
         return "–"
     return f"{100 * x:+.0f}%"

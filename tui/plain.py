@@ -21,6 +21,7 @@ PIPE_WIDTH = 200  # columns used when stdout is not a terminal
 
 
 def plain_console() -> Console:
+    """A Rich console for plain output: no colour or markup on a dumb terminal or a pipe."""
     dumb = os.environ.get("TERM", "") in ("dumb", "")
     tty = sys.stdout.isatty()
     return Console(width=None if tty else PIPE_WIDTH, no_color=dumb or not tty, highlight=False,
@@ -41,6 +42,7 @@ def _row(table: Table, *cells: str) -> None:
 
 
 def print_overview(state: MonitorState, console: Console | None = None) -> None:
+    """Print the overview of a state as the app's tables, for cron jobs and dumb terminals."""
     console = console or plain_console()
     if state.read_only:
         console.print("READ-ONLY: nothing is written")

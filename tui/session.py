@@ -56,6 +56,7 @@ class MonitorState:
     selected: str | None = None  # the job the Job and Planner panes follow (the app's choice)
 
     def job(self, name: str | None = None) -> JobView | None:
+        """The job called ``name`` (default: the selected one, else the first); None if there is none."""
         if not self.jobs:
             return None
         name = name or self.selected
@@ -64,6 +65,7 @@ class MonitorState:
         return next((j for j in self.jobs if j.name == name), self.jobs[0] if name == self.selected else None)
 
     def to_json(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict (``snapshot --json``)."""
         return {
             "time": self.t,
             "demo": self.demo,
@@ -124,6 +126,7 @@ class MonitorSession:
                              interval=self.plan.interval or self.opts.refresh, sinks=self.plan.sinks)
 
     async def refresh(self) -> MonitorState:
+        """Poll once, update the store and the planner, and return the new state."""
         assert self.poller is not None, "start() first"
         cycle = await self.poller.poll_once()
         return self.analyse(cycle)
@@ -240,6 +243,7 @@ class MonitorSession:
             await self.poller.wait_next(started, stop)
 
     async def aclose(self) -> None:
+        """Wait for a running ranking (5 s at most), close the poller and the sources (recorder, replay), stop the demo."""
         if self._ranking is not None and not self._ranking.done():
             await asyncio.wait([self._ranking], timeout=5)
         if self.poller is not None:

@@ -28,18 +28,21 @@ def selector(value: str) -> str:
 
 
 def readable_file(value: str) -> str:
+    """A path to a readable file (argparse type)."""
     if not Path(value).is_file() or not os.access(value, os.R_OK):
         raise argparse.ArgumentTypeError(f"not a readable file: {value!r}")
     return value
 
 
 def directory(value: str) -> str:
+    """A path to an existing directory (argparse type)."""
     if not Path(value).is_dir():
         raise argparse.ArgumentTypeError(f"not a directory: {value!r}")
     return value
 
 
 def tf_config_value(value: str) -> str:
+    """A TF_CONFIG JSON text or file that parses (argparse type)."""
     from cmdare.collectors.tf_config import TFConfigError, load
 
     try:
@@ -50,6 +53,7 @@ def tf_config_value(value: str) -> str:
 
 
 def metrics_port(value: str) -> str:
+    """A metrics port (``9400``) or an offset from the training port (``+1``) (argparse type)."""
     from cmdare.collectors.tf_config import MetricsPort, TFConfigError
 
     try:

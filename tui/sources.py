@@ -39,6 +39,7 @@ class SourcePlan:
     notes: list[str] = field(default_factory=list)  # for the status line (e.g. TF_CONFIG remarks)
 
     def close(self) -> None:
+        """Close the recorder and the replay, if any."""
         if self.recorder is not None:
             self.recorder.close()
         if self.replay is not None:

@@ -36,6 +36,7 @@ PASSED_THROUGH = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``serve`` and its flags to the sub-command parsers."""
     p = subparsers.add_parser("serve", help="serve the app to a web browser (textual-serve), read-only by default")
     add_source_args(p)
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
@@ -96,6 +97,7 @@ def app_command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve the app to a browser through textual-serve; the exit status."""
     from cmdare.collectors.redaction import redact
 
     _check(args)

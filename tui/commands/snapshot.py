@@ -13,6 +13,7 @@ from cmdare.tui.source_flags import add_source_args, session_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``snapshot`` and its flags to the sub-command parsers."""
     p = subparsers.add_parser("snapshot", help="poll the sources N times and print one overview")
     add_source_args(p)
     p.add_argument("--samples", type=int, default=3, metavar="N", help="polls to take (default 3; rates need >= 2)")
@@ -39,6 +40,7 @@ async def _collect(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Poll the sources, then print one overview (JSON or tables); the exit status."""
     from cmdare.collectors import writes
 
     if args.samples < 1:
