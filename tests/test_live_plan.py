@@ -53,7 +53,7 @@ def test_plan_is_reused_until_something_changes():
     assert again.calibration_samples == first.calibration_samples
     lp.set_price_book(load_offline_book())
     assert lp.update(j, now=6.0).table is not first.table
-    assert {r["provisioning"] for r in first.table.to_rows()} == {"preemptible", "standard"}
+    assert {r["provisioning"] for r in first.table.top()} == {"preemptible", "standard"}
 
 
 def test_job_without_facts_says_why():

@@ -5,11 +5,11 @@ Public API (what the CLI and the TUI Planner pane call)::
     table = rank_shapes(workload, speed_model, price_book, revocation_model, objective="balanced")
     table.current          # dict: the workload's current shape (reference row)
     table.top(10)          # list of row dicts, best first (feasible rows before infeasible ones)
-    table.pareto           # bool array over all rows: on the (time, cost, risk) Pareto front
-    table.sorted_by("cost_usd_p50").filter(table.col("p_revocation") < 0.1).top(5)
+    table.col("pareto")    # bool array over all rows: on the (time, cost, risk) Pareto front
+    table.filter(table.col("p_revocation") < 0.1).top(5)
     table.delta(i)         # "−38% time, +12% cost, P(≥1 revocation) 0.21 → 0.05" against the current shape
     table.explain(i)       # Explanation: which terms dominate one row
-    table.to_rows()        # every row as a dict (JSON-ready)
+    table.top()            # every row of the view as a dict (JSON-ready)
 
 Each row: gpu, workers, ps, region, provisioning, steps_per_sec, bottleneck, hours_expected, hours_p50,
 hours_p90, cost_usd_expected, cost_usd_p50, cost_usd_p90, p_revocation, expected_revocations,
@@ -147,7 +147,7 @@ class ShapeTable:
     """Ranked shapes as numpy columns; row 0 of the underlying arrays is the current shape.
 
     ``order`` is the ranking (indices into the columns); ``view`` the rows currently shown (after
-    :meth:`sorted_by` / :meth:`filter`)."""
+    :meth:`filter`)."""
 
     def __init__(self, columns: dict[str, np.ndarray], order: np.ndarray, objective: str,
                  terms: dict[str, np.ndarray], view: np.ndarray | None = None,
@@ -167,10 +167,6 @@ class ShapeTable:
     def col(self, name: str) -> np.ndarray:
         """A column over all rows (index with :attr:`view` for the shown order)."""
         return self.columns[name]
-
-    @property
-    def pareto(self) -> np.ndarray:
-        return self.columns["pareto"]
 
     @property
     def current(self) -> dict[str, object]:
@@ -198,17 +194,6 @@ class ShapeTable:
         """The first ``n`` rows of the current view (all when ``n`` is None)."""
         idx = self.view if n is None else self.view[:n]
         return [self.row(int(i)) for i in idx]
-
-    def to_rows(self) -> list[dict[str, object]]:
-        return self.top(None)
-
-    def sorted_by(self, column: str, descending: bool = False) -> ShapeTable:
-        """A view sorted by ``column`` (stable; ties keep rank order)."""
-        keys = self.columns[column][self.view]
-        idx = np.argsort(-keys if descending else keys, kind="stable")
-        return ShapeTable(
-            self.columns, self.order, self.objective, self.terms, self.view[idx], self.explainer, self.bander
-        )
 
     def filter(self, mask: np.ndarray) -> ShapeTable:
         """A view keeping rows where ``mask`` (over all rows) is true."""
