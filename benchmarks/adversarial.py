@@ -54,7 +54,9 @@ async def _scrape_pair(url: str, attack: str) -> Result:
 
     with tempfile.TemporaryDirectory() as tmp:
         rec = Recorder(Path(tmp) / "rec.sqlite")
-        src = ScrapeSource([ScrapeTarget(f"{url}/t/ok"), ScrapeTarget(f"{url}/t/{attack}")], timeout=TIMEOUT_S)
+        src = ScrapeSource(
+            [ScrapeTarget(f"{url}/t/ok"), ScrapeTarget(f"{url}/t/{attack}")], timeout=TIMEOUT_S
+        )
         poller = Poller([src], Store(), interval=0, sinks=[rec])
         cycle = await poller.poll_once()
         await poller.aclose()
@@ -73,8 +75,19 @@ async def _scrape_pair(url: str, attack: str) -> Result:
 async def _snapshot_bytes(url: str, attack: str) -> Result:
     """`snapshot` text through a pipe: no ESC byte may reach it."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cmdare.tui.cli", "snapshot", "--target", f"{url}/t/{attack}", "--samples", "1",
-        "--timeout", str(TIMEOUT_S), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "cmdare.tui.cli",
+        "snapshot",
+        "--target",
+        f"{url}/t/{attack}",
+        "--samples",
+        "1",
+        "--timeout",
+        str(TIMEOUT_S),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await proc.communicate()
     if b"\x1b" in out or b"\x1b" in err or b"\x07" in out:
         return "ESC/BEL byte in snapshot output", ""
@@ -163,9 +176,11 @@ def _hostile_recording(path: Path, attack: str) -> None:
     c = sqlite3.connect(path)
     with c:
         if attack == "huge_cycle":  # 200,000 more polls in cycles 2 and 4 each
-            c.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) "
-                      "INSERT INTO polls SELECT cycle, i, source, t, ok, info, vals, error, facts, elapsed "
-                      "FROM polls, n WHERE cycle IN (2, 4) AND seq = 0")
+            c.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) "
+                "INSERT INTO polls SELECT cycle, i, source, t, ok, info, vals, error, facts, elapsed "
+                "FROM polls, n WHERE cycle IN (2, 4) AND seq = 0"
+            )
         if attack == "absurd_times":
             c.execute("UPDATE cycles SET t = 9e999 WHERE id = 2")
             c.execute("UPDATE cycles SET t = 1e300 WHERE id = 3")
@@ -222,14 +237,23 @@ def child(name: str, port: int) -> None:
 def run(name: str, port: int) -> dict:
     t0 = time.monotonic()
     try:
-        p = subprocess.run([sys.executable, __file__, "--child", name, "--port", str(port)], capture_output=True,
-                           text=True, timeout=LIMIT_S, cwd=REPO)
+        p = subprocess.run(
+            [sys.executable, __file__, "--child", name, "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=LIMIT_S,
+            cwd=REPO,
+        )
         out = json.loads(p.stdout.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
         out = {"hard": f"no end within {LIMIT_S:.0f} s", "detail": "", "time": LIMIT_S, "rss": float("nan")}
     except (json.JSONDecodeError, IndexError):
-        out = {"hard": f"crashed: {p.stderr[-200:]!r}", "detail": "", "time": time.monotonic() - t0,
-               "rss": float("nan")}
+        out = {
+            "hard": f"crashed: {p.stderr[-200:]!r}",
+            "detail": "",
+            "time": time.monotonic() - t0,
+            "rss": float("nan"),
+        }
     return out
 
 
@@ -254,21 +278,30 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with HostileProcess() as srv:
         base = {**run("benign", srv.port), "name": "benign"}
-        print(f"baseline (benign target + poller + recorder): {base['time']:.2f} s, peak RSS {base['rss']:.0f} MB")
+        print(
+            f"baseline (benign target + poller + recorder): {base['time']:.2f} s, peak RSS {base['rss']:.0f} MB"
+        )
         print(f"{'kind':<11}{'attack':<17}{'verdict':<10}{'time s':>7}{'RSS MB':>8}{'RSS ratio':>10}  detail")
         for n in names:
             r = {**run(n, srv.port), "name": n}
             r["verdict"] = verdict(r, base)
             rows.append(r)
-            print(f"{ATTACKS[n][0]:<11}{n:<17}{r['verdict']:<10}{r['time']:>7.2f}{r['rss']:>8.0f}"
-                  f"{r['rss'] / base['rss']:>9.2f}x  {_show(r['hard'] or r['detail'])[:110]}", flush=True)
+            print(
+                f"{ATTACKS[n][0]:<11}{n:<17}{r['verdict']:<10}{r['time']:>7.2f}{r['rss']:>8.0f}"
+                f"{r['rss'] / base['rss']:>9.2f}x  {_show(r['hard'] or r['detail'])[:110]}",
+                flush=True,
+            )
     failed = [r["name"] for r in rows if r["verdict"] == "failed"]
     worst = max((r["rss"] for r in rows), default=0.0)
-    print(f"peak RSS of any attack {worst:.0f} MB (target <= {RSS_LIMIT_MB:.0f} MB): "
-          f"{'PASS' if worst <= RSS_LIMIT_MB else 'MISS'}")
-    print(f"attacks held {sum(r['verdict'] == 'held' for r in rows)}, degraded "
-          f"{sum(r['verdict'] == 'degraded' for r in rows)}, failed {len(failed)} (target 0 failed): "
-          f"{'PASS' if not failed else 'MISS ' + ', '.join(failed)}")
+    print(
+        f"peak RSS of any attack {worst:.0f} MB (target <= {RSS_LIMIT_MB:.0f} MB): "
+        f"{'PASS' if worst <= RSS_LIMIT_MB else 'MISS'}"
+    )
+    print(
+        f"attacks held {sum(r['verdict'] == 'held' for r in rows)}, degraded "
+        f"{sum(r['verdict'] == 'degraded' for r in rows)}, failed {len(failed)} (target 0 failed): "
+        f"{'PASS' if not failed else 'MISS ' + ', '.join(failed)}"
+    )
     return 1 if failed else 0
 
 

@@ -33,7 +33,9 @@ def run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, bytes, by
     """(status, stdout, stderr, seconds, peak RSS MB) of one process, its RSS from wait4."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([EXE, *argv], cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [EXE, *argv], cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL
+        )
         deadline = t0 + TIMEOUT_S
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -65,7 +67,8 @@ def attacks(d: Path) -> list[tuple[str, list[str], set[int], Callable[[], bool]]
         "cfg-str.toml": '[sources]\njsonl = "logs"\n',
         "cfg-url.toml": '[sources]\nprometheus = "http://127.0.0.1:99999"\n',
         "cfg-deep.toml": "a = " + "[" * 5000 + "]" * 5000 + "\n",
-        "big.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n" + "x,1e308,1e308,9e99,P100,9e99,1\n",
+        "big.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n"
+        + "x,1e308,1e308,9e99,P100,9e99,1\n",
         "esc.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n\x1b]0;pwned\x07,1e9,1e6,32,\x1b[2JP100,1,1\n",
         "rec.db": "SQLite format 3\x00" + "\xff" * 5000,
     }
@@ -131,7 +134,9 @@ def _hwm_mb(pids: list[int]) -> float:
     total = 0
     for p in pids:
         try:
-            line = next(ln for ln in Path(f"/proc/{p}/status").read_text().splitlines() if ln.startswith("VmHWM"))
+            line = next(
+                ln for ln in Path(f"/proc/{p}/status").read_text().splitlines() if ln.startswith("VmHWM")
+            )
             total += int(line.split()[1])
         except (OSError, StopIteration):
             pass
@@ -160,8 +165,13 @@ async def _serve_attacks(port: int, server_pid: int) -> list[tuple[str, bool, st
                 refused += 1
         await asyncio.gather(*(ws.receive(timeout=60) for ws in opened), return_exceptions=True)
         mb = _hwm_mb(_tree(server_pid))
-        rows.append(("serve: 12 sessions asked, cap 4", len(opened) == 4 and mb <= RSS_LIMIT_MB * 2,
-                     f"{len(opened)} opened, {refused} refused, {mb:.0f} MB all processes"))
+        rows.append(
+            (
+                "serve: 12 sessions asked, cap 4",
+                len(opened) == 4 and mb <= RSS_LIMIT_MB * 2,
+                f"{len(opened)} opened, {refused} refused, {mb:.0f} MB all processes",
+            )
+        )
         for ws in opened:  # the tabs are killed: no close frame
             ws._response.connection.transport.abort()
     for _ in range(100):
@@ -213,7 +223,9 @@ def verdict(code: int, out: bytes, err: bytes, allowed: set[int], clean: bool) -
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="accepted for run_all.py (the suite is already short)")
+    ap.add_argument(
+        "--quick", action="store_true", help="accepted for run_all.py (the suite is already short)"
+    )
     ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -222,14 +234,18 @@ def main(argv: list[str] | None = None) -> int:
         env.update(HOME=str(d / "home"), TERM="xterm-256color")
         _, _, _, base_s, base_mb = run(["--version"], d, env)
         print(f"baseline `cmdare-tui --version`: {base_s:.2f} s, {base_mb:.0f} MB peak RSS")
-        print(f"{'attack':<36} {'verdict':<9} {'exit':>4} {'time s':>7} {'×base':>6} {'RSS MB':>7} {'×base':>6}")
+        print(
+            f"{'attack':<36} {'verdict':<9} {'exit':>4} {'time s':>7} {'×base':>6} {'RSS MB':>7} {'×base':>6}"
+        )
         failed, suite = 0, attacks(d)
         for name, args, allowed, clean in suite:
             code, out, err, secs, mb = run(args, d, env)
             v = verdict(code, out, err, allowed, clean())
             v = "failed" if mb > RSS_LIMIT_MB else v
             failed += v != "held"
-            print(f"{name:<36} {v:<9} {code:>4} {secs:>7.2f} {secs / base_s:>6.1f} {mb:>7.0f} {mb / base_mb:>6.1f}")
+            print(
+                f"{name:<36} {v:<9} {code:>4} {secs:>7.2f} {secs / base_s:>6.1f} {mb:>7.0f} {mb / base_mb:>6.1f}"
+            )
         failed += serve_suite(d, env)
         total = len(suite) + 3
         print(f"{failed} of {total} attacks not held" if failed else f"all {total} attacks held")

@@ -267,7 +267,9 @@ async def main_async(args: argparse.Namespace) -> int:
     a = _report("engine (hysteresis 3/3, ps-saturation 2), all groups", ours)
     b = _report("baseline (no hysteresis), all groups", base)
     groups_ok = all([_group_table(g, ours, base) for g in GROUP_SHAPES])
-    fa_ratio = f"{a['fa_per_hour'] / b['fa_per_hour']:.2f}×" if b["fa_per_hour"] else "n/a (baseline has none)"
+    fa_ratio = (
+        f"{a['fa_per_hour'] / b['fa_per_hour']:.2f}×" if b["fa_per_hour"] else "n/a (baseline has none)"
+    )
     print(
         f"\nratios vs baseline: false alarms/h {fa_ratio}, "
         f"median refreshes to detect {a['median_latency'] / b['median_latency']:.2f}×"
@@ -286,7 +288,9 @@ def main() -> int:
     p.add_argument("--shared", default=None, help="directory holding data/cmdare (default: this repository)")
     p.add_argument("--per-kind", type=int, default=30, help="random scenarios per kind (default 30)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--group-seeds", type=int, default=3, help="noisy runs per boundary/held-out shape (default 3)")
+    p.add_argument(
+        "--group-seeds", type=int, default=3, help="noisy runs per boundary/held-out shape (default 3)"
+    )
     return asyncio.run(main_async(p.parse_args()))
 
 

@@ -139,7 +139,9 @@ def logo(obs) -> None:
     for train_gpu, test_gpu in (("K80", "P100"), ("P100", "K80")):
         # the single-worker rows the baselines see, plus what they cannot use: +30 ms and multi-worker rows
         # (not speed_data_base: more single-worker measurements of the same networks)
-        train = [o for o in obs if o.gpu == train_gpu and o.source != "speed_data_base" and not _single_cluster(o)]
+        train = [
+            o for o in obs if o.gpu == train_gpu and o.source != "speed_data_base" and not _single_cluster(o)
+        ]
         model = _fit(train, _known(train, (train_gpu,)))
         feat_model = replace(model, known={})
         test = [singles[(n, test_gpu)] for n in names]

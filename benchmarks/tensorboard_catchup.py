@@ -136,16 +136,22 @@ def main() -> int:
     polls, lags = r["polls"], r["lags"]
     print(f"event file: {size:.1f} MB, {last + 1:,} steps")
     print(f"baseline (one blocking read + decode of the whole file): {base:.2f} s")
-    print(f"catch-up in the background: {r['total']:.2f} s over {len(polls)} polls, ratio {ratio:.2f} "
-          f"(target <= {TARGET_RATIO}) {'PASS' if ratio <= TARGET_RATIO else 'MISS'}")
+    print(
+        f"catch-up in the background: {r['total']:.2f} s over {len(polls)} polls, ratio {ratio:.2f} "
+        f"(target <= {TARGET_RATIO}) {'PASS' if ratio <= TARGET_RATIO else 'MISS'}"
+    )
     p95 = _p(polls, 0.95)
-    print(f"poll: median {1000 * _p(polls, 0.5):.0f} ms, p95 {1000 * p95:.0f} ms, max {1000 * max(polls):.0f} ms "
-          f"(target p95 <= {1000 * TARGET_POLL_S:.0f} ms) {'PASS' if p95 <= TARGET_POLL_S else 'MISS'}; "
-          f"max / baseline ratio {max(polls) / base:.3f}")
+    print(
+        f"poll: median {1000 * _p(polls, 0.5):.0f} ms, p95 {1000 * p95:.0f} ms, max {1000 * max(polls):.0f} ms "
+        f"(target p95 <= {1000 * TARGET_POLL_S:.0f} ms) {'PASS' if p95 <= TARGET_POLL_S else 'MISS'}; "
+        f"max / baseline ratio {max(polls) / base:.3f}"
+    )
     lag95 = _p(lags, 0.95)
-    print(f"event loop lateness during catch-up: p95 {1000 * lag95:.0f} ms, max {1000 * max(lags):.0f} ms "
-          f"(target p95 <= {1000 * TARGET_LAG_S:.0f} ms) {'PASS' if lag95 <= TARGET_LAG_S else 'MISS'}; "
-          f"idle loop in the same run: p95 {1000 * _p(quiet, 0.95):.0f} ms, max {1000 * max(quiet):.0f} ms")
+    print(
+        f"event loop lateness during catch-up: p95 {1000 * lag95:.0f} ms, max {1000 * max(lags):.0f} ms "
+        f"(target p95 <= {1000 * TARGET_LAG_S:.0f} ms) {'PASS' if lag95 <= TARGET_LAG_S else 'MISS'}; "
+        f"idle loop in the same run: p95 {1000 * _p(quiet, 0.95):.0f} ms, max {1000 * max(quiet):.0f} ms"
+    )
     print("progress notes: " + " | ".join(r["notes"]))
     return 0
 

@@ -65,12 +65,15 @@ class TrainingExporter:
         info.labels(job, role, task, gpu, region, zone, provisioning, dc, stage, gpu_ids).set(1)
         if model or model_flops or params or sync or target_steps:
             jinfo = Gauge(M.JOB_INFO.name, M.JOB_INFO.help, list(M.JOB_INFO.labels), registry=r)
-            jinfo.labels(job, model, f"{model_flops:g}", f"{params:g}", str(batch_size), str(target_steps),
-                         sync).set(1)
+            jinfo.labels(
+                job, model, f"{model_flops:g}", f"{params:g}", str(batch_size), str(target_steps), sync
+            ).set(1)
         self.global_step = Gauge(M.GLOBAL_STEP.name, M.GLOBAL_STEP.help, registry=r)
         self.worker_steps = Counter(M.WORKER_STEPS.name, M.WORKER_STEPS.help, registry=r)
         self.examples = Counter(M.EXAMPLES.name, M.EXAMPLES.help, registry=r)
-        self.step_seconds = Histogram(M.STEP_SECONDS.name, M.STEP_SECONDS.help, buckets=STEP_BUCKETS, registry=r)
+        self.step_seconds = Histogram(
+            M.STEP_SECONDS.name, M.STEP_SECONDS.help, buckets=STEP_BUCKETS, registry=r
+        )
         self.preempted = Gauge(M.PREEMPTED.name, M.PREEMPTED.help, registry=r)
         self._ps_bytes: Counter | None = None
         self._stage: tuple[Counter, Counter, Counter, Counter] | None = None
@@ -105,7 +108,9 @@ class TrainingExporter:
             raise ValueError("PS byte counters exist only on role='ps' exporters")
         self._ps_bytes.labels(direction).inc(n)
 
-    def stage_microbatch(self, compute_seconds: float, wait_seconds: float, sent: dict[str, int] | None = None) -> None:
+    def stage_microbatch(
+        self, compute_seconds: float, wait_seconds: float, sent: dict[str, int] | None = None
+    ) -> None:
         """Record one micro-batch of a pipeline stage: compute, waiting for peers, bytes sent per peer."""
         if self._stage is None:
             raise ValueError("stage counters exist only on role='stage' exporters")

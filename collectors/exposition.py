@@ -33,8 +33,12 @@ class Parsed:
     sample_time: float | None = None  # the newest timestamp the exporter gave its task samples (epoch s)
 
 
-_FACT_LIMITS = {"model_flops": M.MAX_ABS_VALUE, "params": M.MAX_ABS_VALUE,
-                "batch_size": 2.0**53, "target_steps": 2.0**53}
+_FACT_LIMITS = {
+    "model_flops": M.MAX_ABS_VALUE,
+    "params": M.MAX_ABS_VALUE,
+    "batch_size": 2.0**53,
+    "target_steps": 2.0**53,
+}
 
 
 def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
@@ -55,8 +59,11 @@ def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
 
 def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskInfo:
     base = default or TaskInfo(job=labels.get("job", "job"), task=labels.get("task", "task"))
-    pick = {k: labels[k] for k in ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage",
-                                   "gpu_ids") if labels.get(k)}
+    pick = {
+        k: labels[k]
+        for k in ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids")
+        if labels.get(k)
+    }
     return TaskInfo(**{**base.__dict__, **pick})
 
 
@@ -114,10 +121,17 @@ def _fold(sample_name: str, labels: dict[str, str], value: float, acc: dict[str,
 # passes classify every line (sample, comment, blank); labels are read only for the families we
 # fold. When any line is not one of the three (or a value is odd), the whole text goes to
 # prometheus_client, the reference parser, instead. Series identity here is the raw label text.
-_LABELLED = frozenset({
-    "cmdare_task_info", "cmdare_job_info", "cmdare_ps_bytes_total", "cmdare_stage_bytes_sent_total",
-    "node_network_receive_bytes_total", "node_network_transmit_bytes_total", *DCGM_NAMES,
-})
+_LABELLED = frozenset(
+    {
+        "cmdare_task_info",
+        "cmdare_job_info",
+        "cmdare_ps_bytes_total",
+        "cmdare_stage_bytes_sent_total",
+        "node_network_receive_bytes_total",
+        "node_network_transmit_bytes_total",
+        *DCGM_NAMES,
+    }
+)
 _WANTED = frozenset({*_SIMPLE, *_LABELLED, "node_cpu_seconds_total"})
 _VALUE_TEXT = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _PAIR = rf"[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_VALUE_TEXT}[ \t]*"
@@ -173,8 +187,15 @@ def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, floa
                 continue
             if "_" in raw:
                 raise _Fallback
-            out.append((name, _labels(name, body) if name in labelled else None, body, float(raw),
-                        int(stamp) / 1000 if stamp else None))
+            out.append(
+                (
+                    name,
+                    _labels(name, body) if name in labelled else None,
+                    body,
+                    float(raw),
+                    int(stamp) / 1000 if stamp else None,
+                )
+            )
     except ValueError:
         raise _Fallback from None
     return out
@@ -183,8 +204,11 @@ def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, floa
 def _samples_reference(text: str) -> list[tuple[str, dict[str, str], None, float, float | None]]:
     from prometheus_client.parser import text_string_to_metric_families  # only on the slow path
 
-    return [(s.name, s.labels, None, s.value, float(s.timestamp) if s.timestamp is not None else None)
-            for f in text_string_to_metric_families(text) for s in f.samples]
+    return [
+        (s.name, s.labels, None, s.value, float(s.timestamp) if s.timestamp is not None else None)
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    ]
 
 
 def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:

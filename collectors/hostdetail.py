@@ -17,10 +17,18 @@ from collections.abc import Mapping
 
 from cmdare.collectors import metrics as M
 
-DCGM_NAMES = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED",
-                        "DCGM_FI_DEV_FB_FREE"})
-NODE_NAMES = frozenset({"node_cpu_seconds_total", "node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes",
-                        "node_network_receive_bytes_total", "node_network_transmit_bytes_total"})
+DCGM_NAMES = frozenset(
+    {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"}
+)
+NODE_NAMES = frozenset(
+    {
+        "node_cpu_seconds_total",
+        "node_memory_MemTotal_bytes",
+        "node_memory_MemAvailable_bytes",
+        "node_network_receive_bytes_total",
+        "node_network_transmit_bytes_total",
+    }
+)
 DEV_PREFIX = "dcgm{dev="
 NOT_A_GPU = frozenset({"", "cpu", "none", "-"})
 HOST_JOB = "hosts"  # the job host detail is filed under (shown only for a host no task runs on)
@@ -89,7 +97,7 @@ def devices_in(keys: object) -> list[str]:
     out: list[str] = []
     for k in keys:  # type: ignore[attr-defined]
         if k.startswith(DEV_PREFIX):
-            dev = k[len(DEV_PREFIX): k.index("}")]
+            dev = k[len(DEV_PREFIX) : k.index("}")]
             if dev not in out:
                 out.append(dev)
     return out
@@ -100,8 +108,11 @@ def owned_devices(devices: list[str], gpu_ids: str) -> list[str]:
     wanted = {g.strip() for g in gpu_ids.split(",") if g.strip()}
     if not wanted:
         return devices
-    return [d for d in devices if d.split("|")[0].split(":")[0] in wanted or d.split("|")[1] in wanted
-            or d.split("|")[0] in wanted]
+    return [
+        d
+        for d in devices
+        if d.split("|")[0].split(":")[0] in wanted or d.split("|")[1] in wanted or d.split("|")[0] in wanted
+    ]
 
 
 def owns_gpus(role: str, gpu: str, gpu_ids: str, host_has_gpus: bool) -> bool:

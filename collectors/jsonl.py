@@ -186,8 +186,10 @@ class JsonlSource:
         self._bad_times = 0
         bad = self._consume(buf, clock.now())
         self.bad_lines += bad
-        notes = [f"{bad} bad or truncated line(s) skipped" if bad else "",
-                 f"{self._bad_times} implausible time(s) ignored" if self._bad_times else ""]
+        notes = [
+            f"{bad} bad or truncated line(s) skipped" if bad else "",
+            f"{self._bad_times} implausible time(s) ignored" if self._bad_times else "",
+        ]
         note = "; ".join(n for n in notes if n) or None
         if note:
             log.warning("jsonl %s: %s", self.path, note)

@@ -44,8 +44,12 @@ class Lifecycle:
     nodes: dict[str, NodeStatus] = field(default_factory=dict)
     lifetimes: list[Lifetime] = field(default_factory=list)  # closed lifetimes
     _by_source: dict[str, str] = field(default_factory=dict)
-    duplicates: set[str] = field(default_factory=set)  # keys claimed by two endpoints at once (both answering)
-    _pairs: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # renamed key -> (key, owner, claimant)
+    duplicates: set[str] = field(
+        default_factory=set
+    )  # keys claimed by two endpoints at once (both answering)
+    _pairs: dict[str, tuple[str, str, str]] = field(
+        default_factory=dict
+    )  # renamed key -> (key, owner, claimant)
     _owner: dict[str, str] = field(default_factory=dict)  # key -> the source that claimed it first
     _answered: dict[str, int] = field(default_factory=dict)  # source -> the last cycle it answered in
     _host_sources: set[str] = field(default_factory=set)  # node_exporter / DCGM targets
@@ -69,9 +73,12 @@ class Lifecycle:
                 poll = replace(poll, info=None)
             out.append(poll)
         recent = self._cycle - 1  # both claimants answered in this cycle or the last one: still a duplicate
-        self.duplicates = {k for renamed, (key, a, b) in self._pairs.items()
-                           if min(self._answered.get(a, -9), self._answered.get(b, -9)) >= recent
-                           for k in (key, renamed)}
+        self.duplicates = {
+            k
+            for renamed, (key, a, b) in self._pairs.items()
+            if min(self._answered.get(a, -9), self._answered.get(b, -9)) >= recent
+            for k in (key, renamed)
+        }
         return out
 
     def _answered_now(self, source: str, host_only: bool) -> None:
@@ -89,7 +96,9 @@ class Lifecycle:
             return poll
         info = replace(poll.info, task=f"{poll.info.name}@{_short(poll.source)}")
         if info.key not in self._pairs:  # said once, not every poll
-            log.warning("duplicate identity %s: claimed by %s and %s", key, _short(owner), _short(poll.source))
+            log.warning(
+                "duplicate identity %s: claimed by %s and %s", key, _short(owner), _short(poll.source)
+            )
         self._pairs[info.key] = (key, owner, poll.source)
         self._owner.setdefault(info.key, poll.source)
         return replace(poll, info=info)
@@ -122,8 +131,9 @@ class Lifecycle:
                 key = poll.info.key
             if key is None or poll.ok:
                 continue
-            changes += self._failed(key, poll, peers_up=self.nodes.get(key) is not None
-                                    and self.nodes[key].info.job in up_jobs)
+            changes += self._failed(
+                key, poll, peers_up=self.nodes.get(key) is not None and self.nodes[key].info.job in up_jobs
+            )
         for c in changes:
             log.info("task %s: %s -> %s (%s)", c.task, c.old.value if c.old else "new", c.new.value, c.reason)
         return changes
@@ -141,7 +151,9 @@ class Lifecycle:
         node.failures, node.last_ok, node.last_error = 0, poll.t, poll.error
         if preempted:
             node.preempted_seen = True
-            return self._set(node, key, TaskState.REVOKED, poll.t, "cloud reports preemption", cause="preempted")
+            return self._set(
+                node, key, TaskState.REVOKED, poll.t, "cloud reports preemption", cause="preempted"
+            )
         if node.state is TaskState.REVOKED:
             node.restarts += 1
             node.started, node.preempted_seen = poll.t, False
@@ -163,15 +175,21 @@ class Lifecycle:
         if node.state is TaskState.REVOKED:
             return []
         if node.failures >= self.silent_after and node.preempted_seen:
-            return self._set(node, key, TaskState.REVOKED, poll.t, "gone after preemption notice", cause="preempted")
+            return self._set(
+                node, key, TaskState.REVOKED, poll.t, "gone after preemption notice", cause="preempted"
+            )
         transient = node.info.provisioning in TRANSIENT
         if node.failures >= self.vanished_after and transient and peers_up:
-            return self._set(node, key, TaskState.REVOKED, poll.t, "vanished while its peers run", cause="vanished")
+            return self._set(
+                node, key, TaskState.REVOKED, poll.t, "vanished while its peers run", cause="vanished"
+            )
         if node.failures >= self.silent_after and node.state is TaskState.UP:
             return self._set(node, key, TaskState.SILENT, poll.t, poll.error or "no answer")
         return []
 
-    def _set(self, node: NodeStatus, key: str, new: TaskState, t: float, reason: str, cause: str = "") -> list[Transition]:
+    def _set(
+        self, node: NodeStatus, key: str, new: TaskState, t: float, reason: str, cause: str = ""
+    ) -> list[Transition]:
         old = node.state
         if old is new:
             return []
@@ -188,8 +206,11 @@ class Lifecycle:
 
     def all_lifetimes(self) -> list[Lifetime]:
         """Closed lifetimes plus the running ones (``end=None``)."""
-        running = [self._lifetime(k, n, None, "running") for k, n in self.nodes.items()
-                   if n.state not in (TaskState.REVOKED, TaskState.PENDING)]
+        running = [
+            self._lifetime(k, n, None, "running")
+            for k, n in self.nodes.items()
+            if n.state not in (TaskState.REVOKED, TaskState.PENDING)
+        ]
         return [*self.lifetimes, *running]
 
 

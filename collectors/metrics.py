@@ -24,11 +24,17 @@ class MetricDef:
 
 
 TASK_INFO = MetricDef(
-    "cmdare_task_info", "info", "", "Identity of a training task (value is always 1).",
+    "cmdare_task_info",
+    "info",
+    "",
+    "Identity of a training task (value is always 1).",
     ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids"),
 )
 JOB_INFO = MetricDef(
-    "cmdare_job_info", "info", "", "Facts about the network a job trains (value is always 1).",
+    "cmdare_job_info",
+    "info",
+    "",
+    "Facts about the network a job trains (value is always 1).",
     ("job", "model", "model_flops", "params", "batch_size", "target_steps", "sync"),
 )
 SYNC_MODES = ("async-ps", "sync-allreduce", "pipeline")  # how a job trains (cmdare_job_info{sync=…})
@@ -39,7 +45,11 @@ STEP_SECONDS = MetricDef(
     "cmdare_step_seconds", "histogram", "s", "Compute time of one local training step (excludes PS wait)."
 )
 PS_BYTES = MetricDef(
-    "cmdare_ps_bytes", "counter", "bytes", "Bytes a parameter server received (in) or sent (out).", ("direction",)
+    "cmdare_ps_bytes",
+    "counter",
+    "bytes",
+    "Bytes a parameter server received (in) or sent (out).",
+    ("direction",),
 )
 PREEMPTED = MetricDef(
     "cmdare_instance_preempted", "gauge", "", "1 when the cloud says this instance is being preempted."
@@ -61,10 +71,16 @@ NODE_NET_RX = MetricDef("node_network_receive_bytes", "counter", "bytes", "node_
 NODE_NET_TX = MetricDef("node_network_transmit_bytes", "counter", "bytes", "node_exporter: bytes sent.")
 NODE_CPU = MetricDef("node_cpu_seconds", "counter", "s", "node_exporter: CPU seconds by mode.")
 NODE_MEM_TOTAL = MetricDef("node_memory_MemTotal_bytes", "gauge", "bytes", "node_exporter: memory size.")
-NODE_MEM_AVAIL = MetricDef("node_memory_MemAvailable_bytes", "gauge", "bytes", "node_exporter: memory available.")
+NODE_MEM_AVAIL = MetricDef(
+    "node_memory_MemAvailable_bytes", "gauge", "bytes", "node_exporter: memory available."
+)
 GPU_UTIL = MetricDef("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "DCGM exporter: GPU utilisation.")
-GPU_GR_ACTIVE = MetricDef("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio",
-                          "DCGM exporter: graphics engine active (MIG instances have no GPU_UTIL).")
+GPU_GR_ACTIVE = MetricDef(
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "gauge",
+    "ratio",
+    "DCGM exporter: graphics engine active (MIG instances have no GPU_UTIL).",
+)
 GPU_FB_USED = MetricDef("DCGM_FI_DEV_FB_USED", "gauge", "MiB", "DCGM exporter: GPU memory used.")
 GPU_FB_FREE = MetricDef("DCGM_FI_DEV_FB_FREE", "gauge", "MiB", "DCGM exporter: GPU memory free.")
 PROCESS_CPU = MetricDef("process_cpu_seconds", "counter", "s", "Process CPU seconds.")
@@ -107,8 +123,20 @@ K_EXAMPLES_RATE = EXAMPLES_RATE.name
 
 COUNTER_KEYS = frozenset(
     {
-        K_WORKER_STEPS, K_EXAMPLES, K_STEP_SECONDS_SUM, K_STEP_SECONDS_COUNT, K_PS_IN, K_PS_OUT,
-        K_STAGE_COMPUTE, K_STAGE_WAIT, K_STAGE_MICROBATCHES, K_NET_RX, K_NET_TX, K_CPU_BUSY, K_CPU_ALL, K_PROCESS_CPU,
+        K_WORKER_STEPS,
+        K_EXAMPLES,
+        K_STEP_SECONDS_SUM,
+        K_STEP_SECONDS_COUNT,
+        K_PS_IN,
+        K_PS_OUT,
+        K_STAGE_COMPUTE,
+        K_STAGE_WAIT,
+        K_STAGE_MICROBATCHES,
+        K_NET_RX,
+        K_NET_TX,
+        K_CPU_BUSY,
+        K_CPU_ALL,
+        K_PROCESS_CPU,
     }
 )
 

@@ -94,7 +94,9 @@ class Poller:
             msg = redact_cut(f"{type(exc).__name__}: {exc}")  # redacted before it is cut, never after
             log.warning("source %s failed: %s", source.name, msg)
             if log.isEnabledFor(logging.DEBUG):  # the frames only: the raw message may hold a secret
-                log.debug("where %s failed:\n%s", source.name, "".join(traceback.format_tb(exc.__traceback__)))
+                log.debug(
+                    "where %s failed:\n%s", source.name, "".join(traceback.format_tb(exc.__traceback__))
+                )
             return [], msg
 
     async def poll_once(self) -> Cycle:
@@ -134,8 +136,14 @@ class Poller:
             js = self.store.job(job)
             jr = job_rate(tasks, js.facts, window)
             js.sync, js.sync_how = jr.sync, jr.how
-            js.append(t, {"steps_per_sec": jr.steps_per_sec, "examples_per_sec": jr.examples_per_sec,
-                          "global_step": jr.global_step})
+            js.append(
+                t,
+                {
+                    "steps_per_sec": jr.steps_per_sec,
+                    "examples_per_sec": jr.examples_per_sec,
+                    "global_step": jr.global_step,
+                },
+            )
 
     def poke(self) -> None:
         """Ask for the next poll now (the `r` key)."""

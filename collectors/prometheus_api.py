@@ -82,7 +82,9 @@ TOKEN_ENV = "PROMETHEUS_TOKEN"
 KEY_LABEL = "cmdare_key"
 _T_KEY = "__scrape_time"
 _NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
-EVAL_LAG_S = 0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
+EVAL_LAG_S = (
+    0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
+)
 _ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
 _STEP_KEYS = (M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT)  # one group; the rest another
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
@@ -337,7 +339,9 @@ class PrometheusAPISource:
             raise PrometheusAPIError(describe_error(exc)) from None
         return _decode(body, ctype, status, nvalues, result_type)
 
-    async def _ask(self, client: httpx.AsyncClient, at: float) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    async def _ask(
+        self, client: httpx.AsyncClient, at: float
+    ) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
         small = len(self._known) <= self.detail_tasks
         groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
@@ -354,7 +358,8 @@ class PrometheusAPISource:
         try:
             async with asyncio.timeout(self.timeout):
                 *res, clock_rows = await asyncio.gather(
-                    *(self._maybe(client, q, budget, at) for q in queries), self.query(client, "vector(time())", budget)
+                    *(self._maybe(client, q, budget, at) for q in queries),
+                    self.query(client, "vector(time())", budget),
                 )
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
@@ -412,7 +417,9 @@ class PrometheusAPISource:
         self._node_task = None
         out = [] if task.cancelled() else task.result()
         if isinstance(out, str):
-            log.warning("%s", redact_cut(f"Prometheus {self.display}: node detail: {out}", 300, self._secrets()))
+            log.warning(
+                "%s", redact_cut(f"Prometheus {self.display}: node detail: {out}", 300, self._secrets())
+            )
             return []
         return out
 
@@ -439,7 +446,9 @@ class PrometheusAPISource:
                 async with asyncio.timeout(self.timeout):
                     infos = await self.query(client, self._info_query)
             except (PrometheusAPIError, TimeoutError) as exc:
-                msg = redact_cut(f"Prometheus {self.display}: {str(exc) or 'timed out'}", 200, self._secrets())
+                msg = redact_cut(
+                    f"Prometheus {self.display}: {str(exc) or 'timed out'}", 200, self._secrets()
+                )
                 log.warning("%s", msg)
                 return self._all_failed(msg, clock, t0)
             targets = self._targets(infos)
@@ -454,16 +463,25 @@ class PrometheusAPISource:
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         polls = await self._backfill(client, targets, skew if note else 0.0)
         polls += [
-            self._ok(ident, tg, facts.get(tg.info.job), now, skew, _join(note, fact_notes.get(tg.info.job)),
-                     clock, t0)
+            self._ok(
+                ident,
+                tg,
+                facts.get(tg.info.job),
+                now,
+                skew,
+                _join(note, fact_notes.get(tg.info.job)),
+                clock,
+                t0,
+            )
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
         polls += host_polls(node_rows, self.display, now, skew if note else 0.0)
         return polls
 
-    async def _backfill(self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target],
-                        skew: float) -> list[TaskPoll]:
+    async def _backfill(
+        self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target], skew: float
+    ) -> list[TaskPoll]:
         """The recent samples of targets met for the first time (see :mod:`prometheus_backfill`);
         none when the query fails (logged: the current values still show)."""
         new = [i for i in targets if i not in self._backfilled][:MAX_BACKFILL_TARGETS]
@@ -474,12 +492,18 @@ class PrometheusAPISource:
             async with asyncio.timeout(self.timeout):
                 rows = await self.query(client, backfill_query(i for _, i in new), result_type="matrix")
         except (PrometheusAPIError, TimeoutError) as exc:
-            log.warning("%s", redact_cut(f"Prometheus {self.display}: history: {exc or 'timed out'}", 300,
-                                         self._secrets()))
+            log.warning(
+                "%s",
+                redact_cut(f"Prometheus {self.display}: history: {exc or 'timed out'}", 300, self._secrets()),
+            )
             return []
-        return backfill_polls(rows, {i: targets[(j, i)].info for j, i in new},
-                              {i: targets[(j, i)].scrape_time for j, i in new},
-                              {i: self._source((j, i)) for j, i in new}, skew)
+        return backfill_polls(
+            rows,
+            {i: targets[(j, i)].info for j, i in new},
+            {i: targets[(j, i)].scrape_time for j, i in new},
+            {i: self._source((j, i)) for j, i in new},
+            skew,
+        )
 
     def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
@@ -630,7 +654,11 @@ def _server_time(results: list[dict]) -> float:
 
 
 def _decode(
-    body: bytes | bytearray, ctype: str, status: int, values: Budget | None = None, result_type: str = "vector"
+    body: bytes | bytearray,
+    ctype: str,
+    status: int,
+    values: Budget | None = None,
+    result_type: str = "vector",
 ) -> list[dict]:
     """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
     the JSON-value budget it counts against (shared by a refresh's answers; its own when None)."""

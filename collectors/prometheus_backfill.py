@@ -81,8 +81,13 @@ def _fold(rows: list[dict]) -> dict[str, dict[float, dict[str, float]]]:
     return out
 
 
-def backfill_polls(rows: list[dict], infos: Mapping[str, TaskInfo], before: Mapping[str, float],
-                   source: Mapping[str, str], skew: float = 0.0) -> list[TaskPoll]:
+def backfill_polls(
+    rows: list[dict],
+    infos: Mapping[str, TaskInfo],
+    before: Mapping[str, float],
+    source: Mapping[str, str],
+    skew: float = 0.0,
+) -> list[TaskPoll]:
     """Polls for the samples older than each target's current one (``before``), oldest first."""
     out: list[TaskPoll] = []
     for inst, times in _fold(rows).items():
@@ -91,6 +96,8 @@ def backfill_polls(rows: list[dict], infos: Mapping[str, TaskInfo], before: Mapp
         if info is None:
             continue
         for t in sorted(t for t in times if t < limit)[-BACKFILL_POINTS:]:
-            out.append(TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst)))
+            out.append(
+                TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst))
+            )
     out.sort(key=lambda p: p.t)
     return out

@@ -50,10 +50,14 @@ def host_query(hosts: Iterable[str]) -> str:
     parts = []
     for key, agg, metric, extra in _NODE_AGGREGATES:
         sel = ",".join(x for x in (extra, inst) if x)
-        parts.append(f'label_replace({agg} by (instance) ({metric}{{{sel}}}), "{KEY_LABEL}", "{key}", "", "")')
+        parts.append(
+            f'label_replace({agg} by (instance) ({metric}{{{sel}}}), "{KEY_LABEL}", "{key}", "", "")'
+        )
     names = "|".join(sorted(DCGM_NAMES))
     parts.append(f'{{__name__=~"{names}",{inst}}}')
-    parts.append(f'label_replace(max by (instance) (timestamp(up{{{inst}}})), "{KEY_LABEL}", "{T_KEY}", "", "")')
+    parts.append(
+        f'label_replace(max by (instance) (timestamp(up{{{inst}}})), "{KEY_LABEL}", "{T_KEY}", "", "")'
+    )
     return " or ".join(parts)
 
 
@@ -96,6 +100,15 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
         ts = times.get(host, {})
         t = ts.get(counters.get(host, ""), max(ts.values(), default=math.nan)) - skew
         info = TaskInfo(job=HOST_JOB, task=host, role="node", gpu=fold.model if fold else "")
-        out.append(TaskPoll(f"{source}#host/{host}", t if math.isfinite(t) else now, True, info=info,
-                            values=vals, host=host, host_only=True))
+        out.append(
+            TaskPoll(
+                f"{source}#host/{host}",
+                t if math.isfinite(t) else now,
+                True,
+                info=info,
+                values=vals,
+                host=host,
+                host_only=True,
+            )
+        )
     return out

@@ -60,7 +60,9 @@ def check_version(conn: sqlite3.Connection, path: str | Path) -> None:
     if row is None:
         raise RecordingError(f"{path}: not a cmdare recording (no schema version)")
     if str(row[0]).strip() != str(SCHEMA_VERSION):  # a hostile file may hold anything here
-        raise RecordingError(f"{path}: recording schema {str(row[0])[:20]!r}, this version reads {SCHEMA_VERSION}")
+        raise RecordingError(
+            f"{path}: recording schema {str(row[0])[:20]!r}, this version reads {SCHEMA_VERSION}"
+        )
 
 
 def _json(obj: object) -> str:

@@ -78,8 +78,11 @@ def _json(text: str | None) -> object:
 def _values(obj: object) -> dict[str, float]:
     if not isinstance(obj, dict):
         raise ValueError("values are not an object")
-    return {str(k): float(v) for k, v in obj.items() if isinstance(v, int | float) and not isinstance(v, bool)
-            and math.isfinite(v)}
+    return {
+        str(k): float(v)
+        for k, v in obj.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 def _poll(row: tuple) -> TaskPoll:
@@ -88,7 +91,9 @@ def _poll(row: tuple) -> TaskPoll:
     if not isinstance(t, int | float) or not plausible_time(t):
         raise ValueError("implausible time")
     info_d, facts_d = _json(info), _json(facts)
-    where = {k: info_d.pop(k) for k in ("host", "host_only") if k in info_d} if isinstance(info_d, dict) else {}
+    where = (
+        {k: info_d.pop(k) for k in ("host", "host_only") if k in info_d} if isinstance(info_d, dict) else {}
+    )
     return TaskPoll(
         source=str(source),
         t=float(t),
@@ -98,7 +103,9 @@ def _poll(row: tuple) -> TaskPoll:
         host_only=where.get("host_only") is True,
         values=_values(_json(vals)),
         error=None if error is None else str(error),
-        job_facts=facts_from_labels({k: str(v) for k, v in facts_d.items()}) if isinstance(facts_d, dict) else None,
+        job_facts=facts_from_labels({k: str(v) for k, v in facts_d.items()})
+        if isinstance(facts_d, dict)
+        else None,
         elapsed=float(elapsed) if isinstance(elapsed, int | float) and math.isfinite(elapsed) else 0.0,
     )
 
@@ -187,8 +194,10 @@ class ReplaySource:
                 polls.append(_poll(row))
             except (ValueError, TypeError):
                 bad += 1
-        said = [f"{bad} malformed row(s) skipped" if bad else "",
-                f"only the first {MAX_POLLS_PER_CYCLE} polls read" if len(rows) > MAX_POLLS_PER_CYCLE else ""]
+        said = [
+            f"{bad} malformed row(s) skipped" if bad else "",
+            f"only the first {MAX_POLLS_PER_CYCLE} polls read" if len(rows) > MAX_POLLS_PER_CYCLE else "",
+        ]
         notes = {"replay": f"cycle {cycle_id}: " + "; ".join(w for w in said if w)} if any(said) else {}
         return RecordedCycle(cycle_id, float(t), polls, {**_source_errors(errors), **notes})
 
@@ -208,7 +217,9 @@ class ReplaySource:
             try:
                 return self.read_cycle(cid), notes
             except (ValueError, TypeError, sqlite3.Error) as exc:
-                notes.append(str(exc)[:160] if isinstance(exc, ValueError) else f"cycle {cid}: unreadable, skipped")
+                notes.append(
+                    str(exc)[:160] if isinstance(exc, ValueError) else f"cycle {cid}: unreadable, skipped"
+                )
                 self._pos += 1
         return None, notes
 

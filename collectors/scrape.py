@@ -61,7 +61,11 @@ def describe_error(exc: BaseException) -> str:
             return "DNS lookup failed"
         if isinstance(root, ConnectionRefusedError) or "refused" in text:
             return "connection refused"
-        return "host unreachable" if isinstance(root, OSError) and root.errno in _UNREACHABLE else "cannot connect"
+        return (
+            "host unreachable"
+            if isinstance(root, OSError) and root.errno in _UNREACHABLE
+            else "cannot connect"
+        )
     if isinstance(exc, httpx.TimeoutException | asyncio.TimeoutError):
         return "timed out"
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
@@ -144,11 +148,18 @@ async def scrape(
         return done(False, error="no cmdare_task_info and no identity configured for this target")
     if host_detail_only(parsed):  # node_exporter / DCGM: detail for the tasks on this host
         info = TaskInfo(job=HOST_JOB, task=host, role="node", gpu=parsed.gpu_model)
-        return done(True, info=info, values=parsed.values, host_only=True, error="; ".join(parsed.notes) or None)
+        return done(
+            True, info=info, values=parsed.values, host_only=True, error="; ".join(parsed.notes) or None
+        )
     if parsed.sample_time is not None and abs(parsed.sample_time - clock.now()) < STAMP_TRUST_S:
         answered[:] = [parsed.sample_time]  # the exporter stamped its samples: its own time wins
-    return done(True, info=parsed.info, values=parsed.values, job_facts=parsed.facts,
-                error="; ".join(parsed.notes) or None)
+    return done(
+        True,
+        info=parsed.info,
+        values=parsed.values,
+        job_facts=parsed.facts,
+        error="; ".join(parsed.notes) or None,
+    )
 
 
 def host_detail_only(parsed: Parsed) -> bool:
@@ -213,11 +224,17 @@ class ScrapeSource:
         async def one(target: ScrapeTarget, origin: str) -> TaskPoll:
             async with gate:  # the timeout starts when the request does, not while it queues
                 try:
-                    return await scrape(self._client_for(origin) if many else client, target,
-                                        timeout=self.timeout, max_bytes=self.max_bytes, clock=clock)
+                    return await scrape(
+                        self._client_for(origin) if many else client,
+                        target,
+                        timeout=self.timeout,
+                        max_bytes=self.max_bytes,
+                        clock=clock,
+                    )
                 except httpx.InvalidURL:  # one bad URL fails alone, never the whole source
-                    return TaskPoll(redact(target.url), clock.now(), False, info=target.default_info,
-                                    error="invalid URL")
+                    return TaskPoll(
+                        redact(target.url), clock.now(), False, info=target.default_info, error="invalid URL"
+                    )
 
         polls = list(await asyncio.gather(*(one(t, o) for t, o in zip(targets, origins, strict=True))))
         if many and len(self._clients) > len(set(origins)):  # hosts that left the target list

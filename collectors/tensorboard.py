@@ -101,8 +101,15 @@ class TensorBoardSource:
 
     name = "tensorboard"
 
-    def __init__(self, logdir: str | Path, *, job: str | None = None, role: str = "chief",
-                 idle_after_s: float = IDLE_AFTER_S, poll_budget_s: float = POLL_BUDGET_S) -> None:
+    def __init__(
+        self,
+        logdir: str | Path,
+        *,
+        job: str | None = None,
+        role: str = "chief",
+        idle_after_s: float = IDLE_AFTER_S,
+        poll_budget_s: float = POLL_BUDGET_S,
+    ) -> None:
         self.logdir = Path(logdir)
         self.job = job or self.logdir.resolve().name or "tensorboard"
         self.role = role
@@ -114,7 +121,9 @@ class TensorBoardSource:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._work: asyncio.Future | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="cmdare-tensorboard", initializer=_background)
+        self._executor = ThreadPoolExecutor(
+            1, thread_name_prefix="cmdare-tensorboard", initializer=_background
+        )
 
     # --- the reader thread ------------------------------------------------------------------------
     def _advance(self) -> None:
@@ -197,10 +206,13 @@ class TensorBoardSource:
         if capped:
             self._note(run, f"more than {MAX_TAGS} scalar tags: {capped} not kept")
         if rejected:
-            self._note(run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected")
+            self._note(
+                run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected"
+            )
 
-    def _merge(self, run: _Run, new: int, top: tuple[int, float] | None,
-               latest: dict[str, tuple[int, float]]) -> int:
+    def _merge(
+        self, run: _Run, new: int, top: tuple[int, float] | None, latest: dict[str, tuple[int, float]]
+    ) -> int:
         """Merge a chunk's summary into the run under the lock; returns how many new tags the cap
         turned away (said once per run)."""
         capped = 0
@@ -239,7 +251,9 @@ class TensorBoardSource:
         with self._lock:
             polls = [self._poll_of(d, run, clock, t0, busy) for d, run in sorted(self._runs.items())]
             if polls and self._layout_notes:
-                polls[0] = replace(polls[0], error="; ".join(filter(None, [polls[0].error, *self._layout_notes])))
+                polls[0] = replace(
+                    polls[0], error="; ".join(filter(None, [polls[0].error, *self._layout_notes]))
+                )
         if not polls:
             what = "reading the log directory" if busy else "no event files found (searched any depth)"
             return [TaskPoll(str(self.logdir), clock.now(), False, error=what)]
@@ -297,8 +311,16 @@ class TensorBoardSource:
             notes.append(f"{len(bad)} value(s) out of range dropped")
             values = {k: v for k, v in values.items() if k not in bad}
         # Stamp the poll with the run's own clock: rates are then exact steps / logged seconds.
-        return TaskPoll(src, run.wall_time, True, info=run.info, values=values, error="; ".join(notes) or None,
-                        elapsed=elapsed, catching_up=progress is not None)
+        return TaskPoll(
+            src,
+            run.wall_time,
+            True,
+            info=run.info,
+            values=values,
+            error="; ".join(notes) or None,
+            elapsed=elapsed,
+            catching_up=progress is not None,
+        )
 
     def _idle_limit(self, run: _Run) -> float:
         """Seconds without a new event after which the run has stopped: twice its slowest recent gap

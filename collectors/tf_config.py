@@ -136,5 +136,9 @@ def shared_urls(spec: dict, *, metrics_port: MetricsPort | None = None, path: st
             host, port = _split(endpoint)
             h = f"[{host}]" if ":" in host else host
             by_url.setdefault(f"http://{h}:{mp.for_endpoint(port)}{path}", []).append(f"{kind}-{i}")
-    return [f"TF_CONFIG: {', '.join(tasks)} share {url}: one task is read; give each its own port "
-            f"(--metrics-port +N)" for url, tasks in by_url.items() if len(tasks) > 1]
+    return [
+        f"TF_CONFIG: {', '.join(tasks)} share {url}: one task is read; give each its own port "
+        f"(--metrics-port +N)"
+        for url, tasks in by_url.items()
+        if len(tasks) > 1
+    ]

@@ -108,8 +108,10 @@ def read_records(buf: bytes, *, base_offset: int = 0) -> ReadResult:
             return out
         end = pos + HEADER_BYTES + length + FOOTER_BYTES
         if length > MAX_RECORD_BYTES:  # trusted length (its CRC holds), too big to hold in memory
-            out.skipped.append(f"record of {length:,} bytes at byte {base_offset + pos} skipped (over "
-                               f"{MAX_RECORD_BYTES // 2**20} MiB)")
+            out.skipped.append(
+                f"record of {length:,} bytes at byte {base_offset + pos} skipped (over "
+                f"{MAX_RECORD_BYTES // 2**20} MiB)"
+            )
             out.consumed = end  # may lie beyond the buffer: the caller seeks past it
             return out
         if end > n:

@@ -31,8 +31,15 @@ from typing import Any
 
 from cmdare.collectors.redaction import redact
 
-__all__ = ["LABEL_LIMIT", "MESSAGE_LIMIT", "CleanLogFilter", "clean_keys", "clean_optional", "clean_text",
-           "install_log_cleaning"]
+__all__ = [
+    "LABEL_LIMIT",
+    "MESSAGE_LIMIT",
+    "CleanLogFilter",
+    "clean_keys",
+    "clean_optional",
+    "clean_text",
+    "install_log_cleaning",
+]
 
 LABEL_LIMIT = 200  # a label value, job/task name, tag or series key
 MESSAGE_LIMIT = 500  # an error or status message
@@ -42,7 +49,11 @@ ELLIPSIS = "…"
 # running interpreter's table is covered). C0, DEL and C1 go through a translation table; the rest
 # (format characters, separators, surrogates) through one regex.
 _REPLACEMENT = "\ufffd"
-_CONTROLS = {c: chr(0x2400 + c) for c in range(0x20)} | {0x7F: "\u2421"} | {c: _REPLACEMENT for c in range(0x80, 0xA0)}
+_CONTROLS = (
+    {c: chr(0x2400 + c) for c in range(0x20)}
+    | {0x7F: "\u2421"}
+    | {c: _REPLACEMENT for c in range(0x80, 0xA0)}
+)
 _FORMAT = re.compile(
     "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"

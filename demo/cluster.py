@@ -86,17 +86,36 @@ class DemoCluster:
     def _exporter(self, info: TaskInfo) -> TrainingExporter:
         c = self.cal
         return TrainingExporter(
-            info.job, info.role, info.task, gpu=info.gpu, region=info.region, zone=info.zone,
-            provisioning=info.provisioning, model=c["model"], model_flops=c["model_flops"], params=c["params"],
-            batch_size=c["batch_size"], target_steps=c["target_steps"],
+            info.job,
+            info.role,
+            info.task,
+            gpu=info.gpu,
+            region=info.region,
+            zone=info.zone,
+            provisioning=info.provisioning,
+            model=c["model"],
+            model_flops=c["model_flops"],
+            params=c["params"],
+            batch_size=c["batch_size"],
+            target_steps=c["target_steps"],
         )
 
     def start(self) -> list[ScrapeTarget]:
         """Start every task's exporter on 127.0.0.1 and the simulation thread; returns the targets."""
         zone = f"{DEMO_REGION}-c"
         infos = [TaskInfo(self.job, "ps-0", "ps", "", DEMO_REGION, zone, "standard")]
-        infos += [TaskInfo(self.job, f"worker-{i}", "chief" if i == 0 else "worker", self.cal["gpu"], DEMO_REGION,
-                           zone, "preemptible") for i in range(self.workers)]
+        infos += [
+            TaskInfo(
+                self.job,
+                f"worker-{i}",
+                "chief" if i == 0 else "worker",
+                self.cal["gpu"],
+                DEMO_REGION,
+                zone,
+                "preemptible",
+            )
+            for i in range(self.workers)
+        ]
         for info in infos:
             exp = self._exporter(info)
             port = exp.start(0)
@@ -147,7 +166,9 @@ class DemoCluster:
     def _lifecycle(self, now: float) -> None:
         workers = [t for t in self.tasks if t.info.role == "worker"]
         if now >= self._next_revocation and workers:
-            victim = self.rng.choice([t for t in workers if t.down_until == 0 and t.notice_until == 0] or workers)
+            victim = self.rng.choice(
+                [t for t in workers if t.down_until == 0 and t.notice_until == 0] or workers
+            )
             if victim.exporter is not None and victim.notice_until == 0:
                 victim.exporter.set_preempted(True)
                 victim.notice_until = now + self.cal["gce_preemption_notice_seconds"] / self.time_factor
@@ -158,7 +179,9 @@ class DemoCluster:
                 t.exporter.stop()
                 t.exporter = None
                 t.notice_until = 0.0
-                join = self.rng.gauss(self.cal["replacement_join_seconds_mean"], self.cal["replacement_join_seconds_std"])
+                join = self.rng.gauss(
+                    self.cal["replacement_join_seconds_mean"], self.cal["replacement_join_seconds_std"]
+                )
                 t.down_until = now + max(join, 1.0) / self.time_factor
                 self.revocations += 1
             elif t.down_until and now >= t.down_until:
@@ -172,7 +195,9 @@ class DemoCluster:
                 t.exporter, t.down_until = exp, 0.0
 
     def _advance(self, dt: float) -> None:
-        active = [t for t in self.tasks if t.info.role != "ps" and t.exporter is not None and not t.notice_until]
+        active = [
+            t for t in self.tasks if t.info.role != "ps" and t.exporter is not None and not t.notice_until
+        ]
         if not active:
             return
         c = self.cal

@@ -57,8 +57,11 @@ class GeoPipelineDemo:
     def period(self) -> float:
         """Seconds per micro-batch in steady state: the slowest of compute and each WAN transfer."""
         c, d, a = self.sc["stage_compute_seconds"], self.sc["dp_pipelines"], self.sc["activation_bytes"]
-        transfers = [d * a * 8 / (g * 1e9) for s in range(self.sc["stages"] - 1)
-                     if (g := self._boundary_gbps(s)) is not None]
+        transfers = [
+            d * a * 8 / (g * 1e9)
+            for s in range(self.sc["stages"] - 1)
+            if (g := self._boundary_gbps(s)) is not None
+        ]
         return max([c, *transfers])
 
     def _boundary_gbps(self, s: int) -> float | None:
@@ -68,9 +71,21 @@ class GeoPipelineDemo:
     def start(self) -> list[ScrapeTarget]:
         for s in range(self.sc["stages"]):
             dc = self.dc_of(s)
-            info = TaskInfo(self.job, f"stage-{s}", "stage", self.sc["gpu"], dc, f"{dc}-a", "standard", dc, str(s))
-            exp = TrainingExporter(info.job, "stage", info.task, gpu=info.gpu, region=dc, zone=info.zone,
-                                   provisioning="standard", dc=dc, stage=str(s), model=self.sc["model"])
+            info = TaskInfo(
+                self.job, f"stage-{s}", "stage", self.sc["gpu"], dc, f"{dc}-a", "standard", dc, str(s)
+            )
+            exp = TrainingExporter(
+                info.job,
+                "stage",
+                info.task,
+                gpu=info.gpu,
+                region=dc,
+                zone=info.zone,
+                provisioning="standard",
+                dc=dc,
+                stage=str(s),
+                model=self.sc["model"],
+            )
             self.stages.append(_Stage(s, info, exp, exp.start(0)))
         return self.targets()
 

@@ -33,12 +33,23 @@ class Goals:
 
 
 class Analysis:
-    def __init__(self, price_book: object, *, raise_after: int = 3, clear_after: int = 3,
-                 goals: Goals = Goals(), link_capacity_gbps: dict | None = None) -> None:
+    def __init__(
+        self,
+        price_book: object,
+        *,
+        raise_after: int = 3,
+        clear_after: int = 3,
+        goals: Goals = Goals(),
+        link_capacity_gbps: dict | None = None,
+    ) -> None:
         self.model = SpeedModel.load()
         self.thresholds = Thresholds(raise_after=raise_after, clear_after=clear_after)
-        self.alerts = AlertEngine(DEFAULT_RULES, raise_after=raise_after, clear_after=clear_after,
-                                  raise_after_by_kind=self.thresholds.raise_after_by_kind)
+        self.alerts = AlertEngine(
+            DEFAULT_RULES,
+            raise_after=raise_after,
+            clear_after=clear_after,
+            raise_after_by_kind=self.thresholds.raise_after_by_kind,
+        )
         self.cost = CostMeter(price_book, goals.budget_usd)
         self.goals = goals
         self.link_capacity_gbps = link_capacity_gbps
@@ -49,20 +60,32 @@ class Analysis:
         self.cost.book = book
         self.live.set_price_book(book)
 
-    def refresh(self, store: Store, jobs: list[JobView], now: float, rate_window_s: float) -> tuple[dict[str, Any], list[Alert]]:
+    def refresh(
+        self, store: Store, jobs: list[JobView], now: float, rate_window_s: float
+    ) -> tuple[dict[str, Any], list[Alert]]:
         """The extras the panes and rules read, and the active alerts, for one refresh."""
         extras = self._predictions(jobs)
         extras.update(rule_extras(store, jobs, rate_window_s))
-        extras.update(thresholds=self.thresholds, overheads=shipped_overheads(),
-                      replacement_seconds=self.alerts.measured_replacement_seconds(), price_book=self.cost.book)
+        extras.update(
+            thresholds=self.thresholds,
+            overheads=shipped_overheads(),
+            replacement_seconds=self.alerts.measured_replacement_seconds(),
+            price_book=self.cost.book,
+        )
         extras["live_plan"] = dict(self.live_plans)
         extras["ranked"] = {name: p.table for name, p in self.live_plans.items() if p.table is not None}
         if self.link_capacity_gbps:
             extras["link_capacity_gbps"] = self.link_capacity_gbps
         cost = extras["cost"] = self.cost.update(jobs, now)
         hours = extras["deadline_hours"] = self.goals.deadline_hours
-        extras["goals"] = {j.name: JobGoal(now + hours * 3600 if hours is not None else None, self.goals.budget_usd,
-                                           cost[j.name].accrued_usd if j.name in cost else None) for j in jobs}
+        extras["goals"] = {
+            j.name: JobGoal(
+                now + hours * 3600 if hours is not None else None,
+                self.goals.budget_usd,
+                cost[j.name].accrued_usd if j.name in cost else None,
+            )
+            for j in jobs
+        }
         ctx = AlertContext(now, jobs, extras)
         extras["pipelines"] = pipelines(ctx)
         return extras, self.alerts.evaluate(ctx)
@@ -82,7 +105,9 @@ class Analysis:
                 predicted[job.name] = rows[0].prediction
         return {"outlook": outlooks, "predicted": predicted, "model": self.model}
 
-    def rank(self, jobs: list[JobView], now: float, lifetimes: Sequence[Lifetime] = ()) -> dict[str, LivePlan]:
+    def rank(
+        self, jobs: list[JobView], now: float, lifetimes: Sequence[Lifetime] = ()
+    ) -> dict[str, LivePlan]:
         """Calibrate and rank alternative shapes for every job (CPU work: run it in a thread); the
         revocation model first learns the server lifetimes seen so far."""
         self.live.learn(lifetimes, now)

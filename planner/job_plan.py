@@ -48,7 +48,9 @@ def network_of(job: JobView) -> Network | None:
     f = job.facts
     if not (f.model_flops and f.params):
         return None
-    return Network(name=f.model or None, model_flops=f.model_flops, params=f.params, batch_size=f.batch_size or 128)
+    return Network(
+        name=f.model or None, model_flops=f.model_flops, params=f.params, batch_size=f.batch_size or 128
+    )
 
 
 def current_shape(job: JobView, *, include_down: bool = True) -> GpuMix | None:

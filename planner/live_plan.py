@@ -63,8 +63,9 @@ def _provisionings(current: str) -> tuple[str, ...]:
     return ("standard", transient)
 
 
-def workload_for_job(job: JobView, price_book, *, budget_usd: float | None = None,
-                     deadline_hours: float | None = None) -> tuple[Workload | None, str | None]:
+def workload_for_job(
+    job: JobView, price_book, *, budget_usd: float | None = None, deadline_hours: float | None = None
+) -> tuple[Workload | None, str | None]:
     """A workload for the remaining steps of a live job, or (None, why not)."""
     net, shape = network_of(job), current_shape(job)
     if net is None:
@@ -85,8 +86,13 @@ def workload_for_job(job: JobView, price_book, *, budget_usd: float | None = Non
         model=ModelSpec(job.facts.model or "job", net.model_flops, net.params, net.batch_size),
         target=Target(steps=remaining, deadline_hours=deadline_hours, budget_usd=budget_usd),
         current=Shape(gpu, shape.workers, shape.ps, region, prov),
-        allowed=Allowed(allowed_gpus, regions, max(16, 2 * shape.workers), max(DEFAULT_MAX_PS, shape.ps),
-                        provisionings=_provisionings(prov)),
+        allowed=Allowed(
+            allowed_gpus,
+            regions,
+            max(16, 2 * shape.workers),
+            max(DEFAULT_MAX_PS, shape.ps),
+            provisionings=_provisionings(prov),
+        ),
         options=Options(),
         source=f"live job {job.name}",
     )
@@ -94,9 +100,17 @@ def workload_for_job(job: JobView, price_book, *, budget_usd: float | None = Non
 
 
 class LivePlanner:
-    def __init__(self, speed_model: SpeedModel, price_book, revocation_model: RevocationModel | None = None,
-                 *, objective: str = "balanced", calibrate_every: float = 10.0, rank_every: float = 60.0,
-                 min_interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        speed_model: SpeedModel,
+        price_book,
+        revocation_model: RevocationModel | None = None,
+        *,
+        objective: str = "balanced",
+        calibrate_every: float = 10.0,
+        rank_every: float = 60.0,
+        min_interval: float = 10.0,
+    ) -> None:
         self.speed_model = speed_model
         self.price_book = price_book
         self._prior = revocation_model or RevocationModel.load()  # the published fit
@@ -120,7 +134,9 @@ class LivePlanner:
         if ended == self._ended_seen:
             return
         self._ended_seen = ended
-        self.revocation = self._prior.with_start_hour(self._prior.start_hour).update(from_observed(lifetimes, now))
+        self.revocation = self._prior.with_start_hour(self._prior.start_hour).update(
+            from_observed(lifetimes, now)
+        )
         for c in self._jobs.values():
             c.key = None
 
@@ -156,13 +172,21 @@ class LivePlanner:
         # what would change the ranking: the shape, the prices, the remaining work (10% steps) and
         # the calibration (20% steps); small drifts wait for rank_every
         remaining = round(math.log(w.target.steps) / math.log(1.1)) if w else None
-        key = (w.current if w else None, remaining, id(self.price_book),
-               round(math.log(c_scale) / 0.2), round(math.log(p_scale) / 0.2))
+        key = (
+            w.current if w else None,
+            remaining,
+            id(self.price_book),
+            round(math.log(c_scale) / 0.2),
+            round(math.log(p_scale) / 0.2),
+        )
         age = now - cache.ranked_at
         fresh = age < self.rank_every and (key == cache.key or age < self.min_interval)
         if cache.plan is not None and fresh and cache.key is not None:
-            cache.plan = replace(cache.plan, calibration_samples=cal.samples if cal else 0,
-                                 calibration_residual=cal.residual if cal and cal.samples else None)
+            cache.plan = replace(
+                cache.plan,
+                calibration_samples=cal.samples if cal else 0,
+                calibration_residual=cal.residual if cal and cal.samples else None,
+            )
             return cache.plan
         table, note = None, why
         if w is not None:
@@ -175,9 +199,18 @@ class LivePlanner:
                 note = f"cannot rank shapes: {exc}"
             if table is not None and not table.current_priced:
                 note = f"the {getattr(self.price_book, 'source', '?')} book has no price for the current shape: price unknown"
-        cache.plan = LivePlan(job.name, table, w, cal.samples if cal else 0,
-                              cal.residual if cal and cal.samples else None, c_scale, p_scale,
-                              getattr(self.price_book, "source", "?"), getattr(self.price_book, "as_of", "?"), note,
-                              price_date_label(self.price_book))
+        cache.plan = LivePlan(
+            job.name,
+            table,
+            w,
+            cal.samples if cal else 0,
+            cal.residual if cal and cal.samples else None,
+            c_scale,
+            p_scale,
+            getattr(self.price_book, "source", "?"),
+            getattr(self.price_book, "as_of", "?"),
+            note,
+            price_date_label(self.price_book),
+        )
         cache.key, cache.ranked_at = key, now
         return cache.plan

@@ -83,8 +83,12 @@ def training_figures(tasks: list[TaskSeries], window: float = 3600.0) -> Trainin
         t, v = main.window(M.K_LOSS, window)
         points = [(float(a), float(b)) for a, b in zip(t, v, strict=True) if math.isfinite(b)]
     lr = main.latest(M.K_LEARNING_RATE) if main is not None and main.has(M.K_LEARNING_RATE) else None
-    return TrainingFigures(main.latest(M.K_LOSS) if main else None, lr if lr is not None else (lrs[0] if lrs else None),
-                           sum(ex) if ex else None, points)
+    return TrainingFigures(
+        main.latest(M.K_LOSS) if main else None,
+        lr if lr is not None else (lrs[0] if lrs else None),
+        sum(ex) if ex else None,
+        points,
+    )
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,9 @@ class JobView:
             "sync": self.sync,
             "sync_how": self.sync_how,
             "nodes": [n.to_json() for n in self.nodes],
-            "training": None if self.training is None else {
+            "training": None
+            if self.training is None
+            else {
                 "loss": _finite(self.training.loss),
                 "learning_rate": _finite(self.training.learning_rate),
                 "logged_examples_per_sec": _finite(self.training.examples_per_sec),
@@ -139,7 +145,11 @@ def _net(ts: TaskSeries, host: TaskSeries | None, window: float) -> tuple[float 
     if i.role == "ps":
         own_in, own_out = ts.rate(M.K_PS_IN, window), ts.rate(M.K_PS_OUT, window)
     if i.role == "stage":
-        sent = [r for k in ts.keys() if k.startswith(M.K_STAGE_BYTES_PREFIX) and (r := ts.rate(k, window)) is not None]
+        sent = [
+            r
+            for k in ts.keys()
+            if k.startswith(M.K_STAGE_BYTES_PREFIX) and (r := ts.rate(k, window)) is not None
+        ]
         own_out = sum(sent) if sent else None
     nic = ts if ts.has(M.K_NET_RX) else host
     nic_in = nic.rate(M.K_NET_RX, window) if nic is not None and nic.has(M.K_NET_RX) else None
@@ -198,12 +208,24 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     fb_used, fb_free = g.get(M.K_GPU_FB_USED), g.get(M.K_GPU_FB_FREE)
     total = fb_used + fb_free if fb_used is not None and fb_free is not None else None
     model = gsrc.info.gpu if gsrc.info.role == "node" else ""  # host detail carries the DCGM model
-    return replace(base, owns_gpu=True, gpu_model=model, gpu_util=_finite(g.get(M.K_GPU_UTIL)),
-                   gpu_used=_finite(fb_used), gpu_total=_finite(total))
+    return replace(
+        base,
+        owns_gpu=True,
+        gpu_model=model,
+        gpu_util=_finite(g.get(M.K_GPU_UTIL)),
+        gpu_used=_finite(fb_used),
+        gpu_total=_finite(total),
+    )
 
 
-def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: float = RATE_WINDOW_S,
-              host: TaskSeries | None = None, flags: tuple[str, ...] = ()) -> NodeView:
+def node_view(
+    ts: TaskSeries,
+    status: NodeStatus | None,
+    now: float,
+    window: float = RATE_WINDOW_S,
+    host: TaskSeries | None = None,
+    flags: tuple[str, ...] = (),
+) -> NodeView:
     i = ts.info
     state = status.state.value if status else TaskState.UP.value
     up = state == TaskState.UP.value
@@ -218,8 +240,12 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
         zone=i.zone,
         provisioning=i.provisioning,
         status=state,
-        steps_per_sec=_finite(ts.rate(M.K_WORKER_STEPS, window)) if up and i.role in ("worker", "chief") else None,
-        step_seconds=_finite(ts.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, STEP_WINDOW_S)) if up else None,
+        steps_per_sec=_finite(ts.rate(M.K_WORKER_STEPS, window))
+        if up and i.role in ("worker", "chief")
+        else None,
+        step_seconds=_finite(ts.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, STEP_WINDOW_S))
+        if up
+        else None,
         gpu_util=hf.gpu_util,
         net_in_bps=_finite(net_in) if up else None,
         net_out_bps=_finite(net_out) if up else None,
@@ -244,8 +270,26 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
 def _unanswered(status: NodeStatus) -> NodeView:
     """A task that never answered (a pending target, or known only from a failed poll)."""
     i: TaskInfo = status.info
-    return NodeView(i.name, i.role, i.gpu, i.region, i.zone, i.provisioning, status.state.value, None, None, None,
-                    None, None, None, status.last_error, status.restarts, status.cause, i.stage, i.dc)
+    return NodeView(
+        i.name,
+        i.role,
+        i.gpu,
+        i.region,
+        i.zone,
+        i.provisioning,
+        status.state.value,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        status.last_error,
+        status.restarts,
+        status.cause,
+        i.stage,
+        i.dc,
+    )
 
 
 def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 120) -> list[JobView]:
@@ -277,8 +321,21 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
         eta = None
         if facts.target_steps and gstep is not None and rate:
             eta = max(0.0, facts.target_steps - gstep) / rate
-        out.append(JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series.get(name, [])),
-                           js.sync, js.sync_how))
+        out.append(
+            JobView(
+                name,
+                facts,
+                rate,
+                ex,
+                gstep,
+                eta,
+                nodes,
+                hist,
+                training_figures(series.get(name, [])),
+                js.sync,
+                js.sync_how,
+            )
+        )
     return out
 
 

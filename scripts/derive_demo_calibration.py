@@ -29,8 +29,11 @@ def single_worker(base: Path, folder: str) -> tuple[float, float]:
 
 def curve(derived: Path, gpu: str, model: str) -> list[list[float]]:
     rows = csv.DictReader(open(derived / "cluster_speed_vs_workers.csv"))
-    return [[int(r["num_workers"]), float(r["speed_steps_per_sec_mean"]), float(r["speed_steps_per_sec_std"])]
-            for r in rows if r["gpu"] == gpu and r["model"] == model and r["num_ps"] == "1"]
+    return [
+        [int(r["num_workers"]), float(r["speed_steps_per_sec_mean"]), float(r["speed_steps_per_sec_std"])]
+        for r in rows
+        if r["gpu"] == gpu and r["model"] == model and r["num_ps"] == "1"
+    ]
 
 
 def facts(speed_data: Path, model_tag: str) -> dict[str, float]:
@@ -49,7 +52,9 @@ def join_time(derived: Path, gpu: str) -> tuple[float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)")
+    ap.add_argument(
+        "--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)"
+    )
     args = ap.parse_args()
     root = args.shared / "data" / "cmdare"
     if not root.is_dir():

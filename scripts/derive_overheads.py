@@ -132,7 +132,9 @@ def derive(shared: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)")
+    ap.add_argument(
+        "--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)"
+    )
     ap.add_argument("--out", type=Path, default=REPO / "planner/data/overheads.json")
     args = ap.parse_args(argv)
     data = derive(args.shared)

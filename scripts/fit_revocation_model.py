@@ -142,7 +142,9 @@ def fit_all(shared: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)")
+    ap.add_argument(
+        "--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)"
+    )
     ap.add_argument("--out", type=Path, default=REPO / "planner/data/revocation_params.json")
     args = ap.parse_args(argv)
     params = fit_all(args.shared)

@@ -26,9 +26,17 @@ DEFAULT_COUNTERS = (
     ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes."),
+    (
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes.",
+    ),
     ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status"),
-    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+    ),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active (in %)."),
@@ -54,8 +62,10 @@ def page(gpus: list[Gpu], hostname: str = "gpu-host") -> str:
     for name, kind, help_text in DEFAULT_COUNTERS:
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
         for g in gpus:
-            base = (f'gpu="{g.index}",UUID="{g.uuid}",device="nvidia{g.index}",modelName="{g.model}",'
-                    f'Hostname="{hostname}",DCGM_FI_DRIVER_VERSION="535.104.05"')
+            base = (
+                f'gpu="{g.index}",UUID="{g.uuid}",device="nvidia{g.index}",modelName="{g.model}",'
+                f'Hostname="{hostname}",DCGM_FI_DRIVER_VERSION="535.104.05"'
+            )
             if not g.mig:
                 lines.append(f"{name}{{{base}}} {_value(name, g.util, g.fb_used, g.fb_free)}")
                 continue
@@ -68,9 +78,17 @@ def page(gpus: list[Gpu], hostname: str = "gpu-host") -> str:
 
 
 def _value(name: str, util: float, used: float, free: float) -> str:
-    return str({"DCGM_FI_DEV_GPU_UTIL": util, "DCGM_FI_PROF_GR_ENGINE_ACTIVE": util / 100, "DCGM_FI_DEV_FB_USED": used,
-                "DCGM_FI_DEV_FB_FREE": free, "DCGM_FI_DEV_SM_CLOCK": 1530, "DCGM_FI_DEV_GPU_TEMP": 41,
-                "DCGM_FI_DEV_POWER_USAGE": 61.5}.get(name, 0))
+    return str(
+        {
+            "DCGM_FI_DEV_GPU_UTIL": util,
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": util / 100,
+            "DCGM_FI_DEV_FB_USED": used,
+            "DCGM_FI_DEV_FB_FREE": free,
+            "DCGM_FI_DEV_SM_CLOCK": 1530,
+            "DCGM_FI_DEV_GPU_TEMP": 41,
+            "DCGM_FI_DEV_POWER_USAGE": 61.5,
+        }.get(name, 0)
+    )
 
 
 class DcgmServer:

@@ -74,18 +74,23 @@ def _vector(rows: list[dict]) -> bytes:
 
 
 def _nan_page() -> str:
-    return page(extra=(
-        'cmdare_job_info{job="hostile",batch_size="NaN",params="1e400",target_steps="-5"} 1\n'
-        "process_cpu_seconds_total NaN\ncmdare_stage_wait_seconds_total +Inf\n"
-        "cmdare_stage_compute_seconds_total 1e308\ncmdare_ps_bytes_total{direction=\"in\"} -7\n"
-    ))
+    return page(
+        extra=(
+            'cmdare_job_info{job="hostile",batch_size="NaN",params="1e400",target_steps="-5"} 1\n'
+            "process_cpu_seconds_total NaN\ncmdare_stage_wait_seconds_total +Inf\n"
+            'cmdare_stage_compute_seconds_total 1e308\ncmdare_ps_bytes_total{direction="in"} -7\n'
+        )
+    )
 
 
 @functools.cache
 def rows_body(n: int) -> bytes:
     """An answer of ``n`` distinct value rows (each its own task and series)."""
-    rows = b",".join(b'{"metric":{"job":"j","instance":"h%d:1","cmdare_key":"cmdare_global_step"},'
-                     b'"value":[1.7e9,"%d"]}' % (i, i) for i in range(n))
+    rows = b",".join(
+        b'{"metric":{"job":"j","instance":"h%d:1","cmdare_key":"cmdare_global_step"},'
+        b'"value":[1.7e9,"%d"]}' % (i, i)
+        for i in range(n)
+    )
     return b'{"status":"success","data":{"resultType":"vector","result":[' + rows + b"]}}"
 
 
@@ -94,18 +99,33 @@ def _prom_rows(kind: str, query: str) -> bytes:
     if kind.startswith("rows"):
         return rows_body(int(kind[4:] or 250_000))
     if query.startswith("cmdare_task_info"):
-        return _vector([{"metric": {"__name__": "cmdare_task_info", "job": "j", "instance": "h:1",
-                                    "task": "w0"}, "value": [time.time(), "1"]}])
+        return _vector(
+            [
+                {
+                    "metric": {"__name__": "cmdare_task_info", "job": "j", "instance": "h:1", "task": "w0"},
+                    "value": [time.time(), "1"],
+                }
+            ]
+        )
     if "cmdare_job_info" in query:
         facts = {"batch_size": "NaN", "params": "-1"} if kind == "nanrows" else {"batch_size": "64"}
         return _vector([{"metric": {"job": "j", **facts}, "value": [time.time(), "1"]}])
     if "== 0" in query:
         return _vector([])
-    bad = (("cmdare_worker_steps_total", "NaN"), ("cmdare_examples_total", "-5"), ("cmdare_global_step", "1e308"))
+    bad = (
+        ("cmdare_worker_steps_total", "NaN"),
+        ("cmdare_examples_total", "-5"),
+        ("cmdare_global_step", "1e308"),
+    )
     good = (("__scrape_time", str(time.time())), ("cmdare_step_seconds_sum", "12"))
     rows = [*bad, *good] if kind == "nanrows" else good
-    return _vector([{"metric": {"job": "j", "instance": "h:1", "cmdare_key": k}, "value": [time.time(), v]}
-                    for k, v in rows if f'"{k}"' in query])
+    return _vector(
+        [
+            {"metric": {"job": "j", "instance": "h:1", "cmdare_key": k}, "value": [time.time(), v]}
+            for k, v in rows
+            if f'"{k}"' in query
+        ]
+    )
 
 
 class HostileServer:
@@ -127,26 +147,43 @@ class HostileServer:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
                 method, target = head.split(" ", 2)[:2]
                 self.methods.append(method)
-                headers = {k.strip().lower(): v.strip() for k, _, v in
-                           (line.partition(":") for line in head.split("\r\n")[1:] if line)}
+                headers = {
+                    k.strip().lower(): v.strip()
+                    for k, _, v in (line.partition(":") for line in head.split("\r\n")[1:] if line)
+                }
                 if int(headers.get("content-length", 0) or 0):
                     await reader.readexactly(int(headers["content-length"]))
                 path, _, query = target.partition("?")
                 headers[":query"] = urllib.parse.parse_qs(query).get("query", [""])[0]
                 if not await self._route(path, headers, writer):
                     return
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, ValueError,
-                asyncio.CancelledError):  # cancelled: the server is stopping
+        except (
+            asyncio.IncompleteReadError,
+            ConnectionError,
+            asyncio.LimitOverrunError,
+            ValueError,
+            asyncio.CancelledError,
+        ):  # cancelled: the server is stopping
             pass
         finally:
             if not writer.is_closing():
                 writer.close()
 
-    async def _send(self, writer: asyncio.StreamWriter, body: bytes, *, status: int = 200,
-                    ctype: str = "text/plain", encoding: str = "") -> None:
+    async def _send(
+        self,
+        writer: asyncio.StreamWriter,
+        body: bytes,
+        *,
+        status: int = 200,
+        ctype: str = "text/plain",
+        encoding: str = "",
+    ) -> None:
         enc = f"Content-Encoding: {encoding}\r\n" if encoding else ""
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\n{enc}"
-                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        writer.write(
+            f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\n{enc}"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
         await writer.drain()
 
     async def _route(self, path: str, headers: dict[str, str], writer: asyncio.StreamWriter) -> bool:
@@ -163,7 +200,8 @@ class HostileServer:
 
     async def _target(self, kind: str, writer: asyncio.StreamWriter) -> bool:
         simple: dict[str, Callable[[], str]] = {
-            "ok": page, "nan": _nan_page,
+            "ok": page,
+            "nan": _nan_page,
             "biglabels": lambda: page(extra=f'cmdare_global_step{{x="{"A" * (1 << 20)}"}} 5\n'),
             "esc": lambda: page(task="w\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J"),
         }
@@ -178,7 +216,13 @@ class HostileServer:
         elif kind.startswith("enc-"):  # the page under the coding named (gzip and deflate applied)
             coding = urllib.parse.unquote(kind[4:])
             body = page().encode()
-            body = gzip.compress(body) if "gzip" in coding else zlib.compress(body) if "deflate" in coding else body
+            body = (
+                gzip.compress(body)
+                if "gzip" in coding
+                else zlib.compress(body)
+                if "deflate" in coding
+                else body
+            )
             await self._send(writer, body, encoding=coding)
         elif kind == "bomb1":
             await self._send(writer, gzip_zeros(1024), encoding="gzip")

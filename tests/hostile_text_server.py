@@ -90,7 +90,11 @@ def prom_rows() -> dict:
 
 def prom_error() -> dict:
     h = HOSTILE
-    return {"status": "error", "errorType": "bad_data" + h["csi"], "error": h["title"] + h["link"] + h["osc52"]}
+    return {
+        "status": "error",
+        "errorType": "bad_data" + h["csi"],
+        "error": h["title"] + h["link"] + h["osc52"],
+    }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -116,7 +120,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, json.dumps(prom_error()).encode(), "application/json")
         elif parts[:1] == ["t"] and len(parts) == 3 and parts[1] == "garbage":
             self._send(200, garbage(), "text/plain; version=0.0.4")
-        elif parts[:1] == ["t"] and len(parts) == 3 and parts[1].isdigit() and int(parts[1]) in self.server.down:
+        elif (
+            parts[:1] == ["t"]
+            and len(parts) == 3
+            and parts[1].isdigit()
+            and int(parts[1]) in self.server.down
+        ):
             self._send(500, HOSTILE["title"].encode(), "text/plain")
         elif parts[:1] == ["t"] and len(parts) == 3 and parts[1].isdigit():
             i = int(parts[1])

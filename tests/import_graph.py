@@ -69,7 +69,13 @@ def imported_names(module: str, source: str, is_package: bool = False) -> Iterat
                 yield f"{base}.{alias.name}", node.lineno
         elif isinstance(node, ast.Call) and node.args:
             func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            name = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else ""
+            )
             target = _literal_prefix(node.args[0]) if name in DYNAMIC else None
             if target:
                 yield target, node.lineno

@@ -86,4 +86,4 @@ def test_leave_one_out_median_matches_the_definition():
     for n in range(2, 12):
         vals = sorted(rng.choice([0.1, 0.2, 0.25, 0.3, 1.0]) for _ in range(n))
         for k in range(n):
-            assert _median_without(vals, k) == statistics.median(vals[:k] + vals[k + 1:])
+            assert _median_without(vals, k) == statistics.median(vals[:k] + vals[k + 1 :])

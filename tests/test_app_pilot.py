@@ -49,7 +49,9 @@ async def test_panes_show_live_demo_data():
 async def test_revoked_worker_turns_up_in_alerts():
     app = fast_demo_app()
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.state is not None and any(a.kind == "node-revoked" for a in app.state.alerts))
+        await wait_for(
+            pilot, lambda: app.state is not None and any(a.kind == "node-revoked" for a in app.state.alerts)
+        )
         alerts = app.query_one("#alerts-table", DataTable)
         kinds = [str(c) for c in alerts.get_column("Kind")]
         assert "node-revoked" in kinds
@@ -79,8 +81,11 @@ async def test_keys_move_between_panes_help_and_quit():
 async def test_planner_pane_ranks_alternatives_calibrated_on_the_live_job():
     app = fast_demo_app(first_revocation_s=1000)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.state is not None and "resnet32-p100" in app.state.extras.get("ranked", {}),
-                       timeout=30)
+        await wait_for(
+            pilot,
+            lambda: app.state is not None and "resnet32-p100" in app.state.extras.get("ranked", {}),
+            timeout=30,
+        )
         await pilot.pause(1.2)  # one more refresh renders the ranking
         pane = app.query_one("#pane-planner")
         assert "ranked by" in pane.border_subtitle and "prices offline" in pane.border_subtitle
@@ -100,8 +105,13 @@ async def test_next_job_shows_the_geo_pipeline_and_its_wan_bound_link():
         assert app.state.job().name == "resnet32-p100"
         await pilot.press("n")
         assert app.state.job().name == "lm-pipeline-3dc"
-        await wait_for(pilot, lambda: any(b.wan_bound for b in app.state.extras.get("pipelines", {})
-                                          .get("lm-pipeline-3dc", ([], {}))[0]), timeout=30)
+        await wait_for(
+            pilot,
+            lambda: any(
+                b.wan_bound for b in app.state.extras.get("pipelines", {}).get("lm-pipeline-3dc", ([], {}))[0]
+            ),
+            timeout=30,
+        )
         await pilot.pause(0.6)
         pane = app.query_one("#pane-planner")
         assert pane.mode == "pipeline" and "WAN-bound" in pane.border_subtitle

@@ -95,7 +95,10 @@ def test_layer_check_accepts_the_allowed_directions():
     ],
 )
 def test_cycle_check_catches_a_cycle_in_any_form(b_source: str):
-    sources = {"cmdare.planner.a": ("from cmdare.planner import b", False), "cmdare.planner.b": (b_source, False)}
+    sources = {
+        "cmdare.planner.a": ("from cmdare.planner import b", False),
+        "cmdare.planner.b": (b_source, False),
+    }
     assert cycles(graph(sources)) == [["cmdare.planner.a", "cmdare.planner.b"]]
 
 
@@ -110,6 +113,11 @@ def test_ruff_passes():
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
     if not Path(ruff).exists():
         pytest.skip("ruff not installed")
-    out = subprocess.run([ruff, "check", "--output-format", "concise", str(REPO)], capture_output=True, text=True,
-                         cwd=REPO, timeout=120)
+    out = subprocess.run(
+        [ruff, "check", "--output-format", "concise", str(REPO)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout[-3000:]

@@ -20,7 +20,9 @@ EX = REPO / "examples"
 EXE = str(Path(sys.executable).with_name("cmdare-tui"))
 
 
-def _run(*argv: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _run(
+    *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run([EXE, *argv], capture_output=True, text=True, timeout=60, cwd=cwd, env=env)
 
 
@@ -32,7 +34,9 @@ def _one_line_exit_2(out: subprocess.CompletedProcess, *words: str) -> None:
 
 def test_issue_cases_exit_2_with_one_line(tmp_path: Path, isolated_home: Path):
     latin1 = tmp_path / "latin1.csv"
-    latin1.write_bytes("model,model_flops,params,batch_size,gpu,workers,ps\nréseau,1e9,1e6,32,P100,1,1\n".encode("latin-1"))
+    latin1.write_bytes(
+        "model,model_flops,params,batch_size,gpu,workers,ps\nréseau,1e9,1e6,32,P100,1,1\n".encode("latin-1")
+    )
     bad_cfg = tmp_path / "c.toml"
     bad_cfg.write_text("[sources]\ntensorboard = 5\n")
     str_cfg = tmp_path / "s.toml"
@@ -42,7 +46,11 @@ def test_issue_cases_exit_2_with_one_line(tmp_path: Path, isolated_home: Path):
     geo_dc = tmp_path / "dc.toml"
     geo_dc.write_text((EX / "geo-3dc.toml").read_text().replace('"europe"', '"[/]"'))
     work = tmp_path / "w.toml"
-    work.write_text((EX / "workload-resnet32.toml").read_text().replace("batch_size = 128", "batch_size = 99999999999999999999999"))
+    work.write_text(
+        (EX / "workload-resnet32.toml")
+        .read_text()
+        .replace("batch_size = 128", "batch_size = 99999999999999999999999")
+    )
     cases = [
         (("--target", "http://127.0.0.1:99999/metrics"), ("port",)),
         (("snapshot", "--target", "http://127.0.0.1:99999/metrics"), ("port",)),
@@ -96,7 +104,9 @@ def test_config_prices_is_every_commands_default(tmp_path: Path, isolated_home: 
     cfg.write_text('prices = "study-era"\n')
     code, out, err = run_main(["prices", "--config", str(cfg), "--json"])
     assert code == 0 and json.loads(out)[0]["as_of"] == "2019-02-15", err
-    code, out, err = run_main(["plan", "--config", str(cfg), "--workload", str(EX / "workload-resnet32.toml")])
+    code, out, err = run_main(
+        ["plan", "--config", str(cfg), "--workload", str(EX / "workload-resnet32.toml")]
+    )
     assert code == 0 and "2019-02-15" in out, err
     code, out, err = run_main(["plan", "--config", str(cfg), "--geo", str(EX / "geo-3dc.toml"), "--json"])
     assert code == 0, err  # a config's prices is no conflict with --geo
@@ -127,7 +137,16 @@ def test_predict_output_symlink_only_when_asked(tmp_path: Path, isolated_home: P
 def test_predict_help_lists_columns_and_the_example_runs():
     out = _run("predict", "--help")
     assert out.returncode == 0
-    for col in ("model_flops", "params", "batch_size", "gpu", "workers", "ps", "steps_per_sec", "examples/predict.csv"):
+    for col in (
+        "model_flops",
+        "params",
+        "batch_size",
+        "gpu",
+        "workers",
+        "ps",
+        "steps_per_sec",
+        "examples/predict.csv",
+    ):
         assert col in out.stdout
     assert "issue 5" not in out.stdout and "through :mod:" not in out.stdout  # not the module docstring
     code, csv_out, err = run_main(["predict", "--input", str(EX / "predict.csv")])

@@ -68,7 +68,9 @@ def test_app_flags(home: Path, argv: list[str], flags_first: bool):
 @given(argv=_flags(["--refresh", "--timeout", "--samples", "--interval", "--selector", "--metrics-port", "--job",
                     "--prices", "--log-level", "--replay-speed", "--target"]))  # fmt: skip
 def test_snapshot(home: Path, argv: list[str]):
-    code, _, err = run_main(["snapshot", "--read-only", "--target", DEAD, *argv, "--samples", "1", "--timeout", "0.3"])
+    code, _, err = run_main(
+        ["snapshot", "--read-only", "--target", DEAD, *argv, "--samples", "1", "--timeout", "0.3"]
+    )
     check_discipline(code, err)
 
 
@@ -102,7 +104,9 @@ mutations = st.lists(st.tuples(st.integers(0, 200), _toml_value()), min_size=1, 
 @given(picks=mutations, raw=st.one_of(st.none(), st.binary(max_size=200)))
 def test_plan_workload_file(home: Path, picks: list[tuple[int, str]], raw: bytes | None):
     f = home / "w.toml"
-    f.write_bytes(raw if raw is not None else _mutate((EXAMPLES / "workload-resnet32.toml").read_text(), picks).encode())
+    f.write_bytes(
+        raw if raw is not None else _mutate((EXAMPLES / "workload-resnet32.toml").read_text(), picks).encode()
+    )
     code, _, err = run_main(["plan", "--workload", str(f), "--top", "3"])
     check_discipline(code, err, (0, 2))
 
@@ -111,7 +115,9 @@ def test_plan_workload_file(home: Path, picks: list[tuple[int, str]], raw: bytes
 @given(picks=mutations, raw=st.one_of(st.none(), st.binary(max_size=200)))
 def test_plan_geo_file(home: Path, picks: list[tuple[int, str]], raw: bytes | None):
     f = home / "g.toml"
-    f.write_bytes(raw if raw is not None else _mutate((EXAMPLES / "geo-3dc.toml").read_text(), picks).encode())
+    f.write_bytes(
+        raw if raw is not None else _mutate((EXAMPLES / "geo-3dc.toml").read_text(), picks).encode()
+    )
     code, _, err = run_main(["plan", "--geo", str(f), "--top", "2"])
     check_discipline(code, err, (0, 2))
 
@@ -190,9 +196,13 @@ def _describe(p: Path | None) -> object:
 
 
 @FUZZ
-@given(argv=_flags(["--gpu", "--region", "--max-age-hours", "--billing-endpoint", "--prices"]), js=st.booleans())
+@given(
+    argv=_flags(["--gpu", "--region", "--max-age-hours", "--billing-endpoint", "--prices"]), js=st.booleans()
+)
 def test_prices(home: Path, argv: list[str], js: bool):
-    code, _, err = run_main(["prices", "--read-only", *argv, "--prices", "offline", *(["--json"] if js else [])])
+    code, _, err = run_main(
+        ["prices", "--read-only", *argv, "--prices", "offline", *(["--json"] if js else [])]
+    )
     check_discipline(code, err, (0, 2))
     assert list(home.rglob("*")) == [] or all(p.is_dir() for p in home.rglob("*"))
 
@@ -211,7 +221,9 @@ def test_serve_dry_run(home: Path, argv: list[str]):
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real recording of the demo cluster (two polls), made by the CLI itself."""
     path = tmp_path_factory.mktemp("rec") / "demo.db"
-    code, _, err = run_main(["snapshot", "--demo", "--samples", "2", "--interval", "0.2", "--record", str(path)])
+    code, _, err = run_main(
+        ["snapshot", "--demo", "--samples", "2", "--interval", "0.2", "--record", str(path)]
+    )
     assert code == 0 and path.is_file(), err
     return path
 
@@ -241,6 +253,9 @@ def test_hostile_recording(home: Path, recording: Path, edits: list, garbage: by
                 conn.execute(f"UPDATE OR IGNORE {table} SET {col} = ? WHERE rowid = (SELECT rowid FROM {table} "
                              f"ORDER BY rowid LIMIT 1 OFFSET ?)", (value, k % 7))  # fmt: skip
     fast = ["--replay-speed", "1000"]
-    for argv in (["snapshot", "--replay", str(rec), "--samples", "2", "--interval", "0", *fast], ["--replay", str(rec)]):
+    for argv in (
+        ["snapshot", "--replay", str(rec), "--samples", "2", "--interval", "0", *fast],
+        ["--replay", str(rec)],
+    ):
         code, _, err = run_main(argv, seconds=30)
         check_discipline(code, err)

@@ -188,13 +188,17 @@ async def test_non_finite_wall_times_are_rejected_with_a_note_and_tailing_goes_o
     assert p.error is None
 
 
-async def test_records_over_the_chunk_size_are_read_and_over_the_cap_skipped_with_a_note(tmp_path, monkeypatch):
+async def test_records_over_the_chunk_size_are_read_and_over_the_cap_skipped_with_a_note(
+    tmp_path, monkeypatch
+):
     from cmdare.collectors import tensorboard, tfrecord
 
     monkeypatch.setattr(tensorboard, "READ_CHUNK_BYTES", 64 * 1024)  # a 5 MiB record is then 80 chunks big
     monkeypatch.setattr(tfrecord, "MAX_RECORD_BYTES", 8 * 1024 * 1024)
     monkeypatch.setattr(tensorboard, "MAX_RECORD_BYTES", 8 * 1024 * 1024)
-    big = event(101.0, 15, loss=0.9) + _field(9, 2, b"x" * (5 * 2**20))  # unknown field 9: skipped by decoders
+    big = event(101.0, 15, loss=0.9) + _field(
+        9, 2, b"x" * (5 * 2**20)
+    )  # unknown field 9: skipped by decoders
     huge = _field(9, 2, b"y" * (9 * 2**20))
     f = tmp_path / "events.out.tfevents.1.host"
     _write(f, [event(100.0, 10, loss=1.0), big, huge, event(110.0, 20, loss=0.5)])
@@ -239,9 +243,14 @@ async def test_walk_bounds_are_said_in_the_status(tmp_path, monkeypatch):
 )
 def test_fast_event_decoder_agrees_with_the_full_one(wall: float, step: int, scalars: dict[str, float]):
     values = b"".join(
-        _field(1, 2, _field(1, 2, tag.encode()) + _field(2, 5, struct.pack("<f", v))) for tag, v in scalars.items()
+        _field(1, 2, _field(1, 2, tag.encode()) + _field(2, 5, struct.pack("<f", v)))
+        for tag, v in scalars.items()
     )
-    rec = _field(1, 1, struct.pack("<d", wall)) + _field(2, 0, _varint(step & (2**64 - 1))) + _field(5, 2, values)
+    rec = (
+        _field(1, 1, struct.pack("<d", wall))
+        + _field(2, 0, _varint(step & (2**64 - 1)))
+        + _field(5, 2, values)
+    )
     fast, full = decode_event(rec), decode_event_full(rec)
     assert fast.step == full.step and fast.scalars == full.scalars
     assert fast.wall_time == full.wall_time or (math.isnan(fast.wall_time) and math.isnan(full.wall_time))
@@ -277,18 +286,35 @@ async def test_the_tag_cap_is_said_once(tmp_path):
     _write(f, [event(100.0 + i, i, **{f"t{i}_{k}": 1.0 for k in range(10)}) for i in range(8)])
     src = TensorBoardSource(tmp_path, job="j", poll_budget_s=30)
     (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
-    assert sum(k.startswith("scalar{") for k in p.values) == 64 and "more than 64 scalar tags: 16 not kept" in p.error
+    assert (
+        sum(k.startswith("scalar{") for k in p.values) == 64
+        and "more than 64 scalar tags: 16 not kept" in p.error
+    )
 
 
 @pytest.mark.parametrize(
     ("tag", "kind"),
     [
-        ("loss", "loss"), ("train/loss", "loss"), ("Loss/train", "loss"), ("epoch_loss", "loss"),
-        ("train_loss", "loss"), ("Loss_train/Loss", "loss"), ("val_loss", None), ("validation/epoch_loss", None),
-        ("eval/loss", None), ("Loss_val/Loss", None), ("lr", "learning_rate"), ("learning_rate", "learning_rate"),
-        ("lr-Adam", "learning_rate"), ("train/learning_rate", "learning_rate"), ("epoch_learning_rate", "learning_rate"),
-        ("examples/sec", "examples_per_sec"), ("train/train_samples_per_second", "examples_per_sec"),
-        ("eval/samples_per_second", None), ("global_step/sec", None), ("accuracy", None),
+        ("loss", "loss"),
+        ("train/loss", "loss"),
+        ("Loss/train", "loss"),
+        ("epoch_loss", "loss"),
+        ("train_loss", "loss"),
+        ("Loss_train/Loss", "loss"),
+        ("val_loss", None),
+        ("validation/epoch_loss", None),
+        ("eval/loss", None),
+        ("Loss_val/Loss", None),
+        ("lr", "learning_rate"),
+        ("learning_rate", "learning_rate"),
+        ("lr-Adam", "learning_rate"),
+        ("train/learning_rate", "learning_rate"),
+        ("epoch_learning_rate", "learning_rate"),
+        ("examples/sec", "examples_per_sec"),
+        ("train/train_samples_per_second", "examples_per_sec"),
+        ("eval/samples_per_second", None),
+        ("global_step/sec", None),
+        ("accuracy", None),
     ],
 )
 def test_training_tags_people_use_are_recognised(tag: str, kind: str | None):
@@ -305,15 +331,34 @@ def test_the_plainest_loss_tag_wins():
 def test_run_grouping_rules(tmp_path):
     from cmdare.collectors.tbruns import find_runs, run_name
 
-    for folder in ("est", "est/eval", "keras/train", "keras/validation", "pl/version_0", "pl/version_1",
-                   "runs/a", "runs/a/Loss_train", "runs/a/1712345678.9", "runs/a/1712345678.9/x_y"):
+    for folder in (
+        "est",
+        "est/eval",
+        "keras/train",
+        "keras/validation",
+        "pl/version_0",
+        "pl/version_1",
+        "runs/a",
+        "runs/a/Loss_train",
+        "runs/a/1712345678.9",
+        "runs/a/1712345678.9/x_y",
+    ):
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
         (tmp_path / folder / "events.out.tfevents.1.host").write_bytes(b"")
     layout = find_runs(tmp_path)
-    assert sorted(run_name(r, tmp_path) for r in layout.runs) == ["est", "keras", "pl/version_0", "pl/version_1", "runs/a"]
+    assert sorted(run_name(r, tmp_path) for r in layout.runs) == [
+        "est",
+        "keras",
+        "pl/version_0",
+        "pl/version_1",
+        "runs/a",
+    ]
     assert len(layout.runs[tmp_path / "runs" / "a"]) == 4 and not layout.notes
     keras = find_runs(tmp_path / "keras")  # pointed at the Keras log dir itself
-    assert list(keras.runs) == [tmp_path / "keras"] and run_name(tmp_path / "keras", tmp_path / "keras") == "keras"
+    assert (
+        list(keras.runs) == [tmp_path / "keras"]
+        and run_name(tmp_path / "keras", tmp_path / "keras") == "keras"
+    )
 
 
 async def test_values_out_of_range_are_dropped_with_a_note(tmp_path):

@@ -95,7 +95,10 @@ def test_links_give_wan_capacities_to_the_session(tmp_path):
     from cmdare.tui.config import ConfigError, parse_config
 
     cfg = parse_config('[links]\n"us-west1/europe-west4" = 0.36\n"us-central1 / us-west1" = 5\n', "c.toml")
-    assert cfg.links == {frozenset({"us-west1", "europe-west4"}): 0.36, frozenset({"us-central1", "us-west1"}): 5.0}
+    assert cfg.links == {
+        frozenset({"us-west1", "europe-west4"}): 0.36,
+        frozenset({"us-central1", "us-west1"}): 5.0,
+    }
     with pytest.raises(ConfigError, match=r"c.toml:2: \[links\] us-west1: must name two DCs"):
         parse_config('[links]\n"us-west1" = 1\n', "c.toml")
     path = tmp_path / "c.toml"

@@ -52,7 +52,11 @@ def _paths(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "tb").mkdir(exist_ok=True)
     (tmp_path / "log.jsonl").write_text("")
     (tmp_path / "token").write_text("t0ken\n")
-    return {"tb": str(tmp_path / "tb"), "jsonl": str(tmp_path / "log.jsonl"), "token": str(tmp_path / "token")}
+    return {
+        "tb": str(tmp_path / "tb"),
+        "jsonl": str(tmp_path / "log.jsonl"),
+        "token": str(tmp_path / "token"),
+    }
 
 
 TF = '{"cluster": {"worker": ["127.0.0.1:2222"]}, "task": {"type": "worker", "index": 0}}'
@@ -118,9 +122,15 @@ def test_every_documented_key_has_a_case():
 def test_documented_key_takes_effect(tmp_path: Path, key: str):
     paths = _paths(tmp_path)
     text, check = CASES[key]
-    text = text.replace("{tb}", paths["tb"]).replace("{jsonl}", paths["jsonl"]).replace("{token}", paths["token"])
+    text = (
+        text.replace("{tb}", paths["tb"])
+        .replace("{jsonl}", paths["jsonl"])
+        .replace("{token}", paths["token"])
+    )
     if "[sources]" not in text:
-        text = '[sources]\ndemo = true\n' + text if text.startswith("[") else text + "[sources]\ndemo = true\n"
+        text = (
+            "[sources]\ndemo = true\n" + text if text.startswith("[") else text + "[sources]\ndemo = true\n"
+        )
     seen = _started(tmp_path, text)
     assert check(seen, paths), seen
 

@@ -41,10 +41,27 @@ POLLS = 12
 @pytest.fixture
 def ddp(tmp_path: Path) -> Iterator[int]:
     base = _port_base()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-           str(free_port()), str(TRAIN), "--steps", "0", "--port-base", str(base)]
-    proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
-                            stderr=(tmp_path / "torchrun.log").open("wb"), start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(free_port()),
+        str(TRAIN),
+        "--steps",
+        "0",
+        "--port-base",
+        str(base),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "torchrun.log").open("wb"),
+        start_new_session=True,
+    )
     yield base
     os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its two ranks (their own process group)
     proc.wait(timeout=10)
@@ -66,10 +83,20 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
     scrape_store, prom_store = Store(), Store()
     # interval 2 s: the job rate's window is 5 polls' worth = 10 s; polled every second below
     pollers = [
-        Poller([ScrapeSource([ScrapeTarget(u) for u in urls])], scrape_store, lifecycle=Lifecycle(), clock=clock,
-               interval=2.0),
-        Poller([PrometheusAPISource(prom.url, 'job="cmdare-test"')], prom_store, lifecycle=Lifecycle(), clock=clock,
-               interval=2.0),
+        Poller(
+            [ScrapeSource([ScrapeTarget(u) for u in urls])],
+            scrape_store,
+            lifecycle=Lifecycle(),
+            clock=clock,
+            interval=2.0,
+        ),
+        Poller(
+            [PrometheusAPISource(prom.url, 'job="cmdare-test"')],
+            prom_store,
+            lifecycle=Lifecycle(),
+            clock=clock,
+            interval=2.0,
+        ),
     ]
     sampler = _Sampler([urls[0]], key=M.K_GLOBAL_STEP)
     sampler.start()
@@ -81,8 +108,10 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
         (job,) = build_jobs(store, poller.lifecycle, clock.now())
         own = _own_rate(sampler, store)
         ranks = sum(store.tasks[f"pytorch-ddp/worker-{r}"].rate(M.K_WORKER_STEPS, WINDOW_S) for r in range(2))
-        print(f"{type(poller.sources[0]).__name__}: job {job.steps_per_sec:.2f} steps/s, own global step "
-              f"{own:.2f}, sum of ranks {ranks:.2f}")
+        print(
+            f"{type(poller.sources[0]).__name__}: job {job.steps_per_sec:.2f} steps/s, own global step "
+            f"{own:.2f}, sum of ranks {ranks:.2f}"
+        )
         assert (job.sync, job.sync_how) == ("sync-allreduce", "declared")
         assert own > 0 and job.steps_per_sec == pytest.approx(own, rel=0.02)
         assert ranks == pytest.approx(2 * own, rel=0.05)  # what the old sum showed

@@ -41,8 +41,13 @@ def _target(url: str) -> ScrapeTarget:
 
 
 async def _watch(urls: list[str], polls: int = 2, between=None) -> tuple[list[JobView], Poller]:
-    poller = Poller([ScrapeSource([_target(u) for u in urls])], Store(), lifecycle=Lifecycle(silent_after=1),
-                    clock=SystemClock(), interval=1.0)
+    poller = Poller(
+        [ScrapeSource([_target(u) for u in urls])],
+        Store(),
+        lifecycle=Lifecycle(silent_after=1),
+        clock=SystemClock(),
+        interval=1.0,
+    )
     for i in range(polls):
         if between is not None:
             between(i)
@@ -53,7 +58,11 @@ async def _watch(urls: list[str], polls: int = 2, between=None) -> tuple[list[Jo
 
 
 async def test_worker_0_and_ps_0_are_two_tasks(exporters):
-    urls = [_exporter(exporters, "worker", "0"), _exporter(exporters, "ps", "0"), _exporter(exporters, "chief", "0")]
+    urls = [
+        _exporter(exporters, "worker", "0"),
+        _exporter(exporters, "ps", "0"),
+        _exporter(exporters, "chief", "0"),
+    ]
     (job,), _ = await _watch(urls)
     assert {n.name: n.role for n in job.nodes} == {"chief-0": "chief", "ps-0": "ps", "worker-0": "worker"}
     assert all(n.status == "up" and not n.flags for n in job.nodes)
@@ -72,8 +81,13 @@ async def test_two_endpoints_claiming_one_identity_are_both_shown_and_flagged(ex
 
 async def test_the_duplicate_flag_clears_when_one_claimant_is_gone(exporters):
     urls = [_exporter(exporters, "worker", "worker-0"), _exporter(exporters, "worker", "worker-0")]
-    poller = Poller([ScrapeSource([_target(u) for u in urls])], Store(), lifecycle=Lifecycle(silent_after=2),
-                    clock=SystemClock(), interval=1.0)
+    poller = Poller(
+        [ScrapeSource([_target(u) for u in urls])],
+        Store(),
+        lifecycle=Lifecycle(silent_after=2),
+        clock=SystemClock(),
+        interval=1.0,
+    )
     for _ in range(2):
         await poller.poll_once()
     assert len(poller.lifecycle.duplicates) == 2
@@ -94,13 +108,23 @@ async def test_a_target_not_up_yet_is_pending_then_folded_into_its_task(exporter
         if i == 2:
             _exporter(exporters, "worker", "0", port)
 
-    poller = Poller([ScrapeSource([_target(url)])], Store(), lifecycle=Lifecycle(silent_after=1),
-                    clock=SystemClock(), interval=1.0)
+    poller = Poller(
+        [ScrapeSource([_target(url)])],
+        Store(),
+        lifecycle=Lifecycle(silent_after=1),
+        clock=SystemClock(),
+        interval=1.0,
+    )
     for i in range(4):
         between(i)
         await poller.poll_once()
-        seen.append([(j.name, n.name, n.status) for j in build_jobs(poller.store, poller.lifecycle, 0.0)
-                     for n in j.nodes])
+        seen.append(
+            [
+                (j.name, n.name, n.status)
+                for j in build_jobs(poller.store, poller.lifecycle, 0.0)
+                for n in j.nodes
+            ]
+        )
     await poller.aclose()
     assert seen[0] == seen[1] == [("job", f"127.0.0.1:{port}", "pending")]  # under its URL, not "silent"
     assert seen[2] == seen[3] == [("bert", "worker-0", "up")]  # folded: no phantom, no job called "job"
@@ -121,8 +145,14 @@ async def test_host_detail_survives_record_and_replay(exporters, tmp_path):
         urls = [_exporter(exporters, "worker", "0"), f"http://{dcgm.addr}/metrics"]
         lc = Lifecycle()
         rec = Recorder(tmp_path / "r.sqlite", lifecycle=lc, interval=1.0)
-        live = Poller([ScrapeSource([_target(u) for u in urls])], Store(), lifecycle=lc, clock=SystemClock(),
-                      interval=1.0, sinks=[rec])
+        live = Poller(
+            [ScrapeSource([_target(u) for u in urls])],
+            Store(),
+            lifecycle=lc,
+            clock=SystemClock(),
+            interval=1.0,
+            sinks=[rec],
+        )
         for _ in range(2):
             await live.poll_once()
         rec.close()
@@ -138,8 +168,13 @@ async def test_host_detail_survives_record_and_replay(exporters, tmp_path):
     for p in (live, again):
         (job,) = build_jobs(p.store, p.lifecycle, 0.0)
         (node,) = job.nodes
-        assert (job.name, node.name, node.gpu_util, node.gpu_model, node.gpu_mem_used_mib) == \
-            ("bert", "worker-0", 70.0, "Tesla T4", 3000)
+        assert (job.name, node.name, node.gpu_util, node.gpu_model, node.gpu_mem_used_mib) == (
+            "bert",
+            "worker-0",
+            70.0,
+            "Tesla T4",
+            3000,
+        )
 
 
 async def test_host_detail_of_a_host_without_tasks_is_a_row_of_its_own(exporters):
@@ -152,5 +187,11 @@ async def test_host_detail_of_a_host_without_tasks_is_a_row_of_its_own(exporters
     finally:
         dcgm.close()
     (node,) = job.nodes
-    assert (job.name, node.name, node.role, node.status, node.gpu_util, node.gpu_model) == \
-        ("hosts", "127.0.0.1", "node", "up", 70.0, "Tesla T4")
+    assert (job.name, node.name, node.role, node.status, node.gpu_util, node.gpu_model) == (
+        "hosts",
+        "127.0.0.1",
+        "node",
+        "up",
+        70.0,
+        "Tesla T4",
+    )

@@ -48,7 +48,17 @@ NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus
 V100 = "Tesla V100-SXM2-16GB"
 A100 = "NVIDIA A100-SXM4-40GB"
 GPUS_A = [Gpu(0, "GPU-6c1f2a00", V100, 80.0, 12000, 4160), Gpu(1, "GPU-6c1f2a11", V100, 40.0, 6000, 10160)]
-GPUS_B = [Gpu(0, "GPU-9e0d7b00", A100, 0, 0, 0, mig=(("3g.20gb", 1, 0.5, 3000, 7240), ("3g.20gb", 2, 0.3, 1000, 9240)))]
+GPUS_B = [
+    Gpu(
+        0,
+        "GPU-9e0d7b00",
+        A100,
+        0,
+        0,
+        0,
+        mig=(("3g.20gb", 1, 0.5, 3000, 7240), ("3g.20gb", 2, 0.3, 1000, 9240)),
+    )
+]
 ROLES = {"chief-0": "chief", "worker-0": "worker", "worker-1": "worker", "ps-0": "ps"}
 SETS = {"plain": "us-central1", "honor": "europe-west4", "relabel": "asia-east1"}  # exporter job → region
 
@@ -99,12 +109,16 @@ def _configs(jobs: dict[str, Job], node: str, dcgm: list[str]) -> str:
         return "    static_configs:\n      - targets: [" + ", ".join(f"'{a}'" for a in addrs) + "]\n"
 
     return (
-        "  - job_name: 'plain'\n" + static(jobs["plain"].addrs)
-        + "  - job_name: 'honor'\n    honor_labels: true\n" + static(jobs["honor"].addrs)
+        "  - job_name: 'plain'\n"
+        + static(jobs["plain"].addrs)
+        + "  - job_name: 'honor'\n    honor_labels: true\n"
+        + static(jobs["honor"].addrs)
         + "  - job_name: 'raw'\n    relabel_configs:\n      - target_label: job\n        replacement: trainers\n"
         + static(jobs["relabel"].addrs)
-        + "  - job_name: 'node'\n" + static([node])
-        + "  - job_name: 'dcgm'\n" + static(dcgm)
+        + "  - job_name: 'node'\n"
+        + static([node])
+        + "  - job_name: 'dcgm'\n"
+        + static(dcgm)
     )
 
 
@@ -117,12 +131,21 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     jobs = {s: Job(f"resnet-{s}", region) for s, region in SETS.items()}
     node = f"{HOST_A}:{free_port()}"
     node_proc = subprocess.Popen(
-        [NODE_EXPORTER, f"--web.listen-address={node}", "--collector.disable-defaults", "--collector.cpu",
-         "--collector.meminfo", "--collector.netdev"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            NODE_EXPORTER,
+            f"--web.listen-address={node}",
+            "--collector.disable-defaults",
+            "--collector.cpu",
+            "--collector.meminfo",
+            "--collector.netdev",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     dcgm = [DcgmServer(page(GPUS_A, "host-a"), HOST_A), DcgmServer(page(GPUS_B, "host-b"), HOST_B)]
-    prom = PromServer([], tmp_path_factory.mktemp("prom"), scrape_configs=_configs(jobs, node, [d.addr for d in dcgm]))
+    prom = PromServer(
+        [], tmp_path_factory.mktemp("prom"), scrape_configs=_configs(jobs, node, [d.addr for d in dcgm])
+    )
     prom.start()
     try:
         prom.wait_for_targets(3 * 4 + 3, timeout=40.0)
@@ -208,8 +231,10 @@ async def test_selectors_find_the_tasks_and_their_host_detail(world, selector, n
 async def test_direct_scrape_joins_node_exporter_and_dcgm_targets_to_tasks_on_their_host(world):
     """node_exporter and DCGM pages given with --target (as tui/sources.py builds them) join the
     tasks on their hosts instead of becoming tasks of a job called ``job``."""
-    urls = [f"http://{a}/metrics" for a in [*world["jobs"]["plain"].addrs, world["node"],
-                                             *(d.addr for d in world["dcgm"])]]
+    urls = [
+        f"http://{a}/metrics"
+        for a in [*world["jobs"]["plain"].addrs, world["node"], *(d.addr for d in world["dcgm"])]
+    ]
     targets = [ScrapeTarget(u, TaskInfo(job="job", task=u.split("/")[2], role="node")) for u in urls]
     jobs, store = await _watch([ScrapeSource(targets)])
     _check(jobs, store, world["prom"], "resnet-plain", mem_rel=0.05)
@@ -220,12 +245,22 @@ async def test_snapshot_json_carries_host_detail(world):
     prom = world["prom"]
     jobs, _ = await _watch([PrometheusAPISource(prom.url, 'job="plain"')], polls=2)
     node = next(n for n in jobs[0].to_json()["nodes"] if n["name"] == "chief-0")
-    for key in ("cpu_pct", "mem_used_bytes", "mem_total_bytes", "gpu_mem_used_mib", "gpu_mem_total_mib",
-                "gpu_model", "owns_gpu", "flags"):
+    for key in (
+        "cpu_pct",
+        "mem_used_bytes",
+        "mem_total_bytes",
+        "gpu_mem_used_mib",
+        "gpu_mem_total_mib",
+        "gpu_model",
+        "owns_gpu",
+        "flags",
+    ):
         assert key in node
     assert node["gpu_model"] == V100 and node["flags"] == []
     async with httpx.AsyncClient() as c:  # the mock page is what the store read
-        assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in (await c.get(f"http://{world['dcgm'][1].addr}/metrics")).text
+        assert (
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in (await c.get(f"http://{world['dcgm'][1].addr}/metrics")).text
+        )
 
 
 async def test_one_refresh_rates_over_the_newest_complete_scrape_intervals(world):
@@ -234,14 +269,20 @@ async def test_one_refresh_rates_over_the_newest_complete_scrape_intervals(world
     prom, addr = world["prom"], world["jobs"]["plain"].tasks["worker-1"][1]
     await asyncio.sleep(max(0.0, world["since"] + 8.0 - time.time()))  # Prometheus holds 10 s of samples
     store, clock = Store(), SystemClock()
-    poller = Poller([PrometheusAPISource(prom.url, 'job="plain"')], store, lifecycle=Lifecycle(), clock=clock,
-                    interval=2.0)
+    poller = Poller(
+        [PrometheusAPISource(prom.url, 'job="plain"')],
+        store,
+        lifecycle=Lifecycle(),
+        clock=clock,
+        interval=2.0,
+    )
     await poller.poll_once()
     ts = store.tasks["resnet-plain/worker-1"]
     t, _ = ts.window(M.K_WORKER_STEPS, 10.0)
     assert len(t) >= 6  # >= 5 intervals at a 1 s scrape interval, from one refresh
-    data = urllib.parse.urlencode({"query": f'cmdare_worker_steps_total{{instance="{addr}"}}[15s]',
-                                   "time": f"{t[-1]:.3f}"}).encode()
+    data = urllib.parse.urlencode(
+        {"query": f'cmdare_worker_steps_total{{instance="{addr}"}}[15s]', "time": f"{t[-1]:.3f}"}
+    ).encode()
     with urllib.request.urlopen(f"{prom.url}/api/v1/query", data=data, timeout=5) as r:
         (row,) = json.load(r)["data"]["result"]
     own = {float(a): float(b) for a, b in row["values"]}  # Prometheus' own samples

@@ -69,7 +69,9 @@ def _keras_run(d: Path, phase: int) -> None:
             values = [_tensor_value("epoch_loss", _float_tensor(scale / (epoch + 1)), epoch == 0)]
             if split == "train":
                 values.append(_tensor_value("epoch_learning_rate", _float_tensor(0.01), epoch == 0))
-            w.add_event(event_pb2.Event(wall_time=wall, step=epoch, summary=summary_pb2.Summary(value=values)))
+            w.add_event(
+                event_pb2.Event(wall_time=wall, step=epoch, summary=summary_pb2.Summary(value=values))
+            )
         w.close()
 
 
@@ -77,7 +79,9 @@ def _float_tensor(x: float) -> tensor_pb2.TensorProto:
     return tensor_pb2.TensorProto(dtype=1, float_val=[x], tensor_shape=tensor_shape_pb2.TensorShapeProto())
 
 
-def _tensor_value(tag: str, t: tensor_pb2.TensorProto, with_metadata: bool = True) -> summary_pb2.Summary.Value:
+def _tensor_value(
+    tag: str, t: tensor_pb2.TensorProto, with_metadata: bool = True
+) -> summary_pb2.Summary.Value:
     md = scalar_metadata.create_summary_metadata(display_name=tag, description="")
     return summary_pb2.Summary.Value(tag=tag, tensor=t, metadata=md if with_metadata else None)
 
@@ -122,8 +126,7 @@ def _encodings() -> list[tuple[str, bytes]]:
     }
     md = scalar_metadata.create_summary_metadata(display_name="", description="").SerializeToString()
     out = [("enc/simple", summary_pb2.Summary.Value(tag="enc/simple", simple_value=1.5).SerializeToString())]
-    out += [(tag, _tensor_value(tag, t).SerializeToString())
-            for tag, t in protos.items()]
+    out += [(tag, _tensor_value(tag, t).SerializeToString()) for tag, t in protos.items()]
     unpacked = {
         "enc/int32_unpacked": _varint(1 << 3) + _varint(3) + _varint(7 << 3) + _varint(-9),
         "enc/int64_unpacked": _varint(1 << 3) + _varint(9) + _varint(10 << 3) + _varint(-(2**35)),
@@ -207,7 +210,9 @@ def layouts(tmp_path_factory):
 def test_one_task_per_training_run_in_every_layout(layouts):
     root, polls, _ = layouts
     assert {p.info.task for p in polls} == EXPECTED_TASKS
-    assert all(p.ok and p.info.role == "chief" and p.info.job == "conf" for p in polls), [p.error for p in polls]
+    assert all(p.ok and p.info.role == "chief" and p.info.job == "conf" for p in polls), [
+        p.error for p in polls
+    ]
 
 
 def test_every_scalar_matches_tensorboards_own_reader(layouts):
@@ -234,12 +239,19 @@ def test_steps_and_rates_match_the_reference(layouts):
     ours = {p.info.task: p for p in polls}
     for task in EXPECTED_TASKS:
         # the run's own writer (Keras: train/); add_hparams writes step 0 at the wall time of the call
-        rows = [r for tb_run in _tb_runs(root) if _owner(tb_run, root) in ((task, ""), (task, "train/"))
-                for rs in reference(tb_run).values() for r in rs]
+        rows = [
+            r
+            for tb_run in _tb_runs(root)
+            if _owner(tb_run, root) in ((task, ""), (task, "train/"))
+            for rs in reference(tb_run).values()
+            for r in rs
+        ]
         top = max(r[0] for r in rows)
         assert ours[task].values[M.K_GLOBAL_STEP] == top
         low = min(r[0] for r in rows)
-        wall = {step: max(r[1] for r in rows if r[0] == step) for step in (low, top)}  # each step's last event
+        wall = {
+            step: max(r[1] for r in rows if r[0] == step) for step in (low, top)
+        }  # each step's last event
         want = (top - low) / (wall[top] - wall[low])
         (ts,) = [ts for ts in store.tasks.values() if ts.info.task == task]
         got = ts.rate(M.K_WORKER_STEPS, 1e9)  # between the two polls
@@ -322,8 +334,11 @@ def _big_event_file(path: Path, steps: int) -> int:
         for i in range(steps):
             for tag in ("loss", "lr", "global_step/sec"):
                 v = summary_pb2.Summary.Value(tag=tag, simple_value=1.0 / (i + 1))
-                rw.write(event_pb2.Event(wall_time=T0 + i / 100, step=i,
-                                         summary=summary_pb2.Summary(value=[v])).SerializeToString())
+                rw.write(
+                    event_pb2.Event(
+                        wall_time=T0 + i / 100, step=i, summary=summary_pb2.Summary(value=[v])
+                    ).SerializeToString()
+                )
     return steps - 1
 
 
@@ -356,5 +371,7 @@ async def test_a_large_backlog_is_read_in_the_background_with_progress(tmp_path)
         await session.aclose()
     assert p.values[M.K_GLOBAL_STEP] == last and status[0].ok and status[0].message == "1/1 targets answered"
     assert seen_progress and status_honest
-    assert worst < 1.0, f"a poll took {worst:.2f} s"  # loose here; benchmarks/tensorboard_catchup.py measures it
+    assert worst < 1.0, (
+        f"a poll took {worst:.2f} s"
+    )  # loose here; benchmarks/tensorboard_catchup.py measures it
     assert math.isfinite(p.t)

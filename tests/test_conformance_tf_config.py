@@ -16,15 +16,27 @@ from cmdare.collectors.exporter import TrainingExporter
 from cmdare.tui.cli import main
 
 # tensorflow.org/tutorials/distribute/parameter_server_training (ports filled in)
-PS_STRATEGY = {"cluster": {"worker": ["host1:2222", "host2:2222", "host3:2222"], "ps": ["host4:2222", "host5:2222"],
-                           "chief": ["host6:2222"]}, "task": {"type": "worker", "index": 1}}
+PS_STRATEGY = {
+    "cluster": {
+        "worker": ["host1:2222", "host2:2222", "host3:2222"],
+        "ps": ["host4:2222", "host5:2222"],
+        "chief": ["host6:2222"],
+    },
+    "task": {"type": "worker", "index": 1},
+}
 # tensorflow.org/tutorials/distribute/multi_worker_with_keras
-MULTI_WORKER = {"cluster": {"worker": ["localhost:12345", "localhost:23456"]}, "task": {"type": "worker", "index": 0}}
+MULTI_WORKER = {
+    "cluster": {"worker": ["localhost:12345", "localhost:23456"]},
+    "task": {"type": "worker", "index": 0},
+}
 # the parameter-server guide's sidecar evaluator
 EVALUATOR = {"cluster": {"evaluator": ["host7:2222"]}, "task": {"type": "evaluator", "index": 0}}
 # tf.estimator (TF1): "master" is the chief
-MASTER = {"cluster": {"master": ["host0:2222"], "worker": ["host1:2222"], "ps": ["host2:2222"]},
-          "task": {"type": "master", "index": 0}, "environment": "cloud"}
+MASTER = {
+    "cluster": {"master": ["host0:2222"], "worker": ["host1:2222"], "ps": ["host2:2222"]},
+    "task": {"type": "master", "index": 0},
+    "environment": "cloud",
+}
 SINGLE_WORKER = {"task": {"type": "worker", "index": 0}}
 
 
@@ -49,8 +61,14 @@ def _names(spec: dict, port: str = "9400") -> dict[str, str]:
 
 
 def test_documents_from_tensorflow_guides():
-    assert _names(PS_STRATEGY) == {"worker-0": "worker", "worker-1": "worker", "worker-2": "worker",
-                                   "ps-0": "ps", "ps-1": "ps", "chief-0": "chief"}
+    assert _names(PS_STRATEGY) == {
+        "worker-0": "worker",
+        "worker-1": "worker",
+        "worker-2": "worker",
+        "ps-0": "ps",
+        "ps-1": "ps",
+        "chief-0": "chief",
+    }
     assert _names(MASTER) == {"master-0": "chief", "worker-0": "worker", "ps-0": "ps"}
     assert _names(EVALUATOR) == {} and _names(SINGLE_WORKER) == {}  # accepted, nothing to scrape
     assert _names(MULTI_WORKER, "+1000") == {"worker-0": "worker", "worker-1": "worker"}
@@ -91,7 +109,10 @@ def test_explicit_targets_win_over_tf_config(capsys, monkeypatch, exporter):
 
 
 def test_tf_config_alone_is_used_and_the_status_line_says_so(capsys, monkeypatch, exporter):
-    spec = {"cluster": {"worker": [f"127.0.0.1:{exporter.port - 1000}"]}, "task": {"type": "worker", "index": 0}}
+    spec = {
+        "cluster": {"worker": [f"127.0.0.1:{exporter.port - 1000}"]},
+        "task": {"type": "worker", "index": 0},
+    }
     monkeypatch.setenv("TF_CONFIG", json.dumps(spec))
     code, doc = _snapshot(capsys, "--metrics-port", "+1000")
     assert code == 0 and doc["demo"] is False
@@ -112,4 +133,6 @@ def test_an_unusable_tf_config_alone_is_ignored_and_said(capsys, monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{not json")
     code, doc = _snapshot(capsys)
     assert code == 0 and doc["demo"] is True  # nothing else given: the demo, with a word on why
-    assert any(s["message"].startswith("$TF_CONFIG ignored: TF_CONFIG is not valid JSON") for s in doc["sources"])
+    assert any(
+        s["message"].startswith("$TF_CONFIG ignored: TF_CONFIG is not valid JSON") for s in doc["sources"]
+    )

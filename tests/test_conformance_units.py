@@ -14,11 +14,20 @@ from cmdare.collectors.samples import JobFacts, TaskInfo
 from cmdare.collectors.store import TaskSeries
 
 
-def _series(task: str, rate: float, global_rate: float, offset: float = 0.0, role: str = "worker") -> TaskSeries:
+def _series(
+    task: str, rate: float, global_rate: float, offset: float = 0.0, role: str = "worker"
+) -> TaskSeries:
     ts = TaskSeries(TaskInfo("j", task, role), 64)
     for i in range(11):
-        ts.append(float(i), {M.K_WORKER_STEPS: rate * i, M.K_GLOBAL_STEP: offset + global_rate * i,
-                             M.K_EXAMPLES: 32 * rate * i, M.K_STEP_SECONDS_COUNT: rate * i})
+        ts.append(
+            float(i),
+            {
+                M.K_WORKER_STEPS: rate * i,
+                M.K_GLOBAL_STEP: offset + global_rate * i,
+                M.K_EXAMPLES: 32 * rate * i,
+                M.K_STEP_SECONDS_COUNT: rate * i,
+            },
+        )
     return ts
 
 
@@ -43,7 +52,7 @@ def test_the_exporters_own_sample_time_is_read():
     text = 'cmdare_task_info{job="j",task="0",role="worker"} 1\ncmdare_worker_steps_total 10 1700000000500\n'
     parsed = parse_exposition(text)
     assert parsed.sample_time == 1700000000.5 and parsed.info.key == "j/worker-0"
-    weird = text + "# TYPE other_thing counter\nother_thing_total{a=\"b\"} 1e3 1700000000900\n"
+    weird = text + '# TYPE other_thing counter\nother_thing_total{a="b"} 1e3 1700000000900\n'
     assert parse_exposition(weird).sample_time == 1700000000.5  # only the task's own samples count
 
 
@@ -51,15 +60,40 @@ def test_gpu_owners():
     assert owns_gpus("worker", "", "", host_has_gpus=True)  # a worker on a DCGM host
     assert not owns_gpus("ps", "", "", host_has_gpus=True)  # a CPU-only PS never gets DCGM detail
     assert not owns_gpus("worker", "cpu", "", host_has_gpus=True)
-    assert owns_gpus("ps", "", "0", host_has_gpus=True) and owns_gpus("worker", "V100", "", host_has_gpus=False)
+    assert owns_gpus("ps", "", "0", host_has_gpus=True) and owns_gpus(
+        "worker", "V100", "", host_has_gpus=False
+    )
 
 
 def test_dcgm_pages_mig_and_not():
-    v100 = parse_exposition(page([Gpu(0, "GPU-a", "Tesla V100-SXM2-16GB", 80, 100, 16060),
-                                  Gpu(1, "GPU-b", "Tesla V100-SXM2-16GB", 40, 200, 15960)]))
+    v100 = parse_exposition(
+        page(
+            [
+                Gpu(0, "GPU-a", "Tesla V100-SXM2-16GB", 80, 100, 16060),
+                Gpu(1, "GPU-b", "Tesla V100-SXM2-16GB", 40, 200, 15960),
+            ]
+        )
+    )
     assert v100.gpu_model == "Tesla V100-SXM2-16GB" and v100.values[M.K_GPU_UTIL] == 60
-    assert (v100.values[M.K_GPU_FB_USED], v100.values[M.K_GPU_FB_FREE], v100.values[M.K_GPU_COUNT]) == (300, 32020, 2)
-    mig = parse_exposition(page([Gpu(0, "GPU-c", "NVIDIA A100-SXM4-40GB", 0, 0, 0,
-                                     mig=(("1g.5gb", 1, 0.25, 10, 4854), ("1g.5gb", 2, 0.75, 20, 4844)))]))
+    assert (v100.values[M.K_GPU_FB_USED], v100.values[M.K_GPU_FB_FREE], v100.values[M.K_GPU_COUNT]) == (
+        300,
+        32020,
+        2,
+    )
+    mig = parse_exposition(
+        page(
+            [
+                Gpu(
+                    0,
+                    "GPU-c",
+                    "NVIDIA A100-SXM4-40GB",
+                    0,
+                    0,
+                    0,
+                    mig=(("1g.5gb", 1, 0.25, 10, 4854), ("1g.5gb", 2, 0.75, 20, 4844)),
+                )
+            ]
+        )
+    )
     assert mig.values[M.K_GPU_UTIL] == pytest.approx(50.0)  # no GPU_UTIL on MIG: GR_ENGINE_ACTIVE x 100
     assert mig.values[M.K_GPU_COUNT] == 2 and not mig.own_info

@@ -11,14 +11,20 @@ from cmdare.planner.risk_cost.cost_meter import CostMeter
 
 
 def node(name, role, gpu, status="up", region="us-central1", prov="preemptible"):
-    return NodeView(name, role, gpu, region, "", prov, status, None, None, None, None, None, None, None, 0, "")
+    return NodeView(
+        name, role, gpu, region, "", prov, status, None, None, None, None, None, None, None, 0, ""
+    )
 
 
 def test_accrues_price_times_time_and_skips_down_nodes():
     book = load_offline_book()
     worker = book.node_price("V100", 1, "us-central1", "preemptible").usd_per_hour
     ps = book.ps_node_price("us-central1", "standard").usd_per_hour
-    nodes = [node("ps-0", "ps", "", prov="standard"), node("w0", "worker", "V100"), node("w1", "worker", "V100")]
+    nodes = [
+        node("ps-0", "ps", "", prov="standard"),
+        node("w0", "worker", "V100"),
+        node("w1", "worker", "V100"),
+    ]
     meter = CostMeter(book, budget_usd=10.0)
     meter.update([JobView("j", JobFacts("j"), None, None, None, None, nodes, [])], now=0.0)
     nodes[2] = node("w1", "worker", "V100", status="revoked")

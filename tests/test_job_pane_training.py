@@ -44,7 +44,9 @@ async def test_job_pane_shows_loss_lr_and_a_loss_plot(tmp_path):
 
         await _until(pilot, lambda: summary_text() == "ok")
         job = app.state.job()
-        assert job.training.loss == pytest.approx(3.0 / 20) and job.training.learning_rate == pytest.approx(0.05)
+        assert job.training.loss == pytest.approx(3.0 / 20) and job.training.learning_rate == pytest.approx(
+            0.05
+        )
         await asyncio.to_thread(_write, run, 20, 40)
         await _until(pilot, lambda: len(app.state.job().training.loss_points) >= 2)
         while pane.plot_kind != "loss":
@@ -84,6 +86,8 @@ def test_snapshot_text_says_what_the_job_logs(capsys, tmp_path):
     from cmdare.tui.cli import main
 
     _write(tmp_path / "run", 0, 20)
-    code = main(["snapshot", "--tensorboard", str(tmp_path), "--samples", "2", "--interval", "0.3", "--read-only"])
+    code = main(
+        ["snapshot", "--tensorboard", str(tmp_path), "--samples", "2", "--interval", "0.3", "--read-only"]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "Logged: loss 0.1500, learning rate 0.05" in out

@@ -12,14 +12,33 @@ from cmdare.planner.speed.speed_model import SpeedModel
 FACTS = JobFacts("j", "ResNet-32", 1658696889.0, 1857722.0, 128, 64000)
 
 
-def node(name: str, role: str, gpu: str = "P100", status: str = "up", step_s: float | None = 0.082) -> NodeView:
-    return NodeView(name, role, gpu if role != "ps" else "", "us-central1", "us-central1-c",
-                    "preemptible" if role != "ps" else "standard", status, 5.5, step_s if role != "ps" else None,
-                    None, None, None, 100.0, None, 0, "")
+def node(
+    name: str, role: str, gpu: str = "P100", status: str = "up", step_s: float | None = 0.082
+) -> NodeView:
+    return NodeView(
+        name,
+        role,
+        gpu if role != "ps" else "",
+        "us-central1",
+        "us-central1-c",
+        "preemptible" if role != "ps" else "standard",
+        status,
+        5.5,
+        step_s if role != "ps" else None,
+        None,
+        None,
+        None,
+        100.0,
+        None,
+        0,
+        "",
+    )
 
 
 def job(history: list[float], workers: int = 8) -> JobView:
-    nodes = [node("ps-0", "ps")] + [node(f"worker-{i}", "chief" if i == 0 else "worker") for i in range(workers)]
+    nodes = [node("ps-0", "ps")] + [
+        node(f"worker-{i}", "chief" if i == 0 else "worker") for i in range(workers)
+    ]
     return JobView("j", FACTS, history[-1], history[-1] * 128, 1000.0, None, nodes, history)
 
 
@@ -57,7 +76,9 @@ def test_plan_is_reused_until_something_changes():
 
 
 def test_job_without_facts_says_why():
-    bare = JobView("j", JobFacts("j"), 1.0, None, None, None, [node("ps-0", "ps"), node("w", "worker")], [1.0])
+    bare = JobView(
+        "j", JobFacts("j"), 1.0, None, None, None, [node("ps-0", "ps"), node("w", "worker")], [1.0]
+    )
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(bare, now=0)
     assert plan.table is None and "network" in plan.note
 
@@ -69,7 +90,9 @@ def test_revocation_risk_learns_from_the_clusters_own_lifetimes():
     lp = LivePlanner(SpeedModel.load(), load_offline_book())
     j = job([44.0] * 10)
     before = lp.update(j, now=0.0).table.current["p_revocation"]
-    seen = [Lifetime(f"j/w{i}", 0.0, 600.0, "preempted", "P100", "us-central1", "preemptible") for i in range(60)]
+    seen = [
+        Lifetime(f"j/w{i}", 0.0, 600.0, "preempted", "P100", "us-central1", "preemptible") for i in range(60)
+    ]
     seen.append(Lifetime("j/w99", 0.0, None, "running", "P100", "us-central1", "preemptible"))
     lp.learn(seen, now=1200.0)
     plan = lp.update(j, now=1.0)  # a new lifetime ended: re-ranked at once

@@ -92,11 +92,22 @@ def test_installed_cli_prints_offline_book_as_json(isolated_home):
     from pathlib import Path
 
     exe = Path(sys.executable).with_name("cmdare-tui")
-    out = subprocess.run([str(exe), "prices", "--json", "--offline", "--gpu", "V100"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [str(exe), "prices", "--json", "--offline", "--gpu", "V100"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert rows and all(r["gpu"] == "V100" and r["source"] == "offline" for r in rows)
-    assert {"usd_per_hour", "gpu_usd_per_hour", "host_usd_per_hour", "as_of", "region", "provisioning"} <= set(rows[0])
+    assert {
+        "usd_per_hour",
+        "gpu_usd_per_hour",
+        "host_usd_per_hour",
+        "as_of",
+        "region",
+        "provisioning",
+    } <= set(rows[0])
     bad = subprocess.run([str(exe), "prices", "--gpu", "NOPE"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr

@@ -59,7 +59,10 @@ def test_region_notes_name_egress_continent_and_capacity():
     bare = region_notes(region, "us-central1", None, 0.0, np.zeros(3))
     assert "egress not priced (set [options] dataset_gb)" in bare[1]
     moved_data = region_notes(region, "us-central1", "us-west1", 10.0, np.array([0.2, 0.0, 0.2]))
-    assert moved_data[0].startswith("data egress ≈$0.20 for 10 GB from us-west1") and "capacity" not in moved_data[0]
+    assert (
+        moved_data[0].startswith("data egress ≈$0.20 for 10 GB from us-west1")
+        and "capacity" not in moved_data[0]
+    )
     assert moved_data[1] == "capacity not guaranteed"
     assert continent("northamerica-northeast1") == continent("us-east1")
 
@@ -67,6 +70,9 @@ def test_region_notes_name_egress_continent_and_capacity():
 def test_price_date_labels():
     assert price_date_label(SimpleNamespace(source="live", as_of="2026-12-01T03:00", notes=())) == \
         "fetched 2026-12-01T03:00"  # fmt: skip
-    assert price_date_label(SimpleNamespace(source="offline", as_of="2019-02-15", notes=())) == "prices of 2019-02-15"
+    assert (
+        price_date_label(SimpleNamespace(source="offline", as_of="2019-02-15", notes=()))
+        == "prices of 2019-02-15"
+    )
     undated = SimpleNamespace(source="offline", as_of="2026-11-30", notes=("price date unknown (derived x)",))
     assert price_date_label(undated) == "price date unknown (derived x)"

@@ -37,7 +37,10 @@ class Capture:
                 if "/metrics" in self.path:
                     body, kind = METRICS.encode(), "text/plain; version=0.0.4"
                 else:
-                    body, kind = json.dumps(PROM if "/api/v1/" in self.path else {}).encode(), "application/json"
+                    body, kind = (
+                        json.dumps(PROM if "/api/v1/" in self.path else {}).encode(),
+                        "application/json",
+                    )
                 self.send_response(200)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))

@@ -34,6 +34,8 @@ def test_an_explicit_secret_never_survives(before: str, after: str):
 
 
 def test_log_filter_redacts_formatted_records():
-    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, "HTTP Request: GET %s", (f"http://h/?token={SECRET}",), None)
+    record = logging.LogRecord(
+        "httpx", logging.INFO, __file__, 1, "HTTP Request: GET %s", (f"http://h/?token={SECRET}",), None
+    )
     RedactFilter().filter(record)
     assert SECRET not in record.getMessage()

@@ -102,7 +102,9 @@ async def test_slow_pages_polled_again_and_again_never_pile_up_parse_threads(hos
                 running[0] -= 1
 
     monkeypatch.setattr(scrape_mod, "parse_exposition", counted)
-    src = ScrapeSource([ScrapeTarget(hostile.url("/t/slowparse2") + f"?n={i}") for i in range(4)], timeout=0.3)
+    src = ScrapeSource(
+        [ScrapeTarget(hostile.url("/t/slowparse2") + f"?n={i}") for i in range(4)], timeout=0.3
+    )
     async with httpx.AsyncClient() as client:
         for _ in range(2):
             polls = await src.poll(client, SystemClock())
@@ -126,8 +128,14 @@ async def test_honest_gzip_page_still_reads(hostile):
 
 @pytest.mark.parametrize(
     ("coding", "expect"),
-    [("deflate", None), ("identity", None), ("gzip,%20identity", None), ("x-gzip", None),
-     ("br", "unsupported content coding 'br'"), ("deflate,%20gzip", "stacked content codings (deflate, gzip)")],
+    [
+        ("deflate", None),
+        ("identity", None),
+        ("gzip,%20identity", None),
+        ("x-gzip", None),
+        ("br", "unsupported content coding 'br'"),
+        ("deflate,%20gzip", "stacked content codings (deflate, gzip)"),
+    ],
 )
 async def test_content_codings_one_at_most(hostile, coding, expect):
     poll = await _scrape(hostile.url(f"/t/enc-{coding}"))
@@ -148,7 +156,9 @@ async def test_slow_and_huge_targets_end_within_the_timeout(hostile, attack, exp
 async def test_bad_values_drop_the_value_never_the_task_or_the_source(hostile):
     """NaN / 1e400 / negative job facts and NaN / inf / 1e308 / negative counter values beside a
     healthy target: both tasks answer; the bad values are gone, with a note."""
-    src = ScrapeSource([ScrapeTarget(hostile.url("/t/ok")), ScrapeTarget(hostile.url("/t/nan"))], timeout=TIMEOUT_S)
+    src = ScrapeSource(
+        [ScrapeTarget(hostile.url("/t/ok")), ScrapeTarget(hostile.url("/t/nan"))], timeout=TIMEOUT_S
+    )
     store = Store()
     cycle = await Poller([src], store, interval=0).poll_once()
     await src.aclose()
@@ -242,7 +252,9 @@ async def test_a_parser_fault_on_one_page_costs_that_target_only(hostile, monkey
         return real(text, info)  # type: ignore[arg-type]
 
     monkeypatch.setattr(scrape_mod, "parse_exposition", fussy)
-    src = ScrapeSource([ScrapeTarget(hostile.url("/t/ok")), ScrapeTarget(hostile.url("/t/esc"))], timeout=TIMEOUT_S)
+    src = ScrapeSource(
+        [ScrapeTarget(hostile.url("/t/ok")), ScrapeTarget(hostile.url("/t/esc"))], timeout=TIMEOUT_S
+    )
     cycle = await Poller([src], Store(), interval=0).poll_once()
     await src.aclose()
     ok, bad = cycle.polls

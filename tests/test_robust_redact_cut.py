@@ -90,8 +90,22 @@ async def test_poller_source_errors_are_redacted_before_the_cut(caplog):
 def test_snapshot_json_holds_no_fragment(hostile, k, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PROMETHEUS_TOKEN", TOKEN)
     rec = tmp_path / "snap.sqlite"
-    code = cli.main(["snapshot", "--prometheus", hostile.url(f"/p/echo{k}"), "--samples", "1",
-                     "--interval", "0", "--timeout", "2", "--json", "--record", str(rec)])
+    code = cli.main(
+        [
+            "snapshot",
+            "--prometheus",
+            hostile.url(f"/p/echo{k}"),
+            "--samples",
+            "1",
+            "--interval",
+            "0",
+            "--timeout",
+            "2",
+            "--json",
+            "--record",
+            str(rec),
+        ]
+    )
     out = capsys.readouterr()
     assert code in (0, 1)
     assert "was refused" in out.out or "bad_data" in out.out  # the echo did reach the output

@@ -24,9 +24,7 @@ def _leaks(text: str) -> list[str]:
     return [s for s in (TOKEN, PASSWORD) if s in text]
 
 
-@pytest.mark.parametrize(
-    "answer", [EMPTY, ECHO], ids=["empty", "server-echoes-token"]
-)
+@pytest.mark.parametrize("answer", [EMPTY, ECHO], ids=["empty", "server-echoes-token"])
 def test_sentinel_never_leaks(answer: bytes, tmp_path: Path, monkeypatch, capsys, caplog):
     monkeypatch.setenv("PROMETHEUS_TOKEN", TOKEN)
     caplog.set_level(logging.DEBUG)

@@ -27,7 +27,9 @@ SGR = re.compile(rb"\x1b\[[0-9;:]*m")
 # the session's environment: COLUMNS/LINES (pytest sets them) would override the pane's real size
 ENV = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "TMUX")}
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None or not EXE.exists(), reason="needs tmux and .venv")
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None or not EXE.exists(), reason="needs tmux and .venv"
+)
 
 
 class PrivateTmux:
@@ -38,13 +40,17 @@ class PrivateTmux:
         self.sock = f"cmdare-sec-{uuid.uuid4().hex[:8]}"
         self.raw = raw
         script = f"read go; sh -c 'echo $$ > {pidfile}; exec {command}'; echo EXIT=$?; sleep 60"
-        self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), script)
+        self.tmux(
+            "-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), script
+        )
         self.tmux("set-option", "-g", "set-clipboard", "on")  # so that OSC 52 would fill a paste buffer
         self.tmux("pipe-pane", "-o", "-t", "t", f"cat >> {raw}")
         self.pidfile = pidfile
 
     def tmux(self, *args: str) -> str:
-        r = subprocess.run(["tmux", "-L", self.sock, *args], capture_output=True, text=True, check=False, env=ENV)
+        r = subprocess.run(
+            ["tmux", "-L", self.sock, *args], capture_output=True, text=True, check=False, env=ENV
+        )
         return r.stdout
 
     def go(self) -> None:
@@ -63,7 +69,9 @@ class PrivateTmux:
         return self.tmux("capture-pane", "-p", "-t", "t")
 
     def screen_bytes(self) -> bytes:
-        r = subprocess.run(["tmux", "-L", self.sock, "capture-pane", "-p", "-e", "-t", "t"], capture_output=True)
+        r = subprocess.run(
+            ["tmux", "-L", self.sock, "capture-pane", "-p", "-e", "-t", "t"], capture_output=True
+        )
         return r.stdout
 
     def fmt(self, spec: str) -> str:
@@ -80,7 +88,9 @@ class PrivateTmux:
             self.tmux("send-keys", "-t", "t", k)
             time.sleep(0.3)
 
-    def wait_for(self, pred: Callable[[str], bool], timeout: float = 60.0) -> str:  # a hang bound, not a speed target
+    def wait_for(
+        self, pred: Callable[[str], bool], timeout: float = 60.0
+    ) -> str:  # a hang bound, not a speed target
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             s = self.screen()
@@ -126,7 +136,9 @@ def test_hostile_targets_reach_the_terminal_only_as_visible_text(tmp_path: Path)
             t.keys("?")
             t.wait_for(lambda s: "cmdare-tui — keys" in s)
             t.keys("Escape")  # wait until it is handled: ESC and a quick next key read as alt+key
-            t.wait_for(lambda s: "cmdare-tui — keys" not in s and re.search(r"[1-9]\d* active", s) is not None)
+            t.wait_for(
+                lambda s: "cmdare-tui — keys" not in s and re.search(r"[1-9]\d* active", s) is not None
+            )
             for _ in range(5):  # under load "4" may not have moved the focus before Enter: try again
                 t.keys("4", "Enter")
                 if any("Alert: " in t.screen() or time.sleep(0.5) for _ in range(16)):

@@ -23,12 +23,20 @@ pytestmark = pytest.mark.skipif(
 class Tmux:
     def __init__(self, command: str, width: int = 80, height: int = 24) -> None:
         self.name = f"cmdare-test-{uuid.uuid4().hex[:8]}"
-        self.server = ["tmux", "-L", self.name, "-f", "/dev/null"]  # a private server: the default one is shared
+        self.server = [
+            "tmux",
+            "-L",
+            self.name,
+            "-f",
+            "/dev/null",
+        ]  # a private server: the default one is shared
         subprocess.run([*self.server, "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
                         f"{command}; echo EXIT=$?; sleep 30"], check=True)  # fmt: skip
 
     def screen(self) -> str:
-        r = subprocess.run([*self.server, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
+        r = subprocess.run(
+            [*self.server, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
+        )
         return r.stdout
 
     def keys(self, *keys: str) -> None:
@@ -36,7 +44,9 @@ class Tmux:
             subprocess.run([*self.server, "send-keys", "-t", self.name, k], check=True)
             time.sleep(0.4)
 
-    def wait_for(self, pred: Callable[[str], bool], timeout: float = 60.0) -> str:  # a hang bound, not a speed target
+    def wait_for(
+        self, pred: Callable[[str], bool], timeout: float = 60.0
+    ) -> str:  # a hang bound, not a speed target
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             s = self.screen()

@@ -93,8 +93,10 @@ async def test_replay_keys_pause_step_and_change_speed(tmp_path):
     from cmdare.tui.session import MonitorSession
 
     rec = tmp_path / "demo.sqlite"
-    live = MonitorSession(SessionOptions(demo=True, refresh=0.2, record=str(rec)),
-                          demo_factory=lambda: DemoCluster(first_revocation_s=1000))
+    live = MonitorSession(
+        SessionOptions(demo=True, refresh=0.2, record=str(rec)),
+        demo_factory=lambda: DemoCluster(first_revocation_s=1000),
+    )
     live.start()
     for _ in range(6):
         await live.refresh()

@@ -20,8 +20,9 @@ def _free_port() -> int:
 def test_serve_answers_on_loopback_with_a_read_only_app(isolated_home):
     port = _free_port()
     exe = Path(sys.executable).with_name("cmdare-tui")
-    proc = subprocess.Popen([str(exe), "serve", "--port", str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(exe), "serve", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         body = ""
         deadline = time.monotonic() + 30
@@ -44,8 +45,16 @@ def test_serve_answers_on_loopback_with_a_read_only_app(isolated_home):
 
 def test_serve_hands_source_flags_on_and_refuses_a_bad_port():
     exe = Path(sys.executable).with_name("cmdare-tui")
-    out = subprocess.run([str(exe), "serve", "--dry-run", "--prometheus", "http://127.0.0.1:9090"],
-                         capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0 and "--prometheus http://127.0.0.1:9090" in out.stdout and "--read-only" in out.stdout
+    out = subprocess.run(
+        [str(exe), "serve", "--dry-run", "--prometheus", "http://127.0.0.1:9090"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (
+        out.returncode == 0
+        and "--prometheus http://127.0.0.1:9090" in out.stdout
+        and "--read-only" in out.stdout
+    )
     bad = subprocess.run([str(exe), "serve", "--port", "0"], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1

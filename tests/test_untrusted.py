@@ -222,12 +222,18 @@ def test_tf_config_refuses_a_hostile_endpoint_in_one_line():
         tf_config.load(spec)
     assert "\x1b" not in str(err.value) and "\n" not in str(err.value)
     ok = tf_config.load('{"cluster": {"worker": ["[::1]:2222", "w-1.example.com:2222"]}}')
-    assert [t.url for t in tf_config.targets(ok)] == ["http://[::1]:9400/metrics", "http://w-1.example.com:9400/metrics"]
+    assert [t.url for t in tf_config.targets(ok)] == [
+        "http://[::1]:9400/metrics",
+        "http://w-1.example.com:9400/metrics",
+    ]
 
 
 async def test_one_invalid_url_fails_alone():
     with HostileServer() as srv:
-        targets = [ScrapeTarget(srv.target_url(0)), ScrapeTarget("http://h\x1b]0;x\x07:9/metrics", TaskInfo("j", "t"))]
+        targets = [
+            ScrapeTarget(srv.target_url(0)),
+            ScrapeTarget("http://h\x1b]0;x\x07:9/metrics", TaskInfo("j", "t")),
+        ]
         polls = await _poll(ScrapeSource(targets))
     assert [p.ok for p in polls] == [True, False] and "invalid" in (polls[1].error or "").lower()
     assert_safe(polls[1].source, 500)
@@ -278,4 +284,6 @@ def test_log_records_are_cleaned_as_made_and_secrets_still_redacted(caplog):
     with caplog.at_level(logging.WARNING):
         logging.getLogger("cmdare.test").warning("answer: %s", "\x1b]0;x\x07 Authorization: Bearer\tSECRET1")
     (rec,) = [r for r in caplog.records if r.name == "cmdare.test"]
-    assert "\x1b" not in rec.getMessage() and "SECRET1" not in rec.getMessage() and "␛]0;x␇" in rec.getMessage()
+    assert (
+        "\x1b" not in rec.getMessage() and "SECRET1" not in rec.getMessage() and "␛]0;x␇" in rec.getMessage()
+    )

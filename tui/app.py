@@ -198,8 +198,14 @@ class CmdareApp(App[int]):
         self.call_after_refresh(self._warm_up_planner)
 
     def _render_badges(self) -> None:
-        line = status_line(read_only=self.read_only, demo=self.session.is_demo, replay=self._replay,
-                           problem=self._problem, state=self.state, refresh=self.options.refresh)
+        line = status_line(
+            read_only=self.read_only,
+            demo=self.session.is_demo,
+            replay=self._replay,
+            problem=self._problem,
+            state=self.state,
+            refresh=self.options.refresh,
+        )
         self.query_one("#badges", Static).update(line)
 
     # --- layout --------------------------------------------------------------------------------

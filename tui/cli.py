@@ -46,7 +46,9 @@ def _version() -> str:
 
 def build_parser() -> OneLineParser:
     """The ``cmdare-tui`` parser: source flags, global flags and the sub-commands."""
-    p = OneLineParser(prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs.")
+    p = OneLineParser(
+        prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs."
+    )
     p.add_argument("--version", action="version", version=f"cmdare-tui {_version()}")
     add_source_args(p)
     add_global_args(p)
@@ -97,8 +99,13 @@ def run_app(args: argparse.Namespace) -> int:
     writes.set_read_only(opts.read_only)
     setup_logging(args.log_level, to_stderr=False)  # never stderr under a full-screen UI
     cfg = getattr(args, "app_config", None)
-    app = CmdareApp(opts, theme=cfg.theme if cfg else None, animations=bool(cfg and cfg.animations),
-                    keys=cfg.keys if cfg else None, prices=args.prices)
+    app = CmdareApp(
+        opts,
+        theme=cfg.theme if cfg else None,
+        animations=bool(cfg and cfg.animations),
+        keys=cfg.keys if cfg else None,
+        prices=args.prices,
+    )
     app.run()
     return int(app.return_code or 0)
 
@@ -132,8 +139,10 @@ def _run(argv: list[str]) -> int:
         named = next((tok for tok in argv if tok in COMMANDS), None)
         if named is None:
             raise
-        raise UsageError(f"{exc} (only --read-only, --prices, --log-level and --config may come before "
-                         f"the command: cmdare-tui {named} [its flags])") from None
+        raise UsageError(
+            f"{exc} (only --read-only, --prices, --log-level and --config may come before "
+            f"the command: cmdare-tui {named} [its flags])"
+        ) from None
     return run_app(args)
 
 

@@ -65,7 +65,9 @@ class JobConfig:
         """What the job trains, for sessions whose exporter does not publish ``cmdare_job_info``."""
         from cmdare.collectors.samples import JobFacts
 
-        return JobFacts(self.name, self.model, self.model_flops, self.params, self.batch_size, self.target_steps)
+        return JobFacts(
+            self.name, self.model, self.model_flops, self.params, self.batch_size, self.target_steps
+        )
 
 
 @dataclass(frozen=True)
@@ -181,8 +183,14 @@ def _sources(loc: _Locator, src: dict[str, Any]) -> dict[str, Any]:
             loc.expect(isinstance(value, str), "sources", key, "must be a string")
         urls = value if key == "targets" else [value] if key in _URL_KEYS else []
         for u in urls:
-            loc.expect(_is_url(u), "sources", key, f"must be a list of http(s) URLs (bad: {u!r})" if key == "targets"
-                       else f"must be an http(s) URL (bad: {u!r})")
+            loc.expect(
+                _is_url(u),
+                "sources",
+                key,
+                f"must be a list of http(s) URLs (bad: {u!r})"
+                if key == "targets"
+                else f"must be an http(s) URL (bad: {u!r})",
+            )
     return dict(src)
 
 
@@ -205,7 +213,9 @@ def _links(loc: _Locator, links: Any) -> dict[frozenset[str], float]:
     out: dict[frozenset[str], float] = {}
     for pair, gbps in links.items():
         dcs = [p.strip() for p in pair.split("/")]
-        loc.expect(len(dcs) == 2 and all(dcs) and dcs[0] != dcs[1], "links", pair, 'must name two DCs: "dc-a/dc-b"')
+        loc.expect(
+            len(dcs) == 2 and all(dcs) and dcs[0] != dcs[1], "links", pair, 'must name two DCs: "dc-a/dc-b"'
+        )
         out[frozenset(dcs)] = loc.positive(gbps, "links", pair)
     return out
 

@@ -39,4 +39,6 @@ class SessionOptions:
     record: str | None = None
     replay: str | None = None
     replay_speed: float = 1.0
-    job_facts: list[JobFacts] = field(default_factory=list)  # config [[jobs]]: facts the exporter may not publish
+    job_facts: list[JobFacts] = field(
+        default_factory=list
+    )  # config [[jobs]]: facts the exporter may not publish

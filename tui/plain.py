@@ -64,7 +64,9 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
         tr = job.training
         if tr is not None:
             lr = "–" if tr.learning_rate is None else f"{tr.learning_rate:.3g}"
-            console.print(f"Logged: loss {num(tr.loss, 4)}, learning rate {lr}, examples/s {num(tr.examples_per_sec, 0)}")
+            console.print(
+                f"Logged: loss {num(tr.loss, 4)}, learning rate {lr}, examples/s {num(tr.examples_per_sec, 0)}"
+            )
         t = _table(
             "Cluster",
             ("Status", "Task", "Role", "GPU", "Region", "Prov", "Steps/s", "Step ms", "Net in", "Up"),

@@ -81,7 +81,6 @@ def refresh_error(exc: BaseException) -> str:
     return clean_text(f"refresh failed: {type(exc).__name__}: {exc}", MESSAGE_LIMIT)
 
 
-
 def _default_demo() -> DemoCluster:
     """The demo cluster with its geo pipeline; imported only when a demo runs (keeps start-up fast)."""
     from cmdare.demo.cluster import DemoCluster
@@ -90,9 +89,14 @@ def _default_demo() -> DemoCluster:
 
 
 class MonitorSession:
-    def __init__(self, opts: SessionOptions, *, clock: Clock | None = None,
-                 extra_sources: list[Source] | None = None,
-                 demo_factory: Callable[[], DemoCluster] | None = None) -> None:
+    def __init__(
+        self,
+        opts: SessionOptions,
+        *,
+        clock: Clock | None = None,
+        extra_sources: list[Source] | None = None,
+        demo_factory: Callable[[], DemoCluster] | None = None,
+    ) -> None:
         self.opts = opts
         self.clock = clock or SystemClock()
         self.store = Store()
@@ -117,13 +121,23 @@ class MonitorSession:
     def start(self) -> None:
         """Start the demo cluster (when asked, or when no source was given) and build the poller."""
         install_log_cleaning()  # sources log what they read: no control character reaches a log
-        self.plan = build_sources(self.opts, lifecycle=self.lifecycle, extra_sources=self._extra_sources,
-                                  demo_factory=self._demo_factory)
+        self.plan = build_sources(
+            self.opts,
+            lifecycle=self.lifecycle,
+            extra_sources=self._extra_sources,
+            demo_factory=self._demo_factory,
+        )
         self.demo = self.plan.demo
         if self.plan.clock is not None:  # a replay runs on the recording's clock
             self.clock = self.plan.clock
-        self.poller = Poller(self.plan.sources, self.store, lifecycle=self.lifecycle, clock=self.clock,
-                             interval=self.plan.interval or self.opts.refresh, sinks=self.plan.sinks)
+        self.poller = Poller(
+            self.plan.sources,
+            self.store,
+            lifecycle=self.lifecycle,
+            clock=self.clock,
+            interval=self.plan.interval or self.opts.refresh,
+            sinks=self.plan.sinks,
+        )
 
     async def refresh(self) -> MonitorState:
         """Poll once, update the store and the planner, and return the new state."""
@@ -147,7 +161,9 @@ class MonitorSession:
                 history = list(engine.alerts.history)
             except Exception as exc:  # the measurements still show; the planner's failure is a status
                 log.exception("planner failed")
-                sources.append(SourceStatus("planner", False, f"planner unavailable: {type(exc).__name__}: {exc}"[:200]))
+                sources.append(
+                    SourceStatus("planner", False, f"planner unavailable: {type(exc).__name__}: {exc}"[:200])
+                )
         self.state = MonitorState(
             t=now,
             cycles=self.poller.cycles if self.poller else 0,
@@ -173,10 +189,13 @@ class MonitorSession:
             geo = getattr(self.demo, "geo", None)
             if links is None and geo is not None:  # the demo's scenario plays the user's [links] config
                 links = {frozenset((k["a"], k["b"])): float(k["gbps"]) for k in geo.sc["links"]}
-            self.analysis = Analysis(self.price_book, raise_after=self.opts.raise_after,
-                                     clear_after=self.opts.clear_after,
-                                     goals=Goals(self.opts.budget_usd, self.opts.deadline_hours),
-                                     link_capacity_gbps=links)
+            self.analysis = Analysis(
+                self.price_book,
+                raise_after=self.opts.raise_after,
+                clear_after=self.opts.clear_after,
+                goals=Goals(self.opts.budget_usd, self.opts.deadline_hours),
+                link_capacity_gbps=links,
+            )
         return self.analysis
 
     def set_price_book(self, book: object) -> None:
@@ -194,7 +213,11 @@ class MonitorSession:
         note = f", {len(behind)} catching up" if behind else ""
         out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered{note}"))
         for p in behind[:MAX_FAILURES_SHOWN]:  # by task name: the status line is short, a log path long
-            out.append(SourceStatus(p.source, False, f"{p.info.task if p.info else p.source}: {p.error or 'catching up'}"))
+            out.append(
+                SourceStatus(
+                    p.source, False, f"{p.info.task if p.info else p.source}: {p.error or 'catching up'}"
+                )
+            )
         for note in self.plan.notes if self.plan else []:  # TF_CONFIG remarks (tui/sources.py)
             out.append(SourceStatus("tf_config", "ignored" not in note and "share" not in note, note))
         failed = [p for p in cycle.polls if not p.ok]
@@ -211,7 +234,9 @@ class MonitorSession:
         """Re-rank shapes for the latest state now (awaits the thread)."""
         if self.state is not None:
             engine = self._analysis()
-            engine.live_plans = await asyncio.to_thread(engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes())
+            engine.live_plans = await asyncio.to_thread(
+                engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes()
+            )
 
     def _start_ranking(self) -> None:
         """Start re-ranking in a thread unless one is running; the next refresh shows the result."""
@@ -223,11 +248,17 @@ class MonitorSession:
             if not fut.cancelled() and fut.exception() is None:
                 engine.live_plans = fut.result()
 
-        self._ranking = asyncio.ensure_future(asyncio.to_thread(engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes()))
+        self._ranking = asyncio.ensure_future(
+            asyncio.to_thread(engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes())
+        )
         self._ranking.add_done_callback(done)
 
-    async def run(self, stop: asyncio.Event, on_state: Callable[[MonitorState], None],
-                  on_error: Callable[[str], None] | None = None) -> None:
+    async def run(
+        self,
+        stop: asyncio.Event,
+        on_state: Callable[[MonitorState], None],
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
         """Poll until ``stop`` is set. Whatever one refresh raises (a source, the planner, a pane
         in ``on_state``) is logged and handed to ``on_error`` as one line; the next poll still runs."""
         assert self.poller is not None, "start() first"

@@ -19,7 +19,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 # SIGHUP exists on Unix only (the app runs elsewhere without it)
-QUIT_SIGNALS = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT) if s is not None)
+QUIT_SIGNALS = tuple(
+    s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None), signal.SIGINT) if s is not None
+)
 EXIT_CODES = {signal.SIGTERM: 0, signal.SIGINT: 130} | {s: 0 for s in QUIT_SIGNALS if s.name == "SIGHUP"}
 FORCE_AFTER_S = 3.0
 # leave the alternate screen; mouse tracking, focus events, bracketed paste off; cursor shown

@@ -204,20 +204,48 @@ def env_tf_config(args: argparse.Namespace, live: object) -> tuple[str | None, s
 def add_source_args(p: argparse.ArgumentParser) -> None:
     """Flags that choose what to monitor; shared by the app and ``snapshot``."""
     g = p.add_argument_group("sources")
-    g.add_argument("--target", action="append", type=url, default=[], metavar="URL",
-                   help="a Prometheus /metrics endpoint to scrape (repeatable)")
-    g.add_argument("--demo", action="store_true", help="monitor the embedded demo cluster (the default when no source is given)")
-    g.add_argument("--refresh", type=positive_float, default=2.0, metavar="SECONDS", help="poll interval (default 2)")
-    g.add_argument("--timeout", type=positive_float, default=2.0, metavar="SECONDS", help="per-target timeout (default 2)")
-    g.add_argument("--read-only", action="store_true", default=env_read_only(),
-                   help="write nothing anywhere (also CMDARE_READ_ONLY=1 or read_only = true)")
+    g.add_argument(
+        "--target",
+        action="append",
+        type=url,
+        default=[],
+        metavar="URL",
+        help="a Prometheus /metrics endpoint to scrape (repeatable)",
+    )
+    g.add_argument(
+        "--demo",
+        action="store_true",
+        help="monitor the embedded demo cluster (the default when no source is given)",
+    )
+    g.add_argument(
+        "--refresh", type=positive_float, default=2.0, metavar="SECONDS", help="poll interval (default 2)"
+    )
+    g.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=2.0,
+        metavar="SECONDS",
+        help="per-target timeout (default 2)",
+    )
+    g.add_argument(
+        "--read-only",
+        action="store_true",
+        default=env_read_only(),
+        help="write nothing anywhere (also CMDARE_READ_ONLY=1 or read_only = true)",
+    )
     add_collector_args(g)
 
 
 def session_options(args: argparse.Namespace) -> SessionOptions:
     """The typed options of a session: the flags, then the config keys that have no flag."""
-    opts = SessionOptions(targets=args.target, demo=args.demo, refresh=args.refresh, timeout=args.timeout,
-                          read_only=args.read_only, **collector_options(args))
+    opts = SessionOptions(
+        targets=args.target,
+        demo=args.demo,
+        refresh=args.refresh,
+        timeout=args.timeout,
+        read_only=args.read_only,
+        **collector_options(args),
+    )
     cfg = getattr(args, "app_config", None)
     if cfg is not None:  # config keys that have no flag: map onto whatever SessionOptions fields exist
         dests = set(vars(args))  # keys with a flag were applied as parser defaults (flags win)
@@ -245,6 +273,10 @@ def check_some_source(args: argparse.Namespace) -> None:
     cfg = getattr(args, "app_config", None)
     if cfg is None or cfg.sources.get("demo") is not False or args.demo:
         return
-    if not (args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.replay):
-        raise UsageError(f"nothing to monitor: {cfg.path} sets demo = false and no source is given "
-                         "(--target, --prometheus, --tensorboard, --jsonl, --tf-config, --replay or --demo)")
+    if not (
+        args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.replay
+    ):
+        raise UsageError(
+            f"nothing to monitor: {cfg.path} sets demo = false and no source is given "
+            "(--target, --prometheus, --tensorboard, --jsonl, --tf-config, --replay or --demo)"
+        )

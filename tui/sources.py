@@ -64,8 +64,10 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
     # The identity a target falls back on when its page names none: a node_exporter / DCGM page joins
     # the tasks on its host instead (collectors/scrape.py); a target not answering yet is "pending"
     # under its URL (collectors/lifecycle.py), so its status and error still show in the Cluster pane.
-    targets = [ScrapeTarget(u, TaskInfo(job=opts.job or "job", task=_host_port(u), role="node"))
-               for u in opts.targets]
+    targets = [
+        ScrapeTarget(u, TaskInfo(job=opts.job or "job", task=_host_port(u), role="node"))
+        for u in opts.targets
+    ]
     if opts.tf_config:
         spec = tf_config.load(opts.tf_config)
         port = tf_config.MetricsPort.parse(opts.metrics_port)
@@ -123,5 +125,7 @@ def tf_config_notes(opts: SessionOptions) -> list[str]:
     notes = ["tasks from $TF_CONFIG (no other source given)"] if opts.tf_config_from_env else []
     notes += tf_config.shared_urls(spec, metrics_port=port)
     if not tf_config.targets(spec, metrics_port=port):
-        notes.append("TF_CONFIG names no chief/worker/ps task (evaluator or single-worker): nothing to scrape")
+        notes.append(
+            "TF_CONFIG names no chief/worker/ps task (evaluator or single-worker): nothing to scrape"
+        )
     return notes

@@ -34,8 +34,12 @@ class TinyCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
         )
         self.head = nn.Linear(16 * 8 * 8, 10)
 
@@ -46,8 +50,16 @@ class TinyCNN(nn.Module):
 def exporter_for(rank: int, args: argparse.Namespace, params: int) -> TrainingExporter:
     """Rank 0 is the chief; every rank is ``worker-<rank>`` of one synchronous job."""
     return TrainingExporter(
-        JOB, "chief" if rank == 0 else "worker", f"worker-{rank}", gpu="cpu", provisioning="standard",
-        model="TinyCNN", params=params, batch_size=args.batch, target_steps=args.steps, sync="sync-allreduce",
+        JOB,
+        "chief" if rank == 0 else "worker",
+        f"worker-{rank}",
+        gpu="cpu",
+        provisioning="standard",
+        model="TinyCNN",
+        params=params,
+        batch_size=args.batch,
+        target_steps=args.steps,
+        sync="sync-allreduce",
     )
 
 
@@ -60,8 +72,13 @@ def train(args: argparse.Namespace) -> None:
     exporter = exporter_for(rank, args, sum(p.numel() for p in model.parameters()))
     exporter.start(args.port_base + rank)
     gen = torch.Generator().manual_seed(rank)
-    data = [(torch.randn(args.batch, 3, 32, 32, generator=gen), torch.randint(0, 10, (args.batch,), generator=gen))
-            for _ in range(N_BATCHES)]
+    data = [
+        (
+            torch.randn(args.batch, 3, 32, 32, generator=gen),
+            torch.randint(0, 10, (args.batch,), generator=gen),
+        )
+        for _ in range(N_BATCHES)
+    ]
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
     step = 0

@@ -51,6 +51,7 @@ _KEYS: dict[str, set[str]] = {
 
 MAX_NUMBER = 1e15  # any number in a geo file (larger ones only overflow the model)
 
+
 class GeoWorkloadError(ValueError):
     """A geo workload file is malformed; the message names file, line (when known) and key."""
 

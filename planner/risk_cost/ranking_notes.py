@@ -82,7 +82,9 @@ def region_notes(region: np.ndarray, current: str, data_region: str | None, data
                 usd = float(np.nanmax(egress_usd[region == r])) if np.any(region == r) else 0.0
                 parts.append(f"data egress ≈${usd:.2f} for {dataset_gb:g} GB from {home}")
                 if continent(r) != continent(home):
-                    parts.append("another continent: egress priced at the intra-continent rate (a lower bound)")
+                    parts.append(
+                        "another continent: egress priced at the intra-continent rate (a lower bound)"
+                    )
             else:
                 parts.append(f"data in {home}: egress not priced (set [options] dataset_gb)")
                 if continent(r) != continent(home):

@@ -307,7 +307,9 @@ def from_observed(lifetimes: Iterable[Observed], now: float) -> list[Lifetime]:
     """The collectors' lifetimes (``cmdare.collectors.samples.Lifetime``) as the model learns them:
     a running server counts as survived so far (censored at ``now``)."""
     return [
-        Lifetime(lt.start, lt.end if lt.end is not None else now, lt.revoked, lt.gpu, lt.region, lt.provisioning)
+        Lifetime(
+            lt.start, lt.end if lt.end is not None else now, lt.revoked, lt.gpu, lt.region, lt.provisioning
+        )
         for lt in lifetimes
         if lt.gpu and lt.region and lt.provisioning
     ]

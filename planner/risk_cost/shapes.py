@@ -198,7 +198,12 @@ class ShapeTable:
     def filter(self, mask: np.ndarray) -> ShapeTable:
         """A view keeping rows where ``mask`` (over all rows) is true."""
         return ShapeTable(
-            self.columns, self.order, self.objective, self.terms, self.view[mask[self.view]], self.explainer,
+            self.columns,
+            self.order,
+            self.objective,
+            self.terms,
+            self.view[mask[self.view]],
+            self.explainer,
             self.bander,
         )
 
@@ -304,7 +309,9 @@ def rank_shapes(
     m = workload.model
     bander = make_bander(speed_model, Network(m.name, m.model_flops, m.params, m.batch_size),
                          workload.options.latency_ms)  # fmt: skip
-    return ShapeTable(columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander)
+    return ShapeTable(
+        columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
+    )
 
 
 def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:
@@ -381,8 +388,13 @@ def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict
         "price_as_of": np.full(n, prices.as_of),
         "price_date": np.full(n, price_date_label(prices.book), dtype=object),
         "egress_usd": egress,
-        "region_note": region_notes(cols["region"], workload.current.region, workload.options.data_region,
-                                    workload.options.dataset_gb, egress),
+        "region_note": region_notes(
+            cols["region"],
+            workload.current.region,
+            workload.options.data_region,
+            workload.options.dataset_gb,
+            egress,
+        ),
     }
 
 

@@ -224,8 +224,14 @@ def _check_keys(data: dict[str, Any], loc: _Locator) -> None:
                 raise loc.error("must be a number or string, not a boolean", table, key)
             if not isinstance(value, kind):
                 raise loc.error(f"wrong type {type(value).__name__}", table, key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and not abs(value) <= MAX_NUMBER:
-                raise loc.error(f"implausible value {value!r} (a finite number up to {MAX_NUMBER:g})", table, key)
+            if (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and not abs(value) <= MAX_NUMBER
+            ):
+                raise loc.error(
+                    f"implausible value {value!r} (a finite number up to {MAX_NUMBER:g})", table, key
+                )
         for key, (_, required) in spec.items():
             if required and key not in values:
                 raise loc.error("missing required key", table, key)

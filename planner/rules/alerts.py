@@ -89,7 +89,11 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
                 msg = f"{n.name} ({n.gpu or 'CPU'}, {n.provisioning or '?'}) revoked: {why}"
                 replace, source = _replacement_seconds(ctx, n.gpu, n.provisioning)
                 evidence: dict[str, Any] = {
-                    "measured": ["lifecycle: preemption notice" if n.cause == "preempted" else "lifecycle: scrapes failing"],
+                    "measured": [
+                        "lifecycle: preemption notice"
+                        if n.cause == "preempted"
+                        else "lifecycle: scrapes failing"
+                    ],
                     "cause": n.cause,
                     "last_error": n.last_error,
                     "gpu": n.gpu or "CPU",
@@ -115,8 +119,12 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
                         subject,
                         "warning",
                         f"{n.name} does not answer: {n.last_error or 'no data'}",
-                        {"measured": ["lifecycle: scrapes failing"], "last_error": n.last_error,
-                         "gpu": n.gpu or "CPU", "role": n.role},
+                        {
+                            "measured": ["lifecycle: scrapes failing"],
+                            "last_error": n.last_error,
+                            "gpu": n.gpu or "CPU",
+                            "role": n.role,
+                        },
                         raise_after=1,
                     )
                 )

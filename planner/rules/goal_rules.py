@@ -65,7 +65,9 @@ def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | Non
     money = f", +${usd:.2f}/h" if book is not None else ""
     err = thresholds_of(ctx).known_2ps_error
     band = "band: n/a until calibrated" + (f"; extra PS predicted with ~{err:.0%} error" if add_ps else "")
-    return f"add {' and '.join(parts)}: predicted {signed_pct(gain)} steps/s ({band}){money}" if parts else None
+    return (
+        f"add {' and '.join(parts)}: predicted {signed_pct(gain)} steps/s ({band}){money}" if parts else None
+    )
 
 
 def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
@@ -130,8 +132,11 @@ def cost_overrun_rule(ctx: AlertContext) -> list[Finding]:
             continue
         sev = "critical" if over > th.critical_overrun * goal.budget_usd else "warning"
         evidence = {
-            **basis(["node uptimes", "cluster steps/s (ETA)"] + ([] if goal.spent_usd is None else ["spent (reported)"]),
-                    ["price book ($/h)"]),
+            **basis(
+                ["node uptimes", "cluster steps/s (ETA)"]
+                + ([] if goal.spent_usd is None else ["spent (reported)"]),
+                ["price book ($/h)"],
+            ),
             "projected_usd": round(projected, 2),
             "budget_usd": goal.budget_usd,
             "spent_usd": round(spent, 2),

@@ -109,7 +109,9 @@ def _ps_gains(ctx: AlertContext, job: JobView, ps: int) -> dict[int, PredictedGa
     return gains
 
 
-def _gain_band(ctx: AlertContext, job: JobView, gpus: dict[str, int], ps: int, k: int) -> tuple[float, float] | None:
+def _gain_band(
+    ctx: AlertContext, job: JobView, gpus: dict[str, int], ps: int, k: int
+) -> tuple[float, float] | None:
     """(P10, P90) relative gain of ``ps`` → ``k`` servers from the speed model's band API
     (:func:`cmdare.planner.speed.speed_band.ps_gain_band`), or None where that API or a prediction is missing."""
     try:
@@ -257,7 +259,11 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
                    "CM-DARE PS plateaued)")  # fmt: skip
     if cpu is not None:
         why.append(f"PS CPU {cpu:.0%}")
-    measured = [signal, *(["PS NIC traffic"] if traffic is not None else []), *(["PS CPU"] if cpu is not None else [])]
+    measured = [
+        signal,
+        *(["PS NIC traffic"] if traffic is not None else []),
+        *(["PS CPU"] if cpu is not None else []),
+    ]
     reason = _no_model_reason(job)
     missing = [f"compute-bound rate: {reason}", "input pipeline",
                *([] if cpu is not None else ["PS CPU"])]  # fmt: skip

@@ -98,7 +98,9 @@ def ps_traffic_gbps(job: JobView) -> float | None:
     return max(rates) if rates else None
 
 
-def basis(measured: list[str], model: list[str] | None = None, missing: list[str] | None = None) -> dict[str, list[str]]:
+def basis(
+    measured: list[str], model: list[str] | None = None, missing: list[str] | None = None
+) -> dict[str, list[str]]:
     """The evidence keys every verdict carries: what was ``measured``, which ``model`` terms it used and
     what it could ``not_measured`` (so no verdict claims a cause it never measured)."""
     return {"measured": measured, "model": model or [], "not_measured": missing or []}
@@ -162,7 +164,11 @@ class PredictedGain:
         if self.may_be_none:
             out += "; uncertain: the gain may be none"
         elif self.known_error is not None and not self.has_band:
-            out += f"; {self.caveat}" if self.caveat else f"; such predictions are off by ~{self.known_error:.0%}"
+            out += (
+                f"; {self.caveat}"
+                if self.caveat
+                else f"; such predictions are off by ~{self.known_error:.0%}"
+            )
         return out
 
     def to_evidence(self) -> dict[str, float | bool | None]:

@@ -142,8 +142,12 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
                     job,
                     "warning",
                     f"pipeline paced by a WAN link, capacity unknown: one of {links}",
-                    {"measured": ["stage wait/compute time", "stage bytes sent"],
-                     "not_measured": ["link capacity"], "window_s": rate_window_s(ctx), "links": links},
+                    {
+                        "measured": ["stage wait/compute time", "stage bytes sent"],
+                        "not_measured": ["link capacity"],
+                        "window_s": rate_window_s(ctx),
+                        "links": links,
+                    },
                     None,
                 )
             )

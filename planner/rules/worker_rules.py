@@ -34,7 +34,9 @@ def _majority(values: Sequence[str]) -> str:
     return Counter(values).most_common(1)[0][0] if values else ""
 
 
-def _straggler_causes(ctx: AlertContext, job: JobView, w: NodeView, peers: list[NodeView]) -> list[tuple[str, str]]:
+def _straggler_causes(
+    ctx: AlertContext, job: JobView, w: NodeView, peers: list[NodeView]
+) -> list[tuple[str, str]]:
     """Every cause that fits, as (cause, words): slower-gpu and/or other-region, else unexplained."""
     gpu, region = _majority([p.gpu for p in peers]), _majority([p.region for p in peers])
     out: list[tuple[str, str]] = []
@@ -43,11 +45,18 @@ def _straggler_causes(ctx: AlertContext, job: JobView, w: NodeView, peers: list[
         rates = pred.worker_steps_per_sec if pred else {}
         mine, theirs = rates.get(canonical_gpu(w.gpu)), rates.get(canonical_gpu(gpu))
         if mine and theirs and mine < theirs:
-            out.append(("slower-gpu", f"a slower GPU type ({w.gpu} vs {gpu}: predicted {theirs / mine:.1f}× slower)"))
+            out.append(
+                ("slower-gpu", f"a slower GPU type ({w.gpu} vs {gpu}: predicted {theirs / mine:.1f}× slower)")
+            )
         else:
             out.append(("slower-gpu", f"a different GPU type ({w.gpu} vs {gpu})"))
     if w.region and region and w.region != region:
-        out.append(("other-region", f"in another region ({w.region} vs {region}: every PS round trip crosses regions)"))
+        out.append(
+            (
+                "other-region",
+                f"in another region ({w.region} vs {region}: every PS round trip crosses regions)",
+            )
+        )
     return out or [("unexplained", "unexplained (same GPU type and region as its peers)")]
 
 
@@ -119,7 +128,9 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
 
 
 # ----------------------------------------------------------------------------------- input-bound
-def _ps_words(th: Thresholds, load: PsLoad | None, traffic: float | None, cpu: float | None) -> tuple[bool, list[str], list[str], list[str]]:
+def _ps_words(
+    th: Thresholds, load: PsLoad | None, traffic: float | None, cpu: float | None
+) -> tuple[bool, list[str], list[str], list[str]]:
     """(the PS was measured busy, words on what was measured, measured names, not measured names)."""
     words: list[str] = []
     measured: list[str] = []
@@ -169,8 +180,11 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
         tail = ("; PS load not measured: the PS may be the cause too" if open_cause
                 else "; measured: " + ", ".join(ps_words) + ", workers in one region")  # fmt: skip
         evidence = {
-            **basis([what, *measured, "task regions"], ["PS seconds per step"] if load else [],
-                    [*missing, "input pipeline (inferred, not measured)"]),
+            **basis(
+                [what, *measured, "task regions"],
+                ["PS seconds per step"] if load else [],
+                [*missing, "input pipeline (inferred, not measured)"],
+            ),
             "busy_share": round(share, 3),
             "signal": what,
             "workers": len(got),
@@ -190,7 +204,13 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
                 )
                 evidence["predicted_steps_per_sec"] = round(pred.steps_per_sec, 2)
         out.append(
-            Finding("input-bound", job.name, "warning", f"GPUs busy {share:.0%} of the time ({what}){tail}",
-                    evidence, fix)  # fmt: skip
+            Finding(
+                "input-bound",
+                job.name,
+                "warning",
+                f"GPUs busy {share:.0%} of the time ({what}){tail}",
+                evidence,
+                fix,
+            )  # fmt: skip
         )
     return out

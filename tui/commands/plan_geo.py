@@ -102,7 +102,9 @@ def _print_tables(rep: dict[str, Any]) -> None:
     from rich.text import Text  # names from the file are data, never markup
 
     lay = rep["layout"]
-    head = Table(title=Text(f"geo plan: {rep['source']}  (layout from {lay['chosen_by']})"), show_header=False)
+    head = Table(
+        title=Text(f"geo plan: {rep['source']}  (layout from {lay['chosen_by']})"), show_header=False
+    )
     head.add_row("layout", Text(f"pp={lay['pp']} dp={lay['dp']} tp={lay['tp']} m={lay['n_microbatches']} "
                  f"{lay['schedule']} / {lay['sharing']}: {' → '.join(lay['stage_dcs'])}"))  # fmt: skip
     head.add_row("iteration", f"{rep['iteration_seconds']:.3f} s ({rep['bound']}-bound, model)")

@@ -46,8 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--input", required=True, type=Path, metavar="FILE.csv", help="input CSV (UTF-8)")
-    parser.add_argument("--output", type=Path, metavar="FILE.csv",
-                        help="output CSV, replaced atomically (default: stdout; refused in read-only mode)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE.csv",
+        help="output CSV, replaced atomically (default: stdout; refused in read-only mode)",
+    )
     parser.add_argument("--follow-symlinks", action="store_true",
                         help="if --output is a symlink, replace the file it points to (refused otherwise)")  # fmt: skip
     parser.set_defaults(func=run)
@@ -74,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output is not None:
         if getattr(args, "read_only", False) or writes.is_read_only():
-            raise UsageError("predict --output writes a file: not in read-only mode (print to stdout instead)")
+            raise UsageError(
+                "predict --output writes a file: not in read-only mode (print to stdout instead)"
+            )
         _check_output(args.output, getattr(args, "follow_symlinks", False))
     text = read_input(args.input)
     try:

@@ -37,9 +37,13 @@ PASSED_THROUGH = (
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``serve`` and its flags to the sub-command parsers."""
-    p = subparsers.add_parser("serve", help="serve the app to a web browser (textual-serve), read-only by default")
+    p = subparsers.add_parser(
+        "serve", help="serve the app to a web browser (textual-serve), read-only by default"
+    )
     add_source_args(p)
-    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)")
+    p.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine only)"
+    )
     p.add_argument("--allow-remote", action="store_true",
                    help="required to bind an address other than loopback (anyone who reaches it sees the app)")  # fmt: skip
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
@@ -47,8 +51,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"browser sessions (app processes) at once (default {DEFAULT_MAX_SESSIONS})")  # fmt: skip
     p.add_argument("--allow-origin", action="append", default=[], metavar="URL",
                    help="another page origin (scheme://host:port) allowed to open sessions (repeatable)")  # fmt: skip
-    p.add_argument("--writable", action="store_true", help="allow actions that write (exports); off by default")
-    p.add_argument("--dry-run", action="store_true", help="print the command each browser session runs, then exit")
+    p.add_argument(
+        "--writable", action="store_true", help="allow actions that write (exports); off by default"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the command each browser session runs, then exit"
+    )
     p.set_defaults(func=run)
 
 

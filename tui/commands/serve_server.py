@@ -91,7 +91,9 @@ class SafeServer(Server):
 
     async def on_shutdown(self, app: web.Application) -> None:
         """End every live session before the server goes."""
-        await asyncio.gather(*(end_session(s, self.grace) for s in list(self.sessions)), return_exceptions=True)
+        await asyncio.gather(
+            *(end_session(s, self.grace) for s in list(self.sessions)), return_exceptions=True
+        )
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
         if not self.host_ok(request):
@@ -111,7 +113,9 @@ class SafeServer(Server):
             log.warning("serve: refused a WebSocket from Origin %r", request.headers.get("Origin"))
             raise web.HTTPForbidden(text="cross-origin WebSocket refused (see --allow-origin)")
         if len(self.sessions) >= self.max_sessions:
-            raise web.HTTPServiceUnavailable(text=f"session limit reached ({self.max_sessions}; see --max-sessions)")
+            raise web.HTTPServiceUnavailable(
+                text=f"session limit reached ({self.max_sessions}; see --max-sessions)"
+            )
         websocket = web.WebSocketResponse(heartbeat=15)
         service = AppService(self.command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
                              close=websocket.close, download_manager=self.download_manager, debug=self.debug)  # fmt: skip

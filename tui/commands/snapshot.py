@@ -16,9 +16,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``snapshot`` and its flags to the sub-command parsers."""
     p = subparsers.add_parser("snapshot", help="poll the sources N times and print one overview")
     add_source_args(p)
-    p.add_argument("--samples", type=int, default=3, metavar="N", help="polls to take (default 3; rates need >= 2)")
-    p.add_argument("--interval", type=float, default=None, metavar="SECONDS",
-                   help="seconds between polls (default: --refresh)")
+    p.add_argument(
+        "--samples", type=int, default=3, metavar="N", help="polls to take (default 3; rates need >= 2)"
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds between polls (default: --refresh)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=run)
 
