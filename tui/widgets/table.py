@@ -150,13 +150,13 @@ class FilterTable(DataTable):
         self.scroll_to(x, y, animate=False, immediate=True)
 
     def _label_columns(self) -> None:
-        for i, (label, _) in enumerate(self._columns):
-            mark = ""
-            if i == self.view.sort_col:
-                mark = " ▼" if self.view.reverse else " ▲"
+        for i, (label, width) in enumerate(self._columns):
+            shown = label
+            if i == self.view.sort_col:  # a narrow column shortens its label, never loses the arrow
+                shown = label[: max(1, width - 2)] + (" ▼" if self.view.reverse else " ▲")
             col = self.columns.get(label)  # type: ignore[call-overload]
             if col is not None:
-                col.label = Text(label + mark)
+                col.label = Text(shown)
         self.refresh()
 
     # --- actions -----------------------------------------------------------------------------
