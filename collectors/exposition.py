@@ -80,6 +80,7 @@ _SIMPLE = {
     "cmdare_stage_wait_seconds_total": M.K_STAGE_WAIT,
     "cmdare_stage_microbatches_total": M.K_STAGE_MICROBATCHES,
     "process_cpu_seconds_total": M.K_PROCESS_CPU,
+    "process_start_time_seconds": M.K_PROCESS_START,
 }
 
 
@@ -222,6 +223,7 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             key, value = M.K_GPU_UTIL, sum(vals) / len(vals)
         else:
             value = max(vals) if key in (M.K_GLOBAL_STEP, M.K_PREEMPTED) else sum(vals)
+            value = min(vals) if key == M.K_PROCESS_START else value  # the oldest start, never a sum
         if M.valid_value(key, value):
             out.values[key] = value
         else:

@@ -61,6 +61,9 @@ NODE_NET_TX = MetricDef("node_network_transmit_bytes", "counter", "bytes", "node
 NODE_CPU = MetricDef("node_cpu_seconds", "counter", "s", "node_exporter: CPU seconds by mode.")
 GPU_UTIL = MetricDef("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "DCGM exporter: GPU utilisation.")
 PROCESS_CPU = MetricDef("process_cpu_seconds", "counter", "s", "Process CPU seconds.")
+PROCESS_START = MetricDef(
+    "process_start_time_seconds", "gauge", "s", "Start time of the task's process (Unix seconds): its uptime."
+)
 # Training figures read from logs (TensorBoard scalars) under the tag names people use (see log_scalar_kind).
 LOSS = MetricDef("cmdare_loss", "gauge", "", "Training loss, as the job logs it.")
 LEARNING_RATE = MetricDef("cmdare_learning_rate", "gauge", "", "Learning rate, as the job logs it.")
@@ -73,7 +76,7 @@ CATALOGUE: dict[str, MetricDef] = {
     for m in (
         TASK_INFO, JOB_INFO, GLOBAL_STEP, WORKER_STEPS, EXAMPLES, STEP_SECONDS, PS_BYTES, PREEMPTED,
         STAGE_COMPUTE, STAGE_WAIT, STAGE_BYTES_SENT, STAGE_MICROBATCHES,
-        NODE_NET_RX, NODE_NET_TX, NODE_CPU, GPU_UTIL, PROCESS_CPU,
+        NODE_NET_RX, NODE_NET_TX, NODE_CPU, GPU_UTIL, PROCESS_CPU, PROCESS_START,
         LOSS, LEARNING_RATE, EXAMPLES_RATE,
     )
 }
@@ -96,6 +99,7 @@ K_NET_TX = "node_network_transmit_bytes_total"
 K_CPU_BUSY = "node_cpu_seconds_total{mode!=idle}"
 K_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 K_PROCESS_CPU = "process_cpu_seconds_total"
+K_PROCESS_START = PROCESS_START.name
 K_LOSS = LOSS.name
 K_LEARNING_RATE = LEARNING_RATE.name
 K_EXAMPLES_RATE = EXAMPLES_RATE.name

@@ -129,6 +129,9 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
     net_in = ts.rate(M.K_NET_RX, window) if ts.has(M.K_NET_RX) else net_in
     net_out = ts.rate(M.K_NET_TX, window) if ts.has(M.K_NET_TX) else net_out
     started = status.started if status else ts.first_seen
+    own_start = ts.latest(M.K_PROCESS_START)  # the task's own start (exporter / process_start_time_seconds)
+    if own_start is not None and 0 < own_start <= now:
+        started = own_start
     return NodeView(
         name=i.task,
         role=i.role,

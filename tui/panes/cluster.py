@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from cmdare.planner.overview import JobView, NodeView
-from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisioning, rate
+from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisioning, rate, region_code
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
@@ -23,7 +23,7 @@ def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
     flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
     cells = (status, n.name, n.role, n.gpu or "CPU", provisioning(n.provisioning), rate(n.steps_per_sec),
-             duration(n.uptime_s), n.region or "–", num(step_ms, 0), bytes_rate(n.net_in_bps), flag)  # fmt: skip
+             duration(n.uptime_s), region_code(n.region), num(step_ms, 0), bytes_rate(n.net_in_bps), flag)  # fmt: skip
     sort = (n.status, n.name, n.role, n.gpu, n.provisioning, n.steps_per_sec, n.uptime_s, n.region, step_ms,
             n.net_in_bps, ",".join(marks))  # fmt: skip
     return Row(f"{job.name}/{n.name}", cells, sort)
