@@ -198,6 +198,12 @@ class PlannerPane(Vertical):
             self.app.push_screen(ExplainScreen.for_ranked(ranked, int(key)))
             return
         job = self._state.job()
+        pipeline = self._state.extras.get("pipelines", {}).get(job.name) if job else None
+        if pipeline is not None and self.mode == "pipeline":
+            b = next((b for b in pipeline[0] if f"{b.from_stage}->{b.to_stage}" == key), None)
+            if b is not None:
+                self.app.push_screen(ExplainScreen.for_boundary(b, pipeline[1]))
+            return
         rows = self._state.extras.get("outlook", {}).get(job.name, []) if job else []
         row = next((r for r in rows if r.shape.label == key), None)
         if row is not None:

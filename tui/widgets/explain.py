@@ -76,6 +76,24 @@ class ExplainScreen(ModalScreen[None]):
         return cls(f"Why {row.shape.label}", t, f"model: {p.source}")
 
     @classmethod
+    def for_boundary(cls, b: Any, dc: dict[str, str]) -> ExplainScreen:
+        """A pipeline's WAN boundary: why its wire time per micro-batch is what it is (issue 18)."""
+        t = _grid()
+        t.add_row("Link", f"stage {b.from_stage} ({dc.get(b.from_stage, '?')}) → stage {b.to_stage} "
+                          f"({dc.get(b.to_stage, '?')})")  # fmt: skip
+        mb = b.bytes_per_microbatch / 1e6
+        t.add_row("Measured", f"{b.measured_gbps:.2f} Gbit/s, {mb:.1f} MB per micro-batch")
+        ideal = b.bytes_per_microbatch * 8 / (b.measured_gbps * 1e9) if b.measured_gbps > 0 else None
+        t.add_row("Wire s/mb", f"{b.transfer_seconds:.3f} s measured per micro-batch"
+                  + (f"; {mb:.1f} MB × 8 ÷ {b.measured_gbps:.2f} Gbit/s = {ideal:.3f} s" if ideal else ""))
+        t.add_row("Why it differs", "wire time = bytes per micro-batch ÷ the link's rate: two links with the "
+                  "same Gbit/s differ when their stages send different activations (MB/mb)")  # fmt: skip
+        t.add_row("Compute s", f"{b.max_stage_compute_seconds:.3f} s: the slowest stage per micro-batch")
+        verdict = "WAN-bound: the wire takes longer than the slowest stage" if b.wan_bound else "ok: compute is slower"
+        t.add_row("Verdict", verdict)
+        return cls(f"Why {b.from_stage}->{b.to_stage}", t, "measured: stage counters over the rate window")
+
+    @classmethod
     def for_ranked(cls, table: Any, i: int) -> ExplainScreen:
         r = table.row(i)
         t = _grid()
