@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -41,8 +41,10 @@ def detail_grid(rows: list[tuple[str, str]]) -> Table:
 class ExplainScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     ExplainScreen { align: center middle; }
-    ExplainScreen > VerticalScroll { width: 74; max-width: 100%; height: auto; max-height: 90%;
+    ExplainScreen > Vertical { width: 74; max-width: 100%; height: auto; max-height: 90vh;
         border: round $accent; background: $surface; padding: 0 1; }
+    ExplainScreen VerticalScroll { height: auto; max-height: 65vh; }
+    ExplainScreen .explain-title, ExplainScreen .explain-hint { height: auto; }
     """
     BINDINGS = [Binding("escape,q,enter", "close", "Close", id="explain.close")]
 
@@ -51,10 +53,13 @@ class ExplainScreen(ModalScreen[None]):
         self._title, self._body, self._foot = title, body, footnote
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(Text(self._title + "\n", style="bold"))
-            yield Static(self._body)
-            yield Static(Text.assemble("\n" + self._foot + "\n", ("esc closes", "dim")))
+        """Title and close hint stay on screen at 80x24; the body between them scrolls (issue 18)."""
+        with Vertical():
+            yield Static(Text(self._title, style="bold"), classes="explain-title")
+            with VerticalScroll():
+                yield Static(self._body)
+                yield Static(Text("\n" + self._foot, style=""))
+            yield Static(Text("esc closes · ↑↓ scroll", style="dim"), classes="explain-hint")
 
     def action_close(self) -> None:
         self.dismiss(None)
