@@ -2,11 +2,17 @@
 
     from cmdare.collectors.exporter import TrainingExporter
     exp = TrainingExporter(job="resnet", role="worker", task="worker-0", gpu="V100",
-                           region="us-central1", provisioning="spot")
+                           region="us-central1", provisioning="spot", sync="async-ps")
     exp.start(port=9400)            # serves /metrics (binds 127.0.0.1 unless addr is given)
     for step in ...:
         t0 = time.perf_counter(); loss = train_step(); exp.step(time.perf_counter() - t0, examples=128)
         exp.set_global_step(global_step)
+
+``sync`` declares how the job trains (``async-ps``: each worker's step is a global step, the job's
+steps/s is the sum of the workers'; ``sync-allreduce`` or ``pipeline``: all workers take each global
+step together, the job's steps/s is the global step's rate). Undeclared, cmdare-tui infers it (see
+docs/metrics.md). ``gpu_ids`` names the GPUs the task uses (DCGM ``gpu`` indices or UUIDs) so that
+host GPU detail joins only the tasks that own those GPUs.
 
 Built on prometheus_client; each exporter has its own registry so several can live in one process.
 """
@@ -48,15 +54,20 @@ class TrainingExporter:
         params: float = 0.0,
         batch_size: int = 0,
         target_steps: int = 0,
+        sync: str = "",
+        gpu_ids: str = "",
         registry: CollectorRegistry | None = None,
     ) -> None:
+        if sync and sync not in M.SYNC_MODES:
+            raise ValueError(f"sync must be one of {', '.join(M.SYNC_MODES)} (or empty), not {sync!r}")
         self.registry = registry or CollectorRegistry()
         r = self.registry
         info = Gauge(M.TASK_INFO.name, M.TASK_INFO.help, list(M.TASK_INFO.labels), registry=r)
-        info.labels(job, role, task, gpu, region, zone, provisioning, dc, stage).set(1)
-        if model or model_flops or params:
+        info.labels(job, role, task, gpu, region, zone, provisioning, dc, stage, gpu_ids).set(1)
+        if model or model_flops or params or sync or target_steps:
             jinfo = Gauge(M.JOB_INFO.name, M.JOB_INFO.help, list(M.JOB_INFO.labels), registry=r)
-            jinfo.labels(job, model, f"{model_flops:g}", f"{params:g}", str(batch_size), str(target_steps)).set(1)
+            jinfo.labels(job, model, f"{model_flops:g}", f"{params:g}", str(batch_size), str(target_steps),
+                         sync).set(1)
         self.global_step = Gauge(M.GLOBAL_STEP.name, M.GLOBAL_STEP.help, registry=r)
         self.worker_steps = Counter(M.WORKER_STEPS.name, M.WORKER_STEPS.help, registry=r)
         self.examples = Counter(M.EXAMPLES.name, M.EXAMPLES.help, registry=r)

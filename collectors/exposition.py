@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo
 
@@ -27,6 +28,9 @@ class Parsed:
     facts: JobFacts | None = None
     values: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # degraded-but-usable remarks
+    own_info: bool = False  # the page names its task (cmdare_task_info); else it is host detail
+    gpu_model: str = ""  # DCGM ``modelName``
+    sample_time: float | None = None  # the newest timestamp the exporter gave its task samples (epoch s)
 
 
 _FACT_LIMITS = {"model_flops": M.MAX_ABS_VALUE, "params": M.MAX_ABS_VALUE,
@@ -51,8 +55,8 @@ def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
 
 def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskInfo:
     base = default or TaskInfo(job=labels.get("job", "job"), task=labels.get("task", "task"))
-    pick = {k: labels[k] for k in ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage")
-            if labels.get(k)}
+    pick = {k: labels[k] for k in ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage",
+                                   "gpu_ids") if labels.get(k)}
     return TaskInfo(**{**base.__dict__, **pick})
 
 
@@ -66,6 +70,7 @@ def _facts_from_labels(labels: dict[str, str], notes: list[str] | None = None) -
         params=_fact(labels, "params", notes),
         batch_size=int(_fact(labels, "batch_size", notes)),
         target_steps=int(_fact(labels, "target_steps", notes)),
+        sync=labels.get("sync", "") if labels.get("sync", "") in M.SYNC_MODES else "",
     )
 
 
@@ -80,6 +85,8 @@ _SIMPLE = {
     "cmdare_stage_wait_seconds_total": M.K_STAGE_WAIT,
     "cmdare_stage_microbatches_total": M.K_STAGE_MICROBATCHES,
     "process_cpu_seconds_total": M.K_PROCESS_CPU,
+    "node_memory_MemTotal_bytes": M.K_MEM_TOTAL,
+    "node_memory_MemAvailable_bytes": M.K_MEM_AVAIL,
     "process_start_time_seconds": M.K_PROCESS_START,
 }
 
@@ -97,10 +104,10 @@ def _fold(sample_name: str, labels: dict[str, str], value: float, acc: dict[str,
         acc.setdefault(M.K_NET_RX, []).append(value)
     elif sample_name == "node_network_transmit_bytes_total" and labels.get("device") != "lo":
         acc.setdefault(M.K_NET_TX, []).append(value)
-    elif sample_name == "node_cpu_seconds_total" and labels.get("mode") != "idle":
-        acc.setdefault(M.K_CPU_BUSY, []).append(value)
-    elif sample_name == M.K_GPU_UTIL:
-        acc.setdefault("__gpu_util", []).append(value)
+    elif sample_name == "node_cpu_seconds_total":
+        acc.setdefault(M.K_CPU_ALL, []).append(value)
+        if labels.get("mode") != "idle":
+            acc.setdefault(M.K_CPU_BUSY, []).append(value)
 
 
 # --- fast path -------------------------------------------------------------------------------------
@@ -110,14 +117,14 @@ def _fold(sample_name: str, labels: dict[str, str], value: float, acc: dict[str,
 # prometheus_client, the reference parser, instead. Series identity here is the raw label text.
 _LABELLED = frozenset({
     "cmdare_task_info", "cmdare_job_info", "cmdare_ps_bytes_total", "cmdare_stage_bytes_sent_total",
-    "node_network_receive_bytes_total", "node_network_transmit_bytes_total",
+    "node_network_receive_bytes_total", "node_network_transmit_bytes_total", *DCGM_NAMES,
 })
-_WANTED = frozenset({*_SIMPLE, *_LABELLED, "node_cpu_seconds_total", M.K_GPU_UTIL})
+_WANTED = frozenset({*_SIMPLE, *_LABELLED, "node_cpu_seconds_total"})
 _VALUE_TEXT = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _PAIR = rf"[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_VALUE_TEXT}[ \t]*"
 _LINE = re.compile(  # a sample (name, label text, value), or a comment or blank line (empty groups)
     rf"^(?:([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_PAIR}(?:,{_PAIR})*,?)?)\}})?"
-    r"[ \t]+([0-9a-zA-Z.+-]+)(?:[ \t]+-?[0-9]+)?[ \t\r]*|[^\S\n]*(?:#[^\n]*)?)$",
+    r"[ \t]+([0-9a-zA-Z.+-]+)(?:[ \t]+(-?[0-9]+))?[ \t\r]*|[^\S\n]*(?:#[^\n]*)?)$",
     re.M,
 )
 _LABEL = re.compile(rf"([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*({_VALUE_TEXT})")
@@ -151,8 +158,8 @@ def _pieces(text: str, size: int = 1 << 18) -> Iterator[str]:
         start = end + 1
 
 
-def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, float]]:
-    """(name, labels, raw label text, value) per sample; labels only for the families we fold."""
+def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, float, float | None]]:
+    """(name, labels, raw label text, value, timestamp s) per sample; labels only for the families we fold."""
     lines = []
     for piece in _pieces(text):  # the regex holds the GIL: a piece at a time, so other threads run
         found = _LINE.findall(piece)
@@ -162,21 +169,23 @@ def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, floa
     out = []
     labelled = _LABELLED | {"node_cpu_seconds_total"}
     try:
-        for name, body, raw in lines:
+        for name, body, raw, stamp in lines:
             if not name:
                 continue
             if "_" in raw:
                 raise _Fallback
-            out.append((name, _labels(name, body) if name in labelled else None, body, float(raw)))
+            out.append((name, _labels(name, body) if name in labelled else None, body, float(raw),
+                        int(stamp) / 1000 if stamp else None))
     except ValueError:
         raise _Fallback from None
     return out
 
 
-def _samples_reference(text: str) -> list[tuple[str, dict[str, str], None, float]]:
+def _samples_reference(text: str) -> list[tuple[str, dict[str, str], None, float, float | None]]:
     from prometheus_client.parser import text_string_to_metric_families  # only on the slow path
 
-    return [(s.name, s.labels, None, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+    return [(s.name, s.labels, None, s.value, float(s.timestamp) if s.timestamp is not None else None)
+            for f in text_string_to_metric_families(text) for s in f.samples]
 
 
 def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
@@ -199,11 +208,14 @@ def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
 def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
     out = Parsed()
     acc: dict[str, list[float]] = {}
+    dcgm = DcgmFold()
     seen: set[tuple[str, object]] = set()
     dropped = dupes = 0
-    for name, labels, raw, value in samples:
+    for name, labels, raw, value, stamp in samples:
+        if stamp is not None and name in _SIMPLE and name.startswith("cmdare_"):
+            out.sample_time = max(out.sample_time or 0.0, stamp)  # the exporter's own sample time
         if name == "cmdare_task_info":
-            out.info = _info_from_labels(labels, default_info)
+            out.info, out.own_info = _info_from_labels(labels, default_info), True
             continue
         if name == "cmdare_job_info":
             out.facts = _facts_from_labels(labels, out.notes)
@@ -216,18 +228,22 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
         if not math.isfinite(value) or abs(value) > M.MAX_ABS_VALUE:
             dropped += 1
             continue
-        if name in _WANTED:
+        if name in DCGM_NAMES:
+            dcgm.add(name, labels or {}, value)
+        elif name in _WANTED:
             _fold(name, labels or {}, value, acc)
     for key, vals in acc.items():
-        if key == "__gpu_util":
-            key, value = M.K_GPU_UTIL, sum(vals) / len(vals)
+        if key in (M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_MEM_TOTAL, M.K_MEM_AVAIL):
+            value = max(vals)
         else:
-            value = max(vals) if key in (M.K_GLOBAL_STEP, M.K_PREEMPTED) else sum(vals)
+            value = sum(vals)
             value = min(vals) if key == M.K_PROCESS_START else value  # the oldest start, never a sum
         if M.valid_value(key, value):
             out.values[key] = value
         else:
             dropped += 1
+    out.values.update({k: v for k, v in dcgm.values().items() if M.valid_value(k, v)})
+    out.gpu_model = dcgm.model
     if out.info is None and default_info is not None:
         out.info = default_info
     if dropped:

@@ -4,7 +4,7 @@ lifetimes the revocation model learns from."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cmdare.collectors.metrics import K_PREEMPTED
 from cmdare.collectors.samples import Lifetime, TaskInfo, TaskPoll, TaskState
@@ -44,10 +44,70 @@ class Lifecycle:
     nodes: dict[str, NodeStatus] = field(default_factory=dict)
     lifetimes: list[Lifetime] = field(default_factory=list)  # closed lifetimes
     _by_source: dict[str, str] = field(default_factory=dict)
+    duplicates: set[str] = field(default_factory=set)  # keys claimed by two endpoints at once (both answering)
+    _pairs: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # renamed key -> (key, owner, claimant)
+    _owner: dict[str, str] = field(default_factory=dict)  # key -> the source that claimed it first
+    _answered: dict[str, int] = field(default_factory=dict)  # source -> the last cycle it answered in
+    _host_sources: set[str] = field(default_factory=set)  # node_exporter / DCGM targets
+    _cycle: int = 0
+
+    def resolve(self, polls: list[TaskPoll]) -> list[TaskPoll]:
+        """Identities before anything is stored. A target that has never answered is *pending*
+        under its URL (no task of its own: when it answers, it is folded into the task it turns out
+        to be); two endpoints claiming one identity in the same cycles are kept apart and both
+        flagged ``duplicate-identity``; host-detail pages are no tasks."""
+        self._cycle += 1
+        out = []
+        for poll in polls:
+            if poll.ok and poll.info is not None:
+                self._answered_now(poll.source, poll.host_only)
+                if not poll.host_only:
+                    poll = self._claim(poll)
+            elif not poll.ok and poll.source not in self._by_source:
+                if poll.source not in self._host_sources and poll.info is not None:
+                    self._pending(poll)
+                poll = replace(poll, info=None)
+            out.append(poll)
+        recent = self._cycle - 1  # both claimants answered in this cycle or the last one: still a duplicate
+        self.duplicates = {k for renamed, (key, a, b) in self._pairs.items()
+                           if min(self._answered.get(a, -9), self._answered.get(b, -9)) >= recent
+                           for k in (key, renamed)}
+        return out
+
+    def _answered_now(self, source: str, host_only: bool) -> None:
+        self._answered[source] = self._cycle
+        self.nodes.pop(pending_key(source), None)  # folded into what it turned out to be
+        if host_only:
+            self._host_sources.add(source)
+
+    def _claim(self, poll: TaskPoll) -> TaskPoll:
+        assert poll.info is not None
+        key = poll.info.key
+        owner = self._owner.setdefault(key, poll.source)
+        if owner == poll.source or self._answered.get(owner, -9) < self._cycle - 1:
+            self._owner[key] = poll.source  # the first claimant, or a replacement of a gone one
+            return poll
+        info = replace(poll.info, task=f"{poll.info.name}@{_short(poll.source)}")
+        if info.key not in self._pairs:  # said once, not every poll
+            log.warning("duplicate identity %s: claimed by %s and %s", key, _short(owner), _short(poll.source))
+        self._pairs[info.key] = (key, owner, poll.source)
+        self._owner.setdefault(info.key, poll.source)
+        return replace(poll, info=info)
+
+    def _pending(self, poll: TaskPoll) -> None:
+        assert poll.info is not None
+        key = pending_key(poll.source)
+        node = self.nodes.get(key)
+        if node is None:
+            info = replace(poll.info, task=_short(poll.source), role=poll.info.role or "node")
+            node = self.nodes[key] = NodeStatus(info=info, state=TaskState.PENDING, since=poll.t)
+        node.failures += 1
+        node.last_error = poll.error
 
     def observe(self, polls: list[TaskPoll]) -> list[Transition]:
         """Update states from one poll cycle; returns the state changes it caused."""
         changes: list[Transition] = []
+        polls = [p for p in polls if not p.host_only]
         for poll in polls:
             key = poll.info.key if poll.info else self._by_source.get(poll.source)
             if key is None:
@@ -128,5 +188,17 @@ class Lifecycle:
 
     def all_lifetimes(self) -> list[Lifetime]:
         """Closed lifetimes plus the running ones (``end=None``)."""
-        running = [self._lifetime(k, n, None, "running") for k, n in self.nodes.items() if n.state is not TaskState.REVOKED]
+        running = [self._lifetime(k, n, None, "running") for k, n in self.nodes.items()
+                   if n.state not in (TaskState.REVOKED, TaskState.PENDING)]
         return [*self.lifetimes, *running]
+
+
+def pending_key(source: str) -> str:
+    """The lifecycle key of a target that has not answered yet."""
+    return f"pending:{source}"
+
+
+def _short(source: str) -> str:
+    """A source URL without its scheme and the default ``/metrics`` path (how it is shown)."""
+    s = source.split("://", 1)[-1]
+    return s.removesuffix("/metrics")

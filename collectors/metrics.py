@@ -25,12 +25,13 @@ class MetricDef:
 
 TASK_INFO = MetricDef(
     "cmdare_task_info", "info", "", "Identity of a training task (value is always 1).",
-    ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage"),
+    ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids"),
 )
 JOB_INFO = MetricDef(
     "cmdare_job_info", "info", "", "Facts about the network a job trains (value is always 1).",
-    ("job", "model", "model_flops", "params", "batch_size", "target_steps"),
+    ("job", "model", "model_flops", "params", "batch_size", "target_steps", "sync"),
 )
+SYNC_MODES = ("async-ps", "sync-allreduce", "pipeline")  # how a job trains (cmdare_job_info{sync=…})
 GLOBAL_STEP = MetricDef("cmdare_global_step", "gauge", "steps", "Cluster-wide global step seen by this task.")
 WORKER_STEPS = MetricDef("cmdare_worker_steps", "counter", "steps", "Local training steps this task ran.")
 EXAMPLES = MetricDef("cmdare_examples", "counter", "examples", "Training examples this task processed.")
@@ -59,7 +60,13 @@ STAGE_MICROBATCHES = MetricDef(
 NODE_NET_RX = MetricDef("node_network_receive_bytes", "counter", "bytes", "node_exporter: bytes received.")
 NODE_NET_TX = MetricDef("node_network_transmit_bytes", "counter", "bytes", "node_exporter: bytes sent.")
 NODE_CPU = MetricDef("node_cpu_seconds", "counter", "s", "node_exporter: CPU seconds by mode.")
+NODE_MEM_TOTAL = MetricDef("node_memory_MemTotal_bytes", "gauge", "bytes", "node_exporter: memory size.")
+NODE_MEM_AVAIL = MetricDef("node_memory_MemAvailable_bytes", "gauge", "bytes", "node_exporter: memory available.")
 GPU_UTIL = MetricDef("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "DCGM exporter: GPU utilisation.")
+GPU_GR_ACTIVE = MetricDef("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio",
+                          "DCGM exporter: graphics engine active (MIG instances have no GPU_UTIL).")
+GPU_FB_USED = MetricDef("DCGM_FI_DEV_FB_USED", "gauge", "MiB", "DCGM exporter: GPU memory used.")
+GPU_FB_FREE = MetricDef("DCGM_FI_DEV_FB_FREE", "gauge", "MiB", "DCGM exporter: GPU memory free.")
 PROCESS_CPU = MetricDef("process_cpu_seconds", "counter", "s", "Process CPU seconds.")
 PROCESS_START = MetricDef(
     "process_start_time_seconds", "gauge", "s", "Start time of the task's process (Unix seconds): its uptime."
@@ -76,7 +83,8 @@ CATALOGUE: dict[str, MetricDef] = {
     for m in (
         TASK_INFO, JOB_INFO, GLOBAL_STEP, WORKER_STEPS, EXAMPLES, STEP_SECONDS, PS_BYTES, PREEMPTED,
         STAGE_COMPUTE, STAGE_WAIT, STAGE_BYTES_SENT, STAGE_MICROBATCHES,
-        NODE_NET_RX, NODE_NET_TX, NODE_CPU, GPU_UTIL, PROCESS_CPU, PROCESS_START,
+        NODE_NET_RX, NODE_NET_TX, NODE_CPU, NODE_MEM_TOTAL, NODE_MEM_AVAIL,
+        GPU_UTIL, GPU_GR_ACTIVE, GPU_FB_USED, GPU_FB_FREE, PROCESS_CPU, PROCESS_START,
         LOSS, LEARNING_RATE, EXAMPLES_RATE,
     )
 }
@@ -97,7 +105,15 @@ K_STAGE_BYTES_PREFIX = "cmdare_stage_bytes_sent_total{peer="
 K_NET_RX = "node_network_receive_bytes_total"
 K_NET_TX = "node_network_transmit_bytes_total"
 K_CPU_BUSY = "node_cpu_seconds_total{mode!=idle}"
-K_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+K_CPU_ALL = "node_cpu_seconds_total"  # every mode (busy share = busy / all)
+K_MEM_TOTAL = "node_memory_MemTotal_bytes"
+K_MEM_AVAIL = "node_memory_MemAvailable_bytes"
+K_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # % (a task's GPUs averaged; GR_ENGINE_ACTIVE x 100 on MIG pages)
+K_GPU_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB, summed over a task's GPUs
+K_GPU_FB_FREE = "DCGM_FI_DEV_FB_FREE"
+K_GPU_COUNT = "dcgm_gpus"  # how many GPUs (or MIG instances) the detail covers
+HOST_KEYS = (K_NET_RX, K_NET_TX, K_CPU_BUSY, K_CPU_ALL, K_MEM_TOTAL, K_MEM_AVAIL)
+GPU_KEYS = (K_GPU_UTIL, K_GPU_FB_USED, K_GPU_FB_FREE, K_GPU_COUNT)
 K_PROCESS_CPU = "process_cpu_seconds_total"
 K_PROCESS_START = PROCESS_START.name
 K_LOSS = LOSS.name
@@ -107,7 +123,7 @@ K_EXAMPLES_RATE = EXAMPLES_RATE.name
 COUNTER_KEYS = frozenset(
     {
         K_WORKER_STEPS, K_EXAMPLES, K_STEP_SECONDS_SUM, K_STEP_SECONDS_COUNT, K_PS_IN, K_PS_OUT,
-        K_STAGE_COMPUTE, K_STAGE_WAIT, K_STAGE_MICROBATCHES, K_NET_RX, K_NET_TX, K_CPU_BUSY, K_PROCESS_CPU,
+        K_STAGE_COMPUTE, K_STAGE_WAIT, K_STAGE_MICROBATCHES, K_NET_RX, K_NET_TX, K_CPU_BUSY, K_CPU_ALL, K_PROCESS_CPU,
     }
 )
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,9 +15,9 @@ from typing import Protocol
 
 import httpx
 
-from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
+from cmdare.collectors.jobrate import job_rate
 from cmdare.collectors.lifecycle import Lifecycle, Transition
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskPoll, TaskState
@@ -102,7 +101,7 @@ class Poller:
     async def poll_once(self) -> Cycle:
         t0 = self.clock.monotonic()
         results = await asyncio.gather(*(self._poll_source(s) for s in self.sources))
-        polls = [p for ps, _ in results for p in ps]
+        polls = self.lifecycle.resolve([p for ps, _ in results for p in ps])
         errors = {s.name: e for s, (_, e) in zip(self.sources, results, strict=True) if e}
         for p in polls:
             self.store.add(p)
@@ -123,7 +122,8 @@ class Poller:
         return cycle
 
     def _update_jobs(self, t: float) -> None:
-        """Append each job's cluster-wide figures (for plots): steps/s, examples/s, global step."""
+        """Append each job's cluster-wide figures (for plots): steps/s (by how the job trains, see
+        :mod:`jobrate`), examples/s, global step."""
         window = max(self.interval * RATE_WINDOW_POLLS, 1e-9)
         by_job: dict[str, list] = {}
         for key, ts in self.store.tasks.items():
@@ -132,17 +132,11 @@ class Poller:
                 continue
             by_job.setdefault(ts.info.job, []).append(ts)
         for job, tasks in by_job.items():
-            steps = [r for ts in tasks if (r := ts.rate(M.K_WORKER_STEPS, window)) is not None]
-            examples = [r for ts in tasks if (r := ts.rate(M.K_EXAMPLES, window)) is not None]
-            gsteps = [g for ts in tasks if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
-            self.store.job(job).append(
-                t,
-                {
-                    "steps_per_sec": sum(steps) if steps else math.nan,
-                    "examples_per_sec": sum(examples) if examples else math.nan,
-                    "global_step": max(gsteps) if gsteps else math.nan,
-                },
-            )
+            js = self.store.job(job)
+            jr = job_rate(tasks, js.facts, window)
+            js.sync, js.sync_how = jr.sync, jr.how
+            js.append(t, {"steps_per_sec": jr.steps_per_sec, "examples_per_sec": jr.examples_per_sec,
+                          "global_step": jr.global_step})
 
     def poke(self) -> None:
         """Ask for the next poll now (the `r` key)."""

@@ -4,12 +4,20 @@ instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
 1. ``cmdare_task_info{SEL}``: who every task is (role, GPU, region, provisioning…);
 2. ``topk by (job) (1, cmdare_job_info{SEL})``: what each job trains (one row per job);
 3. ``up{SEL} == 0``: the scrape targets Prometheus cannot reach;
-4. ``or``-ed aggregates ``sum|max|avg by (job, instance) (…)``, each tagged with a ``cmdare_key``
+4. ``or``-ed aggregates ``sum|max by (instance) (…)``, each tagged with a ``cmdare_key``
    label naming the series key it feeds (the same keys :mod:`exposition` produces, so the store,
    the lifecycle and the panes work unchanged), plus each target's scrape timestamp; split in
    queries the server evaluates in parallel;
-5. node detail (node_exporter, DCGM on another port of a task's host, joined by host), read between
-   refreshes so that it never delays one.
+5. node detail (node_exporter, DCGM on another port of a task's host), found by the tasks' hosts
+   whatever the selector (:mod:`prometheus_hosts`), read between refreshes so that it never delays one.
+6. for a task met for the first time, its recent samples (one range query, :mod:`prometheus_backfill`),
+   so that the first refresh already rates over complete scrape intervals.
+
+Every query of one refresh is evaluated at the same instant (``time=``, the server's clock less
+:data:`EVAL_LAG_S`), so a scrape landing between two queries never mixes two samples' values with
+one scrape time. Each task's scrape time is ``timestamp(cmdare_task_info{SEL})``: it carries the same
+labels as the task's values whatever the selector (``job``, ``exported_job``, any label) and
+``honor_labels`` (``up`` carries only the scrape config's labels).
 
 Prometheus' cost is about 15 µs per series a query selects, so above ``detail_tasks`` tasks (200)
 the answers that rarely change are read less often: identities every k-th refresh (and at once when
@@ -17,8 +25,10 @@ a task not met before shows up), the two groups of task values in turns (Prometh
 every 5–15 s, so each value is still read about once per scrape), node detail every k-th refresh.
 The store's rates use each sample's own time and bridge sparsely read series.
 
-Series are joined to tasks on Prometheus' target labels ``(job, instance)``. The exporter's own
-``job`` label arrives as ``exported_job`` unless the scrape config sets ``honor_labels: true``.
+Series are joined to tasks on Prometheus' ``instance`` label, and the selector chooses tasks by their
+``cmdare_task_info`` series (``… and on (instance) cmdare_task_info{SEL}``): the exporter's own labels
+(its ``job``, which arrives as ``exported_job`` unless the scrape config sets ``honor_labels: true``,
+``role``, ``region``…) are on that series only.
 
 Queries go as GET (as POST only when the URL would be over-long, and never in read-only mode). A
 server's answers are untrusted: one content coding at most, inflated under the byte cap; the answers
@@ -48,7 +58,10 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.exposition import _facts_from_labels
+from cmdare.collectors.hostdetail import host_name
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
+from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
+from cmdare.collectors.prometheus_hosts import host_polls, host_query, instance_matcher
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import _describe
@@ -69,7 +82,8 @@ TOKEN_ENV = "PROMETHEUS_TOKEN"
 URL_ENV = "PROMETHEUS_URL"
 KEY_LABEL = "cmdare_key"
 _T_KEY = "__scrape_time"
-_NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)
+_NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
+EVAL_LAG_S = 0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
 _ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
 _STEP_KEYS = (M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT)  # one group; the rest another
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
@@ -89,10 +103,6 @@ _VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
     (M.K_STAGE_WAIT, "sum", "cmdare_stage_wait_seconds_total", "", ""),
     (M.K_STAGE_MICROBATCHES, "sum", "cmdare_stage_microbatches_total", "", ""),
     (M.K_STAGE_BYTES_PREFIX, "sum", "cmdare_stage_bytes_sent_total", "", "peer"),
-    (M.K_NET_RX, "sum", "node_network_receive_bytes_total", 'device!="lo"', ""),
-    (M.K_NET_TX, "sum", "node_network_transmit_bytes_total", 'device!="lo"', ""),
-    (M.K_CPU_BUSY, "sum", "node_cpu_seconds_total", 'mode!="idle"', ""),
-    (M.K_GPU_UTIL, "avg", "DCGM_FI_DEV_GPU_UTIL", "", ""),
     (M.K_PROCESS_CPU, "sum", "process_cpu_seconds_total", "", ""),
 )
 
@@ -166,6 +176,17 @@ def _sel(metric: str, base: str, extra: str = "") -> str:
     return f"{metric}{{{inner}}}" if inner else metric
 
 
+def _of_tasks(metric: str, base: str, extra: str = "") -> str:
+    """``metric{extra}`` of the targets whose ``cmdare_task_info`` matches the selector. The
+    exporter's own labels (``exported_job``, ``role``, ``region``…) are on its info series only, so
+    the selector picks targets there and the values join on ``instance``: any label works, with or
+    without ``honor_labels`` (which gives the info series the exporter's ``job``, the other series
+    the scrape config's)."""
+    if not base:
+        return _sel(metric, "", extra)
+    return f"({_sel(metric, '', extra)} and on (instance) {_sel('cmdare_task_info', base)})"
+
+
 def values_query(selector: str, keys: Container[str] | None = None, *, scrape_time: bool = True) -> str:
     """The single ``or`` query that fetches every per-task value (or those of ``keys``), keyed by
     ``cmdare_key``; with ``scrape_time`` also each target's last scrape time."""
@@ -174,14 +195,15 @@ def values_query(selector: str, keys: Container[str] | None = None, *, scrape_ti
     for key, agg, metric, extra, by in _VALUE_QUERIES:
         if keys is not None and key not in keys:
             continue
-        group = "job, instance" + (f", {by}" if by else "")
-        expr = f"{agg} by ({group}) ({_sel(metric, base, extra)})"
+        group = "instance" + (f", {by}" if by else "")
+        # per scrape target, then one answer per instance (a target two scrape configs read counts once)
+        expr = f"max by ({group}) ({agg} by (job, {group}) ({_of_tasks(metric, base, extra)}))"
         if by:  # one key per label value, e.g. cmdare_stage_bytes_sent_total{peer=stage-1}
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}$1}}", "{by}", "(.*)")')
         else:
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}", "", "")')
     if scrape_time:
-        ts = f"max by (job, instance) (timestamp({_sel('up', base)}))"
+        ts = f"max by (instance) (timestamp({_sel('cmdare_task_info', base)}))"
         parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
     return " or ".join(parts)
 
@@ -195,11 +217,9 @@ class _Target:
 
 
 def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
-    return labels.get("job", ""), labels.get("instance", "")
-
-
-def _host(instance: str) -> str:
-    return instance.rpartition(":")[0] or instance
+    """A scrape target: its ``instance`` (the ``job`` label differs between a target's series under
+    ``honor_labels``; two scrape configs reading one target read one task)."""
+    return "", labels.get("instance", "")
 
 
 def _info(labels: Mapping[str, str]) -> TaskInfo:
@@ -207,7 +227,7 @@ def _info(labels: Mapping[str, str]) -> TaskInfo:
     task = labels.get("task") or labels.get("instance") or "task"
     pick = {
         k: labels[k]
-        for k in ("role", "gpu", "region", "zone", "provisioning", "dc", "stage")
+        for k in ("role", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids")
         if labels.get(k)
     }
     return TaskInfo(job=job, task=task, **pick)
@@ -264,8 +284,10 @@ class PrometheusAPISource:
             )
             for steps in (True, False)
         )
-        self._node_query = values_query(self.selector, _NODE_KEYS, scrape_time=False)
         self._polls = 0
+        self._skew = 0.0  # server clock − ours, from the last answer
+        self._server_now = math.nan  # the server's clock when it answered (``vector(time())``)
+        self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
         self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
 
     def __repr__(self) -> str:
@@ -279,9 +301,15 @@ class PrometheusAPISource:
         return Budget(self.max_bytes), Budget(MAX_JSON_VALUES)
 
     async def query(
-        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget] | None = None
+        self,
+        client: httpx.AsyncClient,
+        promql: str,
+        budget: tuple[Budget, Budget] | None = None,
+        at: float | None = None,
+        result_type: str = "vector",
     ) -> list[dict]:
-        """One instant query; returns the result vector or raises :class:`PrometheusAPIError`.
+        """One query (evaluated at server time ``at`` when given; ``result_type`` "matrix" for a range
+        selector); returns the result rows or raises :class:`PrometheusAPIError`.
         Sent as GET; as POST only when the URL would exceed :data:`MAX_GET_URL`, and never in
         read-only mode. The answer is capped in bytes (on the wire and inflated) and in rows, and
         counted against ``budget`` (shared by the queries of one refresh; its own when None)."""
@@ -290,7 +318,8 @@ class PrometheusAPISource:
         for cred in (self._basic, self._token):
             headers.update(cred.header() if cred else {})
         url = f"{self.base}/api/v1/query"
-        get = httpx.URL(url, params={"query": promql})
+        form = {"query": promql, **({"time": f"{at:.3f}"} if at else {})}  # one evaluation instant a refresh
+        get = httpx.URL(url, params=form)
         if len(str(get)) <= MAX_GET_URL:
             request = client.stream("GET", get, headers=headers)
         elif writes.is_read_only():
@@ -299,7 +328,7 @@ class PrometheusAPISource:
                 " narrow the selector"
             )
         else:
-            request = client.stream("POST", url, data={"query": promql}, headers=headers)
+            request = client.stream("POST", url, data=form, headers=headers)
         try:
             async with request as resp:
                 body = await read_body(resp, self.max_bytes, nbytes)
@@ -307,16 +336,16 @@ class PrometheusAPISource:
                 status = resp.status_code
         except (httpx.HTTPError, BodyError, OSError) as exc:
             raise PrometheusAPIError(_describe(exc)) from None
-        return _decode(body, ctype, status, nvalues)
+        return _decode(body, ctype, status, nvalues, result_type)
 
-    async def _ask(self, client: httpx.AsyncClient) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    async def _ask(self, client: httpx.AsyncClient, at: float) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
         small = len(self._known) <= self.detail_tasks
         groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
         queries = [
             self._info_query if self._infos_due() else "",
-            f"topk by (job, exported_job) (1, {_sel('cmdare_job_info', sel)})",  # one row per job
-            f"{_sel('up', sel)} == 0",  # only the targets Prometheus cannot reach
+            f"topk by (job, exported_job) (1, {_of_tasks('cmdare_job_info', sel)})",  # one row per job
+            self._down_query(),  # only the targets Prometheus cannot reach
             self._always_query,
             *groups,
         ]
@@ -325,18 +354,29 @@ class PrometheusAPISource:
         budget = self.budget()
         try:
             async with asyncio.timeout(self.timeout):
-                res = await asyncio.gather(*(self._maybe(client, q, budget) for q in queries))
+                *res, clock_rows = await asyncio.gather(
+                    *(self._maybe(client, q, budget, at) for q in queries), self.query(client, "vector(time())", budget)
+                )
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
-        if due and self._node_task is None:  # starts after the refresh's own queries
-            self._node_task = asyncio.create_task(self._node_detail(client))
+        self._server_now = _server_time(clock_rows) if clock_rows else math.nan
+        hosts = {host_name(i) for _, i in self._known}
+        if due and self._node_task is None and hosts:  # starts after the refresh's own queries
+            self._node_task = asyncio.create_task(self._node_detail(client, host_query(hosts)))
         values = [row for r in res[3:] for row in r]
-        return res[0], res[1], res[2], values + self._node_rows()
+        return res[0], res[1], res[2], values
+
+    def _down_query(self) -> str:
+        """``up == 0`` of the selected targets, and of the known tasks' instances (a selector on
+        the exporter's labels, e.g. ``exported_job``, matches no ``up`` series)."""
+        q = f"{_sel('up', self.selector)} == 0"
+        known = {i for _, i in self._known}
+        return f"{q} or up{{{_instance_exact(known)}}} == 0" if known else q
 
     async def _maybe(
-        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget]
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None = None
     ) -> list[dict] | None:
-        return await self.query(client, promql, budget) if promql else None
+        return await self.query(client, promql, budget, at) if promql else None
 
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
@@ -351,13 +391,13 @@ class PrometheusAPISource:
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
         return self._polls % every == 0
 
-    async def _node_detail(self, client: httpx.AsyncClient) -> list[dict] | str:
+    async def _node_detail(self, client: httpx.AsyncClient, promql: str) -> list[dict] | str:
         """The node query runs between refreshes (about 1 s of server time at 1,000 nodes, 16 CPUs
         each) and its rows join the next refresh: it never delays one. Returns the rows, or why
         there are none (it never raises: nobody awaits it at once)."""
         try:
             async with asyncio.timeout(self.timeout * NODE_DETAIL_TIMEOUT_FACTOR):
-                return await self.query(client, self._node_query)
+                return await self.query(client, promql)
         except PrometheusAPIError as exc:
             return str(exc)
         except TimeoutError:
@@ -386,8 +426,10 @@ class PrometheusAPISource:
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         t0 = clock.monotonic()
+        node_rows = self._node_rows()  # the background query's answer, when it has finished
+        asked_at = clock.now()
         try:
-            infos, jobs, ups, values = await self._ask(client)
+            infos, jobs, ups, values = await self._ask(client, clock.now() + self._skew - EVAL_LAG_S)
         except PrometheusAPIError as exc:  # the server's own words may echo our credentials: redact
             msg = redact_cut(f"Prometheus {self.display}: {exc}", 200, self._secrets())
             log.warning("%s", msg)
@@ -407,16 +449,38 @@ class PrometheusAPISource:
         now = clock.now()
         self._fill(targets, values)
         facts, fact_notes = _job_facts(jobs)
-        server_t = _server_time(values or ups or infos or []) if (values or ups or infos) else now
-        skew = server_t - now if plausible_time(server_t) else 0.0
+        server_now = self._server_now
+        skew = server_now - asked_at if math.isfinite(server_now) and plausible_time(server_now) else 0.0
+        self._skew = skew
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
-        polls = [
+        polls = await self._backfill(client, targets, skew if note else 0.0)
+        polls += [
             self._ok(ident, tg, facts.get(tg.info.job), now, skew, _join(note, fact_notes.get(tg.info.job)),
                      clock, t0)
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
+        polls += host_polls(node_rows, self.display, now, skew if note else 0.0)
         return polls
+
+    async def _backfill(self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target],
+                        skew: float) -> list[TaskPoll]:
+        """The recent samples of targets met for the first time (see :mod:`prometheus_backfill`);
+        none when the query fails (logged: the current values still show)."""
+        new = [i for i in targets if i not in self._backfilled][:MAX_BACKFILL_TARGETS]
+        if not new:
+            return []
+        self._backfilled.update(new)
+        try:
+            async with asyncio.timeout(self.timeout):
+                rows = await self.query(client, backfill_query(i for _, i in new), result_type="matrix")
+        except (PrometheusAPIError, TimeoutError) as exc:
+            log.warning("%s", redact_cut(f"Prometheus {self.display}: history: {exc or 'timed out'}", 300,
+                                         self._secrets()))
+            return []
+        return backfill_polls(rows, {i: targets[(j, i)].info for j, i in new},
+                              {i: targets[(j, i)].scrape_time for j, i in new},
+                              {i: self._source((j, i)) for j, i in new}, skew)
 
     def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
@@ -447,7 +511,6 @@ class PrometheusAPISource:
         return out
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
-        by_host: dict[str, dict[str, float]] = {}
         for r in values:
             labels = r.get("metric", {})
             key, val = labels.get(KEY_LABEL, ""), _number(r.get("value", [0, ""])[1])
@@ -458,15 +521,11 @@ class PrometheusAPISource:
                 tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
                 continue
             if tg is None:
-                if key in _NODE_KEYS and M.valid_value(key, val):  # node_exporter / DCGM on another port of the task's host
-                    by_host.setdefault(_host(labels.get("instance", "")), {})[key] = val
-            elif key == _T_KEY:
+                continue
+            if key == _T_KEY:
                 tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
             else:
                 tg.values[key] = val
-        for (_, instance), tg in targets.items():
-            for key, val in by_host.get(_host(instance), {}).items():
-                tg.values.setdefault(key, val)
 
     def _ok(
         self,
@@ -494,6 +553,7 @@ class PrometheusAPISource:
             error=note,
             job_facts=facts,
             elapsed=clock.monotonic() - t0,
+            host=host_name(ident[1]),
         )
 
     def _missing(
@@ -528,7 +588,12 @@ class PrometheusAPISource:
         ]
 
     def _source(self, ident: tuple[str, str]) -> str:
-        return f"{self.display}#{ident[0]}/{ident[1]}"
+        return f"{self.display}#{ident[1]}"
+
+
+def _instance_exact(instances: set[str]) -> str:
+    """``instance=~"a|b"`` matching exactly these instances."""
+    return instance_matcher(instances).replace('(:[0-9]+)?"', '"')
 
 
 def _job_facts(jobs: list[dict]) -> tuple[dict[str, JobFacts], dict[str, str]]:
@@ -565,7 +630,9 @@ def _server_time(results: list[dict]) -> float:
     return float(results[0].get("value", [0.0])[0])
 
 
-def _decode(body: bytes | bytearray, ctype: str, status: int, values: Budget | None = None) -> list[dict]:
+def _decode(
+    body: bytes | bytearray, ctype: str, status: int, values: Budget | None = None, result_type: str = "vector"
+) -> list[dict]:
     """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
     the JSON-value budget it counts against (shared by a refresh's answers; its own when None)."""
     values = values or Budget(MAX_JSON_VALUES)
@@ -588,13 +655,15 @@ def _decode(body: bytes | bytearray, ctype: str, status: int, values: Budget | N
     data = doc.get("data") or {}
     if (
         not isinstance(data, dict)
-        or data.get("resultType") != "vector"
+        or data.get("resultType") != result_type
         or not isinstance(data.get("result"), list)
     ):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
         raise PrometheusAPIError(f"unexpected result type {str(kind)[:20]!r}")
     if len(data["result"]) > MAX_ROWS:
         raise PrometheusAPIError(f"answer of more than {MAX_ROWS} rows refused; narrow the selector")
+    if result_type == "matrix":  # range vectors (backfill): checked row by row where they are read
+        return [r for r in data["result"] if type(r) is dict]
     return [r for r in data["result"] if _well_formed(r)]
 
 

@@ -75,7 +75,7 @@ def poll_row(cycle_id: int, seq: int, p: TaskPoll) -> tuple:
         scrub(p.source),
         p.t,
         int(p.ok),
-        _json(asdict(p.info)) if p.info else None,
+        _json({**asdict(p.info), "host": p.host, "host_only": p.host_only}) if p.info else None,
         _json(vals),
         scrub(p.error),
         _json(asdict(p.job_facts)) if p.job_facts else None,

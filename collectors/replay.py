@@ -90,11 +90,14 @@ def _poll(row: tuple) -> TaskPoll:
     if not isinstance(t, int | float) or not plausible_time(t):
         raise ValueError("implausible time")
     info_d, facts_d = _json(info), _json(facts)
+    where = {k: info_d.pop(k) for k in ("host", "host_only") if k in info_d} if isinstance(info_d, dict) else {}
     return TaskPoll(
         source=str(source),
         t=float(t),
         ok=bool(ok),
         info=TaskInfo(**{k: str(v) for k, v in info_d.items()}) if isinstance(info_d, dict) else None,
+        host=str(where.get("host", "")),  # poll fields recorded beside the identity
+        host_only=where.get("host_only") is True,
         values=_values(_json(vals)),
         error=None if error is None else str(error),
         job_facts=_facts_from_labels({k: str(v) for k, v in facts_d.items()}) if isinstance(facts_d, dict) else None,

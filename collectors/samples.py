@@ -63,6 +63,7 @@ class CleanPoll:
 
 
 class TaskState(StrEnum):
+    PENDING = "pending"  # a target that has not answered yet (shown under its URL)
     UP = "up"
     SILENT = "silent"
     REVOKED = "revoked"
@@ -81,10 +82,17 @@ class TaskInfo(CleanText):
     provisioning: str = ""  # spot | preemptible | standard
     dc: str = ""
     stage: str = ""
+    gpu_ids: str = ""  # GPUs this task uses (DCGM ``gpu`` indices or UUIDs, comma-separated), when declared
+
+    @property
+    def name(self) -> str:
+        """The task's name within its job: a bare TF per-role index is qualified by its role
+        (``task="0"`` of role ps is ``ps-0``), so a worker 0 and a ps 0 never collide."""
+        return f"{self.role}-{self.task}" if self.task.isdigit() else self.task
 
     @property
     def key(self) -> str:
-        return f"{self.job}/{self.task}"
+        return f"{self.job}/{self.name}"
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,7 @@ class JobFacts(CleanText):
     params: float = 0.0
     batch_size: int = 0
     target_steps: int = 0
+    sync: str = ""  # async-ps | sync-allreduce | pipeline ("" = undeclared: inferred from the steps)
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,8 @@ class TaskPoll(CleanPoll):
     error: str | None = None
     job_facts: JobFacts | None = None
     elapsed: float = 0.0  # seconds the poll took
+    host: str = ""  # the host the task runs on (target URL or Prometheus instance), for node detail
+    host_only: bool = False  # node_exporter / DCGM page: detail for the tasks on ``host``, not a task
     catching_up: bool = False  # values are real but behind: the source is still reading a backlog
 
 

@@ -16,6 +16,7 @@ import httpx
 
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
+from cmdare.collectors.hostdetail import HOST_JOB, host_name, is_host_key
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, BodyTooLarge, new_client, read_body
 from cmdare.collectors.redaction import install_log_filters, redact
 from cmdare.collectors.samples import TaskInfo, TaskPoll
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 install_log_filters(("httpx", "httpcore"))
 
 DEFAULT_TIMEOUT_S = 2.0
+STAMP_TRUST_S = 300.0  # an exporter's own sample timestamps are used when this close to our clock
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a node_exporter page is ~100 kB; anything past 8 MiB is refused
 _HEADERS = {"Accept": "text/plain", "Accept-Encoding": ACCEPT_ENCODING}
 PARSE_INLINE_BYTES = 256 * 1024  # larger pages are parsed in a thread (the slow path: ~0.5 s a MiB)
@@ -116,12 +118,17 @@ async def scrape(
     t0 = clock.monotonic()
     source = redact(target.url)  # polls are logged and recorded: they never carry the credentials
 
+    host = host_name(target.url)
+    answered: list[float] = []  # when the response headers arrived: the page was rendered just before
+
     def done(ok: bool, **kw: object) -> TaskPoll:
-        return TaskPoll(source=source, t=clock.now(), ok=ok, elapsed=clock.monotonic() - t0, **kw)  # type: ignore[arg-type]
+        t = answered[0] if answered and ok else clock.now()  # the sample's time, not when parsing ended
+        return TaskPoll(source=source, t=t, ok=ok, elapsed=clock.monotonic() - t0, host=host, **kw)  # type: ignore[arg-type]
 
     try:
         async with asyncio.timeout(timeout):
             async with client.stream("GET", target.url, headers=_HEADERS) as resp:
+                answered.append(clock.now())
                 if resp.status_code != 200:
                     return done(False, info=target.default_info, error=f"HTTP {resp.status_code}")
                 body = await read_body(resp, max_bytes)
@@ -135,8 +142,18 @@ async def scrape(
         return done(False, info=target.default_info, error=f"page not parsed ({type(exc).__name__})")
     if parsed.info is None:
         return done(False, error="no cmdare_task_info and no identity configured for this target")
+    if host_detail_only(parsed):  # node_exporter / DCGM: detail for the tasks on this host
+        info = TaskInfo(job=HOST_JOB, task=host, role="node", gpu=parsed.gpu_model)
+        return done(True, info=info, values=parsed.values, host_only=True, error="; ".join(parsed.notes) or None)
+    if parsed.sample_time is not None and abs(parsed.sample_time - clock.now()) < STAMP_TRUST_S:
+        answered[:] = [parsed.sample_time]  # the exporter stamped its samples: its own time wins
     return done(True, info=parsed.info, values=parsed.values, job_facts=parsed.facts,
                 error="; ".join(parsed.notes) or None)
+
+
+def host_detail_only(parsed: Parsed) -> bool:
+    """A page without ``cmdare_task_info`` whose series are all host detail (node_exporter, DCGM)."""
+    return not parsed.own_info and bool(parsed.values) and all(is_host_key(k) for k in parsed.values)
 
 
 # httpcore's connection pool does O(connections²) work per request, so one shared client for

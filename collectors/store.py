@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,6 +73,7 @@ class TaskSeries:
     values: dict[str, Ring] = field(default_factory=dict)
     first_seen: float = math.nan
     last_seen: float = math.nan
+    host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
     _last_values: dict[str, float] | None = field(default=None, repr=False)
     _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
     # The newest points as Python floats (times, and each key's values aligned with them, NaN when
@@ -124,6 +126,14 @@ class TaskSeries:
         if math.isnan(self.first_seen):
             self.first_seen = t
         self.last_seen = t
+
+    def derived(self, name: str, compute: Callable[[TaskSeries], object]) -> object:
+        """``compute(self)``, computed once per new point (e.g. a host's GPU detail, which every
+        task on the host asks for)."""
+        memo_key = ("derived", name)
+        if memo_key not in self._memo:
+            self._memo[memo_key] = compute(self)
+        return self._memo[memo_key]
 
     def latest(self, key: str, lookback: int = LATEST_LOOKBACK) -> float | None:
         """The newest value of ``key`` among the last ``lookback`` points (a source may read some
@@ -241,6 +251,8 @@ class JobSeries:
 
     capacity: int
     facts: JobFacts | None = None
+    sync: str = ""  # how the job trains (declared or inferred, see collectors/jobrate.py)
+    sync_how: str = ""  # declared | inferred | ""
     times: Ring = field(init=False)
     values: dict[str, Ring] = field(default_factory=dict)
 
@@ -272,21 +284,30 @@ class Store:
         self.capacity = capacity
         self.tasks: dict[str, TaskSeries] = {}
         self.jobs: dict[str, JobSeries] = {}
+        self.hosts: dict[str, TaskSeries] = {}  # node_exporter / DCGM detail by host (info.gpu = GPU model)
 
     def add(self, poll: TaskPoll) -> TaskSeries | None:
-        """Add one successful poll; failed polls carry no values and are left to the lifecycle."""
+        """Add one successful poll; failed polls carry no values and are left to the lifecycle.
+        A host-detail poll (node_exporter, DCGM) goes to :attr:`hosts`, joined to tasks by host."""
         if not poll.ok or poll.info is None:
             return None
-        ts = self.tasks.get(poll.info.key)
+        book, key = (self.hosts, poll.host) if poll.host_only else (self.tasks, poll.info.key)
+        ts = book.get(key)
         if ts is None:
-            ts = self.tasks[poll.info.key] = TaskSeries(poll.info, self.capacity)
+            ts = book[key] = TaskSeries(poll.info, self.capacity)
         elif ts.info != poll.info:
             ts.info = poll.info  # labels may be enriched later (e.g. zone discovered)
+        if poll.host:
+            ts.host = poll.host
         if not ts.is_repeat(poll.t, poll.values):
             ts.append(poll.t, poll.values)
-        if poll.job_facts is not None:
+        if poll.job_facts is not None and not poll.host_only:
             self.job(poll.info.job).facts = poll.job_facts
         return ts
+
+    def host_of(self, ts: TaskSeries) -> TaskSeries | None:
+        """The node_exporter / DCGM detail of the host ``ts`` runs on, if any was read."""
+        return self.hosts.get(ts.host) if ts.host else None
 
     def job(self, name: str) -> JobSeries:
         js = self.jobs.get(name)

@@ -9,6 +9,13 @@ Each ``host:port`` is a training endpoint, not a metrics endpoint: the metrics p
 fixed port on every host (``MetricsPort(9400)``) or the training port plus an offset
 (``MetricsPort(offset=1000)``, written ``+1000`` on the command line — useful when several tasks
 share a host). Evaluators do not train and are left out.
+
+Accepted as TensorFlow writes them: ``chief`` or ``master`` (TF1 estimator) for the chief, an
+evaluator-only or cluster-less TF_CONFIG (single-worker training) — both name no task to watch,
+which :func:`targets` returns as an empty list rather than an error. Several tasks behind one
+metrics URL (a fixed ``--metrics-port`` with tasks sharing a host) are scraped once and reported by
+:func:`shared_urls`. TF_CONFIG from the environment is used only when no other source is given
+(``tui/sources.py``); ``--tf-config`` always is.
 """
 
 from __future__ import annotations
@@ -69,9 +76,11 @@ def load(text_or_path: str) -> dict:
         spec = json.loads(s)
     except ValueError as exc:
         raise TFConfigError(f"TF_CONFIG is not valid JSON: {exc}") from None
-    cluster = spec.get("cluster") if isinstance(spec, dict) else None
-    if not isinstance(cluster, dict) or not any(r in cluster for r in ROLES):
-        raise TFConfigError("TF_CONFIG has no cluster with chief/worker/ps hosts")
+    if not isinstance(spec, dict):
+        raise TFConfigError("TF_CONFIG must be a JSON object")
+    cluster = spec.setdefault("cluster", {})  # absent: single-worker training, nothing to discover
+    if not isinstance(cluster, dict):
+        raise TFConfigError("TF_CONFIG cluster must be an object of role: ['host:port', …]")
     for role, hosts in cluster.items():
         if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
             raise TFConfigError(f"TF_CONFIG cluster.{role} must be a list of 'host:port' strings")
@@ -94,9 +103,12 @@ def _split(endpoint: str) -> tuple[str, int]:
 def targets(
     spec: dict, *, job: str = "training", metrics_port: MetricsPort | None = None, path: str = "/metrics"
 ) -> list[ScrapeTarget]:
-    """One scrape target per chief/worker/ps endpoint, tasks named ``<type>-<index>``."""
+    """One scrape target per metrics URL of the chief/worker/ps endpoints, tasks named
+    ``<type>-<index>`` (TF's per-role index). Several tasks behind one URL give one target without
+    a configured identity: the page's own ``cmdare_task_info`` names it (see :func:`shared_urls`)."""
     mp = metrics_port or MetricsPort()
     out: list[ScrapeTarget] = []
+    seen: dict[str, int] = {}
     for kind, hosts in spec["cluster"].items():
         role = ROLES.get(kind)
         if role is None:
@@ -105,5 +117,24 @@ def targets(
             host, port = _split(endpoint)
             h = f"[{host}]" if ":" in host else host
             url = f"http://{h}:{mp.for_endpoint(port)}{path}"
+            if url in seen:
+                out[seen[url]] = ScrapeTarget(url, None)
+                continue
+            seen[url] = len(out)
             out.append(ScrapeTarget(url, TaskInfo(job=job, task=f"{kind}-{i}", role=role)))
     return out
+
+
+def shared_urls(spec: dict, *, metrics_port: MetricsPort | None = None, path: str = "/metrics") -> list[str]:
+    """One line per metrics URL that several TF_CONFIG tasks map to (only one of them can be read)."""
+    mp = metrics_port or MetricsPort()
+    by_url: dict[str, list[str]] = {}
+    for kind, hosts in spec["cluster"].items():
+        if ROLES.get(kind) is None:
+            continue
+        for i, endpoint in enumerate(hosts):
+            host, port = _split(endpoint)
+            h = f"[{host}]" if ":" in host else host
+            by_url.setdefault(f"http://{h}:{mp.for_endpoint(port)}{path}", []).append(f"{kind}-{i}")
+    return [f"TF_CONFIG: {', '.join(tasks)} share {url}: one task is read; give each its own port "
+            f"(--metrics-port +N)" for url, tasks in by_url.items() if len(tasks) > 1]

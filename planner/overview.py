@@ -6,11 +6,12 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
+from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
-from cmdare.collectors.samples import JobFacts, TaskState
+from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
 from cmdare.collectors.store import Store, TaskSeries
 
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
@@ -32,8 +33,8 @@ class NodeView:
     status: str  # up | silent | revoked
     steps_per_sec: float | None  # this task's own steps/s (measured)
     step_seconds: float | None  # mean compute time of one local step (measured histogram)
-    gpu_util: float | None  # % (DCGM), when exported
-    net_in_bps: float | None  # bytes/s: node_exporter NIC, or PS traffic for a PS
+    gpu_util: float | None  # % (DCGM, the task's own GPUs), when exported
+    net_in_bps: float | None  # bytes/s: the PS's own traffic for a PS, else node_exporter NIC
     net_out_bps: float | None
     uptime_s: float | None
     last_error: str | None
@@ -41,9 +42,20 @@ class NodeView:
     cause: str
     stage: str = ""
     dc: str = ""
+    host: str = ""
+    owns_gpu: bool = False  # the task has GPUs (declared, or a worker on a host DCGM reports GPUs of)
+    gpu_model: str = ""  # DCGM ``modelName`` of the host's GPUs (when the task owns GPUs)
+    cpu_pct: float | None = None  # host CPU busy % (node_exporter)
+    mem_used_bytes: float | None = None  # host memory in use: MemTotal − MemAvailable (node_exporter)
+    mem_total_bytes: float | None = None
+    gpu_mem_used_mib: float | None = None  # the task's GPUs' memory (DCGM FB_USED / FB_USED + FB_FREE)
+    gpu_mem_total_mib: float | None = None
+    flags: tuple[str, ...] = ()  # identity remarks, e.g. duplicate-identity
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["flags"] = list(self.flags)
+        return out
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,8 @@ class JobView:
     nodes: list[NodeView]
     history: list[float] = field(default_factory=list)  # recent cluster steps/s, oldest first
     training: TrainingFigures | None = None  # loss, learning rate, logged examples/s (from logs)
+    sync: str = ""  # async-ps | sync-allreduce | pipeline ("" = one worker, or nothing measured yet)
+    sync_how: str = ""  # declared | inferred
 
     @property
     def counts(self) -> dict[str, int]:
@@ -106,6 +120,8 @@ class JobView:
             "global_step": _finite(self.global_step),
             "target_steps": self.facts.target_steps or None,
             "eta_seconds": _finite(self.eta_seconds),
+            "sync": self.sync,
+            "sync_how": self.sync_how,
             "nodes": [n.to_json() for n in self.nodes],
             "training": None if self.training is None else {
                 "loss": _finite(self.training.loss),
@@ -115,34 +131,99 @@ class JobView:
         }
 
 
-def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: float = RATE_WINDOW_S) -> NodeView:
+def _net(ts: TaskSeries, host: TaskSeries | None, window: float) -> tuple[float | None, float | None]:
+    """A PS's own traffic counters win over its host's NIC; a stage's bytes sent to peers likewise;
+    otherwise the task's own node_exporter series, else its host's."""
+    i = ts.info
+    own_in = own_out = None
+    if i.role == "ps":
+        own_in, own_out = ts.rate(M.K_PS_IN, window), ts.rate(M.K_PS_OUT, window)
+    if i.role == "stage":
+        sent = [r for k in ts.keys() if k.startswith(M.K_STAGE_BYTES_PREFIX) and (r := ts.rate(k, window)) is not None]
+        own_out = sum(sent) if sent else None
+    nic = ts if ts.has(M.K_NET_RX) else host
+    nic_in = nic.rate(M.K_NET_RX, window) if nic is not None and nic.has(M.K_NET_RX) else None
+    nic_out = nic.rate(M.K_NET_TX, window) if nic is not None and nic.has(M.K_NET_TX) else None
+    return (own_in if own_in is not None else nic_in), (own_out if own_out is not None else nic_out)
+
+
+@dataclass(frozen=True)
+class HostFigures:
+    cpu_pct: float | None = None
+    mem_used: float | None = None
+    mem_total: float | None = None
+    owns_gpu: bool = False
+    gpu_model: str = ""
+    gpu_util: float | None = None
+    gpu_used: float | None = None
+    gpu_total: float | None = None
+
+
+def _gpu_detail(series: TaskSeries) -> tuple[list[str], dict[str, float]]:
+    """A host's GPU devices and the newest value of each of its GPU series (once per new point)."""
+    devices = H.devices_in(series.keys())
+    keys = [k for k in series.keys() if k in M.GPU_KEYS or k.startswith(H.DEV_PREFIX)]
+    return devices, {k: v for k in keys if (v := series.latest(k)) is not None}
+
+
+def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> HostFigures:
+    """CPU and memory of the task's host, and its GPU detail (:func:`_gpu_figures`). The task's own
+    page wins where it carries the same series."""
+    src = [x for x in (ts, host) if x is not None]
+    busy = next((x for x in src if x.has(M.K_CPU_BUSY) and x.has(M.K_CPU_ALL)), None)
+    cpu = None
+    if busy is not None:
+        b, a = busy.rate(M.K_CPU_BUSY, window), busy.rate(M.K_CPU_ALL, window)
+        cpu = min(100.0, max(0.0, 100.0 * b / a)) if b is not None and a else None  # rounding aside
+    mem = next((x for x in src if x.has(M.K_MEM_TOTAL)), None)
+    total = mem.latest(M.K_MEM_TOTAL) if mem else None
+    avail = mem.latest(M.K_MEM_AVAIL) if mem else None
+    used = total - avail if total is not None and avail is not None else None
+    return _gpu_figures(ts, host, HostFigures(_finite(cpu), _finite(used), _finite(total)))
+
+
+def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> HostFigures:
+    """GPU detail only for a task that owns GPUs: the devices it declares (``gpu_ids``; none shown
+    when none of them is on the host), else all of its host's."""
+    i = ts.info
+    gsrc = ts if ts.has(M.K_GPU_UTIL) or ts.has(M.K_GPU_COUNT) else host
+    devices, latest = gsrc.derived("gpu", _gpu_detail) if gsrc is not None else ([], {})  # type: ignore[misc]
+    owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
+    if not owns or gsrc is None:
+        return replace(base, owns_gpu=owns)
+    if i.gpu_ids:
+        g = H.fold_devices(H.owned_devices(devices, i.gpu_ids), latest)
+    else:
+        g = {k: latest[k] for k in M.GPU_KEYS if k in latest}
+    fb_used, fb_free = g.get(M.K_GPU_FB_USED), g.get(M.K_GPU_FB_FREE)
+    total = fb_used + fb_free if fb_used is not None and fb_free is not None else None
+    model = gsrc.info.gpu if gsrc.info.role == "node" else ""  # host detail carries the DCGM model
+    return replace(base, owns_gpu=True, gpu_model=model, gpu_util=_finite(g.get(M.K_GPU_UTIL)),
+                   gpu_used=_finite(fb_used), gpu_total=_finite(total))
+
+
+def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: float = RATE_WINDOW_S,
+              host: TaskSeries | None = None, flags: tuple[str, ...] = ()) -> NodeView:
     i = ts.info
     state = status.state.value if status else TaskState.UP.value
     up = state == TaskState.UP.value
-    if i.role == "ps":
-        net_in, net_out = ts.rate(M.K_PS_IN, window), ts.rate(M.K_PS_OUT, window)
-    else:
-        net_in, net_out = None, None
-    if i.role == "stage":
-        sent = [r for k in ts.keys() if k.startswith(M.K_STAGE_BYTES_PREFIX) and (r := ts.rate(k, window)) is not None]
-        net_out = sum(sent) if sent else None
-    net_in = ts.rate(M.K_NET_RX, window) if ts.has(M.K_NET_RX) else net_in
-    net_out = ts.rate(M.K_NET_TX, window) if ts.has(M.K_NET_TX) else net_out
+    net_in, net_out = _net(ts, host, window)
+    hf = host_figures(ts, host, window) if up else HostFigures()
     started = status.started if status else ts.first_seen
     own_start = ts.latest(M.K_PROCESS_START)  # the task's own start (exporter / process_start_time_seconds)
     if own_start is not None and 0 < own_start <= now:
         started = own_start
     return NodeView(
-        name=i.task,
+        name=i.name,
         role=i.role,
-        gpu=i.gpu,
+        gpu=i.gpu or (H.short_model(hf.gpu_model) if hf.owns_gpu else ""),  # a GPU task never shows "CPU"
         region=i.region,
         zone=i.zone,
         provisioning=i.provisioning,
         status=state,
         steps_per_sec=_finite(ts.rate(M.K_WORKER_STEPS, window)) if up and i.role in ("worker", "chief") else None,
         step_seconds=_finite(ts.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, STEP_WINDOW_S)) if up else None,
-        gpu_util=_finite(ts.latest(M.K_GPU_UTIL)) if up else None,
+        gpu_util=hf.gpu_util,
         net_in_bps=_finite(net_in) if up else None,
         net_out_bps=_finite(net_out) if up else None,
         uptime_s=(now - started) if up and started and math.isfinite(started) else None,
@@ -151,7 +232,23 @@ def node_view(ts: TaskSeries, status: NodeStatus | None, now: float, window: flo
         cause=status.cause if status else "",
         stage=i.stage,
         dc=i.dc,
+        host=ts.host,
+        owns_gpu=hf.owns_gpu,
+        gpu_model=hf.gpu_model,
+        cpu_pct=hf.cpu_pct,
+        mem_used_bytes=hf.mem_used,
+        mem_total_bytes=hf.mem_total,
+        gpu_mem_used_mib=hf.gpu_used,
+        gpu_mem_total_mib=hf.gpu_total,
+        flags=flags,
     )
+
+
+def _unanswered(status: NodeStatus) -> NodeView:
+    """A task that never answered (a pending target, or known only from a failed poll)."""
+    i: TaskInfo = status.info
+    return NodeView(i.name, i.role, i.gpu, i.region, i.zone, i.provisioning, status.state.value, None, None, None,
+                    None, None, None, status.last_error, status.restarts, status.cause, i.stage, i.dc)
 
 
 def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 120) -> list[JobView]:
@@ -160,14 +257,17 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
     jobs: dict[str, list[NodeView]] = {}
     series: dict[str, list[TaskSeries]] = {}
     for key, ts in store.tasks.items():
-        jobs.setdefault(ts.info.job, []).append(node_view(ts, lifecycle.nodes.get(key), now))
+        flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
+        view = node_view(ts, lifecycle.nodes.get(key), now, host=store.host_of(ts), flags=flags)
+        jobs.setdefault(ts.info.job, []).append(view)
         series.setdefault(ts.info.job, []).append(ts)
-    for key, status in lifecycle.nodes.items():  # tasks never answered: show them too
+    for key, status in lifecycle.nodes.items():  # tasks never answered (pending targets): show them too
         if key not in store.tasks:
-            i = status.info
-            jobs.setdefault(i.job, []).append(NodeView(i.task, i.role, i.gpu, i.region, i.zone, i.provisioning,
-                                                       status.state.value, None, None, None, None, None, None,
-                                                       status.last_error, status.restarts, status.cause, i.stage, i.dc))
+            jobs.setdefault(status.info.job, []).append(_unanswered(status))
+    with_tasks = {ts.host for ts in store.tasks.values()}
+    for host, hs in store.hosts.items():  # node_exporter / DCGM of a host no task runs on: a row of its own
+        if host not in with_tasks:
+            jobs.setdefault(hs.info.job, []).append(node_view(hs, None, now))
     out = []
     for name, nodes in jobs.items():  # in the order jobs were first seen
         nodes.sort(key=lambda n: (order.get(n.role, 9), _natural(n.name)))
@@ -180,7 +280,8 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
         eta = None
         if facts.target_steps and gstep is not None and rate:
             eta = max(0.0, facts.target_steps - gstep) / rate
-        out.append(JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series.get(name, []))))
+        out.append(JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series.get(name, [])),
+                           js.sync, js.sync_how))
     return out
 
 

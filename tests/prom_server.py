@@ -44,18 +44,27 @@ class PromServer:
         job: str = "cmdare-test",
         honor_labels: bool = False,
         port: int | None = None,
+        scrape_configs: str | None = None,
     ) -> None:
         self.targets = list(targets)
         self.workdir = Path(workdir)
         self.scrape_interval = scrape_interval
         self.job = job
         self.honor_labels = honor_labels
+        self.scrape_configs = scrape_configs  # raw YAML list items replacing the single default job
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
     def config(self) -> str:
         targets = ", ".join(f"'{t}'" for t in self.targets)
+        if self.scrape_configs is not None:
+            return (
+                "global:\n"
+                f"  scrape_interval: {self.scrape_interval}\n"
+                f"  scrape_timeout: {self.scrape_interval}\n"
+                f"scrape_configs:\n{self.scrape_configs}"
+            )
         return (
             "global:\n"
             f"  scrape_interval: {self.scrape_interval}\n"

@@ -139,13 +139,14 @@ async def test_token_is_sent_but_never_shown(tmp_path, caplog, monkeypatch):
 
 def test_values_query_is_one_expression_with_the_selector_everywhere():
     q = values_query('{job="resnet"}')
-    assert q.count('job="resnet"') >= 17 and "cmdare_stage_bytes_sent_total{peer=$1}" in q
-    assert 'timestamp(up{job="resnet"})' in q
+    assert q.count('job="resnet"') >= 14 and "cmdare_stage_bytes_sent_total{peer=$1}" in q
+    assert 'timestamp(cmdare_task_info{job="resnet"})' in q  # same labels as the values, any selector
 
 
 def test_node_detail_is_read_less_often_for_large_clusters():
     """Up to NODE_DETAIL_TASKS tasks every refresh; beyond, every k-th (the server's costly part)."""
     from cmdare.collectors.prometheus_api import NODE_DETAIL_TASKS
+    from cmdare.collectors.prometheus_hosts import host_query
 
     src = PrometheusAPISource("http://127.0.0.1:9", '{job="x"}')
     src._known = {("x", f"h{i}:9400"): None for i in range(NODE_DETAIL_TASKS)}
@@ -154,7 +155,7 @@ def test_node_detail_is_read_less_often_for_large_clusters():
     due = [src._node_detail_due() for src._polls in range(10)]
     assert due == [True, False, False, False, False] * 2
     per_refresh = " ".join([src._always_query, *src._group_queries])
-    assert "node_cpu_seconds_total" not in per_refresh and "node_cpu_seconds_total" in src._node_query
+    assert "node_cpu_seconds_total" not in per_refresh and "node_cpu_seconds_total" in host_query(["h1"])
 
 
 async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once(
@@ -173,9 +174,9 @@ async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once
     asked: list[list[str]] = []
     query = src.query
 
-    async def spy(client: httpx.AsyncClient, promql: str, *budget: object) -> list[dict]:
+    async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
         asked[-1].append(promql)
-        return await query(client, promql, *budget)
+        return await query(client, promql, *args, **kw)
 
     src.query = spy  # type: ignore[method-assign]  (records which queries ran; the server answers)
     seen: list[set[str]] = []
@@ -192,13 +193,13 @@ async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once
     await src.aclose()
     assert seen[0] == seen[3] == set(ROLES)
     assert seen[4] == seen[7] == {*ROLES, "worker-2"}
-    reads = ["cmdare_task_info{" in " ".join(qs) for qs in asked]
+    reads = [any(q.startswith("cmdare_task_info{") for q in qs) for qs in asked]
     assert reads[0] and reads[4] and sum(reads) <= 5  # every 3rd-4th refresh, plus the newcomer's
 
 
 async def test_large_cluster_node_detail_joins_from_between_refreshes(prometheus_server):  # noqa: F811
     """Node detail (node_exporter/DCGM: the server's costly query at scale) runs between refreshes,
-    never inside one, and its rates reach every task (sampled less often, still known)."""
+    never inside one, and its rates reach every task through its host (sampled less often, still known)."""
     import sys
     from pathlib import Path
 
@@ -214,10 +215,10 @@ async def test_large_cluster_node_detail_joins_from_between_refreshes(prometheus
         in_poll, node_queries = [False], []
         query = src.query
 
-        async def spy(client: httpx.AsyncClient, promql: str, *budget: object) -> list[dict]:
+        async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
             if "node_cpu_seconds_total" in promql:
                 node_queries.append(in_poll[0])  # True: started inside a refresh
-            return await query(client, promql, *budget)
+            return await query(client, promql, *args, **kw)
 
         src.query = spy  # type: ignore[method-assign]  (records when queries ran; the server answers)
         async with httpx.AsyncClient() as client:
@@ -230,6 +231,6 @@ async def test_large_cluster_node_detail_joins_from_between_refreshes(prometheus
                 await asyncio.sleep(1.1)
         await src.aclose()
     assert len(node_queries) >= 2 and not any(node_queries)
-    rates = [ts.rate(M.K_NET_RX, 10.0) for ts in store.tasks.values()]
+    rates = [store.host_of(ts).rate(M.K_NET_RX, 10.0) for ts in store.tasks.values()]  # joined by host
     assert len(rates) == 3 and all(r is not None and r >= 0 for r in rates)
     assert all(ts.latest(M.K_PROCESS_CPU) is not None for ts in store.tasks.values())

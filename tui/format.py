@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖"}
+STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
 SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
 
 

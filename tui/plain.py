@@ -50,7 +50,8 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
     for job in state.jobs:
         console.print(Text(
             f"Job {job.name} ({job.facts.model or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
-            f"measured, global step {num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
+            f"measured{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
+            f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
         ))  # fmt: skip
         c = costs.get(job.name)
         if c is not None and c.usd_per_hour is not None:

@@ -51,6 +51,8 @@ class SessionOptions:
     jsonl: list[str] = field(default_factory=list)
     tf_config: str | None = None  # TF_CONFIG JSON text or a file path
     metrics_port: str = "9400"  # fixed port, or "+N" = training port + N
+    tf_config_from_env: bool = False  # tf_config came from $TF_CONFIG (no other source was given)
+    tf_config_env_error: str = ""  # why $TF_CONFIG was not used
     record: str | None = None
     replay: str | None = None
     replay_speed: float = 1.0
@@ -212,6 +214,8 @@ class MonitorSession:
         out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered{note}"))
         for p in behind[:MAX_FAILURES_SHOWN]:  # by task name: the status line is short, a log path long
             out.append(SourceStatus(p.source, False, f"{p.info.task if p.info else p.source}: {p.error or 'catching up'}"))
+        for note in self.plan.notes if self.plan else []:  # TF_CONFIG remarks (tui/sources.py)
+            out.append(SourceStatus("tf_config", "ignored" not in note and "share" not in note, note))
         failed = [p for p in cycle.polls if not p.ok]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))

@@ -40,6 +40,7 @@ class SourcePlan:
     replay: ReplaySource | None = None
     recorder: Recorder | None = None
     sinks: list[Sink] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the status line (e.g. TF_CONFIG remarks)
 
     def close(self) -> None:
         if self.recorder is not None:
@@ -63,14 +64,16 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
     from cmdare.collectors.tensorboard import TensorBoardSource
 
     sources: list[Source] = list(extra)
-    # A target without cmdare_task_info (node_exporter, DCGM exporter, a dead host) is still a task:
-    # a "node" named after its host:port, so its status and its error show in the Cluster pane.
+    # The identity a target falls back on when its page names none: a node_exporter / DCGM page joins
+    # the tasks on its host instead (collectors/scrape.py); a target not answering yet is "pending"
+    # under its URL (collectors/lifecycle.py), so its status and error still show in the Cluster pane.
     targets = [ScrapeTarget(u, TaskInfo(job=opts.job or "job", task=_host_port(u), role="node"))
                for u in opts.targets]
     if opts.tf_config:
         spec = tf_config.load(opts.tf_config)
         port = tf_config.MetricsPort.parse(opts.metrics_port)
         targets += tf_config.targets(spec, job=opts.job or "training", metrics_port=port)
+        targets = list({t.url: t for t in targets}.values())  # one scrape per URL
     if targets:
         sources.append(ScrapeSource(targets, timeout=opts.timeout))
     if opts.prometheus:
@@ -99,7 +102,7 @@ def build_sources(
         replay = ReplaySource(opts.replay, clock, speed=opts.replay_speed)
         interval = replay.interval or replay.median_gap()
         return SourcePlan([*extra_sources, replay], clock=clock, interval=interval, replay=replay)
-    plan = SourcePlan(live_sources(opts, extra_sources))
+    plan = SourcePlan(live_sources(opts, extra_sources), notes=tf_config_notes(opts))
     if opts.demo or not plan.sources:
         if demo_factory is None:
             from cmdare.collectors.demo_cluster import DemoCluster as demo_factory
@@ -110,6 +113,35 @@ def build_sources(
         plan.recorder = Recorder(opts.record, lifecycle=lifecycle, interval=opts.refresh)
         plan.sinks.append(plan.recorder)
     return plan
+
+
+def tf_config_notes(opts: SessionOptions) -> list[str]:
+    """Status-line remarks on TF_CONFIG: where it came from, tasks sharing one metrics URL, no tasks."""
+    from cmdare.collectors import tf_config
+
+    if not opts.tf_config:
+        return [f"$TF_CONFIG ignored: {opts.tf_config_env_error}"] if opts.tf_config_env_error else []
+    spec = tf_config.load(opts.tf_config)
+    port = tf_config.MetricsPort.parse(opts.metrics_port)
+    notes = ["tasks from $TF_CONFIG (no other source given)"] if opts.tf_config_from_env else []
+    notes += tf_config.shared_urls(spec, metrics_port=port)
+    if not tf_config.targets(spec, metrics_port=port):
+        notes.append("TF_CONFIG names no chief/worker/ps task (evaluator or single-worker): nothing to scrape")
+    return notes
+
+
+def env_tf_config(args: argparse.Namespace, live: object) -> tuple[str | None, str]:
+    """``$TF_CONFIG`` when no source at all was given (explicit flags win), and why it is unusable."""
+    from cmdare.collectors import tf_config
+
+    value = os.environ.get("TF_CONFIG", "").strip()
+    if live or getattr(args, "replay", None) or not value:
+        return None, ""
+    try:
+        tf_config.targets(tf_config.load(value), metrics_port=tf_config.MetricsPort.parse(args.metrics_port))
+    except tf_config.TFConfigError as exc:
+        return None, str(exc)
+    return value, ""
 
 
 # --- command line ------------------------------------------------------------------------------
@@ -202,9 +234,9 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
     g.add_argument(
         "--tf-config",
         type=tf_config_value,
-        default=env.get("TF_CONFIG") or None,
+        default=None,
         metavar="JSON|FILE",
-        help="TF_CONFIG cluster spec to discover tasks from (default: $TF_CONFIG)",
+        help="TF_CONFIG cluster spec to discover tasks from (default: $TF_CONFIG, when no other source is given)",
     )
     g.add_argument(
         "--metrics-port",
@@ -231,6 +263,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     from cmdare.collectors.replay import open_recording
 
     live = args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.demo
+    from_env, env_error = (None, "") if args.tf_config else env_tf_config(args, live)
     if args.replay:
         if live or args.record:
             raise UsageError("--replay plays a recording alone: drop the live sources and --record")
@@ -275,4 +308,8 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         "replay",
         "replay_speed",
     )
-    return {n: getattr(args, n) for n in names}
+    out = {n: getattr(args, n) for n in names}
+    if from_env:
+        out.update(tf_config=from_env, tf_config_from_env=True)
+    out["tf_config_env_error"] = env_error
+    return out

@@ -149,6 +149,7 @@ def run_rank(args: argparse.Namespace) -> None:
         params=n_params(TinyCNN()),
         batch_size=args.batch,
         target_steps=args.steps * args.workers,
+        sync="async-ps",  # each worker's push is a global step: the job's steps/s is the workers' sum
     )
     exporter.start(args.port_base + args.rank)
     if role == "ps":

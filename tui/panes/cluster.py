@@ -1,8 +1,12 @@
-"""Cluster pane: one row per task (status, task, role, GPU, provisioning, steps/s, uptime, region, …).
+"""Cluster pane: one row per task (status, task, role, steps/s, host CPU and memory, GPU, GPU
+utilisation and memory, flags, provisioning, uptime, region, …).
 
-Columns are ordered so that what matters fits in 80 columns; the rest scrolls sideways."""
+Columns are ordered by priority so that what matters fits in 80 columns (status, task, role,
+steps/s, GPU, host CPU %, host memory, GPU %, provisioning); the rest scrolls sideways."""
 
 from __future__ import annotations
+
+import math
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,19 +17,37 @@ from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisio
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
-COLUMNS = (("Status", 9), ("Task", 9), ("Role", 6), ("GPU", 4), ("Prov", 7), ("Steps/s", 7), ("Up", 6),
-           ("Region", 12), ("Step ms", 7), ("Net in", 9), ("Flag", 18))  # fmt: skip
-STATUS_STYLE = {"up": "green", "silent": "yellow", "revoked": "red bold"}
+COLUMNS = (("Status", 9), ("Task", 9), ("Role", 6), ("Steps/s", 7), ("GPU", 5), ("CPU", 4), ("Mem", 7),
+           ("GPU%", 4), ("Prov", 7), ("Flag", 18), ("GPU mem", 8), ("Up", 6), ("Region", 12), ("Step ms", 7),
+           ("Net in", 9))  # fmt: skip
+STATUS_STYLE = {"up": "green", "silent": "yellow", "revoked": "red bold", "pending": "dim"}
+
+
+def gpu_name(n: NodeView) -> str:
+    """The task's GPU: its ``gpu`` label or the DCGM model's short name, else GPU / CPU."""
+    return n.gpu or ("GPU" if n.owns_gpu else "CPU")
+
+
+def used_of(used: float | None, total: float | None, unit: float) -> str:
+    """``1.4/24G``: used of total, in units of ``unit`` bytes (or MiB)."""
+    if used is None or total is None or not (math.isfinite(used) and math.isfinite(total)):
+        return "–"
+    return f"{used / unit:.1f}/{total / unit:.0f}G"
 
 
 def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
-    status = Text(f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
+    marks = [*n.flags, *marks]
+    status = Text(f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
     flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
-    cells = (status, n.name, n.role, n.gpu or "CPU", provisioning(n.provisioning), rate(n.steps_per_sec),
-             duration(n.uptime_s), region_code(n.region), num(step_ms, 0), bytes_rate(n.net_in_bps), flag)  # fmt: skip
-    sort = (n.status, n.name, n.role, n.gpu, n.provisioning, n.steps_per_sec, n.uptime_s, n.region, step_ms,
-            n.net_in_bps, ",".join(marks))  # fmt: skip
+    cpu = f"{n.cpu_pct:.0f}%" if n.cpu_pct is not None else "–"
+    gpu_pct = f"{n.gpu_util:.0f}%" if n.gpu_util is not None else "–"
+    cells = (status, n.name, n.role, rate(n.steps_per_sec), gpu_name(n), cpu,
+             used_of(n.mem_used_bytes, n.mem_total_bytes, 2**30), gpu_pct, provisioning(n.provisioning), flag,
+             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s), region_code(n.region),
+             num(step_ms, 0), bytes_rate(n.net_in_bps))  # fmt: skip
+    sort = (n.status, n.name, n.role, n.steps_per_sec, gpu_name(n), n.cpu_pct, n.mem_used_bytes, n.gpu_util,
+            n.provisioning, ",".join(marks), n.gpu_mem_used_mib, n.uptime_s, n.region, step_ms, n.net_in_bps)  # fmt: skip
     return Row(f"{job.name}/{n.name}", cells, sort)
 
 

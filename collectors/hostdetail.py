@@ -1,0 +1,138 @@
+"""Host detail from node_exporter and NVIDIA's DCGM exporter, and how it is joined to tasks.
+
+node_exporter: CPU seconds (busy modes and all modes, so busy % = busy rate / all rate), memory
+(``MemTotal``, ``MemAvailable``) and NIC bytes (every device but ``lo``). DCGM: utilisation
+(``DCGM_FI_DEV_GPU_UTIL``; on MIG pages, which have none, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` x 100),
+GPU memory (``DCGM_FI_DEV_FB_USED`` / ``_FREE``, MiB) and the model (``modelName`` label).
+
+DCGM values are kept per device under keys ``<metric>{dev=<gpu>[:<GPU_I_ID>]|<UUID>}`` so that a task
+that declares its GPUs (``cmdare_task_info{gpu_ids="0,1"}``, indices or UUIDs) gets only those; the
+folded keys (:data:`metrics.GPU_KEYS`) cover every device of the host. Pure functions over values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from cmdare.collectors import metrics as M
+
+DCGM_NAMES = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED",
+                        "DCGM_FI_DEV_FB_FREE"})
+NODE_NAMES = frozenset({"node_cpu_seconds_total", "node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes",
+                        "node_network_receive_bytes_total", "node_network_transmit_bytes_total"})
+DEV_PREFIX = "dcgm{dev="
+NOT_A_GPU = frozenset({"", "cpu", "none", "-"})
+HOST_JOB = "hosts"  # the job host detail is filed under (shown only for a host no task runs on)
+
+
+def device_id(labels: Mapping[str, str]) -> str:
+    """``<gpu>[:<GPU_I_ID>]|<UUID>`` of one DCGM series (a MIG instance is its own device)."""
+    mig = labels.get("GPU_I_ID", "")
+    return f"{labels.get('gpu', '?')}{':' + mig if mig else ''}|{labels.get('UUID', '')}"
+
+
+class DcgmFold:
+    """Accumulates DCGM samples of one page (or one Prometheus answer) per device."""
+
+    def __init__(self) -> None:
+        self.devices: dict[str, dict[str, float]] = {}
+        self.model = ""
+
+    def add(self, name: str, labels: Mapping[str, str], value: float) -> None:
+        dev = self.devices.setdefault(device_id(labels), {})
+        dev[name] = value
+        self.model = self.model or labels.get("modelName", "")
+
+    def values(self) -> dict[str, float]:
+        """Per-device keys plus the host-wide folded keys."""
+        out: dict[str, float] = {}
+        for dev, vals in self.devices.items():
+            for key, val in _device_values(vals).items():
+                out[f"{DEV_PREFIX}{dev}}}{key}"] = val
+        out.update(fold_devices(self.devices.keys(), out))
+        return out
+
+
+def _device_values(vals: Mapping[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if "DCGM_FI_DEV_GPU_UTIL" in vals:
+        out[M.K_GPU_UTIL] = vals["DCGM_FI_DEV_GPU_UTIL"]
+    elif "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in vals:  # MIG: no GPU_UTIL; the ratio as a percentage
+        out[M.K_GPU_UTIL] = 100.0 * vals["DCGM_FI_PROF_GR_ENGINE_ACTIVE"]
+    for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
+        if name in vals:
+            out[name] = vals[name]
+    return out
+
+
+def fold_devices(devices: object, values: Mapping[str, float]) -> dict[str, float]:
+    """Utilisation averaged, memory summed over ``devices`` (ids as in :func:`device_id`)."""
+    util, used, free, n = [], 0.0, 0.0, 0
+    for dev in devices:  # type: ignore[attr-defined]
+        pre = f"{DEV_PREFIX}{dev}}}"
+        if pre + M.K_GPU_UTIL in values:
+            util.append(values[pre + M.K_GPU_UTIL])
+        used += values.get(pre + M.K_GPU_FB_USED, 0.0)
+        free += values.get(pre + M.K_GPU_FB_FREE, 0.0)
+        n += 1
+    out: dict[str, float] = {M.K_GPU_COUNT: float(n)} if n else {}
+    if util:
+        out[M.K_GPU_UTIL] = sum(util) / len(util)
+    if any(pre in values for pre in (f"{DEV_PREFIX}{d}}}{M.K_GPU_FB_USED}" for d in devices)):  # type: ignore[attr-defined]
+        out[M.K_GPU_FB_USED], out[M.K_GPU_FB_FREE] = used, free
+    return out
+
+
+def devices_in(keys: object) -> list[str]:
+    """The device ids among a host's series keys."""
+    out: list[str] = []
+    for k in keys:  # type: ignore[attr-defined]
+        if k.startswith(DEV_PREFIX):
+            dev = k[len(DEV_PREFIX): k.index("}")]
+            if dev not in out:
+                out.append(dev)
+    return out
+
+
+def owned_devices(devices: list[str], gpu_ids: str) -> list[str]:
+    """The devices a task declared (``gpu_ids``: indices or UUIDs); all of them when undeclared."""
+    wanted = {g.strip() for g in gpu_ids.split(",") if g.strip()}
+    if not wanted:
+        return devices
+    return [d for d in devices if d.split("|")[0].split(":")[0] in wanted or d.split("|")[1] in wanted
+            or d.split("|")[0] in wanted]
+
+
+def owns_gpus(role: str, gpu: str, gpu_ids: str, host_has_gpus: bool) -> bool:
+    """Whether a task owns GPUs: it says so (``gpu_ids``, or a ``gpu`` label naming a GPU), or it is
+    a worker-like task with no ``gpu`` label on a host whose DCGM exporter reports GPUs. A PS
+    (or any task labelled ``gpu="cpu"``) without a declared GPU never owns one."""
+    if gpu_ids.strip():
+        return True
+    if gpu.strip().lower() not in NOT_A_GPU:
+        return True
+    return not gpu.strip() and host_has_gpus and role not in ("ps", "node")
+
+
+_MODEL = re.compile(r"\b([A-Z]{1,2}\d{1,4}[A-Za-z]?)\b")  # "Tesla V100-SXM2-16GB" -> V100
+
+
+def short_model(model: str) -> str:
+    """The GPU's short name from DCGM's ``modelName`` (``NVIDIA A100-SXM4-40GB`` → ``A100``), or ""."""
+    m = _MODEL.search(model)
+    return m.group(1) if m else ""
+
+
+def is_host_key(key: str) -> bool:
+    """A series key of host detail (node_exporter, DCGM) rather than of a training task."""
+    return key in M.HOST_KEYS or key in M.GPU_KEYS or key.startswith(DEV_PREFIX) or key == M.K_PROCESS_CPU
+
+
+def host_name(url: str) -> str:
+    """The host part of a URL or of a Prometheus ``instance`` (``host:port``), lower-case."""
+    s = url.split("://", 1)[-1].split("/", 1)[0]
+    s = s.rsplit("@", 1)[-1]
+    if s.startswith("["):
+        return s[1:].split("]", 1)[0].lower()
+    return (s.rpartition(":")[0] if s.count(":") == 1 else s).lower() or s.lower()

@@ -1,0 +1,82 @@
+"""A job's steps/s from its tasks, by how the job trains.
+
+- ``async-ps`` (asynchronous parameter-server training): every worker step is a global step, so the
+  job's steps/s is the *sum* of the workers' ``cmdare_worker_steps_total`` rates.
+- ``sync-allreduce`` and ``pipeline``: all workers (stages) take each global step together, so the
+  job's steps/s is the *rate of the shared global step* (the median over the tasks reporting it; the
+  mean worker rate when no task reports one). Summing would count each step once per worker.
+
+The mode is declared by ``cmdare_job_info{sync=…}``. Undeclared, it is inferred for exporter-
+instrumented tasks (they carry the step-time histogram; log runs from TensorBoard or JSON lines are
+independent runs and add up): two or more workers whose global steps are *shared* (their newest values lie within one rate window of steps of each
+other) and each of whose own rates is within :data:`SYNC_TOLERANCE` of the global step's rate train
+synchronously; anything else is treated as asynchronous (the sum), as before. Examples/s is the sum
+of every task's ``cmdare_examples_total`` rate in every mode (each worker processes its own batch).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.samples import JobFacts
+from cmdare.collectors.store import TaskSeries
+
+SYNC_TOLERANCE = 0.25  # a worker within 25% of the global step's rate steps with it
+WORKER_ROLES = ("worker", "chief", "stage")
+
+
+@dataclass(frozen=True)
+class JobRate:
+    steps_per_sec: float  # NaN when unknown
+    examples_per_sec: float
+    global_step: float
+    sync: str  # async-ps | sync-allreduce | pipeline | "" (one worker: either reading is the same)
+    how: str  # declared | inferred | ""
+
+
+def _rates(tasks: Sequence[TaskSeries], key: str, window: float) -> list[float]:
+    return [r for ts in tasks if (r := ts.rate(key, window)) is not None and math.isfinite(r)]
+
+
+def infer_sync(workers: Sequence[TaskSeries], window: float) -> str:
+    """``sync-allreduce`` when the workers share one global step advancing at each one's own rate,
+    ``async-ps`` otherwise, "" with fewer than two workers (nothing to tell apart)."""
+    steps = _rates(workers, M.K_WORKER_STEPS, window)
+    if len(steps) < 2:
+        return ""
+    if not all(ts.has(M.K_STEP_SECONDS_COUNT) for ts in workers):
+        return "async-ps"  # log runs (TensorBoard, JSON lines): independent runs, their steps add up
+    g_rates = _rates(workers, M.K_GLOBAL_STEP, window)
+    latest = [g for ts in workers if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
+    if len(g_rates) < 2 or len(latest) < 2:
+        return "async-ps"
+    g = statistics.median(g_rates)
+    shared = max(latest) - min(latest) <= g * window + 1.0
+    each = g > 0 and all(abs(r - g) <= SYNC_TOLERANCE * g for r in steps)
+    return "sync-allreduce" if shared and each else "async-ps"
+
+
+def job_rate(tasks: Sequence[TaskSeries], facts: JobFacts | None, window: float) -> JobRate:
+    """The job's steps/s, examples/s and global step from its answering tasks."""
+    workers = [ts for ts in tasks if ts.info.role in WORKER_ROLES] or list(tasks)
+    declared = facts.sync if facts is not None else ""
+    sync = declared or infer_sync(workers, window)
+    steps = _rates(workers, M.K_WORKER_STEPS, window)
+    if sync in ("sync-allreduce", "pipeline"):
+        g_rates = _rates(tasks, M.K_GLOBAL_STEP, window)
+        rate = statistics.median(g_rates) if g_rates else (statistics.fmean(steps) if steps else math.nan)
+    else:
+        rate = math.fsum(steps) if steps else math.nan
+    examples = _rates(tasks, M.K_EXAMPLES, window)
+    gsteps = [g for ts in tasks if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
+    return JobRate(
+        steps_per_sec=rate,
+        examples_per_sec=math.fsum(examples) if examples else math.nan,
+        global_step=max(gsteps) if gsteps else math.nan,
+        sync=sync,
+        how="declared" if declared else ("inferred" if sync else ""),
+    )

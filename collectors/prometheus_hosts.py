@@ -1,0 +1,101 @@
+"""node_exporter and DCGM detail through a Prometheus server, found by *host* whatever the selector.
+
+The job selector (``--selector``) chooses the training tasks; their hosts (the ``instance`` labels'
+host parts) then choose the detail: ``{instance=~"(host1|host2)(:[0-9]+)?"}`` whatever the job,
+``exported_job`` or ``honor_labels`` of the node_exporter and DCGM scrape configs. node_exporter
+series are aggregated on the server (``node_cpu_seconds_total`` alone is ~128 series a node); DCGM
+series (a few a GPU) come raw, so the GPU model, the device and MIG instance labels survive and the
+same fold as a scraped page applies (:mod:`hostdetail`). Pure functions: query text in, polls out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, DcgmFold, host_name
+from cmdare.collectors.samples import TaskInfo, TaskPoll
+
+KEY_LABEL = "cmdare_key"
+T_KEY = "__scrape_time"
+
+# (series key, aggregation, metric, extra matchers)
+_NODE_AGGREGATES = (
+    (M.K_CPU_BUSY, "sum", "node_cpu_seconds_total", 'mode!="idle"'),
+    (M.K_CPU_ALL, "sum", "node_cpu_seconds_total", ""),
+    (M.K_NET_RX, "sum", "node_network_receive_bytes_total", 'device!="lo"'),
+    (M.K_NET_TX, "sum", "node_network_transmit_bytes_total", 'device!="lo"'),
+    (M.K_MEM_TOTAL, "max", "node_memory_MemTotal_bytes", ""),
+    (M.K_MEM_AVAIL, "max", "node_memory_MemAvailable_bytes", ""),
+)
+
+
+def _promql_string(regex: str) -> str:
+    """A regex inside a PromQL double-quoted string (backslashes and quotes escaped)."""
+    return regex.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def instance_matcher(hosts: Iterable[str]) -> str:
+    """``instance=~"(h1|h2)(:[0-9]+)?"`` for the given hosts (exact host match, any port)."""
+    alts = "|".join(re.escape(h) for h in sorted(set(hosts)) if h)
+    return f'instance=~"{_promql_string(f"({alts})(:[0-9]+)?")}"'
+
+
+def host_query(hosts: Iterable[str]) -> str:
+    """One ``or`` query for the detail of ``hosts``: node aggregates by instance (tagged with
+    ``cmdare_key``), raw DCGM series, and every instance's scrape time."""
+    inst = instance_matcher(hosts)
+    parts = []
+    for key, agg, metric, extra in _NODE_AGGREGATES:
+        sel = ",".join(x for x in (extra, inst) if x)
+        parts.append(f'label_replace({agg} by (instance) ({metric}{{{sel}}}), "{KEY_LABEL}", "{key}", "", "")')
+    names = "|".join(sorted(DCGM_NAMES))
+    parts.append(f'{{__name__=~"{names}",{inst}}}')
+    parts.append(f'label_replace(max by (instance) (timestamp(up{{{inst}}})), "{KEY_LABEL}", "{T_KEY}", "", "")')
+    return " or ".join(parts)
+
+
+def _number(text: object) -> float | None:
+    try:
+        x = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> list[TaskPoll]:
+    """One host-detail poll per host from the answer of :func:`host_query`, stamped with the
+    node_exporter's own scrape time (else the newest of the host's instances, else ``now``)."""
+    values: dict[str, dict[str, float]] = {}
+    dcgm: dict[str, DcgmFold] = {}
+    times: dict[str, dict[str, float]] = {}
+    counters: dict[str, str] = {}  # host -> the instance its counters come from
+    for r in rows:
+        labels: Mapping[str, str] = r.get("metric", {})
+        val = _number(r.get("value", [0, ""])[1])
+        inst = labels.get("instance", "")
+        host = host_name(inst)
+        if val is None or not host:
+            continue
+        key, name = labels.get(KEY_LABEL, ""), labels.get("__name__", "")
+        if key == T_KEY:
+            times.setdefault(host, {})[inst] = val
+        elif key and M.valid_value(key, val):  # a bad value goes, never the host
+            values.setdefault(host, {})[key] = val
+            counters.setdefault(host, inst)
+        elif name in DCGM_NAMES and M.valid_value(name, val):
+            dcgm.setdefault(host, DcgmFold()).add(name, labels, val)
+    out = []
+    for host in sorted(set(values) | set(dcgm)):
+        vals = dict(values.get(host, {}))
+        fold = dcgm.get(host)
+        if fold is not None:
+            vals.update(fold.values())
+        ts = times.get(host, {})
+        t = ts.get(counters.get(host, ""), max(ts.values(), default=math.nan)) - skew
+        info = TaskInfo(job=HOST_JOB, task=host, role="node", gpu=fold.model if fold else "")
+        out.append(TaskPoll(f"{source}#host/{host}", t if math.isfinite(t) else now, True, info=info,
+                            values=vals, host=host, host_only=True))
+    return out

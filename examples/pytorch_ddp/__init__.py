@@ -1,0 +1,1 @@
+"""A real PyTorch DDP job (gloo, CPU) instrumented with cmdare's exporter."""

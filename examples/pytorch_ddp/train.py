@@ -1,0 +1,99 @@
+"""A real synchronous data-parallel job: PyTorch DDP over gloo (CPU), instrumented with cmdare's
+exporter, declared ``sync="sync-allreduce"``.
+
+Every rank trains the same tiny CNN on its own synthetic CIFAR-shaped batches; DDP all-reduces the
+gradients each step, so all ranks take every global step together: the job's steps/s is the rate of
+the global step, not the sum of the ranks' rates. Rank r is ``worker-r`` (rank 0 is the chief) and
+serves ``/metrics`` on ``127.0.0.1:<port-base + r>``.
+
+    torchrun --nproc-per-node 2 examples/pytorch_ddp/train.py --steps 500 --port-base 9500
+    python -m torch.distributed.run --nproc-per-node 2 examples/pytorch_ddp/train.py   # the same
+
+``--steps 0`` trains until killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from cmdare.collectors.exporter import TrainingExporter
+
+JOB = "pytorch-ddp"
+N_BATCHES = 8  # distinct synthetic batches a rank cycles through
+
+
+class TinyCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.head = nn.Linear(16 * 8 * 8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+def exporter_for(rank: int, args: argparse.Namespace, params: int) -> TrainingExporter:
+    """Rank 0 is the chief; every rank is ``worker-<rank>`` of one synchronous job."""
+    return TrainingExporter(
+        JOB, "chief" if rank == 0 else "worker", f"worker-{rank}", gpu="cpu", provisioning="standard",
+        model="TinyCNN", params=params, batch_size=args.batch, target_steps=args.steps, sync="sync-allreduce",
+    )
+
+
+def train(args: argparse.Namespace) -> None:
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = DistributedDataParallel(TinyCNN())
+    exporter = exporter_for(rank, args, sum(p.numel() for p in model.parameters()))
+    exporter.start(args.port_base + rank)
+    gen = torch.Generator().manual_seed(rank)
+    data = [(torch.randn(args.batch, 3, 32, 32, generator=gen), torch.randint(0, 10, (args.batch,), generator=gen))
+            for _ in range(N_BATCHES)]
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    loss_fn = nn.CrossEntropyLoss()
+    step = 0
+    while args.steps == 0 or step < args.steps:
+        x, y = data[step % N_BATCHES]
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()  # DDP all-reduces the gradients here: every rank waits for all
+        opt.step()
+        step += 1
+        exporter.step(time.perf_counter() - t0, examples=args.batch)
+        exporter.set_global_step(step)  # the same on every rank: one global step per all-reduce
+    dist.barrier()
+    time.sleep(args.linger)
+    exporter.stop()
+    dist.destroy_process_group()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=500, help="global steps (0 = until killed)")
+    p.add_argument("--port-base", type=int, default=9500, help="rank r serves /metrics on port-base + r")
+    p.add_argument("--batch", type=int, default=32, help="examples per rank per step")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--linger", type=float, default=0.0, help="seconds to keep /metrics up after training")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    train(parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Conformance: a real PyTorch DDP job (examples/pytorch_ddp: gloo, CPU, 2 processes launched with
+torchrun), watched by direct scrape and through Debian's real Prometheus.
+
+Synchronous training: both ranks take every global step together. The job's steps/s must equal the
+global step's own rate (read from the job's own counter ~20 times a second) within 2% over a 10 s
+window, not the sum of the ranks' rates (which would double it); declared ``sync-allreduce`` and,
+with the declaration removed, inferred the same way. Examples/s is the sum over ranks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
+from test_collect_pytorch import _port_base, _Sampler, _wait_training
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.clock import SystemClock
+from cmdare.collectors.jobrate import job_rate
+from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.poller import Poller
+from cmdare.collectors.prometheus_api import PrometheusAPISource
+from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.store import Store
+from cmdare.planner.overview import build_jobs
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
+
+TRAIN = Path(__file__).resolve().parents[1] / "examples" / "pytorch_ddp" / "train.py"
+WINDOW_S = 10.0
+POLLS = 12
+
+
+@pytest.fixture
+def ddp(tmp_path: Path) -> Iterator[int]:
+    base = _port_base()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+           str(free_port()), str(TRAIN), "--steps", "0", "--port-base", str(base)]
+    proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=(tmp_path / "torchrun.log").open("wb"), start_new_session=True)
+    yield base
+    os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its two ranks (their own process group)
+    proc.wait(timeout=10)
+
+
+def _own_rate(sampler: _Sampler, store: Store) -> float:
+    """The global step's own rate over the span the chief's samples cover in the window."""
+    ts = store.tasks["pytorch-ddp/worker-0"]
+    t, _ = ts.window(M.K_GLOBAL_STEP, WINDOW_S)
+    return sampler.rate(0, float(t[0]), float(t[-1]))
+
+
+async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_server):  # noqa: F811
+    urls = [f"http://127.0.0.1:{ddp + r}/metrics" for r in range(2)]
+    await asyncio.to_thread(_wait_training, ["", *urls], 90.0)
+    prom = prometheus_server([f"127.0.0.1:{ddp + r}" for r in range(2)], scrape_interval="1s")
+    await asyncio.to_thread(prom.wait_for_targets, 2, 60.0)
+    clock = SystemClock()
+    scrape_store, prom_store = Store(), Store()
+    # interval 2 s: the job rate's window is 5 polls' worth = 10 s; polled every second below
+    pollers = [
+        Poller([ScrapeSource([ScrapeTarget(u) for u in urls])], scrape_store, lifecycle=Lifecycle(), clock=clock,
+               interval=2.0),
+        Poller([PrometheusAPISource(prom.url, 'job="cmdare-test"')], prom_store, lifecycle=Lifecycle(), clock=clock,
+               interval=2.0),
+    ]
+    sampler = _Sampler([urls[0]], key=M.K_GLOBAL_STEP)
+    sampler.start()
+    for _ in range(POLLS):
+        await asyncio.gather(*(p.poll_once() for p in pollers))
+        await asyncio.sleep(1.0)
+    sampler.stop()
+    for poller, store in zip(pollers, (scrape_store, prom_store), strict=True):
+        (job,) = build_jobs(store, poller.lifecycle, clock.now())
+        own = _own_rate(sampler, store)
+        ranks = sum(store.tasks[f"pytorch-ddp/worker-{r}"].rate(M.K_WORKER_STEPS, WINDOW_S) for r in range(2))
+        print(f"{type(poller.sources[0]).__name__}: job {job.steps_per_sec:.2f} steps/s, own global step "
+              f"{own:.2f}, sum of ranks {ranks:.2f}")
+        assert (job.sync, job.sync_how) == ("sync-allreduce", "declared")
+        assert own > 0 and job.steps_per_sec == pytest.approx(own, rel=0.02)
+        assert ranks == pytest.approx(2 * own, rel=0.05)  # what the old sum showed
+        assert job.examples_per_sec == pytest.approx(32 * 2 * own, rel=0.03)  # 32 examples a rank a step
+        assert {n.name: n.role for n in job.nodes} == {"worker-0": "chief", "worker-1": "worker"}
+        assert not any(n.flags for n in job.nodes)
+        undeclared = job_rate(list(store.tasks.values()), None, WINDOW_S)
+        assert undeclared.sync == "sync-allreduce" and undeclared.how == "inferred"
+        assert undeclared.steps_per_sec == pytest.approx(own, rel=0.02)
+    await asyncio.gather(*(p.aclose() for p in pollers))
