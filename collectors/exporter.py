@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -75,6 +76,7 @@ class TrainingExporter:
             M.STEP_SECONDS.name, M.STEP_SECONDS.help, buckets=STEP_BUCKETS, registry=r
         )
         self.preempted = Gauge(M.PREEMPTED.name, M.PREEMPTED.help, registry=r)
+        Gauge(M.PROCESS_START.name, M.PROCESS_START.help, registry=r).set(time.time())  # the task's uptime
         self._ps_bytes: Counter | None = None
         self._stage: tuple[Counter, Counter, Counter, Counter] | None = None
         if role == "ps":

@@ -94,6 +94,7 @@ _SIMPLE = {
     "process_cpu_seconds_total": M.K_PROCESS_CPU,
     "node_memory_MemTotal_bytes": M.K_MEM_TOTAL,
     "node_memory_MemAvailable_bytes": M.K_MEM_AVAIL,
+    "process_start_time_seconds": M.K_PROCESS_START,
 }
 
 
@@ -260,6 +261,7 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             value = max(vals)
         else:
             value = sum(vals)
+            value = min(vals) if key == M.K_PROCESS_START else value  # the oldest start, never a sum
         if M.valid_value(key, value):
             out.values[key] = value
         else:

@@ -84,6 +84,9 @@ GPU_GR_ACTIVE = MetricDef(
 GPU_FB_USED = MetricDef("DCGM_FI_DEV_FB_USED", "gauge", "MiB", "DCGM exporter: GPU memory used.")
 GPU_FB_FREE = MetricDef("DCGM_FI_DEV_FB_FREE", "gauge", "MiB", "DCGM exporter: GPU memory free.")
 PROCESS_CPU = MetricDef("process_cpu_seconds", "counter", "s", "Process CPU seconds.")
+PROCESS_START = MetricDef(
+    "process_start_time_seconds", "gauge", "s", "Start time of the task's process (Unix seconds): its uptime."
+)
 # Training figures read from logs (TensorBoard scalars) under the tag names people use (see log_scalar_kind).
 LOSS = MetricDef("cmdare_loss", "gauge", "", "Training loss, as the job logs it.")
 LEARNING_RATE = MetricDef("cmdare_learning_rate", "gauge", "", "Learning rate, as the job logs it.")
@@ -117,6 +120,7 @@ K_GPU_COUNT = "dcgm_gpus"  # how many GPUs (or MIG instances) the detail covers
 HOST_KEYS = (K_NET_RX, K_NET_TX, K_CPU_BUSY, K_CPU_ALL, K_MEM_TOTAL, K_MEM_AVAIL)
 GPU_KEYS = (K_GPU_UTIL, K_GPU_FB_USED, K_GPU_FB_FREE, K_GPU_COUNT)
 K_PROCESS_CPU = "process_cpu_seconds_total"
+K_PROCESS_START = PROCESS_START.name
 K_LOSS = LOSS.name
 K_LEARNING_RATE = LEARNING_RATE.name
 K_EXAMPLES_RATE = EXAMPLES_RATE.name

@@ -91,7 +91,8 @@ class Poller:
         try:
             return await source.poll(self.client(), self.clock), None
         except Exception as exc:  # a broken source is a status, not a crash
-            msg = redact_cut(f"{type(exc).__name__}: {exc}")  # redacted before it is cut, never after
+            name = "" if getattr(exc, "clean_end", False) else f"{type(exc).__name__}: "
+            msg = redact_cut(f"{name}{exc}")  # redacted before it is cut, never after
             log.warning("source %s failed: %s", source.name, msg)
             if log.isEnabledFor(logging.DEBUG):  # the frames only: the raw message may hold a secret
                 log.debug(

@@ -40,7 +40,9 @@ MAX_TEXT_CHARS = 4096  # a row's source and error text are cut to this when read
 
 
 class ReplayFinished(Exception):
-    """The recording has no more cycles (shown as the replay source's status)."""
+    """The recording has no more cycles (shown as the replay source's status, without a class name)."""
+
+    clean_end = True  # the poller shows its message alone: an end, not an error
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,7 @@ class ReplaySource:
         if cycle is None:
             if skipped:
                 return [self._note("; ".join(skipped))]
-            raise ReplayFinished(f"end of recording ({len(self._ids)} cycles)")
+            raise ReplayFinished(f"recording ended cleanly ({len(self._ids)} cycles replayed)")
         await self._pace(cycle.t)
         self._pos += 1
         self._last_t, self._last_real = cycle.t, time.monotonic()

@@ -232,6 +232,9 @@ def node_view(
     net_in, net_out = _net(ts, host, window)
     hf = host_figures(ts, host, window) if up else HostFigures()
     started = status.started if status else ts.first_seen
+    own_start = ts.latest(M.K_PROCESS_START)  # the task's own start (exporter / process_start_time_seconds)
+    if own_start is not None and 0 < own_start <= now:
+        started = own_start
     return NodeView(
         name=i.name,
         role=i.role,

@@ -27,5 +27,8 @@ PY=${PYTHON:-python3}
 # folders named like the package") is silenced; the metadata itself installs without warnings.
 PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q -e '.[test,example]'
 
+# Formatting is checked, not fixed: run `.venv/bin/ruff format` to apply it (Python files; Markdown excluded).
+.venv/bin/ruff format --check --quiet . || { echo "ruff format: the files above need formatting (.venv/bin/ruff format)" >&2; exit 1; }
+
 unset NO_COLOR
 exec .venv/bin/python -m pytest -q -ra "$@"

@@ -47,7 +47,9 @@ async def test_panes_show_live_demo_data():
 
 
 async def test_revoked_worker_turns_up_in_alerts():
-    app = fast_demo_app()
+    # a revocation every 6 s (notice 1 s + replacement 2.2 s at time_factor 30): one still falls inside the
+    # wait when a loaded machine starts the app after the first one is over
+    app = fast_demo_app(first_revocation_s=3.0, revoke_every_s=6.0)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(
             pilot, lambda: app.state is not None and any(a.kind == "node-revoked" for a in app.state.alerts)

@@ -78,3 +78,46 @@ def provisioning(p: str | None) -> str:
 def hours(h: float | None) -> str:
     """Hours as a duration (``3h05m``)."""
     return duration(h * 3600 if h is not None else None)
+
+
+# Fixed region abbreviations (issue 18): a region never shows cut (``us-ce``, ``europ``); its code is built
+# from these words only, so two regions never share a code (``us-central1`` → ``usc1``, ``europe-west4`` →
+# ``euw4``, ``asia-east1`` → ``ase1``, AWS ``us-east-1`` → ``use-1``). A region of other words keeps its name.
+REGION_AREAS = {"us": "us", "europe": "eu", "eu": "eu", "asia": "as", "ap": "ap", "northamerica": "na",
+                "southamerica": "sa", "australia": "au", "me": "me", "africa": "af", "ca": "ca", "sa": "sa"}  # fmt: skip
+REGION_WORDS = {"central": "c", "east": "e", "west": "w", "north": "n", "south": "s", "northeast": "ne",
+                "southeast": "se", "northwest": "nw", "southwest": "sw"}  # fmt: skip
+
+
+def region_code(region: str | None) -> str:
+    """The compact code of a cloud region (``us-central1`` → ``usc1``), or the name itself when its words
+    are not in the fixed table (never a cut name)."""
+    if not region:
+        return "–"
+    parts = region.split("-")
+    if len(parts) < 2 or parts[0] not in REGION_AREAS:
+        return region
+    out = REGION_AREAS[parts[0]]
+    for part in parts[1:]:
+        word, digits = part.rstrip("0123456789"), part[len(part.rstrip("0123456789")) :]
+        if word and word not in REGION_WORDS:
+            return region
+        out += REGION_WORDS.get(word, "") + ("-" + digits if digits and not word else digits)
+    return out
+
+
+PROVISIONING_CODE = {"preemptible": "pre", "standard": "od", "on-demand": "od", "spot": "spot"}
+
+
+def provisioning_code(p: str | None) -> str:
+    """Provisioning in at most 5 characters: spot, pre (preemptible), od (on-demand)."""
+    return PROVISIONING_CODE.get(p or "", (p or "–")[:5])
+
+
+def delta_pct(x: float | None) -> str:
+    """A relative change in at most 5 characters: ``−65%``, ``+120%``, ``×12`` beyond +999%."""
+    if x is None or not math.isfinite(x):
+        return "–"
+    if x >= 9.995:
+        return f"×{1 + x:.0f}"
+    return f"{100 * x:+.0f}%".replace("-", "−")

@@ -44,7 +44,9 @@ def evidence_value(key: str, value: Any) -> str:
         return f"{value:+.0%}"
     if any(w in key for w in _SHARES):
         return f"{value:.0%}"
-    unit = next((u for suffix, u in _UNITS if key.endswith(suffix) or (suffix == "usd" and suffix in key)), "")
+    unit = next(
+        (u for suffix, u in _UNITS if key.endswith(suffix) or (suffix == "usd" and suffix in key)), ""
+    )
     if unit == "$":
         return f"${value:,.2f}"
     if unit == "$/h":

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from cmdare.planner.overview import JobView, NodeView
-from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisioning, rate
+from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisioning, rate, region_code
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
@@ -44,7 +44,7 @@ def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
     gpu_pct = f"{n.gpu_util:.0f}%" if n.gpu_util is not None else "–"
     cells = (status, n.name, n.role, rate(n.steps_per_sec), gpu_name(n), cpu,
              used_of(n.mem_used_bytes, n.mem_total_bytes, 2**30), gpu_pct, provisioning(n.provisioning), flag,
-             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s), n.region or "–",
+             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s), region_code(n.region),
              num(step_ms, 0), bytes_rate(n.net_in_bps))  # fmt: skip
     sort = (n.status, n.name, n.role, n.steps_per_sec, gpu_name(n), n.cpu_pct, n.mem_used_bytes, n.gpu_util,
             n.provisioning, ",".join(marks), n.gpu_mem_used_mib, n.uptime_s, n.region, step_ms, n.net_in_bps)  # fmt: skip

@@ -35,11 +35,16 @@ def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Ta
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))  # Text: never markup
-    grid.add_row("Steps/s", _cell(rate(job.steps_per_sec), "measured", "bold"))
+    sps = job.steps_per_sec
+    if sps is not None and 0 < sps < 1:  # a slow iteration (a geo pipeline): 0.0 steps/s would say nothing
+        grid.add_row("s/iteration", _cell(f"{1 / sps:.1f}", "measured", "bold"))
+    else:
+        grid.add_row("Steps/s", _cell(rate(sps), "measured", "bold"))
     pred = state.extras.get("predicted", {}).get(job.name)
     if pred is not None:
         grid.add_row("Predicted", _cell(rate(pred.steps_per_sec), f"model, {pred.bottleneck}-bound"))
-    grid.add_row("Images/s", _examples_cell(job))
+    if not _is_pipeline(job) or job.examples_per_sec:  # a pipeline (LM) job counts no images: hidden
+        grid.add_row("Images/s" if not _is_pipeline(job) else "Examples/s", _examples_cell(job))
     tr = job.training
     if tr is not None and tr.loss is not None:
         grid.add_row("Loss", _cell(num(tr.loss, 4), "logged"))
@@ -56,6 +61,11 @@ def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Ta
     return grid
 
 
+def _is_pipeline(job: JobView) -> bool:
+    """Whether the job is a pipeline across stages (a geo-distributed LM job), not image training."""
+    return any(n.role == "stage" for n in job.nodes)
+
+
 def _examples_cell(job: JobView) -> Text:
     """Examples/s measured from an examples counter, else as the job logs it."""
     logged = job.training.examples_per_sec if job.training else None
@@ -70,7 +80,7 @@ def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
 
 def _eta_note(job: JobView, state: MonitorState) -> str:
     if job.eta_seconds is None:
-        return "needs a target step"
+        return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
     deadline = state.extras.get("deadline_hours")
     if deadline is None:
         return "at measured speed"

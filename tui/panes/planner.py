@@ -11,6 +11,7 @@ subtitle names the model and the price source."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.text import Text
@@ -19,16 +20,19 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from cmdare.planner.job_plan import ShapeOutlook
-from cmdare.tui.format import hours, money, pct, provisioning, rate, signed_pct
+from cmdare.tui.format import delta_pct, hours, pct, provisioning_code, rate, region_code, signed_pct
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))
-# Every column names its unit; "P(≥1 rev)" is the chance of at least one revocation during the run. A
-# region marked † is a move (egress for the stated dataset, capacity not guaranteed: see its explanation).
-RANKED_COLUMNS = (("Shape", 15), ("Time p50", 8), ("Cost p50", 9), ("P(≥1 rev)", 9), ("Δ vs now", 20),
-                  ("Steps/s", 7), ("Region", 12), ("Prov", 8), ("Bound", 7))  # fmt: skip
+# Columns by priority, so that Shape → Bound fit the pane at 120×40 (68 cells): Δ is three short columns
+# (time, cost, risk) against the current shape; regions and provisioning are compact codes (format.region_code;
+# the row's explanation names both in full). "P(≥1 rev)" is the chance of at least one revocation during the
+# run. A region marked † is a move (egress for the stated dataset, capacity not guaranteed: see its explanation).
+RANKED_COLUMNS = (("Shape", 13), ("Time", 6), ("Cost", 7), ("Δtime", 5), ("Δcost", 5), ("Region", 6),
+                  ("Prov", 5), ("Bound", 5), ("Δrisk", 5), ("P(≥1 rev)", 9), ("Steps/s", 7))  # fmt: skip
+BOUND_CODE = {"compute": "comp", "network": "net"}
 PIPELINE_COLUMNS = (("Boundary", 12), ("DCs", 26), ("Gbit/s", 7), ("MB/mb", 7), ("Wire s/mb", 9),
                     ("Compute s", 9), ("Wait", 5), ("Verdict", 10))  # fmt: skip
 TOP_N = 30
@@ -77,21 +81,37 @@ def ranked_rows(table: Any, n: int = TOP_N) -> list[Row]:
         cur = i == 0
         mark = "▶" if cur else ("★" if r.get("pareto") else " ")
         shape = f"{mark} {r['workers']}×{r['gpu']}·{r['ps']}PS"
-        cost = money(r["cost_usd_p50"]) if r["cost_usd_p50"] is not None else "unknown"  # type: ignore[arg-type]
-        region = str(r["region"]) + ("†" if r.get("region_note") else "")
-        prov = "spot/pre" if r.get("also_provisioning") else provisioning(str(r["provisioning"]))
-        cells = (Text(shape, style="bold" if cur else ""), hours(float(r["hours_p50"])), cost,
-                 f"{float(r['p_revocation']):.2f}", "now" if cur else short_delta(table, i),
-                 rate(float(r["steps_per_sec"])), region, prov, str(r["bottleneck"]))  # fmt: skip
-        sort = (shape[2:], r["hours_p50"], r["cost_usd_p50"] or 0.0, r["p_revocation"], r["score"] or 0.0,
-                r["steps_per_sec"], r["region"], r["provisioning"], r["bottleneck"])  # fmt: skip
+        region = region_code(str(r["region"])) + ("†" if r.get("region_note") else "")
+        prov = "s/pre" if r.get("also_provisioning") else provisioning_code(str(r["provisioning"]))
+        bound = str(r["bottleneck"])
+        dt, dc, dr = deltas(table, i)
+        cells = (Text(shape, style="bold" if cur else ""), hours(float(r["hours_p50"])), short_money(r["cost_usd_p50"]),
+                 "now" if cur else delta_pct(dt), "now" if cur else ("n/a" if dc is None else delta_pct(dc)), region, prov,
+                 BOUND_CODE.get(bound, bound[:5]), "now" if cur else f"{dr:+.2f}".replace("-", "−"),
+                 f"{float(r['p_revocation']):.2f}", rate(float(r["steps_per_sec"])))  # fmt: skip
+        sort = (shape[2:], r["hours_p50"], r["cost_usd_p50"] or 0.0, dt, dc, r["region"], r["provisioning"],
+                bound, dr, r["p_revocation"], r["steps_per_sec"])  # fmt: skip
         out.append(Row(str(i), cells, sort))
     return out
 
 
-def short_delta(table: Any, i: int) -> str:
-    """'−38% time, +12% cost' against the current shape (the risk has its own column)."""
-    return ", ".join(table.delta(i).split(", ")[:2])
+def deltas(table: Any, i: int) -> tuple[float, float | None, float]:
+    """Row ``i`` against the current shape: relative time, relative cost (None when either price is
+    unknown) and the change of P(≥1 revocation)."""
+    c = table.columns
+    dt = float(c["hours_p50"][i]) / max(float(c["hours_p50"][0]), 1e-12) - 1
+    c0, c1 = c["cost_usd_p50"][0], c["cost_usd_p50"][i]
+    dc = None
+    if table.current_priced and c1 is not None and math.isfinite(float(c1)):
+        dc = float(c1) / max(float(c0), 1e-12) - 1
+    return dt, dc, float(c["p_revocation"][i]) - float(c["p_revocation"][0])
+
+
+def short_money(usd: Any) -> str:
+    """Cost in at most 6 characters: ``$2.88``, ``$123``, ``$1,234``; "unknown" without a price."""
+    if usd is None or not math.isfinite(float(usd)):
+        return "unknown"
+    return f"${float(usd):.2f}" if float(usd) < 100 else f"${float(usd):,.0f}"
 
 
 def price_note(row: dict[str, Any]) -> str:
@@ -148,8 +168,10 @@ class PlannerPane(Vertical):
             boundaries, dc = pipeline
             self.query_one("#pipeline-table", FilterTable).set_rows(pipeline_rows(boundaries, dc))
             bound = sum(1 for b in boundaries if b.wan_bound)
-            self.border_subtitle = (f"pipeline · {len(boundaries)} WAN boundaries measured, {bound} WAN-bound"
-                                    " · cmdare-tui plan --geo ranks placements")
+            self.border_subtitle = (
+                f"pipeline · {len(boundaries)} WAN boundaries measured, {bound} WAN-bound"
+                " · cmdare-tui plan --geo ranks placements"
+            )
             return
         self._set_mode("outlook")
         rows: list[ShapeOutlook] = state.extras.get("outlook", {}).get(job.name, []) if job else []
@@ -178,6 +200,12 @@ class PlannerPane(Vertical):
             self.app.push_screen(ExplainScreen.for_ranked(ranked, int(key)))
             return
         job = self._state.job()
+        pipeline = self._state.extras.get("pipelines", {}).get(job.name) if job else None
+        if pipeline is not None and self.mode == "pipeline":
+            b = next((b for b in pipeline[0] if f"{b.from_stage}->{b.to_stage}" == key), None)
+            if b is not None:
+                self.app.push_screen(ExplainScreen.for_boundary(b, pipeline[1]))
+            return
         rows = self._state.extras.get("outlook", {}).get(job.name, []) if job else []
         row = next((r for r in rows if r.shape.label == key), None)
         if row is not None:

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -41,8 +41,10 @@ def detail_grid(rows: list[tuple[str, str]]) -> Table:
 class ExplainScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     ExplainScreen { align: center middle; }
-    ExplainScreen > VerticalScroll { width: 74; max-width: 100%; height: auto; max-height: 90%;
+    ExplainScreen > Vertical { width: 74; max-width: 100%; height: auto; max-height: 90vh;
         border: round $accent; background: $surface; padding: 0 1; }
+    ExplainScreen VerticalScroll { height: auto; max-height: 65vh; }
+    ExplainScreen .explain-title, ExplainScreen .explain-hint { height: auto; }
     """
     BINDINGS = [Binding("escape,q,enter", "close", "Close", id="explain.close")]
 
@@ -51,10 +53,13 @@ class ExplainScreen(ModalScreen[None]):
         self._title, self._body, self._foot = title, body, footnote
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(Text(self._title + "\n", style="bold"))
-            yield Static(self._body)
-            yield Static(Text.assemble("\n" + self._foot + "\n", ("esc closes", "dim")))
+        """Title and close hint stay on screen at 80x24; the body between them scrolls (issue 18)."""
+        with Vertical():
+            yield Static(Text(self._title, style="bold"), classes="explain-title")
+            with VerticalScroll():
+                yield Static(self._body)
+                yield Static(Text("\n" + self._foot, style=""))
+            yield Static(Text("esc closes · ↑↓ scroll", style="dim"), classes="explain-hint")
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -74,6 +79,31 @@ class ExplainScreen(ModalScreen[None]):
         if not row.current and base:
             t.add_row("vs current", f"{p.steps_per_sec / base - 1:+.0%} steps/s")
         return cls(f"Why {row.shape.label}", t, f"model: {p.source}")
+
+    @classmethod
+    def for_boundary(cls, b: Any, dc: dict[str, str]) -> ExplainScreen:
+        """A pipeline's WAN boundary: why its wire time per micro-batch is what it is (issue 18)."""
+        t = _grid()
+        t.add_row("Link", f"stage {b.from_stage} ({dc.get(b.from_stage, '?')}) → stage {b.to_stage} "
+                          f"({dc.get(b.to_stage, '?')})")  # fmt: skip
+        mb = b.bytes_per_microbatch / 1e6
+        t.add_row("Measured", f"{b.measured_gbps:.2f} Gbit/s, {mb:.1f} MB per micro-batch")
+        ideal = b.bytes_per_microbatch * 8 / (b.measured_gbps * 1e9) if b.measured_gbps > 0 else None
+        t.add_row(
+            "Wire s/mb",
+            f"{b.transfer_seconds:.3f} s measured per micro-batch"
+            + (f"; {mb:.1f} MB × 8 ÷ {b.measured_gbps:.2f} Gbit/s = {ideal:.3f} s" if ideal else ""),
+        )
+        t.add_row("Why it differs", "wire time = bytes per micro-batch ÷ the link's rate: two links with the "
+                  "same Gbit/s differ when their stages send different activations (MB/mb)")  # fmt: skip
+        t.add_row("Compute s", f"{b.max_stage_compute_seconds:.3f} s: the slowest stage per micro-batch")
+        verdict = (
+            "WAN-bound: the wire takes longer than the slowest stage"
+            if b.wan_bound
+            else "ok: compute is slower"
+        )
+        t.add_row("Verdict", verdict)
+        return cls(f"Why {b.from_stage}->{b.to_stage}", t, "measured: stage counters over the rate window")
 
     @classmethod
     def for_ranked(cls, table: Any, i: int) -> ExplainScreen:
@@ -104,4 +134,8 @@ class ExplainScreen(ModalScreen[None]):
             return cls("Why this shape", t, str(exc))
         for k in sorted(ex.shares, key=ex.shares.get, reverse=True):
             t.add_row(f"  {k}", f"{duration(ex.seconds[k])} ({ex.shares[k]:.0%})")
-        return cls("Why this shape", t, ex.text() + f"\nprices: {r['price_source']}, {r.get('price_date', r['price_as_of'])}")
+        return cls(
+            "Why this shape",
+            t,
+            ex.text() + f"\nprices: {r['price_source']}, {r.get('price_date', r['price_as_of'])}",
+        )

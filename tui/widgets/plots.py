@@ -18,6 +18,9 @@ PLOT_TITLES = {
 }
 
 
+NODE_PLOT_CHROME = 5  # plot rows that are not bars: title, frame, x ticks
+
+
 @dataclass(frozen=True)
 class Point:
     """One refresh: time (s), measured and predicted steps/s, USD accrued (NaN when unknown)."""
@@ -36,6 +39,7 @@ def _reset(plot: PlotextPlot, title: str) -> None:
     plt = plot.plt
     plt.clear_figure()  # the widget re-applies its theme on every render
     plt.title(title)
+    plot.shown_title = title  # type: ignore[attr-defined]  # what the plot says it shows (tests read it)
 
 
 def draw_throughput(plot: PlotextPlot, points: Sequence[Point]) -> str | None:
@@ -44,11 +48,12 @@ def draw_throughput(plot: PlotextPlot, points: Sequence[Point]) -> str | None:
         return "throughput: waiting for two polls with a measured rate"
     now = points[-1].t
     xs = [p.t - now for p in points]
-    _reset(plot, PLOT_TITLES["throughput"])
+    predicted = _finite([p.predicted for p in points])
+    _reset(plot, PLOT_TITLES["throughput"] if predicted else "steps/s: measured (no prediction for this job)")
     plt = plot.plt
     plt.plot(xs, [p.measured if math.isfinite(p.measured) else None for p in points], marker="braille",
              label="measured")  # fmt: skip
-    if _finite([p.predicted for p in points]):
+    if predicted:
         plt.plot(xs, [p.predicted if math.isfinite(p.predicted) else None for p in points], marker="•",
                  label="predicted")  # fmt: skip
     plt.xlabel("seconds before now")
@@ -56,12 +61,28 @@ def draw_throughput(plot: PlotextPlot, points: Sequence[Point]) -> str | None:
     return None
 
 
+def nodes_shown(
+    names: Sequence[str], rates: Sequence[float | None], room: int
+) -> tuple[list[str], list[float]]:
+    """The workers that fit ``room`` bars: the slowest first (a revoked worker counts as 0)."""
+    pairs = sorted(zip(names, [r or 0.0 for r in rates], strict=True), key=lambda p: p[1])[: max(1, room)]
+    return [n for n, _ in pairs], [r for _, r in pairs]
+
+
 def draw_nodes(plot: PlotextPlot, names: Sequence[str], rates: Sequence[float | None]) -> str | None:
-    """Horizontal bars: each worker's own steps/s (a revoked worker shows as 0 and says so)."""
+    """Horizontal bars: each worker's own steps/s (a revoked worker shows as 0 and says so). When the plot
+    has fewer rows than workers it shows the slowest ones and its title says "k of n"."""
     if not names:
         return "per-node: no worker seen yet"
-    _reset(plot, PLOT_TITLES["nodes"])
-    plot.plt.bar(list(names), [r or 0.0 for r in rates], orientation="horizontal", width=0.3)
+    room = plot.size.height - NODE_PLOT_CHROME if plot.size.height else len(names)
+    shown, values = (
+        nodes_shown(names, rates, room) if room < len(names) else (list(names), [r or 0.0 for r in rates])
+    )
+    title = PLOT_TITLES["nodes"]
+    if len(shown) < len(names):
+        title += f" · slowest {len(shown)} of {len(names)} workers"
+    _reset(plot, title)
+    plot.plt.bar(shown, values, orientation="horizontal", width=0.3)
     plot.refresh()
     return None
 
@@ -89,8 +110,11 @@ def draw_cost(
 def draw_loss(plot: PlotextPlot, points: Sequence[tuple[float, float]]) -> str | None:
     """The logged training loss against seconds before its newest point."""
     if len(points) < 2:
-        return "loss: the job logs no loss (TensorBoard tag such as loss, train/loss, epoch_loss)" if not points \
+        return (
+            "loss: the job logs no loss (TensorBoard tag such as loss, train/loss, epoch_loss)"
+            if not points
             else "loss: waiting for a second logged value"
+        )
     now = points[-1][0]
     _reset(plot, PLOT_TITLES["loss"])
     plot.plt.plot([t - now for t, _ in points], [v for _, v in points], marker="braille", label="loss")

@@ -26,7 +26,9 @@ def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str
     if problem:
         line.append(f"⚠ {problem}", "bold red").append(" · ")
     if state is not None:
-        line.append(f"poll #{state.cycles} every {refresh:g}s · " + " · ".join(s.message for s in state.sources))
+        line.append(
+            f"poll #{state.cycles} every {refresh:g}s · " + " · ".join(s.message for s in state.sources)
+        )
     else:
         line.append(f"polling every {refresh:g}s…")
     if demo:

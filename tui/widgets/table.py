@@ -51,6 +51,13 @@ def _sort_key(row: Row, col: int) -> tuple[int, Any]:
     return (0, value) if isinstance(value, int | float) else (0, str(value).lower())
 
 
+def _same(old: Any, new: Text) -> bool:
+    """Whether a shown cell already equals ``new`` (text, base style and spans)."""
+    return (
+        isinstance(old, Text) and old.plain == new.plain and old.style == new.style and old.spans == new.spans
+    )
+
+
 class FilterTable(DataTable):
     """A DataTable whose rows are set with :meth:`set_rows`; filter and sort survive refreshes."""
 
@@ -106,24 +113,53 @@ class FilterTable(DataTable):
         return str(key.value) if key.value is not None else None
 
     def _redraw(self) -> None:
+        """Show :meth:`shown`: changed cells only when the row keys are unchanged (no flicker, cheap at
+        1,000 rows), else rebuild; scroll (both axes) and the cursor row (by key) survive either way."""
         keep = self.current_key()
-        self.clear()
-        for r in self.shown():
-            cells = tuple(Text(_plain(c), style="dim") if r.dim else _text(c) for c in r.cells)
-            self.add_row(*cells, key=r.key)
-        if self.row_count:
-            target = next((i for i, r in enumerate(self.shown()) if r.key == keep), 0)
-            self.move_cursor(row=target, animate=False, scroll=False)
+        shown = self.shown()
+        fresh = [
+            (r.key, tuple(Text(_plain(c), style="dim") if r.dim else _text(c) for c in r.cells))
+            for r in shown
+        ]
+        present = [str(row.key.value) for row in self.ordered_rows]
+        if self.row_count and present == [k for k, _ in fresh]:
+            self._update_cells(fresh)
+        else:
+            self._rebuild(fresh, keep)
         self._label_columns()
 
+    def _update_cells(self, fresh: list[tuple[str, tuple[Text, ...]]]) -> None:
+        """Write only the cells whose text or style changed; scroll and cursor are untouched."""
+        keys = [label for label, _ in self._columns]
+        for row_key, cells in fresh:
+            for col_key, cell in zip(keys, cells, strict=False):
+                old = self.get_cell(row_key, col_key)
+                if not _same(old, cell):
+                    self.update_cell(row_key, col_key, cell)
+
+    def _rebuild(self, fresh: list[tuple[str, tuple[Text, ...]]], keep: str | None) -> None:
+        """Clear and re-add every row, then restore the scroll offsets and the cursor row."""
+        scroll = (self.scroll_x, self.scroll_y)
+        self.clear()
+        for row_key, cells in fresh:
+            self.add_row(*cells, key=row_key)
+        if self.row_count:
+            target = next((i for i, (k, _) in enumerate(fresh) if k == keep), 0)
+            self.move_cursor(row=target, animate=False, scroll=False)
+        if scroll != (0, 0):
+            self.call_after_refresh(self._restore_scroll, *scroll)
+
+    def _restore_scroll(self, x: float, y: float) -> None:
+        self.scroll_to(x, y, animate=False, immediate=True)
+
     def _label_columns(self) -> None:
-        for i, (label, _) in enumerate(self._columns):
-            mark = ""
-            if i == self.view.sort_col:
-                mark = " ▼" if self.view.reverse else " ▲"
+        for i, (label, width) in enumerate(self._columns):
+            shown = label
+            if i == self.view.sort_col:  # a narrow column shortens its label, never loses the arrow
+                shown = label[: max(1, width - 2)] + (" ▼" if self.view.reverse else " ▲")
             col = self.columns.get(label)  # type: ignore[call-overload]
             if col is not None:
-                col.label = Text(label + mark)
+                col.label = Text(shown)
         self.refresh()
 
     # --- actions -----------------------------------------------------------------------------
