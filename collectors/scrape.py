@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
 from cmdare.collectors.hostdetail import HOST_JOB, host_name, is_host_key
@@ -148,9 +149,8 @@ async def scrape(
         return done(False, error="no cmdare_task_info and no identity configured for this target")
     if host_detail_only(parsed):  # node_exporter / DCGM: detail for the tasks on this host
         info = TaskInfo(job=HOST_JOB, task=host, role="node", gpu=parsed.gpu_model)
-        return done(
-            True, info=info, values=parsed.values, host_only=True, error="; ".join(parsed.notes) or None
-        )
+        values = {k: v for k, v in parsed.values.items() if k != M.K_PROCESS_START}  # its own start
+        return done(True, info=info, values=values, host_only=True, error="; ".join(parsed.notes) or None)
     if parsed.sample_time is not None and abs(parsed.sample_time - clock.now()) < STAMP_TRUST_S:
         answered[:] = [parsed.sample_time]  # the exporter stamped its samples: its own time wins
     return done(
@@ -164,7 +164,8 @@ async def scrape(
 
 def host_detail_only(parsed: Parsed) -> bool:
     """A page without ``cmdare_task_info`` whose series are all host detail (node_exporter, DCGM)."""
-    return not parsed.own_info and bool(parsed.values) and all(is_host_key(k) for k in parsed.values)
+    own = [k for k in parsed.values if k != M.K_PROCESS_START]  # every exporter says when it started
+    return not parsed.own_info and bool(own) and all(is_host_key(k) for k in own)
 
 
 # httpcore's connection pool does O(connections²) work per request, so one shared client for

@@ -63,8 +63,14 @@ def ddp(tmp_path: Path) -> Iterator[int]:
         start_new_session=True,
     )
     yield base
-    os.killpg(proc.pid, signal.SIGKILL)  # torchrun and its two ranks (their own process group)
-    proc.wait(timeout=10)
+    # torchrun starts each rank in a session of its own: SIGTERM lets it stop them; SIGKILL is the fallback,
+    # and a rank whose launcher is gone stops by itself (train.py checks its parent every step)
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
 def _own_rate(sampler: _Sampler, store: Store) -> float:

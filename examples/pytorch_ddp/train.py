@@ -82,7 +82,11 @@ def train(args: argparse.Namespace) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
     step = 0
+    launcher = os.getppid()
     while args.steps == 0 or step < args.steps:
+        if os.getppid() != launcher:  # torchrun is gone (killed): never train on as an orphan
+            exporter.stop()
+            return
         x, y = data[step % N_BATCHES]
         t0 = time.perf_counter()
         opt.zero_grad()
