@@ -63,8 +63,12 @@ async def test_geo_job_says_s_per_iteration_hides_images_and_explains_a_boundary
         if sps is not None and 0 < sps < 1:
             assert "s/iteration" in labels and "Steps/s" not in labels
         await pilot.press("3")
+        table = app.query_one("#pipeline-table")
+        await wait_for(
+            pilot, lambda: app.query_one("#pane-planner").mode == "pipeline" and table.row_count > 0
+        )
+        table.focus()
         await pilot.pause(0.3)
-        app.query_one("#pipeline-table").focus()
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ExplainScreen), timeout=10)
         await pilot.press("escape")
