@@ -5,8 +5,7 @@ and no module of the package imports another through this file."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from cmdare.planner.lazy_exports import lazy_getattr
 
 _HOME: dict[str, str] = {
     "Network": "speed_model",
@@ -39,11 +38,4 @@ _HOME: dict[str, str] = {
 }
 
 __all__ = sorted(_HOME)
-
-
-def __getattr__(name: str) -> Any:
-    """Load a public name from its home module on first use."""
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+__getattr__ = lazy_getattr(__name__, _HOME)
