@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx
 import orjson
 
+from cmdare.collectors import caps as C
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.samples import TaskInfo, TaskPoll
@@ -39,7 +40,8 @@ log = logging.getLogger(__name__)
 
 READ_CHUNK_BYTES = 4 * 1024 * 1024  # at most this much new data per poll
 MAX_LINE_BYTES = 1024 * 1024  # assumption: a "line" longer than 1 MiB without a newline is garbage
-MAX_TAGS = 64
+MAX_TAGS = 64  # scalars taken from one line (``[caps] tags_per_task`` bounds a task's, over its life)
+MAX_OVER_NAMES = 1_000_000  # task names past the tasks cap remembered (to say how many were dropped)
 _TIME_FIELDS = ("time", "wall_time", "t", "timestamp")
 _ID_FIELDS = ("job", "task", "role", "gpu", "region", "zone", "provisioning", "dc", "stage")
 _CONTRACT_KEYS = frozenset({M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_GPU_UTIL, *M.COUNTER_KEYS})
@@ -57,6 +59,8 @@ class _Task:
     t: float = math.nan
     values: dict[str, float] = field(default_factory=dict)
     explicit_steps: bool = False  # the log carries its own worker step counter
+    tags: int = 0  # logged scalar tags kept (``[caps] tags_per_task``)
+    tags_dropped: set[str] = field(default_factory=set)  # tags past the cap (bounded by the line cap)
 
 
 def _number(x: object) -> float | None:
@@ -97,6 +101,8 @@ class JsonlSource:
         self._inode: tuple[int, int] | None = None
         self._skipping = False  # inside a line over MAX_LINE_BYTES: drop up to its newline
         self._bad_times = 0  # implausible times met by the current poll
+        self._over: set[str] = set()  # tasks named past the tasks cap (up to MAX_OVER_NAMES)
+        self.cap_note: str | None = None  # what the caps dropped (the poller shows it)
 
     def _read_new(self) -> bytes:
         st = self.path.stat()
@@ -140,6 +146,10 @@ class JsonlSource:
         info = TaskInfo(**{**self.default_info.__dict__, **ident})
         task = self._tasks.get(info.key)
         if task is None:
+            if len(self._tasks) >= C.current().tasks:  # past the cap: counted, not kept
+                if len(self._over) < MAX_OVER_NAMES:
+                    self._over.add(info.key)
+                return True
             task = self._tasks[info.key] = _Task(info)
         task.info = info
         t = next((v for k in _TIME_FIELDS if (v := _number(obj.get(k))) is not None), now)
@@ -150,8 +160,38 @@ class JsonlSource:
         task.explicit_steps |= M.K_WORKER_STEPS in values
         if not task.explicit_steps and M.K_GLOBAL_STEP in values:
             values[M.K_WORKER_STEPS] = values[M.K_GLOBAL_STEP]  # the global step is the job's step counter
-        task.values.update(values)
+        task.values.update(self._within_tags(task, values))
         return True
+
+    @staticmethod
+    def _within_tags(task: _Task, values: dict[str, float]) -> dict[str, float]:
+        """``values`` without the scalar tags that would take ``task`` past ``[caps] tags_per_task``."""
+        cap = C.current().tags_per_task
+        out = {}
+        for key, x in values.items():
+            if key.startswith("scalar{") and key not in task.values:
+                if task.tags >= cap:
+                    if len(task.tags_dropped) < MAX_OVER_NAMES // 1000:
+                        task.tags_dropped.add(key)
+                    continue
+                task.tags += 1
+            out[key] = x
+        return out
+
+    def _cap_note(self) -> str | None:
+        """What the caps turned away so far (tasks past the cap, tags past a task's cap)."""
+        notes = []
+        if self._over:
+            n = len(self._tasks)
+            more = "+" if len(self._over) >= MAX_OVER_NAMES else ""
+            notes.append(f"showing {n:,} of {n + len(self._over):,}{more} tasks (cap {C.current().tasks:,})")
+        capped = [t for t in self._tasks.values() if t.tags_dropped]
+        if capped:
+            dropped = sum(len(t.tags_dropped) for t in capped)
+            notes.append(
+                f"{dropped:,} tag(s) of {len(capped):,} task(s) past {C.current().tags_per_task} tags a task"
+            )
+        return "; ".join(notes) or None
 
     def _values(self, obj: dict) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -186,6 +226,7 @@ class JsonlSource:
         self._bad_times = 0
         bad = self._consume(buf, clock.now())
         self.bad_lines += bad
+        self.cap_note = self._cap_note()
         notes = [
             f"{bad} bad or truncated line(s) skipped" if bad else "",
             f"{self._bad_times} implausible time(s) ignored" if self._bad_times else "",

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import httpx
 
+from cmdare.collectors.caps import CapGate
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
 from cmdare.collectors.jobrate import job_rate
@@ -44,6 +45,7 @@ class Cycle:
     polls: list[TaskPoll]
     transitions: list[Transition]
     source_errors: dict[str, str] = field(default_factory=dict)
+    truncations: dict[str, str] = field(default_factory=dict)  # per source: what its caps dropped
 
     def __post_init__(self) -> None:
         """A source's exception text may quote what it read: cleaned in place (sinks add theirs later)."""
@@ -80,6 +82,7 @@ class Poller:
         self.cycles = 0
         self.last_cycle: Cycle | None = None
         self._wake = asyncio.Event()
+        self._gates = [CapGate() for _ in self.sources]  # tasks and series caps, one gate per source
 
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -103,7 +106,9 @@ class Poller:
     async def poll_once(self) -> Cycle:
         t0 = self.clock.monotonic()
         results = await asyncio.gather(*(self._poll_source(s) for s in self.sources))
-        polls = self.lifecycle.resolve([p for ps, _ in results for p in ps])
+        admitted = [g.admit(ps) for g, (ps, _) in zip(self._gates, results, strict=True)]
+        truncations = self._truncations()
+        polls = self.lifecycle.resolve([p for ps in admitted for p in ps])
         errors = {s.name: e for s, (_, e) in zip(self.sources, results, strict=True) if e}
         for p in polls:
             self.store.add(p)
@@ -112,7 +117,7 @@ class Poller:
         transitions = self.lifecycle.observe(polls)
         t = self.clock.now()
         self._update_jobs(t)
-        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors)
+        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations)
         self.cycles += 1
         self.last_cycle = cycle
         for sink in self.sinks:
@@ -122,6 +127,18 @@ class Poller:
                 log.error("sink %r failed: %s", sink, exc)
                 errors[getattr(sink, "__name__", "sink")] = redact_cut(str(exc))
         return cycle
+
+    def _truncations(self) -> dict[str, str]:
+        """What each source's caps dropped this cycle (by source name; logged once a cycle)."""
+        out: dict[str, str] = {}
+        for source, gate in zip(self.sources, self._gates, strict=True):
+            note = getattr(source, "cap_note", None) or None  # the source's own caps (rows, tags, cycle)
+            note = "; ".join(n for n in (gate.note, note) if n) or None
+            if note:
+                name = getattr(source, "display", None) or source.name
+                out[name] = clean_text(note, MESSAGE_LIMIT)
+                log.info("source %s truncated: %s", name, note)
+        return out
 
     def _update_jobs(self, t: float) -> None:
         """Append each job's cluster-wide figures (for plots): steps/s (by how the job trains, see

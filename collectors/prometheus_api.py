@@ -46,7 +46,7 @@ import base64
 import logging
 import math
 import os
-from collections.abc import Container, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -54,12 +54,26 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpx
 import orjson
 
+from cmdare.collectors import caps, writes
 from cmdare.collectors import metrics as M
-from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.hostdetail import host_name
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
+from cmdare.collectors.prometheus_aggregate import (
+    _ALWAYS_KEYS,
+    _NODE_KEYS,
+    _STEP_KEYS,
+    _T_KEY,
+    _VALUE_QUERIES,
+    KEY_LABEL,
+    _of_tasks,
+    _sel,
+    capped_tasks,
+    count_query,
+    selector_matchers,
+    values_query,
+)
 from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
 from cmdare.collectors.prometheus_hosts import host_polls, host_query, instance_matcher
 from cmdare.collectors.redaction import redact_cut
@@ -70,7 +84,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
-MAX_ROWS = 200_000  # rows of one answer (~13 value rows a task x 10k tasks fits); more are refused
 # JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
 # before parsing: ~6 a value row, ~20 an identity row (~0.9 M in the busiest refresh at 10k tasks, whose
 # queries take turns). Parsed, a value costs ~90 bytes, and orjson needs ~2.7x that while it parses:
@@ -79,33 +92,11 @@ MAX_JSON_VALUES = 1_000_000
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 TOKEN_ENV = "PROMETHEUS_TOKEN"
-KEY_LABEL = "cmdare_key"
-_T_KEY = "__scrape_time"
-_NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
 EVAL_LAG_S = (
     0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
 )
-_ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
-_STEP_KEYS = (M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT)  # one group; the rest another
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 NODE_DETAIL_TIMEOUT_FACTOR = 3  # the background node query may take this many refresh timeouts
-
-# (series key, aggregation, metric, extra matchers, extra grouping label)
-_VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
-    (M.K_GLOBAL_STEP, "max", "cmdare_global_step", "", ""),
-    (M.K_WORKER_STEPS, "sum", "cmdare_worker_steps_total", "", ""),
-    (M.K_EXAMPLES, "sum", "cmdare_examples_total", "", ""),
-    (M.K_STEP_SECONDS_SUM, "sum", "cmdare_step_seconds_sum", "", ""),
-    (M.K_STEP_SECONDS_COUNT, "sum", "cmdare_step_seconds_count", "", ""),
-    (M.K_PS_IN, "sum", "cmdare_ps_bytes_total", 'direction="in"', ""),
-    (M.K_PS_OUT, "sum", "cmdare_ps_bytes_total", 'direction="out"', ""),
-    (M.K_PREEMPTED, "max", "cmdare_instance_preempted", "", ""),
-    (M.K_STAGE_COMPUTE, "sum", "cmdare_stage_compute_seconds_total", "", ""),
-    (M.K_STAGE_WAIT, "sum", "cmdare_stage_wait_seconds_total", "", ""),
-    (M.K_STAGE_MICROBATCHES, "sum", "cmdare_stage_microbatches_total", "", ""),
-    (M.K_STAGE_BYTES_PREFIX, "sum", "cmdare_stage_bytes_sent_total", "", "peer"),
-    (M.K_PROCESS_CPU, "sum", "process_cpu_seconds_total", "", ""),
-)
 
 
 class PrometheusAPIError(Exception):
@@ -162,51 +153,6 @@ def public_url(url: str) -> str:
     host = p.hostname or ""
     netloc = f"{host}:{p.port}" if p.port else host
     return urlunsplit((p.scheme, netloc, p.path, "", ""))
-
-
-def selector_matchers(selector: str) -> str:
-    """``'{job="x"}'`` or ``'job="x"'`` → ``'job="x"'`` (the inside of the braces)."""
-    s = selector.strip()
-    if s.startswith("{") and s.endswith("}"):
-        s = s[1:-1].strip()
-    return s
-
-
-def _sel(metric: str, base: str, extra: str = "") -> str:
-    inner = ",".join(x for x in (base, extra) if x)
-    return f"{metric}{{{inner}}}" if inner else metric
-
-
-def _of_tasks(metric: str, base: str, extra: str = "") -> str:
-    """``metric{extra}`` of the targets whose ``cmdare_task_info`` matches the selector. The
-    exporter's own labels (``exported_job``, ``role``, ``region``…) are on its info series only, so
-    the selector picks targets there and the values join on ``instance``: any label works, with or
-    without ``honor_labels`` (which gives the info series the exporter's ``job``, the other series
-    the scrape config's)."""
-    if not base:
-        return _sel(metric, "", extra)
-    return f"({_sel(metric, '', extra)} and on (instance) {_sel('cmdare_task_info', base)})"
-
-
-def values_query(selector: str, keys: Container[str] | None = None, *, scrape_time: bool = True) -> str:
-    """The single ``or`` query that fetches every per-task value (or those of ``keys``), keyed by
-    ``cmdare_key``; with ``scrape_time`` also each target's last scrape time."""
-    base = selector_matchers(selector)
-    parts = []
-    for key, agg, metric, extra, by in _VALUE_QUERIES:
-        if keys is not None and key not in keys:
-            continue
-        group = "instance" + (f", {by}" if by else "")
-        # per scrape target, then one answer per instance (a target two scrape configs read counts once)
-        expr = f"max by ({group}) ({agg} by (job, {group}) ({_of_tasks(metric, base, extra)}))"
-        if by:  # one key per label value, e.g. cmdare_stage_bytes_sent_total{peer=stage-1}
-            parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}$1}}", "{by}", "(.*)")')
-        else:
-            parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}", "", "")')
-    if scrape_time:
-        ts = f"max by (instance) (timestamp({_sel('cmdare_task_info', base)}))"
-        parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
-    return " or ".join(parts)
 
 
 @dataclass
@@ -269,27 +215,58 @@ class PrometheusAPISource:
         self.detail_tasks = detail_tasks
         self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
         self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
-        self._info_query = _sel("cmdare_task_info", self.selector)
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
-        job_keys = [k for k, *_ in _VALUE_QUERIES if k not in _NODE_KEYS]
-        # Every refresh: the scrape times and revocations. Steps and step times, then the rest: both
-        # on every refresh for small clusters, in turns above ``detail_tasks`` tasks (Prometheus'
-        # cost is ~15 µs a series; it scrapes every 5–15 s anyway, so each is still read in time).
-        self._always_query = values_query(self.selector, _ALWAYS_KEYS)
-        self._group_queries = tuple(
-            values_query(
-                self.selector,
-                [k for k in job_keys if k not in _ALWAYS_KEYS and (k in _STEP_KEYS) == steps],
-                scrape_time=False,
-            )
-            for steps in (True, False)
-        )
+        self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
+        self._set_queries(None)
+        self._total: int | None = None  # tasks the selector matches (read with the identities)
+        self._rows_cut = 0  # rows past ``[caps] rows_per_answer`` dropped this refresh
+        self.cap_note: str | None = None  # what the caps dropped (the poller shows it)
         self._polls = 0
         self._skew = 0.0  # server clock − ours, from the last answer
         self._server_now = math.nan  # the server's clock when it answered (``vector(time())``)
         self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
         self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
+
+    def _set_queries(self, tasks: str | None) -> None:
+        """The refresh's queries, over every task or (``tasks``) the capped set. Every refresh: the
+        scrape times and revocations. Steps and step times, then the rest: both on every refresh for
+        small clusters, in turns above ``detail_tasks`` tasks (Prometheus' cost is ~15 µs a series;
+        it scrapes every 5–15 s anyway, so each is still read in time)."""
+        self._tasks_expr = tasks
+        self._info_query = tasks or _sel("cmdare_task_info", self.selector)
+        job_keys = [k for k, *_ in _VALUE_QUERIES if k not in _NODE_KEYS]
+        self._always_query = values_query(self.selector, _ALWAYS_KEYS, tasks=tasks)
+        self._group_queries = tuple(
+            values_query(
+                self.selector,
+                [k for k in job_keys if k not in _ALWAYS_KEYS and (k in _STEP_KEYS) == steps],
+                scrape_time=False,
+                tasks=tasks,
+            )
+            for steps in (True, False)
+        )
+
+    async def _count_tasks(self, client: httpx.AsyncClient, at: float) -> None:
+        """How many tasks the selector matches; past ``[caps] tasks`` the queries ask for the first
+        that many only (``topk`` on the server: the answer never holds more)."""
+        rows = await self.query(client, count_query(self.selector), at=at)
+        self._total = int(_number(rows[0].get("value", [0, 0])[1]) or 0) if rows else 0
+        cap = caps.current().tasks
+        tasks = capped_tasks(self.selector, cap) if self._total > cap else None
+        if tasks != self._tasks_expr:
+            self._set_queries(tasks)
+
+    def _cap_notes(self) -> str | None:
+        cap = caps.current()
+        notes = []
+        if self._tasks_expr is not None and self._total:
+            notes.append(
+                f"showing {min(cap.tasks, self._total):,} of {self._total:,} tasks (cap {cap.tasks:,})"
+            )
+        if self._rows_cut:
+            notes.append(f"{self._rows_cut:,} row(s) past {cap.rows_per_answer:,} an answer dropped")
+        return "; ".join(notes) or None
 
     def __repr__(self) -> str:
         return f"PrometheusAPISource({self.display!r}, selector={self.selector!r})"
@@ -337,12 +314,21 @@ class PrometheusAPISource:
                 status = resp.status_code
         except (httpx.HTTPError, BodyError, OSError) as exc:
             raise PrometheusAPIError(describe_error(exc)) from None
-        return _decode(body, ctype, status, nvalues, result_type)
+        cut: list[int] = []
+        rows = _decode(body, ctype, status, nvalues, result_type, cut)
+        self._rows_cut += sum(cut)
+        return rows
 
     async def _ask(
         self, client: httpx.AsyncClient, at: float
     ) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
         sel = self.selector
+        if self._infos_due():
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await self._count_tasks(client, at)
+            except TimeoutError:
+                raise PrometheusAPIError("timed out") from None
         small = len(self._known) <= self.detail_tasks
         groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
         queries = [
@@ -433,6 +419,7 @@ class PrometheusAPISource:
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         t0 = clock.monotonic()
         node_rows = self._node_rows()  # the background query's answer, when it has finished
+        self._rows_cut = 0
         asked_at = clock.now()
         try:
             infos, jobs, ups, values = await self._ask(client, clock.now() + self._skew - EVAL_LAG_S)
@@ -477,6 +464,7 @@ class PrometheusAPISource:
         ]
         polls += self._missing(targets, ups, clock, t0)
         polls += host_polls(node_rows, self.display, now, skew if note else 0.0)
+        self.cap_note = self._cap_notes()
         return polls
 
     async def _backfill(
@@ -659,9 +647,11 @@ def _decode(
     status: int,
     values: Budget | None = None,
     result_type: str = "vector",
+    cut: list[int] | None = None,
 ) -> list[dict]:
     """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
-    the JSON-value budget it counts against (shared by a refresh's answers; its own when None)."""
+    the JSON-value budget it counts against (shared by a refresh's answers; its own when None).
+    Rows past ``[caps] rows_per_answer`` are dropped; how many is appended to ``cut``."""
     values = values or Budget(MAX_JSON_VALUES)
     head = body[:1024].lstrip()[:200].lower()
     if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
@@ -687,8 +677,12 @@ def _decode(
     ):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
         raise PrometheusAPIError(f"unexpected result type {str(kind)[:20]!r}")
-    if len(data["result"]) > MAX_ROWS:
-        raise PrometheusAPIError(f"answer of more than {MAX_ROWS} rows refused; narrow the selector")
+    result = data["result"]
+    limit = caps.current().rows_per_answer
+    if len(result) > limit:
+        if cut is not None:
+            cut.append(len(result) - limit)
+        del result[limit:]
     if result_type == "matrix":  # range vectors (backfill): checked row by row where they are read
         return [r for r in data["result"] if type(r) is dict]
     return [r for r in data["result"] if _well_formed(r)]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from cmdare.collectors import writes
+from cmdare.collectors import caps, writes
 from cmdare.collectors.clock import Clock, ManualClock, plausible_time
 from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.recorder import RecordingError, check_version
@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 MAX_PACE_S = 10.0  # the longest real wait between two cycles, whatever the recorded gap
 MAX_INTERVAL_S = 60.0  # the poll interval a replay may claim (the poller waits up to this per cycle)
-MAX_POLLS_PER_CYCLE = 50_000  # rows of one cycle read; the rest are skipped with a note
 MAX_JSON_CHARS = 256 * 1024  # a row's info / values / facts text; longer rows are skipped
 MAX_TEXT_CHARS = 4096  # a row's source and error text are cut to this when read
 
@@ -119,7 +118,7 @@ SELECT substr(source, 1, {MAX_TEXT_CHARS}), t, ok,
        substr(error, 1, {MAX_TEXT_CHARS}),
        CASE WHEN length(facts) <= {MAX_JSON_CHARS} THEN facts ELSE '"too long"' END,
        elapsed
-FROM polls WHERE cycle = ? ORDER BY seq LIMIT {MAX_POLLS_PER_CYCLE + 1}"""
+FROM polls WHERE cycle = ? ORDER BY seq LIMIT ?"""
 
 
 class ReplaySource:
@@ -190,15 +189,16 @@ class ReplaySource:
         if not isinstance(t, int | float) or not plausible_time(t):
             raise ValueError(f"cycle {cycle_id}: implausible time {str(t)[:24]}, skipped")
         polls, bad = [], 0
-        rows = self.conn.execute(_ROWS, (cycle_id,)).fetchall()
-        for row in rows[:MAX_POLLS_PER_CYCLE]:
+        cap = caps.current().cycle_polls  # [caps] cycle_polls: the rest of the cycle is not read
+        rows = self.conn.execute(_ROWS, (cycle_id, cap + 1)).fetchall()
+        for row in rows[:cap]:
             try:
                 polls.append(_poll(row))
             except (ValueError, TypeError):
                 bad += 1
         said = [
             f"{bad} malformed row(s) skipped" if bad else "",
-            f"only the first {MAX_POLLS_PER_CYCLE} polls read" if len(rows) > MAX_POLLS_PER_CYCLE else "",
+            f"only the first {cap:,} polls read (cap cycle_polls)" if len(rows) > cap else "",
         ]
         notes = {"replay": f"cycle {cycle_id}: " + "; ".join(w for w in said if w)} if any(said) else {}
         return RecordedCycle(cycle_id, float(t), polls, {**_source_errors(errors), **notes})

@@ -12,7 +12,7 @@ from enum import StrEnum
 from operator import attrgetter
 from typing import Any
 
-from cmdare.collectors.untrusted import LABEL_LIMIT, MESSAGE_LIMIT, clean_keys, clean_text
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_keys, clean_text, label_limit
 
 _TEXT_TYPES = frozenset({"str", "str | None"})
 
@@ -49,7 +49,7 @@ class CleanText:
     """Base of the frozen value types: their text fields are cleaned at construction."""
 
     def __post_init__(self) -> None:
-        _clean_fields(self, LABEL_LIMIT)
+        _clean_fields(self, label_limit())
 
 
 class CleanPoll:

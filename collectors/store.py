@@ -10,34 +10,57 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cmdare.collectors.caps import current as current_caps
 from cmdare.collectors.metrics import is_counter_key
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
-RECENT_POINTS = 32  # newest points kept as Python floats for rates (a 10 s window at 2 s holds 6)
+RECENT_POINTS = 16  # newest points kept as Python floats for rates (a 10 s window at 2 s holds 6)
 _NAN = math.nan  # one shared object for every missing value in the recent points
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
+INITIAL_POINTS = 64  # a ring's first size; it doubles as points come, up to its capacity
+MIN_POINTS = 32  # points per series kept whatever the history budget (rates need ~6)
 
 
 class Ring:
-    """A fixed-capacity ring of float values aligned with its owner's time ring."""
+    """A ring of float values aligned with its owner's time ring: it starts small and grows (by
+    doubling) up to ``capacity`` points, or up to the ``limit`` its owner passes on each append (the
+    store's history budget, see :class:`Store`); when full it reuses its oldest slot."""
 
     __slots__ = ("_buf", "_n", "_head", "_cap")
 
-    def __init__(self, capacity: int, dtype: type = np.float32) -> None:
-        self._buf = np.full(capacity, np.nan, dtype=dtype)
+    def __init__(self, capacity: int, dtype: type = np.float32, initial: int = INITIAL_POINTS) -> None:
+        self._buf = np.full(max(1, min(capacity, initial)), np.nan, dtype=dtype)
         self._cap = capacity
         self._n = 0
         self._head = 0  # next write position
 
-    def append(self, value: float) -> None:
+    @classmethod
+    def aligned_with(cls, other: Ring, capacity: int) -> Ring:
+        """An all-NaN float32 ring with ``other``'s size, length and head (a series met late)."""
+        ring = cls(capacity, np.float32, len(other._buf))
+        ring._n, ring._head = other._n, other._head
+        return ring
+
+    def append(self, value: float, limit: int | None = None) -> None:
+        size = len(self._buf)
+        if self._n == size:
+            room = self._cap if limit is None else min(self._cap, limit)
+            if size < room:
+                self._grow(min(room, size * 2))
+                size = len(self._buf)
         self._buf[self._head] = value
         self._head += 1
-        if self._head == self._cap:
+        if self._head == size:
             self._head = 0
-        if self._n < self._cap:
+        if self._n < size:
             self._n += 1
+
+    def _grow(self, size: int) -> None:
+        buf = np.full(size, np.nan, dtype=self._buf.dtype)
+        buf[: self._n] = self.last()
+        self._buf, self._head = buf, self._n
 
     def __len__(self) -> int:
         return self._n
@@ -68,7 +91,14 @@ class TaskSeries:
     # missing): rates over a few points read these without numpy (~10x cheaper per call; ~32 bytes a
     # value); windows reaching further back read the rings.
     _recent_t: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_POINTS), repr=False)
-    _recent: dict[str, deque[float]] = field(default_factory=dict, repr=False)
+    # one tuple a point, its values in ``values``' key order (a tuple shorter than the keys: the
+    # later keys were not met yet): ~150 bytes a point where a deque a key cost ~400 bytes a key
+    _recent_rows: deque[tuple[float, ...]] = field(
+        default_factory=lambda: deque(maxlen=RECENT_POINTS), repr=False
+    )
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
+    max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
+    allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, np.float64)
@@ -95,22 +125,19 @@ class TaskSeries:
     def append(self, t: float, values: dict[str, float]) -> None:
         self._memo.clear()  # every derived figure below is recomputed from the new point on
         self._last_values = dict(values)
-        n_before = len(self.times)
-        self.times.append(t)
+        for key in values:  # a series met late: NaN back to the task's first point (up to the cap)
+            if key not in self.values and len(self.values) < self.max_series:
+                self._index[key] = len(self.values)
+                self.values[key] = Ring.aligned_with(self.times, self.capacity)
+        limit = None if self.allow is None else self.allow(len(self.values))
+        self.times.append(t, limit)
         self._recent_t.append(t)
-        for key, value in values.items():
-            ring = self.values.get(key)
-            if ring is None:
-                ring = self.values[key] = Ring(self.capacity)
-                self._recent[key] = deque([_NAN] * min(n_before, RECENT_POINTS), maxlen=RECENT_POINTS)
-                for _ in range(n_before):  # align with the time ring
-                    ring.append(math.nan)
-            ring.append(value)
-            self._recent[key].append(value)
+        row = []
         for key, ring in self.values.items():
-            if key not in values:
-                ring.append(math.nan)
-                self._recent[key].append(_NAN)
+            value = values.get(key, _NAN)
+            ring.append(value, limit)
+            row.append(value)
+        self._recent_rows.append(tuple(row))
         if math.isnan(self.first_seen):
             self.first_seen = t
         self.last_seen = t
@@ -123,13 +150,20 @@ class TaskSeries:
             self._memo[memo_key] = compute(self)
         return self._memo[memo_key]
 
+    def _recent_of(self, key: str) -> list[float] | None:
+        """``key``'s values at the newest points (aligned with ``_recent_t``), or None."""
+        i = self._index.get(key)
+        if i is None:
+            return None
+        return [r[i] if i < len(r) else _NAN for r in self._recent_rows]
+
     def latest(self, key: str, lookback: int = LATEST_LOOKBACK) -> float | None:
         """The newest value of ``key`` among the last ``lookback`` points (a source may read some
         series less often than others, e.g. node detail through Prometheus), or None."""
         memo_key = ("latest", key, lookback)
         if memo_key in self._memo:
             return self._memo[memo_key]  # type: ignore[return-value]
-        recent = self._recent.get(key)
+        recent = self._recent_of(key)
         out = None
         if recent is not None:
             if lookback <= RECENT_POINTS:
@@ -172,7 +206,7 @@ class TaskSeries:
     def _points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The window's (times, values) without NaN values, as Python floats: a rate reads a
         handful of points, where plain arithmetic is several times cheaper than numpy calls."""
-        recent = self._recent.get(key)
+        recent = self._recent_of(key)
         if recent is None:
             return [], []
         since = self.last_seen - seconds
@@ -266,10 +300,21 @@ class JobSeries:
 
 
 class Store:
-    """Every task's and job's recent history. Bounded: ``capacity`` points per series."""
+    """Every task's and job's recent history. Bounded: ``capacity`` points per series, and the tasks'
+    rings together about ``history_bytes`` (``[caps] history_mb``; at most twice that, as rings grow
+    by doubling): with many tasks each keeps fewer points (never under :data:`MIN_POINTS`), so memory
+    stays flat and history gets shorter (1 h at 1,000 tasks, ~6 min at 10,000, by default)."""
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        history_bytes: int | None = None,
+        max_series: int | None = None,
+    ) -> None:
+        caps = current_caps()
         self.capacity = capacity
+        self.history_bytes = caps.history_mb << 20 if history_bytes is None else history_bytes
+        self.max_series = caps.series_per_task if max_series is None else max_series
         self.tasks: dict[str, TaskSeries] = {}
         self.jobs: dict[str, JobSeries] = {}
         self.hosts: dict[str, TaskSeries] = {}  # node_exporter / DCGM detail by host (info.gpu = GPU model)
@@ -282,7 +327,9 @@ class Store:
         book, key = (self.hosts, poll.host) if poll.host_only else (self.tasks, poll.info.key)
         ts = book.get(key)
         if ts is None:
-            ts = book[key] = TaskSeries(poll.info, self.capacity)
+            ts = book[key] = TaskSeries(
+                poll.info, self.capacity, max_series=self.max_series, allow=self.allowed
+            )
         elif ts.info != poll.info:
             ts.info = poll.info  # labels may be enriched later (e.g. zone discovered)
         if poll.host:
@@ -292,6 +339,11 @@ class Store:
         if poll.job_facts is not None and not poll.host_only:
             self.job(poll.info.job).facts = poll.job_facts
         return ts
+
+    def allowed(self, n_series: int) -> int:
+        """Points a series of a task with ``n_series`` series may hold now, within the budget."""
+        per_task = self.history_bytes / max(1, len(self.tasks) + len(self.hosts))
+        return max(MIN_POINTS, min(self.capacity, int(per_task / (8 + 4 * n_series))))
 
     def host_of(self, ts: TaskSeries) -> TaskSeries | None:
         """The node_exporter / DCGM detail of the host ``ts`` runs on, if any was read."""

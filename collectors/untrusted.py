@@ -39,9 +39,11 @@ __all__ = [
     "clean_optional",
     "clean_text",
     "install_log_cleaning",
+    "label_limit",
+    "set_label_limit",
 ]
 
-LABEL_LIMIT = 200  # a label value, job/task name, tag or series key
+LABEL_LIMIT = 200  # a label value, job/task name, tag or series key (default; ``[caps] label_length``)
 MESSAGE_LIMIT = 500  # an error or status message
 ELLIPSIS = "…"
 
@@ -68,11 +70,28 @@ def _clean_slow(text: str) -> str:
     return _FORMAT.sub(_REPLACEMENT, text.translate(_CONTROLS))
 
 
-def clean_text(value: object, limit: int = LABEL_LIMIT) -> str:
-    """``value`` as text that is safe on a terminal and at most ``limit`` (>= 1) characters long.
+_label_limit = LABEL_LIMIT
+
+
+def set_label_limit(limit: int) -> None:
+    """The length labels, names, tags and series keys are cut to from now on (``[caps]``)."""
+    global _label_limit
+    _label_limit = max(1, int(limit))
+
+
+def label_limit() -> int:
+    """The length labels, names, tags and series keys are cut to."""
+    return _label_limit
+
+
+def clean_text(value: object, limit: int | None = None) -> str:
+    """``value`` as text that is safe on a terminal and at most ``limit`` (>= 1; default
+    :func:`label_limit`) characters long.
 
     Bytes are decoded as UTF-8 with invalid sequences replaced; anything else goes through ``str``.
     Idempotent: ``clean_text(clean_text(x, n), n) == clean_text(x, n)``."""
+    if limit is None:
+        limit = _label_limit
     if type(value) is not str:
         if isinstance(value, bytes | bytearray):
             value = bytes(value[: limit * 4]).decode("utf-8", errors="replace")
@@ -90,9 +109,11 @@ def clean_optional(value: object | None, limit: int = MESSAGE_LIMIT) -> str | No
     return None if value is None else clean_text(value, limit)
 
 
-def clean_keys(values: dict[str, float], limit: int = LABEL_LIMIT) -> dict[str, float]:
+def clean_keys(values: dict[str, float], limit: int | None = None) -> dict[str, float]:
     """``values`` with every key cleaned; the same dict when every key already was (the usual case,
     told by one C-level scan of the keys joined)."""
+    if limit is None:
+        limit = _label_limit
     try:
         joined = "".join(values)
     except TypeError:  # a key that is not text (a hostile recording)

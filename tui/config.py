@@ -16,7 +16,17 @@ from typing import Any
 
 APP_NAME = "cmdare-tui"
 TOP_KEYS = ("refresh", "timeout", "read_only", "theme", "animations", "prices")
-TABLES = ("sources", "thresholds", "budget", "keys", "jobs", "links")
+TABLES = ("sources", "thresholds", "budget", "keys", "jobs", "links", "caps")
+# [caps]: the fields of cmdare.collectors.caps.Caps (a test checks the two agree)
+CAP_KEYS = (
+    "tasks",
+    "series_per_task",
+    "tags_per_task",
+    "label_length",
+    "rows_per_answer",
+    "cycle_polls",
+    "history_mb",
+)
 THRESHOLD_KEYS = ("silent_after", "raise_after", "clear_after")
 BUDGET_KEYS = ("usd", "deadline_hours")
 JOB_KEYS = (
@@ -40,6 +50,7 @@ NOT_SOURCE_FIELDS = {
     "deadline_hours",
     "link_capacity_gbps",  # [links]
     "job_facts",  # [[jobs]]
+    "caps",  # [caps]
 }
 
 
@@ -90,6 +101,7 @@ class Config:
     keys: dict[str, str] = field(default_factory=dict)  # binding id -> key(s), e.g. "app.quit" = "ctrl+q"
     jobs: tuple[JobConfig, ...] = ()
     links: dict[frozenset[str], float] = field(default_factory=dict)  # DC pair -> WAN Gbit/s
+    caps: dict[str, int] = field(default_factory=dict)  # [caps]: what one source may grow to
 
 
 def default_path() -> Path:
@@ -159,6 +171,7 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
         keys=_keys(loc, data.get("keys", {})),
         jobs=tuple(_job(loc, j) for j in _job_list(loc, data.get("jobs", []))),
         links=_links(loc, data.get("links", {})),
+        caps={k: loc.count(v, "caps", k) for k, v in loc.table(data, "caps", CAP_KEYS).items()},
     )
 
 

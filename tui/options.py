@@ -39,6 +39,7 @@ class SessionOptions:
     record: str | None = None
     replay: str | None = None
     replay_speed: float = 1.0
+    caps: dict[str, int] = field(default_factory=dict)  # config [caps] (cmdare.collectors.caps.Caps fields)
     job_facts: list[JobFacts] = field(
         default_factory=list
     )  # config [[jobs]]: facts the exporter may not publish

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cmdare.collectors.caps import Caps
+from cmdare.collectors.caps import configure as configure_caps
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
@@ -99,6 +101,7 @@ class MonitorSession:
     ) -> None:
         self.opts = opts
         self.clock = clock or SystemClock()
+        configure_caps(Caps(**opts.caps))  # process-wide, like the read-only switch; before the store
         self.store = Store()
         for facts in opts.job_facts:  # the config's [[jobs]]; cmdare_job_info from an exporter replaces them
             self.store.job(facts.job).facts = facts
@@ -207,6 +210,7 @@ class MonitorSession:
 
     def _source_status(self, cycle: Cycle) -> list[SourceStatus]:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
+        out += [SourceStatus(name, False, f"{name}: {msg}") for name, msg in cycle.truncations.items()]
         answered, total = cycle.answered, len(cycle.polls)
         behind = [p for p in cycle.polls if p.ok and p.catching_up]  # answered, but not up to date yet
         answered -= len(behind)

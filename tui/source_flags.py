@@ -253,6 +253,7 @@ def session_options(args: argparse.Namespace) -> SessionOptions:
         extra.update(cfg.thresholds)
         extra.update({"budget_usd": cfg.budget_usd, "deadline_hours": cfg.deadline_hours})
         extra["link_capacity_gbps"] = dict(cfg.links) or None
+        extra["caps"] = dict(cfg.caps) or None
         if cfg.jobs:
             extra["job_facts"] = [j.facts() for j in cfg.jobs]
             job = cfg.jobs[0]

@@ -1,0 +1,162 @@
+"""The PromQL a Prometheus source asks: per-task values folded by the server (``sum by
+(instance)``: ~300 raw series of a node become ~13 values), the tasks cap as a server-side ``topk``,
+and job-level aggregates per role computed by the server (``count by``, ``sum by`` and quantiles of
+per-task rates), so a 10,000-task job costs the dashboard a few rows, not 10,000.
+
+Pure functions of the selector: no I/O (``prometheus_api`` sends them and reads the answers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Container, Mapping
+from dataclasses import dataclass
+
+from cmdare.collectors import metrics as M
+
+KEY_LABEL = "cmdare_key"
+_T_KEY = "__scrape_time"
+_NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
+_ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
+_STEP_KEYS = (M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT)  # one group; the rest another
+# (series key, aggregation, metric, extra matchers, extra grouping label)
+_VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
+    (M.K_GLOBAL_STEP, "max", "cmdare_global_step", "", ""),
+    (M.K_WORKER_STEPS, "sum", "cmdare_worker_steps_total", "", ""),
+    (M.K_EXAMPLES, "sum", "cmdare_examples_total", "", ""),
+    (M.K_STEP_SECONDS_SUM, "sum", "cmdare_step_seconds_sum", "", ""),
+    (M.K_STEP_SECONDS_COUNT, "sum", "cmdare_step_seconds_count", "", ""),
+    (M.K_PS_IN, "sum", "cmdare_ps_bytes_total", 'direction="in"', ""),
+    (M.K_PS_OUT, "sum", "cmdare_ps_bytes_total", 'direction="out"', ""),
+    (M.K_PREEMPTED, "max", "cmdare_instance_preempted", "", ""),
+    (M.K_STAGE_COMPUTE, "sum", "cmdare_stage_compute_seconds_total", "", ""),
+    (M.K_STAGE_WAIT, "sum", "cmdare_stage_wait_seconds_total", "", ""),
+    (M.K_STAGE_MICROBATCHES, "sum", "cmdare_stage_microbatches_total", "", ""),
+    (M.K_STAGE_BYTES_PREFIX, "sum", "cmdare_stage_bytes_sent_total", "", "peer"),
+    (M.K_PROCESS_CPU, "sum", "process_cpu_seconds_total", "", ""),
+)
+
+
+def selector_matchers(selector: str) -> str:
+    """``'{job="x"}'`` or ``'job="x"'`` → ``'job="x"'`` (the inside of the braces)."""
+    s = selector.strip()
+    if s.startswith("{") and s.endswith("}"):
+        s = s[1:-1].strip()
+    return s
+
+
+def _sel(metric: str, base: str, extra: str = "") -> str:
+    inner = ",".join(x for x in (base, extra) if x)
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
+def _of_tasks(metric: str, base: str, extra: str = "", tasks: str | None = None) -> str:
+    """``metric{extra}`` of the targets whose ``cmdare_task_info`` matches the selector. The
+    exporter's own labels (``exported_job``, ``role``, ``region``…) are on its info series only, so
+    the selector picks targets there and the values join on ``instance``: any label works, with or
+    without ``honor_labels`` (which gives the info series the exporter's ``job``, the other series
+    the scrape config's). ``tasks``: the task-info expression that picks the tasks (default every
+    task the selector matches; :func:`capped_tasks` past the tasks cap)."""
+    if not base and tasks is None:
+        return _sel(metric, "", extra)
+    return f"({_sel(metric, '', extra)} and on (instance) {tasks or _sel('cmdare_task_info', base)})"
+
+
+def values_query(
+    selector: str, keys: Container[str] | None = None, *, scrape_time: bool = True, tasks: str | None = None
+) -> str:
+    """The single ``or`` query that fetches every per-task value (or those of ``keys``), keyed by
+    ``cmdare_key``; with ``scrape_time`` also each target's last scrape time. ``tasks``: see
+    :func:`_of_tasks`."""
+    base = selector_matchers(selector)
+    parts = []
+    for key, agg, metric, extra, by in _VALUE_QUERIES:
+        if keys is not None and key not in keys:
+            continue
+        group = "instance" + (f", {by}" if by else "")
+        # per scrape target, then one answer per instance (a target two scrape configs read counts once)
+        expr = f"max by ({group}) ({agg} by (job, {group}) ({_of_tasks(metric, base, extra, tasks)}))"
+        if by:  # one key per label value, e.g. cmdare_stage_bytes_sent_total{peer=stage-1}
+            parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}$1}}", "{by}", "(.*)")')
+        else:
+            parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}", "", "")')
+    if scrape_time:
+        ts = f"max by (instance) (timestamp({_sel('cmdare_task_info', base)}))"
+        if tasks:
+            ts = f"({ts} and on (instance) {tasks})"
+        parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
+    return " or ".join(parts)
+
+
+def capped_tasks(selector: str, cap: int) -> str:
+    """The task-info series of at most ``cap`` tasks: ``topk`` keeps the first ``cap`` series in the
+    server's own order (all values are 1, so ties keep the order in which series are read: the
+    same tasks from one refresh to the next while the fleet does not change)."""
+    return f"topk({int(cap)}, {_sel('cmdare_task_info', selector_matchers(selector))})"
+
+
+def count_query(selector: str) -> str:
+    """How many tasks the selector matches (one row), to say "showing N of M tasks"."""
+    return f"count({_sel('cmdare_task_info', selector_matchers(selector))})"
+
+
+AGG_LABEL = "cmdare_agg"
+QUANTILES = (0.1, 0.5, 0.9)
+_ROLE_BY = "job, exported_job, role"
+
+
+def role_query(selector: str, window: str = "1m") -> str:
+    """Per job and role, computed by the server: the number of tasks, the sum of their step rates
+    (``rate(cmdare_worker_steps_total[window])`` per task), and the 10th/50th/90th percentile of
+    those rates; each row tagged with ``cmdare_agg`` (count, sum, q0.1, q0.5, q0.9).
+
+    A task's step rate is first folded per instance (a target two scrape configs read counts
+    once), then given its role from its ``cmdare_task_info`` series (the exporter's labels)."""
+    info = _sel("cmdare_task_info", selector_matchers(selector))
+    per_task = (
+        f"(max by (instance) (rate(cmdare_worker_steps_total[{window}])) "
+        f"* on (instance) group_left (job, exported_job, role) max by (instance, {_ROLE_BY}) ({info}))"
+    )
+    parts = [
+        f'label_replace(count by ({_ROLE_BY}) ({info}), "{AGG_LABEL}", "count", "", "")',
+        f'label_replace(sum by ({_ROLE_BY}) ({per_task}), "{AGG_LABEL}", "sum", "", "")',
+    ]
+    parts += [
+        f'label_replace(quantile by ({_ROLE_BY}) ({q}, {per_task}), "{AGG_LABEL}", "q{q}", "", "")'
+        for q in QUANTILES
+    ]
+    return " or ".join(parts)
+
+
+@dataclass(frozen=True)
+class RoleAggregate:
+    """One job's role as the server sums it up: tasks, total steps/s, and quantiles of the
+    per-task steps/s (None where the server had no rate, e.g. a role without a step counter)."""
+
+    job: str
+    role: str
+    tasks: int
+    steps_per_sec: float | None
+    quantiles: tuple[float | None, ...]  # at :data:`QUANTILES`
+
+
+def role_aggregates(rows: list[dict]) -> list[RoleAggregate]:
+    """The rows of :func:`role_query` as one :class:`RoleAggregate` per (job, role)."""
+    got: dict[tuple[str, str], dict[str, float]] = {}
+    for r in rows:
+        labels: Mapping[str, str] = r.get("metric", {})
+        job = labels.get("exported_job") or labels.get("job") or "job"
+        try:
+            value = float(r.get("value", [0, "nan"])[1])
+        except (TypeError, ValueError):
+            continue
+        got.setdefault((job, labels.get("role", "")), {})[labels.get(AGG_LABEL, "")] = value
+    out = []
+    for (job, role), v in sorted(got.items()):
+        q = tuple(_finite(v.get(f"q{x}")) for x in QUANTILES)
+        out.append(RoleAggregate(job, role, int(v.get("count", 0)), _finite(v.get("sum")), q))
+    return out
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
