@@ -95,6 +95,9 @@ CASES: dict[str, tuple[str, Any]] = {
                            s["options"].job_facts[0].params, s["options"].job_facts[0].batch_size,
                            s["options"].job_facts[0].target_steps, s["options"].budget_usd,
                            s["options"].deadline_hours) == ("ResNet-32", 1.6e9, 1.8e6, 64, 1000, 9, 2)),
+    **{key: (f"[caps]\n{key} = {n}\n", lambda s, p, key=key, n=n: s["options"].caps == {key: n})
+       for key, n in (("tasks", 50), ("series_per_task", 40), ("tags_per_task", 8), ("label_length", 64),
+                      ("rows_per_answer", 900), ("cycle_polls", 70), ("history_mb", 32))},
 }  # fmt: skip
 
 
@@ -187,3 +190,19 @@ def test_config_job_facts_reach_the_job_when_the_exporter_publishes_none(tmp_pat
         srv.shutdown()
     job = json.loads(out)["jobs"][0]
     assert code == 0 and job["model"] == "ResNet-32" and job["target_steps"] == 64000, err
+
+
+def test_caps_keys_are_the_caps_fields_and_a_bad_value_is_one_line(tmp_path: Path):
+    from dataclasses import fields
+
+    from cmdare.collectors.caps import Caps
+    from cmdare.tui.config import CAP_KEYS
+
+    assert CAP_KEYS == tuple(f.name for f in fields(Caps))
+    f = tmp_path / "c.toml"
+    f.write_text("[caps]\ntasks = 0\n")
+    code, _, err = run_main(["--config", str(f), "--demo"])
+    assert code == 2 and ":2: [caps] tasks: must be an integer >= 1" in err
+    f.write_text("[caps]\nrows = 5\n")
+    code, _, err = run_main(["--config", str(f), "--demo"])
+    assert code == 2 and "[caps] rows: unknown key" in err
