@@ -16,6 +16,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo
+from cmdare.collectors.untrusted import label_limit
 
 
 class ExpositionError(ValueError):
@@ -234,8 +235,11 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
     acc: dict[str, list[float]] = {}
     dcgm = DcgmFold()
     seen: set[tuple[str, object]] = set()
-    dropped = dupes = 0
+    dropped = dupes = long = 0
+    limit = label_limit()
     for name, labels, raw, value, stamp in samples:
+        if len(raw or "") > limit or (raw is None and labels and max(map(len, labels.values())) > limit):
+            long += _over_limit(raw, labels, limit)
         if stamp is not None and name in _SIMPLE and name.startswith("cmdare_"):
             out.sample_time = max(out.sample_time or 0.0, stamp)  # the exporter's own sample time
         if name == "cmdare_task_info":
@@ -274,4 +278,14 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
         out.notes.append(f"{dropped} non-finite or implausible value(s) ignored")
     if dupes:
         out.notes.append(f"{dupes} duplicate series ignored")
+    if long:
+        out.notes.append(
+            f"{long} series with a label value over {limit} characters: cut ([caps] label_length)"
+        )
     return out
+
+
+def _over_limit(raw: str | None, labels: dict[str, str] | None, limit: int) -> int:
+    """1 when a label value of this sample is longer than ``limit`` characters (its text gets cut)."""
+    values = [v for _, v in _LABEL.findall(raw)] if raw is not None else list((labels or {}).values())
+    return int(any(len(v) > limit + 2 for v in values))  # the raw values still carry their quotes

@@ -42,6 +42,7 @@ READ_CHUNK_BYTES = 4 * 1024 * 1024  # at most this much new data per poll
 MAX_LINE_BYTES = 1024 * 1024  # assumption: a "line" longer than 1 MiB without a newline is garbage
 MAX_TAGS = 64  # scalars taken from one line (``[caps] tags_per_task`` bounds a task's, over its life)
 MAX_OVER_NAMES = 1_000_000  # task names past the tasks cap remembered (to say how many were dropped)
+MAX_DROPPED_TAGS = 1000  # tag names past a task's cap remembered, per task
 _TIME_FIELDS = ("time", "wall_time", "t", "timestamp")
 _ID_FIELDS = ("job", "task", "role", "gpu", "region", "zone", "provisioning", "dc", "stage")
 _CONTRACT_KEYS = frozenset({M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_GPU_UTIL, *M.COUNTER_KEYS})
@@ -171,7 +172,7 @@ class JsonlSource:
         for key, x in values.items():
             if key.startswith("scalar{") and key not in task.values:
                 if task.tags >= cap:
-                    if len(task.tags_dropped) < MAX_OVER_NAMES // 1000:
+                    if len(task.tags_dropped) < MAX_DROPPED_TAGS:
                         task.tags_dropped.add(key)
                     continue
                 task.tags += 1
@@ -188,8 +189,9 @@ class JsonlSource:
         capped = [t for t in self._tasks.values() if t.tags_dropped]
         if capped:
             dropped = sum(len(t.tags_dropped) for t in capped)
+            more = "+" if any(len(t.tags_dropped) >= MAX_DROPPED_TAGS for t in capped) else ""
             notes.append(
-                f"{dropped:,} tag(s) of {len(capped):,} task(s) past {C.current().tags_per_task} tags a task"
+                f"{dropped:,}{more} tag(s) of {len(capped):,} task(s) past {C.current().tags_per_task} tags a task"
             )
         return "; ".join(notes) or None
 

@@ -297,12 +297,12 @@ class PrometheusAPISource:
             headers.update(cred.header() if cred else {})
         url = f"{self.base}/api/v1/query"
         form = {"query": promql, **({"time": f"{at:.3f}"} if at else {})}  # one evaluation instant a refresh
-        get = httpx.URL(url, params=form)
-        if len(str(get)) <= MAX_GET_URL:
+        get = _get_url(url, form)
+        if get is not None:
             request = client.stream("GET", get, headers=headers)
         elif writes.is_read_only():
             raise PrometheusAPIError(
-                f"query of {len(str(get))} bytes is too long for GET and read-only mode sends no POST;"
+                f"query of {len(promql):,} characters is too long for GET and read-only mode sends no POST;"
                 " narrow the selector"
             )
         else:
@@ -329,7 +329,7 @@ class PrometheusAPISource:
                     await self._count_tasks(client, at)
             except TimeoutError:
                 raise PrometheusAPIError("timed out") from None
-        small = len(self._known) <= self.detail_tasks
+        small = max(len(self._known), self._total or 0) <= self.detail_tasks
         groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
         queries = [
             self._info_query if self._infos_due() else "",
@@ -358,10 +358,14 @@ class PrometheusAPISource:
 
     def _down_query(self) -> str:
         """``up == 0`` of the selected targets, and of the known tasks' instances (a selector on
-        the exporter's labels, e.g. ``exported_job``, matches no ``up`` series)."""
+        the exporter's labels, e.g. ``exported_job``, matches no ``up`` series). Past
+        ``detail_tasks`` known tasks the instances are not listed (the query would be hundreds of
+        kB): a task gone from a large fleet shows as "no longer in Prometheus", not "target down"."""
         q = f"{_sel('up', self.selector)} == 0"
         known = {i for _, i in self._known}
-        return f"{q} or up{{{_instance_exact(known)}}} == 0" if known else q
+        if not known or len(known) > self.detail_tasks:
+            return q
+        return f"{q} or up{{{_instance_exact(known)}}} == 0"
 
     async def _maybe(
         self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None = None
@@ -600,6 +604,14 @@ class PrometheusAPISource:
 
     def _source(self, ident: tuple[str, str]) -> str:
         return f"{self.display}#{ident[1]}"
+
+
+def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:
+    """The GET URL for ``form``, or None when it would be longer than :data:`MAX_GET_URL`."""
+    if len(form["query"]) > MAX_GET_URL:  # httpx refuses URL parts over 64 kB: not even built
+        return None
+    get = httpx.URL(url, params=form)
+    return get if len(str(get)) <= MAX_GET_URL else None
 
 
 def _instance_exact(instances: set[str]) -> str:

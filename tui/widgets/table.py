@@ -1,10 +1,16 @@
 """A keyboard-first table: rows are handed over whole (panes stay pure renderers); the table filters
-(``/``), sorts (``s`` next column, ``S`` reverse) and moves with vim keys (``j/k/g/G``)."""
+(``/``), sorts (``s`` next column, ``S`` reverse) and moves with vim keys (``j/k/g/G``).
+
+Past :attr:`FilterTable.virtual_from` rows the table is virtual: the DataTable holds one blank
+placeholder row per shown row (so scrolling, the scroll bar and the cursor work as usual), and only
+the rows on screen are written, changed cells only, when data arrives or the view scrolls. A row's
+cells may be a function (made only when the row is painted or filtered on): a 10,000-row refresh
+costs the sort keys and a screenful of cells, not 150,000 cells."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +28,13 @@ class Row:
     values (one per column; None sorts last). Without ``sort`` the cell text is compared."""
 
     key: str
-    cells: tuple[Any, ...]  # str cells are shown as plain text (never parsed as markup)
+    cells: tuple[Any, ...] | Callable[[], tuple[Any, ...]]  # str cells: plain text (never markup)
     sort: tuple[Any, ...] | None = None
     dim: bool = False
+
+    def values(self) -> tuple[Any, ...]:
+        """The cells (made now when they were given as a function)."""
+        return self.cells() if callable(self.cells) else self.cells
 
 
 @dataclass
@@ -45,7 +55,7 @@ def _text(cell: Any) -> Text:
 
 
 def _sort_key(row: Row, col: int) -> tuple[int, Any]:
-    value = row.sort[col] if row.sort is not None and col < len(row.sort) else _plain(row.cells[col])
+    value = row.sort[col] if row.sort is not None and col < len(row.sort) else _plain(row.values()[col])
     if value is None or (isinstance(value, float) and not math.isfinite(value)) or value in ("–", ""):
         return (1, 0)
     return (0, value) if isinstance(value, int | float) else (0, str(value).lower())
@@ -76,11 +86,16 @@ class FilterTable(DataTable):
             super().__init__()
             self.table = table
 
+    virtual_from = 300  # rows: past this many, only the rows on screen are written
+
     def __init__(self, columns: Sequence[tuple[str, int]], **kw: Any) -> None:
         kw.setdefault("cursor_type", "row")
         super().__init__(**kw)
         self._columns = list(columns)
         self.view = _View()
+        self._virtual = False  # placeholders + painting on demand (see the module docstring)
+        self._shown: list[Row] = []  # virtual mode: the rows as displayed
+        self._painted: dict[int, tuple[str, tuple[Text, ...]]] = {}  # position -> (key, cells) written
 
     def on_mount(self) -> None:
         for label, width in self._columns:
@@ -97,7 +112,7 @@ class FilterTable(DataTable):
         rows = self.view.rows
         if self.view.filter:
             needle = self.view.filter.lower()
-            rows = [r for r in rows if any(needle in _plain(c).lower() for c in r.cells)]
+            rows = [r for r in rows if any(needle in _plain(c).lower() for c in r.values())]
         if self.view.sort_col is not None:
             col = self.view.sort_col
             known = [r for r in rows if _sort_key(r, col)[0] == 0]
@@ -109,18 +124,30 @@ class FilterTable(DataTable):
     def current_key(self) -> str | None:
         if not self.row_count:
             return None
+        if self._virtual:
+            row = self.cursor_row
+            return self._shown[row].key if 0 <= row < len(self._shown) else None
         key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
         return str(key.value) if key.value is not None else None
 
+    @staticmethod
+    def _fresh(r: Row) -> tuple[Text, ...]:
+        return tuple(Text(_plain(c), style="dim") if r.dim else _text(c) for c in r.values())
+
     def _redraw(self) -> None:
         """Show :meth:`shown`: changed cells only when the row keys are unchanged (no flicker, cheap at
-        1,000 rows), else rebuild; scroll (both axes) and the cursor row (by key) survive either way."""
+        1,000 rows), else rebuild; scroll (both axes) and the cursor row (by key) survive either way.
+        Past :attr:`virtual_from` rows, only the rows on screen (:meth:`_redraw_virtual`)."""
         keep = self.current_key()
         shown = self.shown()
-        fresh = [
-            (r.key, tuple(Text(_plain(c), style="dim") if r.dim else _text(c) for c in r.cells))
-            for r in shown
-        ]
+        if len(shown) > self.virtual_from:
+            self._redraw_virtual(shown, keep)
+            self._label_columns()
+            return
+        if self._virtual:  # back under the threshold: real rows again
+            self._virtual, self._shown, self._painted = False, [], {}
+            self.clear()
+        fresh = [(r.key, self._fresh(r)) for r in shown]
         present = [str(row.key.value) for row in self.ordered_rows]
         if self.row_count and present == [k for k, _ in fresh]:
             self._update_cells(fresh)
@@ -148,6 +175,54 @@ class FilterTable(DataTable):
             self.move_cursor(row=target, animate=False, scroll=False)
         if scroll != (0, 0):
             self.call_after_refresh(self._restore_scroll, *scroll)
+
+    # --- virtual mode ----------------------------------------------------------------------
+    def _redraw_virtual(self, shown: list[Row], keep: str | None) -> None:
+        """One placeholder row per shown row (added or removed only when the count changes), the
+        cursor kept on its row's key, then the rows on screen painted."""
+        self._shown = shown
+        blank = tuple(Text() for _ in self._columns)
+        if not self._virtual or self.row_count > len(shown):
+            scroll = (self.scroll_x, self.scroll_y)
+            self._virtual, self._painted = True, {}
+            self.clear()
+            if scroll != (0, 0):
+                self.call_after_refresh(self._restore_scroll, *scroll)
+        for i in range(self.row_count, len(shown)):
+            self.add_row(*blank, key=f"#{i}")
+        if keep is not None and self.current_key() != keep:
+            target = next((i for i, r in enumerate(shown) if r.key == keep), None)
+            if target is not None:
+                self.move_cursor(row=target, animate=False, scroll=False)
+        self._paint_visible()
+
+    def visible_range(self) -> range:
+        """Positions of the rows on screen (and two either side)."""
+        top = int(self.scroll_y)
+        height = max(self.size.height, 1)
+        return range(max(0, top - 2), min(len(self._shown), top + height + 2))
+
+    def _paint_visible(self) -> None:
+        """Write the rows on screen into their placeholders: only the cells that differ from what
+        that position shows already."""
+        if not self._virtual:
+            return
+        cols = [label for label, _ in self._columns]
+        for i in self.visible_range():
+            row = self._shown[i]
+            cells = self._fresh(row)
+            old = self._painted.get(i)
+            for j, (col, cell) in enumerate(zip(cols, cells, strict=False)):
+                if old is None or not _same(old[1][j], cell):
+                    self.update_cell(f"#{i}", col, cell)
+            self._painted[i] = (row.key, cells)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._paint_visible()
+
+    def on_resize(self) -> None:
+        self._paint_visible()
 
     def _restore_scroll(self, x: float, y: float) -> None:
         self.scroll_to(x, y, animate=False, immediate=True)

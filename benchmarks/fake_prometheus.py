@@ -1,0 +1,118 @@
+"""A synthetic Prometheus HTTP API answering for ``n`` tasks, in its own process (for
+benchmarks/large_inputs.py: a real Prometheus cannot scrape 100,000 targets on this machine). It reads
+the shape of the queries cmdare-tui sends and answers like a server that has every task:
+
+* ``count(cmdare_task_info…)`` → ``n``; ``topk(k, …)`` anywhere → only ``k`` tasks (as Prometheus would);
+* the ``or``-ed value queries (``label_replace(…, "cmdare_key", "KEY", …)``) → one row per task and
+  key a data-parallel worker has (no PS, no pipeline series);
+* ``cmdare_task_info`` → one identity row per task; ``cmdare_job_info`` → one job; ``up == 0`` → none;
+* node detail and range (backfill) queries → empty answers.
+
+    with FakePrometheus(100_000) as prom: prom.url
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import time
+from urllib.parse import parse_qs, urlsplit
+
+import orjson
+
+_KEY = re.compile(r'"cmdare_key", "([^"]+?)"')
+_TOPK = re.compile(r"topk\((\d+),")
+
+
+def _instance(i: int) -> str:
+    return f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:9400"
+
+
+def answer(query: str, n: int) -> bytes:
+    """The JSON body for ``query`` over ``n`` tasks."""
+    now = time.time()
+    m = _TOPK.search(query)
+    k = min(n, int(m.group(1))) if m else n
+    if "[" in query and "s]" in query:  # backfill: a range selector
+        return b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
+    if query.startswith("vector(time())"):
+        rows = [{"metric": {}, "value": [now, str(now)]}]
+    elif query.startswith("count("):
+        rows = [{"metric": {}, "value": [now, str(n)]}]
+    elif "node_" in query or "DCGM" in query or "== 0" in query:
+        rows = []
+    elif "cmdare_job_info" in query:
+        rows = [
+            {"metric": {"job": "bench", "exported_job": "big", "model": "ResNet-50"}, "value": [now, "1"]}
+        ]
+    elif "cmdare_key" in query:
+        rows = [
+            {
+                "metric": {"instance": _instance(i), "cmdare_key": key},
+                "value": [now, str(now - 1 if key.startswith("__") else i + now % 100)],
+            }
+            for key in _KEY.findall(query)
+            if "ps_bytes" not in key and "stage" not in key  # a worker has no PS or pipeline series
+            for i in range(k)
+        ]
+    else:  # identities
+        rows = [
+            {"metric": {"__name__": "cmdare_task_info", "instance": _instance(i), "job": "bench", "exported_job": "big",
+                        "task": f"worker-{i}", "role": "worker", "gpu": "K80"}, "value": [now, "1"]}
+            for i in range(k)
+        ]  # fmt: skip
+    return orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}})
+
+
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            line = head.split(b"\r\n", 1)[0].decode()
+            length = re.search(rb"(?i)content-length: *(\d+)", head)
+            body = await reader.readexactly(int(length.group(1))) if length else b""
+            target = line.split(" ")[1]
+            params = parse_qs(urlsplit(target).query) | parse_qs(body.decode())
+            out = answer(params.get("query", [""])[0], n)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(out)
+                + out
+            )
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def serve(n: int) -> None:
+    srv = await asyncio.start_server(lambda r, w: _handle(r, w, n), "127.0.0.1", 0, limit=1 << 20)
+    print(srv.sockets[0].getsockname()[1], flush=True)
+    async with srv:
+        await srv.serve_forever()
+
+
+class FakePrometheus:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def __enter__(self) -> FakePrometheus:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, str(self.n)], stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(int(sys.argv[1])))
