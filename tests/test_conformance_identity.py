@@ -76,7 +76,7 @@ async def test_two_endpoints_claiming_one_identity_are_both_shown_and_flagged(ex
     second = urls[1].split("/")[2]
     assert {n.name for n in job.nodes} == {"worker-0", f"worker-0@{second}"}
     row = node_row(job, job.nodes[0], [])
-    assert "duplicate-identity" in str(row.cells[9])  # the Flag column
+    assert "duplicate-identity" in str(row.values()[9])  # the Flag column
 
 
 async def test_the_duplicate_flag_clears_when_one_claimant_is_gone(exporters):

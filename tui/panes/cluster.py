@@ -1,5 +1,8 @@
-"""Cluster pane: one row per task (status, task, role, steps/s, host CPU and memory, GPU, GPU
-utilisation and memory, flags, provisioning, uptime, region, …).
+"""Cluster pane: a per-role summary line, then one row per task (status, task, role, steps/s, host CPU
+and memory, GPU, GPU utilisation and memory, flags, provisioning, uptime, region, …).
+
+At 10,000 tasks the table is virtual (see :mod:`cmdare.tui.widgets.table`): each row's cells are
+made only when the row is on screen (or filtered on), its sort values always.
 
 Columns are ordered by priority so that what matters fits in 80 columns (status, task, role,
 steps/s, GPU, host CPU %, host memory, GPU %, provisioning); the rest scrolls sideways."""
@@ -7,10 +10,13 @@ steps/s, GPU, host CPU %, host memory, GPU %, provisioning); the rest scrolls si
 from __future__ import annotations
 
 import math
+import statistics
+from functools import partial
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widgets import Static
 
 from cmdare.planner.overview import JobView, NodeView
 from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisioning, rate, region_code
@@ -35,8 +41,8 @@ def used_of(used: float | None, total: float | None, unit: float) -> str:
     return f"{used / unit:.1f}/{total / unit:.0f}G"
 
 
-def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
-    marks = [*n.flags, *marks]
+def node_cells(n: NodeView, marks: list[str]) -> tuple[object, ...]:
+    """The cells of a task's row (made when the row is painted)."""
     status = Text(f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
     flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
@@ -46,13 +52,41 @@ def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
              used_of(n.mem_used_bytes, n.mem_total_bytes, 2**30), gpu_pct, provisioning(n.provisioning), flag,
              used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s), region_code(n.region),
              num(step_ms, 0), bytes_rate(n.net_in_bps))  # fmt: skip
+    return cells
+
+
+def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
+    marks = [*n.flags, *marks]
+    step_ms = n.step_seconds * 1000 if n.step_seconds else None
     sort = (n.status, n.name, n.role, n.steps_per_sec, gpu_name(n), n.cpu_pct, n.mem_used_bytes, n.gpu_util,
             n.provisioning, ",".join(marks), n.gpu_mem_used_mib, n.uptime_s, n.region, step_ms, n.net_in_bps)  # fmt: skip
-    return Row(f"{job.name}/{n.name}", cells, sort)
+    return Row(f"{job.name}/{n.name}", partial(node_cells, n, marks), sort)
+
+
+def role_summary(jobs: list[JobView]) -> Text:
+    """One line: per role, how many tasks are up of all, and the median of their steps/s."""
+    roles: dict[str, list[NodeView]] = {}
+    for job in jobs:
+        for n in job.nodes:
+            roles.setdefault(n.role, []).append(n)
+    line = Text()
+    for role, nodes in sorted(roles.items(), key=lambda kv: -len(kv[1])):
+        up = sum(n.status == "up" for n in nodes)
+        rates = [n.steps_per_sec for n in nodes if n.steps_per_sec is not None]
+        line.append(f"{role} ", "bold").append(f"{up:,}/{len(nodes):,} up")
+        if len(nodes) > up:
+            line.append(f" ({len(nodes) - up:,} not)", "yellow")
+        if rates:
+            line.append(f", median {rate(statistics.median(rates))} steps/s")
+        line.append("  ")
+    return line
 
 
 class ClusterPane(Vertical):
+    DEFAULT_CSS = "ClusterPane > #cluster-summary { height: 1; }"
+
     def compose(self) -> ComposeResult:
+        yield Static(id="cluster-summary")
         yield TableBox(FilterTable(COLUMNS, id="cluster-table"))
 
     def update_state(self, state: MonitorState) -> None:
@@ -67,6 +101,7 @@ class ClusterPane(Vertical):
                     marks = marks + [k for k in flags.get(job.name, []) if k == "ps-saturation"]
                 rows.append(node_row(job, n, marks))
         self.query_one(FilterTable).set_rows(rows)
+        self.query_one("#cluster-summary", Static).update(role_summary(state.jobs))
         total = sum(len(j.nodes) for j in state.jobs)
         up = sum(j.counts.get("up", 0) for j in state.jobs)
         self.border_subtitle = f"{up}/{total} up"

@@ -200,7 +200,7 @@ class FilterTable(DataTable):
         """Positions of the rows on screen (and two either side)."""
         top = int(self.scroll_y)
         height = max(self.size.height, 1)
-        return range(max(0, top - 2), min(len(self._shown), top + height + 2))
+        return range(max(0, top - 2), min(len(self._shown), self.row_count, top + height + 2))
 
     def _paint_visible(self) -> None:
         """Write the rows on screen into their placeholders: only the cells that differ from what
