@@ -1,0 +1,192 @@
+"""Ten thousand tasks with the app on screen (issue 20): the real ``cmdare-tui`` (benchmarks/app_probe.py:
+its own ``main`` plus two timing hooks) on a pseudo-terminal (120x40), reading Debian's real
+``/usr/bin/prometheus``, which scrapes N synthetic task exporters (benchmarks/task_farm.py: one process,
+one port, a path per task, listed to Prometheus by file_sd, each target with its own ``instance``).
+
+Why a file_sd list of synthetic endpoints and not 10,000 real exporters or a backfill: 10,000
+processes (or ports) do not fit on 2 shared cores, while one farm process answering ~670 scrapes/s
+does, and Prometheus then does its real work (scraping, storing, answering); a promtool backfill
+would leave out the scraping cost that the "app CPU <= 0.5x Prometheus'" target compares against.
+
+    python benchmarks/app_scale.py [--tasks 1000,10000] [--seconds 60] [--quick]
+
+Per N, over the same window: the app's CPU share of one core (UI included: the whole process), refresh
+latency (poll began -> state painted) median and p99, the app's peak RSS, Prometheus' own CPU, the
+farm's, and the load average. Then growth 1,000 -> 10,000. Targets: <= 10% of a core, p99 <= 1 s,
+<= 400 MB, app CPU <= 0.5x Prometheus', CPU growth <= 3x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from prom_server import PromServer  # noqa: E402
+from task_farm import TaskFarm, file_sd  # noqa: E402
+
+TARGET_CPU, TARGET_P99_S, TARGET_RSS_MB, TARGET_VS_PROM, TARGET_GROWTH = 0.10, 1.0, 400.0, 0.5, 3.0
+SCRAPE_INTERVAL = "15s"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def spawn_on_pty(argv: list[str], env: dict[str, str], cols: int = 120, rows: int = 40) -> subprocess.Popen:
+    """``argv`` on a fresh pty whose output is drained (and dropped) by a thread, as a terminal would."""
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {**env, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+
+    def drain() -> None:
+        while True:
+            try:
+                if not os.read(master, 1 << 16):
+                    break
+            except OSError:
+                break
+        os.close(master)
+
+    threading.Thread(target=drain, daemon=True).start()
+    return proc
+
+
+def refreshes(path: Path, since: float) -> list[float]:
+    """Poll-to-painted latencies of the refreshes that began after ``since``."""
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        a, b = map(float, line.split())
+        if a >= since:
+            out.append(b - a)
+    return out
+
+
+def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
+    with TaskFarm() as farm:
+        sd = tmp / f"targets-{n}.json"
+        file_sd(sd, farm.port, n)
+        scrape = (
+            f"  - job_name: 'bench'\n    file_sd_configs:\n      - files: ['{sd}']\n"
+            f"    scrape_interval: {SCRAPE_INTERVAL}\n    scrape_timeout: 10s\n"
+        )
+        with PromServer(
+            [], tmp / f"prom-{n}", scrape_interval=SCRAPE_INTERVAL, scrape_configs=scrape
+        ) as prom:
+            prom.wait_for(
+                "count(cmdare_task_info)",
+                lambda r: bool(r) and int(float(r[0]["value"][1])) >= n,
+                timeout=120,
+            )
+            probe = tmp / f"probe-{n}.txt"
+            argv = [sys.executable, str(HERE / "app_probe.py"), "--prometheus", prom.url, "--selector",
+                    'job="bench"', "--read-only", "--refresh", "2"]  # fmt: skip
+            app = spawn_on_pty(argv, {**os.environ, "CMDARE_PROBE": str(probe)})
+            try:
+                deadline = time.monotonic() + 120
+                while len(refreshes(probe, 0)) < 4 and time.monotonic() < deadline:  # warm-up
+                    time.sleep(0.5)
+                assert prom.proc is not None
+                t0, a0, p0, f0 = time.monotonic(), cpu_s(app.pid), cpu_s(prom.proc.pid), cpu_s(farm.proc.pid)  # type: ignore[union-attr]
+                time.sleep(seconds)
+                wall = time.monotonic() - t0
+                a1, p1, f1 = cpu_s(app.pid), cpu_s(prom.proc.pid), cpu_s(farm.proc.pid)  # type: ignore[union-attr]
+                rss = peak_rss_mb(app.pid)
+                lat = sorted(refreshes(probe, t0))
+            finally:
+                app.terminate()
+                try:
+                    app.wait(10)
+                except subprocess.TimeoutExpired:
+                    app.kill()
+    p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan")
+    return {
+        "n": n,
+        "app": (a1 - a0) / wall,
+        "prom": (p1 - p0) / wall,
+        "farm": (f1 - f0) / wall,
+        "rss": rss,
+        "median": statistics.median(lat) if lat else float("nan"),
+        "p99": p99,
+        "refreshes": len(lat),
+        "load": os.getloadavg()[0],
+    }
+
+
+def report(rows: list[dict[str, float]]) -> int:
+    print(
+        f"{'tasks':>7} {'app CPU':>8} {'Prom CPU':>9} {'app/Prom':>9} {'farm':>6} {'median':>8} {'p99':>7} {'RSS MB':>7} {'refr':>5} {'load':>5}"
+    )
+    for r in rows:
+        print(
+            f"{r['n']:>7,} {r['app']:>8.1%} {r['prom']:>9.1%} {r['app'] / r['prom']:>8.2f}x {r['farm']:>6.1%} "
+            f"{r['median']:>7.3f}s {r['p99']:>6.3f}s {r['rss']:>7.0f} {r['refreshes']:>5} {r['load']:>5.1f}"
+        )
+    big = rows[-1]
+    checks = [
+        (
+            f"app CPU at {big['n']:,} tasks <= {TARGET_CPU:.0%} of a core (UI included)",
+            big["app"] <= TARGET_CPU,
+        ),
+        (f"refresh p99 <= {TARGET_P99_S:g} s", big["p99"] <= TARGET_P99_S),
+        (f"app RSS <= {TARGET_RSS_MB:.0f} MB", big["rss"] <= TARGET_RSS_MB),
+        (f"app CPU <= {TARGET_VS_PROM}x Prometheus' own", big["app"] <= TARGET_VS_PROM * big["prom"]),
+    ]
+    if len(rows) > 1:
+        growth = big["app"] / rows[0]["app"]
+        checks.append(
+            (
+                f"CPU growth {rows[0]['n']:,} -> {big['n']:,}: {growth:.2f}x <= {TARGET_GROWTH:g}x",
+                growth <= TARGET_GROWTH,
+            )
+        )
+    for what, ok in checks:
+        print(f"  {what}: {'PASS' if ok else 'MISS'}")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", default="1000,10000")
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--quick", action="store_true", help="100 and 1,000 tasks, 20 s each")
+    a = ap.parse_args(argv)
+    tasks = [100, 1000] if a.quick else [int(x) for x in a.tasks.split(",")]
+    seconds = 20.0 if a.quick else a.seconds
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in tasks:
+            rows.append(measure(n, seconds, Path(tmp)))
+            print(f"  measured {n:,} tasks", flush=True)
+    return report(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
