@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 from cmdare.tui.cli_args import add_global_args, hoist_command
 from cmdare.tui.commands import UsageError
@@ -38,10 +37,19 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # ~25 ms: only for --version
+
     try:
         return version("cmdare-tui")
     except PackageNotFoundError:
         return "unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        parser.exit(message=f"cmdare-tui {_version()}\n")
 
 
 def build_parser() -> OneLineParser:
@@ -49,7 +57,7 @@ def build_parser() -> OneLineParser:
     p = OneLineParser(
         prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs."
     )
-    p.add_argument("--version", action="version", version=f"cmdare-tui {_version()}")
+    p.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     add_source_args(p)
     add_global_args(p)
     return p

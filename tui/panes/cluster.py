@@ -83,7 +83,7 @@ def role_summary(jobs: list[JobView]) -> Text:
 
 
 class ClusterPane(Vertical):
-    DEFAULT_CSS = "ClusterPane > #cluster-summary { height: 1; }"
+    DEFAULT_CSS = "ClusterPane > #cluster-summary { height: 1; width: 1fr; }"
 
     def compose(self) -> ComposeResult:
         yield Static(id="cluster-summary")
@@ -101,7 +101,9 @@ class ClusterPane(Vertical):
                     marks = marks + [k for k in flags.get(job.name, []) if k == "ps-saturation"]
                 rows.append(node_row(job, n, marks))
         self.query_one(FilterTable).set_rows(rows)
-        self.query_one("#cluster-summary", Static).update(role_summary(state.jobs))
+        self.query_one("#cluster-summary", Static).update(
+            role_summary(state.jobs), layout=False
+        )  # one line, fixed
         total = sum(len(j.nodes) for j in state.jobs)
         up = sum(j.counts.get("up", 0) for j in state.jobs)
         self.border_subtitle = f"{up}/{total} up"
