@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from task_farm import TaskFarm, file_sd  # noqa: E402
 
 TARGET_CPU, TARGET_P99_S, TARGET_RSS_MB, TARGET_VS_PROM, TARGET_GROWTH = 0.10, 1.0, 400.0, 0.5, 3.0
 SCRAPE_INTERVAL = "15s"
+TIMEOUT_S = 10.0  # per query: at 10,000 tasks a loaded 2-core machine's Prometheus needs more than 2 s
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -53,8 +55,14 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def spawn_on_pty(argv: list[str], env: dict[str, str], cols: int = 120, rows: int = 40) -> subprocess.Popen:
-    """``argv`` on a fresh pty whose output is drained (and dropped) by a thread, as a terminal would."""
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+
+
+def spawn_on_pty(
+    argv: list[str], env: dict[str, str], tail: bytearray, cols: int = 120, rows: int = 40
+) -> subprocess.Popen:
+    """``argv`` on a fresh pty whose output is drained by a thread, as a terminal would; the last
+    64 kB are kept in ``tail`` (to read the status line)."""
     import fcntl
     import struct
     import termios
@@ -69,10 +77,13 @@ def spawn_on_pty(argv: list[str], env: dict[str, str], cols: int = 120, rows: in
     def drain() -> None:
         while True:
             try:
-                if not os.read(master, 1 << 16):
-                    break
+                chunk = os.read(master, 1 << 16)
             except OSError:
                 break
+            if not chunk:
+                break
+            tail.extend(chunk)
+            del tail[: max(0, len(tail) - (1 << 16))]
         os.close(master)
 
     threading.Thread(target=drain, daemon=True).start()
@@ -107,8 +118,9 @@ def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
             )
             probe = tmp / f"probe-{n}.txt"
             argv = [sys.executable, str(HERE / "app_probe.py"), "--prometheus", prom.url, "--selector",
-                    'job="bench"', "--read-only", "--refresh", "2"]  # fmt: skip
-            app = spawn_on_pty(argv, {**os.environ, "CMDARE_PROBE": str(probe)})
+                    'job="bench"', "--read-only", "--refresh", "2", "--timeout", str(TIMEOUT_S)]  # fmt: skip
+            tail = bytearray()
+            app = spawn_on_pty(argv, {**os.environ, "CMDARE_PROBE": str(probe)}, tail)
             try:
                 deadline = time.monotonic() + 120
                 while len(refreshes(probe, 0)) < 4 and time.monotonic() < deadline:  # warm-up
@@ -120,6 +132,7 @@ def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
                 a1, p1, f1 = cpu_s(app.pid), cpu_s(prom.proc.pid), cpu_s(farm.proc.pid)  # type: ignore[union-attr]
                 rss = peak_rss_mb(app.pid)
                 lat = sorted(refreshes(probe, t0))
+                status = last_status(bytes(tail))
             finally:
                 app.terminate()
                 try:
@@ -137,7 +150,15 @@ def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
         "p99": p99,
         "refreshes": len(lat),
         "load": os.getloadavg()[0],
+        "status": status,
     }
+
+
+def last_status(screen: bytes) -> str:
+    """The last status line the app painted (``poll #…``), ANSI stripped."""
+    text = ANSI.sub(b"", screen).decode(errors="replace")
+    hits = re.findall(r"poll #\d+[^\n\r]*", text)
+    return hits[-1].strip()[:160] if hits else "(no status line seen)"
 
 
 def report(rows: list[dict[str, float]]) -> int:
@@ -149,6 +170,8 @@ def report(rows: list[dict[str, float]]) -> int:
             f"{r['n']:>7,} {r['app']:>8.1%} {r['prom']:>9.1%} {r['app'] / r['prom']:>8.2f}x {r['farm']:>6.1%} "
             f"{r['median']:>7.3f}s {r['p99']:>6.3f}s {r['rss']:>7.0f} {r['refreshes']:>5} {r['load']:>5.1f}"
         )
+    for r in rows:
+        print(f"  status at {r['n']:,}: {r['status']}")
     big = rows[-1]
     checks = [
         (

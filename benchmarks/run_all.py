@@ -18,12 +18,19 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-HELPERS = {"run_all", "exporter_farm"}  # modules, not benchmarks
+HELPERS = {"run_all", "exporter_farm", "task_farm", "fake_prometheus", "app_probe"}  # modules, not benchmarks
 NOT_BY_DEFAULT = {"soak"}
 # extra arguments for scripts without --quick, in quick mode
 QUICK_ARGS = {"detection": ["--per-kind", "5", "--group-seeds", "1"]}
 # per-script time limit (s); the full-size runs of the scale benchmarks take minutes
-LIMIT_S = {"soak": 2400, "prometheus_scale": 900, "scrape_scale": 600, "fault_injection": 900}
+LIMIT_S = {
+    "soak": 2400,
+    "prometheus_scale": 900,
+    "scrape_scale": 600,
+    "fault_injection": 900,
+    "app_scale": 1500,  # 1,000 and 10,000 tasks through a real Prometheus, the app on a pty
+    "large_inputs": 900,
+}
 DEFAULT_LIMIT_S = 600
 VERDICT_WORDS = (
     "PASS",

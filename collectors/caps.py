@@ -44,7 +44,7 @@ class Caps:
     label_length: int = 200
     rows_per_answer: int = 200_000
     cycle_polls: int = 50_000
-    history_mb: int = 96
+    history_mb: int = 104
 
     def __post_init__(self) -> None:
         for f in fields(self):
