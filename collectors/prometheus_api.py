@@ -52,12 +52,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
-import orjson
 
 from cmdare.collectors import caps, writes
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, plausible_time
-from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.hostdetail import host_name
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
 from cmdare.collectors.prometheus_aggregate import (
@@ -74,6 +72,14 @@ from cmdare.collectors.prometheus_aggregate import (
     selector_matchers,
     values_query,
 )
+from cmdare.collectors.prometheus_answers import (
+    MAX_JSON_VALUES,
+    PrometheusAPIError,
+    decode,
+    job_facts,
+    number,
+    server_time,
+)
 from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
 from cmdare.collectors.prometheus_hosts import host_polls, host_query, instance_matcher
 from cmdare.collectors.redaction import redact_cut
@@ -84,11 +90,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
-# JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
-# before parsing: ~6 a value row, ~20 an identity row (~0.9 M in the busiest refresh at 10k tasks, whose
-# queries take turns). Parsed, a value costs ~90 bytes, and orjson needs ~2.7x that while it parses:
-# an answer at this cap peaks near 290 MB RSS (measured: benchmarks/adversarial.py, prom_rows100000).
-MAX_JSON_VALUES = 1_000_000
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 TOKEN_ENV = "PROMETHEUS_TOKEN"
@@ -97,10 +98,6 @@ EVAL_LAG_S = (
 )
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 NODE_DETAIL_TIMEOUT_FACTOR = 3  # the background node query may take this many refresh timeouts
-
-
-class PrometheusAPIError(Exception):
-    """One query failed; the message is one line and free of secrets."""
 
 
 class _Token:
@@ -180,14 +177,6 @@ def _info(labels: Mapping[str, str]) -> TaskInfo:
     return TaskInfo(job=job, task=task, **pick)
 
 
-def _number(text: object) -> float | None:
-    try:
-        x = float(text)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
 class PrometheusAPISource:
     """Asks a Prometheus server for every task of the jobs matched by ``selector``."""
 
@@ -251,7 +240,7 @@ class PrometheusAPISource:
         """How many tasks the selector matches; past ``[caps] tasks`` the queries ask for the first
         that many only (``topk`` on the server: the answer never holds more)."""
         rows = await self.query(client, count_query(self.selector), at=at)
-        self._total = int(_number(rows[0].get("value", [0, 0])[1]) or 0) if rows else 0
+        self._total = int(number(rows[0].get("value", [0, 0])[1]) or 0) if rows else 0
         cap = caps.current().tasks
         tasks = capped_tasks(self.selector, cap) if self._total > cap else None
         if tasks != self._tasks_expr:
@@ -315,7 +304,7 @@ class PrometheusAPISource:
         except (httpx.HTTPError, BodyError, OSError) as exc:
             raise PrometheusAPIError(describe_error(exc)) from None
         cut: list[int] = []
-        rows = _decode(body, ctype, status, nvalues, result_type, cut)
+        rows = decode(body, ctype, status, nvalues, result_type, cut)
         self._rows_cut += sum(cut)
         return rows
 
@@ -349,7 +338,7 @@ class PrometheusAPISource:
                 )
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
-        self._server_now = _server_time(clock_rows) if clock_rows else math.nan
+        self._server_now = server_time(clock_rows) if clock_rows else math.nan
         hosts = {host_name(i) for _, i in self._known}
         if due and self._node_task is None and hosts:  # starts after the refresh's own queries
             self._node_task = asyncio.create_task(self._node_detail(client, host_query(hosts)))
@@ -447,7 +436,7 @@ class PrometheusAPISource:
             self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
         now = clock.now()
         self._fill(targets, values)
-        facts, fact_notes = _job_facts(jobs)
+        facts, fact_notes = job_facts(jobs)
         server_now = self._server_now
         skew = server_now - asked_at if math.isfinite(server_now) and plausible_time(server_now) else 0.0
         self._skew = skew
@@ -528,7 +517,7 @@ class PrometheusAPISource:
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
         for r in values:
             labels = r.get("metric", {})
-            key, val = labels.get(KEY_LABEL, ""), _number(r.get("value", [0, ""])[1])
+            key, val = labels.get(KEY_LABEL, ""), number(r.get("value", [0, ""])[1])
             tg = targets.get(_ident(labels))
             if not key or (tg is None and val is None):
                 continue
@@ -575,7 +564,7 @@ class PrometheusAPISource:
         self, targets: dict[tuple[str, str], _Target], ups: list[dict], clock: Clock, t0: float
     ) -> list[TaskPoll]:
         """Failed polls for known tasks that Prometheus reports down or no longer has."""
-        down = {_ident(r.get("metric", {})) for r in ups if _number(r.get("value", [0, ""])[1]) == 0}
+        down = {_ident(r.get("metric", {})) for r in ups if number(r.get("value", [0, ""])[1]) == 0}
         out = []
         for ident, info in self._known.items():
             if ident in targets:
@@ -619,19 +608,6 @@ def _instance_exact(instances: set[str]) -> str:
     return instance_matcher(instances).replace('(:[0-9]+)?"', '"')
 
 
-def _job_facts(jobs: list[dict]) -> tuple[dict[str, JobFacts], dict[str, str]]:
-    """Each job's facts, and per job a note on the implausible facts dropped (never the poll)."""
-    facts: dict[str, JobFacts] = {}
-    notes: dict[str, str] = {}
-    for r in jobs:
-        bad: list[str] = []
-        f = facts_from_labels(_job_labels(r["metric"]), bad)
-        facts[f.job] = f
-        if bad:
-            notes[f.job] = "; ".join(bad)
-    return facts, notes
-
-
 def _join(*notes: str | None) -> str | None:
     return "; ".join(n for n in notes if n) or None
 
@@ -640,79 +616,3 @@ def _job_value(row: dict) -> bool:
     """A row of a task's own series (not a scrape time, not node detail joined by host)."""
     key = row["metric"].get(KEY_LABEL)
     return key != _T_KEY and key not in _NODE_KEYS
-
-
-def _job_labels(labels: Mapping[str, str]) -> dict[str, str]:
-    out = dict(labels)
-    if labels.get("exported_job"):
-        out["job"] = labels["exported_job"]
-    return out
-
-
-def _server_time(results: list[dict]) -> float:
-    return float(results[0].get("value", [0.0])[0])
-
-
-def _decode(
-    body: bytes | bytearray,
-    ctype: str,
-    status: int,
-    values: Budget | None = None,
-    result_type: str = "vector",
-    cut: list[int] | None = None,
-) -> list[dict]:
-    """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
-    the JSON-value budget it counts against (shared by a refresh's answers; its own when None).
-    Rows past ``[caps] rows_per_answer`` are dropped; how many is appended to ``cut``."""
-    values = values or Budget(MAX_JSON_VALUES)
-    head = body[:1024].lstrip()[:200].lower()
-    if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
-        raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
-    if not values.take(body.count(b",") + body.count(b"{") + body.count(b"[")):  # before parsing it
-        raise PrometheusAPIError(
-            f"answers of more than {values.limit:,} JSON values together refused; narrow the selector"
-        )
-    try:
-        doc = orjson.loads(body)
-    except ValueError:  # orjson.JSONDecodeError is a ValueError (also: nesting over 1024 levels)
-        raise PrometheusAPIError(f"HTTP {status}: response is not JSON") from None
-    if not isinstance(doc, dict):
-        raise PrometheusAPIError(f"HTTP {status}: unexpected JSON")
-    if doc.get("status") != "success":
-        kind, err = str(doc.get("errorType", "error")), str(doc.get("error", "no message"))
-        raise PrometheusAPIError(f"{kind[:40]}: {err}")  # cut only after redaction, by the caller
-    data = doc.get("data") or {}
-    if (
-        not isinstance(data, dict)
-        or data.get("resultType") != result_type
-        or not isinstance(data.get("result"), list)
-    ):
-        kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise PrometheusAPIError(f"unexpected result type {str(kind)[:20]!r}")
-    result = data["result"]
-    limit = caps.current().rows_per_answer
-    if len(result) > limit:
-        if cut is not None:
-            cut.append(len(result) - limit)
-        del result[limit:]
-    if result_type == "matrix":  # range vectors (backfill): checked row by row where they are read
-        return [r for r in data["result"] if type(r) is dict]
-    return [r for r in data["result"] if _well_formed(r)]
-
-
-def _well_formed(row: object) -> bool:
-    """A vector sample: {"metric": {str: str}, "value": [time, "number"]}; anything else is dropped.
-    (JSON object keys are always strings: only the label values need a check.)"""
-    if type(row) is not dict:
-        return False
-    metric, value = row.get("metric"), row.get("value")
-    return (
-        type(metric) is dict
-        and all(map(_is_str, metric.values()))
-        and type(value) is list
-        and len(value) == 2
-        and _number(value[0]) is not None
-    )
-
-
-_is_str = str.__instancecheck__

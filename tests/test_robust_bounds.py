@@ -21,7 +21,8 @@ from cmdare.collectors import writes
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.http_client import Budget
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import MAX_GET_URL, PrometheusAPIError, PrometheusAPISource, _decode
+from cmdare.collectors.prometheus_answers import decode as _decode
+from cmdare.collectors.prometheus_api import MAX_GET_URL, PrometheusAPIError, PrometheusAPISource
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget, scrape
 from cmdare.collectors.store import Store
 

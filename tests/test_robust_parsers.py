@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from cmdare.collectors import exposition as E
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.jsonl import JsonlSource
-from cmdare.collectors.prometheus_api import PrometheusAPIError, PrometheusAPISource, _decode
+from cmdare.collectors.prometheus_answers import decode as _decode
+from cmdare.collectors.prometheus_api import PrometheusAPIError, PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.tensorboard import TensorBoardSource, decode_event
 from cmdare.collectors.tfrecord import frame, read_records

@@ -1,0 +1,126 @@
+"""The answers of a Prometheus server's HTTP API, read as untrusted: one answer's result vector
+(:func:`decode`: an HTML page, a non-JSON or error body, a wrong result type becomes one line; the
+JSON values are counted against the refresh's budget before parsing; rows past ``[caps]
+rows_per_answer`` are dropped and counted), numbers and job facts from its rows."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import orjson
+
+from cmdare.collectors import caps
+from cmdare.collectors.exposition import facts_from_labels
+from cmdare.collectors.http_client import Budget
+from cmdare.collectors.samples import JobFacts
+
+# JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
+# before parsing: ~6 a value row, ~20 an identity row (~0.9 M in the busiest refresh at 10k tasks, whose
+# queries take turns). Parsed, a value costs ~90 bytes, and orjson needs ~2.7x that while it parses:
+# an answer at this cap peaks near 290 MB RSS (measured: benchmarks/adversarial.py, prom_rows100000).
+MAX_JSON_VALUES = 1_000_000
+
+
+class PrometheusAPIError(Exception):
+    """One query failed; the message is one line and free of secrets."""
+
+
+def number(text: object) -> float | None:
+    """``text`` as a finite float, or None."""
+    try:
+        x = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def job_facts(jobs: list[dict]) -> tuple[dict[str, JobFacts], dict[str, str]]:
+    """Each job's facts, and per job a note on the implausible facts dropped (never the poll)."""
+    facts: dict[str, JobFacts] = {}
+    notes: dict[str, str] = {}
+    for r in jobs:
+        bad: list[str] = []
+        f = facts_from_labels(job_labels(r["metric"]), bad)
+        facts[f.job] = f
+        if bad:
+            notes[f.job] = "; ".join(bad)
+    return facts, notes
+
+
+def job_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """A job-info row's labels, ``job`` being the exporter's own (``exported_job``) when it was renamed."""
+    out = dict(labels)
+    if labels.get("exported_job"):
+        out["job"] = labels["exported_job"]
+    return out
+
+
+def server_time(results: list[dict]) -> float:
+    """The evaluation time of a ``vector(time())`` answer."""
+    return float(results[0].get("value", [0.0])[0])
+
+
+def decode(
+    body: bytes | bytearray,
+    ctype: str,
+    status: int,
+    values: Budget | None = None,
+    result_type: str = "vector",
+    cut: list[int] | None = None,
+) -> list[dict]:
+    """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
+    the JSON-value budget it counts against (shared by a refresh's answers; its own when None).
+    Rows past ``[caps] rows_per_answer`` are dropped; how many is appended to ``cut``."""
+    values = values or Budget(MAX_JSON_VALUES)
+    head = body[:1024].lstrip()[:200].lower()
+    if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
+        raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
+    if not values.take(body.count(b",") + body.count(b"{") + body.count(b"[")):  # before parsing it
+        raise PrometheusAPIError(
+            f"answers of more than {values.limit:,} JSON values together refused; narrow the selector"
+        )
+    try:
+        doc = orjson.loads(body)
+    except ValueError:  # orjson.JSONDecodeError is a ValueError (also: nesting over 1024 levels)
+        raise PrometheusAPIError(f"HTTP {status}: response is not JSON") from None
+    if not isinstance(doc, dict):
+        raise PrometheusAPIError(f"HTTP {status}: unexpected JSON")
+    if doc.get("status") != "success":
+        kind, err = str(doc.get("errorType", "error")), str(doc.get("error", "no message"))
+        raise PrometheusAPIError(f"{kind[:40]}: {err}")  # cut only after redaction, by the caller
+    data = doc.get("data") or {}
+    if (
+        not isinstance(data, dict)
+        or data.get("resultType") != result_type
+        or not isinstance(data.get("result"), list)
+    ):
+        kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+        raise PrometheusAPIError(f"unexpected result type {str(kind)[:20]!r}")
+    result = data["result"]
+    limit = caps.current().rows_per_answer
+    if len(result) > limit:
+        if cut is not None:
+            cut.append(len(result) - limit)
+        del result[limit:]
+    if result_type == "matrix":  # range vectors (backfill): checked row by row where they are read
+        return [r for r in data["result"] if type(r) is dict]
+    return [r for r in data["result"] if well_formed(r)]
+
+
+def well_formed(row: object) -> bool:
+    """A vector sample: {"metric": {str: str}, "value": [time, "number"]}; anything else is dropped.
+    (JSON object keys are always strings: only the label values need a check.)"""
+    if type(row) is not dict:
+        return False
+    metric, value = row.get("metric"), row.get("value")
+    return (
+        type(metric) is dict
+        and all(map(_is_str, metric.values()))
+        and type(value) is list
+        and len(value) == 2
+        and number(value[0]) is not None
+    )
+
+
+_is_str = str.__instancecheck__
