@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from cmdare.collectors import metrics as M
 from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold
 from cmdare.collectors.redaction import redact_cut
-from cmdare.collectors.samples import JobFacts, TaskInfo
+from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo
 
 
 class ExpositionError(ValueError):
@@ -70,14 +70,15 @@ def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskI
 def facts_from_labels(labels: dict[str, str], notes: list[str] | None = None) -> JobFacts:
     """What a job trains, from ``cmdare_job_info`` labels; an implausible number (NaN, negative,
     huge) is dropped (with a line in ``notes``), never the facts or the poll."""
-    return JobFacts(
-        job=labels.get("job", ""),
-        model=labels.get("model", ""),
+    spec = ModelSpec(
+        name=labels.get("model", ""),
         model_flops=_fact(labels, "model_flops", notes),
         params=_fact(labels, "params", notes),
         batch_size=int(_fact(labels, "batch_size", notes)),
-        target_steps=int(_fact(labels, "target_steps", notes)),
         sync=labels.get("sync", "") if labels.get("sync", "") in M.SYNC_MODES else "",
+    )
+    return JobFacts(
+        job=labels.get("job", ""), model=spec, target_steps=int(_fact(labels, "target_steps", notes))
     )
 
 

@@ -34,7 +34,7 @@ def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Ta
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))  # Text: never markup
+    grid.add_row("Job", _cell(job.name, job.facts.model.name or "unknown network"))  # Text: never markup
     sps = job.steps_per_sec
     if sps is not None and 0 < sps < 1:  # a slow iteration (a geo pipeline): 0.0 steps/s would say nothing
         grid.add_row("s/iteration", _cell(f"{1 / sps:.1f}", "measured", "bold"))
