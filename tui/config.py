@@ -61,6 +61,7 @@ class JobConfig:
 
     @property
     def name(self) -> str:
+        """The job's name, as its sources report it (the ``job`` label, or ``--job``)."""
         return self.facts.job
 
 
