@@ -65,3 +65,16 @@ def test_a_running_lifetime_has_an_age_only_against_now():
     assert running.hours(now=7200.0) == 2.0
     with pytest.raises(ValueError, match="still running"):
         running.hours()
+
+
+def test_job_info_labels_are_parsed_once_and_long_ones_never_cached():
+    from cmdare.collectors import exposition
+
+    labels = {"job": "resnet", "model": "ResNet-32", "batch_size": "NaN"}
+    first, again = [], []
+    assert exposition.facts_from_labels(labels, first) is exposition.facts_from_labels(labels, again)
+    assert first == again == ["job info: batch_size is not a plausible number, ignored"]  # notes every poll
+    size = exposition._cached_facts.cache_info().currsize
+    hostile = {"job": "resnet", "model": "x" * 20_000}
+    assert exposition.facts_from_labels(hostile).model.name.endswith("…")  # cut where it entered
+    assert exposition._cached_facts.cache_info().currsize == size
