@@ -56,6 +56,7 @@ def node_cells(n: NodeView, marks: list[str]) -> tuple[object, ...]:
 
 
 def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
+    """One task's table row (cells made when painted, sort keys as numbers); ``marks`` are the flags raised on it."""
     marks = [*n.flags, *marks]
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
     sort = (n.status, n.name, n.role, n.steps_per_sec, gpu_name(n), n.cpu_pct, n.mem_used_bytes, n.gpu_util,
@@ -83,6 +84,8 @@ def role_summary(jobs: list[JobView]) -> Text:
 
 
 class ClusterPane(Vertical):
+    """The Cluster pane: a per-role summary line, then one row per task of every job."""
+
     DEFAULT_CSS = "ClusterPane > #cluster-summary { height: 1; width: 1fr; }"
 
     def compose(self) -> ComposeResult:
@@ -90,6 +93,7 @@ class ClusterPane(Vertical):
         yield TableBox(FilterTable(COLUMNS, id="cluster-table"))
 
     def update_state(self, state: MonitorState) -> None:
+        """Show the tasks of ``state`` with the flags raised on them; the border counts those up."""
         flags: dict[str, list[str]] = {}
         for a in state.alerts:
             flags.setdefault(a.subject, []).append(a.kind)
