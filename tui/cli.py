@@ -49,7 +49,8 @@ class _VersionAction(argparse.Action):
     """``--version``: the installed version, looked up only when asked for."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        parser.exit(message=f"cmdare-tui {_version()}\n")
+        print(f"cmdare-tui {_version()}")  # on stdout, like argparse's own version action
+        parser.exit()
 
 
 def build_parser() -> OneLineParser:
