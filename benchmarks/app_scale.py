@@ -19,6 +19,7 @@ farm's, and the load average. Then growth 1,000 -> 10,000. Targets: <= 10% of a 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import re
 import statistics
@@ -139,9 +140,11 @@ def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
                     app.wait(10)
                 except subprocess.TimeoutExpired:
                     app.kill()
+            sess = asyncio.run(session_only(prom.url, seconds))
     p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan")
     return {
         "n": n,
+        "seconds": wall,
         "app": (a1 - a0) / wall,
         "prom": (p1 - p0) / wall,
         "farm": (f1 - f0) / wall,
@@ -151,6 +154,46 @@ def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
         "refreshes": len(lat),
         "load": os.getloadavg()[0],
         "status": status,
+        "sess": sess["cpu"],
+        "sess_median": sess["median"],
+        "sess_p99": sess["p99"],
+    }
+
+
+async def session_only(url: str, seconds: float) -> dict[str, float]:
+    """The same refreshes without a screen: the headless session (sources, store, planner) in this
+    process, a refresh every 2 s, over the same Prometheus right after the app's window."""
+    import resource
+
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import MonitorSession
+
+    def cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    opts = SessionOptions(
+        prometheus=url, selector='job="bench"', refresh=2.0, timeout=TIMEOUT_S, read_only=True
+    )
+    session = MonitorSession(opts)
+    session.start()
+    try:
+        for _ in range(3):  # warm-up: identities, backfill, the planner's models
+            await session.refresh()
+        c0, t0, lat = cpu(), time.monotonic(), []
+        while time.monotonic() - t0 < seconds:
+            began = time.monotonic()
+            await session.refresh()
+            lat.append(time.monotonic() - began)
+            await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - began)))
+        share = (cpu() - c0) / (time.monotonic() - t0)
+    finally:
+        await session.aclose()
+    lat.sort()
+    return {
+        "cpu": share,
+        "median": statistics.median(lat),
+        "p99": lat[min(len(lat) - 1, int(0.99 * len(lat)))],
     }
 
 
@@ -162,14 +205,17 @@ def last_status(screen: bytes) -> str:
 
 
 def report(rows: list[dict[str, float]]) -> int:
-    print(
-        f"{'tasks':>7} {'app CPU':>8} {'Prom CPU':>9} {'app/Prom':>9} {'farm':>6} {'median':>8} {'p99':>7} {'RSS MB':>7} {'refr':>5} {'load':>5}"
-    )
+    print(f"{'tasks':>7} {'app CPU':>8} {'Prom CPU':>9} {'app/Prom':>9} {'farm':>6} {'median':>8} {'p99':>7} "
+          f"{'RSS MB':>7} {'refr':>5} {'load':>5} | {'session CPU':>11} {'median':>8} {'p99':>7}")  # fmt: skip
     for r in rows:
         print(
             f"{r['n']:>7,} {r['app']:>8.1%} {r['prom']:>9.1%} {r['app'] / r['prom']:>8.2f}x {r['farm']:>6.1%} "
-            f"{r['median']:>7.3f}s {r['p99']:>6.3f}s {r['rss']:>7.0f} {r['refreshes']:>5} {r['load']:>5.1f}"
+            f"{r['median']:>7.3f}s {r['p99']:>6.3f}s {r['rss']:>7.0f} {r['refreshes']:>5} {r['load']:>5.1f} | "
+            f"{r['sess']:>11.1%} {r['sess_median']:>7.3f}s {r['sess_p99']:>6.3f}s"
         )
+    print(
+        "  (app: the real cmdare-tui on a pty, UI included; session: the same refreshes headless, right after)"
+    )
     for r in rows:
         print(f"  status at {r['n']:,}: {r['status']}")
     big = rows[-1]
@@ -184,6 +230,8 @@ def report(rows: list[dict[str, float]]) -> int:
     ]
     if len(rows) > 1:
         growth = big["app"] / rows[0]["app"]
+        per = [r["app"] * r["seconds"] / max(r["refreshes"], 1) for r in (rows[0], big)]
+        print(f"  app CPU seconds per refresh: {per[0]:.2f} -> {per[1]:.2f} ({per[1] / per[0]:.1f}x)")
         checks.append(
             (
                 f"CPU growth {rows[0]['n']:,} -> {big['n']:,}: {growth:.2f}x <= {TARGET_GROWTH:g}x",
