@@ -55,13 +55,17 @@ def node_cells(n: NodeView, marks: list[str]) -> tuple[object, ...]:
     return cells
 
 
-def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
-    """One task's table row (cells made when painted, sort keys as numbers); ``marks`` are the flags raised on it."""
-    marks = [*n.flags, *marks]
+def node_sort(n: NodeView, marks: list[str]) -> tuple[object, ...]:
+    """The raw values a task's row sorts by, one per column (made only when the table sorts)."""
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
-    sort = (n.status, n.name, n.role, n.steps_per_sec, gpu_name(n), n.cpu_pct, n.mem_used_bytes, n.gpu_util,
+    return (n.status, n.name, n.role, n.steps_per_sec, gpu_name(n), n.cpu_pct, n.mem_used_bytes, n.gpu_util,
             n.provisioning, ",".join(marks), n.gpu_mem_used_mib, n.uptime_s, n.region, step_ms, n.net_in_bps)  # fmt: skip
-    return Row(f"{job.name}/{n.name}", partial(node_cells, n, marks), sort)
+
+
+def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
+    """One task's table row (cells made when painted, sort keys when sorting); ``marks`` are the flags raised on it."""
+    marks = [*n.flags, *marks]
+    return Row(f"{job.name}/{n.name}", partial(node_cells, n, marks), partial(node_sort, n, marks))
 
 
 def role_summary(jobs: list[JobView]) -> Text:

@@ -29,12 +29,16 @@ class Row:
 
     key: str
     cells: tuple[Any, ...] | Callable[[], tuple[Any, ...]]  # str cells: plain text (never markup)
-    sort: tuple[Any, ...] | None = None
+    sort: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None  # a function: made when sorting
     dim: bool = False
 
     def values(self) -> tuple[Any, ...]:
         """The cells (made now when they were given as a function)."""
         return self.cells() if callable(self.cells) else self.cells
+
+    def sort_values(self) -> tuple[Any, ...] | None:
+        """The raw sort values (made now when they were given as a function), or None."""
+        return self.sort() if callable(self.sort) else self.sort
 
 
 @dataclass
@@ -55,7 +59,8 @@ def _text(cell: Any) -> Text:
 
 
 def _sort_key(row: Row, col: int) -> tuple[int, Any]:
-    value = row.sort[col] if row.sort is not None and col < len(row.sort) else _plain(row.values()[col])
+    raw = row.sort_values()
+    value = raw[col] if raw is not None and col < len(raw) else _plain(row.values()[col])
     if value is None or (isinstance(value, float) and not math.isfinite(value)) or value in ("–", ""):
         return (1, 0)
     return (0, value) if isinstance(value, int | float) else (0, str(value).lower())
