@@ -224,3 +224,26 @@ async def test_role_aggregates_match_prometheus_own_per_task_answer(prometheus_s
         want = rates[lo] + (rates[min(lo + 1, len(rates) - 1)] - rates[lo]) * frac
         assert got == pytest.approx(want)
     assert statistics.median(rates) == pytest.approx(worker.quantiles[1])
+
+
+def test_a_label_value_over_the_cap_is_said_by_the_parser():
+    from cmdare.collectors.exposition import parse_exposition
+
+    page = (
+        'cmdare_task_info{job="j",task="'
+        + "w" * 5000
+        + '"} 1\ncmdare_global_step{x="'
+        + "A" * (1 << 20)
+        + '"} 5\n'
+    )
+    parsed = parse_exposition(page)
+    assert parsed.info is not None and len(parsed.info.task) == 200
+    assert "2 series with a label value over 200 characters: cut ([caps] label_length)" in parsed.notes
+
+
+def test_down_query_lists_instances_only_for_small_fleets():
+    src = PrometheusAPISource("http://127.0.0.1:9", 'exported_job="big"', detail_tasks=2)
+    src._known = {("", f"10.0.0.{i}:9400"): TaskInfo("big", f"w{i}") for i in range(2)}
+    assert "instance=~" in src._down_query()
+    src._known[("", "10.0.0.9:9400")] = TaskInfo("big", "w9")
+    assert src._down_query() == 'up{exported_job="big"} == 0'  # a URL of 10,000 instances is never built
