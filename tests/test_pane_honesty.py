@@ -12,7 +12,7 @@ from cmdare.tui.panes.alerts import evidence_rows, evidence_value
 async def test_planner_columns_carry_units_and_the_alert_names_its_measurements():
     app = fast_demo_app(first_revocation_s=1000)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.state is not None and "resnet32-p100" in app.state.extras.get("ranked", {}),
+        await wait_for(pilot, lambda: app.state is not None and getattr(app.state.planner.job("resnet32-p100"), "ranked", None) is not None,
                        timeout=30)  # fmt: skip
         await pilot.pause(1.2)
         pane = app.query_one("#pane-planner")

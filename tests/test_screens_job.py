@@ -49,7 +49,7 @@ async def test_geo_job_says_s_per_iteration_hides_images_and_explains_a_boundary
             pilot,
             lambda: (
                 app.state.job().name == "lm-pipeline-3dc"
-                and app.state.extras.get("pipelines", {}).get("lm-pipeline-3dc")
+                and getattr(app.state.planner.job("lm-pipeline-3dc"), "pipeline", None)
             ),
             timeout=30,
         )

@@ -14,7 +14,7 @@ from tests.test_app_pilot import fast_demo_app, wait_for
 async def test_explanation_title_and_hint_stay_visible(size):
     app = fast_demo_app(first_revocation_s=1000)
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.state is not None and "resnet32-p100" in app.state.extras.get("ranked", {}),
+        await wait_for(pilot, lambda: app.state is not None and getattr(app.state.planner.job("resnet32-p100"), "ranked", None) is not None,
                        timeout=30)  # fmt: skip
         await pilot.press("3")
         await pilot.pause(0.3)

@@ -17,6 +17,7 @@ from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.planner.rules.alerts import Alert
+from cmdare.planner.view import PlannerView
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.sources import SourcePlan, build_sources
 
@@ -52,7 +53,7 @@ class MonitorState:
     sources: list[SourceStatus]
     demo: bool
     read_only: bool
-    extras: dict[str, Any] = field(default_factory=dict)
+    planner: PlannerView = field(default_factory=PlannerView)  # the planner's answer (empty until it loads)
     selected: str | None = None  # the job the Job and Planner panes follow (the app's choice)
 
     def job(self, name: str | None = None) -> JobView | None:
@@ -65,7 +66,8 @@ class MonitorState:
         return next((j for j in self.jobs if j.name == name), self.jobs[0] if name == self.selected else None)
 
     def to_json(self) -> dict[str, Any]:
-        """The state as a JSON-ready dict (``snapshot --json``)."""
+        """The state as a JSON-ready dict (``snapshot --json`` and the app's export;
+        ``docs/planner_view.schema.json``): the planner's part is :meth:`PlannerView.to_json`."""
         return {
             "time": self.t,
             "demo": self.demo,
@@ -73,6 +75,7 @@ class MonitorState:
             "jobs": [j.to_json() for j in self.jobs],
             "alerts": [a.to_json() for a in self.alerts],
             "sources": [s.__dict__ for s in self.sources],
+            "planner": self.planner.to_json(),
         }
 
 
@@ -150,14 +153,14 @@ class MonitorSession:
         (models, rules, prices: ~0.3 s to load) joins from the second, when rates exist anyway."""
         now = self.clock.now()
         jobs = build_jobs(self.store, self.lifecycle, now)
-        extras: dict[str, Any] = {}
+        planner = PlannerView()
         alerts: list[Alert] = []
         history: list[Alert] = []
         sources = self._source_status(cycle)
         if self.poller is not None and self.poller.cycles > 1 or self.analysis is not None:
             try:
                 engine = self._analysis()
-                extras, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
+                planner, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
                 history = list(engine.alerts.history)
             except Exception as exc:  # the measurements still show; the planner's failure is a status
                 log.exception("planner failed")
@@ -173,7 +176,7 @@ class MonitorSession:
             sources=sources,
             demo=self.is_demo,
             read_only=self.opts.read_only,
-            extras=extras,
+            planner=planner,
         )
         return self.state
 

@@ -13,7 +13,7 @@ from typing import Any
 from cmdare.collectors import metrics as M
 from cmdare.collectors.store import Store
 from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
-from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
+from cmdare.planner.overview import RATE_WINDOW_S
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import rate_window_s, signed_pct, thresholds_of
 
@@ -108,10 +108,10 @@ def live_boundaries(
 
 def pipelines(ctx: AlertContext) -> dict[str, tuple[list[LiveBoundary], dict[str, str]]]:
     """Per pipeline job: its measured WAN boundaries and each stage's DC (for the Planner pane)."""
-    caps_by_dc = ctx.extras.get("link_capacity_gbps", {})
+    caps_by_dc = ctx.inputs.link_capacity_gbps
     th = thresholds_of(ctx)
     out = {}
-    for job, stages in ctx.extras.get("stages", {}).items():
+    for job, stages in ctx.inputs.stages.items():
         boundaries, dc, _ = live_boundaries(stages, caps_by_dc, th.wan_wait_share_min)
         out[job] = (boundaries, dc)
     return out
@@ -124,8 +124,8 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
     bytes ÷ capacity; unknown, it is bounded by the measured period and the receiver's wait share
     decides, and a single such WAN link is named by elimination (several: the job is flagged)."""
     th, out = thresholds_of(ctx), []
-    caps_by_dc = ctx.extras.get("link_capacity_gbps", {})
-    for job, stages in ctx.extras.get("stages", {}).items():
+    caps_by_dc = ctx.inputs.link_capacity_gbps
+    for job, stages in ctx.inputs.stages.items():
         boundaries, dc, caps = live_boundaries(stages, caps_by_dc, th.wan_wait_share_min)
         verdicts = [v for v in boundaries if v.wan_bound]
         known = [v for v in verdicts if (v.from_stage, v.to_stage) in caps]
@@ -157,7 +157,7 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
 def _wan_finding(ctx: AlertContext, job: str, v: Any, dc: dict[str, str], known: bool) -> Finding:
     cmax = v.max_stage_compute_seconds
     evidence = {
-        "window_s": ctx.extras.get("stage_window_s", STEP_WINDOW_S), "transfer_seconds_per_microbatch": round(v.transfer_seconds, 4),
+        "window_s": ctx.inputs.stage_window_s, "transfer_seconds_per_microbatch": round(v.transfer_seconds, 4),
         "max_stage_compute_seconds": round(cmax, 4), "measured_gbps": round(v.measured_gbps, 3),
         "bytes_per_microbatch": round(v.bytes_per_microbatch), "receiver_wait_share": v.wait_share
         and round(v.wait_share, 3), "from_dc": dc.get(v.from_stage, ""), "to_dc": dc.get(v.to_stage, ""),

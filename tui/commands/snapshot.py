@@ -38,6 +38,8 @@ async def _collect(args: argparse.Namespace):
     state = None
     try:
         for i in range(args.samples):
+            if i + 1 == args.samples and session.analysis is not None:
+                await session.update_plans()  # the last poll shows the ranking of alternative shapes
             state = await session.refresh()
             if i + 1 < args.samples:
                 await asyncio.sleep(args.interval if args.interval is not None else args.refresh)

@@ -40,7 +40,8 @@ def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Ta
         grid.add_row("s/iteration", _cell(f"{1 / sps:.1f}", "measured", "bold"))
     else:
         grid.add_row("Steps/s", _cell(rate(sps), "measured", "bold"))
-    pred = state.extras.get("predicted", {}).get(job.name)
+    view = state.planner.job(job.name)
+    pred = view.prediction if view is not None else None
     if pred is not None:
         grid.add_row("Predicted", _cell(rate(pred.steps_per_sec), f"model, {pred.bottleneck}-bound"))
     if not _is_pipeline(job) or job.examples_per_sec:  # a pipeline (LM) job counts no images: hidden
@@ -81,7 +82,7 @@ def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
 def _eta_note(job: JobView, state: MonitorState) -> str:
     if job.eta_seconds is None:
         return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
-    deadline = state.extras.get("deadline_hours")
+    deadline = state.planner.deadline_hours
     if deadline is None:
         return "at measured speed"
     late = job.eta_seconds / 3600 - deadline
@@ -133,8 +134,9 @@ class JobPane(Vertical, can_focus=True):
         if job is None:
             summary.update(Text("no job seen yet: " + "; ".join(s.message for s in state.sources)))
             return
-        cost = state.extras.get("cost", {}).get(job.name)
-        pred = state.extras.get("predicted", {}).get(job.name)
+        view = state.planner.job(job.name)
+        cost = view.cost if view is not None else None
+        pred = view.prediction if view is not None else None
         pts = self._points.setdefault(job.name, deque(maxlen=HISTORY))
         if not pts or pts[-1].t != state.t:
             pts.append(
@@ -162,7 +164,8 @@ class JobPane(Vertical, can_focus=True):
         elif self.plot_kind == "loss":
             why = draw_loss(plot, _loss_points(job.training))
         else:
-            cost = state.extras.get("cost", {}).get(job.name)
+            view = state.planner.job(job.name)
+            cost = view.cost if view is not None else None
             missing = (
                 None
                 if cost and cost.usd_per_hour is not None
