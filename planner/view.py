@@ -7,14 +7,14 @@ its burn rate, the job's goal — and the cluster-wide parts: thresholds, overhe
 and the price source with its date. Built by :meth:`cmdare.planner.analysis.Analysis.refresh`; a renamed field
 fails at attribute access and type check, not as a silent "–" on screen.
 
-Its one JSON rendering is :meth:`PlannerView.to_json` (:mod:`cmdare.planner.view_json`), documented by
+Its one JSON rendering is :func:`cmdare.planner.view_json.planner_view_json`, documented by
 ``docs/planner_view.schema.json``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cmdare.planner.rules.inputs import frozen_map
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from cmdare.planner.risk_cost.cost_meter import CostView
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.risk_cost.shapes import ShapeTable
-    from cmdare.planner.rules.goal_rules import JobGoal
+    from cmdare.planner.rules.inputs import JobGoal
     from cmdare.planner.rules.thresholds import Thresholds
     from cmdare.planner.speed.speed_band import SpeedBand
     from cmdare.planner.speed.speed_model import SpeedPrediction
@@ -106,9 +106,3 @@ class PlannerView:
     def job(self, name: str | None) -> JobPlannerView | None:
         """The view of job ``name`` (None for an unknown job or None)."""
         return next((j for j in self.jobs if j.job == name), None) if name is not None else None
-
-    def to_json(self, ranking_rows: int | None = None) -> dict[str, Any]:
-        """The one JSON rendering (``docs/planner_view.schema.json``); ``ranking_rows`` bounds each ranking."""
-        from cmdare.planner.view_json import planner_view_json
-
-        return planner_view_json(self) if ranking_rows is None else planner_view_json(self, ranking_rows)

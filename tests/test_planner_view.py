@@ -21,6 +21,7 @@ from cmdare.collectors import writes
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.inputs import RuleInputs
 from cmdare.planner.view import PlannerView
+from cmdare.planner.view_json import planner_view_json
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "docs" / "planner_view.schema.json").read_text("utf-8"))
@@ -96,7 +97,7 @@ def test_a_renamed_field_fails_the_schema(snapshot_doc, path):
 def test_the_empty_view_renders_and_validates():
     """Before the planner has loaded (the first poll), the state still exports a valid planner part."""
     doc = {"time": 0.0, "demo": False, "read_only": True, "jobs": [], "alerts": [], "sources": [],
-           "planner": PlannerView().to_json()}  # fmt: skip
+           "planner": planner_view_json(PlannerView())}  # fmt: skip
     validate(doc)
 
 

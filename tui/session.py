@@ -18,6 +18,7 @@ from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_c
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.planner.rules.alerts import Alert
 from cmdare.planner.view import PlannerView
+from cmdare.planner.view_json import planner_view_json
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.sources import SourcePlan, build_sources
 
@@ -67,7 +68,7 @@ class MonitorState:
 
     def to_json(self) -> dict[str, Any]:
         """The state as a JSON-ready dict (``snapshot --json`` and the app's export;
-        ``docs/planner_view.schema.json``): the planner's part is :meth:`PlannerView.to_json`."""
+        ``docs/planner_view.schema.json``): the planner's part is :func:`planner_view_json`."""
         return {
             "time": self.t,
             "demo": self.demo,
@@ -75,7 +76,7 @@ class MonitorState:
             "jobs": [j.to_json() for j in self.jobs],
             "alerts": [a.to_json() for a in self.alerts],
             "sources": [s.__dict__ for s in self.sources],
-            "planner": self.planner.to_json(),
+            "planner": planner_view_json(self.planner),
         }
 
 

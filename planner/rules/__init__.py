@@ -16,7 +16,7 @@ _HOME: dict[str, str] = {
     "rule_inputs": "bottlenecks",
     "RuleInputs": "inputs",
     "shipped_overheads": "bottlenecks",
-    "JobGoal": "goal_rules",
+    "JobGoal": "inputs",
     "Thresholds": "thresholds",
     "DEFAULT_THRESHOLDS": "thresholds",
     "pipelines": "wan_rules",

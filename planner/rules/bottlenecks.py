@@ -33,10 +33,10 @@ from cmdare.collectors.store import Store
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S, JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.rules.alerts import AlertContext, Finding, Rule, node_state_rule
-from cmdare.planner.rules.goal_rules import JobGoal, cost_overrun_rule, eta_slip_rule
-from cmdare.planner.rules.inputs import RuleInputs, frozen_map
+from cmdare.planner.rules.goal_rules import cost_overrun_rule, eta_slip_rule
+from cmdare.planner.rules.inputs import JobGoal, RuleInputs, StageRates, frozen_map
 from cmdare.planner.rules.ps_rules import GBPS_PER_VCPU, PS_NIC_GBPS, PsLoad, ps_load, ps_saturation_rule
-from cmdare.planner.rules.wan_rules import ATLAS_MULTI_CONN_GBPS, StageRates, stage_rates, wan_bound_rule
+from cmdare.planner.rules.wan_rules import ATLAS_MULTI_CONN_GBPS, stage_rates, wan_bound_rule
 from cmdare.planner.rules.worker_rules import input_bound_rule, straggler_rule
 
 __all__ = [

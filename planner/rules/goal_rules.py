@@ -4,7 +4,6 @@ budget). Times in seconds, money in USD, rates in steps/s."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from cmdare.planner.overview import JobView
@@ -21,15 +20,6 @@ from cmdare.planner.rules.rule_support import (
     up_ps_nodes,
     up_workers,
 )
-
-
-@dataclass(frozen=True)
-class JobGoal:
-    """What the user asked of a job: a deadline (epoch seconds), a budget (USD), money spent so far."""
-
-    deadline_at: float | None = None
-    budget_usd: float | None = None
-    spent_usd: float | None = None
 
 
 # ----------------------------------------------------------------------------------- eta-slip / cost-overrun

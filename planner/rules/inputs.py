@@ -1,4 +1,5 @@
-"""What the bottleneck rules read beyond the job views: one typed, immutable record.
+"""What the bottleneck rules read beyond the job views: one typed, immutable record (with the two value
+types it holds that the rules' modules share: a job's goal and a pipeline stage's rates).
 
 A rule reads ``ctx.inputs.price_book``, never a string key: a renamed field fails at import and type-check
 time instead of silently reading a default. Built each refresh by :class:`cmdare.planner.analysis.Analysis`
@@ -17,10 +18,31 @@ from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
 
 if TYPE_CHECKING:  # annotations only: the rule modules import this one
     from cmdare.planner.risk_cost.overheads import Overheads
-    from cmdare.planner.rules.goal_rules import JobGoal
     from cmdare.planner.rules.thresholds import Thresholds
-    from cmdare.planner.rules.wan_rules import StageRates
     from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
+
+
+@dataclass(frozen=True)
+class JobGoal:
+    """What the user asked of a job: a deadline (epoch seconds), a budget (USD), money spent so far."""
+
+    deadline_at: float | None = None
+    budget_usd: float | None = None
+    spent_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class StageRates:
+    """Per-second rates of one pipeline-stage task over the rate window."""
+
+    task: str
+    stage: str
+    dc: str
+    compute: float  # seconds computing per second
+    wait: float  # seconds waiting for peers per second
+    microbatches: float  # micro-batches per second
+    sent: dict[str, float]  # peer → bytes per second
+
 
 #: ``(job, from_stage, to_stage)`` or a DC pair (``frozenset``) → link capacity, Gbit/s.
 LinkCapacities = Mapping[Any, float]

@@ -7,7 +7,6 @@ boundary comes from :func:`cmdare.planner.geo.geo_model.wan_bound_from_live`.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 from typing import Any
 
 from cmdare.collectors import metrics as M
@@ -15,6 +14,7 @@ from cmdare.collectors.store import Store
 from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
 from cmdare.planner.overview import RATE_WINDOW_S
 from cmdare.planner.rules.alerts import AlertContext, Finding
+from cmdare.planner.rules.inputs import StageRates
 from cmdare.planner.rules.rule_support import rate_window_s, signed_pct, thresholds_of
 
 #: Many parallel TCP connections reach ≈5 Gbit/s on a WAN regardless of distance (Atlas, background.md §2).
@@ -22,19 +22,6 @@ ATLAS_MULTI_CONN_GBPS = 5.0
 
 
 # ----------------------------------------------------------------------------------- wan-bound
-@dataclass(frozen=True)
-class StageRates:
-    """Per-second rates of one pipeline-stage task over the rate window."""
-
-    task: str
-    stage: str
-    dc: str
-    compute: float  # seconds computing per second
-    wait: float  # seconds waiting for peers per second
-    microbatches: float  # micro-batches per second
-    sent: dict[str, float]  # peer → bytes per second
-
-
 def stage_rates(store: Store, window_s: float = RATE_WINDOW_S) -> dict[str, list[StageRates]]:
     """Stage counters of every job in the store (tasks without stage counters are left out)."""
     out: dict[str, list[StageRates]] = {}
