@@ -161,3 +161,14 @@ def test_rules_read_only_fields_that_rule_inputs_has():
 def test_no_string_keyed_extras_left_in_the_tui():
     offenders = [p for p in (REPO / "tui").rglob("*.py") if re.search(r"\bextras\b", p.read_text("utf-8"))]
     assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("columns", "width"), [("abc", 80), ("", 80), ("-3", 40), ("10", 40), ("99999999", 1000)]
+)
+def test_report_width_takes_a_bad_columns_value_as_a_bound(monkeypatch, columns, width):
+    from cmdare.tui import plain
+
+    monkeypatch.setattr(plain.sys.stdout, "isatty", lambda: False)
+    monkeypatch.setenv("COLUMNS", columns)
+    assert plain.report_width() == width

@@ -24,16 +24,16 @@ from cmdare.tui.format import SEVERITY_SYMBOL, STATUS_SYMBOL, bytes_rate, durati
 from cmdare.tui.session import MonitorState
 
 PIPE_WIDTH = 80  # columns when stdout is not a terminal and COLUMNS is not set
-MIN_WIDTH = 40  # narrower COLUMNS values are taken as this
+MIN_WIDTH, MAX_WIDTH = 40, 1000  # COLUMNS outside these bounds is taken as the nearer bound
 TOP_PLANS = 3  # plans shown per job (the JSON has more)
 
 
 def report_width() -> int | None:
-    """The report's width: the terminal's (None: Rich asks it), else ``COLUMNS``, else 80."""
+    """The report's width: the terminal's (None: Rich asks it), else ``COLUMNS`` (bounded), else 80."""
     if sys.stdout.isatty():
         return None
     try:
-        return max(int(os.environ.get("COLUMNS", "")), MIN_WIDTH)
+        return min(max(int(os.environ.get("COLUMNS", "")), MIN_WIDTH), MAX_WIDTH)
     except ValueError:
         return PIPE_WIDTH
 
