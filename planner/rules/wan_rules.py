@@ -7,6 +7,7 @@ boundary comes from :func:`cmdare.planner.geo.geo_model.wan_bound_from_live`.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cmdare.collectors import metrics as M
@@ -54,7 +55,7 @@ def _order(stage: str) -> tuple[int, str]:
 
 
 def _pipeline(
-    stages: list[StageRates],
+    stages: Sequence[StageRates],
 ) -> tuple[dict[str, float], dict[str, float], dict[tuple[str, str], float]]:
     """(compute s per micro-batch by stage, wait share by stage, forward WAN bytes/s by boundary)."""
     by_stage: dict[str, list[StageRates]] = {}
@@ -83,7 +84,7 @@ def _pipeline(
 
 
 def live_boundaries(
-    stages: list[StageRates], caps_by_dc: dict[frozenset, float], wait_share_min: float
+    stages: Sequence[StageRates], caps_by_dc: Mapping[frozenset, float], wait_share_min: float
 ) -> tuple[list[LiveBoundary], dict[str, str], dict[tuple[str, str], float]]:
     """Every WAN stage boundary of one job, measured: (boundaries, stage → DC, known capacities)."""
     compute, wait, sent = _pipeline(stages)
