@@ -172,3 +172,28 @@ def test_report_width_takes_a_bad_columns_value_as_a_bound(monkeypatch, columns,
     monkeypatch.setattr(plain.sys.stdout, "isatty", lambda: False)
     monkeypatch.setenv("COLUMNS", columns)
     assert plain.report_width() == width
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_alerts_table_wraps_a_long_alert_within_the_width(width):
+    """The Alerts table of the report (issue 18: 212 characters wide when piped) stays within the width and
+    wraps a long message and subject instead of cutting them."""
+    import io
+
+    from rich.console import Console
+
+    from cmdare.planner.rules.alerts import Alert
+    from cmdare.tui.plain import print_overview
+    from cmdare.tui.session import MonitorState
+
+    subject = "a-rather-long-job-name-from-a-real-cluster/worker-12345"
+    message = "parameter server saturated: " + " ".join(f"figure-{i}" for i in range(60))
+    alert = Alert("ps-saturation", subject, "warning", message, {}, "add a parameter server", 0.0, 0.0)
+    state = MonitorState(0.0, 3, [], [alert], [], [], False, True)
+    out = io.StringIO()
+    print_overview(state, Console(file=out, width=width, no_color=True, markup=False, emoji=False))
+    lines = out.getvalue().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width
+    text = " ".join(line.strip() for line in lines)
+    assert "ps-saturation" in text and "▲ warning" in text and "figure-59 → add a parameter server" in text
+    assert not any(CUT.search(line) for line in lines)
