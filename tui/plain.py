@@ -87,7 +87,7 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
 def print_job(console: Console, job: JobView, planner: PlannerView) -> None:
     """One job: its figures, what the planner says of it, its top plans and its tasks."""
     console.print(Text(
-        f"Job {job.name} ({job.facts.model or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
+        f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
         f"measured{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
         f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
     ))  # fmt: skip
