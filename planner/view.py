@@ -13,7 +13,7 @@ Its one JSON rendering is :func:`cmdare.planner.view_json.planner_view_json`, do
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cmdare.planner.rules.inputs import frozen_map
@@ -102,6 +102,11 @@ class PlannerView:
     prices: PriceSource | None = None
     deadline_hours: float | None = None  # from the start of monitoring
     budget_usd: float | None = None
+
+    def with_plans(self, plans: Mapping[str, LivePlan]) -> PlannerView:
+        """This view with the rankings in ``plans`` (job → plan) in place of those it holds."""
+        jobs = tuple(replace(j, plan=plans.get(j.job, j.plan)) for j in self.jobs)
+        return replace(self, jobs=jobs)
 
     def job(self, name: str | None) -> JobPlannerView | None:
         """The view of job ``name`` (None for an unknown job or None)."""

@@ -33,12 +33,14 @@ def validate(doc: dict) -> None:
     jsonschema.Draft202012Validator(SCHEMA).validate(doc)
 
 
-def run_snapshot(*extra: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+def run_snapshot(
+    *extra: str, columns: int | None = None, samples: int = 3
+) -> subprocess.CompletedProcess[str]:
     """``cmdare-tui snapshot`` of the demo as a real process with its stdout piped."""
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    cmd = [sys.executable, "-m", "cmdare.tui.cli", "snapshot", "--samples", "3", "--interval", "0.5",
+    cmd = [sys.executable, "-m", "cmdare.tui.cli", "snapshot", "--samples", str(samples), "--interval", "0.5",
            "--read-only", *extra]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
 
@@ -140,9 +142,10 @@ def test_snapshot_report_fits_the_width_and_says_cost_prediction_and_top_plans(w
 
 
 def test_snapshot_report_defaults_to_80_columns_when_piped():
-    out = run_snapshot(columns=None)
+    out = run_snapshot(columns=None, samples=2)  # two polls: the planner joins at the second, then ranks
     assert out.returncode == 0, out.stderr
     assert max(len(line.rstrip()) for line in out.stdout.splitlines()) <= 80
+    assert "Top 3 plans (ranked by" in out.stdout
 
 
 def test_rules_read_only_fields_that_rule_inputs_has():
