@@ -23,7 +23,7 @@ COLUMNS = (("Sev", 10), ("Subject", 9), ("Message", 72), ("Kind", 14))
 BASIS_KEYS = ("measured", "model", "not_measured")
 # (key suffix or word, unit): the first that matches an evidence key names its unit.
 _UNITS = (("_gbps", "Gbit/s"), ("_bps", "B/s"), ("steps_per_sec", "steps/s"), ("_usd_per_hour", "$/h"),
-          ("usd", "$"), ("seconds", "s"), ("_s", "s"), ("bytes_per_microbatch", "B"), ("ratio", "×"))  # fmt: skip
+          ("usd", "$"), ("seconds_per_microbatch", "s"), ("seconds", "s"), ("_s", "s"), ("bytes_per_microbatch", "B"), ("ratio", "×"))  # fmt: skip
 _SHARES = ("share", "util", "efficiency", "utilization")
 
 
@@ -69,6 +69,8 @@ def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 class AlertsPane(Vertical):
+    KEYS_HELP = (("enter", "Evidence (units) and fix"),)  # keys this pane answers (the help screen)
+
     def __init__(self, **kw) -> None:  # noqa: ANN003
         super().__init__(**kw)
         self._state: MonitorState | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 
 from rich.table import Table
 from rich.text import Text
@@ -20,6 +21,7 @@ from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import PLOTS, Point, draw_cost, draw_loss, draw_nodes, draw_throughput
 
 HISTORY = 240  # refreshes kept for the plots (8 min at the default 2 s)
+ITERATIONS_TIMED = 10  # the newest global-step changes that time a slow iteration
 
 
 def _cell(value: str, note: str = "", style: str = "") -> Text:
@@ -30,16 +32,36 @@ def _cell(value: str, note: str = "", style: str = "") -> Text:
     return t
 
 
-def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Table:
+def iteration_seconds(points: Sequence[Point], last: int = ITERATIONS_TIMED) -> tuple[float | None, int]:
+    """Seconds per iteration from the times the global step was seen to change (over the ``last``
+    changes), and how many iterations that spans; (None, n) before two changes were seen."""
+    seen = [(p.t, p.global_step) for p in points if math.isfinite(p.global_step)]
+    changes = [(t, s) for (_, s0), (t, s) in zip(seen, seen[1:], strict=False) if s > s0][-(last + 1) :]
+    if len(changes) < 2 or changes[-1][1] <= changes[0][1]:
+        return None, len(changes)
+    (t0, s0), (t1, s1) = changes[0], changes[-1]
+    return (t1 - t0) / (s1 - s0), int(s1 - s0)
+
+
+def speed_row(sps: float | None, points: Sequence[Point]) -> tuple[str, Text]:
+    """Steps/s, or s/iteration when an iteration takes a second or more (a geo pipeline): timed from
+    the global step's changes, since a 10 s rate window sees 0 or 1 step of a 40 s iteration."""
+    per_iter, n = iteration_seconds(points)
+    if sps is None or sps >= 1 or (per_iter is not None and per_iter < 1):  # a fast job (or one that stalled)
+        return "Steps/s", _cell(rate(sps), "measured", "bold")
+    if per_iter is not None:
+        return "s/iteration", _cell(f"{per_iter:.1f}", f"measured over {n} iteration{'s' * (n > 1)}", "bold")
+    return "s/iteration", _cell("–", "no step finished yet" if not n else "timing: needs a second step")
+
+
+def summary_grid(
+    job: JobView, state: MonitorState, cost: CostView | None, points: Sequence[Point] = ()
+) -> Table:
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))  # Text: never markup
-    sps = job.steps_per_sec
-    if sps is not None and 0 < sps < 1:  # a slow iteration (a geo pipeline): 0.0 steps/s would say nothing
-        grid.add_row("s/iteration", _cell(f"{1 / sps:.1f}", "measured", "bold"))
-    else:
-        grid.add_row("Steps/s", _cell(rate(sps), "measured", "bold"))
+    grid.add_row(*speed_row(job.steps_per_sec, points))
     pred = state.extras.get("predicted", {}).get(job.name)
     if pred is not None:
         grid.add_row("Predicted", _cell(rate(pred.steps_per_sec), f"model, {pred.bottleneck}-bound"))
@@ -102,6 +124,7 @@ def _cost_cell(cost: CostView | None) -> Text:
 
 
 class JobPane(Vertical, can_focus=True):
+    KEYS_HELP = (("p", "Plot: speed/nodes/cost/loss"),)  # keys this pane answers (the help screen)
     DEFAULT_CSS = """
     JobPane #job-summary { height: auto; }
     JobPane #job-plot { height: 1fr; min-height: 5; }
@@ -143,9 +166,10 @@ class JobPane(Vertical, can_focus=True):
                     _nan(job.steps_per_sec),
                     _nan(pred.steps_per_sec if pred else None),
                     _nan(cost.accrued_usd if cost and cost.usd_per_hour is not None else None),
+                    _nan(job.global_step),
                 )
             )
-        summary.update(summary_grid(job, state, cost))
+        summary.update(summary_grid(job, state, cost, pts))
         self._draw(state)
 
     def _draw(self, state: MonitorState) -> None:

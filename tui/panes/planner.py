@@ -130,6 +130,8 @@ def calibration_note(plan: Any) -> str:
 
 
 class PlannerPane(Vertical):
+    KEYS_HELP = (("enter", "Explain the row"),)  # keys this pane answers (the help screen)
+
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.mode = "outlook"

@@ -23,12 +23,13 @@ NODE_PLOT_CHROME = 5  # plot rows that are not bars: title, frame, x ticks
 
 @dataclass(frozen=True)
 class Point:
-    """One refresh: time (s), measured and predicted steps/s, USD accrued (NaN when unknown)."""
+    """One refresh: time (s), measured and predicted steps/s, USD accrued, global step (NaN when unknown)."""
 
     t: float
     measured: float
     predicted: float
     accrued: float
+    global_step: float = math.nan
 
 
 def _finite(xs: Sequence[float]) -> bool:
