@@ -44,3 +44,10 @@ def test_a_fast_job_keeps_steps_per_second_even_when_it_stalls():
     label, cell = speed_row(0.0, polls(0.05, 20.0))  # it was fast: a stall is a measured 0
     assert label == "Steps/s" and cell.plain.startswith("0.0")
     assert speed_row(None, [])[0] == "Steps/s"  # before two polls: the usual "–"
+
+
+def test_a_slow_examples_rate_is_never_shown_as_zero():
+    from cmdare.tui.panes.job import examples
+
+    assert examples(0.12) == "0.12" and examples(5530.4) == "5,530" and examples(None) == "–"
+    assert examples(0.0) == "0"  # a measured zero stays zero

@@ -92,8 +92,13 @@ def _examples_cell(job: JobView) -> Text:
     """Examples/s measured from an examples counter, else as the job logs it."""
     logged = job.training.examples_per_sec if job.training else None
     if job.examples_per_sec is None and logged is not None:
-        return _cell(num(logged, 0), "logged")
-    return _cell(num(job.examples_per_sec, 0), "measured")
+        return _cell(examples(logged), "logged")
+    return _cell(examples(job.examples_per_sec), "measured")
+
+
+def examples(x: float | None) -> str:
+    """Examples/s: whole numbers, but a slow positive rate keeps two significant digits (never "0")."""
+    return f"{x:.2g}" if x is not None and 0 < x < 10 else num(x, 0)
 
 
 def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
