@@ -23,7 +23,7 @@ COLUMNS = (("Sev", 10), ("Subject", 9), ("Message", 72), ("Kind", 14))
 BASIS_KEYS = ("measured", "model", "not_measured")
 # (key suffix or word, unit): the first that matches an evidence key names its unit.
 _UNITS = (("_gbps", "Gbit/s"), ("_bps", "B/s"), ("steps_per_sec", "steps/s"), ("_usd_per_hour", "$/h"),
-          ("usd", "$"), ("seconds_per_microbatch", "s"), ("seconds", "s"), ("_s", "s"), ("bytes_per_microbatch", "B"), ("ratio", "×"))  # fmt: skip
+          ("usd", "$"), ("seconds", "s"), ("_s", "s"), ("bytes_per_microbatch", "B"), ("ratio", "×"))  # fmt: skip
 _SHARES = ("share", "util", "efficiency", "utilization")
 
 
@@ -45,12 +45,19 @@ def evidence_value(key: str, value: Any) -> str:
     if any(w in key for w in _SHARES):
         return f"{value:.0%}"
     unit = next(
-        (u for suffix, u in _UNITS if key.endswith(suffix) or (suffix == "usd" and suffix in key)), ""
+        (
+            u
+            for suffix, u in _UNITS
+            if key.endswith(suffix) or (suffix in ("usd", "seconds") and suffix in key)
+        ),
+        "",
     )
     if unit == "$":
         return f"${value:,.2f}"
     if unit == "$/h":
         return f"${value:,.3f}/h"
+    if unit == "s" and 0 < abs(value) < 1:
+        return f"{value * 1000:.3g} ms"
     text = f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
     return f"{text} {unit}".rstrip()
 
