@@ -76,6 +76,7 @@ async def test_replay_footer_shows_pause_and_speed_at_80x24(tmp_path):
             await pilot.pause(0.3)
             shown = assert_footer_readable(app)
             assert {"space", "+", "-", "q", "?"} <= set(shown), shown
+            assert "r" not in shown  # nothing to poll in a recording
 
 
 def help_text(app: App) -> list[str]:

@@ -264,6 +264,8 @@ class CmdareApp(App[int]):
         replay controls exist only while a recording plays."""
         if action.startswith("replay_"):
             return self._replay is not None and not self._replay.ended
+        if action == "refresh_now" and self._replay is not None:
+            return False  # a recording has nothing to poll now
         return not (action in WRITE_ACTIONS and self.read_only)
 
     @property
