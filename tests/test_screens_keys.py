@@ -77,6 +77,13 @@ async def test_replay_footer_shows_pause_and_speed_at_80x24(tmp_path):
             shown = assert_footer_readable(app)
             assert {"space", "+", "-", "q", "?"} <= set(shown), shown
             assert "r" not in shown  # nothing to poll in a recording
+        await pilot.press("question_mark")  # the longest help: a table pane's keys and the replay's
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause(0.2)
+        everywhere = [k for k, _ in app.screen.sections[1][1]]
+        assert {"space", ".", "+", "-"} <= set(everywhere) and "e" not in everywhere  # replays are read-only
+        scroll = app.screen.query_one(VerticalScroll)
+        assert scroll.virtual_size.height <= scroll.size.height and "…" not in "\n".join(help_text(app))
 
 
 def help_text(app: App) -> list[str]:
