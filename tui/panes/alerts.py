@@ -76,6 +76,8 @@ def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 class AlertsPane(Vertical):
+    """The Alerts pane: active flags with their evidence and fix, then the cleared ones."""
+
     KEYS_HELP = (("enter", "Evidence (units) and fix"),)  # keys this pane answers (the help screen)
 
     def __init__(self, **kw) -> None:  # noqa: ANN003
@@ -108,6 +110,7 @@ class AlertsPane(Vertical):
         )
 
     def update_state(self, state: MonitorState) -> None:
+        """Show the alerts of ``state`` (active first, then the history of cleared ones)."""
         self._state = state
         rows = []
         for a in state.alerts:

@@ -57,10 +57,12 @@ def speed_row(sps: float | None, points: Sequence[Point]) -> tuple[str, Text]:
 def summary_grid(
     job: JobView, state: MonitorState, cost: CostView | None, points: Sequence[Point] = ()
 ) -> Table:
+    """The Job pane's summary: model, measured speed (or s/iteration), predicted speed, progress, ETA,
+    tasks and cost; ``points`` are the pane's refreshes (they time a slow iteration)."""
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))  # Text: never markup
+    grid.add_row("Job", _cell(job.name, job.facts.model.name or "unknown network"))  # Text: never markup
     grid.add_row(*speed_row(job.steps_per_sec, points))
     pred = state.extras.get("predicted", {}).get(job.name)
     if pred is not None:
@@ -129,6 +131,8 @@ def _cost_cell(cost: CostView | None) -> Text:
 
 
 class JobPane(Vertical, can_focus=True):
+    """The Job pane: the selected job's summary and one plot at a time (``p`` cycles them)."""
+
     KEYS_HELP = (("p", "Plot: speed/nodes/cost/loss"),)  # keys this pane answers (the help screen)
     DEFAULT_CSS = """
     JobPane #job-summary { height: auto; }
@@ -155,6 +159,7 @@ class JobPane(Vertical, can_focus=True):
         return self.plot_kind
 
     def update_state(self, state: MonitorState) -> None:
+        """Show the selected job of ``state`` and add its newest points to the plots."""
         self._state = state
         job = state.job()
         summary = self.query_one("#job-summary", Static)
