@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from textual.widgets._footer import FooterKey
+
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
@@ -68,10 +70,14 @@ async def test_space_pauses_at_once_and_resumes(tmp_path):
         await pilot.press("space")
         held = replay.position[0]
         assert replay.paused and "paused" in badges(app)
+        await pilot.pause(0.3)
+        assert any(k.description == "Resume" for k in app.query(FooterKey))  # the footer says what space does
         await pilot.pause(10 * RECORDED_GAP)  # ten recorded intervals: not one more poll
         assert replay.position[0] == held and app.state.cycles == held
         await pilot.press("space")
         assert not replay.paused
+        await pilot.pause(0.3)
+        assert any(k.description == "Pause" for k in app.query(FooterKey))
         await wait_for(pilot, lambda: replay.position[0] >= held + 2, timeout=20)
 
 

@@ -92,6 +92,7 @@ class CmdareApp(App[int]):
         self._poll = poll
         self._prepared = False
         self._selected_job: str | None = None
+        self._shown_paused = False  # whether the footer's space key reads "Resume"
         self._keys = keys or {}
         self._prices = prices or ("live" if live_prices else "offline")  # the --prices vocabulary
         self.animation_level = "full" if animations else "none"
@@ -111,7 +112,7 @@ class CmdareApp(App[int]):
                 pane.border_title = title
                 yield pane
         yield ProgressLine(id="progress")
-        yield FitFooter(self.footer_rank)
+        yield FitFooter(self.footer_rank, self.footer_label)
 
     def on_mount(self) -> None:
         if self._keys:
@@ -216,6 +217,10 @@ class CmdareApp(App[int]):
             refresh=self.options.refresh,
         )
         self.query_one("#badges", Static).update(line)
+        paused = self._replay is not None and self._replay.paused
+        if paused != self._shown_paused:  # the footer's space reads Pause or Resume
+            self._shown_paused = paused
+            self.refresh_bindings()
 
     # --- layout --------------------------------------------------------------------------------
     def on_resize(self, event) -> None:  # noqa: ANN001
@@ -257,6 +262,13 @@ class CmdareApp(App[int]):
         if name == "next_pane" and self.query_one("#panes").has_class("-compact"):
             return 30
         return self.FOOTER_RANK.get(name, 50)
+
+    def footer_label(self, action: str, description: str) -> str:
+        """A key's word in the footer now: the replay's space reads "Resume" while paused."""
+        rp = self._replay
+        if action.endswith("replay_pause") and rp is not None and rp.paused:
+            return "Resume"
+        return description
 
     # --- actions -------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

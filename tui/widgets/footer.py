@@ -35,15 +35,22 @@ def fit(keys: list[FooterKey], room: int, rank: Callable[[str], int], compact: b
 class FitFooter(Footer):
     """A Footer that drops keys by ``rank(action)`` (lowest first) until the line fits."""
 
-    def __init__(self, rank: Callable[[str], int], **kw: object) -> None:
+    def __init__(
+        self, rank: Callable[[str], int], label: Callable[[str, str], str] | None = None, **kw: object
+    ) -> None:
+        """``rank(action)`` orders the keys to keep; ``label(action, description)`` may reword a key
+        for the moment (e.g. "Pause" while a replay is paused reads "Resume")."""
         super().__init__(**kw)  # type: ignore[arg-type]
         self._rank = rank
+        self._label = label or (lambda _action, description: description)
         self._width = 0
 
     def compose(self) -> ComposeResult:
         widgets: list[Widget] = list(super().compose())
         palette = [w for w in widgets if w.has_class(PALETTE_CLASS)]
         keys = [w for w in widgets if isinstance(w, FooterKey) and w not in palette]
+        for k in keys:
+            k.description = self._label(k.action, k.description)
         room = self.size.width - sum(key_width(p, self.compact) + 1 for p in palette)  # + its border
         kept = fit(keys, room, self._rank, self.compact) if room > 0 else keys
         yield from (w for w in widgets if w in palette or w in kept or not isinstance(w, FooterKey))
