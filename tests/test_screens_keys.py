@@ -159,3 +159,18 @@ async def test_the_sorted_columns_arrow_is_always_on_screen():
         await pilot.press("s")  # back to the first column: the table scrolls back
         await pilot.pause(0.1)
         assert table.scroll_x == 0 and header(table)[0] == "Status ▲"
+
+
+async def test_remapped_keys_show_in_footer_and_help():
+    from cmdare.tui.app import CmdareApp
+    from cmdare.tui.options import SessionOptions
+
+    app = CmdareApp(SessionOptions(), poll=False, keys={"app.quit": "ctrl+q", "table.filter": "f"})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        shown = assert_footer_readable(app)
+        assert "^q" in shown and "f" in shown and "q" not in shown
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        own, everywhere = (dict(keys) for _, keys in app.screen.sections)
+        assert own.get("f") == "Filter" and everywhere.get("ctrl+q") == "Quit" and "q" not in everywhere
