@@ -51,3 +51,22 @@ def test_a_slow_examples_rate_is_never_shown_as_zero():
 
     assert examples(0.12) == "0.12" and examples(5530.4) == "5,530" and examples(None) == "–"
     assert examples(0.0) == "0"  # a measured zero stays zero
+
+
+async def test_a_slow_jobs_plot_shows_seconds_per_iteration():
+    from textual.app import App, ComposeResult
+    from textual_plotext import PlotextPlot
+
+    from cmdare.tui.widgets.plots import PLOT_TITLES, draw_iterations
+
+    class PlotApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield PlotextPlot()
+
+    app = PlotApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        plot = app.query_one(PlotextPlot)
+        assert "waiting for three advances" in draw_iterations(plot, polls(40.0, 70.0))  # one step seen
+        assert draw_iterations(plot, polls(40.0, 200.0)) is None
+        await pilot.pause()
+        assert plot.shown_title == PLOT_TITLES["iterations"] and "predicted" not in plot.shown_title

@@ -18,7 +18,16 @@ from cmdare.planner.overview import JobView, TrainingFigures
 from cmdare.planner.risk_cost.cost_meter import CostView
 from cmdare.tui.format import duration, money, num, rate
 from cmdare.tui.session import MonitorState
-from cmdare.tui.widgets.plots import PLOTS, Point, draw_cost, draw_loss, draw_nodes, draw_throughput
+from cmdare.tui.widgets.plots import (
+    PLOTS,
+    Point,
+    draw_cost,
+    draw_iterations,
+    draw_loss,
+    draw_nodes,
+    draw_throughput,
+    step_changes,
+)
 
 HISTORY = 240  # refreshes kept for the plots (8 min at the default 2 s)
 ITERATIONS_TIMED = 10  # the newest global-step changes that time a slow iteration
@@ -35,8 +44,7 @@ def _cell(value: str, note: str = "", style: str = "") -> Text:
 def iteration_seconds(points: Sequence[Point], last: int = ITERATIONS_TIMED) -> tuple[float | None, int]:
     """Seconds per iteration from the times the global step was seen to change (over the ``last``
     changes), and how many iterations that spans; (None, n) before two changes were seen."""
-    seen = [(p.t, p.global_step) for p in points if math.isfinite(p.global_step)]
-    changes = [(t, s) for (_, s0), (t, s) in zip(seen, seen[1:], strict=False) if s > s0][-(last + 1) :]
+    changes = step_changes(points)[-(last + 1) :]
     if len(changes) < 2 or changes[-1][1] <= changes[0][1]:
         return None, len(changes)
     (t0, s0), (t1, s1) = changes[0], changes[-1]
@@ -188,7 +196,9 @@ class JobPane(Vertical, can_focus=True):
             return
         plot = self.query_one(PlotextPlot)
         pts = list(self._points.get(job.name, ()))
-        if self.plot_kind == "throughput":
+        if self.plot_kind == "throughput" and speed_row(job.steps_per_sec, pts)[0] == "s/iteration":
+            why = draw_iterations(plot, pts)  # a 10 s window's steps/s of a 40 s iteration is 0 or 0.1
+        elif self.plot_kind == "throughput":
             why = draw_throughput(plot, pts)
         elif self.plot_kind == "nodes":
             workers = job.workers()
