@@ -24,7 +24,7 @@ from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
-from cmdare.tui.help_screen import HelpScreen, Section, binding_rows, key_label
+from cmdare.tui.help_screen import HelpScreen, Section, binding_rows, help_sections
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
@@ -32,7 +32,7 @@ from cmdare.tui.panes.job import JobPane
 from cmdare.tui.panes.planner import PlannerPane
 from cmdare.tui.session import MonitorSession, MonitorState, refresh_error
 from cmdare.tui.signals import install_quit_signals
-from cmdare.tui.widgets.footer import FitFooter
+from cmdare.tui.widgets.footer import FOOTER_RANK, FitFooter
 from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
 from cmdare.tui.widgets.status import status_line
 from cmdare.tui.widgets.table import FilterTable
@@ -72,10 +72,6 @@ class CmdareApp(App[int]):
         Binding("plus", "replay_speed(2.0)", "Faster", tooltip="Replay: faster (×2)", id="app.replay_faster"),
         Binding("minus", "replay_speed(0.5)", "Slower", tooltip="Replay: slower (÷2)", id="app.replay_slower"),
     ]  # fmt: skip
-    # What the footer keeps when the keys do not fit (highest first; every key stays in the help)
-    FOOTER_RANK = {"quit": 100, "help": 95, "replay_pause": 90, "replay_speed": 85, "filter": 70, "sort_next": 65,
-                   "next_plot": 55, "next_pane": 50, "export": 45, "next_job": 40, "replay_step": 35,
-                   "refresh_now": 20}  # fmt: skip
 
     def __init__(self, options: SessionOptions | None = None, session: MonitorSession | None = None, *,
                  poll: bool = True, theme: str | None = None, animations: bool = False,
@@ -254,14 +250,14 @@ class CmdareApp(App[int]):
         self.sub_title = PANES[self._current][1]
 
     def footer_rank(self, action: str) -> int:
-        """How much the footer wants the key of ``action`` (see FOOTER_RANK): the plot key ranks
+        """How much the footer wants the key of ``action`` (footer.FOOTER_RANK): the plot key ranks
         high in the Job pane; the pane key low at 80×24, where the tab line names the keys."""
         name = action.split("(")[0].rsplit(".", 1)[-1]
         if name == "next_plot" and PANES[self._current][0] == "job":
             return 80
         if name == "next_pane" and self.query_one("#panes").has_class("-compact"):
             return 30
-        return self.FOOTER_RANK.get(name, 50)
+        return FOOTER_RANK.get(name, 50)
 
     def footer_label(self, action: str, description: str) -> str:
         """A key's word in the footer now: the replay's space reads "Resume" while paused."""
@@ -364,12 +360,8 @@ class CmdareApp(App[int]):
         tables = pane.query(FilterTable)
         if tables:
             own += binding_rows(tables.first().BINDINGS, self._keys, allowed)
-        panes = [b for b in self.BINDINGS if isinstance(b, Binding) and b.action.startswith("show_pane")]
-        everywhere = binding_rows([b for b in self.BINDINGS if b not in panes], self._keys, allowed)
-        everywhere.insert(3, ("/".join(key_label(self._keys.get(b.id or "", b.key)) for b in panes),
-                              " ".join(t for _, t, _ in PANES)))  # fmt: skip
-        everywhere.append(("ctrl+p", "Command palette"))
-        return [(f"{PANES[index][1]} pane", own), ("Everywhere", everywhere)]
+        app_keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
+        return help_sections(PANES[index][1], own, app_keys, [t for _, t, _ in PANES], self._keys, allowed)
 
     def _focused_pane_index(self) -> int:
         """The pane holding the focus (a click may have moved it), else the one last shown."""

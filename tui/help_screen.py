@@ -35,6 +35,20 @@ def binding_rows(
     return out
 
 
+def help_sections(pane: str, pane_keys: list[KeyRow], everywhere: list[Binding], pane_titles: list[str],
+                  keymap: dict[str, str], allowed: Callable[[str], bool]) -> list[Section]:  # fmt: skip
+    """The focused ``pane``'s keys first, then the app's (``everywhere``): its pane-switching keys
+    as one row, the command palette last."""
+    jumps = [b for b in everywhere if b.action.startswith("show_pane")]
+    rows = binding_rows([b for b in everywhere if b not in jumps], keymap, allowed)
+    if jumps:
+        rows.insert(
+            3, ("/".join(key_label(keymap.get(b.id or "", b.key)) for b in jumps), " ".join(pane_titles))
+        )
+    rows.append(("ctrl+p", "Command palette"))
+    return [(f"{pane} pane", pane_keys), ("Everywhere", rows)]
+
+
 def key_grid(keys: list[KeyRow]) -> Table:
     """Two columns of keys (the whole help fits 80×24)."""
     table = Table.grid(padding=(0, 1))
