@@ -12,6 +12,7 @@ from textual.widget import Widget
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
+# FooterKey (the keys Footer yields) is not re-exported by textual.widgets in Textual 8.
 PALETTE_CLASS = "-command-palette"
 # What the footer keeps when the keys do not fit, by action (highest first; every key stays in the help)
 FOOTER_RANK = {"quit": 100, "help": 95, "replay_pause": 90, "replay_speed": 85, "filter": 70, "sort_next": 65,
