@@ -68,7 +68,7 @@ async def test_footer_fits_in_every_pane(size):
 async def test_replay_footer_shows_pause_and_speed_at_80x24(tmp_path):
     from tests.test_screens_replay_app import recorded_demo, replay_app
 
-    app = replay_app(await recorded_demo(tmp_path, cycles=30), speed=0.5)
+    app = replay_app(await recorded_demo(tmp_path, cycles=30), speed=0.125)  # 48 s: never ends mid-test
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.state is not None)
         for key in ("1", "2", "3", "4"):
