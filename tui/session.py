@@ -264,18 +264,27 @@ class MonitorSession:
         on_error: Callable[[str], None] | None = None,
     ) -> None:
         """Poll until ``stop`` is set. Whatever one refresh raises (a source, the planner, a pane
-        in ``on_state``) is logged and handed to ``on_error`` as one line; the next poll still runs."""
+        in ``on_state``) is logged and handed to ``on_error`` as one line; the next poll still runs.
+        A replay paces itself (its speed, pause and step act at once) and the loop returns when the
+        recording has ended: the last recorded state stays on screen."""
         assert self.poller is not None, "start() first"
+        replay = self.plan.replay if self.plan is not None else None
         while not stop.is_set():
             started = self.poller.clock.monotonic()
             try:
-                on_state(self.analyse(await self.poller.poll_once()))
+                cycle = await self.poller.poll_once()
+                if replay is not None and replay.ended:
+                    return
+                on_state(self.analyse(cycle))
                 self._start_ranking()
             except Exception as exc:
                 log.exception("refresh failed; polling goes on")
                 if on_error is not None:
                     on_error(refresh_error(exc))
-            await self.poller.wait_next(started, stop)
+            if replay is None:
+                await self.poller.wait_next(started, stop)
+            else:
+                await asyncio.sleep(0)  # the replay waits for its own gaps; let the screen draw
 
     async def aclose(self) -> None:
         """Wait for a running ranking (5 s at most), close the poller and the sources (recorder, replay), stop the demo."""

@@ -126,6 +126,8 @@ def calibration_note(plan: Any) -> str:
 class PlannerPane(Vertical):
     """The Planner pane: ranked shapes, the speed-only outlook or the geo pipeline, whichever the job has."""
 
+    KEYS_HELP = (("enter", "Explain the row"),)  # keys this pane answers (the help screen)
+
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.mode = "outlook"
