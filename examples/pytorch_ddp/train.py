@@ -6,6 +6,10 @@ gradients each step, so all ranks take every global step together: the job's ste
 the global step, not the sum of the ranks' rates. Rank r is ``worker-r`` (rank 0 is the chief) and
 serves ``/metrics`` on ``127.0.0.1:<port-base + r>``.
 
+Instrumented in the exporter's sync mode (two lines): a DDP communication hook stamps each gradient
+bucket's all-reduce, and ``exp.sync_step`` splits the step into compute (``cmdare_step_seconds``)
+and exposed all-reduce (``cmdare_allreduce_seconds``).
+
     torchrun --nproc-per-node 2 examples/pytorch_ddp/train.py --steps 500 --port-base 9500
     python -m torch.distributed.run --nproc-per-node 2 examples/pytorch_ddp/train.py   # the same
 
@@ -47,7 +51,7 @@ class TinyCNN(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
-def exporter_for(rank: int, args: argparse.Namespace, params: int) -> TrainingExporter:
+def exporter_for(rank: int, local_rank: int, args: argparse.Namespace, params: int) -> TrainingExporter:
     """Rank 0 is the chief; every rank is ``worker-<rank>`` of one synchronous job."""
     return TrainingExporter(
         JOB,
@@ -60,16 +64,20 @@ def exporter_for(rank: int, args: argparse.Namespace, params: int) -> TrainingEx
         batch_size=args.batch,
         target_steps=args.steps,
         sync="sync-allreduce",
+        rank=rank,
+        local_rank=local_rank,
     )
 
 
 def train(args: argparse.Namespace) -> None:
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = DistributedDataParallel(TinyCNN())
-    exporter = exporter_for(rank, args, sum(p.numel() for p in model.parameters()))
+    exporter = exporter_for(rank, local_rank, args, sum(p.numel() for p in model.parameters()))
+    model.register_comm_hook(None, exporter.ddp_comm_hook())  # cmdare hook 1: time each bucket's all-reduce
     exporter.start(args.port_base + rank)
     gen = torch.Generator().manual_seed(rank)
     data = [
@@ -88,12 +96,11 @@ def train(args: argparse.Namespace) -> None:
             exporter.stop()
             return
         x, y = data[step % N_BATCHES]
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()  # DDP all-reduces the gradients here: every rank waits for all
-        opt.step()
+        with exporter.sync_step(examples=args.batch):  # cmdare hook 2: compute vs exposed all-reduce
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()  # DDP all-reduces the gradients here: every rank waits for all
+            opt.step()
         step += 1
-        exporter.step(time.perf_counter() - t0, examples=args.batch)
         exporter.set_global_step(step)  # the same on every rank: one global step per all-reduce
     dist.barrier()
     time.sleep(args.linger)
