@@ -73,14 +73,17 @@ def enumerate_sync(workload: Workload) -> dict[str, np.ndarray]:
     return {"gpu": gpu, "gpus_per_node": g, "nodes": n, "region": r, "provisioning": p}
 
 
-def compute_seconds(model: SpeedModel, workload: Workload, gpus: np.ndarray) -> np.ndarray:
-    """One GPU's compute seconds per step (the speed model's one-worker ``compute`` term) per row."""
+def compute_seconds(model: SpeedModel, workload: Workload, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(one GPU's compute seconds per step — the speed model's one-worker ``compute`` term —, the one-worker
+    PS-shape steps/s its band is quoted around) per row."""
     m = workload.model
     net = Network(m.name, m.model_flops, m.params, m.batch_size)
     names, inverse = np.unique(gpus.astype(str), return_inverse=True)
     lat = workload.options.latency_ms
-    per = [model.predict(net, {g: 1}, 1, lat).terms["compute"] for g in names]
-    return np.asarray(per, dtype=float)[inverse]
+    preds = [model.predict(net, {g: 1}, 1, lat) for g in names]
+    per = np.asarray([p.terms["compute"] for p in preds], dtype=float)
+    ref = np.asarray([p.steps_per_sec for p in preds], dtype=float)
+    return per[inverse], ref[inverse]
 
 
 def sync_terms(
@@ -114,8 +117,9 @@ def node_prices(book: object, cols: dict[str, np.ndarray]) -> np.ndarray:
 
 
 class SyncShapeTable(ShapeTable):
-    """A :class:`ShapeTable` of synchronous shapes: explained by compute vs exposed all-reduce, banded by
-    the speed model's compute band."""
+    """A :class:`ShapeTable` of synchronous shapes: explained by compute vs exposed all-reduce; a row's band
+    is the speed model's relative P10–P90 band of one worker of its GPU (the compute it rests on), applied to
+    its steps/s; ``allreduce`` marks the all-reduce term as resting on link figures, not measurements."""
 
     def explain(self, i: int) -> Explanation:
         c, t = self.columns, self.terms
@@ -138,7 +142,7 @@ class SyncShapeTable(ShapeTable):
         b = self.bander(str(self.columns["gpu"][i]), 1, 1)
         if b is None:
             return None
-        x, one = float(self.columns["steps_per_sec"][i]), 1.0 / float(self.columns["compute_s"][i])
+        x, one = float(self.columns["steps_per_sec"][i]), float(self.columns["band_ref_sps"][i])
         extra = "allreduce" if b.extrapolation == "none" else b.extrapolation
         return RowBand(x * b.p10 / one, x * b.p90 / one, extra)
 
@@ -168,7 +172,7 @@ def rank_sync_shapes(
         )
     cols, usd = {k: v[keep] for k, v in cols.items()}, usd[keep]
     p = sync_params(workload, calibrated)
-    compute = compute_seconds(speed_model, workload, cols["gpu"])
+    compute, band_ref = compute_seconds(speed_model, workload, cols["gpu"])
     full = sync_terms(workload, compute, cols, p, cols["nodes"])
     fewer = sync_terms(workload, compute, cols, p, np.maximum(cols["nodes"] - 1, 1))
     prices = PriceTable(price_book)
@@ -182,6 +186,7 @@ def rank_sync_shapes(
                      np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0), usd, egress)  # fmt: skip
     stc = estimate_sync(sc, run_settings(workload, overheads), overheads, rev, workload.parallel.elastic)
     columns = _columns(workload, cols, full, stc, prices, egress)
+    columns["band_ref_sps"] = band_ref
     columns["feasible"] = feasible_rows(workload, columns)
     columns["score"] = score_rows(columns, objective)
     tc = stc.figures
