@@ -14,9 +14,9 @@ import io
 from dataclasses import dataclass
 from importlib import resources
 
-from cmdare.planner.speed.gpu_catalog import get_gpu
+from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 
-__all__ = ["Link", "NodeLinks", "links", "node_links", "NIC_TIERS"]
+__all__ = ["Link", "NodeLinks", "links", "node_links", "tiers_of", "NIC_TIERS"]
 
 # which link joins the GPUs of one node (GCP machine families: N1 PCIe; V100 8-GPU N1, A2, A3 NVLink)
 _INTRA = {
@@ -84,7 +84,11 @@ def links() -> dict[str, Link]:
 
 def tiers_of(gpu: str) -> tuple[str, ...]:
     """The NIC tiers a GPU's VMs offer (``default``, and ``fast`` where a faster cap exists)."""
-    return NIC_TIERS[: len(_CAPS.get(get_gpu(gpu).name, ("n1-cap",)))]
+    try:
+        name = get_gpu(gpu).name
+    except UnknownGpuError:
+        return NIC_TIERS[:1]
+    return NIC_TIERS[: len(_CAPS.get(name, ("n1-cap",)))]
 
 
 def node_links(
@@ -92,8 +96,13 @@ def node_links(
 ) -> NodeLinks:
     """The links of a node with ``gpus_per_node`` GPUs: the GPU's intra-node link, and its NIC: per-vCPU
     egress of ``gpus_per_node`` × the usual host's share per GPU (``gpus.csv``) up to the tier's cap, unless ``nic_gbps``
-    (a measured or chosen NIC rate) is given."""
-    spec, table = get_gpu(gpu), links()
+    (a measured or chosen NIC rate) is given. A name the GPU catalog does not know (a CPU job) gets the links
+    of a one-GPU N1 node (PCIe, n1-standard-8's 16 Gbit/s): the live calibration rescales them anyway."""
+    table = links()
+    try:
+        spec = get_gpu(gpu)
+    except UnknownGpuError:  # e.g. a CPU job: a 1-GPU N1 node's links (n1-standard-8: 16 Gbit/s)
+        spec = get_gpu("K80")
     intra = table[_INTRA.get(spec.name, "pcie3")]
     caps = _CAPS.get(spec.name, ("n1-cap",))
     cap = table[caps[min(NIC_TIERS.index(tier), len(caps) - 1)]] if tier in NIC_TIERS else table[caps[0]]
