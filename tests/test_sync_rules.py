@@ -74,3 +74,19 @@ def test_sync_straggler_names_the_slow_rank_and_the_gain() -> None:
     assert f.evidence["predicted_gain"] == pytest.approx(0.45 / 0.25 - 1, rel=1e-3)
     assert straggler_rule(AlertContext(0.0, [job])) == []  # the PS rule leaves sync jobs alone
     assert allreduce_bound_rule in DEFAULT_RULES and sync_straggler_rule in DEFAULT_RULES
+
+
+def test_live_planner_ranks_sync_shapes_calibrated_on_the_job() -> None:
+    from cmdare.collectors.pricing.loader import load_offline_book
+    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.speed.speed_model import SpeedModel
+
+    job = _job([_node(r, 0, 0.2, 0.3) for r in range(4)])
+    plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
+    assert plan.table is not None and plan.note is None, plan.note
+    cur = plan.table.current
+    assert (cur["gpu"], cur["nodes"], cur["gpus_per_node"], cur["ps"]) == ("T4", 4, 1, 0)
+    assert cur["steps_per_sec"] == pytest.approx(1 / 0.5, rel=1e-6)  # the calibration reproduces the job
+    assert cur["comm_share"] == pytest.approx(0.6, rel=1e-6)
+    assert plan.calibration_samples == 4 and plan.comm_scale and plan.comm_scale > 0
+    assert any(r["pareto"] for r in plan.table.top(20)) and plan.table.band(0) is not None

@@ -31,6 +31,8 @@ from torch.nn.parallel import DistributedDataParallel
 from cmdare.collectors.exporter import TrainingExporter
 
 JOB = "pytorch-ddp"
+# TinyCNN's forward multiply-adds per example: conv 32·32·8·27 + conv 16·16·16·72 + linear 1024·10
+FORWARD_MACS = 32 * 32 * 8 * 27 + 16 * 16 * 16 * 72 + 1024 * 10
 N_BATCHES = 8  # distinct synthetic batches a rank cycles through
 
 
@@ -57,12 +59,14 @@ def exporter_for(rank: int, local_rank: int, args: argparse.Namespace, params: i
         JOB,
         "chief" if rank == 0 else "worker",
         f"worker-{rank}",
-        gpu="cpu",
-        provisioning="standard",
+        gpu=args.gpu,
+        region=args.region,
+        provisioning=args.provisioning,
         model="TinyCNN",
+        model_flops=3 * 2 * FORWARD_MACS * args.batch,  # forward + backward FLOPs of one step
         params=params,
         batch_size=args.batch,
-        target_steps=args.steps,
+        target_steps=args.target_steps if args.target_steps is not None else args.steps,
         sync="sync-allreduce",
         rank=rank,
         local_rank=local_rank,
@@ -114,6 +118,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port-base", type=int, default=9500, help="rank r serves /metrics on port-base + r")
     p.add_argument("--batch", type=int, default=32, help="examples per rank per step")
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument(
+        "--gpu", default="cpu", help="GPU label the ranks declare (planning a GPU cluster from a CPU run)"
+    )
+    p.add_argument("--region", default="", help="region label the ranks declare")
+    p.add_argument("--provisioning", default="standard", help="spot | preemptible | standard")
+    p.add_argument("--target-steps", type=int, default=None, help="steps the job declares as its target")
     p.add_argument("--linger", type=float, default=0.0, help="seconds to keep /metrics up after training")
     return p.parse_args(argv)
 

@@ -119,7 +119,15 @@ def node_prices(book: object, cols: dict[str, np.ndarray]) -> np.ndarray:
 class SyncShapeTable(ShapeTable):
     """A :class:`ShapeTable` of synchronous shapes: explained by compute vs exposed all-reduce; a row's band
     is the speed model's relative P10–P90 band of one worker of its GPU (the compute it rests on), applied to
-    its steps/s; ``allreduce`` marks the all-reduce term as resting on link figures, not measurements."""
+    its steps/s; ``allreduce`` marks the all-reduce term as resting on link figures, not measurements.
+    ``params``: the all-reduce knobs and calibration the rows were predicted with."""
+
+    params: SyncParams | None = None
+
+    def filter(self, mask: np.ndarray) -> SyncShapeTable:
+        out = super().filter(mask)
+        out.params = self.params  # type: ignore[attr-defined]
+        return out  # type: ignore[return-value]
 
     def explain(self, i: int) -> Explanation:
         c, t = self.columns, self.terms
@@ -203,7 +211,9 @@ def rank_sync_shapes(
         np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
     )
     order = np.lexsort((columns["score"], ~columns["feasible"]))
-    return SyncShapeTable(columns, order, objective, terms, bander=_bander(workload, speed_model))
+    table = SyncShapeTable(columns, order, objective, terms, bander=_bander(workload, speed_model))
+    table.params = p
+    return table
 
 
 def _bander(workload: Workload, model: SpeedModel) -> Bander | None:
