@@ -17,8 +17,9 @@ Terms (seconds per global step; every GPU takes every step):
 ``step = compute + exposed``; weak-scaling factor (same batch per GPU) = ``compute / step``.
 
 Calibration (:func:`calibrate`): from a live job's measured compute and exposed all-reduce, the scale
-of each term that makes this model reproduce it (``comm_scale`` absorbs what the link figures miss:
-achieved vs line rate, protocol overhead, a throttled network). Vectorised over shapes (numpy).
+of each term that makes this model reproduce it (``comm_scale`` multiplies the wire time, i.e. divides
+the link's line rate by the share achieved: protocol overhead, contention, a throttled network; the hop
+latencies stay as given). Vectorised over shapes (numpy).
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SyncParams", "SyncTerms", "ring_seconds", "sync_step", "calibrate", "DDP_BUCKET_BYTES"]
+__all__ = [
+    "SyncParams",
+    "SyncTerms",
+    "ring_parts",
+    "ring_seconds",
+    "sync_step",
+    "calibrate",
+    "DDP_BUCKET_BYTES",
+]
 
 DDP_BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb = 25
 BACKWARD_SHARE = 2.0 / 3.0  # backward ≈ 2 × forward FLOPs (the usual count: 2 matmuls per weight)
@@ -56,6 +65,7 @@ class SyncTerms:
     step: np.ndarray
     buckets: np.ndarray
     link: np.ndarray  # "nic" | "intra" | "none": the ring's bottleneck
+    latency: np.ndarray  # the hop-latency part of ``allreduce`` (not scaled by ``comm_scale``)
 
     @property
     def steps_per_sec(self) -> np.ndarray:
@@ -67,21 +77,23 @@ class SyncTerms:
         return self.exposed / self.step
 
 
+def ring_parts(
+    grad_bytes: np.ndarray, n_gpus: np.ndarray, gbps: np.ndarray, hop_s: np.ndarray, buckets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(wire, latency) seconds of a ring all-reduce of ``grad_bytes`` over ``n_gpus`` through links of
+    ``gbps`` (per direction): ``2(N−1)/N × S`` bytes each way, and ``2(N−1)`` hops per bucket."""
+    n = np.maximum(np.asarray(n_gpus, dtype=float), 1.0)
+    share = 2.0 * (n - 1.0) / n
+    wire = share * np.asarray(grad_bytes, dtype=float) * 8.0 / (np.asarray(gbps, dtype=float) * 1e9)
+    return wire, np.asarray(buckets, dtype=float) * 2.0 * (n - 1.0) * np.asarray(hop_s, dtype=float)
+
+
 def ring_seconds(
     grad_bytes: np.ndarray, n_gpus: np.ndarray, gbps: np.ndarray, hop_s: np.ndarray, buckets: np.ndarray
 ) -> np.ndarray:
-    """Ring all-reduce of ``grad_bytes`` over ``n_gpus`` through links of ``gbps`` (per direction):
-    ``2(N−1)/N × S`` bytes each way plus ``2(N−1)`` hops per bucket; 0 for one GPU."""
-    n = np.maximum(np.asarray(n_gpus, dtype=float), 1.0)
-    wire = (
-        2.0
-        * (n - 1.0)
-        / n
-        * np.asarray(grad_bytes, dtype=float)
-        * 8.0
-        / (np.asarray(gbps, dtype=float) * 1e9)
-    )
-    return wire + np.asarray(buckets, dtype=float) * 2.0 * (n - 1.0) * np.asarray(hop_s, dtype=float)
+    """Ring all-reduce seconds (wire + latency, :func:`ring_parts`); 0 for one GPU."""
+    wire, lat = ring_parts(grad_bytes, n_gpus, gbps, hop_s, buckets)
+    return wire + lat
 
 
 def exposed_seconds(
@@ -116,10 +128,11 @@ def sync_step(
     gbps = np.where(multi, np.minimum(nic_gbps, intra_gbps), intra_gbps)
     hop = np.where(multi, nic_latency_s, intra_latency_s)
     compute = np.asarray(compute_s, dtype=float) * p.compute_scale
-    ar = np.where(n > 1, ring_seconds(grad, n, gbps, hop, buckets) * p.comm_scale, 0.0)
+    wire, lat = ring_parts(grad, n, gbps, hop, buckets)
+    ar = np.where(n > 1, wire * p.comm_scale + lat, 0.0)
     exposed = exposed_seconds(ar, compute, buckets, p.backward_share)
     link = np.where(n <= 1, "none", np.where(multi & (np.asarray(nic_gbps) < intra_gbps), "nic", "intra"))
-    return SyncTerms(compute, ar, exposed, compute + exposed, buckets, link)
+    return SyncTerms(compute, ar, exposed, compute + exposed, buckets, link, np.where(n > 1, lat, 0.0))
 
 
 def calibrate(
@@ -127,10 +140,12 @@ def calibrate(
 ) -> SyncParams:
     """``p`` with the scales that make ``predicted`` (the live job's own shape, one row, uncalibrated)
     reproduce the measured compute and exposed all-reduce seconds per step."""
-    c0, ar0, k = float(predicted.compute[0]), float(predicted.allreduce[0]), float(predicted.buckets[0])
+    c0, k = float(predicted.compute[0]), float(predicted.buckets[0])
+    lat0 = float(predicted.latency[0])
+    wire0 = float(predicted.allreduce[0]) - lat0
     compute_scale = measured_compute / c0 if c0 > 0 and measured_compute > 0 else 1.0
     comm_scale = 1.0
-    if ar0 > 0 and measured_exposed >= 0:
+    if wire0 > 0 and measured_exposed >= 0:
         overlap = p.backward_share * measured_compute * (1.0 - 1.0 / max(k, 1.0))
         # exposed(x) = max(x − overlap, x / k) is increasing in x: invert it at the measurement
         x = (
@@ -138,7 +153,7 @@ def calibrate(
             if k <= 1 or measured_exposed >= overlap / (k - 1)
             else measured_exposed * k
         )
-        comm_scale = max(x, 1e-9) / ar0
+        comm_scale = max(x - lat0, 1e-3 * wire0) / wire0  # the achieved bandwidth; hop latency as given
     return SyncParams(
         p.bucket_bytes, p.backward_share, p.bytes_per_param, p.compression, compute_scale, comm_scale
     )
