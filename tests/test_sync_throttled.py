@@ -112,4 +112,10 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
         await pilot.press("3")
         await pilot.pause(1.0)
         table = app.query_one("#ranked-table", FilterTable)
-        assert table.row_count >= 2
+        assert table.row_count >= 2 and "1×2×T4" in str(table.get_row_at(0)[0])  # nodes × GPUs/node × GPU
+        table.focus()
+        await pilot.press("enter")
+        await pilot.pause(0.5)
+        from cmdare.tui.widgets.explain import ExplainScreen
+
+        assert isinstance(app.screen, ExplainScreen)
