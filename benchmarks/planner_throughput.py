@@ -18,7 +18,7 @@ from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.shapes import enumerate_shapes, rank_shapes, run_settings
 from cmdare.planner.risk_cost.time_cost import PriceTable, ShapeColumns, estimate
 from cmdare.planner.risk_cost.workload import Workload, load_workload
-from cmdare.planner.speed.speed_model import Network, SpeedModel
+from cmdare.planner.speed.speed_model import SpeedModel
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/workload-resnet32.toml"
 
@@ -53,8 +53,7 @@ def naive_rate(
     """One shape at a time: speed model, price book and revocation model called per shape."""
     cols = enumerate_shapes(workload)
     idx = np.random.default_rng(0).choice(cols["gpu"].size, size=sample, replace=False)
-    m = workload.model
-    net = Network(m.name, m.model_flops, m.params, m.batch_size)
+    net = workload.model
     run, prices = run_settings(workload, ov), PriceTable(book)
     t0 = time.perf_counter()
     for i in idx:

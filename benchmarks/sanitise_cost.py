@@ -47,7 +47,7 @@ def cycle(pages: list[str]) -> list[TaskPoll]:
 @contextmanager
 def without_sanitiser() -> Any:
     """The value types without their cleaning step (``__post_init__`` a no-op)."""
-    types = (samples.TaskInfo, samples.JobFacts, samples.TaskPoll)
+    types = (samples.TaskInfo, samples.ModelSpec, samples.JobFacts, samples.TaskPoll)
     saved = [t.__post_init__ for t in types]
     for t in types:
         t.__post_init__ = lambda self: None  # type: ignore[method-assign]

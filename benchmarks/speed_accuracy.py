@@ -47,9 +47,10 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from fit_speed_model import SINGLE_TABLES, SPEED, domain, latency_pairs, load_observations  # noqa: E402
 
+from cmdare.collectors.samples import ModelSpec  # noqa: E402
 from cmdare.planner.speed.gpu_catalog import get_gpu  # noqa: E402
 from cmdare.planner.speed.network_catalog import KnownNetwork, canonical_network_name, family_of  # noqa: E402
-from cmdare.planner.speed.speed_model import Network, Observation, SpeedModel  # noqa: E402
+from cmdare.planner.speed.speed_model import Observation, SpeedModel  # noqa: E402
 
 GPUS = ("K80", "P100")
 BOTH_TABLE = "speed_data/0latency_norm_computation.csv"  # both GPUs, 'Model/GPU' feature
@@ -105,7 +106,7 @@ def lono(obs) -> None:
         model = _fit(train, _known(train))
         for g in GPUS:
             o = singles[(held, g)]
-            net = Network(held, o.model_flops, o.params)
+            net = ModelSpec(held, o.model_flops, o.params)
             res[g]["model"].append(model.predict(net, {g: 1}).steps_per_sec)
             tr = [singles[(n, g)] for n in names if n != held]
             f = np.array([t.model_flops for t in tr])
@@ -147,10 +148,11 @@ def logo(obs) -> None:
         test = [singles[(n, test_gpu)] for n in names]
         meas = [o.steps_per_sec for o in test]
         pred = [
-            model.predict(Network(o.name, o.model_flops, o.params), {test_gpu: 1}).steps_per_sec for o in test
+            model.predict(ModelSpec(o.name, o.model_flops, o.params), {test_gpu: 1}).steps_per_sec
+            for o in test
         ]
         pred_f = [
-            feat_model.predict(Network(o.name, o.model_flops, o.params), {test_gpu: 1}).steps_per_sec
+            feat_model.predict(ModelSpec(o.name, o.model_flops, o.params), {test_gpu: 1}).steps_per_sec
             for o in test
         ]
         tr = [singles[(n, train_gpu)] for n in names]
@@ -176,7 +178,7 @@ def clusters(obs) -> None:
         train = [o for o in obs if o not in pts]
         model = _fit(train, _known(train))
         single = singles[(name, gpu)].steps_per_sec
-        net = Network(name, pts[0].model_flops, pts[0].params)
+        net = ModelSpec(name, pts[0].model_flops, pts[0].params)
         pred = [model.predict(net, {gpu: o.workers}).steps_per_sec for o in pts]
         meas = [o.steps_per_sec for o in pts]
         base = [o.workers * single for o in pts]
@@ -242,7 +244,7 @@ def _model_step_times(obs, train_rows, test) -> tuple[np.ndarray, np.ndarray]:
                 [
                     1.0
                     / m.predict(
-                        Network(
+                        ModelSpec(
                             canonical_network_name(r["Model (temp)"]),
                             r["Model FLOPs"],
                             r["Number of Parameters"],
@@ -308,7 +310,7 @@ def latency(shared: Path, obs) -> None:
     )
     for gpu, name, t0, t30 in latency_pairs(shared):
         k = model._lookup(name)
-        net = Network(name, k.model_flops, k.params)
+        net = ModelSpec(name, k.model_flops, k.params)
         r = (
             model.predict(net, {gpu: 1}).steps_per_sec
             / model.predict(net, {gpu: 1}, latency_ms=30.3).steps_per_sec
@@ -339,7 +341,7 @@ def intervals(obs) -> None:
         for train, test in scheme(obs):
             model = _banded(train)
             for o in test:
-                net = Network(o.name, o.model_flops, o.params)
+                net = ModelSpec(o.name, o.model_flops, o.params)
                 band = speed_band(model, net, {o.gpu: o.workers}, o.ps, latency_ms=o.latency_ms)
                 pred.append(band.steps_per_sec)
                 meas.append(o.steps_per_sec)

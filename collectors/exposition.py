@@ -7,6 +7,7 @@ and folds standard exporters' many series (per CPU, per NIC, per GPU) into one v
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from cmdare.collectors import metrics as M
 from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold
 from cmdare.collectors.redaction import redact_cut
-from cmdare.collectors.samples import JobFacts, TaskInfo
+from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo
 
 TASK_LABELS = M.TASK_INFO.labels  # every identity label a page may give
 
@@ -67,16 +68,33 @@ def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskI
 
 def facts_from_labels(labels: dict[str, str], notes: list[str] | None = None) -> JobFacts:
     """What a job trains, from ``cmdare_job_info`` labels; an implausible number (NaN, negative,
-    huge) is dropped (with a line in ``notes``), never the facts or the poll."""
-    return JobFacts(
-        job=labels.get("job", ""),
-        model=labels.get("model", ""),
+    huge) is dropped (with a line in ``notes``), never the facts or the poll. The same labels come
+    with every poll, so short ones are parsed once (bounded cache)."""
+    key = tuple(labels.get(k) or "" for k in M.JOB_INFO.labels)
+    facts, found = (_cached_facts if sum(map(len, key)) <= FACTS_CACHE_CHARS else _facts_of)(key)
+    if notes is not None:
+        notes.extend(found)
+    return facts
+
+
+FACTS_CACHE_CHARS = 512  # longer label sets are parsed each time: a hostile page cannot fill the cache
+
+
+def _facts_of(key: tuple[str, ...]) -> tuple[JobFacts, tuple[str, ...]]:
+    """The facts of the ``cmdare_job_info`` label values ``key`` (in ``M.JOB_INFO.labels`` order), and notes."""
+    labels, notes = dict(zip(M.JOB_INFO.labels, key, strict=True)), []
+    spec = ModelSpec(
+        name=labels["model"],
         model_flops=_fact(labels, "model_flops", notes),
         params=_fact(labels, "params", notes),
         batch_size=int(_fact(labels, "batch_size", notes)),
-        target_steps=int(_fact(labels, "target_steps", notes)),
-        sync=labels.get("sync", "") if labels.get("sync", "") in M.SYNC_MODES else "",
+        sync=labels["sync"] if labels["sync"] in M.SYNC_MODES else "",
     )
+    target = int(_fact(labels, "target_steps", notes))
+    return JobFacts(job=labels["job"], model=spec, target_steps=target), tuple(notes)
+
+
+_cached_facts = functools.lru_cache(maxsize=256)(_facts_of)
 
 
 _SIMPLE = {

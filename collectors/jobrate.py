@@ -63,7 +63,7 @@ def infer_sync(workers: Sequence[TaskSeries], window: float) -> str:
 def job_rate(tasks: Sequence[TaskSeries], facts: JobFacts | None, window: float) -> JobRate:
     """The job's steps/s, examples/s and global step from its answering tasks."""
     workers = [ts for ts in tasks if ts.info.role in WORKER_ROLES] or list(tasks)
-    declared = facts.sync if facts is not None else ""
+    declared = facts.model.sync if facts is not None else ""
     sync = declared or infer_sync(workers, window)
     steps = _rates(workers, M.K_WORKER_STEPS, window)
     if sync in ("sync-allreduce", "pipeline"):

@@ -80,7 +80,7 @@ def poll_row(cycle_id: int, seq: int, p: TaskPoll) -> tuple:
         _json({**asdict(p.info), "host": p.host, "host_only": p.host_only}) if p.info else None,
         _json(vals),
         scrub(p.error),
-        _json(asdict(p.job_facts)) if p.job_facts else None,
+        _json(p.job_facts.labels()) if p.job_facts else None,
         p.elapsed,
     )
 

@@ -97,17 +97,58 @@ class TaskInfo(CleanText):
         return f"{self.job}/{self.name}"
 
 
-@dataclass(frozen=True)
-class JobFacts(CleanText):
-    """What a job trains, from ``cmdare_job_info`` labels or the config (empty when unknown)."""
+#: The batch per worker of the CM-DARE measurements: what the models assume when a job declares none.
+STUDY_BATCH_SIZE = 128
 
-    job: str
-    model: str = ""
+
+@dataclass(frozen=True)
+class ModelSpec(CleanText):
+    """What a job trains: the one description, from ``cmdare_job_info`` labels, the config's
+    ``[[jobs]]``, a workload file's ``[model]`` or a ``predict`` row; the speed model's input.
+
+    Units: ``model_flops`` is the CM-DARE study's ``Model FLOPs`` figure for the network (the
+    TensorFlow profiler's count for one training step, measured at the study's batch of 128; the speed
+    model reads it as work per step and does not rescale it with ``batch_size``); ``params`` is a
+    count of parameters; ``batch_size`` is examples per worker per step; ``tensors`` a count of
+    parameter tensors; ``checkpoint_mb`` megabytes. Zero or ``None`` means "not declared": the
+    models then use :attr:`effective_batch_size`, the catalogue's tensor count (or an estimate) and a
+    checkpoint size estimated from ``params``.
+    """
+
+    name: str = ""  # free network name, e.g. "ResNet-32" ("" = unnamed: no catalogue lookup)
     model_flops: float = 0.0
     params: float = 0.0
     batch_size: int = 0
-    target_steps: int = 0
+    tensors: int | None = None
+    checkpoint_mb: float | None = None
     sync: str = ""  # async-ps | sync-allreduce | pipeline ("" = undeclared: inferred from the steps)
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Examples per worker per step as the models count them: the declared batch, else the study's."""
+        return self.batch_size or STUDY_BATCH_SIZE
+
+    @property
+    def predictable(self) -> bool:
+        """True when the speed model can predict it (FLOPs and parameters declared)."""
+        return bool(self.model_flops and self.params)
+
+
+@dataclass(frozen=True)
+class JobFacts(CleanText):
+    """What one job declares about itself: its name, what it trains and how far (``target_steps``
+    global steps, 0 = unknown); from ``cmdare_job_info`` labels or the config's ``[[jobs]]``."""
+
+    job: str
+    model: ModelSpec = ModelSpec()
+    target_steps: int = 0
+
+    def labels(self) -> dict[str, object]:
+        """The ``cmdare_job_info`` labels these facts stand for (as recorded; parsed back by
+        :func:`cmdare.collectors.exposition.facts_from_labels`)."""
+        m = self.model
+        return {"job": self.job, "model": m.name, "model_flops": m.model_flops, "params": m.params,
+                "batch_size": m.batch_size, "target_steps": self.target_steps, "sync": m.sync}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -133,16 +174,25 @@ class TaskPoll(CleanPoll):
 
 @dataclass(frozen=True)
 class Lifetime(CleanText):
-    """One server lifetime, as the revocation model learns it."""
+    """One server lifetime: observed by the lifecycle tracker, recorded and replayed, learnt by the
+    revocation model. ``start`` and ``end`` in seconds (clock or epoch; ``end`` None while it runs)."""
 
     task: str
     start: float
     end: float | None
-    cause: str  # running | preempted | vanished | stopped
+    cause: str  # running | preempted | vanished | stopped (also a planned stop such as the 24 h limit)
     gpu: str = ""
     region: str = ""
-    provisioning: str = ""
+    provisioning: str = ""  # spot | preemptible | standard ("" = unknown)
 
     @property
     def revoked(self) -> bool:
+        """True when the cloud took the server (preempted, or vanished without notice)."""
         return self.cause in ("preempted", "vanished")
+
+    def hours(self, now: float | None = None) -> float:
+        """Age in hours at its end, or at ``now`` while it runs (a running server has survived so far)."""
+        end = self.end if self.end is not None else now
+        if end is None:
+            raise ValueError(f"lifetime of {self.task} is still running: give now")
+        return max(0.0, (end - self.start) / 3600.0)

@@ -30,7 +30,9 @@ MAX_RUNS = 256  # runs (tasks) shown
 
 
 @dataclass
-class Layout:
+class RunLayout:
+    """The training runs found under a log dir, each with its event files."""
+
     runs: dict[Path, list[Path]] = field(default_factory=dict)  # run folder -> its event files
     notes: list[str] = field(default_factory=list)  # what a bound cut off
 
@@ -84,9 +86,9 @@ def run_of(folder: Path, logdir: Path, event_dirs: dict[Path, list[Path]]) -> Pa
     return folder
 
 
-def find_runs(logdir: Path) -> Layout:
+def find_runs(logdir: Path) -> RunLayout:
     """Every run under ``logdir`` and its event files (sorted), with notes on what was cut off."""
-    layout = Layout()
+    layout = RunLayout()
     event_dirs = _event_dirs(logdir, layout.notes)
     for folder in sorted(event_dirs):
         layout.runs.setdefault(run_of(folder, logdir, event_dirs), []).extend(event_dirs[folder])

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.overview import JobView
-from cmdare.planner.speed.speed_model import Network, SpeedModel, SpeedPrediction
+from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,9 @@ def owns_gpu(gpu: str | None) -> bool:
     return bool(gpu) and str(gpu).strip().upper() not in NO_GPU_NAMES
 
 
-def network_of(job: JobView) -> Network | None:
-    f = job.facts
-    if not (f.model_flops and f.params):
-        return None
-    return Network(
-        name=f.model or None, model_flops=f.model_flops, params=f.params, batch_size=f.batch_size or 128
-    )
+def network_of(job: JobView) -> ModelSpec | None:
+    """What the job trains, when the speed model can predict it (FLOPs and parameters declared)."""
+    return job.facts.model if job.facts.model.predictable else None
 
 
 def current_shape(job: JobView, *, include_down: bool = True) -> GpuMix | None:

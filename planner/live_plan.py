@@ -13,15 +13,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from cmdare.collectors.samples import Lifetime as Observed
+from cmdare.collectors.samples import Lifetime
 from cmdare.planner.job_plan import current_shape, network_of
 from cmdare.planner.live_sync import is_sync, measured_split, sync_shape
 from cmdare.planner.live_sync_plan import live_scales, rank_live_sync
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.ranking_notes import price_date_label
-from cmdare.planner.risk_cost.revocation import RevocationModel, from_observed
+from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.shapes import ShapeTable, UnpricedShapeError, rank_shapes
-from cmdare.planner.risk_cost.workload import Allowed, ModelSpec, Options, Shape, Target, Workload
+from cmdare.planner.risk_cost.workload import Allowed, Options, Shape, Target, Workload
 from cmdare.planner.speed.calibration import Calibration
 from cmdare.planner.speed.speed_model import SpeedModel
 
@@ -86,7 +86,7 @@ def workload_for_job(
     allowed_gpus = tuple(sorted(book_gpus | {gpu}))
     regions = tuple(sorted(set(price_book.regions()) | {region}))
     w = Workload(
-        model=ModelSpec(job.facts.model or "job", net.model_flops, net.params, net.batch_size),
+        model=net,
         target=Target(steps=remaining, deadline_hours=deadline_hours, budget_usd=budget_usd),
         current=Shape(gpu, shape.workers, shape.ps, region, prov),
         allowed=Allowed(
@@ -130,16 +130,14 @@ class LivePlanner:
         for c in self._jobs.values():
             c.key = None  # re-rank with the new prices
 
-    def learn(self, lifetimes: Sequence[Observed], now: float) -> None:
+    def learn(self, lifetimes: Sequence[Lifetime], now: float) -> None:
         """Update the revocation model with the lifetimes the collectors observed (published rates
         drift); re-rank when a new lifetime has ended. Running servers count as survived so far."""
         ended = sum(1 for lt in lifetimes if lt.end is not None)
         if ended == self._ended_seen:
             return
         self._ended_seen = ended
-        self.revocation = self._prior.with_start_hour(self._prior.start_hour).update(
-            from_observed(lifetimes, now)
-        )
+        self.revocation = self._prior.with_start_hour(self._prior.start_hour).update(lifetimes, now)
         for c in self._jobs.values():
             c.key = None
 

@@ -100,6 +100,6 @@ def calibrated(
     """The all-reduce model anchored on the job: its own compute as the compute term (``compute_scale``
     relative to a model compute of 1 s) and the comm scale that reproduces the measured exposed time."""
     base = p or SyncParams()
-    raw = shape_terms(shape, job.facts.params, 1.0, SyncParams(base.bucket_bytes, base.backward_share,
+    raw = shape_terms(shape, job.facts.model.params, 1.0, SyncParams(base.bucket_bytes, base.backward_share,
                                                                 base.bytes_per_param, base.compression))  # fmt: skip
     return calibrate(split.compute_s, split.exposed_s, raw, base)

@@ -13,7 +13,7 @@ from cmdare.planner.live_sync import MeasuredSplit, SyncShape, calibrated, measu
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_shapes import SyncShapeTable, compute_seconds, rank_sync_shapes
-from cmdare.planner.risk_cost.workload import Allowed, ModelSpec, Options, Parallel, Shape, Target, Workload
+from cmdare.planner.risk_cost.workload import Allowed, Options, Parallel, Shape, Target, Workload
 from cmdare.planner.speed.allreduce import SyncParams
 from cmdare.planner.speed.speed_model import SpeedModel
 
@@ -32,7 +32,7 @@ def sync_workload_for_job(
     f, shape = job.facts, sync_shape(job)
     if shape is None:
         return None, None, "no ranks seen yet"
-    if not (f.model_flops and f.params):
+    if not f.model.predictable:
         return (
             None,
             shape,
@@ -49,7 +49,7 @@ def sync_workload_for_job(
     regions = tuple(sorted(set(price_book.regions()) | {region}))  # type: ignore[attr-defined]
     transient = prov if prov in ("spot", "preemptible") else "spot"
     w = Workload(
-        model=ModelSpec(f.model or "job", f.model_flops, f.params, f.batch_size or 128),
+        model=f.model,
         target=Target(steps=max(1, int(f.target_steps - (job.global_step or 0)))),
         current=Shape(shape.gpu, shape.gpus, 0, region, prov),
         allowed=Allowed(gpus, regions, max(16, 2 * shape.gpus), 0, provisionings=("standard", transient)),

@@ -121,7 +121,7 @@ class JobView:
     def to_json(self) -> dict:
         return {
             "name": self.name,
-            "model": self.facts.model,
+            "model": self.facts.model.name,
             "steps_per_sec": _finite(self.steps_per_sec),
             "examples_per_sec": _finite(self.examples_per_sec),
             "global_step": _finite(self.global_step),

@@ -19,10 +19,11 @@ from __future__ import annotations
 import csv
 import io
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.predict_sync import SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_band import speed_band
-from cmdare.planner.speed.speed_model import Network, SpeedModel
+from cmdare.planner.speed.speed_model import SpeedModel
 
 __all__ = ["PredictInputError", "REQUIRED_COLUMNS", "OUTPUT_COLUMNS", "parse_gpu_mix", "predict_csv_text"]
 
@@ -104,8 +105,8 @@ def _shape(row: dict[str, str], where: str) -> tuple[dict[str, int], int, int]:
 
 
 def _predict_row(model: SpeedModel, row: dict[str, str], where: str) -> dict[str, str]:
-    network = Network(
-        name=(row.get("model") or "").strip() or None,
+    network = ModelSpec(
+        name=(row.get("model") or "").strip(),
         model_flops=_number(row, "model_flops", where),
         params=_number(row, "params", where),
         batch_size=int(_number(row, "batch_size", where, integer=True)),

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.allreduce import SyncParams, sync_step
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.interconnect import node_links
 from cmdare.planner.speed.speed_band import speed_band
-from cmdare.planner.speed.speed_model import Network, SpeedModel
+from cmdare.planner.speed.speed_model import SpeedModel
 
 SYNC_MODES = ("sync", "sync-allreduce")
 PS_MODES = ("", "ps", "async-ps")
@@ -61,7 +62,7 @@ def _nic(row: dict[str, str]) -> float | None:
     return value
 
 
-def predict_sync_row(model: SpeedModel, network: Network, row: dict[str, str]) -> dict[str, str]:
+def predict_sync_row(model: SpeedModel, network: ModelSpec, row: dict[str, str]) -> dict[str, str]:
     """The output fields of one sync row."""
     g = _int(row, "gpus_per_node", 1, 1, 16)
     workers = _int(row, "workers", 0, 1, 10_000)
@@ -88,7 +89,7 @@ def predict_sync_row(model: SpeedModel, network: Network, row: dict[str, str]) -
         "steps_per_sec_p10": f"{x * band.p10 / one.steps_per_sec:.6g}",
         "steps_per_sec_p90": f"{x * band.p90 / one.steps_per_sec:.6g}",
         "extrapolation": "allreduce" if band.extrapolation == "none" else band.extrapolation,
-        "examples_per_sec": f"{x * workers * network.batch_size:.6g}",
+        "examples_per_sec": f"{x * workers * network.effective_batch_size:.6g}",
         "bottleneck": bottleneck,
         "ps_utilization": "",
         "allreduce_share": f"{share:.4f}",

@@ -166,7 +166,8 @@ def parse_icac_lifetime_log(text: str) -> list:
     counts as revoked (longer ones hit the 24 h limit)."""
     import re
 
-    from cmdare.planner.risk_cost.revocation import KILL_EPS_H, LIMIT_H, Lifetime
+    from cmdare.collectors.samples import Lifetime
+    from cmdare.planner.risk_cost.revocation import KILL_EPS_H, LIMIT_H
 
     out, gpu = [], None
     for line in text.splitlines():
@@ -181,6 +182,8 @@ def parse_icac_lifetime_log(text: str) -> list:
             continue
         start = dt.datetime.strptime(cells[1], "%m/%d/%y %H:%M").timestamp()
         end = dt.datetime.strptime(cells[2], "%m/%d/%y %H:%M").timestamp()
-        revoked = (end - start) / 3600.0 < LIMIT_H - KILL_EPS_H
-        out.append(Lifetime(start, end, revoked, gpu, m.group(1), "preemptible"))
+        cause = (
+            "preempted" if (end - start) / 3600.0 < LIMIT_H - KILL_EPS_H else "stopped"
+        )  # at the 24 h limit
+        out.append(Lifetime(cells[0], start, end, cause, gpu, m.group(1), "preemptible"))
     return out

@@ -16,7 +16,7 @@ from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Poller
 from cmdare.collectors.pricing import load_offline_book
-from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
+from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
 from cmdare.planner.job_plan import current_shape, network_of
 from cmdare.planner.overview import build_jobs
@@ -85,7 +85,9 @@ class SimCluster:
             )
             for i, g in enumerate(gpus)
         ]
-        self.facts = JobFacts(job, net.name, net.model_flops, net.params, 128, 10**7) if facts else None
+        self.facts = (
+            JobFacts(job, ModelSpec(net.name, net.model_flops, net.params, 128), 10**7) if facts else None
+        )
         for w in self.workers:  # exporters report their counters from the first scrape on
             w.counters = dict.fromkeys(
                 (M.K_WORKER_STEPS, M.K_EXAMPLES, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT), 0.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from alert_sim import Harness, SimCluster, kinds, load_curves
 
@@ -44,9 +46,7 @@ def k80(shared_dir):
 
 async def test_eta_past_the_deadline_is_eta_slip_with_a_fix(k80):
     sim = SimCluster("ResNet-32", k80, ["P100"] * 2, seed=1, job="j")
-    sim.facts = sim.facts.__class__(
-        "j", sim.facts.model, sim.facts.model_flops, sim.facts.params, 128, 200_000
-    )
+    sim.facts = replace(sim.facts, target_steps=200_000)
     h = Harness(sim)
     h.goals = {"j": JobGoal(deadline_at=h.clock.now() + 2 * 3600)}  # 200k steps at ~22.5/s ≈ 2.5 h
     for _ in range(5):
@@ -59,9 +59,7 @@ async def test_eta_past_the_deadline_is_eta_slip_with_a_fix(k80):
 
 async def test_projected_cost_past_the_budget_is_cost_overrun(k80):
     sim = SimCluster("ResNet-32", k80, ["P100"] * 2, seed=1, job="j")
-    sim.facts = sim.facts.__class__(
-        "j", sim.facts.model, sim.facts.model_flops, sim.facts.params, 128, 200_000
-    )
+    sim.facts = replace(sim.facts, target_steps=200_000)
     h = Harness(sim)
     h.goals = {"j": JobGoal(budget_usd=2.0, spent_usd=0.5)}  # 2.5 h × (2 × 0.81 + 0.38) $/h ≈ $5
     for _ in range(5):

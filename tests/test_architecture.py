@@ -1,9 +1,11 @@
 """The headless core, proved: collectors and planner never import Textual or Rich, heavy libraries load
 lazily, and imports flow one way (tui → planner → collectors; tui → demo → collectors) in every import form,
-with no cycle even through imports inside functions. Also: the code passes ruff."""
+with no cycle even through imports inside functions; no two public classes of the product share a name
+(one concept, one type: a second ``Lifetime`` cannot come back). Also: the code passes ruff."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -107,6 +109,36 @@ def test_cycle_check_accepts_a_one_way_chain():
                "cmdare.planner.b": ("def f():\n    from cmdare.planner import c", False),
                "cmdare.planner.c": ("", False)}  # fmt: skip
     assert cycles(graph(sources)) == []
+
+
+def shared_class_names(sources: dict[str, tuple[str, bool]]) -> dict[str, list[str]]:
+    """Public class names defined in more than one place: name -> ``module:line`` of each definition
+    (nested classes count; ``_private`` helpers stay their module's business)."""
+    homes: dict[str, list[str]] = {}
+    for module, (source, _) in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                homes.setdefault(node.name, []).append(f"{module}:{node.lineno}")
+    return {name: where for name, where in homes.items() if len(where) > 1}
+
+
+def test_no_two_classes_share_a_name():
+    """One concept, one type: e.g. one ``Lifetime`` (collectors) and one ``ModelSpec`` for what a job
+    trains, used from the config to the collectors to the planner."""
+    assert shared_class_names(read_sources(REPO)) == {}
+
+
+def test_shared_class_name_check_catches_a_second_definition():
+    sources = {
+        "cmdare.collectors.samples": ("class Lifetime:\n    pass\nclass _Cache:\n    pass", False),
+        "cmdare.planner.risk": (
+            "def f():\n    class Lifetime:\n        pass\nclass _Cache:\n    pass",
+            False,
+        ),
+    }
+    assert shared_class_names(sources) == {
+        "Lifetime": ["cmdare.collectors.samples:1", "cmdare.planner.risk:2"]
+    }
 
 
 def test_ruff_passes():

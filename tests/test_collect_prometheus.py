@@ -70,7 +70,7 @@ async def test_real_prometheus_every_task_roles_rates_and_a_vanished_task(promet
     assert {t: p.info.role for t, p in by_task.items()} == ROLES
     assert all(p.ok and p.info.job == "resnet" and p.info.region == "us-east1" for p in polls)
     assert by_task["ps-0"].values[M.K_PS_IN] == 1000
-    assert by_task["worker-0"].job_facts.model == "ResNet-32"
+    assert by_task["worker-0"].job_facts.model.name == "ResNet-32"
     # The rate over the whole run equals the counter's increase over the scrape timestamps.
     ts = store.tasks["resnet/worker-1"]
     t, v = ts.window(M.K_WORKER_STEPS, 1e9)

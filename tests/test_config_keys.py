@@ -91,8 +91,8 @@ CASES: dict[str, tuple[str, Any]] = {
     "links": ('[links]\n"a/b" = 0.5\n', lambda s, p: s["options"].link_capacity_gbps == {frozenset("ab"): 0.5}),
     "jobs": ('[[jobs]]\nname = "r"\nmodel = "ResNet-32"\nmodel_flops = 1.6e9\nparams = 1.8e6\nbatch_size = 64\n'
              "target_steps = 1000\nbudget_usd = 9\ndeadline_hours = 2\n",
-             lambda s, p: (s["options"].job_facts[0].model, s["options"].job_facts[0].model_flops,
-                           s["options"].job_facts[0].params, s["options"].job_facts[0].batch_size,
+             lambda s, p: (s["options"].job_facts[0].model.name, s["options"].job_facts[0].model.model_flops,
+                           s["options"].job_facts[0].model.params, s["options"].job_facts[0].model.batch_size,
                            s["options"].job_facts[0].target_steps, s["options"].budget_usd,
                            s["options"].deadline_hours) == ("ResNet-32", 1.6e9, 1.8e6, 64, 1000, 9, 2)),
 }  # fmt: skip

@@ -10,7 +10,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.exposition import parse_exposition
 from cmdare.collectors.hostdetail import owns_gpus
 from cmdare.collectors.jobrate import job_rate
-from cmdare.collectors.samples import JobFacts, TaskInfo
+from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo
 from cmdare.collectors.store import TaskSeries
 
 
@@ -40,7 +40,7 @@ def test_sync_jobs_take_the_global_step_rate_async_jobs_the_sum():
     assert job_rate(ps, None, 10.0).steps_per_sec == pytest.approx(60.0)
     assert job_rate(ps, None, 10.0).sync == "async-ps"
     assert job_rate(runs, None, 10.0).steps_per_sec == pytest.approx(70.0)  # not shared: summed
-    declared = job_rate(ps, JobFacts("j", sync="sync-allreduce"), 10.0)
+    declared = job_rate(ps, JobFacts("j", ModelSpec(sync="sync-allreduce")), 10.0)
     assert (declared.steps_per_sec, declared.how) == (pytest.approx(60.0), "declared")  # the global step
     assert job_rate(ddp, None, 10.0).examples_per_sec == pytest.approx(2 * 32 * 71.0)  # summed in every mode
     for ts in ddp:  # the same steps from two log runs (no step-time histogram): independent, summed

@@ -31,7 +31,7 @@ def test_demo_endpoints_speak_valid_prometheus_exposition():
             assert families["cmdare_step_seconds"].type == "histogram"
             parsed = parse_exposition(text)
             roles.add(parsed.info.role)
-            assert parsed.facts.model == "ResNet-32" and parsed.facts.params > 1e6
+            assert parsed.facts.model.name == "ResNet-32" and parsed.facts.model.params > 1e6
         assert roles == {"chief", "worker", "ps"}
     finally:
         demo.stop()

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from conftest import CMDARE
 
-from cmdare.planner.risk_cost.revocation import Lifetime, RevocationModel
+from cmdare.collectors.samples import Lifetime
+from cmdare.planner.risk_cost.revocation import RevocationModel
 
 DERIVED = CMDARE / "derived"
 LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
@@ -91,7 +92,10 @@ def test_update_moves_toward_own_history() -> None:
     fresh = RevocationModel.load()
     before = 1 - fresh.survival("K80", "us-central1", "preemptible", np.array([23.5]))[0]
     start = 1.55e9
-    calm = [Lifetime(start, start + 86400, False, "K80", "us-central1") for _ in range(40)]
+    calm = [
+        Lifetime(f"k80-{i}", start, start + 86400, "stopped", "K80", "us-central1", "preemptible")
+        for i in range(40)
+    ]
     fresh.update(calm)
     after = 1 - fresh.survival("K80", "us-central1", "preemptible", np.array([23.5]))[0]
     assert after < before * 0.6

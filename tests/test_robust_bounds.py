@@ -167,7 +167,9 @@ async def test_bad_values_drop_the_value_never_the_task_or_the_source(hostile):
     assert bad.values[M.K_WORKER_STEPS] == 100
     for key in (M.K_PROCESS_CPU, M.K_STAGE_WAIT, M.K_STAGE_COMPUTE, M.K_PS_IN):
         assert key not in bad.values
-    assert bad.job_facts is not None and bad.job_facts.batch_size == 0 and bad.job_facts.params == 0
+    assert (
+        bad.job_facts is not None and bad.job_facts.model.batch_size == 0 and bad.job_facts.model.params == 0
+    )
     assert "batch_size is not a plausible number" in bad.error
     assert "4 non-finite or implausible value(s) ignored" in bad.error
 
@@ -186,7 +188,7 @@ async def test_prometheus_nan_rows_and_facts_drop_values_not_the_task(hostile):
     assert poll.values == {M.K_STEP_SECONDS_SUM: 12.0}
     assert "3 implausible value(s) ignored" in poll.error and "clock skew" not in poll.error
     assert "batch_size is not a plausible number" in poll.error
-    assert poll.job_facts.batch_size == 0
+    assert poll.job_facts.model.batch_size == 0
 
 
 @pytest.mark.parametrize(

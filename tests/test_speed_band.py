@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.ps_tier import busiest_share
 from cmdare.planner.speed.speed_band import (
     EXTRAPOLATIONS,
@@ -17,7 +18,7 @@ from cmdare.planner.speed.speed_band import (
     speed_band,
 )
 from cmdare.planner.speed.speed_cv import CATEGORIES, residuals
-from cmdare.planner.speed.speed_model import Network, SpeedModel
+from cmdare.planner.speed.speed_model import SpeedModel
 
 sys.path.insert(0, str(REPO / "scripts"))
 import fit_speed_model  # noqa: E402
@@ -25,9 +26,9 @@ import fit_speed_model  # noqa: E402
 sys.path.remove(str(REPO / "scripts"))
 
 MODEL = SpeedModel.load()
-RES32 = Network("ResNet-32", 1658696889, 1857722)
-BIG = Network("Shake-Shake-big", 22864820174, 26204362)
-UNNAMED = Network(None, 3e9, 4e6)
+RES32 = ModelSpec("ResNet-32", 1658696889, 1857722)
+BIG = ModelSpec("Shake-Shake-big", 22864820174, 26204362)
+UNNAMED = ModelSpec("", 3e9, 4e6)
 
 
 @pytest.fixture(scope="module")

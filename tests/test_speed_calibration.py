@@ -1,10 +1,11 @@
 import math
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.calibration import Calibration
-from cmdare.planner.speed.speed_model import Network, SpeedModel
+from cmdare.planner.speed.speed_model import SpeedModel
 
 MODEL = SpeedModel.load()
-NET = Network("job", 3e9, 4e6)
+NET = ModelSpec("job", 3e9, 4e6)
 
 
 def _truth() -> SpeedModel:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cmdare.collectors.samples import JobFacts
+from cmdare.collectors.samples import JobFacts, ModelSpec
 from cmdare.planner.live_sync import calibrated, measured_split, shape_terms, sync_shape
 from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.alerts import AlertContext
@@ -22,7 +22,7 @@ def _node(rank: int, local: int, compute: float, exposed: float, gpu: str = "T4"
 
 def _job(nodes: list[NodeView], params: float = 26e6, sync: str = "sync-allreduce") -> JobView:
     step = max(n.step_seconds + n.allreduce_seconds for n in nodes)  # type: ignore[operator]
-    facts = JobFacts("ddp", "shakebig", 2.3e10, params, 128, 10_000, sync)
+    facts = JobFacts("ddp", ModelSpec("shakebig", 2.3e10, params, 128, sync=sync), 10_000)
     return JobView("ddp", facts, 1 / step, None, 100.0, None, nodes, sync=sync, sync_how="declared")
 
 

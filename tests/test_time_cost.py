@@ -10,6 +10,7 @@ import pytest
 from conftest import CMDARE
 
 from cmdare.collectors.pricing import load_study_era_book
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.time_cost import (
@@ -19,10 +20,10 @@ from cmdare.planner.risk_cost.time_cost import (
     estimate,
     poisson_quantile,
 )
-from cmdare.planner.speed.speed_model import Network, SpeedModel
+from cmdare.planner.speed.speed_model import SpeedModel
 
 LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
-RESNET32 = Network("resnet32", 1658696889, 1857722, 128)  # CM-DARE speed_data/0latency_k80_new.csv
+RESNET32 = ModelSpec("resnet32", 1658696889, 1857722, 128)  # CM-DARE speed_data/0latency_k80_new.csv
 
 
 def _columns(gpu, region, prov, workers, ps, ps_price_zero=None) -> ShapeColumns:

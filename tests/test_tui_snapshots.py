@@ -11,7 +11,7 @@ import pytest
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, ManualClock
-from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
+from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
@@ -19,7 +19,7 @@ from cmdare.tui.session import MonitorSession
 T0 = 1_700_000_000.0
 # ResNet-32 on P100 as in demo/data/demo_calibration.json (from ../shared/data/cmdare); the
 # per-worker speed 5.4 steps/s is what 8 workers behind one saturated PS show there (≈43 steps/s).
-FACTS = JobFacts("resnet32-p100", "ResNet-32", 1658696889.0, 1857722.0, 128, 64000)
+FACTS = JobFacts("resnet32-p100", ModelSpec("ResNet-32", 1658696889.0, 1857722.0, 128), 64000)
 WORKER_RATE = 5.4
 REVOKE_AFTER = 4  # worker-3 stops answering after this many polls
 
@@ -53,7 +53,7 @@ class FixedSource:
 
     def _ps(self, t: float, dt: float) -> TaskPoll:
         info = TaskInfo(FACTS.job, "ps-0", "ps", "", "us-central1", "us-central1-a", "standard")
-        moved = 8 * WORKER_RATE * dt * FACTS.params * 4
+        moved = 8 * WORKER_RATE * dt * FACTS.model.params * 4
         return TaskPoll("http://10.0.0.100:9100/metrics", t, True, info,
                         {M.K_PS_IN: moved, M.K_PS_OUT: moved}, job_facts=FACTS)  # fmt: skip
 

@@ -25,7 +25,7 @@ from cmdare.collectors.pricing.book import PriceBook
 from cmdare.collectors.prometheus_api import PrometheusAPISource
 from cmdare.collectors.recorder import Recorder
 from cmdare.collectors.replay import ReplaySource
-from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
+from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.collectors.tensorboard import TensorBoardSource
@@ -47,7 +47,8 @@ def assert_safe(text: str, limit: int = LABEL_LIMIT) -> None:
 def texts_of(poll: TaskPoll) -> list[str]:
     """Every text a poll carries: source, error, series keys, identity and job facts."""
     out = [poll.source, poll.error or "", *poll.values]
-    for part in (poll.info, poll.job_facts):
+    facts = poll.job_facts
+    for part in (poll.info, facts, facts and facts.model):
         if part is not None:
             out += [v for v in asdict(part).values() if isinstance(v, str)]
     return out
@@ -99,7 +100,7 @@ def test_log_lines_lose_their_control_characters():
 # --- the value types are the choke point ----------------------------------------------------------
 def test_value_types_clean_on_construction():
     info = TaskInfo(job=HOSTILE["title"], task=HOSTILE["long"], gpu=HOSTILE["bidi"], dc="\x07")
-    facts = JobFacts(job=HOSTILE["osc52"], model=HOSTILE["osc8"])
+    facts = JobFacts(job=HOSTILE["osc52"], model=ModelSpec(HOSTILE["osc8"]))
     poll = TaskPoll(HOSTILE["csi"], 0.0, False, info=info, values={f"scalar{{tag={HOSTILE['dcs']}}}": 1.0},
                     error=HOSTILE["c1"] * 100, job_facts=facts)  # fmt: skip
     for text in texts_of(poll):
@@ -260,7 +261,7 @@ def test_snapshot_text_renders_any_label_as_text(labels: list[str]):
     job, task, gpu, region, error = labels
     store, life = Store(), Lifecycle()
     polls = [TaskPoll("s", 1.0, True, info=TaskInfo(job or "j", task or "t", gpu=gpu, region=region),
-                      values={"cmdare_global_step": 1.0}, job_facts=JobFacts(job or "j", model=gpu)),
+                      values={"cmdare_global_step": 1.0}, job_facts=JobFacts(job or "j", ModelSpec(gpu))),
              TaskPoll("s2", 1.0, False, info=TaskInfo(job or "j", "x" + task), error=error)]  # fmt: skip
     for p in polls:
         store.add(p)

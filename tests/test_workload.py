@@ -36,7 +36,7 @@ def test_examples_parse() -> None:
 
 def test_minimal_defaults() -> None:
     w = parse_workload(MINIMAL)
-    assert w.model.batch_size == 128
+    assert w.model.batch_size == 0 and w.model.effective_batch_size == 128  # undeclared: the study's
     assert (
         w.allowed.gpus == ("K80",) and w.allowed.max_workers == 4 and w.allowed.ps_provisioning == "standard"
     )

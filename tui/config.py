@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from cmdare.collectors.samples import JobFacts, ModelSpec
+
 APP_NAME = "cmdare-tui"
 TOP_KEYS = ("refresh", "timeout", "read_only", "theme", "animations", "prices")
 TABLES = ("sources", "thresholds", "budget", "keys", "jobs", "links")
@@ -49,25 +51,18 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class JobConfig:
-    """Facts about one job for when its exporter does not publish ``cmdare_job_info``.
-    ``model_flops`` per example (FLOPs), ``params`` (count), budget in USD, deadline in hours."""
+    """One ``[[jobs]]`` entry: the job's facts (name, what it trains, target steps; units in
+    :class:`~cmdare.collectors.samples.ModelSpec`), for when its exporter does not publish
+    ``cmdare_job_info``, and its goals: budget in USD, deadline in hours."""
 
-    name: str
-    model: str = ""
-    model_flops: float = 0.0
-    params: float = 0.0
-    batch_size: int = 128
-    target_steps: int = 0
+    facts: JobFacts
     budget_usd: float | None = None
     deadline_hours: float | None = None
 
-    def facts(self) -> Any:  # -> cmdare.collectors.samples.JobFacts
-        """What the job trains, for sessions whose exporter does not publish ``cmdare_job_info``."""
-        from cmdare.collectors.samples import JobFacts
-
-        return JobFacts(
-            self.name, self.model, self.model_flops, self.params, self.batch_size, self.target_steps
-        )
+    @property
+    def name(self) -> str:
+        """The job's name, as its sources report it (the ``job`` label, or ``--job``)."""
+        return self.facts.job
 
 
 @dataclass(frozen=True)
@@ -239,14 +234,17 @@ def _job(loc: _Locator, j: dict[str, Any]) -> JobConfig:
     loc.unknown(j, JOB_KEYS, "jobs")
     loc.expect(isinstance(j.get("name"), str) and j["name"] != "", "jobs", "name", "is required (a string)")
     loc.expect(isinstance(j.get("model", ""), str), "jobs", "model", "must be a string")
-    out: dict[str, Any] = {"name": j["name"], "model": j.get("model", "")}
-    for k in ("model_flops", "params", "budget_usd", "deadline_hours"):
-        if k in j:
-            out[k] = loc.positive(j[k], "jobs", k)
-    for k in ("batch_size", "target_steps"):
-        if k in j:
-            out[k] = loc.count(j[k], "jobs", k)
-    return JobConfig(**out)
+    num = {
+        k: loc.positive(j[k], "jobs", k)
+        for k in ("model_flops", "params", "budget_usd", "deadline_hours")
+        if k in j
+    }
+    count = {k: loc.count(j[k], "jobs", k) for k in ("batch_size", "target_steps") if k in j}
+    spec = ModelSpec(
+        j.get("model", ""), num.get("model_flops", 0.0), num.get("params", 0.0), count.get("batch_size", 0)
+    )
+    facts = JobFacts(j["name"], spec, count.get("target_steps", 0))
+    return JobConfig(facts, num.get("budget_usd"), num.get("deadline_hours"))
 
 
 class _Locator:

@@ -51,7 +51,7 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
     costs = state.extras.get("cost", {})
     for job in state.jobs:
         console.print(Text(
-            f"Job {job.name} ({job.facts.model or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
+            f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
             f"measured{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
             f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
         ))  # fmt: skip

@@ -254,7 +254,7 @@ def session_options(args: argparse.Namespace) -> SessionOptions:
         extra.update({"budget_usd": cfg.budget_usd, "deadline_hours": cfg.deadline_hours})
         extra["link_capacity_gbps"] = dict(cfg.links) or None
         if cfg.jobs:
-            extra["job_facts"] = [j.facts() for j in cfg.jobs]
+            extra["job_facts"] = [j.facts for j in cfg.jobs]
             job = cfg.jobs[0]
             extra["budget_usd"] = extra["budget_usd"] or job.budget_usd
             extra["deadline_hours"] = extra["deadline_hours"] or job.deadline_hours

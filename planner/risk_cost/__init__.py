@@ -9,9 +9,7 @@ from cmdare.planner.lazy_exports import lazy_getattr
 
 _HOME: dict[str, str] = {
     "RevocationModel": "revocation",
-    "Lifetime": "revocation",
     "Bathtub": "revocation",
-    "from_observed": "revocation",
     "Overheads": "overheads",
     "TimeCost": "time_cost",
     "RunSettings": "time_cost",
@@ -26,7 +24,6 @@ _HOME: dict[str, str] = {
     "pareto_mask": "shapes",
     "Workload": "workload",
     "WorkloadError": "workload",
-    "ModelSpec": "workload",
     "Target": "workload",
     "Shape": "workload",
     "Allowed": "workload",

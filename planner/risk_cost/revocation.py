@@ -28,7 +28,7 @@ from importlib import resources
 
 import numpy as np
 
-from cmdare.collectors.samples import Lifetime as Observed
+from cmdare.collectors.samples import Lifetime
 
 LIMIT_H = 24.0  # GCP preemptible VMs run at most 24 h (GCP "Preemptible VM instances" docs).
 GRID_H = 0.05  # grid step for cumulative hazard / renewal tables, hours (3 min).
@@ -36,23 +36,6 @@ HORIZON_H = 168.0  # renewal tables are computed to 7 days, extrapolated linearl
 KILL_EPS_H = 0.25  # lifetimes ≥ 24 h − 15 min count as the forced 24 h kill, not a hazard event (assumption).
 TRANSIENT = ("spot", "preemptible")
 ANY = "*"
-
-
-@dataclass(frozen=True)
-class Lifetime:
-    """One observed server lifetime: epoch seconds, whether it ended by revocation, and where it ran."""
-
-    start_s: float
-    end_s: float
-    revoked: bool
-    gpu: str
-    region: str
-    provisioning: str = "preemptible"
-
-    @property
-    def hours(self) -> float:
-        """Lifetime in hours."""
-        return max(0.0, (self.end_s - self.start_s) / 3600.0)
 
 
 @dataclass(frozen=True)
@@ -147,14 +130,16 @@ class RevocationModel:
         return other
 
     # ----------------------------------------------------------------- learning
-    def update(self, lifetimes: Iterable[Lifetime]) -> RevocationModel:
-        """Add observed lifetimes of transient servers to the hazard-scale posteriors; returns self."""
+    def update(self, lifetimes: Iterable[Lifetime], now: float | None = None) -> RevocationModel:
+        """Add observed lifetimes of transient servers (with a GPU and a region) to the hazard-scale
+        posteriors; a server still running counts as survived until ``now``. Returns self."""
         for lt in lifetimes:
-            if lt.provisioning not in TRANSIENT:
+            if lt.provisioning not in TRANSIENT or not (lt.gpu and lt.region):
                 continue
             key, _ = self.resolve(lt.gpu, lt.region)
-            age = min(lt.hours, LIMIT_H - KILL_EPS_H) if lt.provisioning == "preemptible" else lt.hours
-            event = lt.revoked and not (lt.provisioning == "preemptible" and lt.hours >= LIMIT_H - KILL_EPS_H)
+            hours = lt.hours(now)
+            age = min(hours, LIMIT_H - KILL_EPS_H) if lt.provisioning == "preemptible" else hours
+            event = lt.revoked and not (lt.provisioning == "preemptible" and hours >= LIMIT_H - KILL_EPS_H)
             exposure = float(_base_cumhaz(self.curves_[key], lt.provisioning, np.array([age]))[0])
             for post_key in (f"{lt.gpu}/{lt.region}", f"{lt.gpu}/{ANY}", f"{ANY}/{ANY}"):
                 old = self.posteriors_.get(post_key, _Posterior(0.0, 0.0, 0))
@@ -301,15 +286,3 @@ def _hazard_table(
         hour_idx = ((start_hour + grid - GRID_H / 2) % 24).astype(int) % 24
         d_h = d_h * np.asarray(tod)[hour_idx]
     return _HazardTable(np.cumsum(d_h), killed_at_limit=provisioning == "preemptible")
-
-
-def from_observed(lifetimes: Iterable[Observed], now: float) -> list[Lifetime]:
-    """The collectors' lifetimes (``cmdare.collectors.samples.Lifetime``) as the model learns them:
-    a running server counts as survived so far (censored at ``now``)."""
-    return [
-        Lifetime(
-            lt.start, lt.end if lt.end is not None else now, lt.revoked, lt.gpu, lt.region, lt.provisioning
-        )
-        for lt in lifetimes
-        if lt.gpu and lt.region and lt.provisioning
-    ]

@@ -41,7 +41,7 @@ from cmdare.planner.risk_cost.ranking_notes import (
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
 from cmdare.planner.risk_cost.workload import Workload
-from cmdare.planner.speed.speed_model import Network, SpeedModel
+from cmdare.planner.speed.speed_model import SpeedModel
 
 OBJECTIVES = ("time", "cost", "balanced")
 
@@ -306,17 +306,14 @@ def rank_shapes(
         np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
     )
     order = np.lexsort((columns["score"], ~columns["feasible"]))
-    m = workload.model
-    bander = make_bander(speed_model, Network(m.name, m.model_flops, m.params, m.batch_size),
-                         workload.options.latency_ms)  # fmt: skip
+    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
     return ShapeTable(
         columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
     )
 
 
 def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:
-    m = workload.model
-    net = Network(m.name, m.model_flops, m.params, m.batch_size)
+    net = workload.model
 
     def terms(row: dict[str, object]) -> dict[str, float]:
         pred = model.predict(
@@ -328,8 +325,7 @@ def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, obj
 
 
 def _speeds(workload: Workload, model: SpeedModel, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    m = workload.model
-    net = Network(m.name, m.model_flops, m.params, m.batch_size)
+    net = workload.model
     lat = workload.options.latency_ms
     full = model.predict_shapes(net, cols["gpu"], cols["workers"], cols["ps"], latency_ms=lat)
     fewer = np.maximum(cols["workers"] - 1, 1)

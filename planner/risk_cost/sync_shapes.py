@@ -42,7 +42,7 @@ from cmdare.planner.risk_cost.time_cost import PriceTable
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, sync_step
 from cmdare.planner.speed.interconnect import node_links
-from cmdare.planner.speed.speed_model import Network, SpeedModel
+from cmdare.planner.speed.speed_model import SpeedModel
 
 GPUS_PER_NODE = (1, 2, 4, 8, 16)  # the counts GCP GPU VMs come in (the price book says which exist)
 
@@ -76,8 +76,7 @@ def enumerate_sync(workload: Workload) -> dict[str, np.ndarray]:
 def compute_seconds(model: SpeedModel, workload: Workload, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(one GPU's compute seconds per step — the speed model's one-worker ``compute`` term —, the one-worker
     PS-shape steps/s its band is quoted around) per row."""
-    m = workload.model
-    net = Network(m.name, m.model_flops, m.params, m.batch_size)
+    net = workload.model
     names, inverse = np.unique(gpus.astype(str), return_inverse=True)
     lat = workload.options.latency_ms
     preds = [model.predict(net, {g: 1}, 1, lat) for g in names]
@@ -219,10 +218,7 @@ def rank_sync_shapes(
 def _bander(workload: Workload, model: SpeedModel) -> Bander | None:
     from cmdare.planner.risk_cost.ranking_notes import make_bander
 
-    m = workload.model
-    return make_bander(
-        model, Network(m.name, m.model_flops, m.params, m.batch_size), workload.options.latency_ms
-    )
+    return make_bander(model, workload.model, workload.options.latency_ms)
 
 
 def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc: object, prices: PriceTable,

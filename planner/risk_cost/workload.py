@@ -2,7 +2,8 @@
 
 Schema (issue 6; keys marked * are extensions)::
 
-    [model]    name, model_flops, params, batch_size (default 128), checkpoint_mb*
+    [model]    name, model_flops, params, batch_size (default: the study's 128), checkpoint_mb*
+               (read into :class:`cmdare.collectors.samples.ModelSpec`, which gives the units)
     [target]   steps | (epochs* and dataset_size*), deadline_hours, budget_usd
     [current]  gpu, workers, ps, region, provisioning (spot|preemptible|standard)
     [allowed]  gpus, regions, max_workers, max_ps, provisionings*, ps_provisioning* (default "standard")
@@ -25,22 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cmdare.collectors.samples import ModelSpec
+
 PROVISIONINGS: tuple[str, ...] = ("spot", "preemptible", "standard")
 
 
 class WorkloadError(ValueError):
     """A workload file is malformed; the message names file, line (when known) and key."""
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """The network: ``model_flops`` per example (FLOPs), ``params`` (count), ``batch_size`` per worker."""
-
-    name: str
-    model_flops: float
-    params: float
-    batch_size: int = 128
-    checkpoint_mb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -286,8 +278,8 @@ def _model(v: dict[str, Any], loc: _Locator) -> ModelSpec:
         _positive(v, key, "model", loc)
     ckpt = v.get("checkpoint_mb")
     return ModelSpec(
-        v["name"], float(v["model_flops"]), float(v["params"]), int(v.get("batch_size", 128)),
-        None if ckpt is None else float(ckpt),
+        v["name"], float(v["model_flops"]), float(v["params"]), int(v.get("batch_size", 0)),
+        checkpoint_mb=None if ckpt is None else float(ckpt),
     )  # fmt: skip
 
 
@@ -299,7 +291,7 @@ def _target(v: dict[str, Any], model: ModelSpec, loc: _Locator) -> Target:
         if "epochs" not in v or "dataset_size" not in v:
             raise loc.error("give steps, or both epochs and dataset_size", "target", "steps")
         # One global step consumes one worker batch (async PS training, CM-DARE setup).
-        steps = int(round(v["epochs"] * v["dataset_size"] / model.batch_size))
+        steps = int(round(v["epochs"] * v["dataset_size"] / model.effective_batch_size))
     return Target(
         int(steps), v.get("deadline_hours"), v.get("budget_usd"), v.get("epochs"), v.get("dataset_size")
     )

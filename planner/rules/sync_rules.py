@@ -45,7 +45,7 @@ def _step(shape: SyncShape, params: float, p: SyncParams, tier: str = "default")
 
 def allreduce_fixes(job: JobView, shape: SyncShape, split: MeasuredSplit) -> list[tuple[str, float]]:
     """(fix, predicted steps/s gain) for the job, best first; gains ≤ 1% are left out."""
-    params = job.facts.params
+    params = job.facts.model.params
     p = calibrated(job, shape, split)
     now = _step(shape, params, p)
     out: list[tuple[str, float]] = []
@@ -77,13 +77,15 @@ def allreduce_bound_rule(ctx: AlertContext) -> list[Finding]:
         split, shape = measured_split(job), sync_shape(job)
         if not is_sync(job) or split is None or shape is None or split.share < th.allreduce_share_max:
             continue
-        fixes = allreduce_fixes(job, shape, split) if job.facts.params else []
+        fixes = allreduce_fixes(job, shape, split) if job.facts.model.params else []
         fix = "; ".join(f"{what}: predicted {signed_pct(g)} steps/s" for what, g in fixes) or None
         if fix:
             fix += " (all-reduce model calibrated on this job; band: n/a)"
         evidence = {
             **basis(
-                MEASURED, MODEL if fixes else [], NOT_MEASURED + ([] if job.facts.params else ["params"])
+                MEASURED,
+                MODEL if fixes else [],
+                NOT_MEASURED + ([] if job.facts.model.params else ["params"]),
             ),
             "allreduce_share": round(split.share, 3),
             "compute_seconds": round(split.compute_s, 5),

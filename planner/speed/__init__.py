@@ -8,7 +8,6 @@ from __future__ import annotations
 from cmdare.planner.lazy_exports import lazy_getattr
 
 _HOME: dict[str, str] = {
-    "Network": "speed_model",
     "SpeedModel": "speed_model",
     "SpeedPrediction": "speed_model",
     "Observation": "speed_model",

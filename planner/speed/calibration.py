@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.gpu_catalog import get_gpu
-from cmdare.planner.speed.speed_model import REF_LATENCY_MS, Network, SpeedModel
+from cmdare.planner.speed.speed_model import REF_LATENCY_MS, SpeedModel
 
 __all__ = ["Calibration"]
 
@@ -26,7 +27,7 @@ class Calibration:
     """Calibration state of one job at its current shape (``gpus`` {GPU: count}, ``ps`` servers)."""
 
     model: SpeedModel
-    network: Network
+    network: ModelSpec
     gpus: Mapping[str, int]
     ps: int = 1
     latency_ms: float = REF_LATENCY_MS

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.gpu_catalog import get_gpu
-from cmdare.planner.speed.speed_model import REF_LATENCY_MS, Network, SpeedModel, SpeedPrediction
+from cmdare.planner.speed.speed_model import REF_LATENCY_MS, SpeedModel, SpeedPrediction
 
 __all__ = [
     "EXTRAPOLATIONS",
@@ -86,7 +87,9 @@ def _q(model: SpeedModel, category: str) -> tuple[float, float, int]:
     return float(iv.get("p10", 0.0)), float(iv.get("p90", 0.0)), int(iv.get("n", 0))
 
 
-def extrapolations(model: SpeedModel, network: Network, gpus: Mapping[str, int], ps: int) -> tuple[str, ...]:
+def extrapolations(
+    model: SpeedModel, network: ModelSpec, gpus: Mapping[str, int], ps: int
+) -> tuple[str, ...]:
     """Every way a shape lies outside the measured domain (empty = inside)."""
     dom = model.domain_
     known = model._resolve(network).known
@@ -104,7 +107,7 @@ def extrapolations(model: SpeedModel, network: Network, gpus: Mapping[str, int],
 
 def speed_band(
     model: SpeedModel,
-    network: Network,
+    network: ModelSpec,
     gpus: Mapping[str, int],
     ps: int = 1,
     latency_ms: float = REF_LATENCY_MS,
@@ -137,7 +140,7 @@ def speed_band(
 
 
 def ps_gain_band(
-    model: SpeedModel, network: Network, gpus: Mapping[str, int], ps_from: int, ps_to: int
+    model: SpeedModel, network: ModelSpec, gpus: Mapping[str, int], ps_from: int, ps_to: int
 ) -> GainBand:
     """Relative speed change of going from ``ps_from`` to ``ps_to`` parameter servers, with its band."""
     base = model.predict(network, gpus, ps=ps_from).steps_per_sec
@@ -151,7 +154,7 @@ def ps_gain_band(
 
 
 def shape_bands(
-    model: SpeedModel, network: Network, gpu: np.ndarray, workers: np.ndarray, ps: np.ndarray
+    model: SpeedModel, network: ModelSpec, gpu: np.ndarray, workers: np.ndarray, ps: np.ndarray
 ) -> dict[str, np.ndarray]:
     """Vectorised :func:`speed_band` over homogeneous shapes (``gpu[i]`` × ``workers[i]``, ``ps[i]``)."""
     gpu = np.asarray(gpu).astype(str)

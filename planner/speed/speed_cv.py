@@ -22,8 +22,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.network_catalog import KnownNetwork, family_of
-from cmdare.planner.speed.speed_model import Network, Observation, SpeedModel
+from cmdare.planner.speed.speed_model import Observation, SpeedModel
 
 __all__ = [
     "CATEGORIES",
@@ -68,7 +69,7 @@ def fit_on(train: Sequence[Observation]) -> SpeedModel:
 
 def predict_obs(model: SpeedModel, o: Observation) -> float:
     """Predicted steps/s of an observation's shape, given as a user would (name, FLOPs, parameters)."""
-    net = Network(o.name, o.model_flops, o.params)
+    net = ModelSpec(o.name, o.model_flops, o.params)
     return model.predict(net, {o.gpu: o.workers}, ps=o.ps, latency_ms=o.latency_ms).steps_per_sec
 
 

@@ -38,6 +38,7 @@ from importlib import resources
 
 import numpy as np
 
+from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.gpu_catalog import get_gpu
 from cmdare.planner.speed.network_catalog import (
     KnownNetwork,
@@ -50,25 +51,11 @@ from cmdare.planner.speed.ps_tier import busiest_share, capacity_seconds, cycle_
 from cmdare.planner.speed.speed_fit import fit_params, fit_tensor_rule
 from cmdare.planner.speed.speed_terms import blend, compute_time, latency_time, max_share_rule
 
-__all__ = ["Network", "SpeedPrediction", "Observation", "SpeedModel"]
+__all__ = ["SpeedPrediction", "Observation", "SpeedModel"]
 
 REF_LATENCY_MS = 0.3  # CM-DARE "Latency (ms)" of the baseline runs (speed_data/0latency_*.csv)
 FITTED_SOURCE = "fitted model (CM-DARE, speed_model.json)"
 MEASURED_SOURCE = "measured single-worker speed (networks.csv) + fitted PS/latency terms"
-
-
-@dataclass(frozen=True)
-class Network:
-    """A CNN to train: FLOPs per training step (CM-DARE ``Model FLOPs``), parameters, batch per worker.
-
-    ``tensors`` (parameter tensor count) is optional; unknown, it comes from the catalog or is estimated.
-    """
-
-    name: str | None
-    model_flops: float
-    params: float
-    batch_size: int = 128
-    tensors: int | None = None
 
 
 @dataclass(frozen=True)
@@ -178,11 +165,11 @@ class SpeedModel:
             return rule["shake_tensors_d26"] * ((depth - 2) / 6.0) / 4.0  # blocks per stage scale
         return float(np.exp(rule["resnet_log_a"]) * params ** rule["resnet_b"])
 
-    def _resolve(self, net: Network) -> _Net:
+    def _resolve(self, net: ModelSpec) -> _Net:
         known = self._lookup(net.name)
         usable = (
             known is not None
-            and net.batch_size == known.batch_size
+            and net.effective_batch_size == known.batch_size
             and abs(net.model_flops / known.model_flops - 1) < 0.05
             and abs(net.params / known.params - 1) < 0.05
         )
@@ -232,7 +219,7 @@ class SpeedModel:
     # ----------------------------------------------------------------- public predictions
     def predict(
         self,
-        network: Network,
+        network: ModelSpec,
         gpus: Mapping[str, int],
         ps: int = 1,
         latency_ms: float = REF_LATENCY_MS,
@@ -259,7 +246,7 @@ class SpeedModel:
         comp_mean, lat_mean = comp_sum / n, lat_sum / n
         return SpeedPrediction(
             steps_per_sec=x,
-            examples_per_sec=x * network.batch_size,
+            examples_per_sec=x * network.effective_batch_size,
             bottleneck=_bottleneck(rate, 1.0 / s, comp_mean, lat_mean, nic_bound),
             ps_utilization=min(x * s, 1.0),
             worker_steps_per_sec=per_gpu,
@@ -270,7 +257,7 @@ class SpeedModel:
 
     def predict_shapes(
         self,
-        network: Network,
+        network: ModelSpec,
         gpu: np.ndarray,
         workers: np.ndarray,
         ps: np.ndarray,
@@ -291,7 +278,7 @@ class SpeedModel:
         bottleneck = np.where(rate >= cap, "ps", np.where(lat > comp, "network", "compute"))
         return {
             "steps_per_sec": x,
-            "examples_per_sec": x * network.batch_size,
+            "examples_per_sec": x * network.effective_batch_size,
             "ps_utilization": np.minimum(x * s, 1.0),
             "bottleneck": bottleneck,
             "compute_bound_steps_per_sec": rate,

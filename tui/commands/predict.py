@@ -23,7 +23,7 @@ Predict the training speed of the cluster shape on each row of a CSV file (UTF-8
 
 input columns (header row required; other columns are kept as they are):
   model        a free name (may be empty)
-  model_flops  FLOPs per example of the network (> 0)
+  model_flops  the network's FLOPs per training step, as CM-DARE counts them (> 0)
   params       parameter count (> 0)
   batch_size   examples per step on each worker (integer >= 1)
   gpu          a GPU type (K80, P100, V100, T4, ...) or a mix such as V100:1+P100:1+K80:2

@@ -69,6 +69,8 @@ def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 class AlertsPane(Vertical):
+    """The Alerts pane: active flags with their evidence and fix, then the cleared ones."""
+
     def __init__(self, **kw) -> None:  # noqa: ANN003
         super().__init__(**kw)
         self._state: MonitorState | None = None
@@ -99,6 +101,7 @@ class AlertsPane(Vertical):
         )
 
     def update_state(self, state: MonitorState) -> None:
+        """Show the alerts of ``state`` (active first, then the history of cleared ones)."""
         self._state = state
         rows = []
         for a in state.alerts:

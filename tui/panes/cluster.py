@@ -36,6 +36,7 @@ def used_of(used: float | None, total: float | None, unit: float) -> str:
 
 
 def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
+    """One task's table row (cells as shown, sort keys as numbers); ``marks`` are the flags raised on it."""
     marks = [*n.flags, *marks]
     status = Text(f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
     flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
@@ -52,10 +53,13 @@ def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
 
 
 class ClusterPane(Vertical):
+    """The Cluster pane: one row per task of every job."""
+
     def compose(self) -> ComposeResult:
         yield TableBox(FilterTable(COLUMNS, id="cluster-table"))
 
     def update_state(self, state: MonitorState) -> None:
+        """Show the tasks of ``state`` with the flags raised on them; the border counts those up."""
         flags: dict[str, list[str]] = {}
         for a in state.alerts:
             flags.setdefault(a.subject, []).append(a.kind)

@@ -31,10 +31,11 @@ def _cell(value: str, note: str = "", style: str = "") -> Text:
 
 
 def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Table:
+    """The Job pane's summary: model, measured and predicted speed, progress, ETA, tasks and cost."""
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    grid.add_row("Job", _cell(job.name, job.facts.model or "unknown network"))  # Text: never markup
+    grid.add_row("Job", _cell(job.name, job.facts.model.name or "unknown network"))  # Text: never markup
     sps = job.steps_per_sec
     if sps is not None and 0 < sps < 1:  # a slow iteration (a geo pipeline): 0.0 steps/s would say nothing
         grid.add_row("s/iteration", _cell(f"{1 / sps:.1f}", "measured", "bold"))
@@ -102,6 +103,8 @@ def _cost_cell(cost: CostView | None) -> Text:
 
 
 class JobPane(Vertical, can_focus=True):
+    """The Job pane: the selected job's summary and one plot at a time (``p`` cycles them)."""
+
     DEFAULT_CSS = """
     JobPane #job-summary { height: auto; }
     JobPane #job-plot { height: 1fr; min-height: 5; }
@@ -127,6 +130,7 @@ class JobPane(Vertical, can_focus=True):
         return self.plot_kind
 
     def update_state(self, state: MonitorState) -> None:
+        """Show the selected job of ``state`` and add its newest points to the plots."""
         self._state = state
         job = state.job()
         summary = self.query_one("#job-summary", Static)

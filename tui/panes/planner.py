@@ -55,6 +55,7 @@ def pipeline_rows(boundaries: list[Any], dc: dict[str, str]) -> list[Row]:
 
 
 def outlook_rows(rows: list[ShapeOutlook]) -> list[Row]:
+    """Rows of the speed-only outlook: the current shape first, each with its change against it."""
     base = rows[0].prediction.steps_per_sec
     out = []
     for r in rows:
@@ -131,6 +132,8 @@ def calibration_note(plan: Any) -> str:
 
 
 class PlannerPane(Vertical):
+    """The Planner pane: ranked shapes, the speed-only outlook or the geo pipeline, whichever the job has."""
+
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.mode = "outlook"
@@ -150,6 +153,7 @@ class PlannerPane(Vertical):
         return state.extras.get("ranked", {}).get(job.name) if job else None
 
     def update_state(self, state: MonitorState) -> None:
+        """Show the ranking (or outlook, or pipeline) of the selected job of ``state``."""
         self._state = state
         ranked = self._ranked(state)
         if ranked is not None:

@@ -39,6 +39,8 @@ def detail_grid(rows: list[tuple[str, str]]) -> Table:
 
 
 class ExplainScreen(ModalScreen[None]):
+    """A modal window explaining one row: a title, a grid of figures and a footnote on their basis."""
+
     DEFAULT_CSS = """
     ExplainScreen { align: center middle; }
     ExplainScreen > Vertical { width: 74; max-width: 100%; height: auto; max-height: 90vh;
@@ -62,10 +64,12 @@ class ExplainScreen(ModalScreen[None]):
             yield Static(Text("esc closes · ↑↓ scroll", style="dim"), classes="explain-hint")
 
     def action_close(self) -> None:
+        """Close the window."""
         self.dismiss(None)
 
     @classmethod
     def for_outlook(cls, row: ShapeOutlook, current: ShapeOutlook) -> ExplainScreen:
+        """Why a speed-only outlook row predicts what it does (against the current shape)."""
         p = row.prediction
         t = _grid()
         t.add_row("Predicted", f"{rate(p.steps_per_sec)} steps/s ({rate(p.examples_per_sec)} images/s)")
@@ -107,6 +111,7 @@ class ExplainScreen(ModalScreen[None]):
 
     @classmethod
     def for_ranked(cls, table: Any, i: int) -> ExplainScreen:
+        """Why row ``i`` of a ranked shape table costs and takes what it does (model terms)."""
         r = table.row(i)
         t = _grid()
         if (

@@ -20,6 +20,8 @@ class ProgressReport(Message):
 
 
 class ProgressLine(Horizontal):
+    """A one-line progress bar at the bottom, shown only while a long read is under way."""
+
     DEFAULT_CSS = """
     ProgressLine { height: 1; dock: bottom; display: none; background: $panel; padding: 0 1; }
     ProgressLine.-busy { display: block; }
@@ -32,6 +34,7 @@ class ProgressLine(Horizontal):
         yield ProgressBar(show_eta=False, id="progress-bar")
 
     def report(self, label: str | None, done: float = 0, total: float | None = None) -> None:
+        """Show ``label`` with ``done`` of ``total`` (``total`` None: unknown); ``label`` None hides the line."""
         if label is None:
             self.remove_class("-busy")
             return

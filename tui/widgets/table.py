@@ -72,6 +72,8 @@ class FilterTable(DataTable):
     ]
 
     class FilterRequested(Message):
+        """Posted when ``/`` asks for the filter line of this table."""
+
         def __init__(self, table: FilterTable) -> None:
             super().__init__()
             self.table = table
@@ -107,6 +109,7 @@ class FilterTable(DataTable):
         return rows
 
     def current_key(self) -> str | None:
+        """The row key under the cursor, or None when the table is empty."""
         if not self.row_count:
             return None
         key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
@@ -164,19 +167,23 @@ class FilterTable(DataTable):
 
     # --- actions -----------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
+        """Show only the rows with a cell containing ``text`` (case-insensitive; empty: all)."""
         self.view.filter = text.strip()
         self._redraw()
 
     def action_filter(self) -> None:
+        """``/``: ask the surrounding :class:`TableBox` for its filter line."""
         self.post_message(self.FilterRequested(self))
 
     def action_sort_next(self) -> None:
+        """``s``: sort by the next column (ascending; unknown values last)."""
         v = self.view
         v.sort_col = 0 if v.sort_col is None else (v.sort_col + 1) % len(self._columns)
         v.reverse = False
         self._redraw()
 
     def action_sort_reverse(self) -> None:
+        """``S``: reverse the sort (by the first column when none is set)."""
         if self.view.sort_col is None:
             self.view.sort_col = 0
         self.view.reverse = not self.view.reverse
@@ -218,6 +225,7 @@ class TableBox(Vertical):
         event.stop()
 
     def key_escape(self) -> None:
+        """``esc`` in the filter line: clear the filter and return to the table."""
         box = self.query_one(Input)
         if box.has_focus:
             box.value = ""
