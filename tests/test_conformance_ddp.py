@@ -114,7 +114,9 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
         await asyncio.gather(*(p.poll_once() for p in pollers))
         await asyncio.sleep(1.0)
     sampler.stop()
+    shares: list[dict[str, float]] = []  # per source: rank → all-reduce share
     for poller, store in zip(pollers, (scrape_store, prom_store), strict=True):
+        shares.append({})
         (job,) = build_jobs(store, poller.lifecycle, clock.now())
         own = _own_rate(sampler, store)
         ranks = sum(store.tasks[f"pytorch-ddp/worker-{r}"].rate(M.K_WORKER_STEPS, WINDOW_S) for r in range(2))
@@ -137,8 +139,12 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
                 f"  {n.name}: compute {n.step_seconds * 1e3:.1f} ms, all-reduce {share:.0%}, wall share {wall:.2f}"
             )
             assert 0.0 < share < 1.0
+            shares[-1][n.name] = share
             assert 0.8 <= wall <= 1.02  # the loop's own few lines outside the timed step are the rest
         undeclared = job_rate(list(store.tasks.values()), None, WINDOW_S)
         assert undeclared.sync == "sync-allreduce" and undeclared.how == "inferred"
         assert undeclared.steps_per_sec == pytest.approx(own, rel=0.02)
+    direct, through_prometheus = shares  # one histogram per rank, read two ways
+    assert direct.keys() == through_prometheus.keys()
+    assert all(abs(direct[k] - through_prometheus[k]) < 0.1 for k in direct)
     await asyncio.gather(*(p.aclose() for p in pollers))
