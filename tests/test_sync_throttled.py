@@ -91,6 +91,14 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
         )
         assert min(shares) > 0.5 and alert.evidence["allreduce_share"] > 0.5
         assert alert.fix and "gradient compression 2×" in alert.fix and "predicted +" in alert.fix
+        from rich.console import Console
+
+        from cmdare.tui.panes.job import summary_grid
+
+        console = Console(width=100, record=True, color_system=None)
+        console.print(summary_grid(job, app.state, None))
+        text = console.export_text()
+        assert "All-reduce" in text and "of a step" in text and "measured, median of 2 ranks" in text
         await pilot.press("4")
         await pilot.pause(0.5)
         alerts = app.query_one("#alerts-table", FilterTable)
