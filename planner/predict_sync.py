@@ -44,7 +44,7 @@ def _int(row: dict[str, str], col: str, default: int, low: int, high: int) -> in
         value = float(raw)
     except ValueError:
         raise SyncRowError(f"{col}={raw!r} is not a number") from None
-    if value != int(value) or not low <= value <= high:
+    if not low <= value <= high or value != int(value):  # NaN and ±inf fail the range first
         raise SyncRowError(f"{col}={raw!r} must be a whole number {low}..{high}")
     return int(value)
 

@@ -16,7 +16,9 @@ the job is the risk of *any* node: ``P(≥1 revocation) = 1 − S(T)^nodes``. Pe
 
       P_elastic = 2 × restart_warm + redo + request × (1 − v'/v)
 
-  impossible on one node (nothing survives). The choice is made per shape.
+  impossible on one node (nothing survives). The choice is made per shape. The restart times are the
+  study's TensorFlow cold / warm restarts (``framework_restart_s``), taken for torchrun's restart and
+  re-rendezvous of the worker processes (assumption: not measured for torchrun).
 
 ``E[T] = T0 + T_ckpt + K(E[T]) × P`` (fixed point, as for PS shapes); P50/P90 with the revocation count
 Poisson of mean ``K = nodes × m(E[T])`` (:func:`~cmdare.planner.risk_cost.time_cost.poisson_quantile`).

@@ -232,5 +232,6 @@ def _best_at_home(table: Any) -> str:
     if i is None:
         return f"no alternative in the current region {region}"
     r = table.row(i)
-    return (f"best staying in {region}: {r['workers']}×{r['gpu']} + {r['ps']} PS {_prov_label(r)}, "
-            f"{table.delta(i)}")  # fmt: skip
+    shape = (f"{r['nodes']} nodes × {r['gpus_per_node']} {r['gpu']}" if _is_sync(table)
+             else f"{r['workers']}×{r['gpu']} + {r['ps']} PS")  # fmt: skip
+    return f"best staying in {region}: {shape} {_prov_label(r)}, {table.delta(i)}"
