@@ -101,6 +101,8 @@ def train(args: argparse.Namespace) -> None:
             return
         x, y = data[step % N_BATCHES]
         with exporter.sync_step(examples=args.batch):  # cmdare hook 2: compute vs exposed all-reduce
+            if rank == args.slow_rank:
+                time.sleep(args.slow_seconds)  # a deliberate straggler: this rank's compute is slower
             opt.zero_grad()
             loss_fn(model(x), y).backward()  # DDP all-reduces the gradients here: every rank waits for all
             opt.step()
@@ -124,6 +126,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--region", default="", help="region label the ranks declare")
     p.add_argument("--provisioning", default="standard", help="spot | preemptible | standard")
     p.add_argument("--target-steps", type=int, default=None, help="steps the job declares as its target")
+    p.add_argument("--slow-rank", type=int, default=-1, help="make this rank a straggler (testing)")
+    p.add_argument("--slow-seconds", type=float, default=0.02, help="extra compute a step of the slow rank")
     p.add_argument("--linger", type=float, default=0.0, help="seconds to keep /metrics up after training")
     return p.parse_args(argv)
 
