@@ -14,6 +14,7 @@ line), a cycle's polls are capped, and no wait between cycles exceeds :data:`MAX
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -130,7 +131,9 @@ class ReplaySource:
     def __init__(self, path: str | Path, clock: ManualClock, *, speed: float = 1.0) -> None:
         self.path = Path(path)
         self.clock = clock
-        self.speed = speed
+        self._changed = asyncio.Event()  # a pause, step or speed change re-plans the wait at once
+        self._speed = speed
+        self.ended = False  # set once the recording has no more cycles
         self.conn = open_recording(self.path)
         try:
             meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
@@ -151,6 +154,16 @@ class ReplaySource:
 
     # --- controls -------------------------------------------------------------------------
     @property
+    def speed(self) -> float:
+        """The replay speed: recorded gaps are waited ``1 / speed`` of (0 or inf: no wait)."""
+        return self._speed
+
+    @speed.setter
+    def speed(self, value: float) -> None:
+        self._speed = value
+        self._changed.set()
+
+    @property
     def paused(self) -> bool:
         return not self._running.is_set()
 
@@ -160,15 +173,19 @@ class ReplaySource:
         return self._pos, len(self._ids)
 
     def pause(self) -> None:
+        """Hold the next cycle, even one already being waited for."""
         self._running.clear()
+        self._changed.set()
 
     def resume(self) -> None:
         self._running.set()
+        self._changed.set()
 
     def step(self) -> None:
-        """Play exactly one more cycle while paused."""
+        """Play exactly one more cycle now, then stay paused."""
         self._step = True
         self._running.set()
+        self._changed.set()
 
     def median_gap(self) -> float | None:
         """The median recorded gap between cycles (at most :data:`MAX_INTERVAL_S`), or None."""
@@ -203,13 +220,24 @@ class ReplaySource:
         notes = {"replay": f"cycle {cycle_id}: " + "; ".join(w for w in said if w)} if any(said) else {}
         return RecordedCycle(cycle_id, float(t), polls, {**_source_errors(errors), **notes})
 
-    async def _pace(self, t: float) -> None:
+    def _delay(self, t: float) -> float:
+        """Seconds of real time until the cycle recorded at ``t`` is due (<= 0: now)."""
         if self._last_t is None or self._last_real is None or not self.speed or math.isinf(self.speed):
-            return
+            return 0.0
         gap = min(MAX_PACE_S, max(0.0, t - self._last_t) / self.speed)  # never years, never NaN
-        delay = self._last_real + gap - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        return self._last_real + gap - time.monotonic()
+
+    async def _due(self, t: float) -> bool:
+        """Wait until the cycle recorded at ``t`` is due: True then, False as soon as a pause comes
+        first. A speed change re-plans the wait."""
+        while not self.paused:
+            delay = self._delay(t)
+            if delay <= 0:
+                return True
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), delay)
+        return False
 
     def _next_cycle(self) -> tuple[RecordedCycle | None, list[str]]:
         """The next playable cycle (None at the end) and the notes on cycles skipped on the way."""
@@ -226,16 +254,24 @@ class ReplaySource:
         return None, notes
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
-        await self._running.wait()
-        if self._step:
+        """The next recorded cycle's polls, once due (waits while paused); raises
+        :class:`ReplayFinished` at the end."""
+        skipped: list[str] = []
+        while True:
+            await self._running.wait()
+            stepping = self._step
+            cycle, more = self._next_cycle()
+            skipped += more  # cycles skipped on the way stay skipped, even across a pause
+            if cycle is None:
+                if skipped:
+                    return [self._note("; ".join(skipped))]
+                self.ended = True
+                raise ReplayFinished(f"recording ended cleanly ({len(self._ids)} cycles replayed)")
+            if stepping or await self._due(cycle.t):
+                break
+        if stepping:
             self._step = False
             self._running.clear()
-        cycle, skipped = self._next_cycle()
-        if cycle is None:
-            if skipped:
-                return [self._note("; ".join(skipped))]
-            raise ReplayFinished(f"recording ended cleanly ({len(self._ids)} cycles replayed)")
-        await self._pace(cycle.t)
         self._pos += 1
         self._last_t, self._last_real = cycle.t, time.monotonic()
         self.clock.set(cycle.t)

@@ -1,3 +1,3 @@
 """The planner: speed/ (speed model), risk_cost/ (revocation, time and cost), geo/ (geo-distributed
-pipelines), rules/ (live alerts), and the live glue at top level (overview, analysis, live_plan, job_plan,
-predict_csv)."""
+pipelines), rules/ (live alerts), and the live glue at top level (overview, analysis, view + view_json
+— the typed answer and its one JSON rendering —, live_plan, job_plan, predict_csv)."""

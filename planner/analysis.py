@@ -1,6 +1,8 @@
-"""Everything the planner makes of one refresh: predictions for each job's shape, the bottleneck
-rules' inputs, cost accrued, and the flags (with hysteresis); plus the calibrated ranking of
-alternative shapes, which is CPU work meant for a worker thread.
+"""Everything the planner makes of one refresh — a typed :class:`~cmdare.planner.view.PlannerView`
+(predictions for each job's shape with their band, cost accrued, goals, the latest ranking) built from the
+same inputs the bottleneck rules read (:class:`~cmdare.planner.rules.inputs.RuleInputs`), and the flags
+(with hysteresis); plus the calibrated ranking of alternative shapes, which is CPU work meant for a
+worker thread.
 
 Pure computation over the store and the jobs (no I/O beyond loading shipped parameters)."""
 
@@ -8,20 +10,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from cmdare.collectors.samples import Lifetime
 from cmdare.collectors.store import Store
-from cmdare.planner.job_plan import outlook
+from cmdare.planner.job_plan import ShapeOutlook, network_of, outlook
 from cmdare.planner.live_plan import LivePlan, LivePlanner
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.cost_meter import CostMeter
 from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine
-from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, JobGoal, rule_extras, shipped_overheads
+from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, JobGoal, rule_inputs, shipped_overheads
+from cmdare.planner.rules.inputs import frozen_map
 from cmdare.planner.rules.thresholds import Thresholds
 from cmdare.planner.rules.wan_rules import pipelines
+from cmdare.planner.speed.speed_band import SpeedBand, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
+from cmdare.planner.view import JobPlannerView, PipelineView, PlannerView, PriceSource
 
 log = logging.getLogger(__name__)
 
@@ -62,23 +66,12 @@ class Analysis:
 
     def refresh(
         self, store: Store, jobs: list[JobView], now: float, rate_window_s: float
-    ) -> tuple[dict[str, Any], list[Alert]]:
-        """The extras the panes and rules read, and the active alerts, for one refresh."""
-        extras = self._predictions(jobs)
-        extras.update(rule_extras(store, jobs, rate_window_s))
-        extras.update(
-            thresholds=self.thresholds,
-            overheads=shipped_overheads(),
-            replacement_seconds=self.alerts.measured_replacement_seconds(),
-            price_book=self.cost.book,
-        )
-        extras["live_plan"] = dict(self.live_plans)
-        extras["ranked"] = {name: p.table for name, p in self.live_plans.items() if p.table is not None}
-        if self.link_capacity_gbps:
-            extras["link_capacity_gbps"] = self.link_capacity_gbps
-        cost = extras["cost"] = self.cost.update(jobs, now)
-        hours = extras["deadline_hours"] = self.goals.deadline_hours
-        extras["goals"] = {
+    ) -> tuple[PlannerView, list[Alert]]:
+        """The planner's answer the panes render, and the active alerts, for one refresh."""
+        outlooks = self._predictions(jobs)
+        cost = self.cost.update(jobs, now)
+        hours = self.goals.deadline_hours
+        goals = {
             j.name: JobGoal(
                 now + hours * 3600 if hours is not None else None,
                 self.goals.budget_usd,
@@ -86,14 +79,49 @@ class Analysis:
             )
             for j in jobs
         }
-        ctx = AlertContext(now, jobs, extras)
-        extras["pipelines"] = pipelines(ctx)
-        return extras, self.alerts.evaluate(ctx)
+        inputs = replace(
+            rule_inputs(store, jobs, rate_window_s),
+            predicted=frozen_map({name: rows[0].prediction for name, rows in outlooks.items()}),
+            model=self.model,
+            price_book=self.cost.book,
+            thresholds=self.thresholds,
+            overheads=shipped_overheads(),
+            replacement_seconds=frozen_map(self.alerts.measured_replacement_seconds()),
+            goals=frozen_map(goals),
+            link_capacity_gbps=frozen_map(self.link_capacity_gbps),
+        )
+        ctx = AlertContext(now, jobs, inputs)
+        pipes = pipelines(ctx)
+        views = tuple(
+            JobPlannerView(
+                job=j.name,
+                shape=outlooks[j.name][0].shape if j.name in outlooks else None,
+                prediction=inputs.predicted.get(j.name),
+                band=self._band(j, outlooks.get(j.name)),
+                outlook=tuple(outlooks.get(j.name, ())),
+                plan=self.live_plans.get(j.name),
+                pipeline=PipelineView(tuple(pipes[j.name][0]), frozen_map(pipes[j.name][1]))
+                if j.name in pipes
+                else None,
+                cost=cost.get(j.name),
+                goal=goals.get(j.name),
+            )
+            for j in jobs
+        )
+        view = PlannerView(
+            jobs=views,
+            thresholds=self.thresholds,
+            overheads=inputs.overheads,
+            replacement_seconds=inputs.replacement_seconds,
+            prices=PriceSource.of(self.cost.book),
+            deadline_hours=hours,
+            budget_usd=self.goals.budget_usd,
+        )
+        return view, self.alerts.evaluate(ctx)
 
-    def _predictions(self, jobs: list[JobView]) -> dict[str, Any]:
-        """The current shape's prediction and nearby shapes, per job."""
-        outlooks: dict[str, list] = {}
-        predicted: dict[str, Any] = {}
+    def _predictions(self, jobs: list[JobView]) -> dict[str, list[ShapeOutlook]]:
+        """The current shape's prediction (first) and nearby shapes, per job with a known network and shape."""
+        outlooks: dict[str, list[ShapeOutlook]] = {}
         for job in jobs:
             try:
                 rows = outlook(job, self.model)
@@ -102,8 +130,19 @@ class Analysis:
                 continue
             if rows:
                 outlooks[job.name] = rows
-                predicted[job.name] = rows[0].prediction
-        return {"outlook": outlooks, "predicted": predicted, "model": self.model}
+        return outlooks
+
+    def _band(self, job: JobView, rows: list[ShapeOutlook] | None) -> SpeedBand | None:
+        """The P10–P90 band of the current shape's prediction (None when it cannot be computed)."""
+        net = network_of(job)
+        if not rows or net is None:
+            return None
+        try:
+            return speed_band(self.model, net, dict(rows[0].shape.gpus), ps=rows[0].shape.ps,
+                              prediction=rows[0].prediction)  # fmt: skip
+        except (ValueError, KeyError, ZeroDivisionError) as exc:
+            log.warning("planner: band of job %s: %s", job.name, exc)
+            return None
 
     def rank(
         self, jobs: list[JobView], now: float, lifetimes: Sequence[Lifetime] = ()

@@ -20,6 +20,7 @@ import csv
 import io
 
 from cmdare.collectors.samples import ModelSpec
+from cmdare.collectors.untrusted import clean_text
 from cmdare.planner.predict_sync import SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_band import speed_band
@@ -38,6 +39,8 @@ OUTPUT_COLUMNS = (
     "ps_utilization",
 )
 
+
+FIELD_LIMIT = 1000  # characters kept of one CSV field (the rest is cut, with an ellipsis)
 
 # Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
 LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3}
@@ -131,11 +134,18 @@ def _predict_row(model: SpeedModel, row: dict[str, str], where: str) -> dict[str
     }
 
 
+def clean_row(row: dict[str, str]) -> dict[str, str]:
+    """The row's fields as text safe on a terminal (control, bidi and zero-width characters shown
+    visibly, each field at most :data:`FIELD_LIMIT` characters): input fields are copied to the output."""
+    return {k: clean_text(v, FIELD_LIMIT) if v is not None else v for k, v in row.items()}
+
+
 def predict_csv_text(text: str, model: SpeedModel | None = None) -> str:
     """Predict every row of CSV ``text``; returns the output CSV text (``\\n`` line ends)."""
     model = model or SpeedModel.load()
     reader = csv.DictReader(io.StringIO(text))
-    header = list(reader.fieldnames or [])
+    header = [clean_text(h, FIELD_LIMIT) for h in reader.fieldnames or []]
+    reader.fieldnames = header
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise PredictInputError(f"header (line 1): missing column(s) {', '.join(missing)}")
@@ -148,5 +158,5 @@ def predict_csv_text(text: str, model: SpeedModel | None = None) -> str:
         where = f"row {i} (line {reader.line_num})"
         if None in row:
             raise PredictInputError(f"{where}: more fields than header columns")
-        writer.writerow(_predict_row(model, row, where))
+        writer.writerow(_predict_row(model, clean_row(row), where))
     return out.getvalue()

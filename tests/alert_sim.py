@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from cmdare.collectors.store import Store
 from cmdare.planner.job_plan import current_shape, network_of
 from cmdare.planner.overview import build_jobs
 from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine
-from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, rule_extras, shipped_overheads
+from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, rule_inputs, shipped_overheads
 from cmdare.planner.rules.thresholds import Thresholds
 from cmdare.planner.speed.network_catalog import lookup_network
 from cmdare.planner.speed.speed_model import SpeedModel
@@ -225,7 +225,7 @@ class SimSource:
 
 
 class Harness:
-    """Poller → Store → Lifecycle → build_jobs → planner extras → AlertEngine, on a ManualClock."""
+    """Poller → Store → Lifecycle → build_jobs → planner rule inputs → AlertEngine, on a ManualClock."""
 
     def __init__(
         self,
@@ -273,19 +273,19 @@ class Harness:
             shape, net = current_shape(job), network_of(job)
             if shape and net:
                 predicted[job.name] = self.model.predict(net, dict(shape.gpus), ps=shape.ps)
-        extras = {
-            "predicted": predicted,
-            "model": self.model,
-            "price_book": self.book,
-            "thresholds": self.th,
-            "overheads": shipped_overheads(),
-            "link_capacity_gbps": self.links,
-            "goals": self.goals,
-            "replacement_seconds": self.engine.measured_replacement_seconds(),
-            **rule_extras(self.store, jobs, self.interval * RATE_WINDOW_POLLS),
-        }
+        inputs = replace(
+            rule_inputs(self.store, jobs, self.interval * RATE_WINDOW_POLLS),
+            predicted=predicted,
+            model=self.model,
+            price_book=self.book,
+            thresholds=self.th,
+            overheads=shipped_overheads(),
+            link_capacity_gbps=self.links,
+            goals=self.goals,
+            replacement_seconds=self.engine.measured_replacement_seconds(),
+        )
         self.jobs = jobs
-        return self.engine.evaluate(AlertContext(now, jobs, extras))
+        return self.engine.evaluate(AlertContext(now, jobs, inputs))
 
 
 def kinds(alerts: list[Alert]) -> set[tuple[str, str]]:

@@ -128,6 +128,7 @@ async def test_ps_fix_carries_the_models_band_when_the_prediction_has_one():
     from dataclasses import dataclass
 
     from cmdare.planner.rules.alerts import AlertContext
+    from cmdare.planner.rules.inputs import RuleInputs
     from cmdare.planner.rules.ps_rules import ps_saturation_rule
 
     @dataclass(frozen=True)
@@ -144,8 +145,8 @@ async def test_ps_fix_carries_the_models_band_when_the_prediction_has_one():
     for _ in range(4):
         await h.refresh()
     pred = h.model.predict(*_net_and_shape(h.jobs[0]))
-    extras = {"predicted": {"sim": pred}, "model": Banded(h.model), "price_book": h.book, "ps_cpu": {}}
-    (f,) = ps_saturation_rule(AlertContext(h.clock.now(), h.jobs, extras))
+    inputs = RuleInputs(predicted={"sim": pred}, model=Banded(h.model), price_book=h.book, ps_cpu={})
+    (f,) = ps_saturation_rule(AlertContext(h.clock.now(), h.jobs, inputs))
     assert "P10–P90 " in f.fix and "may be none" in f.fix and "band: n/a" not in f.fix
     assert f.evidence["fix_gain_p10"] < 0 < f.evidence["fix_gain_p90"]
 

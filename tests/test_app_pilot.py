@@ -85,14 +85,17 @@ async def test_planner_pane_ranks_alternatives_calibrated_on_the_live_job():
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(
             pilot,
-            lambda: app.state is not None and "resnet32-p100" in app.state.extras.get("ranked", {}),
+            lambda: (
+                app.state is not None
+                and getattr(app.state.planner.job("resnet32-p100"), "ranked", None) is not None
+            ),
             timeout=30,
         )
         await pilot.pause(1.2)  # one more refresh renders the ranking
         pane = app.query_one("#pane-planner")
         assert "ranked by" in pane.border_subtitle and "prices offline" in pane.border_subtitle
         assert "calibrated on" in pane.border_subtitle
-        table = app.state.extras["ranked"]["resnet32-p100"]
+        table = app.state.planner.job("resnet32-p100").ranked
         cur = table.current
         assert (cur["gpu"], cur["workers"], cur["ps"]) == ("P100", 8, 1)
         assert table.top(1)[0]["steps_per_sec"] > cur["steps_per_sec"]
@@ -109,8 +112,9 @@ async def test_next_job_shows_the_geo_pipeline_and_its_wan_bound_link():
         assert app.state.job().name == "lm-pipeline-3dc"
         await wait_for(
             pilot,
-            lambda: any(
-                b.wan_bound for b in app.state.extras.get("pipelines", {}).get("lm-pipeline-3dc", ([], {}))[0]
+            lambda: (
+                (p := getattr(app.state.planner.job("lm-pipeline-3dc"), "pipeline", None)) is not None
+                and p.wan_bound > 0
             ),
             timeout=30,
         )

@@ -12,7 +12,7 @@ from cmdare.tui.panes.alerts import evidence_rows, evidence_value
 async def test_planner_columns_carry_units_and_the_alert_names_its_measurements():
     app = fast_demo_app(first_revocation_s=1000)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.state is not None and "resnet32-p100" in app.state.extras.get("ranked", {}),
+        await wait_for(pilot, lambda: app.state is not None and getattr(app.state.planner.job("resnet32-p100"), "ranked", None) is not None,
                        timeout=30)  # fmt: skip
         await pilot.pause(1.2)
         pane = app.query_one("#pane-planner")
@@ -50,6 +50,7 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
     from cmdare.planner.live_plan import LivePlanner
     from cmdare.planner.overview import JobView
     from cmdare.planner.speed.speed_model import SpeedModel
+    from cmdare.planner.view import JobPlannerView, PlannerView
     from cmdare.tui.panes.planner import PlannerPane
     from cmdare.tui.session import MonitorState
 
@@ -57,7 +58,7 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
     job = JobView("j", FACTS, 36.0, 36.0 * 128, 1000.0, None, nodes, [36.0] * 10)
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
     state = MonitorState(0.0, 1, [job], [], [], [], False, True,
-                         {"ranked": {"j": plan.table}, "live_plan": {"j": plan}})  # fmt: skip
+                         PlannerView(jobs=(JobPlannerView("j", plan=plan),)))  # fmt: skip
 
     class Host(App):
         def compose(self) -> ComposeResult:

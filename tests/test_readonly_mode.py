@@ -57,7 +57,7 @@ async def test_app_read_only_writes_nothing_and_hides_write_actions(isolated_hom
         assert "Export JSON" not in titles and "Screenshot" not in titles and "Show Planner" in titles
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        assert all("Export" not in desc for _, desc in app.screen._keys)
+        assert all("Export" not in desc for _, keys in app.screen.sections for _, desc in keys)
         await pilot.press("escape", "q")
     assert tree(isolated_home) == before
 

@@ -26,7 +26,7 @@ def test_region_codes_are_short_distinct_and_never_cut_names():
 async def test_planner_answer_fits_with_region_prov_bound_on_screen(size):
     app = fast_demo_app(first_revocation_s=1000)
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.state is not None and "resnet32-p100" in app.state.extras.get("ranked", {}),
+        await wait_for(pilot, lambda: app.state is not None and getattr(app.state.planner.job("resnet32-p100"), "ranked", None) is not None,
                        timeout=30)  # fmt: skip
         await pilot.press("3")
         await pilot.pause(0.5)

@@ -24,7 +24,7 @@ from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
-from cmdare.tui.help_screen import HelpScreen
+from cmdare.tui.help_screen import HelpScreen, Section, binding_rows, help_sections
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
@@ -32,8 +32,10 @@ from cmdare.tui.panes.job import JobPane
 from cmdare.tui.panes.planner import PlannerPane
 from cmdare.tui.session import MonitorSession, MonitorState, refresh_error
 from cmdare.tui.signals import install_quit_signals
+from cmdare.tui.widgets.footer import FOOTER_RANK, FitFooter
 from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
 from cmdare.tui.widgets.status import status_line
+from cmdare.tui.widgets.table import FilterTable
 
 log = logging.getLogger(__name__)
 
@@ -52,24 +54,24 @@ class CmdareApp(App[int]):
     TITLE = "cmdare-tui"
     CSS_PATH = "app.tcss"
     ENABLE_COMMAND_PALETTE = True
-    BINDINGS = [
+    BINDINGS = [  # short labels for the footer; the help screen shows the tooltip (the long form)
         Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("tab", "next_pane", "Pane", id="app.next_pane", priority=True),
+        Binding("question_mark", "help", "Help", tooltip="This help", id="app.help"),
+        Binding("tab", "next_pane", "Pane", tooltip="Next pane", id="app.next_pane", priority=True),
         Binding("shift+tab", "prev_pane", "Previous pane", show=False, id="app.prev_pane", priority=True),
-        Binding("r", "refresh_now", "Refresh", id="app.refresh"),
-        Binding("p", "next_plot", "Plot", id="app.next_plot"),
-        Binding("e", "export", "Export JSON", id="app.export"),
+        Binding("r", "refresh_now", "Refresh", tooltip="Poll every source now", id="app.refresh"),
+        Binding("p", "next_plot", "Plot", tooltip="Next plot (Job pane)", id="app.next_plot"),
+        Binding("e", "export", "Export", tooltip="Export the state as JSON", id="app.export"),
         Binding("1", "show_pane('cluster')", "Cluster", show=False, id="app.pane1"),
         Binding("2", "show_pane('job')", "Job", show=False, id="app.pane2"),
         Binding("3", "show_pane('planner')", "Planner", show=False, id="app.pane3"),
         Binding("4", "show_pane('alerts')", "Alerts", show=False, id="app.pane4"),
-        Binding("n", "next_job", "Next job", id="app.next_job"),
-        Binding("space", "replay_pause", "Pause/resume replay", id="app.replay_pause"),
-        Binding("full_stop", "replay_step", "Step one poll", id="app.replay_step"),
-        Binding("plus", "replay_speed(2.0)", "Faster", id="app.replay_faster"),
-        Binding("minus", "replay_speed(0.5)", "Slower", id="app.replay_slower"),
-    ]
+        Binding("n", "next_job", "Next job", tooltip="Follow the next job", id="app.next_job"),
+        Binding("space", "replay_pause", "Pause", tooltip="Replay: pause/resume", id="app.replay_pause"),
+        Binding("full_stop", "replay_step", "Step", tooltip="Replay: one poll, pause", id="app.replay_step"),
+        Binding("plus", "replay_speed(2.0)", "Faster", tooltip="Replay: faster (×2)", id="app.replay_faster"),
+        Binding("minus", "replay_speed(0.5)", "Slower", tooltip="Replay: slower (÷2)", id="app.replay_slower"),
+    ]  # fmt: skip
 
     def __init__(self, options: SessionOptions | None = None, session: MonitorSession | None = None, *,
                  poll: bool = True, theme: str | None = None, animations: bool = False,
@@ -86,6 +88,7 @@ class CmdareApp(App[int]):
         self._poll = poll
         self._prepared = False
         self._selected_job: str | None = None
+        self._shown_paused = False  # whether the footer's space key reads "Resume"
         self._keys = keys or {}
         self._prices = prices or ("live" if live_prices else "offline")  # the --prices vocabulary
         self.animation_level = "full" if animations else "none"
@@ -105,7 +108,7 @@ class CmdareApp(App[int]):
                 pane.border_title = title
                 yield pane
         yield ProgressLine(id="progress")
-        yield Footer()
+        yield FitFooter(self.footer_rank, self.footer_label)
 
     def on_mount(self) -> None:
         if self._keys:
@@ -153,6 +156,9 @@ class CmdareApp(App[int]):
 
     async def _poll_loop(self) -> None:
         await self.session.run(self._stop, self.apply_state, self.report_problem)
+        if not self._closing_down():  # a replay's end: the last recorded state stays, the header says so
+            self._render_badges()
+            self.refresh_bindings()  # pause, step and speed are gone with the recording
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The poll loop survives every refresh's exceptions; should it still end in error, it is
@@ -207,6 +213,10 @@ class CmdareApp(App[int]):
             refresh=self.options.refresh,
         )
         self.query_one("#badges", Static).update(line)
+        paused = self._replay is not None and self._replay.paused
+        if paused != self._shown_paused:  # the footer's space reads Pause or Resume
+            self._shown_paused = paused
+            self.refresh_bindings()
 
     # --- layout --------------------------------------------------------------------------------
     def on_resize(self, event) -> None:  # noqa: ANN001
@@ -239,12 +249,31 @@ class CmdareApp(App[int]):
         (target or pane).focus()
         self.sub_title = PANES[self._current][1]
 
+    def footer_rank(self, action: str) -> int:
+        """How much the footer wants the key of ``action`` (footer.FOOTER_RANK): the plot key ranks
+        high in the Job pane; the pane key low at 80×24, where the tab line names the keys."""
+        name = action.split("(")[0].rsplit(".", 1)[-1]
+        if name == "next_plot" and PANES[self._current][0] == "job":
+            return 80
+        if name == "next_pane" and self.query_one("#panes").has_class("-compact"):
+            return 30
+        return FOOTER_RANK.get(name, 50)
+
+    def footer_label(self, action: str, description: str) -> str:
+        """A key's word in the footer now: the replay's space reads "Resume" while paused."""
+        rp = self._replay
+        if action.endswith("replay_pause") and rp is not None and rp.paused:
+            return "Resume"
+        return description
+
     # --- actions -------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Write actions do not exist in read-only mode (hidden from footer, help and palette);
         replay controls exist only while a recording plays."""
         if action.startswith("replay_"):
-            return self._replay is not None
+            return self._replay is not None and not self._replay.ended
+        if action == "refresh_now" and self._replay is not None:
+            return False  # a recording has nothing to poll now
         return not (action in WRITE_ACTIONS and self.read_only)
 
     @property
@@ -321,37 +350,30 @@ class CmdareApp(App[int]):
             return
         self.notify(f"wrote {path}", markup=False)
 
-    def active_bindings_for_help(self) -> list[tuple[str, str]]:
-        """(key, description) of every enabled binding: the app's and the focused widget's."""
-        out = []
-        for b in [*self._app_bindings(), *self._focused_bindings()]:
-            if b.description and self.check_action(b.action.split("(")[0], ()):
-                out.append((self._key_label(b.key), b.description))
-        return out
+    def help_sections(self) -> list[Section]:
+        """The help's sections: the focused pane's keys (its ``KEYS_HELP`` and its tables' bindings),
+        then every key that works everywhere (write and replay keys only where they apply)."""
+        index = self._focused_pane_index()
+        pane = self._panes()[index]
+        allowed = lambda action: self.check_action(action, ()) is not False  # noqa: E731
+        own = list(getattr(pane, "KEYS_HELP", ()))
+        tables = pane.query(FilterTable)
+        if tables:
+            own += binding_rows(tables.first().BINDINGS, self._keys, allowed)
+        app_keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
+        return help_sections(PANES[index][1], own, app_keys, [t for _, t, _ in PANES], self._keys, allowed)
+
+    def _focused_pane_index(self) -> int:
+        """The pane holding the focus (a click may have moved it), else the one last shown."""
+        panes = self._panes()
+        node = self.focused
+        while node is not None and node not in panes:
+            node = node.parent  # type: ignore[assignment]
+        return panes.index(node) if node is not None else self._current
 
     def action_help(self) -> None:
-        notes = ["Panes: " + ", ".join(f"{i + 1} {t}" for i, (_, t, _) in enumerate(PANES)),
-                 "Tables: / filter, s sort (S reverses), j/k down/up, g/G top/bottom, enter details.",
-                 "ctrl+p opens the command palette."]  # fmt: skip
-        if self.read_only:
-            notes.append("READ-ONLY: nothing is written anywhere; exports and screenshots are off.")
-        self.push_screen(HelpScreen(self.active_bindings_for_help(), notes))
-
-    def _app_bindings(self) -> list[Binding]:
-        keymap = self._keys
-        out = []
-        for b in self.BINDINGS:
-            if isinstance(b, Binding):
-                out.append(Binding(keymap.get(b.id or "", b.key), b.action, b.description, id=b.id))
-        return out
-
-    def _focused_bindings(self) -> list[Binding]:
-        w = self.focused
-        return [b for b in getattr(w, "BINDINGS", []) if isinstance(b, Binding)] if w else []
-
-    @staticmethod
-    def _key_label(key: str) -> str:
-        return key.replace("question_mark", "?").replace("slash", "/")
+        notes = ["READ-ONLY: nothing is written anywhere; exports are off."] if self.read_only else []
+        self.push_screen(HelpScreen(self.help_sections(), notes))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The palette: the app's own commands first, then Textual's (minus its unguarded screenshot)."""

@@ -1,6 +1,9 @@
-"""The help screen (``?``): every key the app and the focused pane declare, from their BINDINGS."""
+"""The help screen (``?``): the focused pane's keys first, then the keys that work everywhere; each
+from the BINDINGS that declare them (the binding's tooltip is its long form) or the pane's ``KEYS_HELP``."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 
 from rich.table import Table
 from rich.text import Text
@@ -10,33 +13,79 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+KeyRow = tuple[str, str]  # (key as shown, what it does)
+Section = tuple[str, list[KeyRow]]  # (heading, its keys)
+KEY_NAMES = {"question_mark": "?", "slash": "/", "full_stop": ".", "plus": "+", "minus": "-"}
+
+
+def key_label(key: str) -> str:
+    """A binding's key as a user types it (``question_mark`` → ``?``; ``a,b`` → ``a/b``)."""
+    return "/".join(KEY_NAMES.get(k.strip(), k.strip()) for k in key.split(","))
+
+
+def binding_rows(
+    bindings: Iterable[object], keymap: dict[str, str], allowed: Callable[[str], bool]
+) -> list[KeyRow]:
+    """(key, long description) of each Binding that has a description and whose action is allowed;
+    keys as remapped by ``keymap`` (binding id → key)."""
+    out = []
+    for b in bindings:
+        if isinstance(b, Binding) and (b.tooltip or b.description) and allowed(b.action.split("(")[0]):
+            out.append((key_label(keymap.get(b.id or "", b.key)), b.tooltip or b.description))
+    return out
+
+
+def help_sections(pane: str, pane_keys: list[KeyRow], everywhere: list[Binding], pane_titles: list[str],
+                  keymap: dict[str, str], allowed: Callable[[str], bool]) -> list[Section]:  # fmt: skip
+    """The focused ``pane``'s keys first, then the app's (``everywhere``): its pane-switching keys
+    as one row, the command palette last."""
+    jumps = [b for b in everywhere if b.action.startswith("show_pane")]
+    rows = binding_rows([b for b in everywhere if b not in jumps], keymap, allowed)
+    if jumps:
+        rows.insert(
+            3, ("/".join(key_label(keymap.get(b.id or "", b.key)) for b in jumps), " ".join(pane_titles))
+        )
+    rows.append(("ctrl+p", "Command palette"))
+    return [(f"{pane} pane", pane_keys), ("Everywhere", rows)]
+
+
+def key_grid(keys: list[KeyRow]) -> Table:
+    """Two columns of keys (the whole help fits 80×24)."""
+    table = Table.grid(padding=(0, 1))
+    half = (len(keys) + 1) // 2
+    widest = max((len(k) for k, _ in keys), default=1)
+    for _ in range(2):
+        table.add_column(style="bold cyan", no_wrap=True, min_width=widest)  # keys are never cut
+        table.add_column(no_wrap=True, overflow="ellipsis")
+    for i in range(half):
+        right = keys[half + i] if half + i < len(keys) else ("", "")
+        table.add_row(*map(Text, (*keys[i], *right)))
+    return table
+
 
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 76; max-width: 100%; height: auto; max-height: 90%;
+    HelpScreen > VerticalScroll { width: 78; max-width: 100%; height: auto; max-height: 100%;
         border: round $accent; background: $surface; padding: 0 1; }
+    HelpScreen .heading { text-style: bold; color: $accent; }
     """
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close help", id="help.close")]
 
-    def __init__(self, bindings: list[tuple[str, str]], notes: list[str]) -> None:
+    def __init__(self, sections: list[Section], notes: list[str]) -> None:
         super().__init__()
-        self._keys = bindings
+        self.sections = sections
         self._notes = notes
 
     def compose(self) -> ComposeResult:
-        table = Table.grid(padding=(0, 1))
-        half = (len(self._keys) + 1) // 2  # two columns of keys: the whole list fits 80×24
-        for _ in range(2):
-            table.add_column(style="bold cyan", no_wrap=True)
-            table.add_column(no_wrap=True, overflow="ellipsis", min_width=22)
-        for i in range(half):
-            right = self._keys[half + i] if half + i < len(self._keys) else ("", "")
-            table.add_row(*map(Text, (*self._keys[i], *right)))
         with VerticalScroll():
-            yield Static("[b]cmdare-tui — keys[/b]\n")
-            yield Static(table)
-            yield Static(Text("\n" + "\n".join(self._notes)))
+            yield Static(Text("cmdare-tui — keys (esc closes)", style="bold"))
+            for heading, keys in self.sections:
+                if keys:
+                    yield Static(Text(heading), classes="heading")
+                    yield Static(key_grid(keys))
+            if self._notes:
+                yield Static(Text("\n".join(self._notes)))
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -1,8 +1,11 @@
-"""The overview as plain rich tables (``snapshot`` without ``--json``): scripts, cron, TERM=dumb.
+"""The overview as a plain report (``snapshot`` without ``--json``): scripts, cron, TERM=dumb.
 
-Not a terminal (a pipe, cron) → wide enough that nothing is cut; ``TERM=dumb`` → ASCII borders and
-no colour. States are symbols *and* words, as in the app. Data is printed as rich ``Text``, never
-parsed as markup (the console has markup and emoji codes off as well)."""
+Readable at 80 columns: tables wrap their cells and lines wrap at the width, nothing is cut with ``…``.
+On a terminal the report takes its width; piped, it takes ``COLUMNS`` (default 80). ``TERM=dumb`` →
+ASCII borders and no colour. States are symbols *and* words, as in the app. Per job it says what the
+planner knows: cost (accrued, rate, price source and date), the predicted speed with its band and model
+source, and the top plans — the same fields as ``snapshot --json`` (:class:`~cmdare.planner.view.PlannerView`).
+Data is printed as rich ``Text``, never parsed as markup (the console has markup and emoji codes off)."""
 
 from __future__ import annotations
 
@@ -14,25 +17,42 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cmdare.tui.format import SEVERITY_SYMBOL, STATUS_SYMBOL, bytes_rate, duration, money, num, rate
+from cmdare.planner.overview import JobView
+from cmdare.planner.view import JobPlannerView, PlannerView
+from cmdare.planner.view_json import ranked_indices, shape_deltas, shape_label
+from cmdare.tui.format import SEVERITY_SYMBOL, STATUS_SYMBOL, bytes_rate, duration, hours, money, num, rate
 from cmdare.tui.session import MonitorState
 
-PIPE_WIDTH = 200  # columns used when stdout is not a terminal
+PIPE_WIDTH = 80  # columns when stdout is not a terminal and COLUMNS is not set
+MIN_WIDTH, MAX_WIDTH = 40, 1000  # COLUMNS outside these bounds is taken as the nearer bound
+TOP_PLANS = 3  # plans shown per job (the JSON has more)
+
+
+def report_width() -> int | None:
+    """The report's width: the terminal's (None: Rich asks it), else ``COLUMNS`` (bounded), else 80."""
+    if sys.stdout.isatty():
+        return None
+    try:
+        return min(max(int(os.environ.get("COLUMNS", "")), MIN_WIDTH), MAX_WIDTH)
+    except ValueError:
+        return PIPE_WIDTH
 
 
 def plain_console() -> Console:
     """A Rich console for plain output: no colour or markup on a dumb terminal or a pipe."""
     dumb = os.environ.get("TERM", "") in ("dumb", "")
     tty = sys.stdout.isatty()
-    return Console(width=None if tty else PIPE_WIDTH, no_color=dumb or not tty, highlight=False,
+    return Console(width=report_width(), no_color=dumb or not tty, highlight=False,
                    force_terminal=False if dumb else None, markup=False, emoji=False)  # fmt: skip
 
 
 def _table(title: str, columns: tuple[str, ...]) -> Table:
+    """A table whose cells wrap (words, else characters) rather than being cut."""
     dumb = os.environ.get("TERM", "") in ("dumb", "")
-    t = Table(title=title, title_justify="left", box=box.ASCII if dumb else box.SIMPLE_HEAD)
+    t = Table(title=title, title_justify="left", box=box.ASCII if dumb else box.SIMPLE_HEAD,
+              padding=(0, 0), show_edge=False)  # fmt: skip
     for col in columns:
-        t.add_column(col, no_wrap=True)
+        t.add_column(col, overflow="fold")
     return t
 
 
@@ -42,50 +62,14 @@ def _row(table: Table, *cells: str) -> None:
 
 
 def print_overview(state: MonitorState, console: Console | None = None) -> None:
-    """Print the overview of a state as the app's tables, for cron jobs and dumb terminals."""
+    """Print the overview of a state as a report, for cron jobs and dumb terminals."""
     console = console or plain_console()
     if state.read_only:
         console.print("READ-ONLY: nothing is written")
     if state.demo:
         console.print("DEMO: simulated cluster on loopback, calibrated from CM-DARE measurements")
-    costs = state.extras.get("cost", {})
     for job in state.jobs:
-        console.print(Text(
-            f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
-            f"measured{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
-            f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
-        ))  # fmt: skip
-        c = costs.get(job.name)
-        if c is not None and c.usd_per_hour is not None:
-            console.print(
-                f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
-                f"({c.price_source} prices)"
-            )
-        tr = job.training
-        if tr is not None:
-            lr = "–" if tr.learning_rate is None else f"{tr.learning_rate:.3g}"
-            console.print(
-                f"Logged: loss {num(tr.loss, 4)}, learning rate {lr}, examples/s {num(tr.examples_per_sec, 0)}"
-            )
-        t = _table(
-            "Cluster",
-            ("Status", "Task", "Role", "GPU", "Region", "Prov", "Steps/s", "Step ms", "Net in", "Up"),
-        )
-        for n in job.nodes:
-            _row(
-                t,
-                f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}",
-                n.name,
-                n.role,
-                n.gpu or "CPU",
-                n.region or "–",
-                n.provisioning or "–",
-                rate(n.steps_per_sec),
-                num(n.step_seconds * 1000 if n.step_seconds else None, 0),
-                bytes_rate(n.net_in_bps),
-                duration(n.uptime_s),
-            )
-        console.print(t)
+        print_job(console, job, state.planner)
     a = _table("Alerts", ("Severity", "Kind", "Subject", "Message"))
     for al in state.alerts:
         _row(
@@ -98,3 +82,114 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
     console.print(a if state.alerts else "Alerts: none")
     for s in state.sources:
         console.print(Text(f"source: {s.message}"))
+
+
+def print_job(console: Console, job: JobView, planner: PlannerView) -> None:
+    """One job: its figures, what the planner says of it, its top plans and its tasks."""
+    console.print(Text(
+        f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
+        f"measured{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
+        f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
+    ))  # fmt: skip
+    view = planner.job(job.name)
+    if view is not None:
+        for line in planner_lines(view, planner):
+            console.print(Text(line))
+    tr = job.training
+    if tr is not None:
+        lr = "–" if tr.learning_rate is None else f"{tr.learning_rate:.3g}"
+        console.print(
+            Text(
+                f"Logged: loss {num(tr.loss, 4)}, learning rate {lr}, examples/s {num(tr.examples_per_sec, 0)}"
+            )
+        )
+    plans = plans_table(view) if view is not None else None
+    if plans is not None:
+        console.print(plans)
+    console.print(cluster_table(job))
+
+
+def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
+    """The job's predicted speed (band, model source) and cost (accrued, rate, price source and date)."""
+    out = [] if view.prediction is None else [prediction_line(view)]
+    c, prices = view.cost, planner.prices
+    dated = f"{prices.source} prices, {prices.date}" if prices is not None else "no price book"
+    if c is not None and c.usd_per_hour is not None:
+        unpriced = f"; {len(c.unpriced)} task(s) unpriced" if c.unpriced else ""
+        budget = f"; budget {money(c.budget_usd)}" if c.budget_usd is not None else ""
+        out.append(
+            f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
+            f"({dated}){unpriced}{budget}"
+        )
+    elif c is not None:
+        out.append(f"Cost unknown: {c.unpriced[0] if c.unpriced else 'no price yet'} ({dated})")
+    if view.plan is not None and view.plan.table is None and view.plan.note:
+        out.append(f"Plans: none ({view.plan.note})")
+    return out
+
+
+def prediction_line(view: JobPlannerView) -> str:
+    """'Predicted 48.0 steps/s (P10–P90 43.1–51.3) for 8×P100 · 1 PS, ps-bound; model: …'."""
+    p, b = view.prediction, view.band
+    assert p is not None
+    band = "band: n/a" if b is None else f"P10–P90 {rate(b.p10)}–{rate(b.p90)}"
+    if b is not None and b.extrapolation != "none":
+        band += f", beyond the measured domain: {b.extrapolation}"
+    shape = view.shape.label if view.shape is not None else "this shape"
+    return f"Predicted {rate(p.steps_per_sec)} steps/s ({band}) for {shape}, {p.bottleneck}-bound; model: {p.source}"
+
+
+def plans_table(view: JobPlannerView) -> Table | None:
+    """The current shape and the top plans: shape, place, Δ time, Δ cost, P(≥1 revocation)."""
+    plan, table = view.plan, view.ranked
+    if plan is None or table is None:
+        return None
+    calibrated = (
+        f"calibrated on {plan.calibration_samples} samples (residual {100 * plan.calibration_residual:.0f}%)"
+        if plan.calibration_samples and plan.calibration_residual is not None
+        else "model not yet calibrated on this job"
+    )
+    t = _table(
+        f"Top {TOP_PLANS} plans (ranked by {table.objective}; {calibrated})",
+        ("", "Shape", "Where", "Time", "Δ time", "Δ cost", "P(≥1 rev)"),
+    )
+    for k, i in enumerate(ranked_indices(table, TOP_PLANS + 1)):
+        r = table.row(i)
+        dt, dc, dr = shape_deltas(table, i)
+        cur = i == 0
+        risk = f"{float(r['p_revocation']):.2f}" + ("" if cur else f" ({dr:+.2f})".replace("-", "−"))  # type: ignore[arg-type]
+        _row(
+            t,
+            "now" if cur else f"#{k}",
+            shape_label(r),
+            f"{r['region']} {r['provisioning']}" + (" (a move)" if r.get("region_note") else ""),
+            hours(float(r["hours_p50"])),  # type: ignore[arg-type]
+            "–" if cur else _pct(dt),
+            "–" if cur else ("n/a" if dc is None else _pct(dc)),
+            risk,
+        )
+    return t
+
+
+def _pct(x: float) -> str:
+    """A signed relative change: ``−38%``, ``+12%``."""
+    return f"{x:+.0%}".replace("-", "−")
+
+
+def cluster_table(job: JobView) -> Table:
+    """One row per task of the job."""
+    t = _table("Cluster", ("Status", "Task", "Role", "GPU", "Where", "Steps/s", "Step ms", "Net in", "Up"))
+    for n in job.nodes:
+        _row(
+            t,
+            f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}",
+            n.name,
+            n.role,
+            n.gpu or "CPU",
+            f"{n.region or '–'} {n.provisioning or '–'}",
+            rate(n.steps_per_sec),
+            num(n.step_seconds * 1000 if n.step_seconds else None, 0),
+            bytes_rate(n.net_in_bps),
+            duration(n.uptime_s),
+        )
+    return t

@@ -17,6 +17,8 @@ from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.planner.rules.alerts import Alert
+from cmdare.planner.view import PlannerView
+from cmdare.planner.view_json import planner_view_json
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.sources import SourcePlan, build_sources
 
@@ -52,7 +54,7 @@ class MonitorState:
     sources: list[SourceStatus]
     demo: bool
     read_only: bool
-    extras: dict[str, Any] = field(default_factory=dict)
+    planner: PlannerView = field(default_factory=PlannerView)  # the planner's answer (empty until it loads)
     selected: str | None = None  # the job the Job and Planner panes follow (the app's choice)
 
     def job(self, name: str | None = None) -> JobView | None:
@@ -65,7 +67,8 @@ class MonitorState:
         return next((j for j in self.jobs if j.name == name), self.jobs[0] if name == self.selected else None)
 
     def to_json(self) -> dict[str, Any]:
-        """The state as a JSON-ready dict (``snapshot --json``)."""
+        """The state as a JSON-ready dict (``snapshot --json`` and the app's export;
+        ``docs/planner_view.schema.json``): the planner's part is :func:`planner_view_json`."""
         return {
             "time": self.t,
             "demo": self.demo,
@@ -73,6 +76,7 @@ class MonitorState:
             "jobs": [j.to_json() for j in self.jobs],
             "alerts": [a.to_json() for a in self.alerts],
             "sources": [s.__dict__ for s in self.sources],
+            "planner": planner_view_json(self.planner),
         }
 
 
@@ -150,14 +154,14 @@ class MonitorSession:
         (models, rules, prices: ~0.3 s to load) joins from the second, when rates exist anyway."""
         now = self.clock.now()
         jobs = build_jobs(self.store, self.lifecycle, now)
-        extras: dict[str, Any] = {}
+        planner = PlannerView()
         alerts: list[Alert] = []
         history: list[Alert] = []
         sources = self._source_status(cycle)
         if self.poller is not None and self.poller.cycles > 1 or self.analysis is not None:
             try:
                 engine = self._analysis()
-                extras, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
+                planner, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
                 history = list(engine.alerts.history)
             except Exception as exc:  # the measurements still show; the planner's failure is a status
                 log.exception("planner failed")
@@ -173,7 +177,7 @@ class MonitorSession:
             sources=sources,
             demo=self.is_demo,
             read_only=self.opts.read_only,
-            extras=extras,
+            planner=planner,
         )
         return self.state
 
@@ -260,18 +264,27 @@ class MonitorSession:
         on_error: Callable[[str], None] | None = None,
     ) -> None:
         """Poll until ``stop`` is set. Whatever one refresh raises (a source, the planner, a pane
-        in ``on_state``) is logged and handed to ``on_error`` as one line; the next poll still runs."""
+        in ``on_state``) is logged and handed to ``on_error`` as one line; the next poll still runs.
+        A replay paces itself (its speed, pause and step act at once) and the loop returns when the
+        recording has ended: the last recorded state stays on screen."""
         assert self.poller is not None, "start() first"
+        replay = self.plan.replay if self.plan is not None else None
         while not stop.is_set():
             started = self.poller.clock.monotonic()
             try:
-                on_state(self.analyse(await self.poller.poll_once()))
+                cycle = await self.poller.poll_once()
+                if replay is not None and replay.ended:
+                    return
+                on_state(self.analyse(cycle))
                 self._start_ranking()
             except Exception as exc:
                 log.exception("refresh failed; polling goes on")
                 if on_error is not None:
                     on_error(refresh_error(exc))
-            await self.poller.wait_next(started, stop)
+            if replay is None:
+                await self.poller.wait_next(started, stop)
+            else:
+                await asyncio.sleep(0)  # the replay waits for its own gaps; let the screen draw
 
     async def aclose(self) -> None:
         """Wait for a running ranking (5 s at most), close the poller and the sources (recorder, replay), stop the demo."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cmdare.planner.overview import JobView
+from cmdare.planner.rules.inputs import RuleInputs
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,11 @@ class Alert:
 
 @dataclass(frozen=True)
 class AlertContext:
+    """What every rule sees on one refresh: the time, the job views and the typed :class:`RuleInputs`."""
+
     now: float
     jobs: Sequence[JobView]
-    extras: dict[str, Any] = field(default_factory=dict)  # predictions, thresholds, workloads per job
+    inputs: RuleInputs = field(default_factory=RuleInputs)  # predictions, thresholds, prices, goals, ...
 
 
 Rule = Callable[[AlertContext], list[Finding]]
@@ -74,7 +77,7 @@ Rule = Callable[[AlertContext], list[Finding]]
 
 def node_state_rule(ctx: AlertContext) -> list[Finding]:
     """``node-silent`` / ``node-revoked`` from the collectors' lifecycle states, with the expected
-    replacement time: measured on this cluster (``extras["replacement_seconds"]``, GPU → s) when a
+    replacement time: measured on this cluster (``inputs.replacement_seconds``, GPU → s) when a
     replacement was seen, else the CM-DARE request overhead (server start + join, ``overheads.json``)."""
     out: list[Finding] = []
     for job in ctx.jobs:
@@ -133,10 +136,10 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
 
 def _replacement_seconds(ctx: AlertContext, gpu: str, provisioning: str) -> tuple[float | None, str]:
     """(seconds until a replacement trains again, where the figure comes from)."""
-    measured = ctx.extras.get("replacement_seconds", {}).get(gpu or "CPU")
+    measured = ctx.inputs.replacement_seconds.get(gpu or "CPU")
     if measured:
         return float(measured), "measured"
-    overheads = ctx.extras.get("overheads")
+    overheads = ctx.inputs.overheads
     if overheads is None or not gpu:
         return None, ""
     try:

@@ -3,8 +3,9 @@
 Kinds (stable, they appear in ``snapshot --json``): ``ps-saturation``, ``wan-bound``, ``straggler``
 (PS and sync jobs), ``allreduce-bound`` (sync jobs: :mod:`~cmdare.planner.rules.sync_rules`),
 ``input-bound``, ``node-silent`` / ``node-revoked`` (:func:`cmdare.planner.rules.alerts.node_state_rule`),
-``eta-slip`` and ``cost-overrun``. Rules read ``ctx.extras`` (built by :func:`rule_extras` and the
-session's ``_plan``):
+``eta-slip`` and ``cost-overrun``. Rules read ``ctx.inputs``, a typed
+:class:`~cmdare.planner.rules.inputs.RuleInputs` (built by :class:`cmdare.planner.analysis.Analysis`;
+:func:`rule_inputs` fills the fields read from the store):
 
 * ``predicted``: job → :class:`SpeedPrediction` of its current shape; ``model``: the :class:`SpeedModel`;
 * ``price_book`` (``node_price`` / ``ps_node_price``), ``overheads`` (:class:`Overheads`);
@@ -27,17 +28,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.store import Store
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S, JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.rules.alerts import AlertContext, Finding, Rule, node_state_rule
-from cmdare.planner.rules.goal_rules import JobGoal, cost_overrun_rule, eta_slip_rule
+from cmdare.planner.rules.goal_rules import cost_overrun_rule, eta_slip_rule
+from cmdare.planner.rules.inputs import JobGoal, RuleInputs, StageRates, frozen_map
 from cmdare.planner.rules.ps_rules import GBPS_PER_VCPU, PS_NIC_GBPS, PsLoad, ps_load, ps_saturation_rule
 from cmdare.planner.rules.sync_rules import allreduce_bound_rule, sync_straggler_rule
-from cmdare.planner.rules.wan_rules import ATLAS_MULTI_CONN_GBPS, StageRates, stage_rates, wan_bound_rule
+from cmdare.planner.rules.wan_rules import ATLAS_MULTI_CONN_GBPS, stage_rates, wan_bound_rule
 from cmdare.planner.rules.worker_rules import input_bound_rule, straggler_rule
 
 __all__ = [
@@ -61,7 +62,8 @@ __all__ = [
     "node_state_rule",
     "ps_load",
     "ps_saturation_rule",
-    "rule_extras",
+    "RuleInputs",
+    "rule_inputs",
     "shipped_overheads",
     "stage_rates",
     "straggler_rule",
@@ -89,8 +91,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 )
 
 
-def rule_extras(store: Store, jobs: Sequence[JobView], window_s: float = RATE_WINDOW_S) -> dict[str, Any]:
-    """What the rules need from the store beyond the job views: stage counters and PS CPU load."""
+def rule_inputs(store: Store, jobs: Sequence[JobView], window_s: float = RATE_WINDOW_S) -> RuleInputs:
+    """What the rules need from the store beyond the job views: stage counters and PS CPU load (the
+    other fields at their defaults: add them with :func:`dataclasses.replace`)."""
     ps_cpu: dict[str, float] = {}
     for key, ts in store.tasks.items():
         if ts.info.role != "ps":
@@ -102,9 +105,9 @@ def rule_extras(store: Store, jobs: Sequence[JobView], window_s: float = RATE_WI
             ps_cpu[key] = busy
     # Pipelines tick once per micro-batch (seconds each): their counters use the longer step window.
     stage_window = max(window_s, STEP_WINDOW_S)
-    return {
-        "stages": stage_rates(store, stage_window),
-        "stage_window_s": stage_window,
-        "ps_cpu": ps_cpu,
-        "rate_window_s": window_s,
-    }
+    return RuleInputs(
+        stages=frozen_map(stage_rates(store, stage_window)),
+        stage_window_s=stage_window,
+        ps_cpu=frozen_map(ps_cpu),
+        rate_window_s=window_s,
+    )

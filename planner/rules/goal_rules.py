@@ -4,7 +4,6 @@ budget). Times in seconds, money in USD, rates in steps/s."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from cmdare.planner.overview import JobView
@@ -23,15 +22,6 @@ from cmdare.planner.rules.rule_support import (
 )
 
 
-@dataclass(frozen=True)
-class JobGoal:
-    """What the user asked of a job: a deadline (epoch seconds), a budget (USD), money spent so far."""
-
-    deadline_at: float | None = None
-    budget_usd: float | None = None
-    spent_usd: float | None = None
-
-
 # ----------------------------------------------------------------------------------- eta-slip / cost-overrun
 def _burn_usd_per_hour(book: Any, job: JobView) -> float | None:
     prices = [node_usd_per_hour(book, n) for n in job.nodes if n.status == "up"]
@@ -46,7 +36,7 @@ def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | Non
         return None
     main = max(gpus, key=lambda g: gpus[g])
     ref = next(n for n in up_workers(job) if n.gpu == main)
-    book = ctx.extras.get("price_book")
+    book = ctx.inputs.price_book
     w_usd = price_usd_per_hour(book, "node_price", main, 1, ref.region, ref.provisioning or "standard") or 1.0
     p_usd = price_usd_per_hour(book, "ps_node_price", ref.region) or 1.0
     best = None
@@ -74,7 +64,7 @@ def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
     """The projected finish (now + ETA at the measured speed) passes the user's deadline."""
     th, out = thresholds_of(ctx), []
     for job in ctx.jobs:
-        goal = ctx.extras.get("goals", {}).get(job.name)
+        goal = ctx.inputs.goals.get(job.name)
         if goal is None or goal.deadline_at is None or job.eta_seconds is None:
             continue
         left = goal.deadline_at - ctx.now
@@ -111,9 +101,9 @@ def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
 def cost_overrun_rule(ctx: AlertContext) -> list[Finding]:
     """Spent so far + the up nodes' $/h × ETA passes the user's budget."""
     th, out = thresholds_of(ctx), []
-    book = ctx.extras.get("price_book")
+    book = ctx.inputs.price_book
     for job in ctx.jobs:
-        goal = ctx.extras.get("goals", {}).get(job.name)
+        goal = ctx.inputs.goals.get(job.name)
         if goal is None or goal.budget_usd is None or job.eta_seconds is None:
             continue
         burn = _burn_usd_per_hour(book, job)

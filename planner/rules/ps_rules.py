@@ -74,7 +74,7 @@ def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | 
         bound += 1.0 / max(w.step_seconds or 0.0, cycle)
     ps = up_ps_nodes(job)
     nic = [max(n.net_in_bps or 0.0, n.net_out_bps or 0.0) * 8 / 1e9 for n in ps]
-    cpus = [ctx.extras.get("ps_cpu", {}).get(f"{job.name}/{n.name}") for n in ps]
+    cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
     cpus = [c / PS_SHAPE.vcpus for c in cpus if c is not None]
     return PsLoad(
         x,
@@ -143,7 +143,7 @@ def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tupl
     if not gains or gains[ps + 1].point <= 0.05:
         return None, {}
     region = next((n.region for n in up_ps_nodes(job)), "") or next((n.region for n in up_workers(job)), "")
-    usd = price_usd_per_hour(ctx.extras.get("price_book"), "ps_node_price", region)
+    usd = price_usd_per_hour(ctx.inputs.price_book, "ps_node_price", region)
     money = (lambda add: f", +${usd * add:.2f}/h") if usd is not None else (lambda add: "")
     gain = gains[ps + 1]
     extrapolated = ps + 1 > th.ps_measured_max
@@ -245,7 +245,7 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
     th = thresholds_of(ctx)
     share, signal, count = median_compute_share(job)
     traffic = ps_traffic_gbps(job)
-    cpus = [ctx.extras.get("ps_cpu", {}).get(f"{job.name}/{n.name}") for n in up_ps_nodes(job)]
+    cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in up_ps_nodes(job)]
     cpu = max((c / PS_SHAPE.vcpus for c in cpus if c is not None), default=None)
     if share is None or share >= th.ps_efficiency_max:
         return None

@@ -1,6 +1,6 @@
 """Helpers shared by the bottleneck rules (:mod:`cmdare.planner.rules.bottlenecks`).
 
-Reading ``ctx.extras`` (thresholds, speed model, predictions, rate window), the up nodes of a job,
+Reading ``ctx.inputs`` (thresholds, speed model, predictions, rate window), the up nodes of a job,
 predictions of other shapes, prices from the price book (USD/h) and the ``+12%`` wording of a gain.
 """
 
@@ -11,32 +11,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmdare.planner.job_plan import network_of, owns_gpu
-from cmdare.planner.overview import RATE_WINDOW_S, JobView, NodeView
+from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
 
-# ----------------------------------------------------------------------------------- context extras
+# ----------------------------------------------------------------------------------- context inputs
 def thresholds_of(ctx: AlertContext) -> Thresholds:
-    """The rules' thresholds: ``ctx.extras["thresholds"]``, else the defaults."""
-    return ctx.extras.get("thresholds") or DEFAULT_THRESHOLDS
+    """The rules' thresholds: ``ctx.inputs.thresholds``, else the defaults."""
+    return ctx.inputs.thresholds or DEFAULT_THRESHOLDS
 
 
 def speed_model_of(ctx: AlertContext) -> SpeedModel:
-    """The speed model: ``ctx.extras["model"]``, else the shipped one."""
-    return ctx.extras.get("model") or SpeedModel.load()
+    """The speed model: ``ctx.inputs.model``, else the shipped one."""
+    return ctx.inputs.model or SpeedModel.load()
 
 
 def rate_window_s(ctx: AlertContext) -> float:
     """The window (seconds) the job and node rates were measured over."""
-    return float(ctx.extras.get("rate_window_s", RATE_WINDOW_S))
+    return float(ctx.inputs.rate_window_s)
 
 
 def current_prediction(ctx: AlertContext, job: JobView) -> SpeedPrediction | None:
-    """The speed model's prediction for the job's current shape (``ctx.extras["predicted"]``)."""
-    return ctx.extras.get("predicted", {}).get(job.name)
+    """The speed model's prediction for the job's current shape (``ctx.inputs.predicted``)."""
+    return ctx.inputs.predicted.get(job.name)
 
 
 def predict_shape(ctx: AlertContext, job: JobView, gpus: dict[str, int], ps: int) -> SpeedPrediction | None:

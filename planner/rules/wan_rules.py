@@ -7,14 +7,15 @@ boundary comes from :func:`cmdare.planner.geo.geo_model.wan_bound_from_live`.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.store import Store
 from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
-from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
+from cmdare.planner.overview import RATE_WINDOW_S
 from cmdare.planner.rules.alerts import AlertContext, Finding
+from cmdare.planner.rules.inputs import StageRates
 from cmdare.planner.rules.rule_support import rate_window_s, signed_pct, thresholds_of
 
 #: Many parallel TCP connections reach ≈5 Gbit/s on a WAN regardless of distance (Atlas, background.md §2).
@@ -22,19 +23,6 @@ ATLAS_MULTI_CONN_GBPS = 5.0
 
 
 # ----------------------------------------------------------------------------------- wan-bound
-@dataclass(frozen=True)
-class StageRates:
-    """Per-second rates of one pipeline-stage task over the rate window."""
-
-    task: str
-    stage: str
-    dc: str
-    compute: float  # seconds computing per second
-    wait: float  # seconds waiting for peers per second
-    microbatches: float  # micro-batches per second
-    sent: dict[str, float]  # peer → bytes per second
-
-
 def stage_rates(store: Store, window_s: float = RATE_WINDOW_S) -> dict[str, list[StageRates]]:
     """Stage counters of every job in the store (tasks without stage counters are left out)."""
     out: dict[str, list[StageRates]] = {}
@@ -67,7 +55,7 @@ def _order(stage: str) -> tuple[int, str]:
 
 
 def _pipeline(
-    stages: list[StageRates],
+    stages: Sequence[StageRates],
 ) -> tuple[dict[str, float], dict[str, float], dict[tuple[str, str], float]]:
     """(compute s per micro-batch by stage, wait share by stage, forward WAN bytes/s by boundary)."""
     by_stage: dict[str, list[StageRates]] = {}
@@ -96,7 +84,7 @@ def _pipeline(
 
 
 def live_boundaries(
-    stages: list[StageRates], caps_by_dc: dict[frozenset, float], wait_share_min: float
+    stages: Sequence[StageRates], caps_by_dc: Mapping[frozenset, float], wait_share_min: float
 ) -> tuple[list[LiveBoundary], dict[str, str], dict[tuple[str, str], float]]:
     """Every WAN stage boundary of one job, measured: (boundaries, stage → DC, known capacities)."""
     compute, wait, sent = _pipeline(stages)
@@ -108,10 +96,10 @@ def live_boundaries(
 
 def pipelines(ctx: AlertContext) -> dict[str, tuple[list[LiveBoundary], dict[str, str]]]:
     """Per pipeline job: its measured WAN boundaries and each stage's DC (for the Planner pane)."""
-    caps_by_dc = ctx.extras.get("link_capacity_gbps", {})
+    caps_by_dc = ctx.inputs.link_capacity_gbps
     th = thresholds_of(ctx)
     out = {}
-    for job, stages in ctx.extras.get("stages", {}).items():
+    for job, stages in ctx.inputs.stages.items():
         boundaries, dc, _ = live_boundaries(stages, caps_by_dc, th.wan_wait_share_min)
         out[job] = (boundaries, dc)
     return out
@@ -124,8 +112,8 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
     bytes ÷ capacity; unknown, it is bounded by the measured period and the receiver's wait share
     decides, and a single such WAN link is named by elimination (several: the job is flagged)."""
     th, out = thresholds_of(ctx), []
-    caps_by_dc = ctx.extras.get("link_capacity_gbps", {})
-    for job, stages in ctx.extras.get("stages", {}).items():
+    caps_by_dc = ctx.inputs.link_capacity_gbps
+    for job, stages in ctx.inputs.stages.items():
         boundaries, dc, caps = live_boundaries(stages, caps_by_dc, th.wan_wait_share_min)
         verdicts = [v for v in boundaries if v.wan_bound]
         known = [v for v in verdicts if (v.from_stage, v.to_stage) in caps]
@@ -157,7 +145,7 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
 def _wan_finding(ctx: AlertContext, job: str, v: Any, dc: dict[str, str], known: bool) -> Finding:
     cmax = v.max_stage_compute_seconds
     evidence = {
-        "window_s": ctx.extras.get("stage_window_s", STEP_WINDOW_S), "transfer_seconds_per_microbatch": round(v.transfer_seconds, 4),
+        "window_s": ctx.inputs.stage_window_s, "transfer_seconds_per_microbatch": round(v.transfer_seconds, 4),
         "max_stage_compute_seconds": round(cmax, 4), "measured_gbps": round(v.measured_gbps, 3),
         "bytes_per_microbatch": round(v.bytes_per_microbatch), "receiver_wait_share": v.wait_share
         and round(v.wait_share, 3), "from_dc": dc.get(v.from_stage, ""), "to_dc": dc.get(v.to_stage, ""),

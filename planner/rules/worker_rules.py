@@ -73,7 +73,7 @@ def _median_without(ranked: list[float], k: int) -> float:
 def straggler_rule(ctx: AlertContext) -> list[Finding]:
     """A worker whose step time is ≥ ratio × the median of its peers'."""
     th, out = thresholds_of(ctx), []
-    book = ctx.extras.get("price_book")
+    book = ctx.inputs.price_book
     for job in ctx.jobs:
         workers = [w for w in up_workers(job) if w.step_seconds]
         if job.sync == "sync-allreduce" or len(workers) < max(
@@ -172,7 +172,7 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
             continue
         load = ps_load(ctx, job, pred) if pred else None
         traffic = ps_traffic_gbps(job)
-        cpus = [ctx.extras.get("ps_cpu", {}).get(f"{job.name}/{n.name}") for n in up_ps_nodes(job)]
+        cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in up_ps_nodes(job)]
         cpu = max((c / PS_SHAPE.vcpus for c in cpus if c is not None), default=None)
         busy, ps_words, measured, missing = _ps_words(th, load, traffic, cpu)
         if busy:

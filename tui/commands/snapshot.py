@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import replace
 
 from cmdare.tui.commands import UsageError
 from cmdare.tui.source_flags import add_source_args, session_options
@@ -41,6 +42,9 @@ async def _collect(args: argparse.Namespace):
             state = await session.refresh()
             if i + 1 < args.samples:
                 await asyncio.sleep(args.interval if args.interval is not None else args.refresh)
+        if state is not None and session.analysis is not None:  # rank alternative shapes on the last poll
+            await session.update_plans()
+            state = replace(state, planner=state.planner.with_plans(session.analysis.live_plans))
     finally:
         await session.aclose()
     return state

@@ -45,12 +45,19 @@ def evidence_value(key: str, value: Any) -> str:
     if any(w in key for w in _SHARES):
         return f"{value:.0%}"
     unit = next(
-        (u for suffix, u in _UNITS if key.endswith(suffix) or (suffix == "usd" and suffix in key)), ""
+        (
+            u
+            for suffix, u in _UNITS
+            if key.endswith(suffix) or (suffix in ("usd", "seconds") and suffix in key)
+        ),
+        "",
     )
     if unit == "$":
         return f"${value:,.2f}"
     if unit == "$/h":
         return f"${value:,.3f}/h"
+    if unit == "s" and 0 < abs(value) < 1:
+        return f"{value * 1000:.3g} ms"
     text = f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
     return f"{text} {unit}".rstrip()
 
@@ -70,6 +77,8 @@ def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
 
 class AlertsPane(Vertical):
     """The Alerts pane: active flags with their evidence and fix, then the cleared ones."""
+
+    KEYS_HELP = (("enter", "Evidence (units) and fix"),)  # keys this pane answers (the help screen)
 
     def __init__(self, **kw) -> None:  # noqa: ANN003
         super().__init__(**kw)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 
 from rich.table import Table
 from rich.text import Text
@@ -18,9 +19,19 @@ from cmdare.planner.overview import JobView, TrainingFigures
 from cmdare.planner.risk_cost.cost_meter import CostView
 from cmdare.tui.format import duration, money, num, rate
 from cmdare.tui.session import MonitorState
-from cmdare.tui.widgets.plots import PLOTS, Point, draw_cost, draw_loss, draw_nodes, draw_throughput
+from cmdare.tui.widgets.plots import (
+    PLOTS,
+    Point,
+    draw_cost,
+    draw_iterations,
+    draw_loss,
+    draw_nodes,
+    draw_throughput,
+    step_changes,
+)
 
 HISTORY = 240  # refreshes kept for the plots (8 min at the default 2 s)
+ITERATIONS_TIMED = 10  # the newest global-step changes that time a slow iteration
 
 
 def _cell(value: str, note: str = "", style: str = "") -> Text:
@@ -31,18 +42,39 @@ def _cell(value: str, note: str = "", style: str = "") -> Text:
     return t
 
 
-def summary_grid(job: JobView, state: MonitorState, cost: CostView | None) -> Table:
-    """The Job pane's summary: model, measured and predicted speed, progress, ETA, tasks and cost."""
+def iteration_seconds(points: Sequence[Point], last: int = ITERATIONS_TIMED) -> tuple[float | None, int]:
+    """Seconds per iteration from the times the global step was seen to change (over the ``last``
+    changes), and how many iterations that spans; (None, n) before two changes were seen."""
+    changes = step_changes(points)[-(last + 1) :]
+    if len(changes) < 2 or changes[-1][1] <= changes[0][1]:
+        return None, len(changes)
+    (t0, s0), (t1, s1) = changes[0], changes[-1]
+    return (t1 - t0) / (s1 - s0), int(s1 - s0)
+
+
+def speed_row(sps: float | None, points: Sequence[Point]) -> tuple[str, Text]:
+    """Steps/s, or s/iteration when an iteration takes a second or more (a geo pipeline): timed from
+    the global step's changes, since a 10 s rate window sees 0 or 1 step of a 40 s iteration."""
+    per_iter, n = iteration_seconds(points)
+    if sps is None or sps >= 1 or (per_iter is not None and per_iter < 1):  # a fast job (or one that stalled)
+        return "Steps/s", _cell(rate(sps), "measured", "bold")
+    if per_iter is not None:
+        return "s/iteration", _cell(f"{per_iter:.1f}", f"measured over {n} iteration{'s' * (n > 1)}", "bold")
+    return "s/iteration", _cell("–", "no step finished yet" if not n else "timing: needs a second step")
+
+
+def summary_grid(
+    job: JobView, state: MonitorState, cost: CostView | None, points: Sequence[Point] = ()
+) -> Table:
+    """The Job pane's summary: model, measured speed (or s/iteration), predicted speed, progress, ETA,
+    tasks and cost; ``points`` are the pane's refreshes (they time a slow iteration)."""
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     grid.add_row("Job", _cell(job.name, job.facts.model.name or "unknown network"))  # Text: never markup
-    sps = job.steps_per_sec
-    if sps is not None and 0 < sps < 1:  # a slow iteration (a geo pipeline): 0.0 steps/s would say nothing
-        grid.add_row("s/iteration", _cell(f"{1 / sps:.1f}", "measured", "bold"))
-    else:
-        grid.add_row("Steps/s", _cell(rate(sps), "measured", "bold"))
-    pred = state.extras.get("predicted", {}).get(job.name)
+    grid.add_row(*speed_row(job.steps_per_sec, points))
+    view = state.planner.job(job.name)
+    pred = view.prediction if view is not None else None
     if pred is not None:
         grid.add_row("Predicted", _cell(rate(pred.steps_per_sec), f"model, {pred.bottleneck}-bound"))
     split = measured_split(job) if is_sync(job) else None
@@ -77,8 +109,13 @@ def _examples_cell(job: JobView) -> Text:
     """Examples/s measured from an examples counter, else as the job logs it."""
     logged = job.training.examples_per_sec if job.training else None
     if job.examples_per_sec is None and logged is not None:
-        return _cell(num(logged, 0), "logged")
-    return _cell(num(job.examples_per_sec, 0), "measured")
+        return _cell(examples(logged), "logged")
+    return _cell(examples(job.examples_per_sec), "measured")
+
+
+def examples(x: float | None) -> str:
+    """Examples/s: whole numbers, but a slow positive rate keeps two significant digits (never "0")."""
+    return f"{x:.2g}" if x is not None and 0 < x < 10 else num(x, 0)
 
 
 def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
@@ -88,7 +125,7 @@ def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
 def _eta_note(job: JobView, state: MonitorState) -> str:
     if job.eta_seconds is None:
         return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
-    deadline = state.extras.get("deadline_hours")
+    deadline = state.planner.deadline_hours
     if deadline is None:
         return "at measured speed"
     late = job.eta_seconds / 3600 - deadline
@@ -111,6 +148,7 @@ def _cost_cell(cost: CostView | None) -> Text:
 class JobPane(Vertical, can_focus=True):
     """The Job pane: the selected job's summary and one plot at a time (``p`` cycles them)."""
 
+    KEYS_HELP = (("p", "Plot: speed/nodes/cost/loss"),)  # keys this pane answers (the help screen)
     DEFAULT_CSS = """
     JobPane #job-summary { height: auto; }
     JobPane #job-plot { height: 1fr; min-height: 5; }
@@ -143,8 +181,9 @@ class JobPane(Vertical, can_focus=True):
         if job is None:
             summary.update(Text("no job seen yet: " + "; ".join(s.message for s in state.sources)))
             return
-        cost = state.extras.get("cost", {}).get(job.name)
-        pred = state.extras.get("predicted", {}).get(job.name)
+        view = state.planner.job(job.name)
+        cost = view.cost if view is not None else None
+        pred = view.prediction if view is not None else None
         pts = self._points.setdefault(job.name, deque(maxlen=HISTORY))
         if not pts or pts[-1].t != state.t:
             pts.append(
@@ -153,9 +192,10 @@ class JobPane(Vertical, can_focus=True):
                     _nan(job.steps_per_sec),
                     _nan(pred.steps_per_sec if pred else None),
                     _nan(cost.accrued_usd if cost and cost.usd_per_hour is not None else None),
+                    _nan(job.global_step),
                 )
             )
-        summary.update(summary_grid(job, state, cost))
+        summary.update(summary_grid(job, state, cost, pts))
         self._draw(state)
 
     def _draw(self, state: MonitorState) -> None:
@@ -164,7 +204,9 @@ class JobPane(Vertical, can_focus=True):
             return
         plot = self.query_one(PlotextPlot)
         pts = list(self._points.get(job.name, ()))
-        if self.plot_kind == "throughput":
+        if self.plot_kind == "throughput" and speed_row(job.steps_per_sec, pts)[0] == "s/iteration":
+            why = draw_iterations(plot, pts)  # a 10 s window's steps/s of a 40 s iteration is 0 or 0.1
+        elif self.plot_kind == "throughput":
             why = draw_throughput(plot, pts)
         elif self.plot_kind == "nodes":
             workers = job.workers()
@@ -172,7 +214,8 @@ class JobPane(Vertical, can_focus=True):
         elif self.plot_kind == "loss":
             why = draw_loss(plot, _loss_points(job.training))
         else:
-            cost = state.extras.get("cost", {}).get(job.name)
+            view = state.planner.job(job.name)
+            cost = view.cost if view is not None else None
             missing = (
                 None
                 if cost and cost.usd_per_hour is not None

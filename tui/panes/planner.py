@@ -1,6 +1,6 @@
 """Planner pane. Two views of the same question, "what shape should this job have?":
 
-* ranked shapes (``state.extras["ranked"][job]``, a :class:`~cmdare.planner.risk_cost.shapes.ShapeTable`):
+* ranked shapes (``state.planner.job(name).ranked``, a :class:`~cmdare.planner.risk_cost.shapes.ShapeTable`):
   time, cost and revocation risk of each shape, best first;
 * for a pipeline job (stages across datacenters): each measured WAN boundary with its transfer time
   per micro-batch against the slowest stage's compute, and the WAN-bound verdict;
@@ -12,7 +12,7 @@ subtitle names the model and the price source."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -20,10 +20,15 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from cmdare.planner.job_plan import ShapeOutlook
+from cmdare.planner.view import JobPlannerView
+from cmdare.planner.view_json import shape_deltas as deltas
 from cmdare.tui.format import delta_pct, hours, pct, provisioning_code, rate, region_code, signed_pct
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
+
+if TYPE_CHECKING:
+    from cmdare.planner.risk_cost.shapes import ShapeTable
 
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))
 # Columns by priority, so that Shape → Bound fit the pane at 120×40 (68 cells): Δ is three short columns
@@ -97,18 +102,6 @@ def ranked_rows(table: Any, n: int = TOP_N) -> list[Row]:
     return out
 
 
-def deltas(table: Any, i: int) -> tuple[float, float | None, float]:
-    """Row ``i`` against the current shape: relative time, relative cost (None when either price is
-    unknown) and the change of P(≥1 revocation)."""
-    c = table.columns
-    dt = float(c["hours_p50"][i]) / max(float(c["hours_p50"][0]), 1e-12) - 1
-    c0, c1 = c["cost_usd_p50"][0], c["cost_usd_p50"][i]
-    dc = None
-    if table.current_priced and c1 is not None and math.isfinite(float(c1)):
-        dc = float(c1) / max(float(c0), 1e-12) - 1
-    return dt, dc, float(c["p_revocation"][i]) - float(c["p_revocation"][0])
-
-
 def short_money(usd: Any) -> str:
     """Cost in at most 6 characters: ``$2.88``, ``$123``, ``$1,234``; "unknown" without a price."""
     if usd is None or not math.isfinite(float(usd)):
@@ -134,6 +127,8 @@ def calibration_note(plan: Any) -> str:
 class PlannerPane(Vertical):
     """The Planner pane: ranked shapes, the speed-only outlook or the geo pipeline, whichever the job has."""
 
+    KEYS_HELP = (("enter", "Explain the row"),)  # keys this pane answers (the help screen)
+
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.mode = "outlook"
@@ -148,9 +143,14 @@ class PlannerPane(Vertical):
         box.display = False
         yield box
 
-    def _ranked(self, state: MonitorState) -> Any | None:
+    def _view(self, state: MonitorState) -> JobPlannerView | None:
+        """The planner's answer for the job the pane follows."""
         job = state.job()
-        return state.extras.get("ranked", {}).get(job.name) if job else None
+        return state.planner.job(job.name) if job else None
+
+    def _ranked(self, state: MonitorState) -> ShapeTable | None:
+        view = self._view(state)
+        return view.ranked if view is not None else None
 
     def update_state(self, state: MonitorState) -> None:
         """Show the ranking (or outlook, or pipeline) of the selected job of ``state``."""
@@ -163,23 +163,23 @@ class PlannerPane(Vertical):
             self.border_subtitle = (
                 f"ranked by {ranked.objective} · {price_note(r)}"
                 + ("" if ranked.current_priced else " · current shape: price unknown")
-                + calibration_note(state.extras.get("live_plan", {}).get(state.job().name))
+                + calibration_note(view.plan if (view := self._view(state)) is not None else None)
             )
             return
-        job = state.job()
-        pipeline = state.extras.get("pipelines", {}).get(job.name) if job else None
+        view = self._view(state)
+        pipeline = view.pipeline if view is not None else None
         if pipeline is not None:
             self._set_mode("pipeline")
-            boundaries, dc = pipeline
-            self.query_one("#pipeline-table", FilterTable).set_rows(pipeline_rows(boundaries, dc))
-            bound = sum(1 for b in boundaries if b.wan_bound)
+            self.query_one("#pipeline-table", FilterTable).set_rows(
+                pipeline_rows(list(pipeline.boundaries), dict(pipeline.dc))
+            )
             self.border_subtitle = (
-                f"pipeline · {len(boundaries)} WAN boundaries measured, {bound} WAN-bound"
+                f"pipeline · {len(pipeline.boundaries)} WAN boundaries measured, {pipeline.wan_bound} WAN-bound"
                 " · cmdare-tui plan --geo ranks placements"
             )
             return
         self._set_mode("outlook")
-        rows: list[ShapeOutlook] = state.extras.get("outlook", {}).get(job.name, []) if job else []
+        rows: list[ShapeOutlook] = list(view.outlook) if view is not None else []
         self.query_one("#planner-table", FilterTable).set_rows(outlook_rows(rows) if rows else [])
         self.border_subtitle = Text(
             ("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape"
@@ -204,14 +204,14 @@ class PlannerPane(Vertical):
         if ranked is not None and self.mode == "ranked":
             self.app.push_screen(ExplainScreen.for_ranked(ranked, int(key)))
             return
-        job = self._state.job()
-        pipeline = self._state.extras.get("pipelines", {}).get(job.name) if job else None
+        view = self._view(self._state)
+        pipeline = view.pipeline if view is not None else None
         if pipeline is not None and self.mode == "pipeline":
-            b = next((b for b in pipeline[0] if f"{b.from_stage}->{b.to_stage}" == key), None)
+            b = next((b for b in pipeline.boundaries if f"{b.from_stage}->{b.to_stage}" == key), None)
             if b is not None:
-                self.app.push_screen(ExplainScreen.for_boundary(b, pipeline[1]))
+                self.app.push_screen(ExplainScreen.for_boundary(b, dict(pipeline.dc)))
             return
-        rows = self._state.extras.get("outlook", {}).get(job.name, []) if job else []
+        rows = list(view.outlook) if view is not None else []
         row = next((r for r in rows if r.shape.label == key), None)
         if row is not None:
             self.app.push_screen(ExplainScreen.for_outlook(row, rows[0]))

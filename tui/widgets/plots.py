@@ -12,6 +12,7 @@ from textual_plotext import PlotextPlot
 PLOTS = ("throughput", "nodes", "cost", "loss")
 PLOT_TITLES = {
     "throughput": "steps/s: measured vs predicted",
+    "iterations": "s/iteration, measured (between advances of the global step)",
     "nodes": "steps/s per worker, measured",
     "cost": "USD accrued while monitored",
     "loss": "training loss, as logged",
@@ -23,12 +24,13 @@ NODE_PLOT_CHROME = 5  # plot rows that are not bars: title, frame, x ticks
 
 @dataclass(frozen=True)
 class Point:
-    """One refresh: time (s), measured and predicted steps/s, USD accrued (NaN when unknown)."""
+    """One refresh: time (s), measured and predicted steps/s, USD accrued, global step (NaN when unknown)."""
 
     t: float
     measured: float
     predicted: float
     accrued: float
+    global_step: float = math.nan
 
 
 def _finite(xs: Sequence[float]) -> bool:
@@ -40,6 +42,29 @@ def _reset(plot: PlotextPlot, title: str) -> None:
     plt.clear_figure()  # the widget re-applies its theme on every render
     plt.title(title)
     plot.shown_title = title  # type: ignore[attr-defined]  # what the plot says it shows (tests read it)
+
+
+def step_changes(points: Sequence[Point]) -> list[tuple[float, float]]:
+    """(time, global step) of each refresh at which the global step was seen to advance."""
+    seen = [(p.t, p.global_step) for p in points if math.isfinite(p.global_step)]
+    return [(t, s) for (_, s0), (t, s) in zip(seen, seen[1:], strict=False) if s > s0]
+
+
+def draw_iterations(plot: PlotextPlot, points: Sequence[Point]) -> str | None:
+    """Seconds per iteration, each timed between two advances of the global step (for a job whose
+    iteration outlasts the rate window, such as a geo pipeline); no predicted line is claimed."""
+    changes = step_changes(points)
+    timed = [(t1, (t1 - t0) / (s1 - s0)) for (t0, s0), (t1, s1) in zip(changes, changes[1:], strict=False)]
+    if len(timed) < 2:
+        return (
+            "s/iteration: waiting for three advances of the global step (each iteration is timed between two)"
+        )
+    now = points[-1].t
+    _reset(plot, PLOT_TITLES["iterations"])
+    plot.plt.plot([t - now for t, _ in timed], [v for _, v in timed], marker="braille", label="measured")
+    plot.plt.xlabel("seconds before now")
+    plot.refresh()
+    return None
 
 
 def draw_throughput(plot: PlotextPlot, points: Sequence[Point]) -> str | None:

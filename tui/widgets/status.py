@@ -20,17 +20,22 @@ def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str
     if demo:
         line.append(" DEMO ", BADGE).append(" ")
     if replay is not None:
-        done, total = replay.position
-        how = "paused" if replay.paused else f"×{replay.speed:g}"
-        line.append(" REPLAY ", BADGE).append(f" {done}/{total} polls {how} ")
+        line.append(" REPLAY ", BADGE).append(f" {replay_note(replay)} · ")
     if problem:
         line.append(f"⚠ {problem}", "bold red").append(" · ")
     if state is not None:
-        line.append(
-            f"poll #{state.cycles} every {refresh:g}s · " + " · ".join(s.message for s in state.sources)
-        )
+        polled = "" if replay is not None else f"poll #{state.cycles} every {refresh:g}s · "
+        line.append(polled + " · ".join(s.message for s in state.sources))
     else:
         line.append(f"polling every {refresh:g}s…")
     if demo:
         line.append(" simulated cluster on loopback, calibrated from CM-DARE measurements")
     return line
+
+
+def replay_note(replay: Any) -> str:
+    """``4/12 polls ×2``, ``4/12 polls paused`` or ``12/12 polls, recording ended``."""
+    done, total = replay.position
+    if getattr(replay, "ended", False):
+        return f"{done}/{total} polls, recording ended"
+    return f"{done}/{total} polls " + ("paused" if replay.paused else f"×{replay.speed:g}")

@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.geometry import Region
 from textual.message import Message
 from textual.widgets import DataTable, Input
 
@@ -159,7 +160,8 @@ class FilterTable(DataTable):
         for i, (label, width) in enumerate(self._columns):
             shown = label
             if i == self.view.sort_col:  # a narrow column shortens its label, never loses the arrow
-                shown = label[: max(1, width - 2)] + (" ▼" if self.view.reverse else " ▲")
+                arrow = "▼" if self.view.reverse else "▲"
+                shown = label[: width - 2] + " " + arrow if width >= 3 else arrow
             col = self.columns.get(label)  # type: ignore[call-overload]
             if col is not None:
                 col.label = Text(shown)
@@ -181,6 +183,7 @@ class FilterTable(DataTable):
         v.sort_col = 0 if v.sort_col is None else (v.sort_col + 1) % len(self._columns)
         v.reverse = False
         self._redraw()
+        self.call_after_refresh(self.show_sorted_column)
 
     def action_sort_reverse(self) -> None:
         """``S``: reverse the sort (by the first column when none is set)."""
@@ -188,6 +191,14 @@ class FilterTable(DataTable):
             self.view.sort_col = 0
         self.view.reverse = not self.view.reverse
         self._redraw()
+        self.call_after_refresh(self.show_sorted_column)
+
+    def show_sorted_column(self) -> None:
+        """Scroll sideways until the sorted column (and its arrow) is on screen, at any width."""
+        if self.view.sort_col is not None:
+            x, _, width, _ = self._get_column_region(self.view.sort_col)
+            where = Region(x, int(self.scroll_y), width, 1)
+            self.scroll_to_region(where, animate=False, force=True, immediate=True)
 
 
 class TableBox(Vertical):

@@ -1,0 +1,202 @@
+"""The typed planner answer (issue 19 item 1) and its one JSON rendering (docs/planner_view.schema.json):
+real ``snapshot --json`` output of the demo (a subprocess) and a real ``e`` export (the app under its Pilot)
+validate against the checked-in schema, and a renamed field fails it. The rules read a typed RuleInputs."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from test_app_pilot import fast_demo_app, wait_for
+
+from cmdare.collectors import writes
+from cmdare.planner.rules.alerts import AlertContext
+from cmdare.planner.rules.inputs import RuleInputs
+from cmdare.planner.view import PlannerView
+from cmdare.planner.view_json import planner_view_json
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((REPO / "docs" / "planner_view.schema.json").read_text("utf-8"))
+JOB = "resnet32-p100"
+
+
+def validate(doc: dict) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``doc`` matches the checked-in schema."""
+    jsonschema.Draft202012Validator(SCHEMA).validate(doc)
+
+
+def run_snapshot(
+    *extra: str, columns: int | None = None, samples: int = 3
+) -> subprocess.CompletedProcess[str]:
+    """``cmdare-tui snapshot`` of the demo as a real process with its stdout piped."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "NO_COLOR")}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
+    cmd = [sys.executable, "-m", "cmdare.tui.cli", "snapshot", "--samples", str(samples), "--interval", "0.5",
+           "--read-only", *extra]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def snapshot_doc() -> dict:
+    out = run_snapshot("--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def job_part(doc: dict, name: str = JOB) -> dict:
+    return next(j for j in doc["planner"]["jobs"] if j["job"] == name)
+
+
+def test_schema_is_a_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_snapshot_json_matches_the_schema_and_carries_cost_prediction_prices_and_ranking(snapshot_doc):
+    validate(snapshot_doc)
+    p = snapshot_doc["planner"]
+    assert p["prices"]["source"] == "offline" and p["prices"]["date"]
+    job = job_part(snapshot_doc)
+    pred = job["prediction"]
+    assert pred["p10"] <= pred["steps_per_sec"] <= pred["p90"] and pred["source"]
+    assert job["cost"]["usd_per_hour"] > 0 and job["cost"]["price_source"] == "offline"
+    rows = job["ranking"]["rows"]
+    assert rows[0]["current"] and rows[0]["delta_time"] == 0.0 and len(rows) >= 4
+    assert all(r["rank"] >= 1 for r in rows[1:]) and [r["rank"] for r in rows[1:4]] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("prices", "date"),
+        ("jobs", 0, "cost", "accrued_usd"),
+        ("jobs", 0, "prediction", "p10"),
+        ("jobs", 0, "ranking", "rows", 1, "delta_cost"),
+        ("jobs", 0, "ranking", "calibration_samples"),
+        ("jobs", 0, "outlook", 0, "steps_per_sec"),
+    ],
+)
+def test_a_renamed_field_fails_the_schema(snapshot_doc, path):
+    doc = copy.deepcopy(snapshot_doc)
+    doc["planner"]["jobs"] = [job_part(doc)]
+    *parent_path, key = path
+    parent = doc["planner"]
+    for k in parent_path:
+        parent = parent[k]
+    parent[key + "_renamed"] = parent.pop(key)
+    with pytest.raises(jsonschema.ValidationError):
+        validate(doc)
+
+
+def test_the_empty_view_renders_and_validates():
+    """Before the planner has loaded (the first poll), the state still exports a valid planner part."""
+    doc = {"time": 0.0, "demo": False, "read_only": True, "jobs": [], "alerts": [], "sources": [],
+           "planner": planner_view_json(PlannerView())}  # fmt: skip
+    validate(doc)
+
+
+async def test_export_key_writes_a_document_that_matches_the_schema(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    writes.set_read_only(False)
+    app = fast_demo_app(first_revocation_s=1000)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(
+            pilot, lambda: getattr(app.state and app.state.planner.job(JOB), "ranked", None) is not None
+        )
+        await pilot.press("e")
+        await pilot.pause()
+    (path,) = tmp_path.glob("cmdare-snapshot-*.json")
+    doc = json.loads(path.read_text("utf-8"))
+    validate(doc)
+    job = job_part(doc)
+    assert job["ranking"]["rows"] and job["prediction"]["p90"] and job["cost"]["usd_per_hour"]
+
+
+CUT = re.compile(r"\w…(\s|$)")  # a word cut short by an ellipsis ("worke…"); "+25%…+73%" is a range
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_snapshot_report_fits_the_width_and_says_cost_prediction_and_top_plans(width):
+    out = run_snapshot(columns=width)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width
+    assert not any(CUT.search(line) for line in lines), out.stdout
+    text = out.stdout
+    for name in [f"worker-{i}" for i in range(8)] + ["ps-0", "stage-0", JOB]:
+        assert re.search(rf"(^|\s){re.escape(name)}(\s|$|\))", text, re.M), name  # whole, never folded
+    assert re.search(r"Cost \$[\d.]+ accrued while monitored, \$[\d.]+/h \(offline prices, ", text)
+    assert re.search(r"Predicted [\d.]+ steps/s \(P10–P90 [\d.]+–[\d.]+\)", text) and "model: " in text
+    assert "Top 3 plans (ranked by" in text
+    for rank in ("now", "#1", "#2", "#3"):
+        assert re.search(rf"^{rank} +\d+×\w+·\d+PS", text, re.M), rank
+    assert re.search(r"Δ time +Δ cost +P\(≥1 rev\)", text)
+
+
+def test_snapshot_report_defaults_to_80_columns_when_piped():
+    out = run_snapshot(columns=None, samples=2)  # two polls: the planner joins at the second, then ranks
+    assert out.returncode == 0, out.stderr
+    assert max(len(line.rstrip()) for line in out.stdout.splitlines()) <= 80
+    assert "Top 3 plans (ranked by" in out.stdout
+
+
+def test_rules_read_only_fields_that_rule_inputs_has():
+    """Every ``ctx.inputs.NAME`` in the rules is a field of RuleInputs: renaming a field without its
+    readers fails here (and in a type check), never as a silent default."""
+    fields = {f.name for f in dataclasses.fields(RuleInputs)}
+    used = set()
+    for src in (REPO / "planner" / "rules").glob("*.py"):
+        used |= set(re.findall(r"ctx\.inputs\.(\w+)", src.read_text("utf-8")))
+    assert used and used <= fields, used - fields
+    assert "extras" not in {f.name for f in dataclasses.fields(AlertContext)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RuleInputs().price_book = object()  # type: ignore[misc]
+
+
+def test_no_string_keyed_extras_left_in_the_tui():
+    offenders = [p for p in (REPO / "tui").rglob("*.py") if re.search(r"\bextras\b", p.read_text("utf-8"))]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("columns", "width"), [("abc", 80), ("", 80), ("-3", 40), ("10", 40), ("99999999", 1000)]
+)
+def test_report_width_takes_a_bad_columns_value_as_a_bound(monkeypatch, columns, width):
+    from cmdare.tui import plain
+
+    monkeypatch.setattr(plain.sys.stdout, "isatty", lambda: False)
+    monkeypatch.setenv("COLUMNS", columns)
+    assert plain.report_width() == width
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_alerts_table_wraps_a_long_alert_within_the_width(width):
+    """The Alerts table of the report (issue 18: 212 characters wide when piped) stays within the width and
+    wraps a long message and subject instead of cutting them."""
+    import io
+
+    from rich.console import Console
+
+    from cmdare.planner.rules.alerts import Alert
+    from cmdare.tui.plain import print_overview
+    from cmdare.tui.session import MonitorState
+
+    subject = "a-rather-long-job-name-from-a-real-cluster/worker-12345"
+    message = "parameter server saturated: " + " ".join(f"figure-{i}" for i in range(60))
+    alert = Alert("ps-saturation", subject, "warning", message, {}, "add a parameter server", 0.0, 0.0)
+    state = MonitorState(0.0, 3, [], [alert], [], [], False, True)
+    out = io.StringIO()
+    print_overview(state, Console(file=out, width=width, no_color=True, markup=False, emoji=False))
+    lines = out.getvalue().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= width
+    text = " ".join(line.strip() for line in lines)
+    assert "ps-saturation" in text and "▲ warning" in text and "figure-59 → add a parameter server" in text
+    assert not any(CUT.search(line) for line in lines)

@@ -1,0 +1,176 @@
+"""Issue 18 (screens): the footer fits 80 columns (the least-used keys leave first, the replay's
+space/+/- stay while a recording plays), help shows the focused pane's keys first, and a sorted column
+shows its arrow at any width. The real app on the real demo cluster (Pilot), at 80x24 and 120x40."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+from textual.widgets._footer import FooterKey
+
+from cmdare.tui.help_screen import HelpScreen, key_label
+from cmdare.tui.widgets.footer import FitFooter, fit, key_width
+from cmdare.tui.widgets.table import FilterTable, Row
+from tests.test_app_pilot import fast_demo_app, wait_for
+
+PANE_KEYS = {"1": ("Cluster", "/"), "2": ("Job", "p"), "3": ("Planner", "enter"), "4": ("Alerts", "enter")}
+
+
+def footer_keys(app: App) -> tuple[list[FooterKey], FooterKey]:
+    """The footer's keys (left to right) and the command palette's key."""
+    keys = list(app.query_one(FitFooter).query(FooterKey))
+    palette = next(k for k in keys if k.has_class("-command-palette"))
+    return sorted((k for k in keys if k is not palette), key=lambda k: k.region.x), palette
+
+
+def assert_footer_readable(app: App) -> list[str]:
+    """Every key is whole, on screen, left of the palette's key; returns the key names shown."""
+    keys, palette = footer_keys(app)
+    width = app.size.width
+    assert palette.region.right <= width
+    for k in keys:
+        assert k.region.width >= len(k.key_display) + len(k.description), k.description  # never cut
+        assert k.region.right <= palette.region.x, f"{k.key_display} {k.description} runs under the palette"
+    return [k.key_display for k in keys]
+
+
+def test_fit_drops_the_lowest_ranked_first():
+    class K:  # what fit reads of a FooterKey
+        def __init__(self, key: str, action: str) -> None:
+            self.key_display, self.description, self.action = key, "Word", action
+
+    keys = [K("a", "low"), K("b", "high"), K("c", "mid")]
+    rank = {"low": 1, "mid": 2, "high": 3}.get
+    assert [k.key_display for k in fit(keys, 100, rank, True)] == ["a", "b", "c"]
+    room = key_width(keys[0], True) * 2
+    assert [k.key_display for k in fit(keys, room, rank, True)] == ["b", "c"]  # order kept
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_footer_fits_in_every_pane(size):
+    app = fast_demo_app(first_revocation_s=1000)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and app.state.cycles >= 2)
+        for key in ("1", "2", "3", "4"):
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            shown = assert_footer_readable(app)
+            assert "q" in shown and "?" in shown
+            if key in ("1", "3", "4"):
+                assert "/" in shown and "s" in shown  # the table's own keys come first
+            if key == "2":
+                assert "p" in shown  # the plot key where plots are
+
+
+async def test_replay_footer_shows_pause_and_speed_at_80x24(tmp_path):
+    from tests.test_screens_replay_app import recorded_demo, replay_app
+
+    app = replay_app(await recorded_demo(tmp_path, cycles=30), speed=0.125)  # 48 s: never ends mid-test
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None)
+        for key in ("1", "2", "3", "4"):
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            shown = assert_footer_readable(app)
+            assert {"space", "+", "-", "q", "?"} <= set(shown), shown
+            assert "r" not in shown  # nothing to poll in a recording
+        await pilot.press("question_mark")  # the longest help: a table pane's keys and the replay's
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause(0.2)
+        everywhere = [k for k, _ in app.screen.sections[1][1]]
+        assert {"space", ".", "+", "-"} <= set(everywhere) and "e" not in everywhere  # replays are read-only
+        scroll = app.screen.query_one(VerticalScroll)
+        assert scroll.virtual_size.height <= scroll.size.height and "…" not in "\n".join(help_text(app))
+
+
+def help_text(app: App) -> list[str]:
+    """The help screen's lines as rendered at its own width."""
+    scroll = app.screen.query_one(VerticalScroll)
+    console = Console(width=scroll.content_region.width, color_system=None)
+    lines = []
+    for static in scroll.query(Static):
+        with console.capture() as cap:
+            console.print(static.content)
+        lines += cap.get().splitlines()
+    return lines
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_help_shows_the_focused_panes_keys_first(size):
+    app = fast_demo_app(first_revocation_s=1000)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and app.state.cycles >= 2)
+        for key, (title, own_key) in PANE_KEYS.items():
+            await pilot.press(key)
+            await pilot.pause(0.2)
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+            sections = app.screen.sections
+            assert [h for h, _ in sections] == [f"{title} pane", "Everywhere"]
+            assert own_key in [k for k, _ in sections[0][1]]
+            everywhere = [k for k, _ in sections[1][1]]
+            assert {"q", "?", "tab", "ctrl+p", "1/2/3/4"} <= set(everywhere)
+            assert "space" not in everywhere  # replay keys only while a recording plays
+            scroll = app.screen.query_one(VerticalScroll)
+            await pilot.pause(0.2)
+            assert scroll.virtual_size.height <= scroll.size.height  # the whole help fits, no scrolling
+            text = "\n".join(help_text(app))
+            assert "…" not in text and f"{title} pane" in text  # no description is cut
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
+def test_key_labels_are_what_a_user_types():
+    assert (
+        key_label("question_mark") == "?" and key_label("plus") == "+" and key_label("escape,q") == "escape/q"
+    )
+
+
+class NarrowApp(App[None]):
+    def compose(self) -> ComposeResult:
+        cols = [("Status", 9), ("Task", 9), ("A", 1), ("Bc", 2)] + [(f"Column {i}", 12) for i in range(10)]
+        yield FilterTable(cols, id="t")
+
+
+def header(table: FilterTable) -> list[str]:
+    return [str(c.label) for c in table.ordered_columns]
+
+
+async def test_the_sorted_columns_arrow_is_always_on_screen():
+    app = NarrowApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = app.query_one(FilterTable)
+        table.set_rows([Row(f"r{i}", tuple(f"{i}{j}" for j in range(14))) for i in range(30)])
+        table.focus()
+        await pilot.pause()
+        for i in range(14):
+            await pilot.press("s")
+            await pilot.pause(0.1)
+            label = header(table)[i]
+            assert label.endswith("▲"), label  # even a column one cell wide keeps its arrow
+            x, _, w, _ = table._get_column_region(i)
+            assert table.scroll_x <= x and x + w <= table.scroll_x + table.scrollable_content_region.width
+        await pilot.press("S")
+        await pilot.pause(0.1)
+        assert header(table)[13].endswith("▼")
+        await pilot.press("s")  # back to the first column: the table scrolls back
+        await pilot.pause(0.1)
+        assert table.scroll_x == 0 and header(table)[0] == "Status ▲"
+
+
+async def test_remapped_keys_show_in_footer_and_help():
+    from cmdare.tui.app import CmdareApp
+    from cmdare.tui.options import SessionOptions
+
+    app = CmdareApp(SessionOptions(), poll=False, keys={"app.quit": "ctrl+q", "table.filter": "f"})
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        shown = assert_footer_readable(app)
+        assert "^q" in shown and "f" in shown and "q" not in shown
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        own, everywhere = (dict(keys) for _, keys in app.screen.sections)
+        assert own.get("f") == "Filter" and everywhere.get("ctrl+q") == "Quit" and "q" not in everywhere

@@ -1,0 +1,126 @@
+"""Issue 18 (screens): a replay in the app. The demo is recorded for real (SQLite, through the session's
+recorder), then replayed by the real app (Pilot): at the end the poll counter stops and the header says the
+recording ended (no class name, no "0/0 targets"); space pauses at once; + and - change the pace at once."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from textual.widgets._footer import FooterKey
+
+from cmdare.tui.app import CmdareApp
+from cmdare.tui.options import SessionOptions
+from cmdare.tui.session import MonitorSession
+from tests.test_app_pilot import wait_for
+
+RECORDED_GAP = 0.2  # seconds between recorded polls
+
+
+async def recorded_demo(tmp_path: Path, cycles: int = 8) -> Path:
+    """A real recording of the demo cluster: ``cycles`` polls, ``RECORDED_GAP`` apart."""
+    from cmdare.demo.cluster import DemoCluster
+
+    rec = tmp_path / "demo.sqlite"
+    live = MonitorSession(
+        SessionOptions(demo=True, refresh=RECORDED_GAP, record=str(rec)),
+        demo_factory=lambda: DemoCluster(first_revocation_s=1000),
+    )
+    live.start()
+    for _ in range(cycles):
+        await live.refresh()
+        await asyncio.sleep(RECORDED_GAP)
+    await live.aclose()
+    return rec
+
+
+def replay_app(rec: Path, speed: float) -> CmdareApp:
+    opts = SessionOptions(replay=str(rec), replay_speed=speed, read_only=True)
+    return CmdareApp(opts, MonitorSession(opts))
+
+
+def badges(app: CmdareApp) -> str:
+    return str(app.query_one("#badges").render())
+
+
+async def test_replay_end_stops_the_counter_and_says_so(tmp_path):
+    app = replay_app(await recorded_demo(tmp_path, cycles=6), speed=4.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        replay = app.session.plan.replay
+        await wait_for(pilot, lambda: replay.ended)
+        await pilot.pause(0.3)
+        cycles, polls = app.state.cycles, app.session.poller.cycles
+        assert cycles == 6 and replay.position == (6, 6)
+        await pilot.pause(3 * RECORDED_GAP + 1.0)  # several recorded intervals: nothing more is polled
+        assert app.state.cycles == cycles and app.session.poller.cycles == polls
+        line = badges(app)
+        assert "6/6 polls, recording ended" in line
+        assert "ReplayFinished" not in line and "0/0" not in line and "poll #" not in line
+        assert "17/17 targets answered" in line or "targets answered" in line  # the last recorded status
+        for action in ("replay_pause", "replay_step", "replay_speed"):
+            assert app.check_action(action, ()) is False  # nothing left to pause or speed up
+        assert app.state.jobs and app.state.jobs[0].nodes  # the last recorded state stays on screen
+
+
+async def test_space_pauses_at_once_and_resumes(tmp_path):
+    app = replay_app(await recorded_demo(tmp_path, cycles=30), speed=1.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        replay = app.session.plan.replay
+        await wait_for(pilot, lambda: replay.position[0] >= 2)
+        await pilot.press("space")
+        held = replay.position[0]
+        assert replay.paused and "paused" in badges(app)
+        await pilot.pause(0.3)
+        assert any(k.description == "Resume" for k in app.query(FooterKey))  # the footer says what space does
+        await pilot.pause(10 * RECORDED_GAP)  # ten recorded intervals: not one more poll
+        assert replay.position[0] == held and app.state.cycles == held
+        await pilot.press("space")
+        assert not replay.paused
+        await pilot.pause(0.3)
+        assert any(k.description == "Pause" for k in app.query(FooterKey))
+        await wait_for(pilot, lambda: replay.position[0] >= held + 2, timeout=20)
+
+
+async def test_plus_speeds_up_a_slow_replay_at_once(tmp_path):
+    app = replay_app(await recorded_demo(tmp_path, cycles=8), speed=0.125)  # the slowest: 1.6 s a poll
+    async with app.run_test(size=(80, 24)) as pilot:
+        replay = app.session.plan.replay
+        await wait_for(pilot, lambda: replay.position[0] >= 1)
+        start = replay.position[0]
+        await pilot.press("plus")
+        assert replay.speed == 0.25 and "×0.25" in badges(app)
+        await pilot.press(*["plus"] * 5)  # up to ×8: 0.025 s a poll (the recording may end on the way)
+        assert replay.speed >= 2.0
+        await wait_for(pilot, lambda: replay.ended, timeout=6)  # at 1.6 s a poll the rest would take 11 s
+        assert replay.position[0] == 8 > start
+        await pilot.pause(0.3)
+        assert app.state.cycles == 8
+        speed = replay.speed
+        await pilot.press("minus")
+        assert replay.speed == speed  # the keys are gone with the recording
+
+
+async def test_a_pause_or_step_cuts_a_long_wait_short(tmp_path):
+    """The source itself: a cycle being waited for (10 s, the pace cap) is held by a pause and played
+    at once by a step."""
+    import httpx
+
+    from cmdare.collectors.clock import ManualClock
+    from cmdare.collectors.replay import ReplaySource
+
+    rec = await recorded_demo(tmp_path, cycles=3)
+    clock = ManualClock()
+    src = ReplaySource(rec, clock, speed=1e-6)  # every gap waits the 10 s cap
+    loop = asyncio.get_running_loop()
+    async with httpx.AsyncClient() as client:
+        await src.poll(client, clock)  # the first cycle plays at once
+        second = asyncio.ensure_future(src.poll(client, clock))
+        await asyncio.sleep(0.2)
+        src.pause()
+        await asyncio.sleep(0.3)
+        assert not second.done() and src.position == (1, 3)  # held, not played when the wait ends
+        t0 = loop.time()
+        src.step()
+        await asyncio.wait_for(second, 2.0)
+        assert loop.time() - t0 < 2.0 and src.position == (2, 3) and src.paused
+    src.close()

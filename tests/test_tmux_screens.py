@@ -1,0 +1,70 @@
+"""Issue 18 (screens) in a real terminal: tmux at 80x24 and 120x40 (private server) running the real program. The
+footer's keys are whole words left of the palette's key; help starts with the focused pane's keys; a
+recording of the demo (made by ``snapshot --record``) replays with space/+/- on the footer and ends with
+a clean header and a poll counter that stops."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import pytest
+
+from tests.test_tmux_readonly import EXE, REPO, Tmux, pytestmark  # noqa: F401  (skip without tmux)
+
+PALETTE = "▏^p palette"
+
+
+def footer_words(screen: str) -> str:
+    """The footer line left of the palette's key; asserts the palette's key is whole and on screen."""
+    last = screen.rstrip("\n").splitlines()[-1]
+    assert PALETTE in last, last
+    keys = last.split("▏")[0]
+    assert keys.endswith(" "), f"a key runs under the palette: {last!r}"
+    return keys
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_footer_and_help(size):
+    t = Tmux(f"{EXE} --demo --refresh 1", *size)
+    try:
+        s = t.wait_for(lambda s: "worker-0" in s and "poll #2" in s and PALETTE in s)
+        assert re.search(r"/ +Filter +s +Sort .*q +Quit +\? +Help", footer_words(s))
+        t.keys("3")
+        s = t.wait_for(lambda s: "Shape" in s and PALETTE in s)
+        assert re.search(r"q +Quit +\? +Help", footer_words(s))
+        t.keys("?")
+        s = t.wait_for(lambda s: "cmdare-tui — keys" in s)
+        lines = s.splitlines()
+        own = next(i for i, line in enumerate(lines) if "Planner pane" in line)
+        everywhere = next(i for i, line in enumerate(lines) if "Everywhere" in line)
+        assert own < everywhere and "enter" in lines[own + 1] and "Explain the row" in lines[own + 1]
+        assert not any("…" in line for line in lines[own : everywhere + 8]), s  # no description cut
+        t.keys("Escape")
+        t.wait_for(lambda s: "cmdare-tui — keys" not in s)
+    finally:
+        t.kill()
+
+
+def test_replay_footer_and_end_at_80x24(tmp_path):
+    rec = tmp_path / "demo.sqlite"
+    made = subprocess.run([str(EXE), "snapshot", "--demo", "--record", str(rec), "--samples", "8",
+                           "--interval", "0.5"], capture_output=True, cwd=REPO, timeout=120)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    t = Tmux(f"{EXE} --replay {rec} --replay-speed 0.5")
+    try:
+        s = t.wait_for(lambda s: "polls ×0.5" in s and "+ Faster" in s)
+        keys = footer_words(s)
+        assert "space Pause" in keys and "+ Faster" in keys and "- Slower" in keys, keys
+        t.keys("plus", "plus", "plus")  # ×4
+        s = t.wait_for(lambda s: "8/8 polls, recording ended" in s, timeout=60)
+        header = s.splitlines()[0]
+        assert "ReplayFinished" not in header and "0/0" not in header and "poll #" not in header
+        assert "targets answered" in header  # the last recorded status stays
+        time.sleep(3)  # several recorded intervals: the header does not move
+        assert t.screen().splitlines()[0] == header
+        keys = footer_words(t.wait_for(lambda s: PALETTE in s.rstrip().splitlines()[-1]))
+        assert "Faster" not in keys and "Pause" not in keys  # nothing left to play
+    finally:
+        t.kill()
