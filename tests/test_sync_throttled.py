@@ -106,11 +106,12 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
         assert any("allreduce-bound" in c for c in cells), cells
 
         def ranked() -> bool:
-            plan = app.state.extras.get("live_plan", {}).get(job.name)
+            jv = app.state.planner.job(job.name)
+            plan = jv.plan if jv is not None else None
             return plan is not None and plan.table is not None and plan.calibration_samples > 0
 
         await _until(pilot, ranked, timeout=60)
-        plan = app.state.extras["live_plan"][job.name]
+        plan = app.state.planner.job(job.name).plan
         cur = plan.table.current
         assert (cur["gpu"], cur["nodes"], cur["gpus_per_node"], cur["ps"]) == ("T4", 1, 2, 0)
         assert cur["comm_share"] == pytest.approx(alert.evidence["allreduce_share"], abs=0.15)
