@@ -65,6 +65,7 @@ from cmdare.collectors.prometheus_hosts import host_polls, host_query, instance_
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import describe_error
+from cmdare.collectors.textfile import read_small_text
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ MAX_JSON_VALUES = 1_000_000
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 TOKEN_ENV = "PROMETHEUS_TOKEN"
+TOKEN_FILE_LIMIT = 64 * 1024  # a bearer token file larger than this is refused
 KEY_LABEL = "cmdare_key"
 _T_KEY = "__scrape_time"
 _NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
@@ -159,8 +161,8 @@ class _Basic:
 
 def read_token(token_file: str | Path | None = None, env: Mapping[str, str] | None = None) -> str | None:
     """The bearer token from ``token_file`` (first), else ``$PROMETHEUS_TOKEN``; None when neither."""
-    if token_file:
-        return Path(token_file).read_text().strip() or None
+    if token_file:  # bounded, regular files only; a TextFileError names the file, never its content
+        return read_small_text(token_file, limit=TOKEN_FILE_LIMIT).strip() or None
     return (env if env is not None else os.environ).get(TOKEN_ENV, "").strip() or None
 
 

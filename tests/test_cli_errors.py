@@ -175,3 +175,22 @@ def test_log_level_logs_somewhere(tmp_path: Path, isolated_home: Path):
     finally:
         writes.set_read_only(False)
         logsetup.setup_logging(None, to_stderr=True)
+
+
+@pytest.mark.parametrize("flag", ["--prometheus-token-file", "--jsonl", "--tensorboard"])
+def test_path_too_long_for_the_file_system_is_one_line(flag: str, isolated_home: Path):
+    """A name longer than the file system allows (ENAMETOOLONG) is a usage error, not an OSError."""
+    out = _run("--read-only", "snapshot", "--prometheus", "http://127.0.0.1:9", flag, "a" * 5000)
+    _one_line_exit_2(out, flag)
+    assert "a" * 300 not in out.stderr  # the echoed name is bounded
+
+
+def test_token_file_is_read_bounded(tmp_path: Path, isolated_home: Path):
+    """A token file larger than 64 KiB is refused with one line that never echoes its content."""
+    big = tmp_path / "token"
+    big.write_text("s3cr3t-" * 20_000)
+    out = _run(
+        "--read-only", "snapshot", "--prometheus", "http://127.0.0.1:9", "--prometheus-token-file", str(big)
+    )
+    _one_line_exit_2(out, "--prometheus-token-file", "larger than")
+    assert "s3cr3t" not in out.stderr

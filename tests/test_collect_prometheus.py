@@ -184,7 +184,7 @@ async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once
         for i in range(8):
             if i == 4:
                 late.start(late_port)  # a replacement worker joins between two identity reads
-                await asyncio.sleep(2.0)  # Prometheus scrapes it
+                await asyncio.to_thread(prom.wait_for_targets, len(ports) + 1)  # Prometheus scraped it
             asked.append([])
             polls = await src.poll(client, SystemClock())
             seen.append({p.info.task for p in polls if p.ok})

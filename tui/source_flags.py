@@ -29,15 +29,23 @@ def selector(value: str) -> str:
 
 def readable_file(value: str) -> str:
     """A path to a readable file (argparse type)."""
-    if not Path(value).is_file() or not os.access(value, os.R_OK):
-        raise argparse.ArgumentTypeError(f"not a readable file: {value!r}")
+    try:
+        ok = Path(value).is_file() and os.access(value, os.R_OK)
+    except (OSError, ValueError):  # e.g. a name too long for the file system, an embedded NUL
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"not a readable file: {value[:200]!r}")
     return value
 
 
 def directory(value: str) -> str:
     """A path to an existing directory (argparse type)."""
-    if not Path(value).is_dir():
-        raise argparse.ArgumentTypeError(f"not a directory: {value!r}")
+    try:
+        ok = Path(value).is_dir()
+    except (OSError, ValueError):  # e.g. a name too long for the file system, an embedded NUL
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"not a directory: {value[:200]!r}")
     return value
 
 
@@ -152,6 +160,14 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
             )
         except tf_config.TFConfigError as exc:
             raise UsageError(str(exc)) from None
+    if args.prometheus_token_file:
+        from cmdare.collectors.prometheus_api import read_token
+        from cmdare.collectors.textfile import TextFileError
+
+        try:
+            read_token(args.prometheus_token_file, {})
+        except TextFileError as exc:
+            raise UsageError(f"--prometheus-token-file: {exc}") from None
     if args.record:
         if getattr(args, "read_only", False):
             raise UsageError("--record writes a file: it cannot be combined with --read-only")
