@@ -88,7 +88,13 @@ EVAL_LAG_S = (
     0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
 )
 _ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
-_STEP_KEYS = (M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT)  # one group; the rest another
+_STEP_KEYS = (  # one group; the rest another
+    M.K_WORKER_STEPS,
+    M.K_STEP_SECONDS_SUM,
+    M.K_STEP_SECONDS_COUNT,
+    M.K_ALLREDUCE_SECONDS_SUM,
+    M.K_ALLREDUCE_SECONDS_COUNT,
+)
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 NODE_DETAIL_TIMEOUT_FACTOR = 3  # the background node query may take this many refresh timeouts
 
@@ -99,6 +105,8 @@ _VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
     (M.K_EXAMPLES, "sum", "cmdare_examples_total", "", ""),
     (M.K_STEP_SECONDS_SUM, "sum", "cmdare_step_seconds_sum", "", ""),
     (M.K_STEP_SECONDS_COUNT, "sum", "cmdare_step_seconds_count", "", ""),
+    (M.K_ALLREDUCE_SECONDS_SUM, "sum", "cmdare_allreduce_seconds_sum", "", ""),
+    (M.K_ALLREDUCE_SECONDS_COUNT, "sum", "cmdare_allreduce_seconds_count", "", ""),
     (M.K_PS_IN, "sum", "cmdare_ps_bytes_total", 'direction="in"', ""),
     (M.K_PS_OUT, "sum", "cmdare_ps_bytes_total", 'direction="out"', ""),
     (M.K_PREEMPTED, "max", "cmdare_instance_preempted", "", ""),
@@ -228,11 +236,7 @@ def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
 def _info(labels: Mapping[str, str]) -> TaskInfo:
     job = labels.get("exported_job") or labels.get("job") or "job"
     task = labels.get("task") or labels.get("instance") or "task"
-    pick = {
-        k: labels[k]
-        for k in ("role", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids")
-        if labels.get(k)
-    }
+    pick = {k: labels[k] for k in M.TASK_INFO.labels if k not in ("job", "task") if labels.get(k)}
     return TaskInfo(job=job, task=task, **pick)
 
 
