@@ -1,7 +1,9 @@
 """Planner throughput: shapes ranked per second, vectorised ``rank_shapes`` vs a naive per-shape loop.
 
 Run: ``.venv/bin/python benchmarks/planner_throughput.py``. Prints shapes/s for ~10k and ~100k shapes
-(vectorised, best of 3 after a warm-up) and the naive loop's rate on a sample in the same run, as a ratio.
+(vectorised, best of 3 after a warm-up) and the naive loop's rate on a sample in the same run, as a ratio;
+then synchronous all-reduce shapes (``rank_sync_shapes``, nodes × GPUs per node × GPU × region × provisioning)
+of about the same count, as a ratio to the PS ranking's rate.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from cmdare.collectors.pricing import load_offline_book
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.shapes import enumerate_shapes, rank_shapes, run_settings
+from cmdare.planner.risk_cost.sync_shapes import enumerate_sync, rank_sync_shapes
 from cmdare.planner.risk_cost.time_cost import PriceTable, ShapeColumns, estimate
 from cmdare.planner.risk_cost.workload import Workload, load_workload
 from cmdare.planner.speed.speed_model import SpeedModel
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/workload-resnet32.toml"
+SYNC_EXAMPLE = EXAMPLE.with_name("workload-sync-ddp.toml")
 
 
 def workload_of_size(base: Workload, book: object, target: int) -> Workload:
@@ -70,6 +74,28 @@ def naive_rate(
     return sample / (time.perf_counter() - t0)
 
 
+def sync_rate(
+    book: object, sm: SpeedModel, rm: RevocationModel, ov: Overheads, target: int
+) -> tuple[int, float]:
+    """Shapes/s of ``rank_sync_shapes`` on the sync example widened to ≈ ``target`` enumerated shapes."""
+    base = load_workload(SYNC_EXAMPLE)
+    gpus = tuple(g for g in ("K80", "P100", "V100", "T4", "L4", "A100") if g in book.gpus())  # type: ignore[attr-defined]
+    regions = tuple(book.regions())  # type: ignore[attr-defined]
+    allowed = dataclasses.replace(base.allowed, gpus=gpus, regions=regions, max_workers=16)
+    par = dataclasses.replace(base.parallel, max_gpus_per_node=8)
+    w = dataclasses.replace(base, allowed=allowed, parallel=par)
+    per = len(enumerate_sync(w)["gpu"])
+    w = dataclasses.replace(w, allowed=dataclasses.replace(allowed, max_workers=max(16, 16 * target // per)))
+    rank_sync_shapes(w, sm, book, rm, overheads=ov)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        rank_sync_shapes(w, sm, book, rm, overheads=ov)
+        best = min(best, time.perf_counter() - t0)
+    n = len(enumerate_sync(w)["gpu"])
+    return n, n / best
+
+
 def main() -> None:
     book, sm, rm, ov = load_offline_book(), SpeedModel.load(), RevocationModel.load(), Overheads.load()
     base = load_workload(EXAMPLE)
@@ -79,6 +105,10 @@ def main() -> None:
         n, rate = vectorised_rate(workload_of_size(base, book, target), sm, book, rm, ov)
         print(f"vectorised rank_shapes, {n:,} shapes: {rate:,.0f} shapes/s ({n / rate * 1000:.0f} ms) "
               f"= {rate / naive:,.0f}x the naive loop; target >= 100,000 shapes/s: {'met' if rate >= 1e5 else 'NOT met'}")  # fmt: skip
+    n, ps_rate = vectorised_rate(workload_of_size(base, book, 10_000), sm, book, rm, ov)
+    m, rate = sync_rate(book, sm, rm, ov, 10_000)
+    print(f"rank_sync_shapes, {m:,} shapes: {rate:,.0f} shapes/s ({m / rate * 1000:.0f} ms) = "
+          f"{rate / ps_rate:.2f}x the PS ranking ({n:,} shapes) in this run")  # fmt: skip
 
 
 if __name__ == "__main__":

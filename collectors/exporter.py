@@ -8,6 +8,17 @@
         t0 = time.perf_counter(); loss = train_step(); exp.step(time.perf_counter() - t0, examples=128)
         exp.set_global_step(global_step)
 
+Synchronous data parallelism (DDP, Horovod): one exporter per process (per GPU), with ``rank`` and
+``local_rank``; two lines split each step into compute (``cmdare_step_seconds``) and exposed all-reduce
+(``cmdare_allreduce_seconds``)::
+
+    model.register_comm_hook(None, exp.ddp_comm_hook())      # DDP: time each bucket's all-reduce
+    with exp.sync_step(examples=batch): train_step(x, y)     # forward + backward + optimizer step
+
+Horovod: ``with exp.sync_step(examples=batch):`` around the step and, inside it,
+``with exp.allreduce_wait(): optimizer.synchronize()`` before ``with optimizer.skip_synchronize():
+optimizer.step()``.
+
 ``sync`` declares how the job trains (``async-ps``: each worker's step is a global step, the job's
 steps/s is the sum of the workers'; ``sync-allreduce`` or ``pipeline``: all workers take each global
 step together, the job's steps/s is the global step's rate). Undeclared, cmdare-tui infers it (see
@@ -24,10 +35,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.allreduce_timer import AllreduceTimer
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +71,8 @@ class TrainingExporter:
         target_steps: int = 0,
         sync: str = "",
         gpu_ids: str = "",
+        rank: int | None = None,
+        local_rank: int | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
         if sync and sync not in M.SYNC_MODES:
@@ -63,7 +80,8 @@ class TrainingExporter:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         info = Gauge(M.TASK_INFO.name, M.TASK_INFO.help, list(M.TASK_INFO.labels), registry=r)
-        info.labels(job, role, task, gpu, region, zone, provisioning, dc, stage, gpu_ids).set(1)
+        ranks = ("" if rank is None else str(int(rank)), "" if local_rank is None else str(int(local_rank)))
+        info.labels(job, role, task, gpu, region, zone, provisioning, dc, stage, gpu_ids, *ranks).set(1)
         if model or model_flops or params or sync or target_steps:
             jinfo = Gauge(M.JOB_INFO.name, M.JOB_INFO.help, list(M.JOB_INFO.labels), registry=r)
             jinfo.labels(
@@ -75,6 +93,12 @@ class TrainingExporter:
         self.step_seconds = Histogram(
             M.STEP_SECONDS.name, M.STEP_SECONDS.help, buckets=STEP_BUCKETS, registry=r
         )
+        self.allreduce_seconds: Histogram | None = None
+        self._timer = AllreduceTimer()
+        if sync == "sync-allreduce" or rank is not None:
+            self.allreduce_seconds = Histogram(
+                M.ALLREDUCE_SECONDS.name, M.ALLREDUCE_SECONDS.help, buckets=STEP_BUCKETS, registry=r
+            )
         self.preempted = Gauge(M.PREEMPTED.name, M.PREEMPTED.help, registry=r)
         Gauge(M.PROCESS_START.name, M.PROCESS_START.help, registry=r).set(time.time())  # the task's uptime
         self._ps_bytes: Counter | None = None
@@ -101,6 +125,35 @@ class TrainingExporter:
             self.examples.inc(examples)
         for _ in range(steps):
             self.step_seconds.observe(compute_seconds)
+
+    def observe_allreduce(self, seconds: float) -> None:
+        """Record one synchronous step's exposed all-reduce time (the sync mode's histogram)."""
+        if self.allreduce_seconds is None:
+            raise ValueError("the all-reduce histogram exists only with sync='sync-allreduce' or a rank")
+        self.allreduce_seconds.observe(max(0.0, seconds))
+
+    def ddp_comm_hook(self) -> Callable[[Any, Any], Any]:
+        """DDP communication hook (PyTorch's default all-reduce, timed):
+        ``model.register_comm_hook(None, exp.ddp_comm_hook())``."""
+        return self._timer.ddp_hook()
+
+    @contextmanager
+    def allreduce_wait(self) -> Iterator[None]:
+        """Time an explicit wait for reduced gradients (Horovod: ``optimizer.synchronize()``)."""
+        with self._timer.waiting():
+            yield
+
+    @contextmanager
+    def sync_step(self, examples: int = 0) -> Iterator[None]:
+        """Time one synchronous step: its wall time less the exposed all-reduce (from the DDP hook
+        or :meth:`allreduce_wait`) is compute (``cmdare_step_seconds``); the rest is all-reduce."""
+        self._timer.take()  # anything stamped between steps belongs to no step
+        t0 = time.perf_counter()
+        yield
+        wall = time.perf_counter() - t0
+        exposed = min(self._timer.take(), wall)
+        self.step(wall - exposed, examples=examples)
+        self.observe_allreduce(exposed)
 
     def set_global_step(self, step: int) -> None:
         self.global_step.set(step)

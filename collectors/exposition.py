@@ -19,6 +19,8 @@ from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo
 from cmdare.collectors.untrusted import label_limit
 
+TASK_LABELS = M.TASK_INFO.labels  # every identity label a page may give
+
 
 class ExpositionError(ValueError):
     """The text is not Prometheus exposition (the message says why, in one line)."""
@@ -61,11 +63,7 @@ def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
 
 def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskInfo:
     base = default or TaskInfo(job=labels.get("job", "job"), task=labels.get("task", "task"))
-    pick = {
-        k: labels[k]
-        for k in ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids")
-        if labels.get(k)
-    }
+    pick = {k: labels[k] for k in TASK_LABELS if labels.get(k)}
     return TaskInfo(**{**base.__dict__, **pick})
 
 
@@ -106,6 +104,8 @@ _SIMPLE = {
     "cmdare_examples_total": M.K_EXAMPLES,
     "cmdare_step_seconds_sum": M.K_STEP_SECONDS_SUM,
     "cmdare_step_seconds_count": M.K_STEP_SECONDS_COUNT,
+    "cmdare_allreduce_seconds_sum": M.K_ALLREDUCE_SECONDS_SUM,
+    "cmdare_allreduce_seconds_count": M.K_ALLREDUCE_SECONDS_COUNT,
     "cmdare_instance_preempted": M.K_PREEMPTED,
     "cmdare_stage_compute_seconds_total": M.K_STAGE_COMPUTE,
     "cmdare_stage_wait_seconds_total": M.K_STAGE_WAIT,

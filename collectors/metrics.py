@@ -28,7 +28,20 @@ TASK_INFO = MetricDef(
     "info",
     "",
     "Identity of a training task (value is always 1).",
-    ("job", "role", "task", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids"),
+    (
+        "job",
+        "role",
+        "task",
+        "gpu",
+        "region",
+        "zone",
+        "provisioning",
+        "dc",
+        "stage",
+        "gpu_ids",
+        "rank",
+        "local_rank",
+    ),
 )
 JOB_INFO = MetricDef(
     "cmdare_job_info",
@@ -43,6 +56,12 @@ WORKER_STEPS = MetricDef("cmdare_worker_steps", "counter", "steps", "Local train
 EXAMPLES = MetricDef("cmdare_examples", "counter", "examples", "Training examples this task processed.")
 STEP_SECONDS = MetricDef(
     "cmdare_step_seconds", "histogram", "s", "Compute time of one local training step (excludes PS wait)."
+)
+ALLREDUCE_SECONDS = MetricDef(
+    "cmdare_allreduce_seconds",
+    "histogram",
+    "s",
+    "Exposed all-reduce time of one synchronous step: the wait for gradients not hidden behind backward.",
 )
 PS_BYTES = MetricDef(
     "cmdare_ps_bytes",
@@ -100,6 +119,8 @@ K_WORKER_STEPS = "cmdare_worker_steps_total"
 K_EXAMPLES = "cmdare_examples_total"
 K_STEP_SECONDS_SUM = "cmdare_step_seconds_sum"
 K_STEP_SECONDS_COUNT = "cmdare_step_seconds_count"
+K_ALLREDUCE_SECONDS_SUM = "cmdare_allreduce_seconds_sum"
+K_ALLREDUCE_SECONDS_COUNT = "cmdare_allreduce_seconds_count"
 K_PS_IN = "cmdare_ps_bytes_total{direction=in}"
 K_PS_OUT = "cmdare_ps_bytes_total{direction=out}"
 K_PREEMPTED = "cmdare_instance_preempted"
@@ -131,6 +152,8 @@ COUNTER_KEYS = frozenset(
         K_EXAMPLES,
         K_STEP_SECONDS_SUM,
         K_STEP_SECONDS_COUNT,
+        K_ALLREDUCE_SECONDS_SUM,
+        K_ALLREDUCE_SECONDS_COUNT,
         K_PS_IN,
         K_PS_OUT,
         K_STAGE_COMPUTE,

@@ -18,7 +18,13 @@ KEY_LABEL = "cmdare_key"
 _T_KEY = "__scrape_time"
 _NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
 _ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
-_STEP_KEYS = (M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT)  # one group; the rest another
+_STEP_KEYS = (  # one group; the rest another
+    M.K_WORKER_STEPS,
+    M.K_STEP_SECONDS_SUM,
+    M.K_STEP_SECONDS_COUNT,
+    M.K_ALLREDUCE_SECONDS_SUM,
+    M.K_ALLREDUCE_SECONDS_COUNT,
+)
 # (series key, aggregation, metric, extra matchers, extra grouping label)
 _VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
     (M.K_GLOBAL_STEP, "max", "cmdare_global_step", "", ""),
@@ -26,6 +32,8 @@ _VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
     (M.K_EXAMPLES, "sum", "cmdare_examples_total", "", ""),
     (M.K_STEP_SECONDS_SUM, "sum", "cmdare_step_seconds_sum", "", ""),
     (M.K_STEP_SECONDS_COUNT, "sum", "cmdare_step_seconds_count", "", ""),
+    (M.K_ALLREDUCE_SECONDS_SUM, "sum", "cmdare_allreduce_seconds_sum", "", ""),
+    (M.K_ALLREDUCE_SECONDS_COUNT, "sum", "cmdare_allreduce_seconds_count", "", ""),
     (M.K_PS_IN, "sum", "cmdare_ps_bytes_total", 'direction="in"', ""),
     (M.K_PS_OUT, "sum", "cmdare_ps_bytes_total", 'direction="out"', ""),
     (M.K_PREEMPTED, "max", "cmdare_instance_preempted", "", ""),

@@ -171,11 +171,7 @@ def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
 def _info(labels: Mapping[str, str]) -> TaskInfo:
     job = labels.get("exported_job") or labels.get("job") or "job"
     task = labels.get("task") or labels.get("instance") or "task"
-    pick = {
-        k: labels[k]
-        for k in ("role", "gpu", "region", "zone", "provisioning", "dc", "stage", "gpu_ids")
-        if labels.get(k)
-    }
+    pick = {k: labels[k] for k in M.TASK_INFO.labels if k not in ("job", "task") if labels.get(k)}
     return TaskInfo(job=job, task=task, **pick)
 
 

@@ -31,6 +31,8 @@ _KEYS = {
     "cmdare_examples_total": M.K_EXAMPLES,
     "cmdare_step_seconds_sum": M.K_STEP_SECONDS_SUM,
     "cmdare_step_seconds_count": M.K_STEP_SECONDS_COUNT,
+    "cmdare_allreduce_seconds_sum": M.K_ALLREDUCE_SECONDS_SUM,
+    "cmdare_allreduce_seconds_count": M.K_ALLREDUCE_SECONDS_COUNT,
 }
 _PS = "cmdare_ps_bytes_total"
 

@@ -83,6 +83,8 @@ class TaskInfo(CleanText):
     dc: str = ""
     stage: str = ""
     gpu_ids: str = ""  # GPUs this task uses (DCGM ``gpu`` indices or UUIDs, comma-separated), when declared
+    rank: str = ""  # synchronous jobs: the process's global rank (torchrun RANK, Horovod rank())
+    local_rank: str = ""  # its rank on its node (LOCAL_RANK): ranks sharing a node share its NIC
 
     @property
     def name(self) -> str:

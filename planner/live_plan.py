@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 
 from cmdare.collectors.samples import Lifetime
 from cmdare.planner.job_plan import current_shape, network_of
+from cmdare.planner.live_sync import is_sync, measured_split, sync_shape
+from cmdare.planner.live_sync_plan import live_scales, rank_live_sync
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.ranking_notes import price_date_label
 from cmdare.planner.risk_cost.revocation import RevocationModel
@@ -41,6 +43,7 @@ class LivePlan:
     price_as_of: str
     note: str | None = None  # why there is no table, or what was assumed
     price_date: str = ""  # the date of the prices ("price date unknown (derived …)" for an undated source)
+    comm_scale: float | None = None  # sync jobs: the all-reduce model's calibration (measured ÷ link figures)
 
 
 @dataclass
@@ -161,8 +164,32 @@ class LivePlanner:
             cache.calibration, cache.calibrated_at = cal, now
         return cal
 
+    def _update_sync(self, job: JobView, cache: _JobCache, now: float) -> LivePlan:
+        """A sync job: rank sync shapes with the all-reduce model calibrated on its measured split."""
+        split = measured_split(job)
+        key = (sync_shape(job), job.global_step and round(math.log(max(job.global_step, 1)) / 0.1),
+               id(self.price_book), split and round(math.log(max(split.share, 1e-6)) / 0.1))  # fmt: skip
+        age = now - cache.ranked_at
+        if cache.plan is not None and age < self.rank_every and (key == cache.key or age < self.min_interval):
+            return cache.plan
+        table, w, split, note = None, None, None, None
+        try:
+            table, w, split, note = rank_live_sync(
+                job, self.speed_model, self.price_book, self.revocation, self.objective
+            )
+        except (ValueError, KeyError) as exc:  # UnpricedShapeError, an unknown GPU
+            note = f"cannot rank sync shapes: {exc}"
+        scales = live_scales(table)
+        cache.plan = LivePlan(job.name, table, w, split.ranks if split else 0, None, scales[0], 1.0,
+                              getattr(self.price_book, "source", "?"), getattr(self.price_book, "as_of", "?"), note,
+                              price_date_label(self.price_book), scales[1])  # fmt: skip
+        cache.key, cache.ranked_at = key, now
+        return cache.plan
+
     def update(self, job: JobView, now: float) -> LivePlan:
         cache = self._jobs.setdefault(job.name, _JobCache())
+        if is_sync(job):
+            return self._update_sync(job, cache, now)
         cal = self._calibrate(job, cache, now)
         c_scale = cal.compute_scale_ if cal and cal.samples else 1.0
         p_scale = cal.ps_scale_ if cal and cal.samples else 1.0

@@ -51,6 +51,9 @@ class NodeView:
     gpu_mem_used_mib: float | None = None  # the task's GPUs' memory (DCGM FB_USED / FB_USED + FB_FREE)
     gpu_mem_total_mib: float | None = None
     flags: tuple[str, ...] = ()  # identity remarks, e.g. duplicate-identity
+    allreduce_seconds: float | None = None  # sync jobs: mean exposed all-reduce of one step (measured)
+    rank: str = ""  # sync jobs: global rank and rank on its node, as the exporter declares them
+    local_rank: str = ""
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -267,6 +270,13 @@ def node_view(
         gpu_mem_used_mib=hf.gpu_used,
         gpu_mem_total_mib=hf.gpu_total,
         flags=flags,
+        allreduce_seconds=_finite(
+            ts.mean_of_ratio(M.K_ALLREDUCE_SECONDS_SUM, M.K_ALLREDUCE_SECONDS_COUNT, STEP_WINDOW_S)
+        )
+        if up
+        else None,
+        rank=i.rank,
+        local_rank=i.local_rank,
     )
 
 

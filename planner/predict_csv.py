@@ -8,6 +8,10 @@ residuals, :mod:`cmdare.planner.speed.speed_band`), ``extrapolation`` (``none`` 
 ``workers``: how the shape lies outside the measured domain; the one that sets the band),
 ``examples_per_sec``, ``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError`
 naming the row.
+
+Synchronous rows (:mod:`cmdare.planner.predict_sync`): optional columns ``mode`` (``sync``),
+``gpus_per_node`` and ``nic_gbps``; ``workers`` = GPUs in all, ``ps`` = 0. A file with a ``mode`` column
+gets an ``allreduce_share`` output column too; files without one are read and written as before.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import io
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.collectors.untrusted import clean_text
+from cmdare.planner.predict_sync import SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_band import speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
@@ -109,6 +114,11 @@ def _predict_row(model: SpeedModel, row: dict[str, str], where: str) -> dict[str
         params=_number(row, "params", where),
         batch_size=int(_number(row, "batch_size", where, integer=True)),
     )
+    try:
+        if is_sync(row):
+            return {**row, **predict_sync_row(model, network, row)}
+    except SyncRowError as exc:
+        raise PredictInputError(f"{where}: {exc}") from None
     mix, _, ps = _shape(row, where)
     pred = model.predict(network, mix, ps=ps)
     band = speed_band(model, network, mix, ps=ps, prediction=pred)
@@ -139,7 +149,8 @@ def predict_csv_text(text: str, model: SpeedModel | None = None) -> str:
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise PredictInputError(f"header (line 1): missing column(s) {', '.join(missing)}")
-    out_cols = header + [c for c in OUTPUT_COLUMNS if c not in header]
+    extra = ("allreduce_share",) if "mode" in header else ()
+    out_cols = header + [c for c in (*OUTPUT_COLUMNS, *extra) if c not in header]
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=out_cols, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()

@@ -141,7 +141,9 @@ def shape_deltas(table: ShapeTable, i: int) -> tuple[float, float | None, float]
 
 
 def shape_label(row: dict[str, object]) -> str:
-    """A ranked row's shape: ``8×P100·1PS``."""
+    """A ranked row's shape: ``8×P100·1PS``; a synchronous row: nodes × GPUs per node × GPU, ``4×2×T4``."""
+    if "nodes" in row:
+        return f"{row['nodes']}×{row['gpus_per_node']}×{row['gpu']}"
     return f"{row['workers']}×{row['gpu']}·{row['ps']}PS"
 
 

@@ -158,6 +158,12 @@ def test_node_detail_is_read_less_often_for_large_clusters():
     assert "node_cpu_seconds_total" not in per_refresh and "node_cpu_seconds_total" in host_query(["h1"])
 
 
+def _wait_scraped(prom: object, n: int) -> None:
+    """Wait until ``n`` targets were each scraped up at least three times (a rate needs two samples;
+    under load a single scrape is not enough)."""
+    prom.wait_for("sum_over_time(up[30s]) >= 3", lambda r: len(r) >= n, 20.0)  # type: ignore[attr-defined]
+
+
 async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once(
     prometheus_server,  # noqa: F811
     exporters,
@@ -170,6 +176,8 @@ async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once
     ports = [e.port for e in exporters.values()]
     prom = prometheus_server([f"127.0.0.1:{p}" for p in [*ports, late_port]], scrape_interval="1s")
     await asyncio.to_thread(prom.wait_for_targets, 3)
+    # three scrapes of each, so the first refresh has a rate for every task (under load one scrape is not enough)
+    await asyncio.to_thread(_wait_scraped, prom, 3)
     src = PrometheusAPISource(prom.url, 'job="cmdare-test"', detail_tasks=1)
     asked: list[list[str]] = []
     query = src.query
@@ -184,7 +192,7 @@ async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once
         for i in range(8):
             if i == 4:
                 late.start(late_port)  # a replacement worker joins between two identity reads
-                await asyncio.to_thread(prom.wait_for_targets, len(ports) + 1)  # Prometheus scraped it
+                await asyncio.to_thread(_wait_scraped, prom, len(ports) + 1)  # Prometheus has its rate
             asked.append([])
             polls = await src.poll(client, SystemClock())
             seen.append({p.info.task for p in polls if p.ok})

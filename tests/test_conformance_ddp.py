@@ -4,7 +4,11 @@ torchrun), watched by direct scrape and through Debian's real Prometheus.
 Synchronous training: both ranks take every global step together. The job's steps/s must equal the
 global step's own rate (read from the job's own counter ~20 times a second) within 2% over a 10 s
 window, not the sum of the ranks' rates (which would double it); declared ``sync-allreduce`` and,
-with the declaration removed, inferred the same way. Examples/s is the sum over ranks."""
+with the declaration removed, inferred the same way. Examples/s is the sum over ranks.
+
+The exporter's sync mode splits each step into compute (``cmdare_step_seconds``) and exposed all-reduce
+(``cmdare_allreduce_seconds``, from the DDP communication hook): both are read per rank, with ``rank``
+and ``local_rank``, and compute + all-reduce must account for the step's wall time (1 / steps/s)."""
 
 from __future__ import annotations
 
@@ -110,7 +114,9 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
         await asyncio.gather(*(p.poll_once() for p in pollers))
         await asyncio.sleep(1.0)
     sampler.stop()
+    shares: list[dict[str, float]] = []  # per source: rank → all-reduce share
     for poller, store in zip(pollers, (scrape_store, prom_store), strict=True):
+        shares.append({})
         (job,) = build_jobs(store, poller.lifecycle, clock.now())
         own = _own_rate(sampler, store)
         ranks = sum(store.tasks[f"pytorch-ddp/worker-{r}"].rate(M.K_WORKER_STEPS, WINDOW_S) for r in range(2))
@@ -124,7 +130,21 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
         assert job.examples_per_sec == pytest.approx(32 * 2 * own, rel=0.03)  # 32 examples a rank a step
         assert {n.name: n.role for n in job.nodes} == {"worker-0": "chief", "worker-1": "worker"}
         assert not any(n.flags for n in job.nodes)
+        assert {(n.rank, n.local_rank) for n in job.nodes} == {("0", "0"), ("1", "1")}
+        for n in job.nodes:
+            assert n.step_seconds and n.allreduce_seconds is not None
+            share = n.allreduce_seconds / (n.step_seconds + n.allreduce_seconds)
+            wall = (n.step_seconds + n.allreduce_seconds) * job.steps_per_sec
+            print(
+                f"  {n.name}: compute {n.step_seconds * 1e3:.1f} ms, all-reduce {share:.0%}, wall share {wall:.2f}"
+            )
+            assert 0.0 < share < 1.0
+            shares[-1][n.name] = share
+            assert 0.8 <= wall <= 1.02  # the loop's own few lines outside the timed step are the rest
         undeclared = job_rate(list(store.tasks.values()), None, WINDOW_S)
         assert undeclared.sync == "sync-allreduce" and undeclared.how == "inferred"
         assert undeclared.steps_per_sec == pytest.approx(own, rel=0.02)
+    direct, through_prometheus = shares  # one histogram per rank, read two ways
+    assert direct.keys() == through_prometheus.keys()
+    assert all(abs(direct[k] - through_prometheus[k]) < 0.1 for k in direct)
     await asyncio.gather(*(p.aclose() for p in pollers))

@@ -6,6 +6,10 @@ gradients each step, so all ranks take every global step together: the job's ste
 the global step, not the sum of the ranks' rates. Rank r is ``worker-r`` (rank 0 is the chief) and
 serves ``/metrics`` on ``127.0.0.1:<port-base + r>``.
 
+Instrumented in the exporter's sync mode (two lines): a DDP communication hook stamps each gradient
+bucket's all-reduce, and ``exp.sync_step`` splits the step into compute (``cmdare_step_seconds``)
+and exposed all-reduce (``cmdare_allreduce_seconds``).
+
     torchrun --nproc-per-node 2 examples/pytorch_ddp/train.py --steps 500 --port-base 9500
     python -m torch.distributed.run --nproc-per-node 2 examples/pytorch_ddp/train.py   # the same
 
@@ -27,6 +31,8 @@ from torch.nn.parallel import DistributedDataParallel
 from cmdare.collectors.exporter import TrainingExporter
 
 JOB = "pytorch-ddp"
+# TinyCNN's forward multiply-adds per example: conv 32·32·8·27 + conv 16·16·16·72 + linear 1024·10
+FORWARD_MACS = 32 * 32 * 8 * 27 + 16 * 16 * 16 * 72 + 1024 * 10
 N_BATCHES = 8  # distinct synthetic batches a rank cycles through
 
 
@@ -47,29 +53,35 @@ class TinyCNN(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
-def exporter_for(rank: int, args: argparse.Namespace, params: int) -> TrainingExporter:
+def exporter_for(rank: int, local_rank: int, args: argparse.Namespace, params: int) -> TrainingExporter:
     """Rank 0 is the chief; every rank is ``worker-<rank>`` of one synchronous job."""
     return TrainingExporter(
         JOB,
         "chief" if rank == 0 else "worker",
         f"worker-{rank}",
-        gpu="cpu",
-        provisioning="standard",
+        gpu=args.gpu,
+        region=args.region,
+        provisioning=args.provisioning,
         model="TinyCNN",
+        model_flops=3 * 2 * FORWARD_MACS * args.batch,  # forward + backward FLOPs of one step
         params=params,
         batch_size=args.batch,
-        target_steps=args.steps,
+        target_steps=args.target_steps if args.target_steps is not None else args.steps,
         sync="sync-allreduce",
+        rank=rank,
+        local_rank=local_rank,
     )
 
 
 def train(args: argparse.Namespace) -> None:
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", str(rank)))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = DistributedDataParallel(TinyCNN())
-    exporter = exporter_for(rank, args, sum(p.numel() for p in model.parameters()))
+    exporter = exporter_for(rank, local_rank, args, sum(p.numel() for p in model.parameters()))
+    model.register_comm_hook(None, exporter.ddp_comm_hook())  # cmdare hook 1: time each bucket's all-reduce
     exporter.start(args.port_base + rank)
     gen = torch.Generator().manual_seed(rank)
     data = [
@@ -88,12 +100,13 @@ def train(args: argparse.Namespace) -> None:
             exporter.stop()
             return
         x, y = data[step % N_BATCHES]
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()  # DDP all-reduces the gradients here: every rank waits for all
-        opt.step()
+        with exporter.sync_step(examples=args.batch):  # cmdare hook 2: compute vs exposed all-reduce
+            if rank == args.slow_rank:
+                time.sleep(args.slow_seconds)  # a deliberate straggler: this rank's compute is slower
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()  # DDP all-reduces the gradients here: every rank waits for all
+            opt.step()
         step += 1
-        exporter.step(time.perf_counter() - t0, examples=args.batch)
         exporter.set_global_step(step)  # the same on every rank: one global step per all-reduce
     dist.barrier()
     time.sleep(args.linger)
@@ -107,6 +120,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port-base", type=int, default=9500, help="rank r serves /metrics on port-base + r")
     p.add_argument("--batch", type=int, default=32, help="examples per rank per step")
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument(
+        "--gpu", default="cpu", help="GPU label the ranks declare (planning a GPU cluster from a CPU run)"
+    )
+    p.add_argument("--region", default="", help="region label the ranks declare")
+    p.add_argument("--provisioning", default="standard", help="spot | preemptible | standard")
+    p.add_argument("--target-steps", type=int, default=None, help="steps the job declares as its target")
+    p.add_argument("--slow-rank", type=int, default=-1, help="make this rank a straggler (testing)")
+    p.add_argument("--slow-seconds", type=float, default=0.02, help="extra compute a step of the slow rank")
     p.add_argument("--linger", type=float, default=0.0, help="seconds to keep /metrics up after training")
     return p.parse_args(argv)
 

@@ -197,7 +197,7 @@ class ShapeTable:
 
     def filter(self, mask: np.ndarray) -> ShapeTable:
         """A view keeping rows where ``mask`` (over all rows) is true."""
-        return ShapeTable(
+        return type(self)(
             self.columns,
             self.order,
             self.objective,
@@ -291,8 +291,8 @@ def rank_shapes(
     tc = estimate(_shape_columns(workload, cols, speed, w_usd, ps_usd, prices), run_settings(workload, overheads),
                   overheads, rev)  # fmt: skip
     columns = _result_columns(workload, cols, speed, tc, prices)
-    columns["feasible"] = _feasible(workload, columns)
-    columns["score"] = _score(columns, objective)
+    columns["feasible"] = feasible_rows(workload, columns)
+    columns["score"] = score_rows(columns, objective)
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
@@ -348,7 +348,7 @@ def run_settings(workload: Workload, overheads: Overheads) -> RunSettings:
     )
 
 
-def _egress(workload: Workload, cols: dict[str, np.ndarray], prices: PriceTable) -> np.ndarray:
+def egress_usd(workload: Workload, cols: dict[str, np.ndarray], prices: PriceTable) -> np.ndarray:
     """USD of reading the dataset (``dataset_gb`` × epochs) from ``data_region`` — by default the
     current shape's region, where the data lives now — into each shape's region."""
     o = workload.options
@@ -358,7 +358,7 @@ def _egress(workload: Workload, cols: dict[str, np.ndarray], prices: PriceTable)
 
 def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
                    w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
-    egress = _egress(workload, cols, prices)
+    egress = egress_usd(workload, cols, prices)
     return ShapeColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["workers"], cols["ps"],
                         speed["steps_per_sec"], speed["degraded"], w_usd, ps_usd, egress)  # fmt: skip
 
@@ -366,7 +366,7 @@ def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[
 def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
                     tc: TimeCost, prices: PriceTable) -> dict[str, np.ndarray]:  # fmt: skip
     n = cols["gpu"].size
-    egress = _egress(workload, cols, prices)
+    egress = egress_usd(workload, cols, prices)
     return {
         **cols,
         "steps_per_sec": speed["steps_per_sec"],
@@ -394,7 +394,7 @@ def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict
     }
 
 
-def _feasible(workload: Workload, c: dict[str, np.ndarray]) -> np.ndarray:
+def feasible_rows(workload: Workload, c: dict[str, np.ndarray]) -> np.ndarray:
     ok = np.ones(c["gpu"].size, dtype=bool)
     if workload.target.deadline_hours is not None:
         ok &= c["hours_p90"] <= workload.target.deadline_hours
@@ -403,7 +403,7 @@ def _feasible(workload: Workload, c: dict[str, np.ndarray]) -> np.ndarray:
     return ok
 
 
-def _score(c: dict[str, np.ndarray], objective: str) -> np.ndarray:
+def score_rows(c: dict[str, np.ndarray], objective: str) -> np.ndarray:
     """Lower is better: P50 hours, P50 cost, or their product (balanced), relative to the current shape
     (to the median priced row when the current shape has no price: a constant factor, so the same
     order); ties broken by expected revocations. Unpriced rows score NaN (ranked last)."""

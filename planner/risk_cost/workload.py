@@ -9,6 +9,11 @@ Schema (issue 6; keys marked * are extensions)::
     [allowed]  gpus, regions, max_workers, max_ps, provisionings*, ps_provisioning* (default "standard")
     [options]* checkpoint_interval_steps (default: every checkpoint_interval_s = 600 s), start_hour (0-23, local hour the job starts),
                latency_ms (default 0.3), warm_restart (bool), data_region, dataset_gb
+    [parallel]* mode ("ps" default | "sync": synchronous all-reduce, DDP/Horovod), gpus_per_node (current
+               shape's, default 1), max_gpus_per_node (default: the current), nic_tier ("default" | "fast":
+               gVNIC / Tier_1 where the GPU's VMs offer it), elastic (bool, default true: torchrun elastic
+               shrink and re-grow allowed), bucket_mb (default 25, DDP's), compression (default 1)
+               In sync mode ``[current] workers`` counts GPUs in all (nodes × gpus_per_node) and ps may be 0.
 
 Errors are :class:`WorkloadError` naming the file, the line when it can be found, and the key.
 """
@@ -80,6 +85,29 @@ class Options:
     dataset_gb: float = 0.0
 
 
+PARALLEL_MODES = ("ps", "sync")
+MAX_GPUS_PER_NODE = 16  # the largest GCP GPU VMs (a2-megagpu-16g)
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How the job trains: asynchronous PS (``ps``) or synchronous all-reduce (``sync``), and for sync the
+    GPUs per node (the current shape's and the most to consider), NIC tier, elasticity, DDP bucket and
+    gradient compression ratio."""
+
+    mode: str = "ps"
+    gpus_per_node: int = 1
+    max_gpus_per_node: int = 1
+    nic_tier: str = "default"
+    elastic: bool = True
+    bucket_mb: float = 25.0
+    compression: float = 1.0
+
+    @property
+    def sync(self) -> bool:
+        return self.mode == "sync"
+
+
 @dataclass(frozen=True)
 class Workload:
     """A parsed workload file."""
@@ -90,6 +118,7 @@ class Workload:
     allowed: Allowed
     options: Options = field(default_factory=Options)
     source: str = "<string>"
+    parallel: Parallel = field(default_factory=Parallel)
 
 
 _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
@@ -130,6 +159,15 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
         "warm_restart": (bool, False),
         "data_region": (str, False),
         "dataset_gb": ((int, float), False),
+    },
+    "parallel": {
+        "mode": (str, False),
+        "gpus_per_node": (int, False),
+        "max_gpus_per_node": (int, False),
+        "nic_tier": (str, False),
+        "elastic": (bool, False),
+        "bucket_mb": ((int, float), False),
+        "compression": ((int, float), False),
     },
 }
 _REQUIRED_TABLES = ("model", "target", "current")
@@ -187,10 +225,11 @@ def parse_workload(text: str, source: str = "<string>") -> Workload:
     _check_keys(data, loc)
     model = _model(data["model"], loc)
     target = _target(data["target"], model, loc)
-    current = _current(data["current"], loc)
+    parallel = _parallel(data.get("parallel", {}), loc)
+    current = _current(data["current"], loc, parallel)
     allowed = _allowed(data.get("allowed", {}), current, loc)
     options = _options(data.get("options", {}), loc)
-    return Workload(model, target, current, allowed, options, source)
+    return Workload(model, target, current, allowed, options, source, parallel)
 
 
 MAX_NODES = 4096  # [allowed] max_workers / max_ps
@@ -258,13 +297,39 @@ def _target(v: dict[str, Any], model: ModelSpec, loc: _Locator) -> Target:
     )
 
 
-def _current(v: dict[str, Any], loc: _Locator) -> Shape:
+def _parallel(v: dict[str, Any], loc: _Locator) -> Parallel:
+    mode = v.get("mode", "ps")
+    if mode not in PARALLEL_MODES:
+        raise loc.error(f"must be one of {', '.join(PARALLEL_MODES)}", "parallel", "mode")
+    for key in ("gpus_per_node", "max_gpus_per_node", "bucket_mb", "compression"):
+        _positive(v, key, "parallel", loc)
+    for key in ("gpus_per_node", "max_gpus_per_node"):
+        if v.get(key, 1) > MAX_GPUS_PER_NODE:
+            raise loc.error(f"at most {MAX_GPUS_PER_NODE}", "parallel", key)
+    if v.get("nic_tier", "default") not in ("default", "fast"):
+        raise loc.error("must be default or fast", "parallel", "nic_tier")
+    if v.get("compression", 1) < 1:
+        raise loc.error("must be >= 1 (a compression ratio)", "parallel", "compression")
+    g = int(v.get("gpus_per_node", 1))
+    return Parallel(
+        mode, g, max(int(v.get("max_gpus_per_node", g)), g), v.get("nic_tier", "default"),
+        bool(v.get("elastic", True)), float(v.get("bucket_mb", 25.0)), float(v.get("compression", 1.0)),
+    )  # fmt: skip
+
+
+def _current(v: dict[str, Any], loc: _Locator, parallel: Parallel | None = None) -> Shape:
+    sync = parallel is not None and parallel.sync
     for key in ("workers", "ps"):
-        _positive(v, key, "current", loc)
+        if not (sync and key == "ps" and v[key] == 0):  # sync training has no parameter server
+            _positive(v, key, "current", loc)
         if v[key] > MAX_NODES:
             raise loc.error(f"at most {MAX_NODES}", "current", key)
     if v["provisioning"] not in PROVISIONINGS:
         raise loc.error(f"must be one of {', '.join(PROVISIONINGS)}", "current", "provisioning")
+    if sync and v["workers"] % parallel.gpus_per_node:  # type: ignore[union-attr]
+        raise loc.error(
+            "sync mode: workers counts GPUs in all, a multiple of gpus_per_node", "current", "workers"
+        )
     return Shape(v["gpu"], int(v["workers"]), int(v["ps"]), v["region"], v["provisioning"])
 
 

@@ -1,6 +1,7 @@
 """The bottleneck rules: small functions ``(AlertContext) -> list[Finding]`` with evidence and fixes.
 
-Kinds (stable, they appear in ``snapshot --json``): ``ps-saturation``, ``wan-bound``, ``straggler``,
+Kinds (stable, they appear in ``snapshot --json``): ``ps-saturation``, ``wan-bound``, ``straggler``
+(PS and sync jobs), ``allreduce-bound`` (sync jobs: :mod:`~cmdare.planner.rules.sync_rules`),
 ``input-bound``, ``node-silent`` / ``node-revoked`` (:func:`cmdare.planner.rules.alerts.node_state_rule`),
 ``eta-slip`` and ``cost-overrun``. Rules read ``ctx.inputs``, a typed
 :class:`~cmdare.planner.rules.inputs.RuleInputs` (built by :class:`cmdare.planner.analysis.Analysis`;
@@ -36,11 +37,14 @@ from cmdare.planner.rules.alerts import AlertContext, Finding, Rule, node_state_
 from cmdare.planner.rules.goal_rules import cost_overrun_rule, eta_slip_rule
 from cmdare.planner.rules.inputs import JobGoal, RuleInputs, StageRates, frozen_map
 from cmdare.planner.rules.ps_rules import GBPS_PER_VCPU, PS_NIC_GBPS, PsLoad, ps_load, ps_saturation_rule
+from cmdare.planner.rules.sync_rules import allreduce_bound_rule, sync_straggler_rule
 from cmdare.planner.rules.wan_rules import ATLAS_MULTI_CONN_GBPS, stage_rates, wan_bound_rule
 from cmdare.planner.rules.worker_rules import input_bound_rule, straggler_rule
 
 __all__ = [
     "ATLAS_MULTI_CONN_GBPS",
+    "allreduce_bound_rule",
+    "sync_straggler_rule",
     "DEFAULT_RULES",
     "GBPS_PER_VCPU",
     "PS_NIC_GBPS",
@@ -78,6 +82,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     node_state_rule,
     ps_saturation_rule,
     straggler_rule,
+    sync_straggler_rule,
+    allreduce_bound_rule,
     input_bound_rule,
     wan_bound_rule,
     eta_slip_rule,

@@ -53,6 +53,11 @@ class Thresholds:
     straggler_ratio: float = 1.3  # step time ≥ 1.3 × median of its peers (issue 8)
     straggler_min_workers: int = 2
 
+    # --- allreduce-bound (sync jobs) ---------------------------------------------------------------
+    # exposed all-reduce ≥ 30% of a step: past Zhang et al. 2020's measured 64-GPU scaling factors of
+    # 0.60-0.76 would leave 24-40% to communication; 30% is their middle (assumption, not fitted)
+    allreduce_share_max: float = 0.30
+
     # --- input-bound ------------------------------------------------------------------------------
     gpu_util_max: float = 60.0  # % DCGM utilisation below this is "well below capacity" (assumption)
     busy_share_max: float = 0.6  # step seconds × own steps/s below this (assumption, same meaning)

@@ -76,7 +76,9 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
     book = ctx.inputs.price_book
     for job in ctx.jobs:
         workers = [w for w in up_workers(job) if w.step_seconds]
-        if len(workers) < max(th.straggler_min_workers, 2):
+        if job.sync == "sync-allreduce" or len(workers) < max(
+            th.straggler_min_workers, 2
+        ):  # sync: sync_rules
             continue
         times = [w.step_seconds for w in workers]
         order = sorted(range(len(workers)), key=times.__getitem__)

@@ -26,9 +26,13 @@ JSON_KEYS = (
     "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
     "extrapolation", "current", "delta",
 )  # fmt: skip
+SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy")  # added for [parallel] mode = "sync"
 #: Text columns, each with its unit: P(≥1 revocation) is the chance of at least one revocation in the run.
 TEXT_HEADER = ("#", "gpu", "wrk", "ps", "region", "prov", "steps/s", "h p50", "h p90", "$ p50", "P(≥1 rev)",
                "vs current")  # fmt: skip
+
+
+SYNC_HEADER = ("#", "gpu", "nod", "g/n", *TEXT_HEADER[4:])  # sync: nodes and GPUs per node instead of wrk, ps
 
 
 def register(subparsers: Any) -> None:
@@ -84,6 +88,7 @@ def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
     """Load the workload and the models, and rank the shapes (:class:`cmdare.planner.risk_cost.shapes.ShapeTable`)."""
     from cmdare.planner.risk_cost.revocation import RevocationModel
     from cmdare.planner.risk_cost.shapes import UnpricedShapeError, rank_shapes
+    from cmdare.planner.risk_cost.sync_shapes import rank_sync_shapes
     from cmdare.planner.risk_cost.workload import WorkloadError, load_workload
     from cmdare.planner.speed.gpu_catalog import UnknownGpuError
     from cmdare.planner.speed.speed_model import SpeedModel
@@ -93,8 +98,9 @@ def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
     except WorkloadError as exc:
         raise UsageError(str(exc)) from exc
     book = _price_book(prices)
+    rank = rank_sync_shapes if workload.parallel.sync else rank_shapes
     try:
-        return rank_shapes(workload, SpeedModel.load(), book, RevocationModel.load(), objective=objective)
+        return rank(workload, SpeedModel.load(), book, RevocationModel.load(), objective=objective)
     except UnknownGpuError as exc:
         raise UsageError(f"{path}: {exc}") from exc
     except UnpricedShapeError as exc:
@@ -138,7 +144,7 @@ def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
         row["current"] = int(i) == 0
         row["delta"] = table.delta(int(i))
         row.update(band_keys(table, int(i)))
-        rows.append({k: row[k] for k in JSON_KEYS})
+        rows.append({k: row[k] for k in JSON_KEYS + (SYNC_KEYS if _is_sync(table) else ())})
     return rows
 
 
@@ -149,6 +155,17 @@ def band_keys(table: Any, i: int) -> dict[str, object]:
         return {"steps_per_sec_p10": None, "steps_per_sec_p90": None, "extrapolation": None}
     return {"steps_per_sec_p10": round(band.p10, 4), "steps_per_sec_p90": round(band.p90, 4),
             "extrapolation": band.extrapolation}  # fmt: skip
+
+
+def _is_sync(table: Any) -> bool:
+    return "gpus_per_node" in table.columns
+
+
+def _sync_words(r: dict[str, object]) -> str:
+    """' · all-reduce 12% of a step · on revocation: elastic' for a sync row."""
+    if r.get("comm_share") is None:
+        return ""
+    return f" · all-reduce {float(r['comm_share']):.0%} of a step · on revocation: {r['policy']}"  # type: ignore[arg-type]
 
 
 def _band_words(r: dict[str, object]) -> str:
@@ -186,19 +203,21 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> st
     fmt = "{:>3} {:<5} {:>3} {:>2} {:<14} {:<12} {:>8} {:>7} {:>7} {:>8} {:>9}  {}"
     if table.bander is None:
         head += " · steps/s: expected value (band: n/a in this build)"
-    lines = [head, *([note] if note else []), fmt.format(*TEXT_HEADER)]
+    sync = _is_sync(table)
+    lines = [head, *([note] if note else []), fmt.format(*(SYNC_HEADER if sync else TEXT_HEADER))]
     moves: dict[str, str] = {}
     for n, r in enumerate([{**cur, **band_keys(table, 0), "current": True, "delta": "current shape"}, *rows]):
+        a, b = (r["nodes"], r["gpus_per_node"]) if sync else (r["workers"], r["ps"])
         star = "★" if r["pareto"] else " "
         region = str(r["region"])
         if r.get("region_note"):
             moves[region] = str(r["region_note"])
             region += "†"
         lines.append(fmt.format(
-            "cur" if n == 0 else str(n), r["gpu"], r["workers"], r["ps"], region, _prov_label(r),
+            "cur" if n == 0 else str(n), r["gpu"], a, b, region, _prov_label(r),
             f"{r['steps_per_sec']:.1f}", f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}",
             _num(r["cost_usd_p50"], ".2f"), f"{r['p_revocation']:.2f}",
-            f"{star} {r['delta']}{_band_words(r)}" if n else r["delta"] + _band_words(r),
+            (f"{star} {r['delta']}" if n else str(r["delta"])) + _band_words(r) + _sync_words(r),
         ))  # fmt: skip
     lines += [f"† {region}: {words}" for region, words in moves.items()]
     if rows and all(r["region"] != cur["region"] for r in rows):
@@ -213,5 +232,6 @@ def _best_at_home(table: Any) -> str:
     if i is None:
         return f"no alternative in the current region {region}"
     r = table.row(i)
-    return (f"best staying in {region}: {r['workers']}×{r['gpu']} + {r['ps']} PS {_prov_label(r)}, "
-            f"{table.delta(i)}")  # fmt: skip
+    shape = (f"{r['nodes']} nodes × {r['gpus_per_node']} {r['gpu']}" if _is_sync(table)
+             else f"{r['workers']}×{r['gpu']} + {r['ps']} PS")  # fmt: skip
+    return f"best staying in {region}: {shape} {_prov_label(r)}, {table.delta(i)}"

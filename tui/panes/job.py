@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from cmdare.planner.live_sync import is_sync, measured_split
 from cmdare.planner.overview import JobView, TrainingFigures
 from cmdare.planner.risk_cost.cost_meter import CostView
 from cmdare.tui.format import duration, money, num, rate
@@ -76,6 +77,11 @@ def summary_grid(
     pred = view.prediction if view is not None else None
     if pred is not None:
         grid.add_row("Predicted", _cell(rate(pred.steps_per_sec), f"model, {pred.bottleneck}-bound"))
+    split = measured_split(job) if is_sync(job) else None
+    if split is not None:  # synchronous all-reduce: how much of a step waits for the gradients
+        grid.add_row(
+            "All-reduce", _cell(f"{split.share:.0%} of a step", f"measured, median of {split.ranks} ranks")
+        )
     if not _is_pipeline(job) or job.examples_per_sec:  # a pipeline (LM) job counts no images: hidden
         grid.add_row("Images/s" if not _is_pipeline(job) else "Examples/s", _examples_cell(job))
     tr = job.training

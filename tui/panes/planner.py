@@ -86,7 +86,8 @@ def ranked_rows(table: Any, n: int = TOP_N) -> list[Row]:
         r = table.row(i)
         cur = i == 0
         mark = "▶" if cur else ("★" if r.get("pareto") else " ")
-        shape = f"{mark} {r['workers']}×{r['gpu']}·{r['ps']}PS"
+        shape = (f"{mark} {r['nodes']}×{r['gpus_per_node']}×{r['gpu']}" if "nodes" in r  # sync: nodes × GPUs/node
+                 else f"{mark} {r['workers']}×{r['gpu']}·{r['ps']}PS")  # fmt: skip
         region = region_code(str(r["region"])) + ("†" if r.get("region_note") else "")
         prov = "s/pre" if r.get("also_provisioning") else provisioning_code(str(r["provisioning"]))
         bound = str(r["bottleneck"])

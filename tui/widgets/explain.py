@@ -114,7 +114,18 @@ class ExplainScreen(ModalScreen[None]):
         """Why row ``i`` of a ranked shape table costs and takes what it does (model terms)."""
         r = table.row(i)
         t = _grid()
-        t.add_row("Shape", f"{r['workers']}×{r['gpu']} + {r['ps']} PS, {r['region']}, {r['provisioning']}")
+        if (
+            "nodes" in r
+        ):  # synchronous all-reduce: nodes × GPUs per node, the all-reduce share, the revocation policy
+            t.add_row("Shape", f"{r['nodes']} nodes × {r['gpus_per_node']} {r['gpu']} ({r['workers']} GPUs, all-reduce), "
+                      f"{r['region']}, {r['provisioning']}")  # fmt: skip
+            t.add_row(
+                "All-reduce", f"{float(r['comm_share']):.0%} of a step exposed; on revocation: {r['policy']}"
+            )
+        else:
+            t.add_row(
+                "Shape", f"{r['workers']}×{r['gpu']} + {r['ps']} PS, {r['region']}, {r['provisioning']}"
+            )
         band = table.band(i) if hasattr(table, "band") else None
         t.add_row("Steps/s", f"{rate(float(r['steps_per_sec']))} expected; " + (
             f"P10–P90 {rate(band.p10)}–{rate(band.p90)}"

@@ -1,0 +1,105 @@
+"""A running synchronous all-reduce job as the sync model sees it: its shape read off the ranks, its
+measured compute / exposed all-reduce split, and the all-reduce model calibrated on them. Pure computation.
+
+* shape: GPUs per node = the most ranks sharing one ``local_rank`` numbering (max ``local_rank`` + 1), nodes =
+  ranks ÷ that (ranks without a ``local_rank`` count one node each); GPU = the ranks' most common label;
+* measured: the medians over up ranks of ``cmdare_step_seconds`` (compute) and ``cmdare_allreduce_seconds``
+  (exposed all-reduce), each the histogram's mean over the step window;
+* calibration (:func:`~cmdare.planner.speed.allreduce.calibrate`): the scales that make the model's current
+  shape show exactly the measured split, so alternative shapes are predicted from this job's own times.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, calibrate, sync_step
+from cmdare.planner.speed.interconnect import node_links
+
+SYNC = "sync-allreduce"
+
+
+@dataclass(frozen=True)
+class SyncShape:
+    gpu: str
+    nodes: int
+    gpus_per_node: int
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class MeasuredSplit:
+    """Medians over the up ranks, seconds per step, and how many ranks measured both."""
+
+    compute_s: float
+    exposed_s: float
+    ranks: int
+
+    @property
+    def share(self) -> float:
+        """The exposed all-reduce's share of a step."""
+        return self.exposed_s / (self.compute_s + self.exposed_s)
+
+
+def is_sync(job: JobView) -> bool:
+    return job.sync == SYNC
+
+
+def ranks(job: JobView, *, up_only: bool = True) -> list[NodeView]:
+    """The job's training ranks (chief and workers), up ones only by default."""
+    return [n for n in job.workers() if n.status == "up" or not up_only]
+
+
+def sync_shape(job: JobView) -> SyncShape | None:
+    """The job's nodes × GPUs per node and GPU label, counting every rank (down ones too: the shape paid for)."""
+    rs = ranks(job, up_only=False)
+    if not rs:
+        return None
+    local = [int(n.local_rank) for n in rs if n.local_rank.isdigit()]
+    g = max(local) + 1 if local and len(local) == len(rs) else 1
+    nodes = max(1, -(-len(rs) // g))
+    gpu = Counter(n.gpu or "" for n in rs).most_common(1)[0][0]
+    return SyncShape(gpu, nodes, g)
+
+
+def measured_split(job: JobView) -> MeasuredSplit | None:
+    """The job's measured compute and exposed all-reduce per step (medians over up ranks), or None."""
+    both = [
+        (n.step_seconds, n.allreduce_seconds)
+        for n in ranks(job)
+        if n.step_seconds and n.allreduce_seconds is not None
+    ]
+    if not both:
+        return None
+    c = statistics.median(b[0] for b in both)
+    e = statistics.median(b[1] for b in both)  # type: ignore[misc]
+    return MeasuredSplit(float(c), float(e), len(both))
+
+
+def shape_terms(
+    shape: SyncShape, params: float, compute_s: float, p: SyncParams, tier: str = "default"
+) -> SyncTerms:
+    """The all-reduce model's terms for one shape (one row)."""
+    links = node_links(shape.gpu, shape.gpus_per_node, tier)
+    a = lambda x: np.array([x], dtype=float)  # noqa: E731
+    return sync_step(a(compute_s), params, a(shape.nodes), a(shape.gpus_per_node), a(links.intra_gbps),
+                     a(links.nic_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
+
+
+def calibrated(
+    job: JobView, shape: SyncShape, split: MeasuredSplit, p: SyncParams | None = None
+) -> SyncParams:
+    """The all-reduce model anchored on the job: its own compute as the compute term (``compute_scale``
+    relative to a model compute of 1 s) and the comm scale that reproduces the measured exposed time."""
+    base = p or SyncParams()
+    raw = shape_terms(shape, job.facts.model.params, 1.0, SyncParams(base.bucket_bytes, base.backward_share,
+                                                                base.bytes_per_param, base.compression))  # fmt: skip
+    return calibrate(split.compute_s, split.exposed_s, raw, base)

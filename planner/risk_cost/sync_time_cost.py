@@ -1,0 +1,150 @@
+"""Time and cost of synchronous all-reduce training on transient nodes, with revocations (vectorised).
+
+In synchronous training every GPU takes every step, so a revoked node stalls the whole job; the risk of
+the job is the risk of *any* node: ``P(≥1 revocation) = 1 − S(T)^nodes``. Per revocation, the cheaper of:
+
+* **restart** from the last checkpoint with a replacement node (the study's overheads, ``overheads.json``):
+  the job stops while a server starts and joins (``request``), the framework restarts (cold) and the
+  steps since the last checkpoint are redone (half an interval on average)::
+
+      P_restart = request + restart_cold + redo
+
+* **elastic** shrink and re-grow (``torchrun`` elastic, when ``[parallel] elastic``): the survivors
+  re-rendezvous at once (a warm restart, no new server) and redo the steps since the checkpoint, train on
+  ``nodes − 1`` nodes at ``v'`` while the replacement is requested, then re-rendezvous once more to grow
+  back (another warm restart; the job checkpoints before it re-forms)::
+
+      P_elastic = 2 × restart_warm + redo + request × (1 − v'/v)
+
+  impossible on one node (nothing survives). The choice is made per shape. The restart times are the
+  study's TensorFlow cold / warm restarts (``framework_restart_s``), taken for torchrun's restart and
+  re-rendezvous of the worker processes (assumption: not measured for torchrun).
+
+``E[T] = T0 + T_ckpt + K(E[T]) × P`` (fixed point, as for PS shapes); P50/P90 with the revocation count
+Poisson of mean ``K = nodes × m(E[T])`` (:func:`~cmdare.planner.risk_cost.time_cost.poisson_quantile`).
+Per-node lifetimes are the revocation model's (fitted on one-GPU VMs: a node of several GPUs is assumed to
+be revoked like one VM — assumption). Cost = nodes × node price × billed hours + one server start per node
++ the request overhead per replacement + egress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cmdare.planner.risk_cost.overheads import Overheads
+from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.time_cost import (
+    FIXED_POINT_PASSES,
+    QUANTILES,
+    RunSettings,
+    TimeCost,
+    poisson_quantile,
+    revocation_curves,
+)
+
+POLICIES = ("restart", "elastic")
+
+
+@dataclass(frozen=True)
+class SyncColumns:
+    """Per-shape inputs of synchronous shapes (parallel arrays)."""
+
+    gpu: np.ndarray
+    region: np.ndarray
+    provisioning: np.ndarray
+    nodes: np.ndarray
+    steps_per_sec: np.ndarray
+    degraded_steps_per_sec: np.ndarray  # with one node fewer (0 for one node)
+    node_usd_per_hour: np.ndarray  # one node with all its GPUs
+    egress_usd: np.ndarray
+
+
+@dataclass(frozen=True)
+class SyncTimeCost:
+    """The PS-shape figures (:class:`TimeCost`) plus the revocation policy chosen per shape."""
+
+    figures: TimeCost
+    policy: np.ndarray  # restart | elastic
+    penalty_restart_s: np.ndarray
+    penalty_elastic_s: np.ndarray
+
+
+def _per_pair(
+    overheads: Overheads, gpu: np.ndarray, provisioning: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(request overhead s, server start s) per shape, one look-up per distinct (gpu, provisioning)."""
+    keys = np.char.add(np.char.add(gpu.astype(str), "|"), provisioning.astype(str))
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    pairs = [k.rsplit("|", 1) for k in uniq]
+    request = np.array([overheads.request_overhead(g, p) for g, p in pairs])[inverse]
+    start = np.array([overheads.server_start(g, p) for g, p in pairs])[inverse]
+    return request, start
+
+
+def penalties(
+    cols: SyncColumns, run: RunSettings, overheads: Overheads, elastic: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(restart penalty, elastic penalty, chosen penalty) in seconds per revocation, per shape."""
+    v = np.maximum(cols.steps_per_sec, 1e-12)
+    interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v
+    redo = overheads.lost_work(interval / 2.0, v)
+    request, _ = _per_pair(overheads, cols.gpu, cols.provisioning)
+    restart = request + overheads.framework_restart(False) + redo
+    warm = overheads.framework_restart(True)
+    shrink = 2.0 * warm + redo + request * (1.0 - cols.degraded_steps_per_sec / v)
+    shrink = np.where((cols.nodes > 1) & elastic, shrink, np.inf)
+    return restart, shrink, np.minimum(restart, shrink)
+
+
+def estimate_sync(
+    cols: SyncColumns,
+    run: RunSettings,
+    overheads: Overheads,
+    revocations: RevocationModel,
+    elastic: bool = True,
+) -> SyncTimeCost:
+    """Expected / P50 / P90 time and cost of every synchronous shape."""
+    v = np.maximum(cols.steps_per_sec, 1e-12)
+    n = cols.nodes.astype(float)
+    curves = revocation_curves(revocations, cols.gpu, cols.region, cols.provisioning)
+    base = run.steps / v
+    interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v
+    ckpt = run.steps / interval * float(overheads.checkpoint_cost(run.checkpoint_mb))
+    pen_r, pen_e, pen = penalties(cols, run, overheads, elastic)
+    total = base + ckpt
+    for _ in range(FIXED_POINT_PASSES):
+        _, m = curves(total / 3600.0)
+        total = base + ckpt + n * m * pen
+    surv, m = curves(total / 3600.0)
+    k = n * m
+    q50, q90 = (poisson_quantile(k, q) for q in QUANTILES)
+    t50, t90 = base + ckpt + q50 * pen, base + ckpt + q90 * pen
+    request, start = _per_pair(overheads, cols.gpu, cols.provisioning)
+    start_usd = n * start * cols.node_usd_per_hour / 3600.0
+    replace_usd = request * cols.node_usd_per_hour / 3600.0  # per revocation
+
+    def cost(seconds: np.ndarray, revs: np.ndarray) -> np.ndarray:
+        return (
+            n * cols.node_usd_per_hour * seconds / 3600.0 + start_usd + revs * replace_usd + cols.egress_usd
+        )
+
+    figures = TimeCost(
+        seconds_base=base,
+        seconds_checkpoint=ckpt,
+        seconds_revocation=total - base - ckpt,
+        seconds_expected=total,
+        seconds_p50=t50,
+        seconds_p90=t90,
+        cost_expected=cost(total, k),
+        cost_p50=cost(t50, q50),
+        cost_p90=cost(t90, q90),
+        expected_revocations=k,
+        p_revocation=1.0 - surv**n,
+        per_node_risk=1.0 - surv,
+        penalty_worker_s=pen,
+        penalty_ps_s=np.zeros_like(base),
+    )
+    policy = np.where(pen_e < pen_r, "elastic", "restart")
+    return SyncTimeCost(figures, policy, pen_r, pen_e)

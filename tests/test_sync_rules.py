@@ -1,0 +1,92 @@
+"""``allreduce-bound`` and the sync ``straggler`` on job views built from measured per-rank splits
+(issue 17 item 5); the real DDP job behind a throttled network is in test_sync_throttled.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from cmdare.collectors.samples import JobFacts, ModelSpec
+from cmdare.planner.live_sync import calibrated, measured_split, shape_terms, sync_shape
+from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.rules.alerts import AlertContext
+from cmdare.planner.rules.bottlenecks import DEFAULT_RULES
+from cmdare.planner.rules.sync_rules import allreduce_bound_rule, sync_straggler_rule
+from cmdare.planner.rules.worker_rules import straggler_rule
+
+
+def _node(rank: int, local: int, compute: float, exposed: float, gpu: str = "T4") -> NodeView:
+    return NodeView(f"worker-{rank}", "chief" if rank == 0 else "worker", gpu, "us-central1", "", "spot", "up",
+                    1.0, compute, None, None, None, 100.0, None, 0, "", allreduce_seconds=exposed,
+                    rank=str(rank), local_rank=str(local))  # fmt: skip
+
+
+def _job(nodes: list[NodeView], params: float = 26e6, sync: str = "sync-allreduce") -> JobView:
+    step = max(n.step_seconds + n.allreduce_seconds for n in nodes)  # type: ignore[operator]
+    facts = JobFacts("ddp", ModelSpec("shakebig", 2.3e10, params, 128, sync=sync), 10_000)
+    return JobView("ddp", facts, 1 / step, None, 100.0, None, nodes, sync=sync, sync_how="declared")
+
+
+def test_shape_and_split_come_from_the_ranks() -> None:
+    job = _job([_node(r, r % 4, 0.2, 0.05 + 0.01 * r) for r in range(8)])
+    assert sync_shape(job).nodes == 2 and sync_shape(job).gpus_per_node == 4  # type: ignore[union-attr]
+    split = measured_split(job)
+    assert split is not None and split.compute_s == 0.2 and split.exposed_s == pytest.approx(0.085)
+
+
+def test_calibration_reproduces_the_job_then_predicts_other_shapes() -> None:
+    job = _job([_node(r, 0, 0.2, 0.3) for r in range(4)])  # 4 nodes × 1 GPU, all-reduce-bound
+    shape, split = sync_shape(job), measured_split(job)
+    p = calibrated(job, shape, split)  # type: ignore[arg-type]
+    now = shape_terms(shape, 26e6, 1.0, p)  # type: ignore[arg-type]
+    assert now.compute[0] == pytest.approx(0.2) and now.exposed[0] == pytest.approx(0.3)
+
+
+def test_allreduce_bound_flags_with_predicted_fixes() -> None:
+    job = _job([_node(r, 0, 0.2, 0.3) for r in range(4)])
+    (f,) = allreduce_bound_rule(AlertContext(0.0, [job]))
+    assert f.kind == "allreduce-bound" and f.evidence["allreduce_share"] == pytest.approx(0.6)
+    gains = f.evidence["predicted_gains"]
+    assert any(k.startswith("fewer, larger nodes (2 × 2 GPUs)") for k in gains)
+    assert any(k.startswith("gradient compression") for k in gains)
+    assert not any(k.startswith("the faster NIC tier") for k in gains)  # 1 T4 a node: its vCPUs cap egress
+    assert all(g > 0 for g in gains.values()) and "predicted +" in (f.fix or "")
+    assert f.evidence["measured"] and f.evidence["model"] and f.evidence["not_measured"]
+
+
+def test_the_faster_nic_tier_where_the_vcpus_allow_it() -> None:
+    job = _job([_node(r, r % 4, 0.2, 0.3, gpu="V100") for r in range(8)])  # 2 × 4 V100: 64 Gbit/s of vCPUs
+    (f,) = allreduce_bound_rule(AlertContext(0.0, [job]))
+    assert any(k.startswith("the faster NIC tier") for k in f.evidence["predicted_gains"])
+
+
+def test_a_compute_bound_sync_job_is_not_flagged() -> None:
+    job = _job([_node(r, 0, 0.2, 0.02) for r in range(4)])
+    assert allreduce_bound_rule(AlertContext(0.0, [job])) == []
+    async_job = _job([_node(r, 0, 0.2, 0.3) for r in range(4)], sync="async-ps")
+    assert allreduce_bound_rule(AlertContext(0.0, [async_job])) == []
+
+
+def test_sync_straggler_names_the_slow_rank_and_the_gain() -> None:
+    nodes = [_node(0, 0, 0.2, 0.25), _node(1, 0, 0.2, 0.25), _node(2, 0, 0.4, 0.05), _node(3, 0, 0.21, 0.24)]
+    job = _job(nodes)
+    (f,) = sync_straggler_rule(AlertContext(0.0, [job]))
+    assert f.subject == "ddp/worker-2" and f.evidence["rank"] == "2"
+    assert f.evidence["predicted_gain"] == pytest.approx(0.45 / 0.25 - 1, rel=1e-3)
+    assert straggler_rule(AlertContext(0.0, [job])) == []  # the PS rule leaves sync jobs alone
+    assert allreduce_bound_rule in DEFAULT_RULES and sync_straggler_rule in DEFAULT_RULES
+
+
+def test_live_planner_ranks_sync_shapes_calibrated_on_the_job() -> None:
+    from cmdare.collectors.pricing.loader import load_offline_book
+    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.speed.speed_model import SpeedModel
+
+    job = _job([_node(r, 0, 0.2, 0.3) for r in range(4)])
+    plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
+    assert plan.table is not None and plan.note is None, plan.note
+    cur = plan.table.current
+    assert (cur["gpu"], cur["nodes"], cur["gpus_per_node"], cur["ps"]) == ("T4", 4, 1, 0)
+    assert cur["steps_per_sec"] == pytest.approx(1 / 0.5, rel=1e-6)  # the calibration reproduces the job
+    assert cur["comm_share"] == pytest.approx(0.6, rel=1e-6)
+    assert plan.calibration_samples == 4 and plan.comm_scale and plan.comm_scale > 0
+    assert any(r["pareto"] for r in plan.table.top(20)) and plan.table.band(0) is not None
