@@ -202,6 +202,20 @@ def ranked_row_json(table: ShapeTable, i: int, rank: int | None) -> dict[str, An
         "delta_time": num(dt, 4),
         "delta_cost": num(dc, 4),
         "delta_risk": num(dr, 4),
+        **sync_fields_json(r),
+    }
+
+
+def sync_fields_json(r: dict[str, object]) -> dict[str, Any]:
+    """A ranked row's parallel mode and, for a synchronous (all-reduce) shape, its nodes × GPUs per node,
+    the exposed all-reduce's predicted share of a step and the revocation policy chosen (null for PS)."""
+    sync = "nodes" in r
+    return {
+        "mode": "sync" if sync else "async-ps",
+        "nodes": int(r["nodes"]) if sync else None,  # type: ignore[call-overload]
+        "gpus_per_node": int(r["gpus_per_node"]) if sync else None,  # type: ignore[call-overload]
+        "comm_share": num(r["comm_share"], 4) if sync else None,
+        "policy": str(r["policy"]) if sync else None,
     }
 
 

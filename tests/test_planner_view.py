@@ -200,3 +200,24 @@ def test_alerts_table_wraps_a_long_alert_within_the_width(width):
     text = " ".join(line.strip() for line in lines)
     assert "ps-saturation" in text and "▲ warning" in text and "figure-59 → add a parameter server" in text
     assert not any(CUT.search(line) for line in lines)
+
+
+@pytest.mark.parametrize("workload", ["workload-sync-ddp.toml", "workload-resnet32.toml"])
+def test_ranked_rows_of_both_modes_match_the_schema(workload: str):
+    """A synchronous (all-reduce) ranking carries nodes × GPUs per node, the predicted all-reduce share
+    and the revocation policy; a PS ranking carries them as null; both validate as ranked rows."""
+    from cmdare.planner.view_json import ranked_indices, ranked_row_json
+    from cmdare.tui.commands.plan import build_table
+
+    table = build_table(REPO / "examples" / workload, "balanced", prices="study-era")
+    row_schema = {"$defs": SCHEMA["$defs"], "$ref": "#/$defs/ranked_row"}
+    rows = [ranked_row_json(table, i, None) for i in ranked_indices(table, 5)]
+    for row in rows:
+        jsonschema.Draft202012Validator(row_schema).validate(row)
+    sync = workload.startswith("workload-sync")
+    assert {r["mode"] for r in rows} == {"sync" if sync else "async-ps"}
+    if sync:
+        assert all(r["nodes"] * r["gpus_per_node"] == r["workers"] and r["ps"] == 0 for r in rows)
+        assert all(0 <= r["comm_share"] <= 1 and r["policy"] in ("restart", "elastic") for r in rows)
+    else:
+        assert all(r["nodes"] is None and r["comm_share"] is None and r["policy"] is None for r in rows)
