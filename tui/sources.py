@@ -53,12 +53,8 @@ def _host_port(url: str) -> str:
 
 def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Source]:
     """Every live source the options ask for (the demo excluded)."""
-    from cmdare.collectors import tf_config
-    from cmdare.collectors.jsonl import JsonlSource
-    from cmdare.collectors.prometheus_api import PrometheusAPISource, read_token
     from cmdare.collectors.samples import TaskInfo
     from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
-    from cmdare.collectors.tensorboard import TensorBoardSource
 
     sources: list[Source] = list(extra)
     # The identity a target falls back on when its page names none: a node_exporter / DCGM page joins
@@ -69,17 +65,27 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
         for u in opts.targets
     ]
     if opts.tf_config:
+        from cmdare.collectors import tf_config
+
         spec = tf_config.load(opts.tf_config)
         port = tf_config.MetricsPort.parse(opts.metrics_port)
         targets += tf_config.targets(spec, job=opts.job or "training", metrics_port=port)
         targets = list({t.url: t for t in targets}.values())  # one scrape per URL
     if targets:
         sources.append(ScrapeSource(targets, timeout=opts.timeout))
-    if opts.prometheus:
+    if opts.prometheus:  # each kind of source is imported only when asked for (start-up, issue 20)
+        from cmdare.collectors.prometheus_api import PrometheusAPISource, read_token
+
         token = read_token(opts.prometheus_token_file, os.environ)
         sources.append(PrometheusAPISource(opts.prometheus, opts.selector, token=token, timeout=opts.timeout))
-    sources += [TensorBoardSource(d, job=opts.job) for d in opts.tensorboard]
-    sources += [JsonlSource(f, job=opts.job) for f in opts.jsonl]
+    if opts.tensorboard:
+        from cmdare.collectors.tensorboard import TensorBoardSource
+
+        sources += [TensorBoardSource(d, job=opts.job) for d in opts.tensorboard]
+    if opts.jsonl:
+        from cmdare.collectors.jsonl import JsonlSource
+
+        sources += [JsonlSource(f, job=opts.job) for f in opts.jsonl]
     return sources
 
 
@@ -91,12 +97,12 @@ def build_sources(
     demo_factory: Callable[[], DemoCluster] | None = None,
 ) -> SourcePlan:
     """The sources, clock, interval and sinks for a session (starts the demo cluster if chosen)."""
-    from cmdare.collectors.clock import ManualClock
-    from cmdare.collectors.recorder import Recorder
-    from cmdare.collectors.replay import ReplaySource
     from cmdare.collectors.scrape import ScrapeSource
 
-    if opts.replay:
+    if opts.replay:  # the replay and the recorder are imported only when asked for
+        from cmdare.collectors.clock import ManualClock
+        from cmdare.collectors.replay import ReplaySource
+
         clock = ManualClock()
         replay = ReplaySource(opts.replay, clock, speed=opts.replay_speed)
         interval = replay.interval or replay.median_gap()
@@ -109,6 +115,8 @@ def build_sources(
         plan.demo.start()
         plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout))
     if opts.record:
+        from cmdare.collectors.recorder import Recorder
+
         plan.recorder = Recorder(opts.record, lifecycle=lifecycle, interval=opts.refresh)
         plan.sinks.append(plan.recorder)
     return plan
@@ -116,10 +124,10 @@ def build_sources(
 
 def tf_config_notes(opts: SessionOptions) -> list[str]:
     """Status-line remarks on TF_CONFIG: where it came from, tasks sharing one metrics URL, no tasks."""
-    from cmdare.collectors import tf_config
-
     if not opts.tf_config:
         return [f"$TF_CONFIG ignored: {opts.tf_config_env_error}"] if opts.tf_config_env_error else []
+    from cmdare.collectors import tf_config
+
     spec = tf_config.load(opts.tf_config)
     port = tf_config.MetricsPort.parse(opts.metrics_port)
     notes = ["tasks from $TF_CONFIG (no other source given)"] if opts.tf_config_from_env else []

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widget import Widget
 from textual.widgets import Static
-from textual_plotext import PlotextPlot
 
 from cmdare.planner.live_sync import is_sync, measured_split
 from cmdare.planner.overview import JobView, TrainingFigures
@@ -160,11 +160,29 @@ class JobPane(Vertical, can_focus=True):
         self.plot_kind = PLOTS[0]
         self._points: dict[str, deque[Point]] = {}
         self._state: MonitorState | None = None
+        self._plot_pending = False
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the first poll…", id="job-summary")
-        yield Static("", id="plot-note")
-        yield PlotextPlot(id="job-plot")
+        yield Static("", id="plot-note")  # the plot itself is mounted after the first data frame
+
+    def _plot_widget(self) -> Widget | None:
+        """The plot, or None until it is mounted: plotext (~20 ms to import) is loaded just after the
+        first data frame is painted, not before it (start-up, issue 20)."""
+        found = self.query("#job-plot")
+        if found:
+            return found.first()
+        if not self._plot_pending:
+            self._plot_pending = True
+            self.call_after_refresh(self._mount_plot)
+        return None
+
+    def _mount_plot(self) -> None:
+        from textual_plotext import PlotextPlot
+
+        self.mount(PlotextPlot(id="job-plot"))
+        if self._state is not None:
+            self._draw(self._state)
 
     def next_plot(self) -> str:
         """Show the next plot (``p``); returns its name."""
@@ -202,7 +220,9 @@ class JobPane(Vertical, can_focus=True):
         job = state.job()
         if job is None:
             return
-        plot = self.query_one(PlotextPlot)
+        plot = self._plot_widget()
+        if plot is None:
+            return
         pts = list(self._points.get(job.name, ()))
         if self.plot_kind == "throughput" and speed_row(job.steps_per_sec, pts)[0] == "s/iteration":
             why = draw_iterations(plot, pts)  # a 10 s window's steps/s of a 40 s iteration is 0 or 0.1

@@ -19,7 +19,6 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable
 
-from cmdare.planner.job_plan import ShapeOutlook
 from cmdare.planner.view import JobPlannerView
 from cmdare.planner.view_json import shape_deltas as deltas
 from cmdare.tui.format import delta_pct, hours, pct, provisioning_code, rate, region_code, signed_pct
@@ -27,7 +26,8 @@ from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, issue 20)
+    from cmdare.planner.job_plan import ShapeOutlook
     from cmdare.planner.risk_cost.shapes import ShapeTable
 
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))

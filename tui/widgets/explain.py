@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -12,8 +12,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from cmdare.planner.job_plan import ShapeOutlook
 from cmdare.tui.format import duration, money, pct, rate
+
+if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, issue 20)
+    from cmdare.planner.job_plan import ShapeOutlook
 
 
 class _Grid(Table):

@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from textual_plotext import PlotextPlot
+if TYPE_CHECKING:  # plotext loads when the Job pane first draws (tui/panes/job.py)
+    from textual_plotext import PlotextPlot
 
 PLOTS = ("throughput", "nodes", "cost", "loss")
 PLOT_TITLES = {
