@@ -6,7 +6,12 @@ launched the same way in the same run (ratio).
 Each program runs under a real pseudo-terminal (120x40, xterm-256color) as the user would start it;
 the clock stops when the terminal output first contains the marker: ``poll #`` for cmdare-tui (the
 badge appears only once the first poll's data has been drawn), the label text for the bare app.
-Targets: first frame with data <= 0.8 s, ratio <= 1.4.
+Targets: first frame with data <= 0.8 s, ratio <= 1.4 (issue 20: ratio <= 2.5).
+
+Both programs run with their bytecode cached, as an installed package has it (pip compiles it at install):
+the runs share a temporary ``PYTHONPYCACHEPREFIX`` filled by the unmeasured warm-up runs, even where the
+environment sets ``PYTHONDONTWRITEBYTECODE`` (which would otherwise recompile this editable checkout's
+own modules at every start, while Textual's come pre-compiled). ``--source`` measures without the cache.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import termios
 import time
 from pathlib import Path
@@ -40,12 +46,18 @@ Bare().run()
 """
 
 
+ENV: dict[str, str] = {}  # extra environment for every measured program (the bytecode cache)
+
+
 def time_to_marker(argv: list[str], marker: bytes, cols: int = 120, rows: int = 40) -> float:
     """Seconds from spawning ``argv`` on a fresh pty to ``marker`` appearing in its (de-ANSI'd) output."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
     env.pop("NO_COLOR", None)
+    if ENV:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.update(ENV)
     t0 = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True, close_fds=True
@@ -94,7 +106,9 @@ def run(runs: int) -> dict[str, float]:
     imp_bare = statistics.median(import_seconds("textual.app") for _ in range(3))
     b, a = statistics.median(bare), statistics.median(app)
     ok_t, ok_r = a <= TARGET_S, a / b <= TARGET_RATIO
-    print(f"startup: median of {runs} runs under a pty (120x40)")
+    load = os.getloadavg()[0]
+    cache = "bytecode cached" if ENV else "no bytecode cache (--source)"
+    print(f"startup: median of {runs} runs under a pty (120x40), {cache}, load average {load:.2f}")
     print(f"  bare Textual app, first frame:         {b:.3f} s")
     print(
         f"  cmdare-tui --demo, first frame w/ data: {a:.3f} s (target <= {TARGET_S} s: {'PASS' if ok_t else 'MISS'})"
@@ -111,8 +125,11 @@ def run(runs: int) -> dict[str, float]:
 
 
 def import_seconds(module: str) -> float:
+    env = {**os.environ, **ENV}
+    if ENV:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, env=env)
     return time.monotonic() - t0
 
 
@@ -120,8 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="CI-sized: 2 runs")
+    ap.add_argument("--source", action="store_true", help="no bytecode cache: every import compiles")
     a = ap.parse_args(argv)
-    run(2 if a.quick else a.runs)
+    if a.source:
+        run(2 if a.quick else a.runs)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="startup-pyc-") as cache:
+        ENV["PYTHONPYCACHEPREFIX"] = cache
+        try:
+            run(2 if a.quick else a.runs)
+        finally:
+            ENV.clear()
     return 0
 
 

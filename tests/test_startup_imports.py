@@ -1,0 +1,78 @@
+"""Issue 20 (start-up): nothing is imported before it is needed. A structural check, not a timing one:
+importing the app (and building the demo's sources) in a fresh interpreter leaves the plots, the
+planner's models and ranking, the price book, the other source kinds, the recorder, the replay and the
+heavy libraries unloaded; they load when first used (the plot just after the first data frame, the
+planner in a worker after it). The timing is benchmarks/startup.py's job."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+DEFERRED = (
+    "plotext",  # the Job pane's plot: mounted just after the first data frame
+    "textual_plotext",
+    "cmdare.planner.analysis",  # the planner: loaded in a worker after the first frame
+    "cmdare.planner.job_plan",
+    "cmdare.planner.speed.speed_model",
+    "cmdare.planner.speed.speed_fit",
+    "cmdare.planner.risk_cost.shapes",  # ranking
+    "cmdare.planner.risk_cost.sync_shapes",
+    "cmdare.planner.risk_cost.ranking_notes",
+    "cmdare.planner.risk_cost.time_cost",
+    "cmdare.planner.risk_cost.revocation",
+    "cmdare.collectors.pricing",  # the price book: loaded with the planner
+    "cmdare.collectors.jsonl",  # source kinds not asked for
+    "cmdare.collectors.tensorboard",
+    "cmdare.collectors.prometheus_api",
+    "cmdare.collectors.tf_config",
+    "cmdare.collectors.recorder",
+    "cmdare.collectors.replay",
+    "importlib.metadata",  # only for --version
+    "pandas",
+    "sklearn",
+    "scipy",
+    "torch",
+)
+DEMO_ONLY = ("cmdare.demo.cluster", "prometheus_client")  # the demo's exporters: only when a demo runs
+
+
+def _loaded(code: str, names: tuple[str, ...]) -> list[str]:
+    """The names of ``names`` found in sys.modules after running ``code`` in a fresh interpreter."""
+    probe = f"{code}\nimport sys\nprint(','.join(m for m in {names!r} if m in sys.modules))\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
+def test_importing_the_app_loads_nothing_deferred():
+    assert _loaded("import cmdare.tui.app, cmdare.tui.cli", DEFERRED + DEMO_ONLY) == []
+
+
+def test_live_sources_import_only_the_kinds_asked_for():
+    code = (
+        "from cmdare.tui.options import SessionOptions\n"
+        "from cmdare.tui.sources import build_sources\n"
+        "plan = build_sources(SessionOptions(targets=['http://127.0.0.1:9']))\n"
+        "assert len(plan.sources) == 1 and plan.demo is None\n"
+    )
+    assert _loaded(code, DEFERRED + DEMO_ONLY) == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "module"),
+    [
+        ("jsonl=['x.jsonl']", "cmdare.collectors.jsonl"),
+        ("tensorboard=['runs']", "cmdare.collectors.tensorboard"),
+        ("prometheus='http://127.0.0.1:9'", "cmdare.collectors.prometheus_api"),
+    ],
+)
+def test_a_source_kind_loads_when_asked_for(flag: str, module: str):
+    code = (
+        "from cmdare.tui.options import SessionOptions\n"
+        "from cmdare.tui.sources import live_sources\n"
+        f"live_sources(SessionOptions({flag}))\n"
+    )
+    assert _loaded(code, (module,)) == [module]
