@@ -76,3 +76,20 @@ def test_a_source_kind_loads_when_asked_for(flag: str, module: str):
         f"live_sources(SessionOptions({flag}))\n"
     )
     assert _loaded(code, (module,)) == [module]
+
+
+async def test_the_start_up_gc_pause_ends_with_the_first_data_frame():
+    """tui/cli.py turns the garbage collector off while the app starts; the real app (Pilot, demo
+    cluster) turns it back on once its first data frame is drawn, and mounts the Job pane's plot."""
+    import gc
+
+    from tests.test_app_pilot import fast_demo_app, wait_for
+
+    app = fast_demo_app(first_revocation_s=1000)
+    gc.disable()
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.state is not None)
+            await wait_for(pilot, lambda: gc.isenabled() and bool(app.query("#job-plot")))
+    finally:
+        gc.enable()

@@ -8,6 +8,7 @@ and a READ-ONLY badge is always the first thing on the top line."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import time
@@ -48,6 +49,16 @@ PANES: tuple[tuple[str, str, type[Widget]], ...] = (
 COMPACT_WIDTH = 110  # below this width (or 30 rows) one pane at a time, switched with tab / 1-4
 COMPACT_HEIGHT = 30
 WRITE_ACTIONS = frozenset({"export", "screenshot"})  # absent in read-only mode
+
+
+STARTUP_GC_PAUSE_S = 5.0  # the longest the garbage collector stays off at start-up (tui/cli.py turns it off)
+
+
+def _collect_again() -> None:
+    """End the start-up pause of the garbage collector (~10% of importing the app: start-up builds
+    many objects and frees few); a no-op when it was never paused (tests, headless runs)."""
+    if not gc.isenabled():
+        gc.enable()
 
 
 class CmdareApp(App[int]):
@@ -119,6 +130,7 @@ class CmdareApp(App[int]):
         self._focus_pane(0)
         if self._poll:
             self._start_polling()  # the planner is warmed up once the first poll is on screen
+        self.set_timer(STARTUP_GC_PAUSE_S, _collect_again)  # should the first data frame never come
         if not self.is_headless:
             install_quit_signals(self)  # SIGTERM/SIGHUP/SIGINT quit like `q`: the terminal is restored
 
@@ -182,6 +194,7 @@ class CmdareApp(App[int]):
         self._stop.set()  # the screen is going away (however the app ends): the poll loop ends too
 
     def _warm_up_planner(self) -> None:
+        _collect_again()
         if self._poll and not self._prepared:
             self._prepared = True
             self.run_worker(self._prepare, thread=True, name="prepare", group="prepare", exit_on_error=False)

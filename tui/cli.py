@@ -11,6 +11,7 @@ the command name.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
@@ -102,6 +103,8 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
 def run_app(args: argparse.Namespace) -> int:
     """Run the Textual app on the options the command line gives; the exit status."""
     from cmdare.collectors import writes
+
+    gc.disable()  # start-up allocates much and frees little: the app collects again after its first frame
     from cmdare.tui.app import CmdareApp
 
     opts = session_options(args)
