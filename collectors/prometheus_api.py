@@ -214,6 +214,7 @@ class PrometheusAPISource:
         self._server_now = math.nan  # the server's clock when it answered (``vector(time())``)
         self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
         self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
+        self._names: dict[tuple[str, str], tuple[str, str]] = {}  # target → (source, host), made once
 
     def _set_queries(self, tasks: str | None) -> None:
         """The refresh's queries, over every task or (``tasks``) the capped set. Every refresh: the
@@ -489,13 +490,14 @@ class PrometheusAPISource:
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
         out: dict[tuple[str, str], _Target] = {}
-        for r in values:
-            labels = r.get("metric", {})
-            ident, key = _ident(labels), labels.get(KEY_LABEL)
-            if ident in self._current:
-                if key == _T_KEY and ident not in down:
-                    out[ident] = _Target(self._infos[ident][1])
-            elif _job_value(r) and ident not in self._no_info:
+        current, infos, no_info = self._current, self._infos, self._no_info
+        for r in values:  # rows are well formed (decode): ``metric`` is a dict of str
+            labels = r["metric"]
+            ident = ("", labels.get("instance", ""))  # _ident, inlined: ~10 rows a task a refresh
+            if ident in current:
+                if labels.get(KEY_LABEL) == _T_KEY and ident not in down:
+                    out[ident] = _Target(infos[ident][1])
+            elif _job_value(r) and ident not in no_info:
                 return None  # job values from a target we cannot name yet
         return out
 
@@ -513,16 +515,16 @@ class PrometheusAPISource:
         return out
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
-        for r in values:
-            labels = r.get("metric", {})
-            key, val = labels.get(KEY_LABEL, ""), number(r.get("value", [0, ""])[1])
-            tg = targets.get(_ident(labels))
-            if not key or (tg is None and val is None):
+        valid = M.valid_value
+        for r in values:  # rows are well formed (decode): ``metric`` a dict, ``value`` a pair
+            labels = r["metric"]
+            key = labels.get(KEY_LABEL, "")
+            tg = targets.get(("", labels.get("instance", "")))  # _ident, inlined
+            if not key or tg is None:
                 continue
-            if tg is not None and key != _T_KEY and (val is None or not M.valid_value(key, val)):
+            val = number(r["value"][1])
+            if key != _T_KEY and (val is None or not valid(key, val)):
                 tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
-                continue
-            if tg is None:
                 continue
             if key == _T_KEY:
                 tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
@@ -555,7 +557,7 @@ class PrometheusAPISource:
             error=note,
             job_facts=facts,
             elapsed=clock.monotonic() - t0,
-            host=host_name(ident[1]),
+            host=self._names_of(ident)[1],
         )
 
     def _missing(
@@ -590,7 +592,16 @@ class PrometheusAPISource:
         ]
 
     def _source(self, ident: tuple[str, str]) -> str:
-        return f"{self.display}#{ident[1]}"
+        return self._names_of(ident)[0]
+
+    def _names_of(self, ident: tuple[str, str]) -> tuple[str, str]:
+        """A target's source name and host, made once per target (asked every refresh for each)."""
+        names = self._names.get(ident)
+        if names is None:
+            if len(self._names) > 4 * max(caps.current().tasks, len(self._known)):
+                self._names.clear()  # bounded: targets come and go over a long session
+            names = self._names[ident] = (f"{self.display}#{ident[1]}", host_name(ident[1]))
+        return names
 
 
 def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:
