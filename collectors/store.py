@@ -109,6 +109,8 @@ class TaskSeries:
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
     allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
+    version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
+    view: object = field(default=None, repr=False)  # the overview's last figures of this task (its cache)
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, np.float64)
@@ -136,6 +138,7 @@ class TaskSeries:
 
     def append(self, t: float, values: dict[str, float]) -> None:
         self._memo.clear()  # every derived figure below is recomputed from the new point on
+        self.version += 1
         if self._last_values is not None and t == self.last_seen:
             self._last_values.update(values)  # what is known at this scrape time, series read in turns
         else:
