@@ -489,17 +489,22 @@ class PrometheusAPISource:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        out: dict[tuple[str, str], _Target] = {}
         current, infos, no_info = self._current, self._infos, self._no_info
-        for r in values:  # rows are well formed (decode): ``metric`` is a dict of str
-            labels = r["metric"]
-            ident = ("", labels.get("instance", ""))  # _ident, inlined: ~10 rows a task a refresh
-            if ident in current:
-                if labels.get(KEY_LABEL) == _T_KEY and ident not in down:
-                    out[ident] = _Target(infos[ident][1])
-            elif _job_value(r) and ident not in no_info:
-                return None  # job values from a target we cannot name yet
-        return out
+        # rows are well formed (decode): ``metric`` is a dict of str; ~7 rows a task a refresh, so
+        # read in a few comprehensions rather than one loop with branches (``_ident``, inlined)
+        metrics = [r["metric"] for r in values]
+        idents = [("", m.get("instance", "")) for m in metrics]
+        keys = [m.get(KEY_LABEL) for m in metrics]
+        strangers = set(idents) - current - no_info
+        if strangers and any(
+            k != _T_KEY and k not in _NODE_KEYS for i, k in zip(idents, keys, strict=True) if i in strangers
+        ):
+            return None  # job values from a target we cannot name yet
+        return {
+            i: _Target(infos[i][1])
+            for i, k in zip(idents, keys, strict=True)
+            if k == _T_KEY and i in current and i not in down
+        }
 
     def _targets(self, infos: list[dict]) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
