@@ -8,12 +8,18 @@ the shape of the queries cmdare-tui sends and answers like a server that has eve
 * ``cmdare_task_info`` → one identity row per task; ``cmdare_job_info`` → one job; ``up == 0`` → none;
 * node detail and range (backfill) queries → empty answers.
 
+With ``scrape_s`` (benchmarks/prometheus_scale.py ``--synthetic``) it answers like a server scraping
+every ``scrape_s`` seconds: each task's samples change once a scrape (tasks spread over the interval,
+as Prometheus spreads its scrapes), counters grow at 1/s, no task is preempted. Without it (the
+large-input case) every answer carries new values.
+
     with FakePrometheus(100_000) as prom: prom.url
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import subprocess
 import sys
@@ -30,8 +36,17 @@ def _instance(i: int) -> str:
     return f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:9400"
 
 
-def answer(query: str, n: int) -> bytes:
-    """The JSON body for ``query`` over ``n`` tasks."""
+def _scraped(i: int, key: str, now: float, scrape_s: float) -> str:
+    """Task ``i``'s value of ``key`` as of its last scrape, ``scrape_s`` seconds apart."""
+    off = (i * 0.6180339887) % 1.0 * scrape_s
+    t = math.floor((now - off) / scrape_s) * scrape_s + off
+    if key.startswith("__"):
+        return repr(t)
+    return "0" if "preempted" in key else repr(i + t - 1.7e9)
+
+
+def answer(query: str, n: int, scrape_s: float = 0.0) -> bytes:
+    """The JSON body for ``query`` over ``n`` tasks (``scrape_s``: see the module's docstring)."""
     now = time.time()
     m = _TOPK.search(query)
     k = min(n, int(m.group(1))) if m else n
@@ -51,7 +66,12 @@ def answer(query: str, n: int) -> bytes:
         rows = [
             {
                 "metric": {"instance": _instance(i), "cmdare_key": key},
-                "value": [now, str(now - 1 if key.startswith("__") else i + now % 100)],
+                "value": [
+                    now,
+                    _scraped(i, key, now, scrape_s)
+                    if scrape_s
+                    else str(now - 1 if key.startswith("__") else i + now % 100),
+                ],
             }
             for key in _KEY.findall(query)
             if "ps_bytes" not in key and "stage" not in key  # a worker has no PS or pipeline series
@@ -66,7 +86,9 @@ def answer(query: str, n: int) -> bytes:
     return orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}})
 
 
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+async def _handle(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int, scrape_s: float
+) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -75,7 +97,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n:
             body = await reader.readexactly(int(length.group(1))) if length else b""
             target = line.split(" ")[1]
             params = parse_qs(urlsplit(target).query) | parse_qs(body.decode())
-            out = answer(params.get("query", [""])[0], n)
+            out = answer(params.get("query", [""])[0], n, scrape_s)
             writer.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(out)
                 + out
@@ -87,22 +109,22 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n:
         writer.close()
 
 
-async def serve(n: int) -> None:
-    srv = await asyncio.start_server(lambda r, w: _handle(r, w, n), "127.0.0.1", 0, limit=1 << 20)
+async def serve(n: int, scrape_s: float = 0.0) -> None:
+    srv = await asyncio.start_server(lambda r, w: _handle(r, w, n, scrape_s), "127.0.0.1", 0, limit=1 << 20)
     print(srv.sockets[0].getsockname()[1], flush=True)
     async with srv:
         await srv.serve_forever()
 
 
 class FakePrometheus:
-    def __init__(self, n: int) -> None:
-        self.n = n
+    def __init__(self, n: int, scrape_s: float = 0.0) -> None:
+        self.n, self.scrape_s = n, scrape_s
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
     def __enter__(self) -> FakePrometheus:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, str(self.n)], stdout=subprocess.PIPE, text=True
+            [sys.executable, __file__, str(self.n), str(self.scrape_s)], stdout=subprocess.PIPE, text=True
         )
         assert self.proc.stdout is not None
         self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
@@ -115,4 +137,4 @@ class FakePrometheus:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(int(sys.argv[1])))
+    asyncio.run(serve(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else 0.0))

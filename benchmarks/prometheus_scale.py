@@ -3,10 +3,16 @@
 per-task aggregate queries (``sum by (job, instance)``: the server folds ~300 series into ~12).
 
     python benchmarks/prometheus_scale.py [--targets 100,1000] [--refreshes 8] [--quick]
+    python benchmarks/prometheus_scale.py --synthetic 1000,10000 [--scrape 15] [--refreshes 8]
 
 Per N: the monitor's CPU share of one core at a 2 s refresh (Prometheus and the farm run in their
 own processes and are not counted), and wall time per refresh (query + decode + store + overview).
 Targets: <= 10% of one core and <= 200 ms per refresh at 1,000 nodes; growth 100 -> 1,000 shown.
+
+``--synthetic``: the same session against benchmarks/fake_prometheus.py (a synthetic API server in its
+own process, answering like a Prometheus that scrapes every ``--scrape`` s; 0: every answer new) at
+each N in one run: our CPU seconds per refresh (decode, store, overview, rules; Prometheus' own cost
+is not in it), and the growth in CPU per refresh from the first N to the last (issue 20: <= 3x).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def _measure(url: str, n: int, refreshes: int) -> tuple[float, float, list[float], int]:
+async def _measure(url: str, n: int, refreshes: int) -> tuple[float, float, list[float], int, float]:
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 
@@ -62,10 +68,11 @@ async def _measure(url: str, n: int, refreshes: int) -> tuple[float, float, list
             nodes = sum(len(j.nodes) for j in state.jobs)
             await asyncio.sleep(max(0.0, REFRESH_S - (time.monotonic() - start)))
         wall = time.monotonic() - t0
-        share, loop_share = (cpu_seconds() - c0) / wall, (main_thread_cpu() - l0) / wall
+        cpu = cpu_seconds() - c0
+        share, loop_share = cpu / wall, (main_thread_cpu() - l0) / wall
     finally:
         await session.aclose()
-    return share, loop_share, walls, nodes
+    return share, loop_share, walls, nodes, cpu / refreshes
 
 
 def measure(n: int, refreshes: int) -> dict[str, float]:
@@ -79,7 +86,7 @@ def measure(n: int, refreshes: int) -> dict[str, float]:
                 "count(cmdare_worker_steps_total)", lambda r: bool(r) and float(r[0]["value"][1]) >= n, 60
             )
             time.sleep(2 * float(SCRAPE_INTERVAL.rstrip("s")) + 1)  # two scrapes: rates exist
-            share, loop_share, walls, nodes = asyncio.run(_measure(prom.url, n, refreshes))
+            share, loop_share, walls, nodes, _ = asyncio.run(_measure(prom.url, n, refreshes))
         finally:
             prom.stop()
     med = statistics.median(walls)
@@ -89,6 +96,34 @@ def measure(n: int, refreshes: int) -> dict[str, float]:
         f" | nodes seen {nodes}/{n}"
     )
     return {"n": n, "cpu": share, "refresh_s": med, "nodes": nodes}
+
+
+def synthetic(ns: list[int], refreshes: int, scrape_s: float) -> list[dict[str, float]]:
+    """CPU seconds per refresh against the synthetic server at each N (see the docstring)."""
+    from fake_prometheus import FakePrometheus
+
+    print(
+        f"prometheus_scale --synthetic: fake Prometheus (scrape every {scrape_s:g} s), refresh every {REFRESH_S:g} s"
+    )
+    out = []
+    for n in ns:
+        with FakePrometheus(n, scrape_s) as prom:
+            c0 = cpu_seconds()
+            share, _, walls, nodes, per = asyncio.run(_measure(prom.url, n, refreshes))
+        out.append({"n": n, "cpu_per_refresh": per, "cpu": share, "refresh_s": statistics.median(walls)})
+        print(
+            f"  N={n:6d} cpu {per:6.3f} s per refresh ({share:6.1%} of one core) | refresh median "
+            f"{statistics.median(walls) * 1000:5.0f} ms max {max(walls) * 1000:5.0f} ms | nodes {nodes}/{n}"
+            f" | warm-up and measure {cpu_seconds() - c0:.1f} s CPU"
+        )
+    if len(out) > 1:
+        a, b = out[0], out[-1]
+        ratio = b["cpu_per_refresh"] / a["cpu_per_refresh"]
+        print(
+            f"  growth {a['n']:.0f} -> {b['n']:.0f} tasks ({b['n'] / a['n']:.0f}x): CPU per refresh "
+            f"{ratio:.1f}x (target <= 3x: {'PASS' if ratio <= 3 else 'MISS'})"
+        )
+    return out
 
 
 def run(ns: list[int], refreshes: int) -> list[dict[str, float]]:
@@ -118,7 +153,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", default="100,1000")
     ap.add_argument("--refreshes", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="CI-sized: 100 nodes, 4 refreshes")
+    ap.add_argument(
+        "--synthetic", default="", help="task counts against the synthetic server, e.g. 1000,10000"
+    )
+    ap.add_argument(
+        "--scrape", type=float, default=15.0, help="--synthetic: its scrape interval (0: all new)"
+    )
     a = ap.parse_args(argv)
+    if a.synthetic:
+        synthetic([int(x) for x in a.synthetic.split(",")], a.refreshes, a.scrape)
+        return 0
     ns = [100] if a.quick else [int(x) for x in a.targets.split(",")]
     run(ns, 4 if a.quick else a.refreshes)
     return 0

@@ -214,6 +214,7 @@ class PrometheusAPISource:
         self._server_now = math.nan  # the server's clock when it answered (``vector(time())``)
         self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
         self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
+        self._names: dict[tuple[str, str], tuple[str, str]] = {}  # target → (source, host), made once
 
     def _set_queries(self, tasks: str | None) -> None:
         """The refresh's queries, over every task or (``tasks``) the capped set. Every refresh: the
@@ -488,16 +489,22 @@ class PrometheusAPISource:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        out: dict[tuple[str, str], _Target] = {}
-        for r in values:
-            labels = r.get("metric", {})
-            ident, key = _ident(labels), labels.get(KEY_LABEL)
-            if ident in self._current:
-                if key == _T_KEY and ident not in down:
-                    out[ident] = _Target(self._infos[ident][1])
-            elif _job_value(r) and ident not in self._no_info:
-                return None  # job values from a target we cannot name yet
-        return out
+        current, infos, no_info = self._current, self._infos, self._no_info
+        # rows are well formed (decode): ``metric`` is a dict of str; ~7 rows a task a refresh, so
+        # read in a few comprehensions rather than one loop with branches (``_ident``, inlined)
+        metrics = [r["metric"] for r in values]
+        idents = [("", m.get("instance", "")) for m in metrics]
+        keys = [m.get(KEY_LABEL) for m in metrics]
+        strangers = set(idents) - current - no_info
+        if strangers and any(
+            k != _T_KEY and k not in _NODE_KEYS for i, k in zip(idents, keys, strict=True) if i in strangers
+        ):
+            return None  # job values from a target we cannot name yet
+        return {
+            i: _Target(infos[i][1])
+            for i, k in zip(idents, keys, strict=True)
+            if k == _T_KEY and i in current and i not in down
+        }
 
     def _targets(self, infos: list[dict]) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
@@ -513,16 +520,16 @@ class PrometheusAPISource:
         return out
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
-        for r in values:
-            labels = r.get("metric", {})
-            key, val = labels.get(KEY_LABEL, ""), number(r.get("value", [0, ""])[1])
-            tg = targets.get(_ident(labels))
-            if not key or (tg is None and val is None):
+        valid = M.valid_value
+        for r in values:  # rows are well formed (decode): ``metric`` a dict, ``value`` a pair
+            labels = r["metric"]
+            key = labels.get(KEY_LABEL, "")
+            tg = targets.get(("", labels.get("instance", "")))  # _ident, inlined
+            if not key or tg is None:
                 continue
-            if tg is not None and key != _T_KEY and (val is None or not M.valid_value(key, val)):
+            val = number(r["value"][1])
+            if key != _T_KEY and (val is None or not valid(key, val)):
                 tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
-                continue
-            if tg is None:
                 continue
             if key == _T_KEY:
                 tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
@@ -555,7 +562,7 @@ class PrometheusAPISource:
             error=note,
             job_facts=facts,
             elapsed=clock.monotonic() - t0,
-            host=host_name(ident[1]),
+            host=self._names_of(ident)[1],
         )
 
     def _missing(
@@ -590,7 +597,16 @@ class PrometheusAPISource:
         ]
 
     def _source(self, ident: tuple[str, str]) -> str:
-        return f"{self.display}#{ident[1]}"
+        return self._names_of(ident)[0]
+
+    def _names_of(self, ident: tuple[str, str]) -> tuple[str, str]:
+        """A target's source name and host, made once per target (asked every refresh for each)."""
+        names = self._names.get(ident)
+        if names is None:
+            if len(self._names) > 4 * max(caps.current().tasks, len(self._known)):
+                self._names.clear()  # bounded: targets come and go over a long session
+            names = self._names[ident] = (f"{self.display}#{ident[1]}", host_name(ident[1]))
+        return names
 
 
 def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:

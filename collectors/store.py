@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +57,16 @@ class Ring:
         if self._n < size:
             self._n += 1
 
+    @staticmethod
+    def write_aligned(rings: Iterable[Ring], values: list[float], pos: int, times: Ring) -> None:
+        """Append ``values`` to ``rings`` kept in step with ``times`` (same size, length and head:
+        :meth:`aligned_with`, then the same appends), which has just appended at ``pos`` without
+        growing: what :meth:`append` would do to each, without a call per ring."""
+        n, head = times._n, times._head
+        for ring, value in zip(rings, values, strict=True):
+            ring._buf[pos] = value
+            ring._n, ring._head = n, head
+
     def _grow(self, size: int) -> None:
         buf = np.full(size, np.nan, dtype=self._buf.dtype)
         buf[: self._n] = self.last()
@@ -99,6 +109,8 @@ class TaskSeries:
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
     allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
+    version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
+    view: object = field(default=None, repr=False)  # the overview's last figures of this task (its cache)
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, np.float64)
@@ -116,27 +128,37 @@ class TaskSeries:
 
     def is_repeat(self, t: float, values: dict[str, float]) -> bool:
         """The same sample again: a Prometheus server answers with a target's last scrape until it
-        scrapes it anew, so polls faster than its scrape interval repeat samples (NaN-aware)."""
+        scrapes it anew, so polls faster than its scrape interval repeat samples (NaN-aware). A poll
+        reading only some series (a large fleet's value groups are read in turns) repeats when each
+        of its values is the one already held for that scrape time."""
         last = self._last_values
-        if last is None or t != self.last_seen or last.keys() != values.keys():
+        if last is None or t != self.last_seen or not values.keys() <= last.keys():
             return False
-        return all(a == b or (a != a and b != b) for a, b in zip(last.values(), values.values(), strict=True))
+        return all(a == b or (a != a and b != b) for a, b in ((last[k], v) for k, v in values.items()))
 
     def append(self, t: float, values: dict[str, float]) -> None:
         self._memo.clear()  # every derived figure below is recomputed from the new point on
-        self._last_values = dict(values)
-        for key in values:  # a series met late: NaN back to the task's first point (up to the cap)
-            if key not in self.values and len(self.values) < self.max_series:
-                self._index[key] = len(self.values)
-                self.values[key] = Ring.aligned_with(self.times, self.capacity)
+        self.version += 1
+        if self._last_values is not None and t == self.last_seen:
+            self._last_values.update(values)  # what is known at this scrape time, series read in turns
+        else:
+            self._last_values = dict(values)
+        if not values.keys() <= self.values.keys():
+            for key in values:  # a series met late: NaN back to the task's first point (up to the cap)
+                if key not in self.values and len(self.values) < self.max_series:
+                    self._index[key] = len(self.values)
+                    self.values[key] = Ring.aligned_with(self.times, self.capacity)
         limit = None if self.allow is None else self.allow(len(self.values))
+        size, pos = len(self.times._buf), self.times._head
         self.times.append(t, limit)
         self._recent_t.append(t)
-        row = []
-        for key, ring in self.values.items():
-            value = values.get(key, _NAN)
-            ring.append(value, limit)
-            row.append(value)
+        get = values.get
+        row = [get(key, _NAN) for key in self.values]
+        if len(self.times._buf) == size:  # no ring grew: every value ring writes where the times did
+            Ring.write_aligned(self.values.values(), row, pos, self.times)
+        else:
+            for ring, value in zip(self.values.values(), row, strict=True):
+                ring.append(value, limit)
         self._recent_rows.append(tuple(row))
         if math.isnan(self.first_seen):
             self.first_seen = t

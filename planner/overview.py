@@ -3,6 +3,7 @@ Job panes show and what ``snapshot --json`` prints. Pure computation: no I/O, no
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import re
@@ -203,7 +204,7 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     devices, latest = gsrc.derived("gpu", _gpu_detail) if gsrc is not None else ([], {})  # type: ignore[misc]
     owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
     if not owns or gsrc is None:
-        return replace(base, owns_gpu=owns)
+        return HostFigures(base.cpu_pct, base.mem_used, base.mem_total, owns)  # replace(), ~5x cheaper
     if i.gpu_ids:
         g = H.fold_devices(H.owned_devices(devices, i.gpu_ids), latest)
     else:
@@ -234,10 +235,7 @@ def node_view(
     up = state == TaskState.UP.value
     net_in, net_out = _net(ts, host, window)
     hf = host_figures(ts, host, window) if up else HostFigures()
-    started = status.started if status else ts.first_seen
-    own_start = ts.latest(M.K_PROCESS_START)  # the task's own start (exporter / process_start_time_seconds)
-    if own_start is not None and 0 < own_start <= now:
-        started = own_start
+    started = _started(ts, status, now)
     return NodeView(
         name=i.name,
         role=i.role,
@@ -280,6 +278,46 @@ def node_view(
     )
 
 
+def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
+    """When the task's current lifetime began: its own start (exporter / process_start_time_seconds)
+    when plausible, else the lifecycle's, else its first point."""
+    started = status.started if status else ts.first_seen
+    own_start = ts.latest(M.K_PROCESS_START)
+    return own_start if own_start is not None and 0 < own_start <= now else started
+
+
+def cached_view(
+    ts: TaskSeries, status: NodeStatus | None, now: float, host: TaskSeries | None, flags: tuple[str, ...]
+) -> NodeView:
+    """:func:`node_view`, reused while nothing it reads has changed (the task's and its host's points,
+    identity and lifecycle status, flags; through Prometheus at a 15 s scrape and a 2 s refresh most
+    refreshes bring nothing new for most tasks): only the uptime moves with ``now``, recomputed
+    exactly as :func:`node_view` does."""
+    started = _started(ts, status, now)
+    key = (
+        ts.version,
+        ts.info,
+        ts.host,
+        None if host is None else host.version,
+        None
+        if status is None
+        else (status.state, status.started, status.last_error, status.restarts, status.cause),
+        flags,
+        started,
+    )
+    hit = ts.view
+    if type(hit) is tuple and hit[0] == key and hit[1] is host:
+        view: NodeView = hit[2]
+        if view.uptime_s is None:
+            return view
+        fresh = copy.copy(view)
+        object.__setattr__(fresh, "uptime_s", now - started)
+        return fresh
+    view = node_view(ts, status, now, host=host, flags=flags)
+    ts.view = (key, host, view)
+    return view
+
+
 def _unanswered(status: NodeStatus) -> NodeView:
     """A task that never answered (a pending target, or known only from a failed poll)."""
     i: TaskInfo = status.info
@@ -312,7 +350,7 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
     series: dict[str, list[TaskSeries]] = {}
     for key, ts in store.tasks.items():
         flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
-        view = node_view(ts, lifecycle.nodes.get(key), now, host=store.host_of(ts), flags=flags)
+        view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags)
         jobs.setdefault(ts.info.job, []).append(view)
         series.setdefault(ts.info.job, []).append(ts)
     for key, status in lifecycle.nodes.items():  # tasks never answered (pending targets): show them too

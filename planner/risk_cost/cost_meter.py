@@ -58,13 +58,18 @@ class CostMeter:
     def update(self, jobs: list[JobView], now: float) -> dict[str, CostView]:
         """Accrue up to ``now`` (seconds) and return each job's cost view."""
         out: dict[str, CostView] = {}
+        seen: dict[tuple[bool, str, str, str], tuple[float | None, str | None]] = {}  # one book lookup a kind
         for job in jobs:
             rate, unpriced = 0.0, []
             priced = 0
             for n in job.nodes:
                 if n.status != "up":
                     continue
-                r, why = self.node_rate(n)
+                kind = (n.role == "ps" or not n.gpu, n.gpu, n.region, n.provisioning)
+                found = seen.get(kind)
+                if found is None:
+                    found = seen[kind] = self.node_rate(n)
+                r, why = found
                 if r is None:
                     unpriced.append(f"{n.name}: {why}")
                 else:
