@@ -365,12 +365,19 @@ def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[
 
 def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
                     tc: TimeCost, prices: PriceTable) -> dict[str, np.ndarray]:  # fmt: skip
-    n = cols["gpu"].size
-    egress = egress_usd(workload, cols, prices)
     return {
         **cols,
         "steps_per_sec": speed["steps_per_sec"],
         "bottleneck": speed["bottleneck"],
+        **outcome_columns(workload, cols, tc, prices, egress_usd(workload, cols, prices)),
+    }
+
+
+def outcome_columns(workload: Workload, cols: dict[str, np.ndarray], tc: TimeCost, prices: PriceTable,
+                    egress: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+    """The time, cost, risk and price columns every ranked table (PS or synchronous) carries."""
+    n = cols["gpu"].size
+    return {
         "hours_expected": tc.seconds_expected / 3600.0,
         "hours_p50": tc.seconds_p50 / 3600.0,
         "hours_p90": tc.seconds_p90 / 3600.0,

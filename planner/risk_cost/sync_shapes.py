@@ -21,8 +21,6 @@ from cmdare.planner.risk_cost.ranking_notes import (
     Bander,
     RowBand,
     collapse_twins,
-    price_date_label,
-    region_notes,
 )
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.shapes import (
@@ -32,6 +30,7 @@ from cmdare.planner.risk_cost.shapes import (
     UnpricedShapeError,
     egress_usd,
     feasible_rows,
+    outcome_columns,
     pareto_mask,
     run_settings,
     score_rows,
@@ -243,24 +242,5 @@ def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc:
         "exposed_s": t.exposed,
         "step_s": t.step,
         "policy": stc.policy,  # type: ignore[attr-defined]
-        "hours_expected": tc.seconds_expected / 3600.0,
-        "hours_p50": tc.seconds_p50 / 3600.0,
-        "hours_p90": tc.seconds_p90 / 3600.0,
-        "cost_usd_expected": tc.cost_expected,
-        "cost_usd_p50": tc.cost_p50,
-        "cost_usd_p90": tc.cost_p90,
-        "p_revocation": tc.p_revocation,
-        "expected_revocations": tc.expected_revocations,
-        "per_node_risk": tc.per_node_risk,
-        "price_source": np.full(n, prices.source),
-        "price_as_of": np.full(n, prices.as_of),
-        "price_date": np.full(n, price_date_label(prices.book), dtype=object),
-        "egress_usd": egress,
-        "region_note": region_notes(
-            cols["region"],
-            workload.current.region,
-            workload.options.data_region,
-            workload.options.dataset_gb,
-            egress,
-        ),  # fmt: skip
+        **outcome_columns(workload, cols, tc, prices, egress),
     }
