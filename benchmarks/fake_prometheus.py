@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-import subprocess
 import sys
 import time
 from urllib.parse import parse_qs, urlsplit
 
 import orjson
+from child_server import ChildServer
 
 _KEY = re.compile(r'"cmdare_key", "([^"]+?)"')
 _TOPK = re.compile(r"topk\((\d+),")
@@ -116,24 +116,16 @@ async def serve(n: int, scrape_s: float = 0.0) -> None:
         await srv.serve_forever()
 
 
-class FakePrometheus:
+class FakePrometheus(ChildServer):
+    """``with FakePrometheus(n, scrape_s) as prom: prom.url`` (the API server in a child process)."""
+
     def __init__(self, n: int, scrape_s: float = 0.0) -> None:
+        super().__init__(__file__, str(n), str(scrape_s))
         self.n, self.scrape_s = n, scrape_s
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
 
-    def __enter__(self) -> FakePrometheus:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, str(self.n), str(self.scrape_s)], stdout=subprocess.PIPE, text=True
-        )
-        assert self.proc.stdout is not None
-        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 if __name__ == "__main__":

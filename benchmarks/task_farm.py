@@ -16,10 +16,10 @@ import asyncio
 import json
 import re
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from child_server import ChildServer
 
 START = time.time()
 STEP_S = 0.25  # seconds a step (4 steps/s a task), the slowest tasks up to 2x that
@@ -93,23 +93,11 @@ async def serve() -> None:
         await srv.serve_forever()
 
 
-class TaskFarm:
+class TaskFarm(ChildServer):
     """``with TaskFarm() as farm: farm.port`` (one process serving every task)."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
-        self.port = 0
-
-    def __enter__(self) -> TaskFarm:
-        self.proc = subprocess.Popen([sys.executable, __file__], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.port = int(self.proc.stdout.readline())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
+        super().__init__(__file__)
 
 
 if __name__ == "__main__":
