@@ -48,7 +48,10 @@ async def test_job_pane_shows_loss_lr_and_a_loss_plot(tmp_path):
             0.05
         )
         await asyncio.to_thread(_write, run, 20, 40)
-        await _until(pilot, lambda: len(app.state.job().training.loss_points) >= 2)
+        # The writer flushes as it goes: a poll may read the file half-written (loss 0.12 at step 240),
+        # and the next poll reads the rest. Wait for the last value the writer logged.
+        await _until(pilot, lambda: app.state.job().training.loss == pytest.approx(3.0 / 40))
+        assert len(app.state.job().training.loss_points) >= 2
         while pane.plot_kind != "loss":
             pane.next_plot()
         await pilot.pause(0.2)
