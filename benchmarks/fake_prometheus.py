@@ -2,7 +2,9 @@
 benchmarks/large_inputs.py: a real Prometheus cannot scrape 100,000 targets on this machine). It reads
 the shape of the queries cmdare-tui sends and answers like a server that has every task:
 
-* ``count(cmdare_task_info…)`` → ``n``; ``topk(k, …)`` anywhere → only ``k`` tasks (as Prometheus would);
+* ``count(cmdare_task_info…)`` (and of its instances) → ``n``; the longest scrape → 12 ms;
+  ``topk(k, …)`` anywhere → only ``k`` tasks (as Prometheus would); a "scraped since T" filter
+  (``timestamp(…) > T``) → only the tasks whose last scrape is later than T;
 * the ``or``-ed value queries (``label_replace(…, "cmdare_key", "KEY", …)``) → one row per task and
   key a data-parallel worker has (no PS, no pipeline series);
 * ``cmdare_task_info`` → one identity row per task; ``cmdare_job_info`` → one job; ``up == 0`` → none;
@@ -30,16 +32,23 @@ from child_server import ChildServer
 
 _KEY = re.compile(r'"cmdare_key", "([^"]+?)"')
 _TOPK = re.compile(r"topk\((\d+),")
+# "scraped since T" (prometheus_aggregate.changed_tasks)
+_SINCE = re.compile(r"timestamp\([^()]*\) > ([0-9.]+)\)")
 
 
 def _instance(i: int) -> str:
     return f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:9400"
 
 
+def _last_scrape(i: int, now: float, scrape_s: float) -> float:
+    """When task ``i`` was last scraped (tasks spread over the interval, ``scrape_s`` apart)."""
+    off = (i * 0.6180339887) % 1.0 * scrape_s
+    return math.floor((now - off) / scrape_s) * scrape_s + off
+
+
 def _scraped(i: int, key: str, now: float, scrape_s: float) -> str:
     """Task ``i``'s value of ``key`` as of its last scrape, ``scrape_s`` seconds apart."""
-    off = (i * 0.6180339887) % 1.0 * scrape_s
-    t = math.floor((now - off) / scrape_s) * scrape_s + off
+    t = _last_scrape(i, now, scrape_s)
     if key.startswith("__"):
         return repr(t)
     return "0" if "preempted" in key else repr(i + t - 1.7e9)
@@ -58,11 +67,17 @@ def answer(query: str, n: int, scrape_s: float = 0.0) -> bytes:
         rows = [{"metric": {}, "value": [now, str(n)]}]
     elif "node_" in query or "DCGM" in query or "== 0" in query:
         rows = []
+    elif "scrape_duration_seconds" in query:
+        rows = [{"metric": {}, "value": [now, "0.012"]}]
     elif "cmdare_job_info" in query:
         rows = [
             {"metric": {"job": "bench", "exported_job": "big", "model": "ResNet-50"}, "value": [now, "1"]}
         ]
     elif "cmdare_key" in query:
+        since = _SINCE.search(query)
+        tasks = range(k)
+        if since and scrape_s:  # only the tasks scraped after ``since``
+            tasks = [i for i in tasks if _last_scrape(i, now, scrape_s) > float(since.group(1))]
         rows = [
             {
                 "metric": {"instance": _instance(i), "cmdare_key": key},
@@ -75,7 +90,7 @@ def answer(query: str, n: int, scrape_s: float = 0.0) -> bytes:
             }
             for key in _KEY.findall(query)
             if "ps_bytes" not in key and "stage" not in key  # a worker has no PS or pipeline series
-            for i in range(k)
+            for i in tasks
         ]
     else:  # identities
         rows = [

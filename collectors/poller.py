@@ -46,6 +46,7 @@ class Cycle:
     transitions: list[Transition]
     source_errors: dict[str, str] = field(default_factory=dict)
     truncations: dict[str, str] = field(default_factory=dict)  # per source: what its caps dropped
+    unchanged: int = 0  # tasks up but not scraped since the last cycle (no poll: nothing new)
 
     def __post_init__(self) -> None:
         """A source's exception text may quote what it read: cleaned in place (sinks add theirs later)."""
@@ -117,7 +118,8 @@ class Poller:
         transitions = self.lifecycle.observe(polls)
         t = self.clock.now()
         self._update_jobs(t)
-        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations)
+        unchanged = sum(getattr(s, "unchanged", 0) for s in self.sources)
+        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged)
         self.cycles += 1
         self.last_cycle = cycle
         for sink in self.sinks:

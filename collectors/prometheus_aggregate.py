@@ -103,6 +103,26 @@ def capped_tasks(selector: str, cap: int) -> str:
     return f"topk({int(cap)}, {_sel('cmdare_task_info', selector_matchers(selector))})"
 
 
+def changed_tasks(selector: str, tasks: str | None, since: float) -> str:
+    """The task-info series (of ``tasks``, default every task the selector matches) of the targets
+    scraped after ``since`` (server time, seconds): Prometheus compares each target's last scrape
+    time, so a refresh reads only the tasks that have something new."""
+    info = _sel("cmdare_task_info", selector_matchers(selector))
+    return f"({tasks or info} and on (instance) (timestamp({info}) > {since:.3f}))"
+
+
+def lag_query(selector: str) -> str:
+    """The longest scrape of the selected tasks' targets (one row): a sample stamped at its
+    scrape's start is visible only once the scrape has ended, so a "scraped after" filter looks
+    back this far."""
+    return f"max({_of_tasks('scrape_duration_seconds', selector_matchers(selector), '', None)})"
+
+
+def instances_query(selector: str) -> str:
+    """How many scrape targets (``instance`` values) carry the selected task-info series (one row)."""
+    return f"count(count by (instance) ({_sel('cmdare_task_info', selector_matchers(selector))}))"
+
+
 def count_query(selector: str) -> str:
     """How many tasks the selector matches (one row), to say "showing N of M tasks"."""
     return f"count({_sel('cmdare_task_info', selector_matchers(selector))})"

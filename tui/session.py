@@ -219,7 +219,12 @@ class MonitorSession:
         behind = [p for p in cycle.polls if p.ok and p.catching_up]  # answered, but not up to date yet
         answered -= len(behind)
         note = f", {len(behind)} catching up" if behind else ""
-        out.append(SourceStatus("targets", answered == total, f"{answered}/{total} targets answered{note}"))
+        if cycle.unchanged:  # up, not scraped since the last refresh: nothing new to read
+            answered, total = answered + cycle.unchanged, total + cycle.unchanged
+            note += f", {cycle.unchanged:,} unchanged since the last refresh"
+        out.append(
+            SourceStatus("targets", answered == total, f"{answered:,}/{total:,} targets answered{note}")
+        )
         for p in behind[:MAX_FAILURES_SHOWN]:  # by task name: the status line is short, a log path long
             out.append(
                 SourceStatus(
