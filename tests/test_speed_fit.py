@@ -31,3 +31,15 @@ def test_check_mode_passes_and_tolerates_last_bit_differences_only():
     assert not fit_speed_model.close({"a": 1.0}, {"a": 1.001})
     assert not fit_speed_model.close([["x", "1"]], [["y", "1"]])
     assert not fit_speed_model.close({"a": 1}, {"a": 1, "b": 2})
+
+
+def test_one_ps_fit_holds_the_unidentifiable_wire_share():
+    """With one PS, ps_wire cancels out of every prediction: the fit holds it at its stated prior
+    instead of letting the optimiser's numerical noise pick a bound (which moved the held-out 2-PS band
+    between scipy builds)."""
+    from cmdare.planner.speed.speed_fit import PS_WIRE_UNIDENTIFIED, fit_params
+
+    obs = fit_speed_model.load_observations(REPO)
+    one_ps = [o for o in obs if o.ps == 1]
+    assert len(one_ps) < len(obs)  # the vendored data has 2-PS runs
+    assert fit_params(one_ps)["ps_wire"] == PS_WIRE_UNIDENTIFIED

@@ -136,6 +136,11 @@ def _columns(a: dict[str, np.ndarray]) -> np.ndarray:
 
 _PS_START = (1e-3, 1e-5, 3e-9)  # ps_const s, ps_tensor s, ps_param s: small, refined by the joint fit
 _SHAPE_START = (0.1, 2.0, 4.0)  # ps_wire, overlap_q, blend_p
+# Fitted on one-PS rows only, ps_wire is not identifiable (one server holds every byte: wire + (1 − wire)
+# × 1 = 1) and is held here: all per-byte time on the servers' side, the value the fit with the two-PS
+# runs finds (planner/data/speed_model.json). Left free, the optimiser's finite differences moved it to
+# either bound depending on the scipy build, and the held-out two-PS band with it.
+PS_WIRE_UNIDENTIFIED = 0.0
 
 
 def _start(a: dict[str, np.ndarray]) -> np.ndarray:
@@ -170,14 +175,20 @@ def fit_params(observations: Sequence) -> dict[str, float]:
     lower = np.array([BOUNDED.get(k, (0.0, np.inf))[0] for k in names])
     upper = np.array([BOUNDED.get(k, (0.0, np.inf))[1] for k in names])
     x0 = np.clip(x0, lower, upper)
+    free = np.ones(len(names), dtype=bool)
+    if not (a["ps"] > 1).any():  # one PS: every byte is the busiest server's, so ps_wire has no effect
+        x0[names.index("ps_wire")] = PS_WIRE_UNIDENTIFIED
+        free[names.index("ps_wire")] = False  # held, not fitted: else numerical noise sets it (0 or 1)
 
     def residual(u: np.ndarray) -> np.ndarray:
-        return np.log(_predict(u * scale, a) / a["y"])
+        x = x0.copy()
+        x[free] = u * scale[free]
+        return np.log(_predict(x, a) / a["y"])
 
     res = least_squares(
         residual,
-        x0 / scale,
-        bounds=(lower / scale, upper / scale),
+        x0[free] / scale[free],
+        bounds=(lower[free] / scale[free], upper[free] / scale[free]),
         method="trf",
         loss="soft_l1",
         f_scale=0.05,
@@ -185,6 +196,7 @@ def fit_params(observations: Sequence) -> dict[str, float]:
         xtol=1e-12,
         ftol=1e-12,
     )
-    theta = res.x * scale
+    theta = x0.copy()
+    theta[free] = res.x * scale[free]
     theta = np.where(theta < 1e-20, 0.0, theta)  # numerically zero NNLS coefficients
     return {k: float(f"{v:.6g}") for k, v in zip(names, theta, strict=True)}
