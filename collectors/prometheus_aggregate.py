@@ -103,12 +103,31 @@ def capped_tasks(selector: str, cap: int) -> str:
     return f"topk({int(cap)}, {_sel('cmdare_task_info', selector_matchers(selector))})"
 
 
-def changed_tasks(selector: str, tasks: str | None, since: float) -> str:
-    """The task-info series (of ``tasks``, default every task the selector matches) of the targets
-    scraped after ``since`` (server time, seconds): Prometheus compares each target's last scrape
-    time, so a refresh reads only the tasks that have something new."""
+def changed_values_query(
+    selector: str, keys: Container[str], since: float, *, scrape_time: bool, tasks: str | None = None
+) -> str:
+    """:func:`values_query` for the targets scraped after ``since`` (server time, seconds) only:
+    Prometheus compares each target's last scrape time, so a refresh reads only the tasks that have
+    something new. The selector and the filter join once, around the whole ``or`` (not once per
+    series key: each join costs the server a pass over every task-info series). ``tasks``: the
+    capped task set (:func:`capped_tasks`), else every task the selector matches."""
     info = _sel("cmdare_task_info", selector_matchers(selector))
-    return f"({tasks or info} and on (instance) (timestamp({info}) > {since:.3f}))"
+    parts = []
+    for key, agg, metric, extra, by in _VALUE_QUERIES:
+        if key not in keys:
+            continue
+        group = "instance" + (f", {by}" if by else "")
+        expr = f"max by ({group}) ({agg} by (job, {group}) ({_sel(metric, '', extra)}))"
+        label = f"{key}$1}}" if by else key
+        parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{label}", "{by}", "{"(.*)" if by else ""}")')
+    if scrape_time:
+        parts.append(
+            f'label_replace(max by (instance) (timestamp({info})), "{KEY_LABEL}", "{_T_KEY}", "", "")'
+        )
+    changed = f"(timestamp({info}) > {since:.3f})"
+    if tasks:
+        changed = f"({tasks} and on (instance) {changed})"
+    return f"({' or '.join(parts)}) and on (instance) {changed}"
 
 
 def lag_query(selector: str) -> str:

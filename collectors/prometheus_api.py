@@ -68,7 +68,7 @@ from cmdare.collectors.prometheus_aggregate import (
     _of_tasks,
     _sel,
     capped_tasks,
-    changed_tasks,
+    changed_values_query,
     count_query,
     instances_query,
     lag_query,
@@ -247,18 +247,15 @@ class PrometheusAPISource:
     def _changed_queries(self) -> list[str] | None:
         """Above ``detail_tasks`` tasks, between the reads of who the tasks are: every value of the
         targets scraped since the last refresh (less the longest scrape and a margin: a sample is
-        stamped when its scrape began), in the same three queries; None when a full read is due.
-        At a 15 s scrape and a 2 s refresh about one task in six has something new."""
+        stamped when its scrape began), in two queries the server evaluates side by side; None when
+        a full read is due. At a 15 s scrape and a 2 s refresh about one task in six has something new."""
         if self._since is None or self._full_due or self._infos_due():
             return None
         since = self._since - self._lag - LOOK_BACK_MARGIN_S
-        changed = changed_tasks(self.selector, self._tasks_expr, since)
+        first, rest = [*_ALWAYS_KEYS, *self._group_keys[0]], self._group_keys[1]
         return [
-            values_query(self.selector, _ALWAYS_KEYS, tasks=changed),
-            *(
-                values_query(self.selector, keys, scrape_time=False, tasks=changed)
-                for keys in self._group_keys
-            ),
+            changed_values_query(self.selector, first, since, scrape_time=True, tasks=self._tasks_expr),
+            changed_values_query(self.selector, rest, since, scrape_time=False, tasks=self._tasks_expr),
         ]
 
     async def _count_tasks(self, client: httpx.AsyncClient, at: float) -> None:
@@ -352,7 +349,8 @@ class PrometheusAPISource:
             self._down_query(),  # only the targets Prometheus cannot reach
             *(changed or [self._always_query, *groups]),
         ]
-        watch = [] if small else [instances_query(sel), lag_query(sel)]  # one row each
+        # one row each; the longest scrape changes slowly: read with the identities
+        watch = [] if small else [instances_query(sel), lag_query(sel) if self._infos_due() else ""]
         due = self._node_detail_due()
         self._polls += 1
         budget = self.budget()
@@ -380,8 +378,9 @@ class PrometheusAPISource:
         if count is not None:
             total = int(number(count[0].get("value", [0, 0])[1]) or 0) if count else 0
             self._full_due = min(total, caps.current().tasks) != len(self._current)
-        longest = number(lag[0].get("value", [0, 0])[1]) if lag else None
-        self._lag = min(max(longest or 0.0, 0.0), MAX_LOOK_BACK_S)
+        if lag is not None:
+            longest = number(lag[0].get("value", [0, 0])[1]) if lag else None
+            self._lag = min(max(longest or 0.0, 0.0), MAX_LOOK_BACK_S)
 
     def _down_query(self) -> str:
         """``up == 0`` of the selected targets, and of the known tasks' instances (a selector on
