@@ -3,7 +3,6 @@ Job panes show and what ``snapshot --json`` prints. Pure computation: no I/O, no
 
 from __future__ import annotations
 
-import copy
 import functools
 import math
 import re
@@ -37,7 +36,7 @@ class NodeView:
     gpu_util: float | None  # % (DCGM, the task's own GPUs), when exported
     net_in_bps: float | None  # bytes/s: the PS's own traffic for a PS, else node_exporter NIC
     net_out_bps: float | None
-    uptime_s: float | None
+    started_at: float | None  # Unix s: start of the task's current lifetime (None unless up); see uptime_s()
     last_error: str | None
     restarts: int
     cause: str
@@ -56,8 +55,16 @@ class NodeView:
     rank: str = ""  # sync jobs: global rank and rank on its node, as the exporter declares them
     local_rank: str = ""
 
-    def to_json(self) -> dict:
+    def uptime_s(self, now: float) -> float | None:
+        """Seconds since the task's current lifetime began, at ``now`` (None unless up). The view
+        holds the start, not the uptime, so a task with nothing new keeps the same view from one
+        refresh to the next (renderers and rules pass the state's time)."""
+        return None if self.started_at is None else now - self.started_at
+
+    def to_json(self, now: float) -> dict:
         out = asdict(self)
+        del out["started_at"]
+        out["uptime_s"] = self.uptime_s(now)
         out["flags"] = list(self.flags)
         return out
 
@@ -119,7 +126,8 @@ class JobView:
     def workers(self) -> list[NodeView]:
         return [n for n in self.nodes if n.role in ("worker", "chief")]
 
-    def to_json(self) -> dict:
+    def to_json(self, now: float) -> dict:
+        """The job as a JSON-ready dict at ``now`` (the state's time: node uptimes are counted to it)."""
         return {
             "name": self.name,
             "model": self.facts.model.name,
@@ -130,7 +138,7 @@ class JobView:
             "eta_seconds": _finite(self.eta_seconds),
             "sync": self.sync,
             "sync_how": self.sync_how,
-            "nodes": [n.to_json() for n in self.nodes],
+            "nodes": [n.to_json(now) for n in self.nodes],
             "training": None
             if self.training is None
             else {
@@ -253,7 +261,7 @@ def node_view(
         gpu_util=hf.gpu_util,
         net_in_bps=_finite(net_in) if up else None,
         net_out_bps=_finite(net_out) if up else None,
-        uptime_s=(now - started) if up and started and math.isfinite(started) else None,
+        started_at=started if up and started and math.isfinite(started) else None,
         last_error=status.last_error if status else None,
         restarts=status.restarts if status else 0,
         cause=status.cause if status else "",
@@ -289,11 +297,11 @@ def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
 def cached_view(
     ts: TaskSeries, status: NodeStatus | None, now: float, host: TaskSeries | None, flags: tuple[str, ...]
 ) -> NodeView:
-    """:func:`node_view`, reused while nothing it reads has changed (the task's and its host's points,
-    identity and lifecycle status, flags; through Prometheus at a 15 s scrape and a 2 s refresh most
-    refreshes bring nothing new for most tasks): only the uptime moves with ``now``, recomputed
-    exactly as :func:`node_view` does."""
-    started = _started(ts, status, now)
+    """:func:`node_view`, the same object while nothing it reads has changed (the task's and its
+    host's points, identity and lifecycle status, flags, start: through Prometheus at a 15 s scrape
+    and a 2 s refresh most refreshes bring nothing new for most tasks). The view holds no time of
+    its own (uptime is counted from ``started_at`` by who shows it), so reuse is exact."""
+    started = _started(ts, status, now)  # a start reported ahead of our clock counts once it is past
     key = (
         ts.version,
         ts.info,
@@ -307,12 +315,7 @@ def cached_view(
     )
     hit = ts.view
     if type(hit) is tuple and hit[0] == key and hit[1] is host:
-        view: NodeView = hit[2]
-        if view.uptime_s is None:
-            return view
-        fresh = copy.copy(view)
-        object.__setattr__(fresh, "uptime_s", now - started)
-        return fresh
+        return hit[2]
     view = node_view(ts, status, now, host=host, flags=flags)
     ts.view = (key, host, view)
     return view

@@ -38,7 +38,7 @@ def test_values_read_in_turns_are_stored_once_per_scrape():
     assert len(ts.times) == 5
 
 
-def test_cached_figures_equal_fresh_ones_and_uptime_moves():
+def test_cached_figures_are_the_same_view_and_uptime_moves():
     store, life = Store(), Lifecycle()
     for t in (100.0, 115.0):
         poll = ok(t, **{STEPS: t, SUM: t / 2, COUNT: t})
@@ -47,8 +47,8 @@ def test_cached_figures_equal_fresh_ones_and_uptime_moves():
     ts, status = store.tasks[W.key], life.nodes[W.key]
     first = cached_view(ts, status, 120.0, None, ())
     again = cached_view(ts, status, 125.0, None, ())
-    assert again == node_view(ts, status, 125.0)
-    assert again.uptime_s is not None and again.uptime_s - first.uptime_s == 5.0
+    assert again is first and again == node_view(ts, status, 125.0)  # nothing new: the same object
+    assert again.uptime_s(125.0) is not None and again.uptime_s(125.0) - first.uptime_s(120.0) == 5.0
     store.add(ok(130.0, **{STEPS: 160.0, SUM: 65.0, COUNT: 130.0}))  # a new point: recomputed
     assert cached_view(ts, status, 131.0, None, ()) == node_view(ts, status, 131.0)
     assert cached_view(ts, status, 131.0, None, ("duplicate-identity",)).flags == ("duplicate-identity",)

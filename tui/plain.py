@@ -69,7 +69,7 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
     if state.demo:
         console.print("DEMO: simulated cluster on loopback, calibrated from CM-DARE measurements")
     for job in state.jobs:
-        print_job(console, job, state.planner)
+        print_job(console, job, state.planner, state.t)
     a = _table("Alerts", ("Severity", "Kind", "Subject", "Message"))
     for al in state.alerts:
         _row(
@@ -84,8 +84,8 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
         console.print(Text(f"source: {s.message}"))
 
 
-def print_job(console: Console, job: JobView, planner: PlannerView) -> None:
-    """One job: its figures, what the planner says of it, its top plans and its tasks."""
+def print_job(console: Console, job: JobView, planner: PlannerView, now: float) -> None:
+    """One job: its figures, what the planner says of it, its top plans and its tasks (uptimes at ``now``)."""
     console.print(Text(
         f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
         f"measured{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
@@ -106,7 +106,7 @@ def print_job(console: Console, job: JobView, planner: PlannerView) -> None:
     plans = plans_table(view) if view is not None else None
     if plans is not None:
         console.print(plans)
-    console.print(cluster_table(job))
+    console.print(cluster_table(job, now))
 
 
 def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
@@ -176,8 +176,8 @@ def _pct(x: float) -> str:
     return f"{x:+.0%}".replace("-", "−")
 
 
-def cluster_table(job: JobView) -> Table:
-    """One row per task of the job."""
+def cluster_table(job: JobView, now: float) -> Table:
+    """One row per task of the job (uptimes at ``now``)."""
     t = _table("Cluster", ("Status", "Task", "Role", "GPU", "Where", "Steps/s", "Step ms", "Net in", "Up"))
     for n in job.nodes:
         _row(
@@ -190,6 +190,6 @@ def cluster_table(job: JobView) -> Table:
             rate(n.steps_per_sec),
             num(n.step_seconds * 1000 if n.step_seconds else None, 0),
             bytes_rate(n.net_in_bps),
-            duration(n.uptime_s),
+            duration(n.uptime_s(now)),
         )
     return t

@@ -75,7 +75,7 @@ class MonitorState:
             "time": self.t,
             "demo": self.demo,
             "read_only": self.read_only,
-            "jobs": [j.to_json() for j in self.jobs],
+            "jobs": [j.to_json(self.t) for j in self.jobs],
             "alerts": [a.to_json() for a in self.alerts],
             "sources": [s.__dict__ for s in self.sources],
             "planner": planner_view_json(self.planner),

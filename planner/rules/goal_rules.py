@@ -112,7 +112,7 @@ def cost_overrun_rule(ctx: AlertContext) -> list[Finding]:
         spent = goal.spent_usd
         if spent is None:  # lower bound: the current lifetimes of the nodes that are up
             spent = sum(
-                (node_usd_per_hour(book, n) or 0.0) * (n.uptime_s or 0.0) / 3600
+                (node_usd_per_hour(book, n) or 0.0) * (n.uptime_s(ctx.now) or 0.0) / 3600
                 for n in job.nodes
                 if n.status == "up"
             )

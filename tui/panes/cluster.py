@@ -41,8 +41,8 @@ def used_of(used: float | None, total: float | None, unit: float) -> str:
     return f"{used / unit:.1f}/{total / unit:.0f}G"
 
 
-def node_cells(n: NodeView, marks: list[str]) -> tuple[object, ...]:
-    """The cells of a task's row (made when the row is painted)."""
+def node_cells(n: NodeView, marks: list[str], now: float) -> tuple[object, ...]:
+    """The cells of a task's row (made when the row is painted; uptime at ``now``)."""
     status = Text(f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
     flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
@@ -50,22 +50,23 @@ def node_cells(n: NodeView, marks: list[str]) -> tuple[object, ...]:
     gpu_pct = f"{n.gpu_util:.0f}%" if n.gpu_util is not None else "–"
     cells = (status, n.name, n.role, rate(n.steps_per_sec), gpu_name(n), cpu,
              used_of(n.mem_used_bytes, n.mem_total_bytes, 2**30), gpu_pct, provisioning(n.provisioning), flag,
-             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s), region_code(n.region),
+             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s(now)), region_code(n.region),
              num(step_ms, 0), bytes_rate(n.net_in_bps))  # fmt: skip
     return cells
 
 
-def node_sort(n: NodeView, marks: list[str]) -> tuple[object, ...]:
+def node_sort(n: NodeView, marks: list[str], now: float) -> tuple[object, ...]:
     """The raw values a task's row sorts by, one per column (made only when the table sorts)."""
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
     return (n.status, n.name, n.role, n.steps_per_sec, gpu_name(n), n.cpu_pct, n.mem_used_bytes, n.gpu_util,
-            n.provisioning, ",".join(marks), n.gpu_mem_used_mib, n.uptime_s, n.region, step_ms, n.net_in_bps)  # fmt: skip
+            n.provisioning, ",".join(marks), n.gpu_mem_used_mib, n.uptime_s(now), n.region, step_ms, n.net_in_bps)  # fmt: skip
 
 
-def node_row(job: JobView, n: NodeView, marks: list[str]) -> Row:
-    """One task's table row (cells made when painted, sort keys when sorting); ``marks`` are the flags raised on it."""
+def node_row(job: JobView, n: NodeView, marks: list[str], now: float) -> Row:
+    """One task's table row (cells made when painted, sort keys when sorting); ``marks`` are the flags
+    raised on it; uptimes at ``now``."""
     marks = [*n.flags, *marks]
-    return Row(f"{job.name}/{n.name}", partial(node_cells, n, marks), partial(node_sort, n, marks))
+    return Row(f"{job.name}/{n.name}", partial(node_cells, n, marks, now), partial(node_sort, n, marks, now))
 
 
 def role_summary(jobs: list[JobView]) -> Text:
@@ -107,7 +108,7 @@ class ClusterPane(Vertical):
                 marks = flags.get(f"{job.name}/{n.name}", [])
                 if n.role == "ps":
                     marks = marks + [k for k in flags.get(job.name, []) if k == "ps-saturation"]
-                rows.append(node_row(job, n, marks))
+                rows.append(node_row(job, n, marks, state.t))
         self.query_one(FilterTable).set_rows(rows)
         self.query_one("#cluster-summary", Static).update(
             role_summary(state.jobs), layout=False
