@@ -54,6 +54,9 @@ class Lifecycle:
     _answered: dict[str, int] = field(default_factory=dict)  # source -> the last cycle it answered in
     _host_sources: set[str] = field(default_factory=set)  # node_exporter / DCGM targets
     _cycle: int = 0
+    _running: dict[str, tuple[float, TaskInfo, Lifetime]] = field(
+        default_factory=dict
+    )  # made once a lifetime
 
     def resolve(self, polls: list[TaskPoll]) -> list[TaskPoll]:
         """Identities before anything is stored. A target that has never answered is *pending*
@@ -205,12 +208,18 @@ class Lifecycle:
         return Lifetime(key, node.started, end, cause, i.gpu, i.region, i.provisioning)
 
     def all_lifetimes(self) -> list[Lifetime]:
-        """Closed lifetimes plus the running ones (``end=None``)."""
-        running = [
-            self._lifetime(k, n, None, "running")
-            for k, n in self.nodes.items()
-            if n.state not in (TaskState.REVOKED, TaskState.PENDING)
-        ]
+        """Closed lifetimes plus the running ones (``end=None``); a running one is made once per
+        start and identity, not on every call (asked after every refresh, for every task)."""
+        running, made = [], self._running
+        for k, n in self.nodes.items():
+            if n.state in (TaskState.REVOKED, TaskState.PENDING):
+                continue
+            hit = made.get(k)
+            if hit is None or hit[0] != n.started or (hit[1] is not n.info and hit[1] != n.info):
+                hit = made[k] = (n.started, n.info, self._lifetime(k, n, None, "running"))
+            running.append(hit[2])
+        if len(made) > 2 * len(self.nodes):  # tasks gone for good: keep the memo bounded
+            self._running = {k: v for k, v in made.items() if k in self.nodes}
         return [*self.lifetimes, *running]
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from cmdare.collectors import metrics as M
 
 KEY_LABEL = "cmdare_key"
-_T_KEY = "__scrape_time"
-_NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
-_ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
-_STEP_KEYS = (  # one group; the rest another
+T_KEY = "__scrape_time"
+NODE_KEYS = (M.K_NET_RX, M.K_NET_TX, M.K_CPU_BUSY, M.K_GPU_UTIL)  # a task page's own (rare) node series
+ALWAYS_KEYS = (M.K_PREEMPTED,)  # read on every refresh, with the scrape times
+STEP_KEYS = (  # one group; the rest another
     M.K_WORKER_STEPS,
     M.K_STEP_SECONDS_SUM,
     M.K_STEP_SECONDS_COUNT,
@@ -26,7 +26,7 @@ _STEP_KEYS = (  # one group; the rest another
     M.K_ALLREDUCE_SECONDS_COUNT,
 )
 # (series key, aggregation, metric, extra matchers, extra grouping label)
-_VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
+VALUE_QUERIES: tuple[tuple[str, str, str, str, str], ...] = (
     (M.K_GLOBAL_STEP, "max", "cmdare_global_step", "", ""),
     (M.K_WORKER_STEPS, "sum", "cmdare_worker_steps_total", "", ""),
     (M.K_EXAMPLES, "sum", "cmdare_examples_total", "", ""),
@@ -53,12 +53,12 @@ def selector_matchers(selector: str) -> str:
     return s
 
 
-def _sel(metric: str, base: str, extra: str = "") -> str:
+def metric_selector(metric: str, base: str, extra: str = "") -> str:
     inner = ",".join(x for x in (base, extra) if x)
     return f"{metric}{{{inner}}}" if inner else metric
 
 
-def _of_tasks(metric: str, base: str, extra: str = "", tasks: str | None = None) -> str:
+def of_tasks(metric: str, base: str, extra: str = "", tasks: str | None = None) -> str:
     """``metric{extra}`` of the targets whose ``cmdare_task_info`` matches the selector. The
     exporter's own labels (``exported_job``, ``role``, ``region``…) are on its info series only, so
     the selector picks targets there and the values join on ``instance``: any label works, with or
@@ -66,8 +66,8 @@ def _of_tasks(metric: str, base: str, extra: str = "", tasks: str | None = None)
     the scrape config's). ``tasks``: the task-info expression that picks the tasks (default every
     task the selector matches; :func:`capped_tasks` past the tasks cap)."""
     if not base and tasks is None:
-        return _sel(metric, "", extra)
-    return f"({_sel(metric, '', extra)} and on (instance) {tasks or _sel('cmdare_task_info', base)})"
+        return metric_selector(metric, "", extra)
+    return f"({metric_selector(metric, '', extra)} and on (instance) {tasks or metric_selector('cmdare_task_info', base)})"
 
 
 def values_query(
@@ -75,24 +75,24 @@ def values_query(
 ) -> str:
     """The single ``or`` query that fetches every per-task value (or those of ``keys``), keyed by
     ``cmdare_key``; with ``scrape_time`` also each target's last scrape time. ``tasks``: see
-    :func:`_of_tasks`."""
+    :func:`of_tasks`."""
     base = selector_matchers(selector)
     parts = []
-    for key, agg, metric, extra, by in _VALUE_QUERIES:
+    for key, agg, metric, extra, by in VALUE_QUERIES:
         if keys is not None and key not in keys:
             continue
         group = "instance" + (f", {by}" if by else "")
         # per scrape target, then one answer per instance (a target two scrape configs read counts once)
-        expr = f"max by ({group}) ({agg} by (job, {group}) ({_of_tasks(metric, base, extra, tasks)}))"
+        expr = f"max by ({group}) ({agg} by (job, {group}) ({of_tasks(metric, base, extra, tasks)}))"
         if by:  # one key per label value, e.g. cmdare_stage_bytes_sent_total{peer=stage-1}
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}$1}}", "{by}", "(.*)")')
         else:
             parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{key}", "", "")')
     if scrape_time:
-        ts = f"max by (instance) (timestamp({_sel('cmdare_task_info', base)}))"
+        ts = f"max by (instance) (timestamp({metric_selector('cmdare_task_info', base)}))"
         if tasks:
             ts = f"({ts} and on (instance) {tasks})"
-        parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{_T_KEY}", "", "")')
+        parts.append(f'label_replace({ts}, "{KEY_LABEL}", "{T_KEY}", "", "")')
     return " or ".join(parts)
 
 
@@ -100,7 +100,7 @@ def capped_tasks(selector: str, cap: int) -> str:
     """The task-info series of at most ``cap`` tasks: ``topk`` keeps the first ``cap`` series in the
     server's own order (all values are 1, so ties keep the order in which series are read: the
     same tasks from one refresh to the next while the fleet does not change)."""
-    return f"topk({int(cap)}, {_sel('cmdare_task_info', selector_matchers(selector))})"
+    return f"topk({int(cap)}, {metric_selector('cmdare_task_info', selector_matchers(selector))})"
 
 
 def changed_values_query(
@@ -111,18 +111,18 @@ def changed_values_query(
     something new. The selector and the filter join once, around the whole ``or`` (not once per
     series key: each join costs the server a pass over every task-info series). ``tasks``: the
     capped task set (:func:`capped_tasks`), else every task the selector matches."""
-    info = _sel("cmdare_task_info", selector_matchers(selector))
+    info = metric_selector("cmdare_task_info", selector_matchers(selector))
     parts = []
-    for key, agg, metric, extra, by in _VALUE_QUERIES:
+    for key, agg, metric, extra, by in VALUE_QUERIES:
         if key not in keys:
             continue
         group = "instance" + (f", {by}" if by else "")
-        expr = f"max by ({group}) ({agg} by (job, {group}) ({_sel(metric, '', extra)}))"
+        expr = f"max by ({group}) ({agg} by (job, {group}) ({metric_selector(metric, '', extra)}))"
         label = f"{key}$1}}" if by else key
         parts.append(f'label_replace({expr}, "{KEY_LABEL}", "{label}", "{by}", "{"(.*)" if by else ""}")')
     if scrape_time:
         parts.append(
-            f'label_replace(max by (instance) (timestamp({info})), "{KEY_LABEL}", "{_T_KEY}", "", "")'
+            f'label_replace(max by (instance) (timestamp({info})), "{KEY_LABEL}", "{T_KEY}", "", "")'
         )
     changed = f"(timestamp({info}) > {since:.3f})"
     if tasks:
@@ -134,17 +134,17 @@ def lag_query(selector: str) -> str:
     """The longest scrape of the selected tasks' targets (one row): a sample stamped at its
     scrape's start is visible only once the scrape has ended, so a "scraped after" filter looks
     back this far."""
-    return f"max({_of_tasks('scrape_duration_seconds', selector_matchers(selector), '', None)})"
+    return f"max({of_tasks('scrape_duration_seconds', selector_matchers(selector), '', None)})"
 
 
 def instances_query(selector: str) -> str:
     """How many scrape targets (``instance`` values) carry the selected task-info series (one row)."""
-    return f"count(count by (instance) ({_sel('cmdare_task_info', selector_matchers(selector))}))"
+    return f"count(count by (instance) ({metric_selector('cmdare_task_info', selector_matchers(selector))}))"
 
 
 def count_query(selector: str) -> str:
     """How many tasks the selector matches (one row), to say "showing N of M tasks"."""
-    return f"count({_sel('cmdare_task_info', selector_matchers(selector))})"
+    return f"count({metric_selector('cmdare_task_info', selector_matchers(selector))})"
 
 
 AGG_LABEL = "cmdare_agg"
@@ -159,7 +159,7 @@ def role_query(selector: str, window: str = "1m") -> str:
 
     A task's step rate is first folded per instance (a target two scrape configs read counts
     once), then given its role from its ``cmdare_task_info`` series (the exporter's labels)."""
-    info = _sel("cmdare_task_info", selector_matchers(selector))
+    info = metric_selector("cmdare_task_info", selector_matchers(selector))
     per_task = (
         f"(max by (instance) (rate(cmdare_worker_steps_total[{window}])) "
         f"* on (instance) group_left (job, exported_job, role) max by (instance, {_ROLE_BY}) ({info}))"

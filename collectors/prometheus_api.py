@@ -59,19 +59,19 @@ from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.hostdetail import host_name
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
 from cmdare.collectors.prometheus_aggregate import (
-    _ALWAYS_KEYS,
-    _NODE_KEYS,
-    _STEP_KEYS,
-    _T_KEY,
-    _VALUE_QUERIES,
+    ALWAYS_KEYS,
     KEY_LABEL,
-    _of_tasks,
-    _sel,
+    NODE_KEYS,
+    STEP_KEYS,
+    T_KEY,
+    VALUE_QUERIES,
     capped_tasks,
     changed_values_query,
     count_query,
     instances_query,
     lag_query,
+    metric_selector,
+    of_tasks,
     selector_matchers,
     values_query,
 )
@@ -84,7 +84,7 @@ from cmdare.collectors.prometheus_answers import (
     server_time,
 )
 from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
-from cmdare.collectors.prometheus_hosts import host_polls, host_query, instance_matcher
+from cmdare.collectors.prometheus_hosts import exact_instances, host_polls, host_query
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import describe_error
@@ -233,11 +233,11 @@ class PrometheusAPISource:
         small clusters, in turns above ``detail_tasks`` tasks (Prometheus' cost is ~15 µs a series;
         it scrapes every 5–15 s anyway, so each is still read in time)."""
         self._tasks_expr = tasks
-        self._info_query = tasks or _sel("cmdare_task_info", self.selector)
-        job_keys = [k for k, *_ in _VALUE_QUERIES if k not in _NODE_KEYS]
-        self._always_query = values_query(self.selector, _ALWAYS_KEYS, tasks=tasks)
+        self._info_query = tasks or metric_selector("cmdare_task_info", self.selector)
+        job_keys = [k for k, *_ in VALUE_QUERIES if k not in NODE_KEYS]
+        self._always_query = values_query(self.selector, ALWAYS_KEYS, tasks=tasks)
         self._group_keys = tuple(
-            [k for k in job_keys if k not in _ALWAYS_KEYS and (k in _STEP_KEYS) == steps]
+            [k for k in job_keys if k not in ALWAYS_KEYS and (k in STEP_KEYS) == steps]
             for steps in (True, False)
         )
         self._group_queries = tuple(
@@ -252,7 +252,7 @@ class PrometheusAPISource:
         if self._since is None or self._full_due or self._infos_due():
             return None
         since = self._since - self._lag - LOOK_BACK_MARGIN_S
-        first, rest = [*_ALWAYS_KEYS, *self._group_keys[0]], self._group_keys[1]
+        first, rest = [*ALWAYS_KEYS, *self._group_keys[0]], self._group_keys[1]
         return [
             changed_values_query(self.selector, first, since, scrape_time=True, tasks=self._tasks_expr),
             changed_values_query(self.selector, rest, since, scrape_time=False, tasks=self._tasks_expr),
@@ -345,7 +345,7 @@ class PrometheusAPISource:
         groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
         queries = [
             self._info_query if self._infos_due() else "",
-            f"topk by (job, exported_job) (1, {_of_tasks('cmdare_job_info', sel)})",  # one row per job
+            f"topk by (job, exported_job) (1, {of_tasks('cmdare_job_info', sel)})",  # one row per job
             self._down_query(),  # only the targets Prometheus cannot reach
             *(changed or [self._always_query, *groups]),
         ]
@@ -366,8 +366,8 @@ class PrometheusAPISource:
             self._watch(*res[len(queries) :])
             res = res[: len(queries)]
         self._server_now = server_time(clock_rows) if clock_rows else math.nan
-        hosts = {host_name(i) for _, i in self._known}
-        if due and self._node_task is None and hosts:  # starts after the refresh's own queries
+        if due and self._node_task is None and (hosts := {host_name(i) for _, i in self._known}):
+            # starts after the refresh's own queries
             self._node_task = asyncio.create_task(self._node_detail(client, host_query(hosts)))
         values = [row for r in res[3:] for row in r]
         return res[0], res[1], res[2], values
@@ -387,11 +387,11 @@ class PrometheusAPISource:
         the exporter's labels, e.g. ``exported_job``, matches no ``up`` series). Past
         ``detail_tasks`` known tasks the instances are not listed (the query would be hundreds of
         kB): a task gone from a large fleet shows as "no longer in Prometheus", not "target down"."""
-        q = f"{_sel('up', self.selector)} == 0"
+        q = f"{metric_selector('up', self.selector)} == 0"
         known = {i for _, i in self._known}
         if not known or len(known) > self.detail_tasks:
             return q
-        return f"{q} or up{{{_instance_exact(known)}}} == 0"
+        return f"{q} or up{{{exact_instances(known)}}} == 0"
 
     async def _maybe(
         self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None = None
@@ -538,13 +538,13 @@ class PrometheusAPISource:
         keys = [m.get(KEY_LABEL) for m in metrics]
         strangers = set(idents) - current - no_info
         if strangers and any(
-            k != _T_KEY and k not in _NODE_KEYS for i, k in zip(idents, keys, strict=True) if i in strangers
+            k != T_KEY and k not in NODE_KEYS for i, k in zip(idents, keys, strict=True) if i in strangers
         ):
             return None  # job values from a target we cannot name yet
         return {
             i: _Target(infos[i][1])
             for i, k in zip(idents, keys, strict=True)
-            if k == _T_KEY and i in current and i not in down
+            if k == T_KEY and i in current and i not in down
         }
 
     def _targets(self, infos: list[dict]) -> dict[tuple[str, str], _Target]:
@@ -569,10 +569,10 @@ class PrometheusAPISource:
             if not key or tg is None:
                 continue
             val = number(r["value"][1])
-            if key != _T_KEY and (val is None or not valid(key, val)):
+            if key != T_KEY and (val is None or not valid(key, val)):
                 tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
                 continue
-            if key == _T_KEY:
+            if key == T_KEY:
                 tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
             else:
                 tg.values[key] = val
@@ -678,11 +678,6 @@ def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:
     return get if len(str(get)) <= MAX_GET_URL else None
 
 
-def _instance_exact(instances: set[str]) -> str:
-    """``instance=~"a|b"`` matching exactly these instances."""
-    return instance_matcher(instances).replace('(:[0-9]+)?"', '"')
-
-
 def _join(*notes: str | None) -> str | None:
     return "; ".join(n for n in notes if n) or None
 
@@ -690,4 +685,4 @@ def _join(*notes: str | None) -> str | None:
 def _job_value(row: dict) -> bool:
     """A row of a task's own series (not a scrape time, not node detail joined by host)."""
     key = row["metric"].get(KEY_LABEL)
-    return key != _T_KEY and key not in _NODE_KEYS
+    return key != T_KEY and key not in NODE_KEYS

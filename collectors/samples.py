@@ -196,3 +196,21 @@ class Lifetime(CleanText):
         if end is None:
             raise ValueError(f"lifetime of {self.task} is still running: give now")
         return max(0.0, (end - self.start) / 3600.0)
+
+
+@dataclass(frozen=True)
+class RoleFigures(CleanText):
+    """One role of one job as Prometheus' per-task rates sum it up (a large fleet, read through
+    ``collectors/prometheus_fleet.py``): how many tasks it has, how many have a step rate, the sum of
+    their step and example rates and the P10/P50/P90 of the per-task step rates, over ``window_s``."""
+
+    job: str
+    role: str
+    tasks: int
+    rated: int  # tasks with a step rate over the window
+    steps_per_sec: float | None  # sum of the per-task step rates
+    examples_per_sec: float | None  # sum of the per-task example rates
+    p10: float | None
+    p50: float | None
+    p90: float | None
+    window_s: float

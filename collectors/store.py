@@ -299,6 +299,7 @@ class JobSeries:
     sync_how: str = ""  # declared | inferred | ""
     times: Ring = field(init=False)
     values: dict[str, Ring] = field(default_factory=dict)
+    node_order: tuple | None = field(default=None, repr=False)  # the overview's last order of the job's tasks
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, np.float64)

@@ -12,7 +12,7 @@ from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
-from cmdare.collectors.store import Store, TaskSeries
+from cmdare.collectors.store import JobSeries, Store, TaskSeries
 
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
 STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
@@ -80,12 +80,16 @@ class TrainingFigures:
     loss_points: list[tuple[float, float]] = field(default_factory=list)
 
 
+_LOGGED = frozenset((M.K_LOSS, M.K_LEARNING_RATE, M.K_EXAMPLES_RATE))
+
+
 def training_figures(tasks: list[TaskSeries], window: float = 3600.0) -> TrainingFigures | None:
     """The training figures of a job's tasks: loss and learning rate of the task that logged the newest
     loss (the chief, in practice), logged examples/s summed."""
-    with_loss = [ts for ts in tasks if ts.latest(M.K_LOSS) is not None]
-    lrs = [x for ts in tasks if (x := ts.latest(M.K_LEARNING_RATE)) is not None]
-    ex = [x for ts in tasks if (x := ts.latest(M.K_EXAMPLES_RATE)) is not None]
+    logged = [ts for ts in tasks if _LOGGED.intersection(ts.values)]  # most tasks log none: skip them cheaply
+    with_loss = [ts for ts in logged if ts.latest(M.K_LOSS) is not None]
+    lrs = [x for ts in logged if (x := ts.latest(M.K_LEARNING_RATE)) is not None]
+    ex = [x for ts in logged if (x := ts.latest(M.K_EXAMPLES_RATE)) is not None]
     if not (with_loss or lrs or ex):
         return None
     main = max(with_loss, key=lambda ts: ts.last_seen) if with_loss else None
@@ -348,7 +352,6 @@ def _unanswered(status: NodeStatus) -> NodeView:
 
 def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 120) -> list[JobView]:
     """One :class:`JobView` per job seen, nodes sorted by role then name."""
-    order = {"chief": 0, "ps": 1, "worker": 2, "stage": 3}
     jobs: dict[str, list[NodeView]] = {}
     series: dict[str, list[TaskSeries]] = {}
     for key, ts in store.tasks.items():
@@ -365,7 +368,7 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
             jobs.setdefault(hs.info.job, []).append(node_view(hs, None, now))
     out = []
     for name, nodes in jobs.items():  # in the order jobs were first seen
-        nodes.sort(key=lambda n: (order.get(n.role, 9), _natural(n.name)))
+        nodes = _ordered(store.job(name), nodes)
         js = store.job(name)
         hist = [float(x) for x in js.last("steps_per_sec", history)]
         rate = _last_finite(hist)
@@ -391,6 +394,23 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
             )
         )
     return out
+
+
+_ROLE_ORDER = {"chief": 0, "ps": 1, "worker": 2, "stage": 3}
+
+
+def _ordered(js: JobSeries, nodes: list[NodeView]) -> list[NodeView]:
+    """``nodes`` sorted by role, then name in natural order (``worker-2`` before ``worker-10``). The
+    order is kept on the job's series and reused while the same tasks come in the same order (10,000
+    views sorted anew each refresh cost more than the rest of the job's figures)."""
+    names = tuple((n.role, n.name) for n in nodes)
+    cached = js.node_order
+    if cached is None or cached[0] != names:
+        perm = sorted(
+            range(len(nodes)), key=lambda i: (_ROLE_ORDER.get(names[i][0], 9), _natural(names[i][1]))
+        )
+        cached = js.node_order = (names, perm)
+    return [nodes[i] for i in cached[1]]
 
 
 def _last_finite(xs: list[float]) -> float | None:

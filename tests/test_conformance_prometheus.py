@@ -244,7 +244,7 @@ async def test_direct_scrape_joins_node_exporter_and_dcgm_targets_to_tasks_on_th
 async def test_snapshot_json_carries_host_detail(world):
     prom = world["prom"]
     jobs, _ = await _watch([PrometheusAPISource(prom.url, 'job="plain"')], polls=2)
-    node = next(n for n in jobs[0].to_json()["nodes"] if n["name"] == "chief-0")
+    node = next(n for n in jobs[0].to_json(time.time())["nodes"] if n["name"] == "chief-0")
     for key in (
         "cpu_pct",
         "mem_used_bytes",

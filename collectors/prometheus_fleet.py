@@ -1,0 +1,268 @@
+"""A large fleet through Prometheus (above :data:`FOCUS_FROM` tasks): the figures the server gives for
+every task at once, and which tasks a refresh reads in detail.
+
+Reading every task's values on every refresh costs the dashboard and Prometheus more than a screen is
+worth at 10,000 tasks (~70,000 rows a refresh; each query selecting 10,000 series costs the server
+~0.1 s of CPU, a join with the task-info series ~0.3 s more). So above :data:`FOCUS_FROM` tasks:
+
+* **columns** (every :data:`COLUMNS_EVERY_S` seconds): Prometheus' own per-task rates over
+  :data:`RATE_WINDOW` (``max by (instance) (rate(…[1m]))``: steps, step seconds and their count,
+  examples) and the tasks whose cloud reports a preemption, one query each, no join (the selector
+  applies to the value series when its labels are the targets' own, else every series of the metric
+  is read and the tasks are picked here by instance). :class:`FleetColumns` lays them out as arrays
+  over the known tasks, so the per-job and per-role figures (:class:`~cmdare.collectors.samples.RoleFigures`:
+  sums and quantiles of Prometheus' per-task rates) and the outliers (slowest workers by step rate,
+  slowest by compute time per step, preempted) come from a few vectorised passes;
+* **detail** (every refresh) only for the focus: the tasks the screen shows, the outliers, the tasks
+  the alerts name, and a sweep that reads every other task once every :data:`SWEEP_S` seconds
+  (:class:`Sweep`); by explicit instances (:func:`detail_query`: an index lookup for the server),
+  folded here per task exactly as :func:`~cmdare.collectors.prometheus_aggregate.values_query` folds
+  them on the server, so the store and the panes take them unchanged.
+
+Pure functions and plain state: no I/O (``prometheus_api`` sends the queries).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import numpy as np
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.prometheus_aggregate import KEY_LABEL, T_KEY, metric_selector
+from cmdare.collectors.prometheus_hosts import exact_instances, promql_string
+from cmdare.collectors.samples import RoleFigures, TaskInfo
+
+FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
+SWEEP_S = 60.0  # every task's detail is read at least this often (assumption: rows this old are fine)
+COLUMNS_EVERY_S = 6.0  # Prometheus' per-task rates are read at most this often (it scrapes every 5-15 s)
+RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
+RATE_WINDOW_S = 60.0
+SLOWEST = 10  # per job: the slowest workers by step rate, and by compute time per step, read in detail
+FOCUS_MAX = 500  # tasks in the focus (screen, outliers, alerts) read in one refresh
+DETAIL_URL_BUDGET = 7000  # characters of a detail query's URL (GET limit 8000: prometheus_api.MAX_GET_URL)
+WORKERS = ("worker", "chief")
+
+# the detail query's metrics, and how a task's series of each fold into one value (as the server folds
+# them in values_query: sum per scrape job, the largest over scrape jobs); labels that split a metric
+_SUMMED = (
+    "cmdare_worker_steps_total",
+    "cmdare_examples_total",
+    "cmdare_step_seconds_sum",
+    "cmdare_step_seconds_count",
+    "cmdare_allreduce_seconds_sum",
+    "cmdare_allreduce_seconds_count",
+    "cmdare_ps_bytes_total",
+    "cmdare_stage_compute_seconds_total",
+    "cmdare_stage_wait_seconds_total",
+    "cmdare_stage_microbatches_total",
+    "cmdare_stage_bytes_sent_total",
+    "process_cpu_seconds_total",
+)
+_LARGEST = ("cmdare_global_step", "cmdare_instance_preempted", "process_start_time_seconds")
+DETAIL_METRICS = _SUMMED + _LARGEST
+
+
+def column_queries(selector: str) -> dict[str, str]:
+    """One query per column, each Prometheus' own per-task figure folded per instance; ``selector``
+    (the inside of the braces, "" for none) applies to the value series directly."""
+
+    def rate(metric: str) -> str:
+        return f"max by (instance) (rate({metric_selector(metric, selector)}[{RATE_WINDOW}]))"
+
+    return {
+        "steps": rate("cmdare_worker_steps_total"),
+        "step_sum": rate("cmdare_step_seconds_sum"),
+        "step_count": rate("cmdare_step_seconds_count"),
+        "examples": rate("cmdare_examples_total"),
+        "preempted": f"max by (instance) ({metric_selector('cmdare_instance_preempted', selector)}) == 1",
+    }
+
+
+def detail_query(instances: Iterable[str]) -> str:
+    """The raw series of :data:`DETAIL_METRICS` of exactly these instances, and each one's last scrape
+    time (its task-info sample's timestamp, tagged ``cmdare_key="__scrape_time"``)."""
+    inst = exact_instances(instances)
+    names = "|".join(DETAIL_METRICS)
+    stamp = f"max by (instance) (timestamp(cmdare_task_info{{{inst}}}))"
+    return f'{{__name__=~"{names}",{inst}}} or label_replace({stamp}, "{KEY_LABEL}", "{T_KEY}", "", "")'
+
+
+def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) -> list[str]:
+    """:func:`detail_query` over ``instances`` in as few queries as keep each one's URL (encoded, the
+    instances listed twice) under ``budget`` characters, so each goes as a GET."""
+    out: list[str] = []
+    chunk: list[str] = []
+    used = len(quote(detail_query([])))
+    for inst in instances:
+        cost = 2 * len(quote(promql_string(re.escape(inst)) + "|"))
+        if chunk and used + cost > budget:
+            out.append(detail_query(chunk))
+            chunk, used = [], len(quote(detail_query([])))
+        chunk.append(inst)
+        used += cost
+    if chunk:
+        out.append(detail_query(chunk))
+    return out
+
+
+def _key(name: str, labels: Mapping[str, str]) -> str | None:
+    """The series key a raw detail series feeds (None: a series the store does not take)."""
+    if name == "cmdare_ps_bytes_total":
+        d = labels.get("direction")
+        return M.K_PS_IN if d == "in" else M.K_PS_OUT if d == "out" else None
+    if name == "cmdare_stage_bytes_sent_total":
+        peer = labels.get("peer")
+        return M.stage_bytes_key(peer) if peer else None
+    return name if name in DETAIL_METRICS else None
+
+
+def fold_detail(rows: list[dict]) -> list[dict]:
+    """Raw detail rows as per-task value rows (``{"metric": {instance, cmdare_key}, "value": [t, v]}``,
+    the shape of ``values_query``'s answer): summed per scrape job, the largest over scrape jobs (the
+    global step, preemption and start time: the largest throughout). Rows are well formed (decoded)."""
+    per_job: dict[tuple[str, str, str], float] = {}
+    out: list[dict] = []
+    for r in rows:
+        labels = r["metric"]
+        inst = labels.get("instance", "")
+        name = labels.get("__name__")
+        if name is None:  # the scrape-time row
+            if labels.get(KEY_LABEL) == T_KEY:
+                out.append({"metric": {"instance": inst, KEY_LABEL: T_KEY}, "value": r["value"]})
+            continue
+        key = _key(name, labels)
+        value = _float(r["value"][1])
+        if key is None or value is None:
+            continue
+        slot = (inst, key, labels.get("job", ""))
+        if name in _LARGEST:
+            per_job[slot] = max(per_job.get(slot, -math.inf), value)
+        else:
+            per_job[slot] = per_job.get(slot, 0.0) + value
+    folded: dict[tuple[str, str], float] = {}
+    for (inst, key, _), value in per_job.items():
+        folded[(inst, key)] = max(folded.get((inst, key), -math.inf), value)
+    out += [{"metric": {"instance": i, KEY_LABEL: k}, "value": [0, v]} for (i, k), v in folded.items()]
+    return out
+
+
+def _float(text: object) -> float | None:
+    try:
+        x = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """What one read of the columns says: per (job, role) figures, and the outliers to read in
+    detail (instance → why: ``slowest``, ``slowest compute``, ``preempted``)."""
+
+    roles: tuple[RoleFigures, ...]
+    outliers: Mapping[str, str]
+    t: float  # the columns' evaluation time (server clock, s)
+
+
+class FleetColumns:
+    """The known tasks laid out as arrays (one slot an instance), filled from the column answers.
+    Built once per read of who the tasks are; each read of the columns is then a few array passes."""
+
+    def __init__(self, tasks: Mapping[str, TaskInfo]) -> None:
+        self.instances = list(tasks)
+        self.index = {inst: i for i, inst in enumerate(self.instances)}
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, info in enumerate(tasks.values()):
+            groups.setdefault((info.job, info.role), []).append(i)
+        self.groups = {k: np.array(v, dtype=np.intp) for k, v in sorted(groups.items())}
+        workers: dict[str, list[int]] = {}
+        for (job, role), idx in self.groups.items():
+            if role in WORKERS:
+                workers.setdefault(job, []).extend(idx.tolist())
+        self.workers = {job: np.array(v, dtype=np.intp) for job, v in workers.items()}
+
+    def column(self, rows: list[dict]) -> np.ndarray:
+        """One answer as an array over the known tasks (NaN where a task had no row, or a value that
+        is not a finite number >= 0). Rows are well formed (decoded): metric a dict of str."""
+        out = np.full(len(self.instances) + 1, np.nan)  # the last slot takes rows of unknown instances
+        n, get = len(self.instances), self.index.get
+        idx = np.fromiter((get(r["metric"].get("instance", ""), n) for r in rows), np.intp, len(rows))
+        vals = np.array([_float(r["value"][1]) for r in rows], dtype=float)  # None -> NaN
+        out[idx] = np.where(vals >= 0, vals, np.nan)
+        return out[:n]
+
+    def fleet(self, answers: Mapping[str, list[dict]], t: float) -> Fleet:
+        """The per-role figures and the outliers of one read of every column."""
+        steps, examples = self.column(answers["steps"]), self.column(answers["examples"])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            compute = self.column(answers["step_sum"]) / self.column(answers["step_count"])
+        roles = tuple(_role(job, role, idx, steps, examples) for (job, role), idx in self.groups.items())
+        preempted = np.nonzero(self.column(answers["preempted"]) >= 1)[0]
+        outliers = {self.instances[i]: "preempted" for i in preempted}
+        for idx in self.workers.values():
+            for i in _extreme(steps, idx, SLOWEST, largest=False):
+                outliers.setdefault(self.instances[i], "slowest")
+            for i in _extreme(compute, idx, SLOWEST, largest=True):
+                outliers.setdefault(self.instances[i], "slowest compute")
+        return Fleet(roles, outliers, t)
+
+
+def _role(job: str, role: str, idx: np.ndarray, steps: np.ndarray, examples: np.ndarray) -> RoleFigures:
+    """One role's figures from the columns at its tasks' slots ``idx``."""
+    rated = steps[idx][np.isfinite(steps[idx])]
+    ex = examples[idx][np.isfinite(examples[idx])]
+    q = np.quantile(rated, (0.1, 0.5, 0.9)) if len(rated) else (math.nan,) * 3
+    return RoleFigures(
+        job=job,
+        role=role,
+        tasks=len(idx),
+        rated=len(rated),
+        steps_per_sec=float(rated.sum()) if len(rated) else None,
+        examples_per_sec=float(ex.sum()) if len(ex) else None,
+        p10=_or_none(q[0]),
+        p50=_or_none(q[1]),
+        p90=_or_none(q[2]),
+        window_s=RATE_WINDOW_S,
+    )
+
+
+def _extreme(values: np.ndarray, idx: np.ndarray, k: int, *, largest: bool) -> list[int]:
+    """The slots (of ``idx``) of the ``k`` smallest (or largest) finite ``values``."""
+    idx = idx[np.isfinite(values[idx])]
+    if not len(idx):
+        return []
+    k = min(k, len(idx))
+    part = np.argpartition(-values[idx] if largest else values[idx], k - 1)[:k]
+    return [int(i) for i in idx[part]]
+
+
+def _or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+class Sweep:
+    """Every known task once every :data:`SWEEP_S` seconds, a slice at a time: each call takes the
+    share of the tasks that the time elapsed since the last call stands for (measured, not nominal)."""
+
+    def __init__(self, period: float = SWEEP_S) -> None:
+        self.period = period
+        self._pos = 0
+        self._last: float | None = None
+
+    def take(self, instances: Sequence[str], now: float) -> list[str]:
+        """The next slice of ``instances`` (in a stable order: the same list from one call to the next
+        while the fleet does not change); nothing on the first call (a full read has just run)."""
+        last, self._last = self._last, now
+        if last is None or not instances:
+            return []
+        n = len(instances)
+        k = min(n, math.ceil(n * max(0.0, now - last) / self.period))
+        start = self._pos % n
+        self._pos = start + k
+        picked = list(instances[start : start + k])
+        return picked + list(instances[: max(0, start + k - n)])
