@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from cmdare.collectors.samples import JobFacts, ModelSpec
@@ -90,3 +92,37 @@ def test_live_planner_ranks_sync_shapes_calibrated_on_the_job() -> None:
     assert cur["comm_share"] == pytest.approx(0.6, rel=1e-6)
     assert plan.calibration_samples == 4 and plan.comm_scale and plan.comm_scale > 0
     assert any(r["pareto"] for r in plan.table.top(20)) and plan.table.band(0) is not None
+
+
+def test_a_calibrated_sync_plan_says_what_it_is_calibrated_on() -> None:
+    """The Planner pane's subtitle, the snapshot report and the JSON ranking of a sync job calibrated on its
+    ranks' measured split say so (they said "model not yet calibrated": a sync plan has no residual)."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from cmdare.collectors.pricing.loader import load_offline_book
+    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.speed.speed_model import SpeedModel
+    from cmdare.planner.view_json import ranking_json
+    from cmdare.tui.format import calibration_words, scale
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs/planner_view.schema.json").read_text())
+    ranking = {"$defs": schema["$defs"], **schema["$defs"]["ranking"]}
+    planner = LivePlanner(SpeedModel.load(), load_offline_book())
+    plan = planner.update(_job([_node(r, 0, 0.2, 0.3) for r in range(4)]), now=0.0)
+    assert plan.comm_scale is not None
+    words = calibration_words(plan)
+    assert (
+        words
+        == f"calibrated on 4 ranks' measured split (all-reduce wire time {scale(plan.comm_scale)} link figures)"
+    )
+    doc = ranking_json(plan)
+    jsonschema.Draft202012Validator(ranking).validate(doc)
+    assert doc is not None and doc["calibration_comm_scale"] == pytest.approx(plan.comm_scale, rel=1e-6)
+    job = _job([_node(r, 0, 0.2, 0.0) for r in range(4)])
+    job = replace(job, nodes=[replace(n, allreduce_seconds=None) for n in job.nodes])  # no rank times it
+    plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
+    assert plan.table is not None and calibration_words(plan) == "model not yet calibrated on this job"
+    assert ranking_json(plan)["calibration_comm_scale"] is None  # type: ignore[index]
