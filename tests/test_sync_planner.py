@@ -102,6 +102,15 @@ def test_workload_parallel_table() -> None:
         parse_workload(base.replace("gpus_per_node = 1", "gpus_per_node = 3"))
     with pytest.raises(WorkloadError, match=r"current\.ps: must be > 0"):  # PS mode still needs a PS
         parse_workload(base.replace('mode = "sync"', 'mode = "ps"'))
+    for ps in ("3", "-1"):  # no parameter server in all-reduce training (a PS count was silently ignored)
+        with pytest.raises(WorkloadError, match=r":18: current\.ps: must be 0 in sync mode"):
+            parse_workload(base.replace("ps = 0", f"ps = {ps}"), "w.toml")
+    with pytest.raises(WorkloadError, match=r"parallel\.bucket_mb: must be at least 0\.01"):
+        parse_workload(base.replace("elastic = true", "elastic = true\nbucket_mb = 1e-300"))
+    assert (
+        parse_workload(base.replace("elastic = true", "elastic = true\nbucket_mb = 0.5")).parallel.bucket_mb
+        == 0.5
+    )
 
 
 def _plan(argv: list[str]) -> int:
