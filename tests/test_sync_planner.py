@@ -105,6 +105,8 @@ def test_workload_parallel_table() -> None:
     for ps in ("3", "-1"):  # no parameter server in all-reduce training (a PS count was silently ignored)
         with pytest.raises(WorkloadError, match=r":18: current\.ps: must be 0 in sync mode"):
             parse_workload(base.replace("ps = 0", f"ps = {ps}"), "w.toml")
+    with pytest.raises(WorkloadError, match=r"model\.params: must be at least 1"):  # was 0/0 in the band
+        parse_workload(base.replace("params = 26204362", "params = 1e-300"))
     with pytest.raises(WorkloadError, match=r"parallel\.bucket_mb: must be at least 0\.01"):
         parse_workload(base.replace("elastic = true", "elastic = true\nbucket_mb = 1e-300"))
     assert (
@@ -139,6 +141,10 @@ def test_plan_rejects_a_bad_parallel_table(tmp_path: Path) -> None:
     bad.write_text(EXAMPLE.read_text().replace("elastic = true", 'elastic = "yes"'))
     with pytest.raises(UsageError, match="parallel.elastic"):
         _plan(["--workload", str(bad)])
+    bad.write_text(EXAMPLE.read_text().replace('gpu = "T4"', 'gpu = "cpu"'))
+    with pytest.raises(UsageError, match=r"unknown GPU 'cpu'; known: K80") as err:
+        _plan(["--workload", str(bad)])
+    assert "np." not in str(err.value)  # the name as written, not numpy's repr of it
 
 
 HEADER = "model,model_flops,params,batch_size,gpu,workers,ps,mode,gpus_per_node,nic_gbps\n"

@@ -279,6 +279,8 @@ def _positive(values: dict[str, Any], key: str, table: str, loc: _Locator) -> No
 def _model(v: dict[str, Any], loc: _Locator) -> ModelSpec:
     for key in ("model_flops", "params", "batch_size", "checkpoint_mb"):
         _positive(v, key, "model", loc)
+    if v["params"] < 1:  # a count: below one the speed model's terms reach 0 steps/s (and 0/0 in its band)
+        raise loc.error("must be at least 1 (a parameter count)", "model", "params")
     ckpt = v.get("checkpoint_mb")
     return ModelSpec(
         v["name"], float(v["model_flops"]), float(v["params"]), int(v.get("batch_size", 0)),
