@@ -55,6 +55,26 @@ def test_allreduce_bound_flags_with_predicted_fixes() -> None:
     assert f.evidence["measured"] and f.evidence["model"] and f.evidence["not_measured"]
 
 
+def test_fewer_larger_nodes_only_at_node_sizes_the_price_book_offers() -> None:
+    """2 × 4 T4: GCP has no 8-T4 VM (the offline book prices 1, 2 and 4), so no "2 × 8" fix is offered; 4 × 1
+    T4 may become 2 × 2. The verdict names communication and says the bandwidth/latency split is a guess."""
+    from cmdare.collectors.pricing.loader import load_offline_book
+    from cmdare.planner.rules.inputs import RuleInputs
+    from cmdare.planner.rules.sync_rules import node_sizes
+
+    book = load_offline_book()
+    assert node_sizes(book, "T4", "us-central1", "spot") == (1, 2, 4)
+    assert node_sizes(book, "T4", "", "") == (1, 2, 4) and node_sizes(None, "T4", "", "") == (1, 2, 4, 8, 16)
+    ctx = lambda job: AlertContext(0.0, [job], RuleInputs(price_book=book))  # noqa: E731
+    (f,) = allreduce_bound_rule(ctx(_job([_node(r, r % 4, 0.2, 0.3) for r in range(8)])))
+    assert not any(k.startswith("fewer, larger nodes") for k in f.evidence["predicted_gains"])
+    assert f.fix and "gradient compression" in f.fix
+    (f,) = allreduce_bound_rule(ctx(_job([_node(r, 0, 0.2, 0.3) for r in range(4)])))
+    assert any(k.startswith("fewer, larger nodes (2 × 2 GPUs)") for k in f.evidence["predicted_gains"])
+    assert "communication, not compute, paces training" in f.message
+    assert any("bandwidth and per-message latency" in x for x in f.evidence["not_measured"])
+
+
 def test_the_faster_nic_tier_where_the_vcpus_allow_it() -> None:
     job = _job([_node(r, r % 4, 0.2, 0.3, gpu="V100") for r in range(8)])  # 2 × 4 V100: 64 Gbit/s of vCPUs
     (f,) = allreduce_bound_rule(AlertContext(0.0, [job]))
