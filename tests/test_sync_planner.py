@@ -134,6 +134,21 @@ def test_plan_ranks_sync_shapes(capsys: pytest.CaptureFixture[str]) -> None:
     assert _plan(["--workload", str(EXAMPLE), "--top", "3"]) == 0
     text = capsys.readouterr().out
     assert "nod g/n" in text and "all-reduce" in text and "on revocation:" in text
+    # what a sync row's steps/s and band are, said once (the rows said "beyond the measured domain: allreduce")
+    assert "beyond the measured domain: allreduce" not in text
+    assert (
+        "sync: steps/s of each shape's own global batch" in text
+        and "bands are those of the compute term" in text
+    )
+
+
+def test_explain_says_a_sync_band_is_the_compute_terms() -> None:
+    from cmdare.tui.widgets.explain import band_scope
+
+    assert band_scope("allreduce").startswith(
+        ", the compute term's band (the all-reduce rests on link figures"
+    )
+    assert band_scope("gpu") == ", beyond the measured domain: gpu" and band_scope("none") == ""
 
 
 def test_plan_rejects_a_bad_parallel_table(tmp_path: Path) -> None:
