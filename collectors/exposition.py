@@ -43,6 +43,7 @@ _FACT_LIMITS = {
     "batch_size": 2.0**53,
     "target_steps": 2.0**53,
 }
+_FACT_MINIMUMS = {"params": 1.0}  # a count (0 = not given): below one the speed model's terms reach 0 steps/s
 
 
 def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
@@ -54,7 +55,7 @@ def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
         x = float(text[:64])
     except ValueError:
         x = math.nan
-    if not 0 <= x <= _FACT_LIMITS[name]:  # NaN fails too
+    if not 0 <= x <= _FACT_LIMITS[name] or 0 < x < _FACT_MINIMUMS.get(name, 0.0):  # NaN fails too
         if notes is not None:
             notes.append(f"job info: {name} is not a plausible number, ignored")
         return 0.0

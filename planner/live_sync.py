@@ -70,6 +70,14 @@ def sync_shape(job: JobView) -> SyncShape | None:
     return SyncShape(gpu, nodes, g)
 
 
+def placement(job: JobView) -> tuple[str, str]:
+    """(region, provisioning) most of the job's ranks declare ("" when none does)."""
+    rs = ranks(job, up_only=False)
+    region = Counter(n.region for n in rs if n.region).most_common(1)
+    prov = Counter(n.provisioning for n in rs if n.provisioning).most_common(1)
+    return (region[0][0] if region else "", prov[0][0] if prov else "")
+
+
 def measured_split(job: JobView) -> MeasuredSplit | None:
     """The job's measured compute and exposed all-reduce per step (medians over up ranks), or None."""
     both = [

@@ -44,6 +44,8 @@ FIELD_LIMIT = 1000  # characters kept of one CSV field (the rest is cut, with an
 
 # Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
 LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3}
+# Lower bounds of counts: a parameter count below one took the speed model to 0 steps/s (and 0/0 in its band)
+MINIMUMS = {"params": 1.0}
 
 
 class PredictInputError(ValueError):
@@ -81,6 +83,8 @@ def _number(row: dict[str, str], col: str, where: str, integer: bool = False) ->
         raise PredictInputError(f"{where}: {col}={raw!r} must be a positive number")
     if value > LIMITS.get(col, float("inf")):
         raise PredictInputError(f"{where}: {col}={raw!r} is implausibly large (at most {LIMITS[col]:g})")
+    if value < MINIMUMS.get(col, 0.0):
+        raise PredictInputError(f"{where}: {col}={raw!r} is implausibly small (at least {MINIMUMS[col]:g})")
     if integer and value != int(value):
         raise PredictInputError(f"{where}: {col}={raw!r} must be a whole number")
     return value

@@ -161,6 +161,7 @@ def ranking_json(plan: LivePlan | None, n: int = RANKING_ROWS) -> dict[str, Any]
         "objective": table.objective if table is not None else None,
         "calibration_samples": plan.calibration_samples,
         "calibration_residual": num(plan.calibration_residual, 4),
+        "calibration_comm_scale": num(plan.comm_scale) if plan.calibration_samples else None,
         "price_source": plan.price_source,
         "price_date": plan.price_date or plan.price_as_of,
         "current_priced": table.current_priced if table is not None else None,

@@ -112,6 +112,16 @@ def test_plan_workload_file(home: Path, picks: list[tuple[int, str]], raw: bytes
 
 
 @settings(FUZZ, max_examples=30)
+@given(picks=mutations)
+def test_plan_sync_workload_file(home: Path, picks: list[tuple[int, str]]):
+    """The same for a synchronous workload: hostile values in ``[parallel]`` and the sync ``[current]``."""
+    f = home / "w.toml"
+    f.write_text(_mutate((EXAMPLES / "workload-sync-ddp.toml").read_text(), picks))
+    code, _, err = run_main(["plan", "--workload", str(f), "--top", "3"])
+    check_discipline(code, err, (0, 2))
+
+
+@settings(FUZZ, max_examples=30)
 @given(picks=mutations, raw=st.one_of(st.none(), st.binary(max_size=200)))
 def test_plan_geo_file(home: Path, picks: list[tuple[int, str]], raw: bytes | None):
     f = home / "g.toml"

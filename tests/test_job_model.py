@@ -74,6 +74,9 @@ def test_job_info_labels_are_parsed_once_and_long_ones_never_cached():
     first, again = [], []
     assert exposition.facts_from_labels(labels, first) is exposition.facts_from_labels(labels, again)
     assert first == again == ["job info: batch_size is not a plausible number, ignored"]  # notes every poll
+    tiny: list[str] = []  # a parameter count below one took the speed model to 0 steps/s
+    assert exposition.facts_from_labels({"job": "j", "params": "1e-300"}, tiny).model.params == 0.0
+    assert tiny == ["job info: params is not a plausible number, ignored"]
     size = exposition._cached_facts.cache_info().currsize
     hostile = {"job": "resnet", "model": "x" * 20_000}
     assert exposition.facts_from_labels(hostile).model.name.endswith("…")  # cut where it entered

@@ -56,6 +56,7 @@ def test_output_file(tmp_path):
         (HEADER + "a,1e9,1e6,128,V100:1+K80:2,4,1\n", "row 1 .*3 workers but workers=4"),
         (HEADER + "a,1e9,,128,K80,1,1\n", "row 1 .*missing value for 'params'"),
         (HEADER + "a,1e9,1e6,128,K80,0,1\n", "row 1 .*workers"),
+        (HEADER + "a,1e9,1e-300,128,P100,4,1\n", r"row 1 .*params='1e-300' is implausibly small"),  # was 0/0
     ],
 )
 def test_errors_name_the_row(tmp_path, body, match):

@@ -102,6 +102,17 @@ def test_workload_parallel_table() -> None:
         parse_workload(base.replace("gpus_per_node = 1", "gpus_per_node = 3"))
     with pytest.raises(WorkloadError, match=r"current\.ps: must be > 0"):  # PS mode still needs a PS
         parse_workload(base.replace('mode = "sync"', 'mode = "ps"'))
+    for ps in ("3", "-1"):  # no parameter server in all-reduce training (a PS count was silently ignored)
+        with pytest.raises(WorkloadError, match=r":18: current\.ps: must be 0 in sync mode"):
+            parse_workload(base.replace("ps = 0", f"ps = {ps}"), "w.toml")
+    with pytest.raises(WorkloadError, match=r"model\.params: must be at least 1"):  # was 0/0 in the band
+        parse_workload(base.replace("params = 26204362", "params = 1e-300"))
+    with pytest.raises(WorkloadError, match=r"parallel\.bucket_mb: must be at least 0\.01"):
+        parse_workload(base.replace("elastic = true", "elastic = true\nbucket_mb = 1e-300"))
+    assert (
+        parse_workload(base.replace("elastic = true", "elastic = true\nbucket_mb = 0.5")).parallel.bucket_mb
+        == 0.5
+    )
 
 
 def _plan(argv: list[str]) -> int:
@@ -123,6 +134,21 @@ def test_plan_ranks_sync_shapes(capsys: pytest.CaptureFixture[str]) -> None:
     assert _plan(["--workload", str(EXAMPLE), "--top", "3"]) == 0
     text = capsys.readouterr().out
     assert "nod g/n" in text and "all-reduce" in text and "on revocation:" in text
+    # what a sync row's steps/s and band are, said once (the rows said "beyond the measured domain: allreduce")
+    assert "beyond the measured domain: allreduce" not in text
+    assert (
+        "sync: steps/s of each shape's own global batch" in text
+        and "bands are those of the compute term" in text
+    )
+
+
+def test_explain_says_a_sync_band_is_the_compute_terms() -> None:
+    from cmdare.tui.widgets.explain import band_scope
+
+    assert band_scope("allreduce").startswith(
+        ", the compute term's band (the all-reduce rests on link figures"
+    )
+    assert band_scope("gpu") == ", beyond the measured domain: gpu" and band_scope("none") == ""
 
 
 def test_plan_rejects_a_bad_parallel_table(tmp_path: Path) -> None:
@@ -130,6 +156,10 @@ def test_plan_rejects_a_bad_parallel_table(tmp_path: Path) -> None:
     bad.write_text(EXAMPLE.read_text().replace("elastic = true", 'elastic = "yes"'))
     with pytest.raises(UsageError, match="parallel.elastic"):
         _plan(["--workload", str(bad)])
+    bad.write_text(EXAMPLE.read_text().replace('gpu = "T4"', 'gpu = "cpu"'))
+    with pytest.raises(UsageError, match=r"unknown GPU 'cpu'; known: K80") as err:
+        _plan(["--workload", str(bad)])
+    assert "np." not in str(err.value)  # the name as written, not numpy's repr of it
 
 
 HEADER = "model,model_flops,params,batch_size,gpu,workers,ps,mode,gpus_per_node,nic_gbps\n"

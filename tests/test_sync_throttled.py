@@ -90,6 +90,12 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
             f"steps/s {job.steps_per_sec:.2f}, all-reduce shares {[f'{s:.0%}' for s in shares]}; {alert.fix}"
         )
         assert min(shares) > 0.5 and alert.evidence["allreduce_share"] > 0.5
+        # the rate shown is the global step's: each rank's compute + exposed all-reduce is one step's wall time
+        walls = sorted(n.step_seconds + n.allreduce_seconds for n in job.nodes)
+        print(
+            f"steps/s × (compute + exposed all-reduce) per rank: {[f'{job.steps_per_sec * w:.3f}' for w in walls]}"
+        )
+        assert 0.8 <= job.steps_per_sec * walls[0] and job.steps_per_sec * walls[-1] <= 1.05
         assert alert.fix and "gradient compression 2×" in alert.fix and "predicted +" in alert.fix
         from rich.console import Console
 
@@ -122,6 +128,10 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
         await pilot.pause(1.0)
         table = app.query_one("#ranked-table", FilterTable)
         assert table.row_count >= 2 and "1×2×T4" in str(table.get_row_at(0)[0])  # nodes × GPUs/node × GPU
+        from cmdare.tui.panes.planner import PlannerPane
+
+        subtitle = str(app.query_one(PlannerPane).border_subtitle)
+        assert "calibrated on 2 ranks' measured split" in subtitle and "not yet calibrated" not in subtitle
         table.focus()
         await pilot.press("enter")
         await pilot.pause(0.5)

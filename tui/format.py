@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
 SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
@@ -121,3 +122,25 @@ def delta_pct(x: float | None) -> str:
     if x >= 9.995:
         return f"×{1 + x:.0f}"
     return f"{100 * x:+.0f}%".replace("-", "−")
+
+
+def scale(x: float) -> str:
+    """A multiplier in at most 5 significant characters: ``0.31×``, ``2.4×``, ``8,123×``."""
+    return f"{x:,.0f}×" if x >= 100 else f"{x:.2g}×"
+
+
+def calibration_words(plan: Any) -> str:
+    """What a live plan's model is calibrated on: the PS model's samples and residual, or a sync job's
+    measured compute / all-reduce split (ranks, and the wire time it implies against the link figures)."""
+    if plan is None or not plan.calibration_samples:
+        return "model not yet calibrated on this job"
+    if plan.comm_scale is not None:
+        return (
+            f"calibrated on {plan.calibration_samples} ranks' measured split "
+            f"(all-reduce wire time {scale(plan.comm_scale)} link figures)"
+        )
+    if plan.calibration_residual is None:
+        return "model not yet calibrated on this job"
+    return (
+        f"calibrated on {plan.calibration_samples} samples (residual {100 * plan.calibration_residual:.0f}%)"
+    )

@@ -20,7 +20,17 @@ from rich.text import Text
 from cmdare.planner.overview import JobView
 from cmdare.planner.view import JobPlannerView, PlannerView
 from cmdare.planner.view_json import ranked_indices, shape_deltas, shape_label
-from cmdare.tui.format import SEVERITY_SYMBOL, STATUS_SYMBOL, bytes_rate, duration, hours, money, num, rate
+from cmdare.tui.format import (
+    SEVERITY_SYMBOL,
+    STATUS_SYMBOL,
+    bytes_rate,
+    calibration_words,
+    duration,
+    hours,
+    money,
+    num,
+    rate,
+)
 from cmdare.tui.session import MonitorState
 
 PIPE_WIDTH = 80  # columns when stdout is not a terminal and COLUMNS is not set
@@ -144,11 +154,7 @@ def plans_table(view: JobPlannerView) -> Table | None:
     plan, table = view.plan, view.ranked
     if plan is None or table is None:
         return None
-    calibrated = (
-        f"calibrated on {plan.calibration_samples} samples (residual {100 * plan.calibration_residual:.0f}%)"
-        if plan.calibration_samples and plan.calibration_residual is not None
-        else "model not yet calibrated on this job"
-    )
+    calibrated = calibration_words(plan)
     t = _table(
         f"Top {TOP_PLANS} plans (ranked by {table.objective}; {calibrated})",
         ("", "Shape", "Where", "Time", "Δ time", "Δ cost", "P(≥1 rev)"),

@@ -40,10 +40,10 @@ from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync
 from cmdare.planner.risk_cost.time_cost import PriceTable
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, sync_step
-from cmdare.planner.speed.interconnect import node_links
+from cmdare.planner.speed.interconnect import NODE_SIZES, node_links
 from cmdare.planner.speed.speed_model import SpeedModel
 
-GPUS_PER_NODE = (1, 2, 4, 8, 16)  # the counts GCP GPU VMs come in (the price book says which exist)
+GPUS_PER_NODE = NODE_SIZES
 
 
 def sync_params(workload: Workload, calibrated: SyncParams | None = None) -> SyncParams:

@@ -13,7 +13,7 @@ Schema (issue 6; keys marked * are extensions)::
                shape's, default 1), max_gpus_per_node (default: the current), nic_tier ("default" | "fast":
                gVNIC / Tier_1 where the GPU's VMs offer it), elastic (bool, default true: torchrun elastic
                shrink and re-grow allowed), bucket_mb (default 25, DDP's), compression (default 1)
-               In sync mode ``[current] workers`` counts GPUs in all (nodes × gpus_per_node) and ps may be 0.
+               In sync mode ``[current] workers`` counts GPUs in all (nodes × gpus_per_node) and ps must be 0.
 
 Errors are :class:`WorkloadError` naming the file, the line when it can be found, and the key.
 """
@@ -87,6 +87,9 @@ class Options:
 
 PARALLEL_MODES = ("ps", "sync")
 MAX_GPUS_PER_NODE = 16  # the largest GCP GPU VMs (a2-megagpu-16g)
+# DDP's bucket_cap_mb is 25 by default; below ~10 kB a bucket holds a few hundred fp32 values and the
+# model's per-bucket hop latencies only overflow (1e-300 MB gave 5.7e12 hours)
+MIN_BUCKET_MB = 0.01
 
 
 @dataclass(frozen=True)
@@ -276,6 +279,8 @@ def _positive(values: dict[str, Any], key: str, table: str, loc: _Locator) -> No
 def _model(v: dict[str, Any], loc: _Locator) -> ModelSpec:
     for key in ("model_flops", "params", "batch_size", "checkpoint_mb"):
         _positive(v, key, "model", loc)
+    if v["params"] < 1:  # a count: below one the speed model's terms reach 0 steps/s (and 0/0 in its band)
+        raise loc.error("must be at least 1 (a parameter count)", "model", "params")
     ckpt = v.get("checkpoint_mb")
     return ModelSpec(
         v["name"], float(v["model_flops"]), float(v["params"]), int(v.get("batch_size", 0)),
@@ -310,6 +315,8 @@ def _parallel(v: dict[str, Any], loc: _Locator) -> Parallel:
         raise loc.error("must be default or fast", "parallel", "nic_tier")
     if v.get("compression", 1) < 1:
         raise loc.error("must be >= 1 (a compression ratio)", "parallel", "compression")
+    if v.get("bucket_mb", MIN_BUCKET_MB) < MIN_BUCKET_MB:
+        raise loc.error(f"must be at least {MIN_BUCKET_MB:g} (MB)", "parallel", "bucket_mb")
     g = int(v.get("gpus_per_node", 1))
     return Parallel(
         mode, g, max(int(v.get("max_gpus_per_node", g)), g), v.get("nic_tier", "default"),
@@ -319,9 +326,12 @@ def _parallel(v: dict[str, Any], loc: _Locator) -> Parallel:
 
 def _current(v: dict[str, Any], loc: _Locator, parallel: Parallel | None = None) -> Shape:
     sync = parallel is not None and parallel.sync
-    for key in ("workers", "ps"):
-        if not (sync and key == "ps" and v[key] == 0):  # sync training has no parameter server
-            _positive(v, key, "current", loc)
+    if sync and v["ps"] != 0:
+        raise loc.error(
+            "must be 0 in sync mode (all-reduce training has no parameter server)", "current", "ps"
+        )
+    for key in ("workers",) if sync else ("workers", "ps"):
+        _positive(v, key, "current", loc)
         if v[key] > MAX_NODES:
             raise loc.error(f"at most {MAX_NODES}", "current", key)
     if v["provisioning"] not in PROVISIONINGS:

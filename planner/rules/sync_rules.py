@@ -3,8 +3,9 @@
 * ``allreduce-bound``: the exposed all-reduce (``cmdare_allreduce_seconds``, the wait backward does not hide)
   takes at least ``Thresholds.allreduce_share_max`` of a step (median over up ranks). Fixes, each predicted
   by the all-reduce model calibrated on this job's own compute and all-reduce times
-  (:mod:`cmdare.planner.live_sync`): fewer, larger nodes (the same GPUs, twice as many a node: the ring
-  leaves a node less often), gradient compression 2× (fp16 gradients: DDP's ``fp16_compress_hook``), a
+  (:mod:`cmdare.planner.live_sync`): fewer, larger nodes (the same GPUs, up to twice as many a node, at a
+  node size the price book offers for the GPU: the ring leaves a node less often), gradient compression 2×
+  (fp16 gradients: DDP's ``fp16_compress_hook``), a
   larger bucket (4×, when the gradients span several), the faster NIC tier (gVNIC) where the GPU's VMs offer
   one and the ring crosses nodes.
 * ``straggler`` (sync): every rank waits for the slowest at each all-reduce, so one rank computing
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 from cmdare.planner.live_sync import (
     MeasuredSplit,
@@ -24,6 +26,7 @@ from cmdare.planner.live_sync import (
     calibrated,
     is_sync,
     measured_split,
+    placement,
     ranks,
     shape_terms,
     sync_shape,
@@ -32,25 +35,50 @@ from cmdare.planner.overview import JobView
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import basis, signed_pct, thresholds_of
 from cmdare.planner.speed.allreduce import SyncParams
-from cmdare.planner.speed.interconnect import tiers_of
+from cmdare.planner.speed.interconnect import NODE_SIZES, tiers_of
 
 MEASURED = ["rank compute time (cmdare_step_seconds)", "rank exposed all-reduce (cmdare_allreduce_seconds)"]
 MODEL = ["all-reduce model (ring 2(N−1)/N, bucket overlap) calibrated on this job's measured split"]
-NOT_MEASURED = ["link speed (the calibration stands in for it)"]
+NOT_MEASURED = [
+    "link speed (the calibration stands in for it)",
+    "how the exposed time splits into bandwidth and per-message latency (the calibration puts it on bandwidth)",
+]
 
 
 def _step(shape: SyncShape, params: float, p: SyncParams, tier: str = "default") -> float:
     return float(shape_terms(shape, params, 1.0, p, tier).step[0])
 
 
-def allreduce_fixes(job: JobView, shape: SyncShape, split: MeasuredSplit) -> list[tuple[str, float]]:
-    """(fix, predicted steps/s gain) for the job, best first; gains ≤ 1% are left out."""
+def node_sizes(book: Any, gpu: str, region: str, provisioning: str) -> tuple[int, ...]:
+    """GPUs a node of ``gpu`` may have: the sizes the price book prices in the job's region (any region when
+    the job names none), or every GCP size when there is no book or it prices no node of the GPU there."""
+    if book is None:
+        return NODE_SIZES
+    regions = [region] if region else list(book.regions())
+    priced = tuple(g for g in NODE_SIZES if any(_priced(book, gpu, g, r, provisioning) for r in regions))
+    return priced or NODE_SIZES
+
+
+def _priced(book: Any, gpu: str, g: int, region: str, provisioning: str) -> bool:
+    try:
+        book.node_price(gpu, g, region, provisioning or "standard")
+    except (KeyError, ValueError):  # PriceNotFound, an unknown GPU
+        return False
+    return True
+
+
+def allreduce_fixes(
+    job: JobView, shape: SyncShape, split: MeasuredSplit, sizes: tuple[int, ...] = NODE_SIZES
+) -> list[tuple[str, float]]:
+    """(fix, predicted steps/s gain) for the job, best first; gains ≤ 1% are left out. ``sizes``: the GPUs
+    a node may have (:func:`node_sizes`)."""
     params = job.facts.model.params
     p = calibrated(job, shape, split)
     now = _step(shape, params, p)
     out: list[tuple[str, float]] = []
-    if shape.nodes > 1:
-        g = shape.gpus_per_node * 2
+    larger = [s for s in sizes if shape.gpus_per_node < s <= min(2 * shape.gpus_per_node, shape.gpus)]
+    if shape.nodes > 1 and larger:
+        g = max(larger)
         bigger = SyncShape(shape.gpu, math.ceil(shape.gpus / g), g)
         out.append((f"fewer, larger nodes ({bigger.nodes} × {g} GPUs)", now / _step(bigger, params, p) - 1))
     out.append(("gradient compression 2× (fp16 gradients, DDP fp16_compress_hook)",
@@ -77,7 +105,8 @@ def allreduce_bound_rule(ctx: AlertContext) -> list[Finding]:
         split, shape = measured_split(job), sync_shape(job)
         if not is_sync(job) or split is None or shape is None or split.share < th.allreduce_share_max:
             continue
-        fixes = allreduce_fixes(job, shape, split) if job.facts.model.params else []
+        sizes = node_sizes(ctx.inputs.price_book, shape.gpu, *placement(job))
+        fixes = allreduce_fixes(job, shape, split, sizes) if job.facts.model.params else []
         fix = "; ".join(f"{what}: predicted {signed_pct(g)} steps/s" for what, g in fixes) or None
         if fix:
             fix += " (all-reduce model calibrated on this job; band: n/a)"
@@ -97,7 +126,7 @@ def allreduce_bound_rule(ctx: AlertContext) -> list[Finding]:
             "predicted_gains": {what: round(g, 3) for what, g in fixes},
         }
         msg = (f"all-reduce takes {split.share:.0%} of each step (exposed, median of {split.ranks} ranks): "
-               "the network paces training")  # fmt: skip
+               "communication, not compute, paces training")  # fmt: skip
         out.append(Finding("allreduce-bound", job.name, "warning", msg, evidence, fix))
     return out
 

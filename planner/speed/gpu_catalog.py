@@ -94,5 +94,5 @@ def get_gpu(name: str) -> GpuSpec:
     """
     canonical = _index().get(_key(str(name)))
     if canonical is None:
-        raise UnknownGpuError(f"unknown GPU {name!r}; known: {', '.join(gpu_names())}")
+        raise UnknownGpuError(f"unknown GPU {str(name)!r}; known: {', '.join(gpu_names())}")
     return _load()[canonical]

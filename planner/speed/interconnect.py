@@ -16,7 +16,9 @@ from importlib import resources
 
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 
-__all__ = ["Link", "NodeLinks", "links", "node_links", "tiers_of", "NIC_TIERS"]
+__all__ = ["Link", "NodeLinks", "links", "node_links", "tiers_of", "NIC_TIERS", "NODE_SIZES"]
+
+NODE_SIZES = (1, 2, 4, 8, 16)  # the GPU counts GCP GPU VMs come in (the price book says which exist)
 
 # which link joins the GPUs of one node (GCP machine families: N1 PCIe; V100 8-GPU N1, A2, A3 NVLink)
 _INTRA = {

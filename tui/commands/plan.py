@@ -27,6 +27,10 @@ JSON_KEYS = (
     "extrapolation", "current", "delta",
 )  # fmt: skip
 SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy")  # added for [parallel] mode = "sync"
+SYNC_NOTE = (
+    "sync: steps/s of each shape's own global batch (its GPUs × batch); time and cost train the same examples; "
+    "P10–P90 bands are those of the compute term, the all-reduce rests on link figures (not measured)"
+)
 #: Text columns, each with its unit: P(≥1 revocation) is the chance of at least one revocation in the run.
 TEXT_HEADER = ("#", "gpu", "wrk", "ps", "region", "prov", "steps/s", "h p50", "h p90", "$ p50", "P(≥1 rev)",
                "vs current")  # fmt: skip
@@ -173,8 +177,8 @@ def _band_words(r: dict[str, object]) -> str:
     if r.get("steps_per_sec_p10") is None:
         return ""
     out = f" · P10–P90 {float(r['steps_per_sec_p10']):.3g}–{float(r['steps_per_sec_p90']):.3g} steps/s"  # type: ignore[arg-type]
-    ext = r.get("extrapolation")
-    return out if ext in (None, "none") else f"{out}, beyond the measured domain: {ext}"
+    ext = r.get("extrapolation")  # "allreduce": a sync row's band, said once under the table (SYNC_NOTE)
+    return out if ext in (None, "none", "allreduce") else f"{out}, beyond the measured domain: {ext}"
 
 
 def _price_words(cur: dict[str, object]) -> str:
@@ -220,6 +224,8 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> st
             (f"{star} {r['delta']}" if n else str(r["delta"])) + _band_words(r) + _sync_words(r),
         ))  # fmt: skip
     lines += [f"† {region}: {words}" for region, words in moves.items()]
+    if sync:
+        lines.append(SYNC_NOTE)
     if rows and all(r["region"] != cur["region"] for r in rows):
         lines.append(_best_at_home(table))
     return "\n".join(lines)

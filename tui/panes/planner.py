@@ -21,7 +21,16 @@ from textual.widgets import DataTable
 
 from cmdare.planner.view import JobPlannerView
 from cmdare.planner.view_json import shape_deltas as deltas
-from cmdare.tui.format import delta_pct, hours, pct, provisioning_code, rate, region_code, signed_pct
+from cmdare.tui.format import (
+    calibration_words,
+    delta_pct,
+    hours,
+    pct,
+    provisioning_code,
+    rate,
+    region_code,
+    signed_pct,
+)
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
@@ -118,10 +127,9 @@ def price_note(row: dict[str, Any]) -> str:
 
 
 def calibration_note(plan: Any) -> str:
-    """' · calibrated on N samples (residual x%)', or '' before the job has given any."""
-    if plan is None or not plan.calibration_samples or plan.calibration_residual is None:
-        return " · model not yet calibrated on this job"
-    return f" · calibrated on {plan.calibration_samples} samples (residual {100 * plan.calibration_residual:.0f}%)"
+    """' · calibrated on N samples (residual x%)' (a sync job: on its ranks' measured split), or
+    ' · model not yet calibrated on this job'."""
+    return " · " + calibration_words(plan)
 
 
 class PlannerPane(Vertical):

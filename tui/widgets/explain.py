@@ -25,6 +25,16 @@ class _Grid(Table):
         super().add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells), **kw)
 
 
+def band_scope(extrapolation: str) -> str:
+    """What a band's ``extrapolation`` says after its P10–P90: nothing inside the measured domain; for a sync
+    row ("allreduce") that the band is the compute term's and the all-reduce rests on link figures."""
+    if extrapolation == "none":
+        return ""
+    if extrapolation == "allreduce":
+        return ", the compute term's band (the all-reduce rests on link figures, scaled by the job's calibration)"
+    return f", beyond the measured domain: {extrapolation}"
+
+
 def _grid() -> Table:
     t = _Grid.grid(padding=(0, 2))
     t.add_column(style="bold", no_wrap=True)
@@ -131,7 +141,7 @@ class ExplainScreen(ModalScreen[None]):
         band = table.band(i) if hasattr(table, "band") else None
         t.add_row("Steps/s", f"{rate(float(r['steps_per_sec']))} expected; " + (
             f"P10–P90 {rate(band.p10)}–{rate(band.p90)}"
-            + ("" if band.extrapolation == "none" else f", beyond the measured domain: {band.extrapolation}")
+            + band_scope(band.extrapolation)
             if band else "band: n/a in this build"))  # fmt: skip
         t.add_row(
             "Time",
