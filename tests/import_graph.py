@@ -3,7 +3,9 @@
 Every import form counts, wherever it stands (module level or inside a function): ``import cmdare.x``,
 ``from cmdare import x``, ``from cmdare.x import y`` (``y`` a module or a name), relative imports
 (``from . import y``, ``from ..x import y``), and ``importlib.import_module`` / ``import_module`` /
-``__import__`` called with a string (an f-string counts by its literal prefix).
+``__import__`` called with a string (an f-string counts by its literal prefix). A name imported from a
+lazy package (its ``_HOME`` table read by ``planner/lazy_exports.py``) counts as an import of the name's
+home module: ``from cmdare.planner.speed import fit_params`` imports ``speed_fit`` on first use.
 """
 
 from __future__ import annotations
@@ -81,12 +83,42 @@ def imported_names(module: str, source: str, is_package: bool = False) -> Iterat
                 yield target, node.lineno
 
 
+def lazy_homes(source: str) -> dict[str, str]:
+    """A lazy package's public names and their home modules: the ``_HOME`` dict literal of its
+    ``__init__`` (empty for any other module)."""
+    for node in ast.parse(source).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id == "_HOME" and isinstance(node.value, ast.Dict):
+            pairs = zip(node.value.keys, node.value.values, strict=True)
+            return {
+                k.value: v.value
+                for k, v in pairs
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+            }
+    return {}
+
+
+def lazy_names(sources: Mapping[str, tuple[str, bool]]) -> dict[str, str]:
+    """``package.name`` -> ``package.home`` for every name of every lazy package in ``sources``."""
+    return {
+        f"{package}.{name}": f"{package}.{home}"
+        for package, (source, is_package) in sources.items()
+        if is_package
+        for name, home in lazy_homes(source).items()
+    }
+
+
 def graph(sources: Mapping[str, tuple[str, bool]]) -> dict[str, dict[str, int]]:
-    """module -> {imported module of the package: line}. A name that is not a module maps to its module."""
+    """module -> {imported module of the package: line}. A name that is not a module maps to its module
+    (a lazy package's name to its home module)."""
+    lazy = lazy_names(sources)
     edges: dict[str, dict[str, int]] = {}
     for module, (source, is_package) in sources.items():
         out = edges.setdefault(module, {})
         for name, line in imported_names(module, source, is_package):
+            name = lazy.get(name, name)
             while name and name not in sources:
                 name = name.rpartition(".")[0]
             if name and name != module and not module.startswith(name + "."):

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from import_graph import cycles, graph, layer_violations, read_sources
+from import_graph import cycles, graph, layer_violations, lazy_homes, read_sources
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -102,6 +102,39 @@ def test_cycle_check_catches_a_cycle_in_any_form(b_source: str):
         "cmdare.planner.b": (b_source, False),
     }
     assert cycles(graph(sources)) == [["cmdare.planner.a", "cmdare.planner.b"]]
+
+
+def test_cycle_check_sees_through_a_lazy_package():
+    """A name taken from a lazy package (``_HOME``) imports its home module on first use: a cycle
+    through it is a cycle, though no line names the home module."""
+    sources = {
+        "cmdare.planner.pkg": ('_HOME: dict[str, str] = {"thing": "a"}', True),
+        "cmdare.planner.pkg.a": ("from cmdare.planner.pkg import b", False),
+        "cmdare.planner.pkg.b": ("def f():\n    from cmdare.planner.pkg import thing", False),
+    }
+    assert cycles(graph(sources)) == [["cmdare.planner.pkg.a", "cmdare.planner.pkg.b"]]
+
+
+def lazy_packages() -> dict[str, dict[str, str]]:
+    """Every package of the product whose ``__init__`` lists public names lazily: package -> name -> home."""
+    sources = read_sources(REPO)
+    return {m: lazy_homes(src) for m, (src, is_pkg) in sources.items() if is_pkg and lazy_homes(src)}
+
+
+def test_each_lazy_package_lists_public_names_defined_in_their_home():
+    """The public names in each planner sub-package's ``__init__`` exist where it says, are public
+    there, and are all the package exposes (``__all__``): a renamed function cannot leave a stale name."""
+    import importlib
+
+    packages = lazy_packages()
+    assert set(packages) >= {f"cmdare.planner.{p}" for p in ("speed", "risk_cost", "geo", "rules")}
+    for package, homes in packages.items():
+        pkg = importlib.import_module(package)
+        assert sorted(pkg.__all__) == sorted(homes), package
+        for name, home in homes.items():
+            module = importlib.import_module(f"{package}.{home}")
+            assert not name.startswith("_") and name in vars(module), f"{package}.{name} not in {home}"
+            assert getattr(pkg, name) is getattr(module, name)
 
 
 def test_cycle_check_accepts_a_one_way_chain():
