@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import plausible_time
 from cmdare.collectors.hostdetail import host_name
-from cmdare.collectors.prometheus_hosts import _promql_string
+from cmdare.collectors.prometheus_hosts import promql_string
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 BACKFILL_S = 60  # seconds of history read for a few new targets (the store bridges up to six 10 s windows)
@@ -50,7 +50,7 @@ def backfill_query(instances: Iterable[str], seconds: int | None = None) -> str:
     seconds = seconds or backfill_seconds(len(wanted))
     alts = "|".join(re.escape(i) for i in wanted)
     names = "|".join(sorted([*_KEYS, _PS]))
-    return f'{{__name__=~"{names}",instance=~"{_promql_string(alts)}"}}[{seconds}s]'
+    return f'{{__name__=~"{names}",instance=~"{promql_string(alts)}"}}[{seconds}s]'
 
 
 def _key(labels: Mapping[str, str]) -> str | None:

@@ -32,7 +32,7 @@ _NODE_AGGREGATES = (
 )
 
 
-def _promql_string(regex: str) -> str:
+def promql_string(regex: str) -> str:
     """A regex inside a PromQL double-quoted string (backslashes and quotes escaped)."""
     return regex.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -40,7 +40,7 @@ def _promql_string(regex: str) -> str:
 def instance_matcher(hosts: Iterable[str]) -> str:
     """``instance=~"(h1|h2)(:[0-9]+)?"`` for the given hosts (exact host match, any port)."""
     alts = "|".join(re.escape(h) for h in sorted(set(hosts)) if h)
-    return f'instance=~"{_promql_string(f"({alts})(:[0-9]+)?")}"'
+    return f'instance=~"{promql_string(f"({alts})(:[0-9]+)?")}"'
 
 
 def host_query(hosts: Iterable[str]) -> str:

@@ -11,7 +11,7 @@ home module: ``from cmdare.planner.speed import fit_params`` imports ``speed_fit
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 #: Folder of each room and the rooms it may import (besides itself).
@@ -188,3 +188,42 @@ def cycles(edges: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
                 if len(comp) > 1:
                     found.append(sorted(comp))
     return found
+
+
+def read_scripts(
+    root: Path, folders: tuple[str, ...] = ("scripts", "benchmarks", "tests")
+) -> dict[str, tuple[str, bool]]:
+    """The scripts, benchmarks and tests as modules named by their file (they import each other so)."""
+    return {
+        path.stem: (path.read_text("utf-8"), False)
+        for folder in folders
+        for path in sorted((root / folder).glob("*.py"))
+    }
+
+
+def private_imports(
+    sources: Mapping[str, tuple[str, bool]], checked: Callable[[str, str], bool]
+) -> list[str]:
+    """``module:line takes _name from other`` for each private name (``_x``, not ``__x__``) that a module
+    takes from another module of ``sources`` by ``from other import _x`` (relative too), where
+    ``checked(module, other)`` says the pair is held to the rule."""
+    bad = []
+    for module, (source, is_package) in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = (
+                _resolve_relative(module, is_package, node.level, node.module)
+                if node.level
+                else node.module or ""
+            )
+            if base == module or base not in sources or not checked(module, base):
+                continue
+            bad += [
+                f"{module}:{node.lineno} takes {a.name} from {base}" for a in node.names if _private(a.name)
+            ]
+    return bad
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
