@@ -20,15 +20,6 @@ from cmdare.collectors import metrics as M
 DCGM_NAMES = frozenset(
     {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"}
 )
-NODE_NAMES = frozenset(
-    {
-        "node_cpu_seconds_total",
-        "node_memory_MemTotal_bytes",
-        "node_memory_MemAvailable_bytes",
-        "node_network_receive_bytes_total",
-        "node_network_transmit_bytes_total",
-    }
-)
 DEV_PREFIX = "dcgm{dev="
 NOT_A_GPU = frozenset({"", "cpu", "none", "-"})
 HOST_JOB = "hosts"  # the job host detail is filed under (shown only for a host no task runs on)
