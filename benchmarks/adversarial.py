@@ -148,7 +148,7 @@ async def _recording(url: str, attack: str) -> Result:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "rec.sqlite"
-        _hostile_recording(path, attack)
+        hostile_recording(path, attack)
         clock, notes, n = ManualClock(), [], 0
         src = ReplaySource(path, clock, speed=100.0)
         try:
@@ -162,7 +162,8 @@ async def _recording(url: str, attack: str) -> Result:
     return "", f"{n} polls replayed; {'; '.join(notes)[:90]}"
 
 
-def _hostile_recording(path: Path, attack: str) -> None:
+def hostile_recording(path: Path, attack: str) -> None:
+    """Write a recording at ``path`` that carries ``attack`` (one of the recording attacks above)."""
     from cmdare.collectors.poller import Cycle
     from cmdare.collectors.recorder import Recorder
     from cmdare.collectors.samples import TaskInfo, TaskPoll

@@ -154,7 +154,9 @@ def series_count() -> int:
     return sum(1 for ln in render_template(1).splitlines() if ln and not ln.startswith("#"))
 
 
-class _Node:
+class NodePage:
+    """One simulated node's /metrics page: its template, rendered with counters that advance with time."""
+
     __slots__ = ("template", "t0", "hits")
 
     def __init__(self, i: int) -> None:
@@ -165,6 +167,7 @@ class _Node:
         self.hits = 0
 
     def body(self) -> bytes:
+        """The page as it reads now (counted in ``hits``)."""
         self.hits += 1
         s = int((time.monotonic() - self.t0) * 12.0)  # ~12 steps/s (P100 ResNet-32, one worker)
         return self.template.format(
@@ -172,7 +175,7 @@ class _Node:
         ).encode()
 
 
-async def _serve_conn(node: _Node, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _serve_conn(node: NodePage, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -193,7 +196,7 @@ async def _serve_conn(node: _Node, reader: asyncio.StreamReader, writer: asyncio
 async def _main(n: int) -> None:
     servers = []
     for i in range(n):
-        node = _Node(i)
+        node = NodePage(i)
         srv = await asyncio.start_server(lambda r, w, node=node: _serve_conn(node, r, w), HOST, 0, backlog=64)
         servers.append(srv)
         print(srv.sockets[0].getsockname()[1], flush=True)

@@ -103,7 +103,7 @@ async def jsonl_tags(tmp: Path) -> tuple[str, int]:
 
 
 async def tb_files(tmp: Path) -> tuple[str, int]:
-    from tensorboard_catchup import _event
+    from tensorboard_catchup import scalar_event
 
     from cmdare.collectors.tfrecord import frame
 
@@ -112,7 +112,7 @@ async def tb_files(tmp: Path) -> tuple[str, int]:
         d = root / f"run{i:05d}"
         d.mkdir(parents=True)
         (d / "events.out.tfevents.1700000000.host").write_bytes(
-            b"".join(frame(_event(1.7e9 + s, s, b"loss", 1.0 / (s + 1))) for s in range(3))
+            b"".join(frame(scalar_event(1.7e9 + s, s, b"loss", 1.0 / (s + 1))) for s in range(3))
         )
     return await _session(_opts(tensorboard=[str(root)]), 3, until="only")  # the walk runs in a thread
 
@@ -125,12 +125,12 @@ async def big_labels(tmp: Path) -> tuple[str, int]:
 
 
 async def replay_keys(tmp: Path) -> tuple[str, int]:
-    from adversarial import _hostile_recording
+    from adversarial import hostile_recording
 
     from cmdare.collectors.replay import ReplayFinished
 
     path = tmp / "rec.sqlite"
-    _hostile_recording(path, "huge_cycle")  # 200,000 more polls in cycles 2 and 4
+    hostile_recording(path, "huge_cycle")  # 200,000 more polls in cycles 2 and 4
     try:
         return await _session(_opts(replay=str(path), replay_speed=0.0), 4)
     except ReplayFinished:

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter_farm import Farm, _Node, raise_fd_limit, series_count  # noqa: E402
+from exporter_farm import Farm, NodePage, raise_fd_limit, series_count  # noqa: E402
 
 from cmdare.collectors import exposition as E  # noqa: E402
 
@@ -173,7 +173,7 @@ async def measure_app(urls: list[str], cycles: int, warmup: int, farm: Farm) -> 
 
 def parser_ratio(repeat: int = 100) -> tuple[float, float]:
     """(fast ms, reference ms) to parse one ~300-series page."""
-    node = _Node(1)
+    node = NodePage(1)
     node.t0 -= 1000
     text = node.body().decode()
     t = time.perf_counter()

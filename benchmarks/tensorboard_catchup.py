@@ -33,7 +33,7 @@ TARGET_RATIO = 2.0
 BYTES_PER_STEP = 152  # 3 framed events of ~51 bytes
 
 
-def _event(wall: float, step: int, tag: bytes, value: float) -> bytes:
+def scalar_event(wall: float, step: int, tag: bytes, value: float) -> bytes:
     """One scalar event, as torch's SummaryWriter writes it (simple_value)."""
 
     def varint(n: int) -> bytes:
@@ -56,7 +56,7 @@ def write_file(path: Path, mb: float) -> int:
         chunk = []
         for i in range(steps):
             for tag in (b"loss", b"learning_rate", b"global_step/sec"):
-                chunk.append(frame(_event(1.7e9 + i / 50, i, tag, 1.0 / (i + 1))))
+                chunk.append(frame(scalar_event(1.7e9 + i / 50, i, tag, 1.0 / (i + 1))))
             if len(chunk) > 30_000:
                 fh.write(b"".join(chunk))
                 chunk = []

@@ -99,22 +99,26 @@ def _facts_of(key: tuple[str, ...]) -> tuple[JobFacts, tuple[str, ...]]:
 _cached_facts = functools.lru_cache(maxsize=256)(_facts_of)
 
 
+#: Families whose sample name is its own series key (summed over a page's series of it).
 _SIMPLE = {
-    "cmdare_global_step": M.K_GLOBAL_STEP,
-    "cmdare_worker_steps_total": M.K_WORKER_STEPS,
-    "cmdare_examples_total": M.K_EXAMPLES,
-    "cmdare_step_seconds_sum": M.K_STEP_SECONDS_SUM,
-    "cmdare_step_seconds_count": M.K_STEP_SECONDS_COUNT,
-    "cmdare_allreduce_seconds_sum": M.K_ALLREDUCE_SECONDS_SUM,
-    "cmdare_allreduce_seconds_count": M.K_ALLREDUCE_SECONDS_COUNT,
-    "cmdare_instance_preempted": M.K_PREEMPTED,
-    "cmdare_stage_compute_seconds_total": M.K_STAGE_COMPUTE,
-    "cmdare_stage_wait_seconds_total": M.K_STAGE_WAIT,
-    "cmdare_stage_microbatches_total": M.K_STAGE_MICROBATCHES,
-    "process_cpu_seconds_total": M.K_PROCESS_CPU,
-    "node_memory_MemTotal_bytes": M.K_MEM_TOTAL,
-    "node_memory_MemAvailable_bytes": M.K_MEM_AVAIL,
-    "process_start_time_seconds": M.K_PROCESS_START,
+    key: key
+    for key in (
+        M.K_GLOBAL_STEP,
+        M.K_WORKER_STEPS,
+        M.K_EXAMPLES,
+        M.K_STEP_SECONDS_SUM,
+        M.K_STEP_SECONDS_COUNT,
+        M.K_ALLREDUCE_SECONDS_SUM,
+        M.K_ALLREDUCE_SECONDS_COUNT,
+        M.K_PREEMPTED,
+        M.K_STAGE_COMPUTE,
+        M.K_STAGE_WAIT,
+        M.K_STAGE_MICROBATCHES,
+        M.K_PROCESS_CPU,
+        M.K_MEM_TOTAL,
+        M.K_MEM_AVAIL,
+        M.K_PROCESS_START,
+    )
 }
 
 
@@ -122,16 +126,16 @@ def _fold(sample_name: str, labels: dict[str, str], value: float, acc: dict[str,
     """Add one sample to the per-key accumulators (sums, or lists to average)."""
     if sample_name in _SIMPLE:
         acc.setdefault(_SIMPLE[sample_name], []).append(value)
-    elif sample_name == "cmdare_ps_bytes_total":
+    elif sample_name == M.PS_BYTES_SAMPLE:
         key = M.K_PS_IN if labels.get("direction") == "in" else M.K_PS_OUT
         acc.setdefault(key, []).append(value)
-    elif sample_name == "cmdare_stage_bytes_sent_total":
+    elif sample_name == M.STAGE_BYTES_SAMPLE:
         acc.setdefault(M.stage_bytes_key(labels.get("peer", "?")), []).append(value)
-    elif sample_name == "node_network_receive_bytes_total" and labels.get("device") != "lo":
+    elif sample_name == M.K_NET_RX and labels.get("device") != "lo":
         acc.setdefault(M.K_NET_RX, []).append(value)
-    elif sample_name == "node_network_transmit_bytes_total" and labels.get("device") != "lo":
+    elif sample_name == M.K_NET_TX and labels.get("device") != "lo":
         acc.setdefault(M.K_NET_TX, []).append(value)
-    elif sample_name == "node_cpu_seconds_total":
+    elif sample_name == M.NODE_CPU_SAMPLE:
         acc.setdefault(M.K_CPU_ALL, []).append(value)
         if labels.get("mode") != "idle":
             acc.setdefault(M.K_CPU_BUSY, []).append(value)
@@ -144,16 +148,16 @@ def _fold(sample_name: str, labels: dict[str, str], value: float, acc: dict[str,
 # prometheus_client, the reference parser, instead. Series identity here is the raw label text.
 _LABELLED = frozenset(
     {
-        "cmdare_task_info",
-        "cmdare_job_info",
-        "cmdare_ps_bytes_total",
-        "cmdare_stage_bytes_sent_total",
-        "node_network_receive_bytes_total",
-        "node_network_transmit_bytes_total",
+        M.TASK_INFO.name,
+        M.JOB_INFO.name,
+        M.PS_BYTES_SAMPLE,
+        M.STAGE_BYTES_SAMPLE,
+        M.K_NET_RX,
+        M.K_NET_TX,
         *DCGM_NAMES,
     }
 )
-_WANTED = frozenset({*_SIMPLE, *_LABELLED, "node_cpu_seconds_total"})
+_WANTED = frozenset({*_SIMPLE, *_LABELLED, M.NODE_CPU_SAMPLE})
 _VALUE_TEXT = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
 _PAIR = rf"[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_VALUE_TEXT}[ \t]*"
 _LINE = re.compile(  # a sample (name, label text, value), or a comment or blank line (empty groups)
@@ -176,7 +180,7 @@ def _unquote(quoted: str) -> str:
 
 
 def _labels(name: str, body: str) -> dict[str, str]:
-    if name == "node_cpu_seconds_total":  # 8 modes x every CPU, and only "is it idle" matters
+    if name == M.NODE_CPU_SAMPLE:  # 8 modes x every CPU, and only "is it idle" matters
         m = _MODE.search(body) if '"idle"' in body else None
         return {"mode": _unquote(m.group(1))} if m else {}
     return {k: _unquote(v) for k, v in _LABEL.findall(body)}
@@ -201,7 +205,7 @@ def _samples_fast(text: str) -> list[tuple[str, dict[str, str] | None, str, floa
             raise _Fallback
         lines += found
     out = []
-    labelled = _LABELLED | {"node_cpu_seconds_total"}
+    labelled = _LABELLED | {M.NODE_CPU_SAMPLE}
     try:
         for name, body, raw, stamp in lines:
             if not name:
@@ -261,10 +265,10 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             long += _over_limit(raw, labels, limit)
         if stamp is not None and name in _SIMPLE and name.startswith("cmdare_"):
             out.sample_time = max(out.sample_time or 0.0, stamp)  # the exporter's own sample time
-        if name == "cmdare_task_info":
+        if name == M.TASK_INFO.name:
             out.info, out.own_info = _info_from_labels(labels, default_info), True
             continue
-        if name == "cmdare_job_info":
+        if name == M.JOB_INFO.name:
             out.facts = facts_from_labels(labels, out.notes)
             continue
         ident = (name, raw if raw is not None else tuple(sorted(labels.items())))

@@ -17,18 +17,7 @@ from collections.abc import Mapping
 
 from cmdare.collectors import metrics as M
 
-DCGM_NAMES = frozenset(
-    {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"}
-)
-NODE_NAMES = frozenset(
-    {
-        "node_cpu_seconds_total",
-        "node_memory_MemTotal_bytes",
-        "node_memory_MemAvailable_bytes",
-        "node_network_receive_bytes_total",
-        "node_network_transmit_bytes_total",
-    }
-)
+DCGM_NAMES = frozenset({M.GPU_UTIL.name, M.GPU_GR_ACTIVE.name, M.GPU_FB_USED.name, M.GPU_FB_FREE.name})
 DEV_PREFIX = "dcgm{dev="
 NOT_A_GPU = frozenset({"", "cpu", "none", "-"})
 HOST_JOB = "hosts"  # the job host detail is filed under (shown only for a host no task runs on)
@@ -64,11 +53,11 @@ class DcgmFold:
 
 def _device_values(vals: Mapping[str, float]) -> dict[str, float]:
     out: dict[str, float] = {}
-    if "DCGM_FI_DEV_GPU_UTIL" in vals:
-        out[M.K_GPU_UTIL] = vals["DCGM_FI_DEV_GPU_UTIL"]
-    elif "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in vals:  # MIG: no GPU_UTIL; the ratio as a percentage
-        out[M.K_GPU_UTIL] = 100.0 * vals["DCGM_FI_PROF_GR_ENGINE_ACTIVE"]
-    for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
+    if M.GPU_UTIL.name in vals:
+        out[M.K_GPU_UTIL] = vals[M.GPU_UTIL.name]
+    elif M.GPU_GR_ACTIVE.name in vals:  # MIG: no GPU_UTIL; the ratio as a percentage
+        out[M.K_GPU_UTIL] = 100.0 * vals[M.GPU_GR_ACTIVE.name]
+    for name in (M.GPU_FB_USED.name, M.GPU_FB_FREE.name):
         if name in vals:
             out[name] = vals[name]
     return out

@@ -20,7 +20,6 @@ class NodeStatus:
     state: TaskState = TaskState.UP
     since: float = 0.0  # when the current state began
     failures: int = 0  # consecutive failed polls
-    last_ok: float = 0.0
     last_error: str | None = None  # the latest failure, or degraded-poll remark
     cause: str = ""  # for revoked: preempted | vanished
     preempted_seen: bool = False
@@ -147,11 +146,11 @@ class Lifecycle:
         preempted = poll.values.get(K_PREEMPTED, 0.0) >= 1.0
         if node is None:
             node = self.nodes[key] = NodeStatus(info=poll.info, since=poll.t, started=poll.t)
-            node.last_ok, node.preempted_seen = poll.t, preempted
+            node.preempted_seen = preempted
             node.last_error = poll.error
             return [Transition(key, None, TaskState.UP, poll.t, "first seen")]
         node.info = poll.info
-        node.failures, node.last_ok, node.last_error = 0, poll.t, poll.error
+        node.failures, node.last_error = 0, poll.error
         if preempted:
             node.preempted_seen = True
             return self._set(

@@ -113,34 +113,41 @@ EXAMPLES_RATE = MetricDef(
     "cmdare_examples_per_second", "gauge", "examples/s", "Examples per second, as the job logs it."
 )
 
-# Series keys the store keeps per task (derived from the families above by the collectors).
-K_GLOBAL_STEP = "cmdare_global_step"
-K_WORKER_STEPS = "cmdare_worker_steps_total"
-K_EXAMPLES = "cmdare_examples_total"
-K_STEP_SECONDS_SUM = "cmdare_step_seconds_sum"
-K_STEP_SECONDS_COUNT = "cmdare_step_seconds_count"
-K_ALLREDUCE_SECONDS_SUM = "cmdare_allreduce_seconds_sum"
-K_ALLREDUCE_SECONDS_COUNT = "cmdare_allreduce_seconds_count"
-K_PS_IN = "cmdare_ps_bytes_total{direction=in}"
-K_PS_OUT = "cmdare_ps_bytes_total{direction=out}"
-K_PREEMPTED = "cmdare_instance_preempted"
-K_STAGE_COMPUTE = "cmdare_stage_compute_seconds_total"
-K_STAGE_WAIT = "cmdare_stage_wait_seconds_total"
-K_STAGE_MICROBATCHES = "cmdare_stage_microbatches_total"
-K_STAGE_BYTES_PREFIX = "cmdare_stage_bytes_sent_total{peer="
-K_NET_RX = "node_network_receive_bytes_total"
-K_NET_TX = "node_network_transmit_bytes_total"
-K_CPU_BUSY = "node_cpu_seconds_total{mode!=idle}"
-K_CPU_ALL = "node_cpu_seconds_total"  # every mode (busy share = busy / all)
-K_MEM_TOTAL = "node_memory_MemTotal_bytes"
-K_MEM_AVAIL = "node_memory_MemAvailable_bytes"
-K_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # % (a task's GPUs averaged; GR_ENGINE_ACTIVE x 100 on MIG pages)
-K_GPU_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB, summed over a task's GPUs
-K_GPU_FB_FREE = "DCGM_FI_DEV_FB_FREE"
+# Sample names of the labelled counters (one series key per label value, below) and of node_exporter's CPU.
+PS_BYTES_SAMPLE = f"{PS_BYTES.name}_total"
+STAGE_BYTES_SAMPLE = f"{STAGE_BYTES_SENT.name}_total"
+NODE_CPU_SAMPLE = f"{NODE_CPU.name}_total"
+
+# Series keys the store keeps per task (derived from the families above by the collectors): a family's
+# sample name as exposed (``_total`` of a counter, ``_sum``/``_count`` of a histogram), plus the few labels
+# kept. Recordings store these keys: they never change.
+K_GLOBAL_STEP = GLOBAL_STEP.name
+K_WORKER_STEPS = f"{WORKER_STEPS.name}_total"
+K_EXAMPLES = f"{EXAMPLES.name}_total"
+K_STEP_SECONDS_SUM = f"{STEP_SECONDS.name}_sum"
+K_STEP_SECONDS_COUNT = f"{STEP_SECONDS.name}_count"
+K_ALLREDUCE_SECONDS_SUM = f"{ALLREDUCE_SECONDS.name}_sum"
+K_ALLREDUCE_SECONDS_COUNT = f"{ALLREDUCE_SECONDS.name}_count"
+K_PS_IN = f"{PS_BYTES_SAMPLE}{{direction=in}}"
+K_PS_OUT = f"{PS_BYTES_SAMPLE}{{direction=out}}"
+K_PREEMPTED = PREEMPTED.name
+K_STAGE_COMPUTE = f"{STAGE_COMPUTE.name}_total"
+K_STAGE_WAIT = f"{STAGE_WAIT.name}_total"
+K_STAGE_MICROBATCHES = f"{STAGE_MICROBATCHES.name}_total"
+K_STAGE_BYTES_PREFIX = f"{STAGE_BYTES_SAMPLE}{{peer="
+K_NET_RX = f"{NODE_NET_RX.name}_total"
+K_NET_TX = f"{NODE_NET_TX.name}_total"
+K_CPU_BUSY = f"{NODE_CPU_SAMPLE}{{mode!=idle}}"
+K_CPU_ALL = NODE_CPU_SAMPLE  # every mode (busy share = busy / all)
+K_MEM_TOTAL = NODE_MEM_TOTAL.name
+K_MEM_AVAIL = NODE_MEM_AVAIL.name
+K_GPU_UTIL = GPU_UTIL.name  # % (a task's GPUs averaged; GR_ENGINE_ACTIVE x 100 on MIG pages)
+K_GPU_FB_USED = GPU_FB_USED.name  # MiB, summed over a task's GPUs
+K_GPU_FB_FREE = GPU_FB_FREE.name
 K_GPU_COUNT = "dcgm_gpus"  # how many GPUs (or MIG instances) the detail covers
 HOST_KEYS = (K_NET_RX, K_NET_TX, K_CPU_BUSY, K_CPU_ALL, K_MEM_TOTAL, K_MEM_AVAIL)
 GPU_KEYS = (K_GPU_UTIL, K_GPU_FB_USED, K_GPU_FB_FREE, K_GPU_COUNT)
-K_PROCESS_CPU = "process_cpu_seconds_total"
+K_PROCESS_CPU = f"{PROCESS_CPU.name}_total"
 K_PROCESS_START = PROCESS_START.name
 K_LOSS = LOSS.name
 K_LEARNING_RATE = LEARNING_RATE.name

@@ -25,16 +25,20 @@ BACKFILL_BUDGET = 6000  # target-seconds of history per refresh: 200 new targets
 MIN_BACKFILL_S = 15
 BACKFILL_POINTS = 12  # newest samples kept per target (a 10 s window at a 1 s scrape interval)
 MAX_BACKFILL_TARGETS = 200  # new targets backfilled in one refresh (a fleet's first refreshes stay cheap)
+#: The rate-making counters read back (sample name = series key), and the PS traffic (keyed by direction).
 _KEYS = {
-    "cmdare_global_step": M.K_GLOBAL_STEP,
-    "cmdare_worker_steps_total": M.K_WORKER_STEPS,
-    "cmdare_examples_total": M.K_EXAMPLES,
-    "cmdare_step_seconds_sum": M.K_STEP_SECONDS_SUM,
-    "cmdare_step_seconds_count": M.K_STEP_SECONDS_COUNT,
-    "cmdare_allreduce_seconds_sum": M.K_ALLREDUCE_SECONDS_SUM,
-    "cmdare_allreduce_seconds_count": M.K_ALLREDUCE_SECONDS_COUNT,
+    key: key
+    for key in (
+        M.K_GLOBAL_STEP,
+        M.K_WORKER_STEPS,
+        M.K_EXAMPLES,
+        M.K_STEP_SECONDS_SUM,
+        M.K_STEP_SECONDS_COUNT,
+        M.K_ALLREDUCE_SECONDS_SUM,
+        M.K_ALLREDUCE_SECONDS_COUNT,
+    )
 }
-_PS = "cmdare_ps_bytes_total"
+_PS = M.PS_BYTES_SAMPLE
 
 
 def backfill_seconds(n_targets: int) -> int:

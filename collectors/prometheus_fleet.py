@@ -50,20 +50,20 @@ WORKERS = ("worker", "chief")
 # the detail query's metrics, and how a task's series of each fold into one value (as the server folds
 # them in values_query: sum per scrape job, the largest over scrape jobs); labels that split a metric
 _SUMMED = (
-    "cmdare_worker_steps_total",
-    "cmdare_examples_total",
-    "cmdare_step_seconds_sum",
-    "cmdare_step_seconds_count",
-    "cmdare_allreduce_seconds_sum",
-    "cmdare_allreduce_seconds_count",
-    "cmdare_ps_bytes_total",
-    "cmdare_stage_compute_seconds_total",
-    "cmdare_stage_wait_seconds_total",
-    "cmdare_stage_microbatches_total",
-    "cmdare_stage_bytes_sent_total",
-    "process_cpu_seconds_total",
+    M.K_WORKER_STEPS,
+    M.K_EXAMPLES,
+    M.K_STEP_SECONDS_SUM,
+    M.K_STEP_SECONDS_COUNT,
+    M.K_ALLREDUCE_SECONDS_SUM,
+    M.K_ALLREDUCE_SECONDS_COUNT,
+    M.PS_BYTES_SAMPLE,
+    M.K_STAGE_COMPUTE,
+    M.K_STAGE_WAIT,
+    M.K_STAGE_MICROBATCHES,
+    M.STAGE_BYTES_SAMPLE,
+    M.K_PROCESS_CPU,
 )
-_LARGEST = ("cmdare_global_step", "cmdare_instance_preempted", "process_start_time_seconds")
+_LARGEST = (M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_PROCESS_START)
 DETAIL_METRICS = _SUMMED + _LARGEST
 
 
@@ -75,11 +75,11 @@ def column_queries(selector: str) -> dict[str, str]:
         return f"max by (instance) (rate({metric_selector(metric, selector)}[{RATE_WINDOW}]))"
 
     return {
-        "steps": rate("cmdare_worker_steps_total"),
-        "step_sum": rate("cmdare_step_seconds_sum"),
-        "step_count": rate("cmdare_step_seconds_count"),
-        "examples": rate("cmdare_examples_total"),
-        "preempted": f"max by (instance) ({metric_selector('cmdare_instance_preempted', selector)}) == 1",
+        "steps": rate(M.K_WORKER_STEPS),
+        "step_sum": rate(M.K_STEP_SECONDS_SUM),
+        "step_count": rate(M.K_STEP_SECONDS_COUNT),
+        "examples": rate(M.K_EXAMPLES),
+        "preempted": f"max by (instance) ({metric_selector(M.K_PREEMPTED, selector)}) == 1",
     }
 
 
@@ -88,7 +88,7 @@ def detail_query(instances: Iterable[str]) -> str:
     time (its task-info sample's timestamp, tagged ``cmdare_key="__scrape_time"``)."""
     inst = exact_instances(instances)
     names = "|".join(DETAIL_METRICS)
-    stamp = f"max by (instance) (timestamp(cmdare_task_info{{{inst}}}))"
+    stamp = f"max by (instance) (timestamp({M.TASK_INFO.name}{{{inst}}}))"
     return f'{{__name__=~"{names}",{inst}}} or label_replace({stamp}, "{KEY_LABEL}", "{T_KEY}", "", "")'
 
 
@@ -112,10 +112,10 @@ def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) ->
 
 def _key(name: str, labels: Mapping[str, str]) -> str | None:
     """The series key a raw detail series feeds (None: a series the store does not take)."""
-    if name == "cmdare_ps_bytes_total":
+    if name == M.PS_BYTES_SAMPLE:
         d = labels.get("direction")
         return M.K_PS_IN if d == "in" else M.K_PS_OUT if d == "out" else None
-    if name == "cmdare_stage_bytes_sent_total":
+    if name == M.STAGE_BYTES_SAMPLE:
         peer = labels.get("peer")
         return M.stage_bytes_key(peer) if peer else None
     return name if name in DETAIL_METRICS else None

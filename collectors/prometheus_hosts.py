@@ -23,12 +23,12 @@ T_KEY = "__scrape_time"
 
 # (series key, aggregation, metric, extra matchers)
 _NODE_AGGREGATES = (
-    (M.K_CPU_BUSY, "sum", "node_cpu_seconds_total", 'mode!="idle"'),
-    (M.K_CPU_ALL, "sum", "node_cpu_seconds_total", ""),
-    (M.K_NET_RX, "sum", "node_network_receive_bytes_total", 'device!="lo"'),
-    (M.K_NET_TX, "sum", "node_network_transmit_bytes_total", 'device!="lo"'),
-    (M.K_MEM_TOTAL, "max", "node_memory_MemTotal_bytes", ""),
-    (M.K_MEM_AVAIL, "max", "node_memory_MemAvailable_bytes", ""),
+    (M.K_CPU_BUSY, "sum", M.NODE_CPU_SAMPLE, 'mode!="idle"'),
+    (M.K_CPU_ALL, "sum", M.NODE_CPU_SAMPLE, ""),
+    (M.K_NET_RX, "sum", M.K_NET_RX, 'device!="lo"'),
+    (M.K_NET_TX, "sum", M.K_NET_TX, 'device!="lo"'),
+    (M.K_MEM_TOTAL, "max", M.NODE_MEM_TOTAL.name, ""),
+    (M.K_MEM_AVAIL, "max", M.NODE_MEM_AVAIL.name, ""),
 )
 
 

@@ -100,7 +100,6 @@ class Recorder:
             self.conn.close()
             raise
         self._lifetimes_written = len(lifecycle.lifetimes) if lifecycle else 0
-        self.cycles_written = 0
 
     def _init(self, interval: float | None) -> None:
         c = self.conn
@@ -148,7 +147,6 @@ class Recorder:
                 ],
             )
             self._write_lifetimes(cid)
-        self.cycles_written += 1
         return cid
 
     def _write_lifetimes(self, cid: int | None, *, running: bool = False) -> None:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from cmdare.planner.live_plan import LivePlan
     from cmdare.planner.risk_cost.cost_meter import CostView
     from cmdare.planner.risk_cost.overheads import Overheads
-    from cmdare.planner.risk_cost.shapes import ShapeTable
+    from cmdare.planner.risk_cost.shapes import RankedRow, ShapeTable
     from cmdare.planner.view import JobPlannerView, PipelineView, PlannerView, PriceSource
 
 RANKING_ROWS = 10  # rows of each job's ranking in the JSON (the current shape first, then the best)
@@ -140,13 +140,6 @@ def shape_deltas(table: ShapeTable, i: int) -> tuple[float, float | None, float]
     return dt, dc, float(c["p_revocation"][i]) - float(c["p_revocation"][0])
 
 
-def shape_label(row: dict[str, object]) -> str:
-    """A ranked row's shape: ``8×P100·1PS``; a synchronous row: nodes × GPUs per node × GPU, ``4×2×T4``."""
-    if "nodes" in row:
-        return f"{row['nodes']}×{row['gpus_per_node']}×{row['gpu']}"
-    return f"{row['workers']}×{row['gpu']}·{row['ps']}PS"
-
-
 def ranked_indices(table: ShapeTable, n: int) -> list[int]:
     """The current shape (row 0) first, then the ranking's best rows, ``n`` in all at most."""
     return ([0] + [int(x) for x in table.view if int(x) != 0])[: max(n, 1)]
@@ -178,28 +171,28 @@ def ranking_json(plan: LivePlan | None, n: int = RANKING_ROWS) -> dict[str, Any]
 
 def ranked_row_json(table: ShapeTable, i: int, rank: int | None) -> dict[str, Any]:
     """One ranked shape: time, cost, risk, speed with its band, and Δ against the current shape."""
-    r = table.row(i)
+    r = table.ranked_row(i)
     dt, dc, dr = shape_deltas(table, i)
     band = table.band(i)
     return {
         "rank": rank,
         "current": i == 0,
-        "shape": shape_label(r),
-        "gpu": str(r["gpu"]),
-        "workers": int(r["workers"]),  # type: ignore[call-overload]
-        "ps": int(r["ps"]),  # type: ignore[call-overload]
-        "region": str(r["region"]),
-        "region_note": str(r.get("region_note") or ""),
-        "provisioning": str(r["provisioning"]),
-        "hours_p50": num(r["hours_p50"], 4),
-        "cost_usd_p50": num(r["cost_usd_p50"], 4),
-        "p_revocation": num(r["p_revocation"], 4),
-        "steps_per_sec": num(r["steps_per_sec"], 4),
+        "shape": r.shape,
+        "gpu": r.gpu,
+        "workers": r.workers,
+        "ps": r.ps,
+        "region": r.region,
+        "region_note": r.region_note or "",
+        "provisioning": r.provisioning,
+        "hours_p50": num(r.hours_p50, 4),
+        "cost_usd_p50": num(r.cost_usd_p50, 4),
+        "p_revocation": num(r.p_revocation, 4),
+        "steps_per_sec": num(r.steps_per_sec, 4),
         "steps_per_sec_p10": num(band.p10, 4) if band is not None else None,
         "steps_per_sec_p90": num(band.p90, 4) if band is not None else None,
         "extrapolation": band.extrapolation if band is not None else None,
-        "bottleneck": str(r["bottleneck"]),
-        "pareto": bool(r.get("pareto")),
+        "bottleneck": r.bottleneck,
+        "pareto": bool(r.pareto),
         "delta_time": num(dt, 4),
         "delta_cost": num(dc, 4),
         "delta_risk": num(dr, 4),
@@ -207,16 +200,15 @@ def ranked_row_json(table: ShapeTable, i: int, rank: int | None) -> dict[str, An
     }
 
 
-def sync_fields_json(r: dict[str, object]) -> dict[str, Any]:
+def sync_fields_json(r: RankedRow) -> dict[str, Any]:
     """A ranked row's parallel mode and, for a synchronous (all-reduce) shape, its nodes × GPUs per node,
     the exposed all-reduce's predicted share of a step and the revocation policy chosen (null for PS)."""
-    sync = "nodes" in r
     return {
-        "mode": "sync" if sync else "async-ps",
-        "nodes": int(r["nodes"]) if sync else None,  # type: ignore[call-overload]
-        "gpus_per_node": int(r["gpus_per_node"]) if sync else None,  # type: ignore[call-overload]
-        "comm_share": num(r["comm_share"], 4) if sync else None,
-        "policy": str(r["policy"]) if sync else None,
+        "mode": "sync" if r.sync else "async-ps",
+        "nodes": r.nodes,
+        "gpus_per_node": r.gpus_per_node,
+        "comm_share": num(r.comm_share, 4) if r.sync else None,
+        "policy": r.policy,
     }
 
 

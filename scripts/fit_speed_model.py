@@ -25,7 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cmdare.planner.speed.network_catalog import NETWORK_FIELDS, canonical_network_name, family_of
+from cmdare.planner.speed.network_catalog import (
+    NETWORK_FIELDS,
+    canonical_network_name,
+    family_of,
+    spellings_of,
+)
 from cmdare.planner.speed.speed_model import Observation, SpeedModel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -189,7 +194,7 @@ def networks_csv(shared: Path) -> str:
     for name, facts in nets.items():
         row = {
             "name": name,
-            "aliases": "|".join(sorted(_aliases_of(name))),
+            "aliases": "|".join(sorted(spellings_of(name))),
             "family": family_of(name) or "",
             "model_flops": int(facts["model_flops"]),
             "params": int(facts["params"]),
@@ -203,12 +208,6 @@ def networks_csv(shared: Path) -> str:
             row[f"std_{gpu}"] = f"{np.std(vals, ddof=1):.4f}" if len(vals) > 1 else ""
         writer.writerow(row)
     return out.getvalue()
-
-
-def _aliases_of(name: str) -> set[str]:
-    from cmdare.planner.speed.network_catalog import _ALIASES
-
-    return {k for k, v in _ALIASES.items() if v == name}
 
 
 def _git_commit() -> str:

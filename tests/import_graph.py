@@ -3,13 +3,15 @@
 Every import form counts, wherever it stands (module level or inside a function): ``import cmdare.x``,
 ``from cmdare import x``, ``from cmdare.x import y`` (``y`` a module or a name), relative imports
 (``from . import y``, ``from ..x import y``), and ``importlib.import_module`` / ``import_module`` /
-``__import__`` called with a string (an f-string counts by its literal prefix).
+``__import__`` called with a string (an f-string counts by its literal prefix). A name imported from a
+lazy package (its ``_HOME`` table read by ``planner/lazy_exports.py``) counts as an import of the name's
+home module: ``from cmdare.planner.speed import fit_params`` imports ``speed_fit`` on first use.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 #: Folder of each room and the rooms it may import (besides itself).
@@ -81,12 +83,42 @@ def imported_names(module: str, source: str, is_package: bool = False) -> Iterat
                 yield target, node.lineno
 
 
+def lazy_homes(source: str) -> dict[str, str]:
+    """A lazy package's public names and their home modules: the ``_HOME`` dict literal of its
+    ``__init__`` (empty for any other module)."""
+    for node in ast.parse(source).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id == "_HOME" and isinstance(node.value, ast.Dict):
+            pairs = zip(node.value.keys, node.value.values, strict=True)
+            return {
+                k.value: v.value
+                for k, v in pairs
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+            }
+    return {}
+
+
+def lazy_names(sources: Mapping[str, tuple[str, bool]]) -> dict[str, str]:
+    """``package.name`` -> ``package.home`` for every name of every lazy package in ``sources``."""
+    return {
+        f"{package}.{name}": f"{package}.{home}"
+        for package, (source, is_package) in sources.items()
+        if is_package
+        for name, home in lazy_homes(source).items()
+    }
+
+
 def graph(sources: Mapping[str, tuple[str, bool]]) -> dict[str, dict[str, int]]:
-    """module -> {imported module of the package: line}. A name that is not a module maps to its module."""
+    """module -> {imported module of the package: line}. A name that is not a module maps to its module
+    (a lazy package's name to its home module)."""
+    lazy = lazy_names(sources)
     edges: dict[str, dict[str, int]] = {}
     for module, (source, is_package) in sources.items():
         out = edges.setdefault(module, {})
         for name, line in imported_names(module, source, is_package):
+            name = lazy.get(name, name)
             while name and name not in sources:
                 name = name.rpartition(".")[0]
             if name and name != module and not module.startswith(name + "."):
@@ -156,3 +188,42 @@ def cycles(edges: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
                 if len(comp) > 1:
                     found.append(sorted(comp))
     return found
+
+
+def read_scripts(
+    root: Path, folders: tuple[str, ...] = ("scripts", "benchmarks", "tests")
+) -> dict[str, tuple[str, bool]]:
+    """The scripts, benchmarks and tests as modules named by their file (they import each other so)."""
+    return {
+        path.stem: (path.read_text("utf-8"), False)
+        for folder in folders
+        for path in sorted((root / folder).glob("*.py"))
+    }
+
+
+def private_imports(
+    sources: Mapping[str, tuple[str, bool]], checked: Callable[[str, str], bool]
+) -> list[str]:
+    """``module:line takes _name from other`` for each private name (``_x``, not ``__x__``) that a module
+    takes from another module of ``sources`` by ``from other import _x`` (relative too), where
+    ``checked(module, other)`` says the pair is held to the rule."""
+    bad = []
+    for module, (source, is_package) in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = (
+                _resolve_relative(module, is_package, node.level, node.module)
+                if node.level
+                else node.module or ""
+            )
+            if base == module or base not in sources or not checked(module, base):
+                continue
+            bad += [
+                f"{module}:{node.lineno} takes {a.name} from {base}" for a in node.names if _private(a.name)
+            ]
+    return bad
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")

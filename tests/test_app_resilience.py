@@ -5,9 +5,8 @@ literal text in tables, toasts and explain windows (never as markup, never as a 
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
+from hostile_text_server import HOSTILE, HostileServer
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -16,9 +15,6 @@ from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.session import MonitorSession
 from cmdare.tui.widgets.explain import ExplainScreen
-
-sys.path.insert(0, str(Path(__file__).parent))
-from hostile_text_server import HOSTILE, HostileServer  # noqa: E402
 
 
 def hostile_app(srv: HostileServer, n: int = 3) -> CmdareApp:

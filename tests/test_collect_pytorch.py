@@ -12,19 +12,15 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
-import numpy as np
 import pytest
 from prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
+from training_jobs import CounterSampler, port_base, wait_training
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock, SystemClock
-from cmdare.collectors.exposition import parse_exposition
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.prometheus_api import PrometheusAPISource
@@ -43,28 +39,9 @@ POLLS = 12
 WINDOW_S = 10.0  # the rate window the panes use (planner/overview.py RATE_WINDOW_S)
 
 
-def _port_base() -> int:
-    for _ in range(50):
-        base = free_port()
-        if base < 65000 and all(free_port_is(base + i) for i in range(3)):
-            return base
-    raise RuntimeError("no three consecutive free ports")
-
-
-def free_port_is(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
 @pytest.fixture
 def job(tmp_path: Path) -> Iterator[tuple[int, list[subprocess.Popen]]]:
-    base, rpc = _port_base(), free_port()
+    base, rpc = port_base(), free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     procs = [
         subprocess.Popen(
@@ -93,57 +70,10 @@ def job(tmp_path: Path) -> Iterator[tuple[int, list[subprocess.Popen]]]:
         p.wait(timeout=10)
 
 
-def _count(url: str) -> float:
-    text = httpx.get(url, timeout=2).text
-    return parse_exposition(text).values.get(M.K_WORKER_STEPS, 0.0)
-
-
-def _wait_training(urls: list[str], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if all(_count(u) > 0 for u in urls[1:]):
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError("the PyTorch job did not start training")
-
-
-class _Sampler(threading.Thread):
-    """Reads the job's own counter (``key``) every 50 ms, stamped at the request midpoint."""
-
-    def __init__(self, urls: list[str], key: str = M.K_WORKER_STEPS) -> None:
-        super().__init__(daemon=True)
-        self.urls = urls
-        self.key = key
-        self.samples: list[list[tuple[float, float]]] = [[] for _ in urls]
-        self._stop_evt = threading.Event()
-
-    def run(self) -> None:
-        with httpx.Client(timeout=2) as client:
-            while not self._stop_evt.wait(0.05):
-                for i, u in enumerate(self.urls):
-                    t0 = time.time()
-                    try:
-                        n = parse_exposition(client.get(u).text).values.get(self.key, 0.0)
-                    except httpx.HTTPError:
-                        continue
-                    self.samples[i].append(((t0 + time.time()) / 2, n))
-
-    def stop(self) -> None:
-        self._stop_evt.set()
-        self.join(timeout=5)
-
-    def rate(self, i: int, t0: float, t1: float) -> float:
-        ts, ns = np.array(self.samples[i]).T
-        return float((np.interp(t1, ts, ns) - np.interp(t0, ts, ns)) / (t1 - t0))
-
-
 async def test_pytorch_ps_job_through_scrape_and_prometheus(job, prometheus_server, tmp_path):  # noqa: F811
     base, procs = job
     urls = [f"http://127.0.0.1:{base + r}/metrics" for r in range(3)]
-    await asyncio.to_thread(_wait_training, urls)
+    await asyncio.to_thread(wait_training, urls)
     prom = prometheus_server([f"127.0.0.1:{base + r}" for r in range(3)], scrape_interval="1s")
     await asyncio.to_thread(prom.wait_for_targets, 3, 60.0)  # torch keeps 2 cores busy
 
@@ -167,7 +97,7 @@ async def test_pytorch_ps_job_through_scrape_and_prometheus(job, prometheus_serv
         interval=1.0,
     )
 
-    sampler = _Sampler(urls[1:])  # the job's own counts, read ~20 times a second
+    sampler = CounterSampler(urls[1:])  # the job's own counts, read ~20 times a second
     sampler.start()
     await scrape.poll_once()  # warm the connections: later polls' times are not inflated by set-up
     await via_prom.poll_once()

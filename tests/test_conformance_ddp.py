@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
-from test_collect_pytorch import _port_base, _Sampler, _wait_training
+from training_jobs import CounterSampler, port_base, wait_training
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
@@ -44,7 +44,7 @@ POLLS = 12
 
 @pytest.fixture
 def ddp(tmp_path: Path) -> Iterator[int]:
-    base = _port_base()
+    base = port_base()
     cmd = [
         sys.executable,
         "-m",
@@ -77,7 +77,7 @@ def ddp(tmp_path: Path) -> Iterator[int]:
         proc.wait(timeout=10)
 
 
-def _own_rate(sampler: _Sampler, store: Store) -> float:
+def _own_rate(sampler: CounterSampler, store: Store) -> float:
     """The global step's own rate over the span the chief's samples cover in the window."""
     ts = store.tasks["pytorch-ddp/worker-0"]
     t, _ = ts.window(M.K_GLOBAL_STEP, WINDOW_S)
@@ -86,7 +86,7 @@ def _own_rate(sampler: _Sampler, store: Store) -> float:
 
 async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_server):  # noqa: F811
     urls = [f"http://127.0.0.1:{ddp + r}/metrics" for r in range(2)]
-    await asyncio.to_thread(_wait_training, ["", *urls], 90.0)
+    await asyncio.to_thread(wait_training, ["", *urls], 90.0)
     prom = prometheus_server([f"127.0.0.1:{ddp + r}" for r in range(2)], scrape_interval="1s")
     await asyncio.to_thread(prom.wait_for_targets, 2, 60.0)
     clock = SystemClock()
@@ -108,7 +108,7 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
             interval=2.0,
         ),
     ]
-    sampler = _Sampler([urls[0]], key=M.K_GLOBAL_STEP)
+    sampler = CounterSampler([urls[0]], key=M.K_GLOBAL_STEP)
     sampler.start()
     for _ in range(POLLS):
         await asyncio.gather(*(p.poll_once() for p in pollers))

@@ -98,3 +98,42 @@ def test_parser_never_raises_anything_but_exposition_error(text: str):
     except ExpositionError:
         return
     assert all(math.isfinite(v) for v in p.values.values())
+
+
+#: Series keys as recordings store them (recorded files name them): derived from the catalogue, never moved.
+RECORDED_KEYS = {
+    "K_GLOBAL_STEP": "cmdare_global_step",
+    "K_WORKER_STEPS": "cmdare_worker_steps_total",
+    "K_EXAMPLES": "cmdare_examples_total",
+    "K_STEP_SECONDS_SUM": "cmdare_step_seconds_sum",
+    "K_STEP_SECONDS_COUNT": "cmdare_step_seconds_count",
+    "K_ALLREDUCE_SECONDS_SUM": "cmdare_allreduce_seconds_sum",
+    "K_ALLREDUCE_SECONDS_COUNT": "cmdare_allreduce_seconds_count",
+    "K_PS_IN": "cmdare_ps_bytes_total{direction=in}",
+    "K_PS_OUT": "cmdare_ps_bytes_total{direction=out}",
+    "K_PREEMPTED": "cmdare_instance_preempted",
+    "K_STAGE_COMPUTE": "cmdare_stage_compute_seconds_total",
+    "K_STAGE_WAIT": "cmdare_stage_wait_seconds_total",
+    "K_STAGE_MICROBATCHES": "cmdare_stage_microbatches_total",
+    "K_STAGE_BYTES_PREFIX": "cmdare_stage_bytes_sent_total{peer=",
+    "K_NET_RX": "node_network_receive_bytes_total",
+    "K_NET_TX": "node_network_transmit_bytes_total",
+    "K_CPU_BUSY": "node_cpu_seconds_total{mode!=idle}",
+    "K_CPU_ALL": "node_cpu_seconds_total",
+    "K_MEM_TOTAL": "node_memory_MemTotal_bytes",
+    "K_MEM_AVAIL": "node_memory_MemAvailable_bytes",
+    "K_GPU_UTIL": "DCGM_FI_DEV_GPU_UTIL",
+    "K_GPU_FB_USED": "DCGM_FI_DEV_FB_USED",
+    "K_GPU_FB_FREE": "DCGM_FI_DEV_FB_FREE",
+    "K_GPU_COUNT": "dcgm_gpus",
+    "K_PROCESS_CPU": "process_cpu_seconds_total",
+    "K_PROCESS_START": "process_start_time_seconds",
+    "K_LOSS": "cmdare_loss",
+    "K_LEARNING_RATE": "cmdare_learning_rate",
+    "K_EXAMPLES_RATE": "cmdare_examples_per_second",
+}
+
+
+def test_series_keys_derived_from_the_catalogue_are_the_recorded_ones():
+    keys = {name: value for name, value in vars(M).items() if name.startswith("K_")}
+    assert keys == RECORDED_KEYS

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import CMDARE
 
-from cmdare.planner.risk_cost.overheads import Overheads, time_after_revocation
+from cmdare.planner.risk_cost.overheads import Overheads, degraded_wait
 
 DERIVED = CMDARE / "derived"
 
@@ -36,8 +36,8 @@ def test_lost_work_scales_with_speed(ov: Overheads) -> None:
 
 
 def test_penalty_vanishes_when_speed_is_not_degraded() -> None:
-    assert float(time_after_revocation(0.0, np.array(10.0), np.array(10.0), np.array(150.0))) == 0.0
-    assert float(time_after_revocation(0.0, np.array(10.0), np.array(0.0), np.array(150.0))) == 150.0
+    assert float(degraded_wait(np.array(150.0), np.array(10.0), np.array(10.0))) == 0.0
+    assert float(degraded_wait(np.array(150.0), np.array(10.0), np.array(0.0))) == 150.0
 
 
 def test_estimator_reproduces_the_11_runs(ov: Overheads) -> None:
@@ -55,6 +55,6 @@ def test_estimator_reproduces_the_11_runs(ov: Overheads) -> None:
     assert len(runs) == 11
     remaining = np.array([64000 - int(r["revocation_step"]) for r in runs])
     actual = np.array([float(r["actual_s"]) for r in runs])
-    est = time_after_revocation(remaining, speed[4], speed[3], ov.request_overhead("K80", "preemptible"))
+    est = remaining / speed[4] + degraded_wait(ov.request_overhead("K80", "preemptible"), speed[4], speed[3])
     mape = float(np.mean(np.abs(est - actual) / actual))
     assert mape < 0.02, mape

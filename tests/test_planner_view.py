@@ -166,6 +166,34 @@ def test_no_string_keyed_extras_left_in_the_tui():
     assert offenders == []
 
 
+def test_renderers_read_ranked_rows_typed():
+    """The panes, widgets and the report read a ranked shape as a RankedRow, never as a row dict."""
+    renderers = [
+        *(REPO / "tui" / "panes").glob("*.py"),
+        *(REPO / "tui" / "widgets").glob("*.py"),
+        REPO / "tui" / "plain.py",
+    ]
+    assert [p.name for p in renderers if re.search(r"\.row\(|\.current\b\[", p.read_text("utf-8"))] == []
+
+
+@pytest.mark.parametrize("workload", ["workload-sync-ddp.toml", "workload-resnet32.toml"])
+def test_a_ranked_row_is_typed_frozen_and_a_renamed_column_fails_in_the_planner(workload: str):
+    from cmdare.planner.risk_cost.shapes import ShapeTable
+    from cmdare.planner.view_json import ranked_row_json
+    from cmdare.tui.commands.plan import build_table
+
+    table = build_table(REPO / "examples" / workload, "balanced", prices="study-era")
+    i = int(table.view[0])
+    row, doc = table.ranked_row(i), ranked_row_json(table, i, 1)
+    assert (row.shape, row.region, row.sync) == (doc["shape"], doc["region"], doc["mode"] == "sync")
+    assert row.hours_p50 == table.row(i)["hours_p50"] and isinstance(row.pareto, bool)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.gpu = "K80"  # type: ignore[misc]
+    cols = {("region_renamed" if k == "region" else k): v for k, v in table.columns.items()}
+    with pytest.raises(KeyError, match="region"):
+        ShapeTable(cols, table.order, table.objective, table.terms).ranked_row(i)
+
+
 @pytest.mark.parametrize(
     ("columns", "width"), [("abc", 80), ("", 80), ("-3", 40), ("10", 40), ("99999999", 1000)]
 )

@@ -63,17 +63,13 @@ def test_fallbacks_say_which_basis(model: RevocationModel) -> None:
     assert "never revoked" in model.basis("K80", "us-west1", "standard")
 
 
-def test_cluster_risk_outputs(model: RevocationModel) -> None:
-    one = model.cluster_risk("P100", "us-central1", "preemptible", 1, 2.0)
-    four = model.cluster_risk("P100", "us-central1", "preemptible", 4, 2.0)
-    assert four.p_no_revocation == pytest.approx(one.p_no_revocation**4)
-    assert four.expected_revocations == pytest.approx(4 * one.expected_revocations)
-    assert four.per_node_risk == pytest.approx(1 - one.p_no_revocation)
-    assert (
-        four.expected_revocations >= -np.log(four.p_no_revocation) * 0.999
-    )  # replacements can be revoked too
-    safe = model.cluster_risk("P100", "us-central1", "standard", 4, 2.0)
-    assert safe.p_no_revocation == 1.0 and safe.expected_revocations == 0.0
+def test_renewals_count_revoked_replacements_and_standard_servers_never_go(model: RevocationModel) -> None:
+    h = np.array([2.0])
+    survival = model.survival("P100", "us-central1", "preemptible", h)[0]
+    renewals = model.expected_revocations("P100", "us-central1", "preemptible", h)[0]
+    assert 0 < survival < 1 and renewals >= -np.log(survival) * 0.999  # replacements can be revoked too
+    assert model.survival("P100", "us-central1", "standard", h)[0] == 1.0
+    assert model.expected_revocations("P100", "us-central1", "standard", h)[0] == 0.0
 
 
 def test_early_hours_riskiest(model: RevocationModel) -> None:
@@ -83,9 +79,10 @@ def test_early_hours_riskiest(model: RevocationModel) -> None:
 
 
 def test_start_hour_changes_risk(model: RevocationModel) -> None:
-    night = model.with_start_hour(0).cluster_risk("P100", "us-east1", "preemptible", 4, 3.0)
-    midday = model.with_start_hour(11).cluster_risk("P100", "us-east1", "preemptible", 4, 3.0)
-    assert midday.expected_revocations > night.expected_revocations  # P100 revocations peak 9-15 h
+    h = np.array([3.0])
+    night = model.with_start_hour(0).expected_revocations("P100", "us-east1", "preemptible", h)[0]
+    midday = model.with_start_hour(11).expected_revocations("P100", "us-east1", "preemptible", h)[0]
+    assert midday > night  # P100 revocations peak 9-15 h
 
 
 def test_update_moves_toward_own_history() -> None:

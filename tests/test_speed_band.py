@@ -76,14 +76,10 @@ def test_second_ps_gain_band_says_when_it_includes_no_gain():
     big = ps_gain_band(MODEL, BIG, {"P100": 8}, 1, 2)
     assert big.p50 < 0.2  # not the +70% of a model that halves the PS work
     assert big.p10 <= big.p50 <= big.p90 and big.p90 > 0.5  # a byte-balanced placement would gain
-    text = big.describe()
-    assert text.startswith(f"predicted +{big.p50:.0%}".replace("+-", "-")) and "P10–P90" in text
     k80 = ps_gain_band(MODEL, UNNAMED, {"K80": 2}, 1, 2)  # compute-bound: the 2nd PS barely matters
     assert k80.p50 < 0.1
     flat = ps_gain_band(MODEL, BIG, {"K80": 1}, 1, 2)
-    assert flat.includes_no_gain == (flat.p10 <= 0) and ("includes no gain" in flat.describe()) == (
-        flat.p10 <= 0
-    )
+    assert flat.includes_no_gain == (flat.p10 <= 0)
 
 
 def test_two_ps_rows_of_the_visible_data_are_fitted_and_scored(obs):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from prom_server import free_port
-from test_collect_pytorch import _port_base, _wait_training
+from training_jobs import port_base, wait_training
 
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
@@ -31,7 +31,7 @@ SLOW_S = 0.04
 
 @pytest.fixture
 def slow_ddp(tmp_path: Path) -> Iterator[int]:
-    base = _port_base()
+    base = port_base()
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
            str(TRAIN), "--steps", "0", "--port-base", str(base), "--slow-rank", "1", "--slow-seconds", str(SLOW_S)]  # fmt: skip
     proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
@@ -47,7 +47,7 @@ def slow_ddp(tmp_path: Path) -> Iterator[int]:
 
 async def test_the_slow_rank_is_named_with_the_gain_of_replacing_it(slow_ddp: int) -> None:
     urls = [f"http://127.0.0.1:{slow_ddp + r}/metrics" for r in range(2)]
-    await asyncio.to_thread(_wait_training, ["", *urls], 90.0)
+    await asyncio.to_thread(wait_training, ["", *urls], 90.0)
     session = MonitorSession(SessionOptions(targets=urls, refresh=1.0, read_only=True))
     session.start()
     try:

@@ -10,16 +10,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from hostile_text_server import INJECTED, TITLE_MARK, HostileServer  # noqa: E402
+from hostile_text_server import INJECTED, TITLE_MARK, HostileServer
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = REPO / ".venv" / "bin" / "cmdare-tui"

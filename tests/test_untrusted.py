@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hostile_text_server import HOSTILE, INVALID_UTF8, HostileServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,9 +32,6 @@ from cmdare.collectors.store import Store
 from cmdare.collectors.tensorboard import TensorBoardSource
 from cmdare.collectors.tfrecord import frame
 from cmdare.collectors.untrusted import LABEL_LIMIT, CleanLogFilter, clean_text
-
-sys.path.insert(0, str(Path(__file__).parent))
-from hostile_text_server import HOSTILE, INVALID_UTF8, HostileServer  # noqa: E402
 
 UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs"}
 

@@ -52,12 +52,17 @@ def env_read_only(env: dict[str, str] | None = None) -> bool:
     return (os.environ if env is None else env).get("CMDARE_READ_ONLY", "").strip() not in ("", "0")
 
 
+def add_read_only_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--read-only`` (its one definition: the app and ``snapshot`` list it among their sources)."""
+    p.add_argument("--read-only", action="store_true", default=env_read_only(),
+                   help="write nothing anywhere (also CMDARE_READ_ONLY=1 or read_only = true)")  # fmt: skip
+
+
 def add_global_args(p: argparse.ArgumentParser) -> None:
     """``--read-only``, ``--prices``, ``--log-level`` and ``--config``, unless ``p`` has them already."""
     have = {s for a in p._actions for s in a.option_strings}
     if "--read-only" not in have:
-        p.add_argument("--read-only", action="store_true", default=env_read_only(),
-                       help="write nothing anywhere (also CMDARE_READ_ONLY=1 or read_only = true)")  # fmt: skip
+        add_read_only_arg(p)
     if "--prices" not in have:
         p.add_argument("--prices", choices=PRICE_MODES, default="offline",
                        help="price book: offline (shipped, default), live (Cloud Billing Catalog API; "

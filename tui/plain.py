@@ -19,7 +19,7 @@ from rich.text import Text
 
 from cmdare.planner.overview import JobView
 from cmdare.planner.view import JobPlannerView, PlannerView
-from cmdare.planner.view_json import ranked_indices, shape_deltas, shape_label
+from cmdare.planner.view_json import ranked_indices, shape_deltas
 from cmdare.tui.format import (
     SEVERITY_SYMBOL,
     STATUS_SYMBOL,
@@ -160,16 +160,16 @@ def plans_table(view: JobPlannerView) -> Table | None:
         ("", "Shape", "Where", "Time", "Δ time", "Δ cost", "P(≥1 rev)"),
     )
     for k, i in enumerate(ranked_indices(table, TOP_PLANS + 1)):
-        r = table.row(i)
+        r = table.ranked_row(i)
         dt, dc, dr = shape_deltas(table, i)
         cur = i == 0
-        risk = f"{float(r['p_revocation']):.2f}" + ("" if cur else f" ({dr:+.2f})".replace("-", "−"))  # type: ignore[arg-type]
+        risk = f"{r.p_revocation:.2f}" + ("" if cur else f" ({dr:+.2f})".replace("-", "−"))
         _row(
             t,
             "now" if cur else f"#{k}",
-            shape_label(r),
-            f"{r['region']} {r['provisioning']}" + (" (a move)" if r.get("region_note") else ""),
-            hours(float(r["hours_p50"])),  # type: ignore[arg-type]
+            r.shape,
+            f"{r.region} {r.provisioning}" + (" (a move)" if r.region_note else ""),
+            hours(r.hours_p50),
             "–" if cur else _pct(dt),
             "–" if cur else ("n/a" if dc is None else _pct(dc)),
             risk,

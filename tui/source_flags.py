@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cmdare.tui.cli_args import env_read_only, positive_float, url
+from cmdare.tui.cli_args import add_read_only_arg, positive_float, url
 from cmdare.tui.commands import UsageError
 from cmdare.tui.options import SessionOptions
 
@@ -243,12 +243,7 @@ def add_source_args(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="per-target timeout (default 2)",
     )
-    g.add_argument(
-        "--read-only",
-        action="store_true",
-        default=env_read_only(),
-        help="write nothing anywhere (also CMDARE_READ_ONLY=1 or read_only = true)",
-    )
+    add_read_only_arg(g)
     add_collector_args(g)
 
 

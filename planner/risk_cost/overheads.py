@@ -94,14 +94,13 @@ class Overheads:
         return np.asarray(steps_since_checkpoint, dtype=float) / np.maximum(steps_per_sec, 1e-12)
 
 
-def time_after_revocation(
-    remaining_steps: float | np.ndarray,
+def degraded_wait(
+    request_overhead_s: float | np.ndarray,
     restored_speed: float | np.ndarray,
     degraded_speed: float | np.ndarray,
-    request_overhead_s: float | np.ndarray,
 ) -> np.ndarray:
-    """Seconds to finish after a revocation (study estimator); speeds in steps/s, vectorised."""
+    """Seconds a worker revocation costs while its replacement is requested and joins: the cluster runs
+    at ``degraded_speed`` instead of ``restored_speed`` (steps/s) for ``request_overhead_s`` (the study's
+    time-to-finish estimator: remaining steps / restored speed + this); vectorised."""
     restored = np.maximum(np.asarray(restored_speed, dtype=float), 1e-12)
-    return np.asarray(remaining_steps) / restored + np.asarray(request_overhead_s) * (
-        1 - np.asarray(degraded_speed) / restored
-    )
+    return np.asarray(request_overhead_s) * (1 - np.asarray(degraded_speed) / restored)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-TRANSIENT = ("spot", "preemptible")
+from cmdare.planner.risk_cost.revocation import TRANSIENT
+
 #: Relative tolerance under which two rows' P50 cost and P(≥1 revocation) count as the same.
 TWIN_RTOL = 1e-6
 

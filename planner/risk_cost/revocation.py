@@ -1,4 +1,4 @@
-"""Revocation risk of transient GPU servers: lifetime distribution, cluster risk, learning from history.
+"""Revocation risk of transient GPU servers: lifetime distribution, renewals, learning from history.
 
 Model. For a transient server the *revocation* CDF over age ``t`` (hours) is the bathtub curve of
 Kadupitiya et al. (HPDC 2020), shifted so ``F(0) = 0``::
@@ -64,19 +64,6 @@ class Bathtub:
         return self.a * (
             1 - np.exp(-t / self.tau1) + np.exp((t - self.b) / self.tau2) - np.exp(-self.b / self.tau2)
         )
-
-
-@dataclass(frozen=True)
-class ClusterRisk:
-    """Risk of a cluster over a run of ``hours``: probability of no revocation, expected revocations
-    (with replacements), per-node probability of at least one revocation, and the data basis used."""
-
-    hours: float
-    p_no_revocation: float
-    expected_revocations: float
-    per_node_risk: float
-    transient_nodes: int
-    basis: str
 
 
 @dataclass(frozen=True)
@@ -187,27 +174,6 @@ class RevocationModel:
         """Expected revocations of one node slot over ``hours`` when each loss is replaced (renewal)."""
         table = self._table(gpu, region, provisioning)
         return table.renewals(np.asarray(hours, dtype=float))
-
-    def cluster_risk(
-        self, gpu: str, region: str, provisioning: str, workers: int, hours: float,
-        ps: int = 0, ps_provisioning: str = "standard",
-    ) -> ClusterRisk:  # fmt: skip
-        """Risk for ``workers`` servers of (gpu, region, provisioning) plus ``ps`` CPU parameter servers
-        (PS use the provisioning-level curve of all GPUs) over a run of ``hours``."""
-        h = np.array([hours])
-        s_w = float(self.survival(gpu, region, provisioning, h)[0])
-        m_w = float(self.expected_revocations(gpu, region, provisioning, h)[0])
-        s_p = float(self.survival(ANY, region, ps_provisioning, h)[0])
-        m_p = float(self.expected_revocations(ANY, region, ps_provisioning, h)[0])
-        transient = workers * (provisioning in TRANSIENT) + ps * (ps_provisioning in TRANSIENT)
-        return ClusterRisk(
-            hours=hours,
-            p_no_revocation=s_w**workers * s_p**ps,
-            expected_revocations=workers * m_w + ps * m_p,
-            per_node_risk=1 - s_w,
-            transient_nodes=int(transient),
-            basis=self.basis(gpu, region, provisioning),
-        )
 
     def _table(self, gpu: str, region: str, provisioning: str) -> _HazardTable:
         if provisioning not in TRANSIENT:

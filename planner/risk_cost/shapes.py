@@ -10,6 +10,7 @@ Public API (what the CLI and the TUI Planner pane call)::
     table.delta(i)         # "−38% time, +12% cost, P(≥1 revocation) 0.21 → 0.05" against the current shape
     table.explain(i)       # Explanation: which terms dominate one row
     table.top()            # every row of the view as a dict (JSON-ready)
+    table.ranked_row(i)    # RankedRow: row i typed, what the panes and reports render
 
 Each row: gpu, workers, ps, region, provisioning, steps_per_sec, bottleneck, hours_expected, hours_p50,
 hours_p90, cost_usd_expected, cost_usd_p50, cost_usd_p90, p_revocation, expected_revocations,
@@ -25,7 +26,7 @@ leaves the ranking of every objective unchanged).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -143,6 +144,55 @@ class Explanation:
         return f"speed limited by {self.bottleneck} (speed model); time: {parts}"
 
 
+@dataclass(frozen=True)
+class RankedRow:
+    """One ranked shape, typed: what the panes, ``snapshot`` and the export render of a row (the columns of
+    the same names, rounded as :meth:`ShapeTable.row`). Time in hours, cost in USD (None: the book has no
+    price for it), speed in steps/s. ``region_note`` says what a move to another region implies ("" when
+    the shape stays); ``also_provisioning`` the spot/preemptible twin the row stands for. A synchronous
+    (all-reduce) shape has ``nodes`` × ``gpus_per_node``, ``comm_share`` and ``policy``; a PS shape None."""
+
+    gpu: str
+    workers: int
+    ps: int
+    region: str
+    provisioning: str
+    steps_per_sec: float
+    bottleneck: str
+    hours_p50: float
+    hours_p90: float
+    cost_usd_p50: float | None
+    cost_usd_p90: float | None
+    p_revocation: float
+    expected_revocations: float
+    price_source: str
+    price_as_of: str
+    price_date: str
+    region_note: str
+    also_provisioning: str
+    pareto: bool
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    comm_share: float | None = None
+    policy: str | None = None
+
+    @property
+    def sync(self) -> bool:
+        """True for a synchronous all-reduce shape (nodes × GPUs per node, no PS)."""
+        return self.nodes is not None
+
+    @property
+    def shape(self) -> str:
+        """``8×P100·1PS``; a synchronous shape: nodes × GPUs per node × GPU, ``4×2×T4``."""
+        if self.sync:
+            return f"{self.nodes}×{self.gpus_per_node}×{self.gpu}"
+        return f"{self.workers}×{self.gpu}·{self.ps}PS"
+
+
+_RANKED_REQUIRED = tuple(f.name for f in fields(RankedRow) if f.default is not None)
+_RANKED_SYNC = tuple(f.name for f in fields(RankedRow) if f.default is None)
+
+
 class ShapeTable:
     """Ranked shapes as numpy columns; row 0 of the underlying arrays is the current shape.
 
@@ -189,6 +239,14 @@ class ShapeTable:
             if isinstance(v, float) and not np.isfinite(v):
                 out[k] = None
         return out
+
+    def ranked_row(self, i: int) -> RankedRow:
+        """Row ``i`` typed (a column renamed without its reader fails here, in the planner)."""
+        r = self.row(i)
+        return RankedRow(
+            **{k: r[k] for k in _RANKED_REQUIRED},  # type: ignore[arg-type]
+            **{k: r.get(k) for k in _RANKED_SYNC},  # type: ignore[arg-type]
+        )
 
     def top(self, n: int | None = None) -> list[dict[str, object]]:
         """The first ``n`` rows of the current view (all when ``n`` is None)."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cmdare.planner.risk_cost.overheads import Overheads
+from cmdare.planner.risk_cost.overheads import Overheads, degraded_wait
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.time_cost import (
     FIXED_POINT_PASSES,
@@ -43,8 +43,6 @@ from cmdare.planner.risk_cost.time_cost import (
     poisson_quantile,
     revocation_curves,
 )
-
-POLICIES = ("restart", "elastic")
 
 
 @dataclass(frozen=True)
@@ -93,7 +91,7 @@ def penalties(
     request, _ = _per_pair(overheads, cols.gpu, cols.provisioning)
     restart = request + overheads.framework_restart(False) + redo
     warm = overheads.framework_restart(True)
-    shrink = 2.0 * warm + redo + request * (1.0 - cols.degraded_steps_per_sec / v)
+    shrink = 2.0 * warm + redo + degraded_wait(request, v, cols.degraded_steps_per_sec)
     shrink = np.where((cols.nodes > 1) & elastic, shrink, np.inf)
     return restart, shrink, np.minimum(restart, shrink)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cmdare.planner.risk_cost.overheads import Overheads
+from cmdare.planner.risk_cost.overheads import Overheads, degraded_wait
 from cmdare.planner.risk_cost.revocation import RevocationModel
 
 FIXED_POINT_PASSES = 4
@@ -125,7 +125,7 @@ def estimate(
     request = _request_overhead(overheads, cols.gpu, cols.provisioning)
     restart = overheads.framework_restart(run.warm_restart)
     redo = overheads.lost_work(interval / 2.0, v)
-    pen_w = request * (1 - cols.degraded_steps_per_sec / v) + (redo + restart) / n
+    pen_w = degraded_wait(request, v, cols.degraded_steps_per_sec) + (redo + restart) / n
     ps_request = overheads.server_start("*", run.ps_provisioning)
     pen_ps = ps_request + redo + restart
 

@@ -113,11 +113,9 @@ def _gain_band(
     ctx: AlertContext, job: JobView, gpus: dict[str, int], ps: int, k: int
 ) -> tuple[float, float] | None:
     """(P10, P90) relative gain of ``ps`` → ``k`` servers from the speed model's band API
-    (:func:`cmdare.planner.speed.speed_band.ps_gain_band`), or None where that API or a prediction is missing."""
-    try:
-        from cmdare.planner.speed.speed_band import ps_gain_band  # type: ignore[import-not-found]
-    except ImportError:  # the band API is not part of this build
-        return None
+    (:func:`cmdare.planner.speed.speed_band.ps_gain_band`), or None without a speed model or a network."""
+    from cmdare.planner.speed.speed_band import ps_gain_band  # loaded when a rule first asks
+
     model, net = speed_model_of(ctx), network_of(job)
     if net is None or not isinstance(model, SpeedModel):
         return None

@@ -21,6 +21,7 @@ __all__ = [
     "NETWORK_FIELDS",
     "MEASURED_GPUS",
     "canonical_network_name",
+    "spellings_of",
     "family_of",
     "depth_of",
     "known_networks",
@@ -82,6 +83,11 @@ def canonical_network_name(name: str) -> str:
     key = _squash(name)
     key = re.sub(r"^cus(\d+)", r"custom\1", key)
     return _ALIASES.get(key, key)
+
+
+def spellings_of(key: str) -> set[str]:
+    """The other spellings (squashed, as :func:`canonical_network_name` reads them) of catalog key ``key``."""
+    return {alias for alias, canonical in _ALIASES.items() if canonical == key}
 
 
 def family_of(name: str | None) -> str | None:

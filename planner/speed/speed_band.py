@@ -72,11 +72,6 @@ class GainBand:
     includes_no_gain: bool
     basis: str
 
-    def describe(self) -> str:
-        """ "predicted +X% (P10–P90 a–b%)", saying so when the band includes no gain."""
-        text = f"predicted {self.p50:+.0%} (P10–P90 {self.p10:+.0%} to {self.p90:+.0%})"
-        return text + ("; the band includes no gain" if self.includes_no_gain else "")
-
 
 def _q(model: SpeedModel, category: str) -> tuple[float, float, int]:
     """(P10, P90, n) log residuals of ``category``; without residuals of it, the widest that has some."""

@@ -12,6 +12,7 @@ subtitle names the model and the price source."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -36,8 +37,10 @@ from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, issue 20)
+    from cmdare.planner.geo.geo_live import LiveBoundary
     from cmdare.planner.job_plan import ShapeOutlook
-    from cmdare.planner.risk_cost.shapes import ShapeTable
+    from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.risk_cost.shapes import RankedRow, ShapeTable
 
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))
 # Columns by priority, so that Shape → Bound fit the pane at 120×40 (68 cells): Δ is three short columns
@@ -52,7 +55,7 @@ PIPELINE_COLUMNS = (("Boundary", 12), ("DCs", 26), ("Gbit/s", 7), ("MB/mb", 7), 
 TOP_N = 30
 
 
-def pipeline_rows(boundaries: list[Any], dc: dict[str, str]) -> list[Row]:
+def pipeline_rows(boundaries: Sequence[LiveBoundary], dc: Mapping[str, str]) -> list[Row]:
     """One row per measured WAN boundary of a pipeline job (``planner.wan_rules.pipelines``)."""
     out = []
     for b in boundaries:
@@ -87,26 +90,24 @@ def outlook_rows(rows: list[ShapeOutlook]) -> list[Row]:
     return out
 
 
-def ranked_rows(table: Any, n: int = TOP_N) -> list[Row]:
+def ranked_rows(table: ShapeTable, n: int = TOP_N) -> list[Row]:
     """The current shape first (the reference row, ▶), then the ranking; ★ marks the Pareto front
     of (time, cost, risk)."""
     out = []
     for i in [0] + [int(x) for x in table.view[:n] if int(x) != 0]:
-        r = table.row(i)
+        r = table.ranked_row(i)
         cur = i == 0
-        mark = "▶" if cur else ("★" if r.get("pareto") else " ")
-        shape = (f"{mark} {r['nodes']}×{r['gpus_per_node']}×{r['gpu']}" if "nodes" in r  # sync: nodes × GPUs/node
-                 else f"{mark} {r['workers']}×{r['gpu']}·{r['ps']}PS")  # fmt: skip
-        region = region_code(str(r["region"])) + ("†" if r.get("region_note") else "")
-        prov = "s/pre" if r.get("also_provisioning") else provisioning_code(str(r["provisioning"]))
-        bound = str(r["bottleneck"])
+        shape = f"{'▶' if cur else ('★' if r.pareto else ' ')} {r.shape}"
+        region = region_code(r.region) + ("†" if r.region_note else "")
+        prov = "s/pre" if r.also_provisioning else provisioning_code(r.provisioning)
+        bound = r.bottleneck
         dt, dc, dr = deltas(table, i)
-        cells = (Text(shape, style="bold" if cur else ""), hours(float(r["hours_p50"])), short_money(r["cost_usd_p50"]),
+        cells = (Text(shape, style="bold" if cur else ""), hours(r.hours_p50), short_money(r.cost_usd_p50),
                  "now" if cur else delta_pct(dt), "now" if cur else ("n/a" if dc is None else delta_pct(dc)), region, prov,
                  BOUND_CODE.get(bound, bound[:5]), "now" if cur else f"{dr:+.2f}".replace("-", "−"),
-                 f"{float(r['p_revocation']):.2f}", rate(float(r["steps_per_sec"])))  # fmt: skip
-        sort = (shape[2:], r["hours_p50"], r["cost_usd_p50"] or 0.0, dt, dc, r["region"], r["provisioning"],
-                bound, dr, r["p_revocation"], r["steps_per_sec"])  # fmt: skip
+                 f"{r.p_revocation:.2f}", rate(r.steps_per_sec))  # fmt: skip
+        sort = (shape[2:], r.hours_p50, r.cost_usd_p50 or 0.0, dt, dc, r.region, r.provisioning,
+                bound, dr, r.p_revocation, r.steps_per_sec)  # fmt: skip
         out.append(Row(str(i), cells, sort))
     return out
 
@@ -118,15 +119,15 @@ def short_money(usd: Any) -> str:
     return f"${float(usd):.2f}" if float(usd) < 100 else f"${float(usd):,.0f}"
 
 
-def price_note(row: dict[str, Any]) -> str:
+def price_note(row: RankedRow) -> str:
     """'prices offline 2019-02-15', or 'prices offline, undated (derived 2026-11-30)' when the source rows
     carry no price date."""
-    if str(row.get("price_date", "")).startswith("price date unknown"):
-        return f"prices {row['price_source']}, undated (derived {row['price_as_of']})"
-    return f"prices {row['price_source']} {row['price_as_of']}"
+    if row.price_date.startswith("price date unknown"):
+        return f"prices {row.price_source}, undated (derived {row.price_as_of})"
+    return f"prices {row.price_source} {row.price_as_of}"
 
 
-def calibration_note(plan: Any) -> str:
+def calibration_note(plan: LivePlan | None) -> str:
     """' · calibrated on N samples (residual x%)' (a sync job: on its ranks' measured split), or
     ' · model not yet calibrated on this job'."""
     return " · " + calibration_words(plan)
@@ -167,9 +168,8 @@ class PlannerPane(Vertical):
         if ranked is not None:
             self._set_mode("ranked")
             self.query_one("#ranked-table", FilterTable).set_rows(ranked_rows(ranked))
-            r = ranked.current
             self.border_subtitle = (
-                f"ranked by {ranked.objective} · {price_note(r)}"
+                f"ranked by {ranked.objective} · {price_note(ranked.ranked_row(0))}"
                 + ("" if ranked.current_priced else " · current shape: price unknown")
                 + calibration_note(view.plan if (view := self._view(state)) is not None else None)
             )

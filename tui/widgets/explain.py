@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -15,7 +16,9 @@ from textual.widgets import Static
 from cmdare.tui.format import duration, money, pct, rate
 
 if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, issue 20)
+    from cmdare.planner.geo.geo_live import LiveBoundary
     from cmdare.planner.job_plan import ShapeOutlook
+    from cmdare.planner.risk_cost.shapes import ShapeTable
 
 
 class _Grid(Table):
@@ -97,7 +100,7 @@ class ExplainScreen(ModalScreen[None]):
         return cls(f"Why {row.shape.label}", t, f"model: {p.source}")
 
     @classmethod
-    def for_boundary(cls, b: Any, dc: dict[str, str]) -> ExplainScreen:
+    def for_boundary(cls, b: LiveBoundary, dc: Mapping[str, str]) -> ExplainScreen:
         """A pipeline's WAN boundary: why its wire time per micro-batch is what it is (issue 18)."""
         t = _grid()
         t.add_row("Link", f"stage {b.from_stage} ({dc.get(b.from_stage, '?')}) → stage {b.to_stage} "
@@ -122,39 +125,31 @@ class ExplainScreen(ModalScreen[None]):
         return cls(f"Why {b.from_stage}->{b.to_stage}", t, "measured: stage counters over the rate window")
 
     @classmethod
-    def for_ranked(cls, table: Any, i: int) -> ExplainScreen:
+    def for_ranked(cls, table: ShapeTable, i: int) -> ExplainScreen:
         """Why row ``i`` of a ranked shape table costs and takes what it does (model terms)."""
-        r = table.row(i)
+        r = table.ranked_row(i)
         t = _grid()
         if (
-            "nodes" in r
+            r.sync
         ):  # synchronous all-reduce: nodes × GPUs per node, the all-reduce share, the revocation policy
-            t.add_row("Shape", f"{r['nodes']} nodes × {r['gpus_per_node']} {r['gpu']} ({r['workers']} GPUs, all-reduce), "
-                      f"{r['region']}, {r['provisioning']}")  # fmt: skip
-            t.add_row(
-                "All-reduce", f"{float(r['comm_share']):.0%} of a step exposed; on revocation: {r['policy']}"
-            )
+            t.add_row("Shape", f"{r.nodes} nodes × {r.gpus_per_node} {r.gpu} ({r.workers} GPUs, all-reduce), "
+                      f"{r.region}, {r.provisioning}")  # fmt: skip
+            t.add_row("All-reduce", f"{r.comm_share:.0%} of a step exposed; on revocation: {r.policy}")
         else:
-            t.add_row(
-                "Shape", f"{r['workers']}×{r['gpu']} + {r['ps']} PS, {r['region']}, {r['provisioning']}"
-            )
-        band = table.band(i) if hasattr(table, "band") else None
-        t.add_row("Steps/s", f"{rate(float(r['steps_per_sec']))} expected; " + (
+            t.add_row("Shape", f"{r.workers}×{r.gpu} + {r.ps} PS, {r.region}, {r.provisioning}")
+        band = table.band(i)
+        t.add_row("Steps/s", f"{rate(r.steps_per_sec)} expected; " + (
             f"P10–P90 {rate(band.p10)}–{rate(band.p90)}"
             + band_scope(band.extrapolation)
             if band else "band: n/a in this build"))  # fmt: skip
+        t.add_row("Time", f"p50 {duration(r.hours_p50 * 3600)}, p90 {duration(r.hours_p90 * 3600)}")
+        t.add_row("Cost", f"p50 {money(r.cost_usd_p50)}, p90 {money(r.cost_usd_p90)}"
+                  if r.cost_usd_p50 is not None else "price unknown in this book")  # fmt: skip
         t.add_row(
-            "Time",
-            f"p50 {duration(float(r['hours_p50']) * 3600)}, p90 {duration(float(r['hours_p90']) * 3600)}",
+            "Revocation", f"P(≥1 revocation) {r.p_revocation:.2f}, expected {r.expected_revocations:.2f}"
         )
-        t.add_row("Cost", f"p50 {money(r['cost_usd_p50'])}, p90 {money(r['cost_usd_p90'])}"
-                  if r["cost_usd_p50"] is not None else "price unknown in this book")  # fmt: skip
-        t.add_row(
-            "Revocation",
-            f"P(≥1 revocation) {float(r['p_revocation']):.2f}, expected {float(r['expected_revocations']):.2f}",
-        )
-        if r.get("region_note"):
-            t.add_row("Region move", str(r["region_note"]))
+        if r.region_note:
+            t.add_row("Region move", r.region_note)
         t.add_row("vs current", "this is the current shape" if i == 0 else table.delta(i))
         try:
             ex = table.explain(i)
@@ -165,5 +160,5 @@ class ExplainScreen(ModalScreen[None]):
         return cls(
             "Why this shape",
             t,
-            ex.text() + f"\nprices: {r['price_source']}, {r.get('price_date', r['price_as_of'])}",
+            ex.text() + f"\nprices: {r.price_source}, {r.price_date}",
         )

@@ -1,0 +1,85 @@
+"""Support for the tests that run a real PyTorch job (examples/pytorch_ps, examples/pytorch_ddp): free
+consecutive ports for its ranks, a wait until it trains, and a sampler of its own step counter."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import numpy as np
+from prom_server import free_port
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.exposition import parse_exposition
+
+
+def port_base(count: int = 3) -> int:
+    """A free port followed by ``count - 1`` free ones (a job's ranks listen on ``base + rank``)."""
+    for _ in range(50):
+        base = free_port()
+        if base < 65000 and all(free_port_is(base + i) for i in range(count)):
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def free_port_is(port: int) -> bool:
+    """True when ``port`` can be bound on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def worker_steps(url: str) -> float:
+    """The job's own ``cmdare_worker_steps_total`` on one ``/metrics`` page (0 before the first step)."""
+    text = httpx.get(url, timeout=2).text
+    return parse_exposition(text).values.get(M.K_WORKER_STEPS, 0.0)
+
+
+def wait_training(urls: list[str], timeout: float = 60.0) -> None:
+    """Wait until every task but the first (the PS or rank 0's page) has counted a step."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if all(worker_steps(u) > 0 for u in urls[1:]):
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("the PyTorch job did not start training")
+
+
+class CounterSampler(threading.Thread):
+    """Reads the job's own counter (``key``) every 50 ms, stamped at the request midpoint."""
+
+    def __init__(self, urls: list[str], key: str = M.K_WORKER_STEPS) -> None:
+        super().__init__(daemon=True)
+        self.urls = urls
+        self.key = key
+        self.samples: list[list[tuple[float, float]]] = [[] for _ in urls]
+        self._stop_evt = threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(timeout=2) as client:
+            while not self._stop_evt.wait(0.05):
+                for i, u in enumerate(self.urls):
+                    t0 = time.time()
+                    try:
+                        n = parse_exposition(client.get(u).text).values.get(self.key, 0.0)
+                    except httpx.HTTPError:
+                        continue
+                    self.samples[i].append(((t0 + time.time()) / 2, n))
+
+    def stop(self) -> None:
+        """Stop sampling and wait for the thread."""
+        self._stop_evt.set()
+        self.join(timeout=5)
+
+    def rate(self, i: int, t0: float, t1: float) -> float:
+        """Counter ``i``'s rate between ``t0`` and ``t1`` (epoch seconds), interpolated between samples."""
+        ts, ns = np.array(self.samples[i]).T
+        return float((np.interp(t1, ts, ns) - np.interp(t0, ts, ns)) / (t1 - t0))
