@@ -54,6 +54,41 @@ def _scraped(i: int, key: str, now: float, scrape_s: float) -> str:
     return "0" if "preempted" in key else repr(i + t - 1.7e9)
 
 
+_DETAIL = re.compile(r'^\{__name__=~"([^"]+)",instance=~"([^"]*)"\}')
+_RATE = re.compile(r"^max by \(instance\) \(rate\(([a-z_]+)")
+_INSTANCES: dict[str, int] = {}
+
+
+def _index(inst: str, n: int) -> int | None:
+    """Task ``i`` of an instance string (the inverse of :func:`_instance`), None past ``n``."""
+    if not _INSTANCES:
+        _INSTANCES.update({_instance(i): i for i in range(n)})
+    return _INSTANCES.get(inst)
+
+
+def _detail(m: re.Match, n: int, now: float, scrape_s: float) -> list[dict]:
+    """A large fleet's detail query (prometheus_fleet.detail_query): raw series of the listed
+    instances, and their scrape times."""
+    names = [x for x in m.group(1).split("|") if "ps_bytes" not in x and "stage" not in x]
+    insts = [x.replace("\\\\", "") for x in m.group(2).split("|") if x]
+    tasks = [i for i in (_index(x, n) for x in insts) if i is not None]
+    rows = [
+        {"metric": {"__name__": name, "instance": _instance(i), "job": "bench"},
+         "value": [now, _scraped(i, name, now, scrape_s) if scrape_s else str(i + now % 100)]}
+        for i in tasks for name in names
+    ]  # fmt: skip
+    rows += [{"metric": {"instance": _instance(i), "cmdare_key": "__scrape_time"},
+              "value": [now, _scraped(i, "__t", now, scrape_s) if scrape_s else str(now - 1)]} for i in tasks]  # fmt: skip
+    return rows
+
+
+def _column(metric: str, n: int, now: float) -> list[dict]:
+    """A per-task rate column (prometheus_fleet.column_queries): counters grow at 1/s; task i's step
+    time is 0.1 s plus a little per task (so the slowest are distinct)."""
+    value = {"cmdare_step_seconds_sum": lambda i: 0.1 + i % 97 / 970}.get(metric, lambda i: 1.0)  # sum / count: count grows at 1/s
+    return [{"metric": {"instance": _instance(i)}, "value": [now, repr(value(i))]} for i in range(n)]
+
+
 def answer(query: str, n: int, scrape_s: float = 0.0) -> bytes:
     """The JSON body for ``query`` over ``n`` tasks (``scrape_s``: see the module's docstring)."""
     now = time.time()
@@ -61,7 +96,10 @@ def answer(query: str, n: int, scrape_s: float = 0.0) -> bytes:
     k = min(n, int(m.group(1))) if m else n
     if "[" in query and "s]" in query:  # backfill: a range selector
         return b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
-    if query.startswith("vector(time())"):
+    detail, rate = _DETAIL.match(query), _RATE.match(query)
+    if detail or rate or query.endswith(") == 1"):
+        rows = _detail(detail, k, now, scrape_s) if detail else _column(rate.group(1), k, now) if rate else []
+    elif query.startswith("vector(time())"):
         rows = [{"metric": {}, "value": [now, str(now)]}]
     elif query.startswith("count("):
         rows = [{"metric": {}, "value": [now, str(n)]}]

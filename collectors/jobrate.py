@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.samples import JobFacts
+from cmdare.collectors.samples import JobFacts, RoleFigures
 from cmdare.collectors.store import TaskSeries
 
 SYNC_TOLERANCE = 0.25  # a worker within 25% of the global step's rate steps with it
@@ -36,6 +36,7 @@ class JobRate:
     global_step: float
     sync: str  # async-ps | sync-allreduce | pipeline | "" (one worker: either reading is the same)
     how: str  # declared | inferred | ""
+    basis: str = ""  # where the rates come from when not the tasks' own samples (a large fleet)
 
 
 def _rates(tasks: Sequence[TaskSeries], key: str, window: float) -> list[float]:
@@ -79,4 +80,28 @@ def job_rate(tasks: Sequence[TaskSeries], facts: JobFacts | None, window: float)
         global_step=max(gsteps) if gsteps else math.nan,
         sync=sync,
         how="declared" if declared else ("inferred" if sync else ""),
+    )
+
+
+def fleet_rate(jr: JobRate, roles: Mapping[str, RoleFigures]) -> JobRate:
+    """``jr`` with a large fleet's steps/s and examples/s from Prometheus' per-task rates (see
+    ``prometheus_fleet``): asynchronous, the sum of the workers'; synchronous or a pipeline, the median
+    task's of the largest worker role (each steps once a global step). The global step and how the
+    job trains stay the tasks' own (``jr``)."""
+    workers = [r for role, r in roles.items() if role in WORKER_ROLES] or list(roles.values())
+    rated = sum(r.rated for r in workers)
+    if not rated:
+        return jr
+    window = max(r.window_s for r in workers)
+    if jr.sync in ("sync-allreduce", "pipeline"):
+        main = max(workers, key=lambda r: r.rated)
+        steps, how = main.p50, f"median of {main.rated:,} tasks' rates"
+    else:
+        steps, how = math.fsum(r.steps_per_sec or 0.0 for r in workers), f"sum of {rated:,} tasks' rates"
+    ex = [r.examples_per_sec for r in roles.values() if r.examples_per_sec is not None]
+    return replace(
+        jr,
+        steps_per_sec=math.nan if steps is None else steps,
+        examples_per_sec=math.fsum(ex) if ex else jr.examples_per_sec,
+        basis=f"Prometheus: {how} over {window:.0f} s",
     )

@@ -7,10 +7,12 @@ turned into a status line, never a crash.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Protocol
 
 import httpx
@@ -18,7 +20,7 @@ import httpx
 from cmdare.collectors.caps import CapGate
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
-from cmdare.collectors.jobrate import job_rate
+from cmdare.collectors.jobrate import fleet_rate, job_rate
 from cmdare.collectors.lifecycle import Lifecycle, Transition
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskPoll, TaskState
@@ -26,6 +28,10 @@ from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
 
 log = logging.getLogger(__name__)
+
+# A large fleet's job: how it trains and its global step are read from this many of its freshest tasks
+# (the focus and the sweep read them at most a refresh ago); its rates come from the server.
+FLEET_SAMPLE = 64
 
 RATE_WINDOW_POLLS = 5  # rates are taken over the last ~5 polls (measured time, not nominal)
 
@@ -47,6 +53,7 @@ class Cycle:
     source_errors: dict[str, str] = field(default_factory=dict)
     truncations: dict[str, str] = field(default_factory=dict)  # per source: what its caps dropped
     unchanged: int = 0  # tasks up but not scraped since the last cycle (no poll: nothing new)
+    notes: dict[str, str] = field(default_factory=dict)  # per source: how it read this cycle (large fleets)
 
     def __post_init__(self) -> None:
         """A source's exception text may quote what it read: cleaned in place (sinks add theirs later)."""
@@ -117,9 +124,14 @@ class Poller:
                 log.info("poll %s: %s", p.source, p.error)
         transitions = self.lifecycle.observe(polls)
         t = self.clock.now()
+        for source in self.sources:  # a large fleet's figures from the server (prometheus_fleet)
+            fleet = getattr(source, "fleet", None)
+            if fleet is not None:
+                self.store.take_fleet(fleet.roles)
         self._update_jobs(t)
         unchanged = sum(getattr(s, "unchanged", 0) for s in self.sources)
-        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged)
+        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged,
+                      self._notes())  # fmt: skip
         self.cycles += 1
         self.last_cycle = cycle
         for sink in self.sinks:
@@ -142,6 +154,15 @@ class Poller:
                 log.info("source %s truncated: %s", name, note)
         return out
 
+    def _notes(self) -> dict[str, str]:
+        """How each source read this cycle, when it says (a large fleet's focus and sweep), by name."""
+        notes = {}
+        for source in self.sources:
+            note = getattr(source, "mode_note", None)
+            if note and getattr(source, "fleet", None) is not None:
+                notes[getattr(source, "display", None) or source.name] = clean_text(note, MESSAGE_LIMIT)
+        return notes
+
     def _update_jobs(self, t: float) -> None:
         """Append each job's cluster-wide figures (for plots): steps/s (by how the job trains, see
         :mod:`jobrate`), examples/s, global step."""
@@ -154,8 +175,14 @@ class Poller:
             by_job.setdefault(ts.info.job, []).append(ts)
         for job, tasks in by_job.items():
             js = self.store.job(job)
-            jr = job_rate(tasks, js.facts, window)
-            js.sync, js.sync_how = jr.sync, jr.how
+            if (
+                js.fleet
+            ):  # a large fleet: rates from Prometheus' per-task rates, the mode from the freshest tasks
+                fresh = heapq.nlargest(FLEET_SAMPLE, tasks, key=attrgetter("last_seen"))
+                jr = fleet_rate(job_rate(fresh, js.facts, window), js.fleet)
+            else:
+                jr = job_rate(tasks, js.facts, window)
+            js.sync, js.sync_how, js.rate_basis = jr.sync, jr.how, jr.basis
             js.append(
                 t,
                 {

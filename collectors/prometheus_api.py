@@ -46,7 +46,7 @@ import base64
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -84,6 +84,7 @@ from cmdare.collectors.prometheus_answers import (
     server_time,
 )
 from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
+from cmdare.collectors.prometheus_fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
 from cmdare.collectors.prometheus_hosts import exact_instances, host_polls, host_query
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
@@ -180,6 +181,9 @@ def _info(labels: Mapping[str, str]) -> TaskInfo:
     return TaskInfo(job=job, task=task, **pick)
 
 
+_Answers = tuple[list[dict] | None, list[dict], list[dict], list[dict]]  # infos, jobs, ups, values
+
+
 class PrometheusAPISource:
     """Asks a Prometheus server for every task of the jobs matched by ``selector``."""
 
@@ -194,6 +198,7 @@ class PrometheusAPISource:
         timeout: float = DEFAULT_TIMEOUT_S,
         max_bytes: int = DEFAULT_MAX_BYTES,
         detail_tasks: int = NODE_DETAIL_TASKS,
+        focus_from: int = FOCUS_FROM,
     ) -> None:
         self.display = public_url(url.rstrip("/"))
         self.base = self.display  # credentials in the URL go in a header, never in a logged URL
@@ -226,6 +231,11 @@ class PrometheusAPISource:
         self._full_due = False  # the task count moved: read every task's values next refresh
         self._seen: dict[tuple[str, str], float] = {}  # target → the scrape time last handed on
         self.unchanged = 0  # known tasks up and not scraped since the last refresh (no poll this time)
+        # above ``focus_from`` tasks, per-task detail only for the focus (prometheus_fleet)
+        self.focus_from = focus_from
+        self.fleet_reader = FleetReader(self.selector)
+        self._jobs_rows: list[dict] = []  # the job-info answer, read with the identities in fleet mode
+        self.mode_note: str | None = None  # how this refresh read the fleet (the status line shows it)
 
     def _set_queries(self, tasks: str | None) -> None:
         """The refresh's queries, over every task or (``tasks``) the capped set. Every refresh: the
@@ -279,6 +289,16 @@ class PrometheusAPISource:
             notes.append(f"{self._rows_cut:,} row(s) past {cap.rows_per_answer:,} an answer dropped")
         return "; ".join(notes) or None
 
+    @property
+    def fleet(self) -> Fleet | None:
+        """A large fleet's latest per-job and per-role figures (Prometheus' per-task rates), else None."""
+        return self.fleet_reader.fleet if self._fleet_mode() else None
+
+    def set_focus(self, keys: Iterable[str]) -> None:
+        """The tasks (keys ``job/task``) to read in detail on every refresh of a large fleet: the rows
+        on screen, the tasks the alerts name (the session says which)."""
+        self.fleet_reader.focus = set(keys)
+
     def __repr__(self) -> str:
         return f"PrometheusAPISource({self.display!r}, selector={self.selector!r})"
 
@@ -331,46 +351,94 @@ class PrometheusAPISource:
         return rows
 
     async def _ask(
-        self, client: httpx.AsyncClient, at: float
-    ) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
-        sel = self.selector
+        self, client: httpx.AsyncClient, at: float, now: float
+    ) -> tuple[list[dict] | None, list[dict], list[dict], list[dict]]:
+        """This refresh's answers: identities (None when not read), job facts, down targets, task
+        values. ``at``: the evaluation instant (server clock); ``now``: our monotonic clock."""
         if self._infos_due():
             try:
                 async with asyncio.timeout(self.timeout):
                     await self._count_tasks(client, at)
             except TimeoutError:
                 raise PrometheusAPIError("timed out") from None
-        small = max(len(self._known), self._total or 0) <= self.detail_tasks
-        changed = None if small else self._changed_queries()
-        groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
-        queries = [
-            self._info_query if self._infos_due() else "",
-            f"topk by (job, exported_job) (1, {of_tasks('cmdare_job_info', sel)})",  # one row per job
-            self._down_query(),  # only the targets Prometheus cannot reach
-            *(changed or [self._always_query, *groups]),
-        ]
-        # one row each; the longest scrape changes slowly: read with the identities
-        watch = [] if small else [instances_query(sel), lag_query(sel) if self._infos_due() else ""]
+        queries, finish = self._fleet_queries(now) if self._fleet_mode() else self._task_queries()
         due = self._node_detail_due()
         self._polls += 1
         budget = self.budget()
         try:
             async with asyncio.timeout(self.timeout):
                 *res, clock_rows = await asyncio.gather(
-                    *(self._maybe(client, q, budget, at) for q in [*queries, *watch]),
+                    *(self._maybe(client, q, budget, at) for q in queries),
                     self.query(client, "vector(time())", budget),
                 )
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
-        if watch:
-            self._watch(*res[len(queries) :])
-            res = res[: len(queries)]
         self._server_now = server_time(clock_rows) if clock_rows else math.nan
         if due and self._node_task is None and (hosts := {host_name(i) for _, i in self._known}):
             # starts after the refresh's own queries
             self._node_task = asyncio.create_task(self._node_detail(client, host_query(hosts)))
-        values = [row for r in res[3:] for row in r]
-        return res[0], res[1], res[2], values
+        return finish(res, at)
+
+    def _jobs_query(self) -> str:
+        """What each job trains: one row per job."""
+        return f"topk by (job, exported_job) (1, {of_tasks('cmdare_job_info', self.selector)})"
+
+    def _task_queries(self) -> tuple[list[str], Callable[[list, float], _Answers]]:
+        """Every task's values (in turns, or only the targets scraped since, above ``detail_tasks``)."""
+        sel = self.selector
+        small = max(len(self._known), self._total or 0) <= self.detail_tasks
+        changed = None if small else self._changed_queries()
+        groups = self._group_queries if small else [self._group_queries[self._polls % 2]]
+        queries = [
+            self._info_query if self._infos_due() else "",
+            self._jobs_query(),
+            self._down_query(),  # only the targets Prometheus cannot reach
+            *(changed or [self._always_query, *groups]),
+        ]
+        # one row each; the longest scrape changes slowly: read with the identities
+        watch = [] if small else [instances_query(sel), lag_query(sel) if self._infos_due() else ""]
+
+        def finish(res: list, at: float) -> _Answers:
+            if watch:
+                self._watch(*res[len(queries) :])
+            return res[0], res[1], res[2], [row for r in res[3 : len(queries)] for row in r]
+
+        return [*queries, *watch], finish
+
+    def _fleet_mode(self) -> bool:
+        """Above ``focus_from`` tasks, once every task has been read once: detail for the focus only."""
+        return len(self._known) > self.focus_from and self._since is not None
+
+    def _fleet_queries(self, now: float) -> tuple[list[str], Callable[[list, float], _Answers]]:
+        """A large fleet's refresh (:mod:`prometheus_fleet`): the focus's detail, the columns when
+        due, the down targets; identities and job facts only when due (then also whether the
+        selector applies to the value series); the task count with the columns."""
+        reader = self.fleet_reader
+        infos_due = self._infos_due()
+        counted = reader.columns_due(now)
+        detail, cols = reader.plan(now)
+        self.mode_note = reader.note
+        head = [
+            self._info_query if infos_due else "",
+            self._jobs_query() if infos_due else "",
+            self._down_query(),
+            direct_probe(self.selector) if infos_due and self.selector else "",
+            instances_query(self.selector) if counted else "",
+        ]
+
+        def finish(res: list, at: float) -> _Answers:
+            infos, jobs, ups, probe, count = res[:5]
+            if probe is not None:
+                reader.set_direct(probe)
+            if count is not None:
+                self._watch(count, None)
+            if jobs is not None:
+                self._jobs_rows = jobs
+            answers = res[5:]
+            columns = dict(zip(cols, answers[len(detail) :], strict=True)) if cols else None
+            return infos, self._jobs_rows, ups, reader.read(answers[: len(detail)], columns, at)
+
+        return [*head, *detail, *cols.values()], finish
 
     def _watch(self, count: list[dict] | None, lag: list[dict] | None) -> None:
         """A task count other than the tasks known means tasks came or went: the next refresh reads
@@ -402,7 +470,7 @@ class PrometheusAPISource:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
         ``detail_tasks`` tasks, then every k-th refresh, and at once when an unknown task shows up."""
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
-        return not self._infos or self._polls % every == 0
+        return not self._infos or self._polls % every == 0 or (self._full_due and self._fleet_mode())
 
     def _node_detail_due(self) -> bool:
         """node_exporter/DCGM detail (~300 raw series a node: the costly part for the server) every
@@ -453,7 +521,7 @@ class PrometheusAPISource:
         asked_at = clock.now()
         at = clock.now() + self._skew - EVAL_LAG_S
         try:
-            infos, jobs, ups, values = await self._ask(client, at)
+            infos, jobs, ups, values = await self._ask(client, at, clock.monotonic())
         except PrometheusAPIError as exc:  # the server's own words may echo our credentials: redact
             msg = redact_cut(f"Prometheus {self.display}: {exc}", 200, self._secrets())
             log.warning("%s", msg)
@@ -473,7 +541,10 @@ class PrometheusAPISource:
         if infos is not None:
             self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
         now = clock.now()
+        fleet = self._fleet_mode()
         self._fill(targets, values)
+        if fleet:  # only the tasks whose detail this refresh read (the focus and the sweep)
+            targets = {i: tg for i, tg in targets.items() if math.isfinite(tg.scrape_time)}
         facts, fact_notes = job_facts(jobs)
         server_now = self._server_now
         skew = server_now - asked_at if math.isfinite(server_now) and plausible_time(server_now) else 0.0
@@ -558,6 +629,9 @@ class PrometheusAPISource:
             out[ident] = _Target(cached[1])
             self._known[ident] = cached[1]
         self._current = set(out)
+        if len(out) > self.focus_from:
+            self.fleet_reader.know({i: info for (_, i), info in ((k, t.info) for k, t in out.items())})
+            self._full_due = False  # a fleet's newcomers are read in detail next refresh, not all tasks
         return out
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
@@ -627,12 +701,13 @@ class PrometheusAPISource:
         (counted in :attr:`unchanged`, no poll)."""
         down = {_ident(r.get("metric", {})) for r in ups if number(r.get("value", [0, ""])[1]) == 0}
         large = max(len(self._known), self._total or 0) > self.detail_tasks
+        fleet = self._fleet_mode()  # a task not read this refresh is in the sweep's turn, not gone
         out = []
         self.unchanged = 0
         for ident, info in self._known.items():
             if ident in targets:
                 continue
-            if large and ident in self._seen and ident in self._current and ident not in down:
+            if large and (fleet or ident in self._seen) and ident in self._current and ident not in down:
                 self.unchanged += 1
                 continue
             why = "target down in Prometheus" if ident in down else "no longer in Prometheus"

@@ -39,7 +39,7 @@ from cmdare.collectors.samples import RoleFigures, TaskInfo
 
 FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
 SWEEP_S = 60.0  # every task's detail is read at least this often (assumption: rows this old are fine)
-COLUMNS_EVERY_S = 6.0  # Prometheus' per-task rates are read at most this often (it scrapes every 5-15 s)
+COLUMNS_EVERY_S = 10.0  # Prometheus' per-task rates are read at most this often (it scrapes every 5-15 s)
 RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
 RATE_WINDOW_S = 60.0
 SLOWEST = 10  # per job: the slowest workers by step rate, and by compute time per step, read in detail
@@ -76,8 +76,7 @@ def column_queries(selector: str) -> dict[str, str]:
 
     return {
         "steps": rate(M.K_WORKER_STEPS),
-        "step_sum": rate(M.K_STEP_SECONDS_SUM),
-        "step_count": rate(M.K_STEP_SECONDS_COUNT),
+        "compute": f"{rate(M.K_STEP_SECONDS_SUM)} / {rate(M.K_STEP_SECONDS_COUNT)}",  # s a step, per task
         "examples": rate(M.K_EXAMPLES),
         "preempted": f"max by (instance) ({metric_selector(M.K_PREEMPTED, selector)}) == 1",
     }
@@ -188,19 +187,24 @@ class FleetColumns:
 
     def column(self, rows: list[dict]) -> np.ndarray:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
-        is not a finite number >= 0). Rows are well formed (decoded): metric a dict of str."""
-        out = np.full(len(self.instances) + 1, np.nan)  # the last slot takes rows of unknown instances
+        is not a finite number >= 0). Rows are well formed (decoded): metric a dict of str, value a
+        pair; values are converted in one pass (row by row only when one is not a number)."""
         n, get = len(self.instances), self.index.get
+        out = np.full(n + 1, np.nan)  # the last slot takes the rows of instances not known
         idx = np.fromiter((get(r["metric"].get("instance", ""), n) for r in rows), np.intp, len(rows))
-        vals = np.array([_float(r["value"][1]) for r in rows], dtype=float)  # None -> NaN
-        out[idx] = np.where(vals >= 0, vals, np.nan)
+        texts = [r["value"][1] for r in rows]
+        try:
+            vals = np.array(texts, dtype=float) if texts else np.empty(0)
+        except (TypeError, ValueError):
+            vals = np.array([_float(x) for x in texts], dtype=float)  # None -> NaN
+        with np.errstate(invalid="ignore"):
+            out[idx] = np.where(np.isfinite(vals) & (vals >= 0), vals, np.nan)
         return out[:n]
 
     def fleet(self, answers: Mapping[str, list[dict]], t: float) -> Fleet:
         """The per-role figures and the outliers of one read of every column."""
         steps, examples = self.column(answers["steps"]), self.column(answers["examples"])
-        with np.errstate(invalid="ignore", divide="ignore"):
-            compute = self.column(answers["step_sum"]) / self.column(answers["step_count"])
+        compute = self.column(answers["compute"])
         roles = tuple(_role(job, role, idx, steps, examples) for (job, role), idx in self.groups.items())
         preempted = np.nonzero(self.column(answers["preempted"]) >= 1)[0]
         outliers = {self.instances[i]: "preempted" for i in preempted}
@@ -266,3 +270,86 @@ class Sweep:
         self._pos = start + k
         picked = list(instances[start : start + k])
         return picked + list(instances[: max(0, start + k - n)])
+
+
+def direct_probe(selector: str) -> str:
+    """How many instances carry a step counter under ``selector`` itself (one row): none means the
+    selector names the exporter's own labels (on its task-info series only), so the column queries
+    read every series of a metric and the tasks are picked here by instance."""
+    return f"count(max by (instance) ({metric_selector(M.K_WORKER_STEPS, selector)}))"
+
+
+class FleetReader:
+    """What a large fleet's refresh reads, and what the answers tell (see the module docstring):
+    :meth:`know` after each read of who the tasks are, :meth:`plan` before a refresh's queries,
+    :meth:`read` with their answers. ``focus``: task keys to read in detail (the session sets it:
+    the rows on screen, the tasks the alerts name)."""
+
+    def __init__(
+        self, selector: str, sweep_s: float = SWEEP_S, columns_every_s: float = COLUMNS_EVERY_S
+    ) -> None:
+        self.selector = selector
+        self.columns_every_s = columns_every_s
+        self.focus: set[str] = set()
+        self.direct = not selector  # whether the selector applies to the value series (probed)
+        self.fleet: Fleet | None = None  # the figures of the latest read of the columns
+        self.note: str | None = None  # what this refresh read, for the status line
+        self._sweep = Sweep(sweep_s)
+        self._columns: FleetColumns | None = None
+        self._columns_at = -math.inf
+        self._order: list[str] = []  # the known instances, sorted (the sweep's order)
+        self._by_key: dict[str, str] = {}  # task key -> instance
+        self._new: set[str] = set()  # instances named since their detail was last read
+
+    def know(self, tasks: Mapping[str, TaskInfo]) -> None:
+        """Who the tasks are now (instance → identity); a task not known before is read at once."""
+        if self._order:
+            self._new |= set(tasks).difference(self._order)
+        self._new.intersection_update(tasks)
+        self._order = sorted(tasks)
+        self._by_key = {info.key: inst for inst, info in tasks.items()}
+        self._columns = FleetColumns(tasks)
+
+    def columns_due(self, now: float) -> bool:
+        """Whether this refresh reads the columns (``now``: monotonic seconds)."""
+        return self._columns is not None and now - self._columns_at >= self.columns_every_s
+
+    def plan(self, now: float) -> tuple[list[str], dict[str, str]]:
+        """This refresh's detail queries, and its column queries (name → PromQL; none when not due)."""
+        wanted = self._wanted()
+        chosen = set(wanted)
+        swept = [i for i in self._sweep.take(self._order, now) if i not in chosen]
+        cols: dict[str, str] = {}
+        if self.columns_due(now):
+            self._columns_at = now
+            cols = column_queries(self.selector if self.direct else "")
+        self.note = (
+            f"{len(self._order):,} tasks: detail for {len(wanted):,} (on screen, outliers, new, alerts) and "
+            f"{len(swept):,} swept (each task every {self._sweep.period:.0f} s); job totals: Prometheus' "
+            f"per-task rates over {RATE_WINDOW}"
+        )
+        return detail_queries([*wanted, *swept]), cols
+
+    def _wanted(self) -> list[str]:
+        """The focus, most urgent first, at most :data:`FOCUS_MAX`: preempted, new, on screen or
+        named by an alert, then the slowest."""
+        outliers = self.fleet.outliers if self.fleet is not None else {}
+        preempted = [i for i, why in outliers.items() if why == "preempted"]
+        keyed = [i for k in self.focus if (i := self._by_key.get(k)) is not None]
+        slow = [i for i, why in outliers.items() if why != "preempted"]
+        return list(dict.fromkeys([*preempted, *sorted(self._new), *keyed, *slow]))[:FOCUS_MAX]
+
+    def read(
+        self, detail: Iterable[list[dict]], columns: Mapping[str, list[dict]] | None, t: float
+    ) -> list[dict]:
+        """The detail answers as per-task value rows; the column answers (when read) as the fleet's
+        figures, at server time ``t``."""
+        rows = fold_detail([r for answer in detail for r in answer])
+        self._new.difference_update(r["metric"]["instance"] for r in rows if r["metric"][KEY_LABEL] == T_KEY)
+        if columns is not None and self._columns is not None:
+            self.fleet = self._columns.fleet(columns, t)
+        return rows
+
+    def set_direct(self, rows: list[dict]) -> None:
+        """The answer of :func:`direct_probe`: the selector applies to the value series when any has it."""
+        self.direct = bool(rows) and (_float(rows[0]["value"][1]) or 0.0) > 0

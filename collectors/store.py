@@ -12,7 +12,7 @@ import numpy as np
 
 from cmdare.collectors.caps import current as current_caps
 from cmdare.collectors.metrics import is_counter_key
-from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
+from cmdare.collectors.samples import JobFacts, RoleFigures, TaskInfo, TaskPoll
 
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
@@ -300,6 +300,10 @@ class JobSeries:
     times: Ring = field(init=False)
     values: dict[str, Ring] = field(default_factory=dict)
     node_order: tuple | None = field(default=None, repr=False)  # the overview's last order of the job's tasks
+    fleet: dict[str, RoleFigures] = field(
+        default_factory=dict
+    )  # a large fleet's figures by role (Prometheus)
+    rate_basis: str = ""  # where the job's rates come from when not its tasks' samples
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, np.float64)
@@ -367,6 +371,14 @@ class Store:
         """Points a series of a task with ``n_series`` series may hold now, within the budget."""
         per_task = self.history_bytes / max(1, len(self.tasks) + len(self.hosts))
         return max(MIN_POINTS, min(self.capacity, int(per_task / (8 + 4 * n_series))))
+
+    def take_fleet(self, roles: Iterable[RoleFigures]) -> None:
+        """A large fleet's per-role figures from the server: each job's replace its last ones."""
+        by_job: dict[str, dict[str, RoleFigures]] = {}
+        for r in roles:
+            by_job.setdefault(r.job, {})[r.role] = r
+        for job, figures in by_job.items():
+            self.job(job).fleet = figures
 
     def host_of(self, ts: TaskSeries) -> TaskSeries | None:
         """The node_exporter / DCGM detail of the host ``ts`` runs on, if any was read."""

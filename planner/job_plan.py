@@ -53,9 +53,14 @@ def network_of(job: JobView) -> ModelSpec | None:
 def current_shape(job: JobView, *, include_down: bool = True) -> GpuMix | None:
     """The job's shape: its workers by GPU type and its parameter servers. Revoked or silent
     workers count when ``include_down`` (the shape the user pays for and will get back)."""
-    nodes = [n for n in job.nodes if include_down or n.status == "up"]
-    gpus = Counter(n.gpu for n in nodes if n.role in ("worker", "chief") and owns_gpu(n.gpu))
-    ps = sum(1 for n in nodes if n.role == "ps")
+    gpus: Counter[str] = Counter()
+    ps = 0
+    for (role, gpu, up), count in job.census.items():  # one pass over the nodes, made once per view
+        if not (include_down or up):
+            continue
+        if role in ("worker", "chief") and owns_gpu(gpu):
+            gpus[gpu] += count
+        ps += count if role == "ps" else 0
     if not gpus or not ps:
         return None
     return GpuMix(tuple(sorted(gpus.items())), ps)

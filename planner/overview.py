@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
 from cmdare.collectors import hostdetail as H
@@ -119,16 +120,27 @@ class JobView:
     training: TrainingFigures | None = None  # loss, learning rate, logged examples/s (from logs)
     sync: str = ""  # async-ps | sync-allreduce | pipeline ("" = one worker, or nothing measured yet)
     sync_how: str = ""  # declared | inferred
+    rate_basis: str = ""  # where steps/s and examples/s come from when not the tasks' own samples
 
-    @property
+    @functools.cached_property
     def counts(self) -> dict[str, int]:
+        """Tasks by status (counted once per view: panes, rules and the JSON all ask)."""
         out = {s.value: 0 for s in TaskState}
-        for n in self.nodes:
-            out[n.status] = out.get(n.status, 0) + 1
+        out.update(Counter(n.status for n in self.nodes))
         return out
 
     def workers(self) -> list[NodeView]:
-        return [n for n in self.nodes if n.role in ("worker", "chief")]
+        """The workers (and the chief), in the nodes' order."""
+        return list(self._workers)
+
+    @functools.cached_property
+    def _workers(self) -> tuple[NodeView, ...]:
+        return tuple(n for n in self.nodes if n.role in ("worker", "chief"))
+
+    @functools.cached_property
+    def census(self) -> dict[tuple[str, str, bool], int]:
+        """Tasks by (role, GPU label, up): what the shape, the cost and the rules count, in one pass."""
+        return dict(Counter((n.role, n.gpu, n.status == "up") for n in self.nodes))
 
     def to_json(self, now: float) -> dict:
         """The job as a JSON-ready dict at ``now`` (the state's time: node uptimes are counted to it)."""
@@ -142,6 +154,7 @@ class JobView:
             "eta_seconds": _finite(self.eta_seconds),
             "sync": self.sync,
             "sync_how": self.sync_how,
+            "rate_basis": self.rate_basis,
             "nodes": [n.to_json(now) for n in self.nodes],
             "training": None
             if self.training is None
@@ -391,6 +404,7 @@ def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 12
                 training_figures(series.get(name, [])),
                 js.sync,
                 js.sync_how,
+                js.rate_basis,
             )
         )
     return out

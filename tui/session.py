@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,7 @@ class MonitorSession:
         self._ranking: asyncio.Future | None = None
         self.state: MonitorState | None = None
         self.started_at = time.monotonic()
+        self._screen_focus: frozenset[str] = frozenset()  # task keys on screen (the app says which)
 
     @property
     def is_demo(self) -> bool:
@@ -182,7 +183,21 @@ class MonitorSession:
             read_only=self.opts.read_only,
             planner=planner,
         )
+        self._send_focus()  # the tasks the alerts name are read in detail next refresh
         return self.state
+
+    def set_focus(self, keys: Iterable[str]) -> None:
+        """The tasks on screen (keys ``job/task``): a large fleet reads them in detail on every refresh,
+        with the tasks the alerts name."""
+        self._screen_focus = frozenset(keys)
+        self._send_focus()
+
+    def _send_focus(self) -> None:
+        alerted = {a.subject for a in self.state.alerts} if self.state is not None else set()
+        keys = self._screen_focus | alerted
+        for source in self.plan.sources if self.plan is not None else []:
+            if hasattr(source, "set_focus"):
+                source.set_focus(keys)
 
     def _analysis(self) -> Analysis:
         if self.analysis is None:
@@ -215,6 +230,9 @@ class MonitorSession:
     def _source_status(self, cycle: Cycle) -> list[SourceStatus]:
         out = [SourceStatus(name, False, msg) for name, msg in cycle.source_errors.items()]
         out += [SourceStatus(name, False, f"{name}: {msg}") for name, msg in cycle.truncations.items()]
+        out += [
+            SourceStatus(name, True, msg) for name, msg in cycle.notes.items()
+        ]  # how a large fleet was read
         answered, total = cycle.answered, len(cycle.polls)
         behind = [p for p in cycle.polls if p.ok and p.catching_up]  # answered, but not up to date yet
         answered -= len(behind)

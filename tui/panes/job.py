@@ -52,12 +52,13 @@ def iteration_seconds(points: Sequence[Point], last: int = ITERATIONS_TIMED) -> 
     return (t1 - t0) / (s1 - s0), int(s1 - s0)
 
 
-def speed_row(sps: float | None, points: Sequence[Point]) -> tuple[str, Text]:
+def speed_row(sps: float | None, points: Sequence[Point], basis: str = "") -> tuple[str, Text]:
     """Steps/s, or s/iteration when an iteration takes a second or more (a geo pipeline): timed from
-    the global step's changes, since a 10 s rate window sees 0 or 1 step of a 40 s iteration."""
+    the global step's changes, since a 10 s rate window sees 0 or 1 step of a 40 s iteration.
+    ``basis``: where the rate comes from when not the tasks' own samples (a large fleet)."""
     per_iter, n = iteration_seconds(points)
     if sps is None or sps >= 1 or (per_iter is not None and per_iter < 1):  # a fast job (or one that stalled)
-        return "Steps/s", _cell(rate(sps), "measured", "bold")
+        return "Steps/s", _cell(rate(sps), f"measured ({basis})" if basis else "measured", "bold")
     if per_iter is not None:
         return "s/iteration", _cell(f"{per_iter:.1f}", f"measured over {n} iteration{'s' * (n > 1)}", "bold")
     return "s/iteration", _cell("–", "no step finished yet" if not n else "timing: needs a second step")
@@ -72,7 +73,7 @@ def summary_grid(
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     grid.add_row("Job", _cell(job.name, job.facts.model.name or "unknown network"))  # Text: never markup
-    grid.add_row(*speed_row(job.steps_per_sec, points))
+    grid.add_row(*speed_row(job.steps_per_sec, points, job.rate_basis))
     view = state.planner.job(job.name)
     pred = view.prediction if view is not None else None
     if pred is not None:
