@@ -72,6 +72,47 @@ async def test_geo_job_says_s_per_iteration_hides_images_and_explains_a_boundary
         )
         table.focus()
         await pilot.pause(0.3)
+        assert_wire_time_readable(table, app.state.planner.job("lm-pipeline-3dc").pipeline, size)
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ExplainScreen), timeout=10)
+        await pilot.pause(0.3)
+        text = popup_text(app.screen)
+        b = next(b for b in app.state.planner.job("lm-pipeline-3dc").pipeline.boundaries
+                 if f"Why {b.from_stage}->{b.to_stage}" in text)  # fmt: skip
+        assert "Capacity" in text and f"{b.link_gbps:.2f} Gbit/s capacity" in text, text
+        assert f"÷ {b.link_gbps:.2f} Gbit/s = {b.transfer_seconds:.3f} s" in text, (
+            text
+        )  # the arithmetic shown
+        assert "on average" in text and "paces every stage" in text  # why the sent rate is no capacity
         await pilot.press("escape")
+
+
+def popup_text(screen) -> str:
+    """The explanation popup's body as plain text, at its own width."""
+    from rich.console import Console
+    from textual.containers import VerticalScroll
+
+    body = screen.query_one(VerticalScroll)
+    console = Console(width=body.content_region.width, color_system=None)
+    with console.capture() as cap:
+        console.print(screen._body)
+    return screen._title + "\n" + " ".join(cap.get().split())
+
+
+def assert_wire_time_readable(table, pipeline, size) -> None:
+    """Each boundary's wire time reads off the screen: MB/mb × 8 ÷ Link Gb/s = Wire s/mb, with the link's
+    capacity (the demo's [links]) — two boundaries sending alike at different capacities are told apart."""
+    from cmdare.tui.panes.planner import PIPELINE_COLUMNS
+
+    labels = [label for label, _ in PIPELINE_COLUMNS]
+    last = "Compute s" if size == (80, 24) else "Wire s/mb"
+    widths = [c.get_render_width(table) for c in table.ordered_columns]
+    assert sum(widths[: labels.index(last) + 1]) <= table.scrollable_content_region.width
+    links = set()
+    for i in range(table.row_count):
+        row = dict(zip(labels, (str(c) for c in table.get_row_at(i)), strict=True))
+        mb, link, wire = float(row["MB/mb"]), float(row["Link Gb/s"]), float(row["Wire s/mb"])
+        assert abs(mb * 8 / (link * 1e3) - wire) <= 0.01 * wire + 0.002, row
+        links.add(link)
+    known = {b.link_gbps for b in pipeline.boundaries}
+    assert None not in known and links == {round(g, 2) for g in known} and len(links) == 2
