@@ -145,19 +145,9 @@ class CmdareApp(App[int]):
 
         SpeedModel.load()
         say(ProgressReport("loading prices…", 1, 2))
-        if self._prices == "live":
-            from cmdare.collectors.pricing import load_price_book
+        from cmdare.collectors.pricing import load_book
 
-            book = load_price_book(progress=lambda m: say(ProgressReport(m, 1, 2)))
-        elif self._prices == "study-era":
-            from cmdare.collectors.pricing import load_study_era_book
-
-            book = load_study_era_book()
-        else:
-            from cmdare.collectors.pricing import load_offline_book
-
-            book = load_offline_book()
-        self.session.set_price_book(book)
+        self.session.set_price_book(load_book(self._prices, progress=lambda m: say(ProgressReport(m, 1, 2))))
         say(ProgressReport(None))
 
     def _start_polling(self) -> None:
