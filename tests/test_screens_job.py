@@ -116,3 +116,30 @@ def assert_wire_time_readable(table, pipeline, size) -> None:
         links.add(link)
     known = {b.link_gbps for b in pipeline.boundaries}
     assert None not in known and links == {round(g, 2) for g in known} and len(links) == 2
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_eta_at_the_first_poll_asks_for_a_rate_not_a_target(size):
+    """The demo job has a target step; before a second poll there is no rate, and the ETA says so."""
+    from rich.console import Console
+    from textual.widgets import Static
+
+    from cmdare.demo.cluster import DemoCluster
+    from cmdare.tui.app import CmdareApp
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import MonitorSession
+
+    opts = SessionOptions(demo=True, refresh=600)  # one poll for the whole test
+    app = CmdareApp(opts, MonitorSession(opts, demo_factory=lambda: DemoCluster(first_revocation_s=1000)))
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and app.state.cycles == 1)
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        job = app.state.job()
+        assert job.facts.target_steps and job.eta_seconds is None
+        summary = app.query_one("#job-summary", Static)
+        console = Console(width=summary.content_region.width, color_system=None)
+        with console.capture() as cap:
+            console.print(summary.content)
+        eta = next(line for line in cap.get().splitlines() if line.startswith("ETA"))
+        assert "needs a measured rate" in eta and "target" not in eta, eta
