@@ -37,7 +37,7 @@ async def _collect(args: argparse.Namespace):
 
     session = MonitorSession(session_options(args))
     book = await asyncio.to_thread(load_book, args.prices)  # --prices, as the app does
-    if book.reason:  # e.g. live asked, no credentials: the report's source says offline, this says why
+    if args.prices == "live" and book.source != "live" and book.reason:  # fell back: say why on stderr
         print(f"prices: {book.source}: {book.reason}", file=sys.stderr)
     session.set_price_book(book)
     session.start()
