@@ -154,7 +154,10 @@ class CmdareApp(App[int]):
         self.run_worker(self._poll_loop(), name="poller", group="poll", exclusive=True, exit_on_error=False)
 
     def on_progress_report(self, msg: ProgressReport) -> None:
-        self.query_one(ProgressLine).report(msg.label, msg.done, msg.total)
+        """Show the start-up thread's progress; a report that arrives while the app quits (its screen
+        gone) is dropped, not raised."""
+        for line in self.query(ProgressLine):
+            line.report(msg.label, msg.done, msg.total)
 
     async def _poll_loop(self) -> None:
         await self.session.run(self._stop, self.apply_state, self.report_problem)
