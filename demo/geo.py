@@ -85,6 +85,7 @@ class GeoPipelineDemo:
                 dc=dc,
                 stage=str(s),
                 model=self.sc["model"],
+                sync="pipeline",  # the rate of the shared global step, not a sum over stages
             )
             self.stages.append(_Stage(s, info, exp, exp.start(0)))
         return self.targets()

@@ -226,6 +226,7 @@ def pipeline_json(p: PipelineView | None) -> dict[str, Any] | None:
                 "to_dc": p.dc.get(b.to_stage),
                 "measured_gbps": num(b.measured_gbps, 4),
                 "bytes_per_microbatch": num(b.bytes_per_microbatch, 1),
+                "link_gbps": num(b.link_gbps, 4),
                 "transfer_seconds": num(b.transfer_seconds, 4),
                 "max_stage_compute_seconds": num(b.max_stage_compute_seconds, 4),
                 "wait_share": num(b.wait_share, 4),

@@ -105,3 +105,15 @@ async def test_hostile_labels_render_literally_in_tables_toasts_and_explain_wind
             await pilot.press("n")  # 'next job': one job only, nothing to follow, no crash
             cycles = app.state.cycles
             await wait_for(pilot, lambda: app.state.cycles >= cycles + 2)
+
+
+async def test_a_start_up_progress_report_after_quitting_is_dropped():
+    """The start-up thread (planner, prices) may report after the app quit and its screen is gone: the
+    report is dropped, not raised (a quick quit, or a test that ends on the first data frame, raised)."""
+    from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
+
+    app = CmdareApp(SessionOptions(), poll=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.query(ProgressLine)
+    app.on_progress_report(ProgressReport("loading prices…", 1, 2))  # no ProgressLine left: no NoMatches

@@ -90,6 +90,24 @@ def test_global_flags_before_or_after_the_command(isolated_home: Path):
     assert code == 2 and "cmdare-tui snapshot [its flags]" in err and err.count("\n") == 1
 
 
+def test_snapshot_prices_with_the_book_it_is_given_in_either_place(isolated_home: Path, monkeypatch):
+    """``--prices`` before or after ``snapshot`` chooses the book the report and the JSON price with (it
+    was accepted and then ignored: the offline book priced every snapshot); a live request that falls back
+    says why on stderr."""
+    demo = ["--demo", "--samples", "2", "--interval", "0.3"]
+    for argv in (["--prices", "study-era", "snapshot", *demo], ["snapshot", *demo, "--prices", "study-era"]):
+        code, out, err = run_main(argv)
+        assert code == 0 and "prices of 2019-02-15" in out, (out, err)
+    code, out, _ = run_main(["--read-only", "--prices", "study-era", "snapshot", *demo, "--json"])
+    prices = json.loads(out)["planner"]["prices"]
+    assert code == 0 and prices["as_of"] == "2019-02-15" and prices["dated"], prices
+    from cmdare.collectors.pricing import loader
+
+    monkeypatch.setattr(loader, "default_credentials", lambda: (None, "no Google credentials"))  # no network
+    code, out, err = run_main(["--prices", "live", "snapshot", *demo])
+    assert code == 0 and "offline prices" in out and "prices: offline: " in err and "credentials" in err, err
+
+
 @pytest.mark.parametrize("command", [None, *cli.COMMANDS])
 def test_one_prices_vocabulary(command: str | None):
     parser = cli.build_parser() if command is None else cli._command_parser(command)[1]

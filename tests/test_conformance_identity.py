@@ -75,7 +75,7 @@ async def test_two_endpoints_claiming_one_identity_are_both_shown_and_flagged(ex
     assert all(n.flags == ("duplicate-identity",) and n.status == "up" for n in job.nodes)
     second = urls[1].split("/")[2]
     assert {n.name for n in job.nodes} == {"worker-0", f"worker-0@{second}"}
-    row = node_row(job, job.nodes[0], [])
+    row = node_row(job, job.nodes[0], [], now=0.0)
     assert "duplicate-identity" in str(row.values()[9])  # the Flag column
 
 

@@ -47,3 +47,60 @@ async def test_cluster_region_is_a_code_and_up_counts_from_the_task_start(size):
         assert (
             abs(app.state.t - started - node.uptime_s(app.state.t)) < 1e-6
         )  # from the task's start, not first seen
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_host_cpu_memory_and_gpu_columns_show_what_the_collectors_read(size):
+    """A worker, the real node_exporter and a DCGM page (MOCK, dcgm_page.py) on one host, given with
+    --target: the worker's row shows host CPU %, memory used/total, GPU % and GPU memory."""
+    import re
+    import shutil
+    import subprocess
+
+    from dcgm_page import DcgmServer, Gpu, page
+    from prom_server import free_port
+
+    from cmdare.tui.app import CmdareApp
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import MonitorSession
+
+    node_exporter = shutil.which("prometheus-node-exporter")
+    assert node_exporter, "scripts/test.sh installs prometheus-node-exporter"
+    node = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen([node_exporter, f"--web.listen-address={node}", "--collector.disable-defaults",
+                             "--collector.cpu", "--collector.meminfo"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    dcgm = DcgmServer(page([Gpu(0, "GPU-1", "Tesla T4", 70.0, 3000, 12000)]))
+    exp = TrainingExporter(job="bert", role="worker", task="worker-0", gpu_ids="0")
+    exp.step(0.01, examples=8)
+    try:
+        urls = [
+            f"http://127.0.0.1:{exp.start(port=0)}/metrics",
+            f"http://{node}/metrics",
+            f"http://{dcgm.addr}/metrics",
+        ]
+        opts = SessionOptions(targets=urls, refresh=0.5)
+        app = CmdareApp(opts, MonitorSession(opts))
+        async with app.run_test(size=size) as pilot:
+            table = app.query_one("#cluster-table", FilterTable)
+            labels = [label for label, _ in COLUMNS]
+
+            def cells() -> dict[str, str]:
+                if table.row_count != 1:
+                    return {}
+                return dict(zip(labels, (str(c) for c in table.get_row_at(0)), strict=True))
+
+            await wait_for(pilot, lambda: cells().get("CPU", "–") != "–" and cells().get("GPU%", "–") != "–")
+            row = cells()
+            total = urllib.request.urlopen(f"http://{node}/metrics", timeout=5).read().decode()
+            mem_total = float(re.search(r"^node_memory_MemTotal_bytes (\S+)$", total, re.M).group(1))
+            assert re.fullmatch(r"\d+%", row["CPU"]), row
+            assert re.fullmatch(rf"\d+\.\d/{mem_total / 2**30:.0f}G", row["Mem"]), row
+            assert (row["GPU"], row["GPU%"], row["GPU mem"]) == ("T4", "70%", "2.9/15G"), row
+            widths = [c.get_render_width(table) for c in table.ordered_columns]
+            assert sum(widths[: labels.index("GPU%") + 1]) <= table.scrollable_content_region.width
+    finally:
+        exp.stop()
+        dcgm.close()
+        proc.kill()
+        proc.wait(timeout=10)

@@ -70,3 +70,17 @@ async def test_a_slow_jobs_plot_shows_seconds_per_iteration():
         assert draw_iterations(plot, polls(40.0, 200.0)) is None
         await pilot.pause()
         assert plot.shown_title == PLOT_TITLES["iterations"] and "predicted" not in plot.shown_title
+
+
+def test_the_snapshot_report_says_s_per_iteration_for_a_slow_pipeline():
+    from types import SimpleNamespace
+
+    from cmdare.tui.plain import speed_phrase
+
+    def job(sync: str, sps: float | None) -> SimpleNamespace:
+        return SimpleNamespace(sync=sync, steps_per_sec=sps)
+
+    assert speed_phrase(job("pipeline", 0.025)) == "40.0 s/iteration measured"
+    assert speed_phrase(job("pipeline", 0.0)).startswith("no iteration finished in the rate window")
+    assert speed_phrase(job("async-ps", 0.0)) == "0.0 steps/s measured"  # a fast job's stall is a measured 0
+    assert speed_phrase(job("pipeline", 3.0)) == speed_phrase(job("", 3.0)) == "3.0 steps/s measured"

@@ -65,11 +65,12 @@ async def test_footer_fits_in_every_pane(size):
                 assert "p" in shown  # the plot key where plots are
 
 
-async def test_replay_footer_shows_pause_and_speed_at_80x24(tmp_path):
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_replay_footer_shows_pause_and_speed(tmp_path, size):
     from tests.test_screens_replay_app import recorded_demo, replay_app
 
     app = replay_app(await recorded_demo(tmp_path, cycles=30), speed=0.125)  # 48 s: never ends mid-test
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.state is not None)
         for key in ("1", "2", "3", "4"):
             await pilot.press(key)

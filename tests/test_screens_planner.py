@@ -45,3 +45,23 @@ async def test_planner_answer_fits_with_region_prov_bound_on_screen(size):
             await pilot.press("s")
         await pilot.pause(0.2)
         assert str(table.columns["Bound"].label).endswith("▲")  # the narrow column keeps its arrow
+
+
+def test_a_boundary_says_which_capacity_its_wire_time_divides_by():
+    from cmdare.planner.geo.geo_live import wan_bound_from_live
+    from cmdare.tui.panes.planner import PIPELINE_COLUMNS, pipeline_rows
+    from cmdare.tui.widgets.explain import boundary_wire_rows
+
+    sent = {("2", "3"): 45e6, ("5", "6"): 45e6}  # the same bytes/s on both: the pipeline's pace
+    known, unknown = wan_bound_from_live({"2": 0.21, "5": 0.21}, sent, 0.45, None, {("2", "3"): 5.0})
+    assert (known.link_gbps, unknown.link_gbps) == (5.0, None)
+    assert known.transfer_seconds == pytest.approx(100e6 * 8 / 5e9)
+    assert unknown.transfer_seconds == pytest.approx(100e6 * 8 / (unknown.measured_gbps * 1e9))
+    labels = [label for label, _ in PIPELINE_COLUMNS]
+    rows = [dict(zip(labels, map(str, r.values()), strict=True)) for r in pipeline_rows([known, unknown], {})]
+    assert (rows[0]["Link Gb/s"], rows[0]["Wire s/mb"]) == ("5.00", "0.160")
+    assert (rows[1]["Link Gb/s"], rows[1]["Wire s/mb"]) == ("≥0.36", "≤2.222")  # bounds, not figures
+    assert rows[0]["Sent Gb/s"] == rows[1]["Sent Gb/s"] == "0.36"
+    said = dict(boundary_wire_rows(unknown))
+    assert "unknown" in said["Capacity"] and "upper bound" in said["Capacity"]
+    assert said["Wire s/mb"] == "100.0 MB × 8 ÷ 0.36 Gbit/s = 2.222 s"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from textual.widgets._footer import FooterKey
 
 from cmdare.tui.app import CmdareApp
@@ -43,9 +44,10 @@ def badges(app: CmdareApp) -> str:
     return str(app.query_one("#badges").render())
 
 
-async def test_replay_end_stops_the_counter_and_says_so(tmp_path):
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_replay_end_stops_the_counter_and_says_so(tmp_path, size):
     app = replay_app(await recorded_demo(tmp_path, cycles=6), speed=4.0)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         replay = app.session.plan.replay
         await wait_for(pilot, lambda: replay.ended)
         await pilot.pause(0.3)

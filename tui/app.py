@@ -145,26 +145,19 @@ class CmdareApp(App[int]):
 
         SpeedModel.load()
         say(ProgressReport("loading prices…", 1, 2))
-        if self._prices == "live":
-            from cmdare.collectors.pricing import load_price_book
+        from cmdare.collectors.pricing import load_book
 
-            book = load_price_book(progress=lambda m: say(ProgressReport(m, 1, 2)))
-        elif self._prices == "study-era":
-            from cmdare.collectors.pricing import load_study_era_book
-
-            book = load_study_era_book()
-        else:
-            from cmdare.collectors.pricing import load_offline_book
-
-            book = load_offline_book()
-        self.session.set_price_book(book)
+        self.session.set_price_book(load_book(self._prices, progress=lambda m: say(ProgressReport(m, 1, 2))))
         say(ProgressReport(None))
 
     def _start_polling(self) -> None:
         self.run_worker(self._poll_loop(), name="poller", group="poll", exclusive=True, exit_on_error=False)
 
     def on_progress_report(self, msg: ProgressReport) -> None:
-        self.query_one(ProgressLine).report(msg.label, msg.done, msg.total)
+        """Show the start-up thread's progress; a report that arrives while the app quits (its screen
+        gone) is dropped, not raised."""
+        for line in self.query(ProgressLine):
+            line.report(msg.label, msg.done, msg.total)
 
     async def _poll_loop(self) -> None:
         await self.session.run(self._stop, self.apply_state, self.report_problem)

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cmdare.planner.overview import JobView
+from cmdare.planner.overview import RATE_WINDOW_S, JobView
 from cmdare.planner.view import JobPlannerView, PlannerView
 from cmdare.planner.view_json import ranked_indices, shape_deltas
 from cmdare.tui.format import (
@@ -97,8 +97,8 @@ def print_overview(state: MonitorState, console: Console | None = None) -> None:
 def print_job(console: Console, job: JobView, planner: PlannerView, now: float) -> None:
     """One job: its figures, what the planner says of it, its top plans and its tasks (uptimes at ``now``)."""
     console.print(Text(
-        f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {rate(job.steps_per_sec)} steps/s "
-        f"measured{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
+        f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {speed_phrase(job)}"
+        f"{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
         f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
     ))  # fmt: skip
     view = planner.job(job.name)
@@ -117,6 +117,17 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     if plans is not None:
         console.print(plans)
     console.print(cluster_table(job, now))
+
+
+def speed_phrase(job: JobView) -> str:
+    """'42.2 steps/s measured'; a pipeline whose iteration outlasts a second says s/iteration, and one whose
+    rate window saw no iteration finish says so instead of "0.0 steps/s" (as the Job pane does)."""
+    sps = job.steps_per_sec
+    if job.sync != "pipeline" or sps is None or sps >= 1:
+        return f"{rate(sps)} steps/s measured"
+    if sps > 0:
+        return f"{1 / sps:.1f} s/iteration measured"
+    return f"no iteration finished in the rate window (≤ {RATE_WINDOW_S:.0f} s)"
 
 
 def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:

@@ -11,13 +11,14 @@ Spot and preemptible nodes are priced alike: GCP bills both from the "Preemptibl
 """
 
 from cmdare.collectors.pricing.book import NodePrice, PriceBook, PriceNotFound
-from cmdare.collectors.pricing.loader import load_price_book
+from cmdare.collectors.pricing.loader import load_book, load_price_book
 from cmdare.collectors.pricing.offline import load_offline_book, load_study_era_book
 
 __all__ = [
     "NodePrice",
     "PriceBook",
     "PriceNotFound",
+    "load_book",
     "load_offline_book",
     "load_price_book",
     "load_study_era_book",

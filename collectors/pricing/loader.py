@@ -23,9 +23,9 @@ from cmdare.collectors.pricing.cache import (
     write_cache,
 )
 from cmdare.collectors.pricing.catalog import CatalogError, fetch_rates, scrub
-from cmdare.collectors.pricing.offline import load_offline_book
+from cmdare.collectors.pricing.offline import load_offline_book, load_study_era_book
 
-__all__ = ["load_price_book", "default_credentials"]
+__all__ = ["load_book", "load_price_book", "default_credentials"]
 
 _LOG = logging.getLogger(__name__)
 _SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -110,3 +110,15 @@ def load_price_book(
     except Exception as exc:  # noqa: BLE001 - contract: never raise; fall back with a reason
         _LOG.warning("price book: unexpected %s", type(exc).__name__)
         return load_offline_book(reason=f"unexpected {type(exc).__name__}; using the offline price book")
+
+
+def load_book(mode: str, progress: Callable[[str], None] | None = None) -> PriceBook:
+    """The book a ``--prices`` mode names: ``offline`` (shipped), ``live`` (:func:`load_price_book`:
+    blocking, never raises) or ``study-era`` (the 2019 CM-DARE prices)."""
+    if mode == "live":
+        return load_price_book(progress=progress)
+    if mode == "study-era":
+        return load_study_era_book()
+    if mode != "offline":
+        raise ValueError(f"unknown price mode {mode!r} (offline, live, study-era)")
+    return load_offline_book()

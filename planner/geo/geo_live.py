@@ -14,7 +14,13 @@ __all__ = ["LiveBoundary", "wan_bound_from_live"]
 
 @dataclass(frozen=True)
 class LiveBoundary:
-    """A measured stage boundary: seconds per micro-batch on the wire vs the slowest stage's compute."""
+    """A measured stage boundary: seconds per micro-batch on the wire vs the slowest stage's compute.
+
+    ``measured_gbps`` is what the boundary sent on average (the pipeline's pace × bytes per micro-batch:
+    about the same on every boundary of one pipeline, since the slowest one paces every stage);
+    ``transfer_seconds`` is ``bytes_per_microbatch × 8 ÷ link_gbps``, the link's capacity when known, else
+    ``None`` and the measured rate stands in (a lower bound on capacity: the transfer time is an upper bound).
+    """
 
     from_stage: str
     to_stage: str
@@ -24,6 +30,7 @@ class LiveBoundary:
     max_stage_compute_seconds: float
     wait_share: float | None
     wan_bound: bool
+    link_gbps: float | None = None
 
 
 def wan_bound_from_live(
@@ -49,9 +56,10 @@ def wan_bound_from_live(
     for (src, dst), rate in boundary_bytes_per_s.items():
         per_mb = rate / microbatches_per_s if microbatches_per_s > 0 else 0.0
         gbps = rate * 8 / 1e9
-        cap = (link_capacity_gbps or {}).get((src, dst), gbps)
+        known = (link_capacity_gbps or {}).get((src, dst))
+        cap = gbps if known is None else known
         t = per_mb * 8 / (cap * 1e9) if cap > 0 else float("inf")
         share = (stage_wait_share or {}).get(dst)
         waits = share is None or share >= wait_share_threshold
-        out.append(LiveBoundary(src, dst, gbps, per_mb, t, cmax, share, bool(t > cmax and waits)))
+        out.append(LiveBoundary(src, dst, gbps, per_mb, t, cmax, share, bool(t > cmax and waits), known))
     return out

@@ -115,9 +115,7 @@ def build_table(path: Path, objective: str, prices: str = "offline") -> Any:
 def _price_book(which: str) -> Any:
     from cmdare.collectors import pricing
 
-    if which == "live":  # never raises: falls back to the cache, then the offline book (with a reason)
-        return pricing.load_price_book()
-    return pricing.load_study_era_book() if which == "study-era" else pricing.load_offline_book()
+    return pricing.load_book(which)  # live never raises: falls back to the cache, then the offline book
 
 
 def _reference_note(table: Any) -> str:

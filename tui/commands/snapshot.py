@@ -32,9 +32,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def _collect(args: argparse.Namespace):
+    from cmdare.collectors.pricing import load_book
     from cmdare.tui.session import MonitorSession
 
     session = MonitorSession(session_options(args))
+    book = await asyncio.to_thread(load_book, args.prices)  # --prices, as the app does
+    if args.prices == "live" and book.source != "live" and book.reason:  # fell back: say why on stderr
+        print(f"prices: {book.source}: {book.reason}", file=sys.stderr)
+    session.set_price_book(book)
     session.start()
     state = None
     try:

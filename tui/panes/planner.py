@@ -50,9 +50,19 @@ OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7),
 RANKED_COLUMNS = (("Shape", 13), ("Time", 6), ("Cost", 7), ("Δtime", 5), ("Δcost", 5), ("Region", 6),
                   ("Prov", 5), ("Bound", 5), ("Δrisk", 5), ("P(≥1 rev)", 9), ("Steps/s", 7))  # fmt: skip
 BOUND_CODE = {"compute": "comp", "network": "net"}
-PIPELINE_COLUMNS = (("Boundary", 12), ("DCs", 26), ("Gbit/s", 7), ("MB/mb", 7), ("Wire s/mb", 9),
-                    ("Compute s", 9), ("Wait", 5), ("Verdict", 10))  # fmt: skip
+# A pipeline boundary: its verdict, then its wire time read left to right — MB per micro-batch × 8 ÷ the
+# link's capacity (Link Gb/s; "≥" the measured rate when [links] does not know it) = Wire s/mb — against the
+# slowest stage's compute (Boundary → Wire s/mb fit at 120×40, → Compute s at 80×24). DCs are region codes
+# (the explanation names them in full). "Sent Gb/s" is what the boundary carried on average: the pipeline's
+# pace × MB/mb, alike on every boundary of a pipeline whatever its link.
+PIPELINE_COLUMNS = (("Boundary", 8), ("DCs", 13), ("Verdict", 9), ("MB/mb", 6), ("Link Gb/s", 9),
+                    ("Wire s/mb", 9), ("Compute s", 9), ("Wait", 5), ("Sent Gb/s", 9))  # fmt: skip
 TOP_N = 30
+
+
+def link_cell(b: LiveBoundary) -> str:
+    """The capacity the wire time divides by: ``5.00``, or ``≥0.40`` (the measured rate) when unknown."""
+    return f"≥{b.measured_gbps:.2f}" if b.link_gbps is None else f"{b.link_gbps:.2f}"
 
 
 def pipeline_rows(boundaries: Sequence[LiveBoundary], dc: Mapping[str, str]) -> list[Row]:
@@ -62,11 +72,12 @@ def pipeline_rows(boundaries: Sequence[LiveBoundary], dc: Mapping[str, str]) -> 
         key = f"{b.from_stage}->{b.to_stage}"
         verdict = Text("WAN-bound", style="bold yellow") if b.wan_bound else Text("ok")
         wait = "–" if b.wait_share is None else pct(b.wait_share)
-        cells = (key, f"{dc.get(b.from_stage, '?')}→{dc.get(b.to_stage, '?')}", f"{b.measured_gbps:.2f}",
-                 f"{b.bytes_per_microbatch / 1e6:.1f}", f"{b.transfer_seconds:.3f}",
-                 f"{b.max_stage_compute_seconds:.3f}", wait, verdict)  # fmt: skip
-        sort = (key, cells[1], b.measured_gbps, b.bytes_per_microbatch, b.transfer_seconds,
-                b.max_stage_compute_seconds, b.wait_share or 0.0, b.wan_bound)  # fmt: skip
+        wire = ("≤" if b.link_gbps is None else "") + f"{b.transfer_seconds:.3f}"
+        dcs = f"{region_code(dc.get(b.from_stage, '?'))}→{region_code(dc.get(b.to_stage, '?'))}"
+        cells = (key, dcs, verdict, f"{b.bytes_per_microbatch / 1e6:.1f}", link_cell(b), wire,
+                 f"{b.max_stage_compute_seconds:.3f}", wait, f"{b.measured_gbps:.2f}")  # fmt: skip
+        sort = (key, dcs, b.wan_bound, b.bytes_per_microbatch, b.link_gbps or b.measured_gbps, b.transfer_seconds,
+                b.max_stage_compute_seconds, b.wait_share or 0.0, b.measured_gbps)  # fmt: skip
         out.append(Row(key, cells, sort))
     return out
 

@@ -101,20 +101,13 @@ class ExplainScreen(ModalScreen[None]):
 
     @classmethod
     def for_boundary(cls, b: LiveBoundary, dc: Mapping[str, str]) -> ExplainScreen:
-        """A pipeline's WAN boundary: why its wire time per micro-batch is what it is (issue 18)."""
+        """A pipeline's WAN boundary: its wire time per micro-batch, worked out from the link's capacity,
+        and why the rate it sends says nothing of that capacity (issue 18)."""
         t = _grid()
-        t.add_row("Link", f"stage {b.from_stage} ({dc.get(b.from_stage, '?')}) → stage {b.to_stage} "
+        t.add_row("Boundary", f"stage {b.from_stage} ({dc.get(b.from_stage, '?')}) → stage {b.to_stage} "
                           f"({dc.get(b.to_stage, '?')})")  # fmt: skip
-        mb = b.bytes_per_microbatch / 1e6
-        t.add_row("Measured", f"{b.measured_gbps:.2f} Gbit/s, {mb:.1f} MB per micro-batch")
-        ideal = b.bytes_per_microbatch * 8 / (b.measured_gbps * 1e9) if b.measured_gbps > 0 else None
-        t.add_row(
-            "Wire s/mb",
-            f"{b.transfer_seconds:.3f} s measured per micro-batch"
-            + (f"; {mb:.1f} MB × 8 ÷ {b.measured_gbps:.2f} Gbit/s = {ideal:.3f} s" if ideal else ""),
-        )
-        t.add_row("Why it differs", "wire time = bytes per micro-batch ÷ the link's rate: two links with the "
-                  "same Gbit/s differ when their stages send different activations (MB/mb)")  # fmt: skip
+        for label, value in boundary_wire_rows(b):
+            t.add_row(label, value)
         t.add_row("Compute s", f"{b.max_stage_compute_seconds:.3f} s: the slowest stage per micro-batch")
         verdict = (
             "WAN-bound: the wire takes longer than the slowest stage"
@@ -162,3 +155,23 @@ class ExplainScreen(ModalScreen[None]):
             t,
             ex.text() + f"\nprices: {r.price_source}, {r.price_date}",
         )
+
+
+def boundary_wire_rows(b: LiveBoundary) -> list[tuple[str, str]]:
+    """How a boundary's wire time per micro-batch is made: bytes × 8 ÷ the link's capacity (from [links]),
+    or ÷ the measured rate when the capacity is unknown (then an upper bound)."""
+    mb = b.bytes_per_microbatch / 1e6
+    if b.link_gbps is None:
+        link = (f"unknown (no [links] entry for this DC pair): the measured {b.measured_gbps:.2f} Gbit/s stands "
+                "in, a lower bound on the capacity, so the wire time is an upper bound")  # fmt: skip
+        divisor = b.measured_gbps
+    else:
+        link, divisor = f"{b.link_gbps:.2f} Gbit/s capacity ([links])", b.link_gbps
+    return [
+        ("Per micro-batch", f"{mb:.1f} MB across this boundary (all pipelines' activations)"),
+        ("Capacity", link),
+        ("Wire s/mb", f"{mb:.1f} MB × 8 ÷ {divisor:.2f} Gbit/s = {b.transfer_seconds:.3f} s"),
+        ("Sent", f"{b.measured_gbps:.2f} Gbit/s on average: the pipeline's pace × {mb:.1f} MB. The slowest "
+                 "boundary paces every stage, so each boundary sends about the same whatever its link; a "
+                 "faster link carries it in less of the period and idles the rest"),
+    ]  # fmt: skip

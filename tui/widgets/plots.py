@@ -96,6 +96,16 @@ def nodes_shown(
     return [n for n, _ in pairs], [r for _, r in pairs]
 
 
+def nodes_title(k: int, n: int, room: int) -> str:
+    """The per-worker plot's title, at most ``room`` characters when it can be (plotext drops a title wider
+    than the plot's canvas, "k of n" with it): the full title, else shorter forms that keep "k of n"."""
+    if k >= n:
+        return PLOT_TITLES["nodes"]
+    forms = (f"{PLOT_TITLES['nodes']} · slowest {k} of {n} workers", f"steps/s per worker · slowest {k} of {n}",
+             f"slowest {k} of {n} workers", f"{k} of {n} workers")  # fmt: skip
+    return next((f for f in forms if len(f) <= room), forms[-1])
+
+
 def draw_nodes(plot: PlotextPlot, names: Sequence[str], rates: Sequence[float | None]) -> str | None:
     """Horizontal bars: each worker's own steps/s (a revoked worker shows as 0 and says so). When the plot
     has fewer rows than workers it shows the slowest ones and its title says "k of n"."""
@@ -105,10 +115,8 @@ def draw_nodes(plot: PlotextPlot, names: Sequence[str], rates: Sequence[float | 
     shown, values = (
         nodes_shown(names, rates, room) if room < len(names) else (list(names), [r or 0.0 for r in rates])
     )
-    title = PLOT_TITLES["nodes"]
-    if len(shown) < len(names):
-        title += f" · slowest {len(shown)} of {len(names)} workers"
-    _reset(plot, title)
+    canvas = plot.size.width - max(map(len, shown)) - 3 if plot.size.width else 1 << 10  # bars' width
+    _reset(plot, nodes_title(len(shown), len(names), canvas))
     plot.plt.bar(shown, values, orientation="horizontal", width=0.3)
     plot.refresh()
     return None
