@@ -1,16 +1,14 @@
-"""The PromQL a Prometheus source asks: per-task values folded by the server (``sum by
-(instance)``: ~300 raw series of a node become ~13 values), the tasks cap as a server-side ``topk``,
-and job-level aggregates per role computed by the server (``count by``, ``sum by`` and quantiles of
-per-task rates), so a 10,000-task job costs the dashboard a few rows, not 10,000.
+"""The PromQL a Prometheus source asks of every task: per-task values folded by the server (``sum by
+(instance)``: ~300 raw series of a node become ~13 values), the tasks cap as a server-side ``topk``, the
+"scraped since" filter, the task counts. A large fleet's queries (per-task rate columns, detail of
+chosen tasks) are in :mod:`cmdare.collectors.prometheus_fleet`.
 
 Pure functions of the selector: no I/O (``prometheus_api`` sends them and reads the answers).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Container, Mapping
-from dataclasses import dataclass
+from collections.abc import Container
 
 from cmdare.collectors import metrics as M
 
@@ -145,65 +143,3 @@ def instances_query(selector: str) -> str:
 def count_query(selector: str) -> str:
     """How many tasks the selector matches (one row), to say "showing N of M tasks"."""
     return f"count({metric_selector('cmdare_task_info', selector_matchers(selector))})"
-
-
-AGG_LABEL = "cmdare_agg"
-QUANTILES = (0.1, 0.5, 0.9)
-_ROLE_BY = "job, exported_job, role"
-
-
-def role_query(selector: str, window: str = "1m") -> str:
-    """Per job and role, computed by the server: the number of tasks, the sum of their step rates
-    (``rate(cmdare_worker_steps_total[window])`` per task), and the 10th/50th/90th percentile of
-    those rates; each row tagged with ``cmdare_agg`` (count, sum, q0.1, q0.5, q0.9).
-
-    A task's step rate is first folded per instance (a target two scrape configs read counts
-    once), then given its role from its ``cmdare_task_info`` series (the exporter's labels)."""
-    info = metric_selector("cmdare_task_info", selector_matchers(selector))
-    per_task = (
-        f"(max by (instance) (rate(cmdare_worker_steps_total[{window}])) "
-        f"* on (instance) group_left (job, exported_job, role) max by (instance, {_ROLE_BY}) ({info}))"
-    )
-    parts = [
-        f'label_replace(count by ({_ROLE_BY}) ({info}), "{AGG_LABEL}", "count", "", "")',
-        f'label_replace(sum by ({_ROLE_BY}) ({per_task}), "{AGG_LABEL}", "sum", "", "")',
-    ]
-    parts += [
-        f'label_replace(quantile by ({_ROLE_BY}) ({q}, {per_task}), "{AGG_LABEL}", "q{q}", "", "")'
-        for q in QUANTILES
-    ]
-    return " or ".join(parts)
-
-
-@dataclass(frozen=True)
-class RoleAggregate:
-    """One job's role as the server sums it up: tasks, total steps/s, and quantiles of the
-    per-task steps/s (None where the server had no rate, e.g. a role without a step counter)."""
-
-    job: str
-    role: str
-    tasks: int
-    steps_per_sec: float | None
-    quantiles: tuple[float | None, ...]  # at :data:`QUANTILES`
-
-
-def role_aggregates(rows: list[dict]) -> list[RoleAggregate]:
-    """The rows of :func:`role_query` as one :class:`RoleAggregate` per (job, role)."""
-    got: dict[tuple[str, str], dict[str, float]] = {}
-    for r in rows:
-        labels: Mapping[str, str] = r.get("metric", {})
-        job = labels.get("exported_job") or labels.get("job") or "job"
-        try:
-            value = float(r.get("value", [0, "nan"])[1])
-        except (TypeError, ValueError):
-            continue
-        got.setdefault((job, labels.get("role", "")), {})[labels.get(AGG_LABEL, "")] = value
-    out = []
-    for (job, role), v in sorted(got.items()):
-        q = tuple(_finite(v.get(f"q{x}")) for x in QUANTILES)
-        out.append(RoleAggregate(job, role, int(v.get("count", 0)), _finite(v.get("sum")), q))
-    return out
-
-
-def _finite(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None

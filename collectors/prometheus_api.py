@@ -42,14 +42,11 @@ The bearer token comes from a file or ``PROMETHEUS_TOKEN``; it is held privately
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -83,13 +80,13 @@ from cmdare.collectors.prometheus_answers import (
     number,
     server_time,
 )
+from cmdare.collectors.prometheus_auth import BasicAuth, BearerToken, public_url
 from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
 from cmdare.collectors.prometheus_fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
 from cmdare.collectors.prometheus_hosts import exact_instances, host_polls, host_query
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import describe_error
-from cmdare.collectors.textfile import read_small_text
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +94,6 @@ DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
-TOKEN_ENV = "PROMETHEUS_TOKEN"
-TOKEN_FILE_LIMIT = 64 * 1024  # a bearer token file larger than this is refused
 LOOK_BACK_MARGIN_S = 0.5  # "scraped since the last refresh" looks back this much more than the longest scrape
 MAX_LOOK_BACK_S = 30.0  # a scrape reported as longer is taken as this long (full reads catch the rest)
 EVAL_LAG_S = (
@@ -106,58 +101,6 @@ EVAL_LAG_S = (
 )
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 NODE_DETAIL_TIMEOUT_FACTOR = 3  # the background node query may take this many refresh timeouts
-
-
-class _Token:
-    """A bearer token that does not show itself in reprs, tracebacks or logs."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def header(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._value}"}
-
-    def secret(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<token hidden>"
-
-
-class _Basic:
-    """user:password from the URL, sent as HTTP basic auth; hidden from reprs."""
-
-    __slots__ = ("_user", "_password")
-
-    def __init__(self, user: str, password: str) -> None:
-        self._user, self._password = user, password
-
-    def header(self) -> dict[str, str]:
-        raw = f"{unquote(self._user)}:{unquote(self._password)}".encode()
-        return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
-
-    def secret(self) -> str:
-        return unquote(self._password)
-
-    def __repr__(self) -> str:
-        return "<credentials hidden>"
-
-
-def read_token(token_file: str | Path | None = None, env: Mapping[str, str] | None = None) -> str | None:
-    """The bearer token from ``token_file`` (first), else ``$PROMETHEUS_TOKEN``; None when neither."""
-    if token_file:  # bounded, regular files only; a TextFileError names the file, never its content
-        return read_small_text(token_file, limit=TOKEN_FILE_LIMIT).strip() or None
-    return (env if env is not None else os.environ).get(TOKEN_ENV, "").strip() or None
-
-
-def public_url(url: str) -> str:
-    """``url`` without user:password and query (safe to show and record)."""
-    p = urlsplit(url)
-    host = p.hostname or ""
-    netloc = f"{host}:{p.port}" if p.port else host
-    return urlunsplit((p.scheme, netloc, p.path, "", ""))
 
 
 @dataclass
@@ -203,9 +146,9 @@ class PrometheusAPISource:
         self.display = public_url(url.rstrip("/"))
         self.base = self.display  # credentials in the URL go in a header, never in a logged URL
         parts = urlsplit(url)
-        self._basic = _Basic(parts.username or "", parts.password or "") if parts.username else None
+        self._basic = BasicAuth(parts.username or "", parts.password or "") if parts.username else None
         self.selector = selector_matchers(selector)
-        self._token = _Token(token) if token else None
+        self._token = BearerToken(token) if token else None
         self.timeout = timeout
         self.max_bytes = max_bytes
         # above this many tasks, identities, task values and node detail are read less often
@@ -422,7 +365,7 @@ class PrometheusAPISource:
             self._info_query if infos_due else "",
             self._jobs_query() if infos_due else "",
             self._down_query(),
-            direct_probe(self.selector) if infos_due and self.selector else "",
+            direct_probe(self.selector) if (infos_due or reader.direct is None) and self.selector else "",
             instances_query(self.selector) if counted else "",
         ]
 

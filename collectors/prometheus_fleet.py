@@ -291,7 +291,7 @@ class FleetReader:
         self.selector = selector
         self.columns_every_s = columns_every_s
         self.focus: set[str] = set()
-        self.direct = not selector  # whether the selector applies to the value series (probed)
+        self.direct: bool | None = True if not selector else None  # the selector on value series? (probed)
         self.fleet: Fleet | None = None  # the figures of the latest read of the columns
         self.note: str | None = None  # what this refresh read, for the status line
         self._sweep = Sweep(sweep_s)
@@ -322,7 +322,7 @@ class FleetReader:
         cols: dict[str, str] = {}
         if self.columns_due(now):
             self._columns_at = now
-            cols = column_queries(self.selector if self.direct else "")
+            cols = column_queries(self.selector if self.direct else "")  # unknown yet: every series
         self.note = (
             f"{len(self._order):,} tasks: detail for {len(wanted):,} (on screen, outliers, new, alerts) and "
             f"{len(swept):,} swept (each task every {self._sweep.period:.0f} s); job totals: Prometheus' "

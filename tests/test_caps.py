@@ -192,41 +192,6 @@ async def test_poller_puts_a_source_cap_note_in_the_cycle():
     assert cycle.truncations == {"http://x": "showing 1 of 2 tasks (cap 1)"}
 
 
-async def test_role_aggregates_match_prometheus_own_per_task_answer(prometheus_server, five_exporters):  # noqa: F811
-    """The server-side per-role figures (count, sum and quantiles of per-task step rates) equal what
-    Prometheus answers per task, folded here, at the same evaluation instant."""
-    import statistics
-    import time
-
-    from cmdare.collectors.prometheus_aggregate import QUANTILES, role_aggregates, role_query
-
-    prom = prometheus_server([f"127.0.0.1:{e.port}" for e in five_exporters], scrape_interval="1s")
-    await asyncio.to_thread(prom.wait_for_targets, 5)
-    for _ in range(6):  # every task steps at its own rate
-        for i, exp in enumerate(five_exporters):
-            exp.step(0.1, examples=32, steps=i + 1)
-        await asyncio.sleep(1.0)
-    at = f"{time.time() - 1:.3f}"
-    async with httpx.AsyncClient() as client:
-
-        async def ask(q: str) -> list[dict]:
-            r = await client.get(f"{prom.url}/api/v1/query", params={"query": q, "time": at})
-            return r.json()["data"]["result"]
-
-        agg = role_aggregates(await ask(role_query('job="cmdare-test"')))
-        per_task = await ask('rate(cmdare_worker_steps_total{job="cmdare-test"}[1m])')
-    rates = sorted(float(r["value"][1]) for r in per_task)
-    [worker] = agg
-    assert (worker.job, worker.role, worker.tasks) == ("big", "worker", 5)
-    assert worker.steps_per_sec == pytest.approx(sum(rates))
-    for q, got in zip(QUANTILES, worker.quantiles, strict=True):  # Prometheus' quantile: linear interpolation
-        rank = q * (len(rates) - 1)
-        lo, frac = int(rank), rank - int(rank)
-        want = rates[lo] + (rates[min(lo + 1, len(rates) - 1)] - rates[lo]) * frac
-        assert got == pytest.approx(want)
-    assert statistics.median(rates) == pytest.approx(worker.quantiles[1])
-
-
 def test_a_label_value_over_the_cap_is_said_by_the_parser():
     from cmdare.collectors.exposition import parse_exposition
 

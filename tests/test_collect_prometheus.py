@@ -16,7 +16,8 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
-from cmdare.collectors.prometheus_api import PrometheusAPISource, read_token, values_query
+from cmdare.collectors.prometheus_api import PrometheusAPISource, values_query
+from cmdare.collectors.prometheus_auth import read_token
 from cmdare.collectors.samples import TaskState
 from cmdare.collectors.store import Store
 

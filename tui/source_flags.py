@@ -161,7 +161,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         except tf_config.TFConfigError as exc:
             raise UsageError(str(exc)) from None
     if args.prometheus_token_file:
-        from cmdare.collectors.prometheus_api import read_token
+        from cmdare.collectors.prometheus_auth import read_token
         from cmdare.collectors.textfile import TextFileError
 
         try:

@@ -74,7 +74,8 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
     if targets:
         sources.append(ScrapeSource(targets, timeout=opts.timeout))
     if opts.prometheus:  # each kind of source is imported only when asked for (start-up, issue 20)
-        from cmdare.collectors.prometheus_api import PrometheusAPISource, read_token
+        from cmdare.collectors.prometheus_api import PrometheusAPISource
+        from cmdare.collectors.prometheus_auth import read_token
 
         token = read_token(opts.prometheus_token_file, os.environ)
         sources.append(PrometheusAPISource(opts.prometheus, opts.selector, token=token, timeout=opts.timeout))

@@ -1,0 +1,258 @@
+"""A large fleet through Prometheus (collectors/prometheus_fleet.py), forced small (``focus_from=3``) on
+Debian's real ``prometheus`` scraping six real exporters every second: the job's rates are Prometheus'
+own answer at the same instant, a refresh reads per-task detail only for the focus (the screen, the
+outliers, the alerts) and the sweep, the slowest worker and a preempted one are found by the server and
+read at once. The pure parts (folding, query sizes, the sweep, the columns) are checked beside them
+against plain references."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import httpx
+import numpy as np
+import pytest
+from prom_server import prometheus_server  # noqa: F401 (fixture)
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.clock import SystemClock
+from cmdare.collectors.exporter import TrainingExporter
+from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.poller import Poller
+from cmdare.collectors.prometheus_aggregate import KEY_LABEL, T_KEY
+from cmdare.collectors.prometheus_api import MAX_GET_URL, PrometheusAPISource
+from cmdare.collectors.prometheus_fleet import (
+    FleetColumns,
+    FleetReader,
+    Sweep,
+    detail_queries,
+    fold_detail,
+)
+from cmdare.collectors.samples import TaskInfo, TaskState
+from cmdare.collectors.store import Store
+
+TASKS = [f"worker-{i}" for i in range(6)]
+SLOW = "worker-5"  # steps four times slower than the others
+SEL = 'job="cmdare-test"'
+
+
+@pytest.fixture
+def fleet() -> Iterator[dict[str, TrainingExporter]]:
+    """Six spot workers stepping in a thread (every 20 ms, the slow one every 80 ms)."""
+    exps = {t: TrainingExporter("resnet", "worker", t, gpu="K80", region="us-east1", provisioning="spot",
+                                sync="async-ps") for t in TASKS}  # fmt: skip
+    for e in exps.values():
+        e.start(0)
+    stop = threading.Event()
+
+    def run() -> None:
+        tick = 0
+        while not stop.wait(0.02):
+            tick += 1
+            for name, e in exps.items():
+                if name != SLOW or tick % 4 == 0:
+                    e.step(0.01, examples=32)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield exps
+    stop.set()
+    thread.join()
+    for e in exps.values():
+        e.stop()
+
+
+def _source(url: str, selector: str = SEL, sweep_s: float = 1e9) -> PrometheusAPISource:
+    """A source in fleet mode past three tasks, reading the columns on every refresh; ``sweep_s``
+    so long that the sweep adds one task a refresh."""
+    src = PrometheusAPISource(url, selector, detail_tasks=1, focus_from=3, timeout=10.0)
+    src.fleet_reader = FleetReader(src.selector, sweep_s=sweep_s, columns_every_s=0.0)
+    return src
+
+
+async def _ask(url: str, promql: str, at: float) -> list[dict]:
+    async with httpx.AsyncClient() as client:
+        r = await client.get(f"{url}/api/v1/query", params={"query": promql, "time": f"{at:.3f}"})
+        return r.json()["data"]["result"]
+
+
+async def _refreshes(poller: Poller, n: int, gap: float = 0.5) -> list:
+    out = []
+    for _ in range(n):
+        out.append(await poller.poll_once())
+        await asyncio.sleep(gap)
+    return out
+
+
+def _instance(exp: TrainingExporter) -> str:
+    return f"127.0.0.1:{exp.port}"
+
+
+@pytest.mark.parametrize(
+    ("selector", "truth"),
+    [
+        (SEL, f"rate({M.K_WORKER_STEPS}{{{SEL}}}[1m])"),  # a scrape label: the columns use it directly
+        (
+            'role="worker"',
+            f'rate({M.K_WORKER_STEPS}[1m]) and on (instance) cmdare_task_info{{role="worker"}}',
+        ),
+    ],
+)
+async def test_job_rates_are_prometheus_own_sum_at_the_same_instant(
+    prometheus_server,  # noqa: F811
+    fleet,
+    selector,
+    truth,
+):
+    prom = prometheus_server([_instance(e) for e in fleet.values()], scrape_interval="1s")
+    await asyncio.to_thread(prom.wait_for_targets, len(fleet))
+    await asyncio.sleep(3.0)  # a few scrapes: every task has a rate over the window
+    src = _source(prom.url, selector)
+    store = Store()
+    poller = Poller([src], store, lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
+    await _refreshes(poller, 4)
+    assert src.fleet_reader.direct is (selector == SEL)  # probed: does the selector reach the value series?
+    got = src.fleet
+    assert got is not None
+    [role] = got.roles
+    assert (role.job, role.role, role.tasks, role.rated) == ("resnet", "worker", 6, 6)
+    own = await _ask(prom.url, f"sum({truth})", got.t)
+    assert role.steps_per_sec == pytest.approx(float(own[0]["value"][1]), rel=1e-9)
+    median = await _ask(prom.url, f"quantile(0.5, {truth})", got.t)
+    assert role.p50 == pytest.approx(float(median[0]["value"][1]), rel=1e-9)
+    slow = _instance(fleet[SLOW])
+    assert got.outliers.get(slow) == "slowest"
+    js = store.job("resnet")
+    assert js.rate_basis.startswith("Prometheus: sum of 6 tasks' rates")
+    assert float(js.last("steps_per_sec", 1)[0]) == pytest.approx(role.steps_per_sec, rel=1e-6)
+    await src.aclose()
+
+
+async def test_a_refresh_reads_detail_only_for_the_focus_the_outliers_and_the_sweep(
+    prometheus_server,  # noqa: F811
+    fleet,
+):
+    prom = prometheus_server([_instance(e) for e in fleet.values()], scrape_interval="1s")
+    await asyncio.to_thread(prom.wait_for_targets, len(fleet))
+    await asyncio.sleep(3.0)
+    src = _source(prom.url)
+    src.set_focus({"resnet/worker-1"})  # on screen
+    read: list[set[str]] = []
+    query = src.query
+
+    async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
+        if promql.startswith("{__name__=~"):  # a detail query: which instances it names
+            inst = re.search(r'instance=~"([^"]*)"', promql).group(1).replace("\\\\", "")
+            read[-1] |= set(inst.split("|"))
+        return await query(client, promql, *args, **kw)
+
+    src.query = spy  # type: ignore[method-assign]  (records what is asked; the server answers)
+    poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
+    accounted = []
+    for _ in range(8):
+        read.append(set())
+        cycle = await poller.poll_once()
+        accounted.append(len(cycle.polls) + cycle.unchanged)
+        await asyncio.sleep(0.5)
+    await src.aclose()
+    focus = _instance(fleet["worker-1"])
+    fleet_refreshes = read[1:]  # the first refresh reads every task once
+    assert all(focus in r for r in fleet_refreshes), read
+    outliers = set(src.fleet.outliers) if src.fleet else set()
+    assert all(len(r - {focus} - outliers) <= 1 for r in fleet_refreshes[1:]), read  # + one swept a refresh
+    assert all(n == len(TASKS) for n in accounted[1:]), (
+        accounted
+    )  # every task: read or unchanged (the first refresh brings backfilled history too)
+    assert "detail for" in (src.mode_note or "") and "swept" in (src.mode_note or "")
+
+
+async def test_a_preempted_task_is_found_by_the_server_and_revoked_at_once(
+    prometheus_server,  # noqa: F811
+    fleet,
+):
+    prom = prometheus_server([_instance(e) for e in fleet.values()], scrape_interval="1s")
+    await asyncio.to_thread(prom.wait_for_targets, len(fleet))
+    await asyncio.sleep(2.0)
+    src = _source(prom.url)
+    life = Lifecycle()
+    poller = Poller([src], Store(), lifecycle=life, clock=SystemClock(), interval=0.5)
+    await _refreshes(poller, 3)
+    fleet["worker-2"].set_preempted(True)
+    await asyncio.sleep(1.5)  # Prometheus scrapes the notice
+    await _refreshes(poller, 3)  # columns find it, the next refresh reads its detail
+    await src.aclose()
+    node = life.nodes["resnet/worker-2"]
+    assert node.state is TaskState.REVOKED and node.cause == "preempted"
+    assert sum(n.state is TaskState.REVOKED for n in life.nodes.values()) == 1
+
+
+# --- the pure parts ------------------------------------------------------------------------------
+
+
+def test_fold_detail_sums_per_scrape_job_and_takes_the_largest_over_jobs():
+    def row(name: str, inst: str, job: str, v: float, **kw: str) -> dict:
+        return {"metric": {"__name__": name, "instance": inst, "job": job, **kw}, "value": [0, str(v)]}
+
+    rows = [
+        row(M.K_WORKER_STEPS, "a:1", "x", 5, device="0"),
+        row(M.K_WORKER_STEPS, "a:1", "x", 7, device="1"),  # summed within a scrape job: 12
+        row(M.K_WORKER_STEPS, "a:1", "y", 11),  # the same target read by a second scrape config
+        row(M.K_GLOBAL_STEP, "a:1", "x", 40),
+        row(M.K_GLOBAL_STEP, "a:1", "x", 42),  # a gauge: the largest
+        row(M.PS_BYTES_SAMPLE, "a:1", "x", 9, direction="in"),
+        row("not_ours", "a:1", "x", 1),
+        {"metric": {"instance": "a:1", KEY_LABEL: T_KEY}, "value": [0, "1700000000.5"]},
+    ]
+    got = {(r["metric"]["instance"], r["metric"][KEY_LABEL]): float(r["value"][1]) for r in fold_detail(rows)}
+    assert got == {("a:1", M.K_WORKER_STEPS): 12.0, ("a:1", M.K_GLOBAL_STEP): 42.0,
+                   ("a:1", M.K_PS_IN): 9.0, ("a:1", T_KEY): 1700000000.5}  # fmt: skip
+
+
+def test_detail_queries_list_every_instance_once_each_within_the_get_limit():
+    instances = [f"10.{i // 250}.{i % 250}.7:9400" for i in range(1200)]
+    queries = detail_queries(instances)
+    named = []
+    for q in queries:
+        url = f"http://127.0.0.1:9090/api/v1/query?query={quote(q)}&time=1796000000.000"
+        assert len(url) <= MAX_GET_URL
+        named += re.search(r'instance=~"([^"]*)"', q).group(1).replace("\\\\", "").split("|")
+    assert sorted(named) == sorted(instances)
+
+
+def test_the_sweep_reads_every_task_once_a_period_by_measured_time():
+    sweep, instances = Sweep(period=10.0), [f"t{i}" for i in range(25)]
+    assert sweep.take(instances, 0.0) == []  # the first refresh read everything
+    seen: list[str] = []
+    for now in np.arange(2.0, 12.0, 2.0):  # 2 s apart: a fifth of the fleet each time
+        seen += sweep.take(instances, float(now))
+    assert sorted(seen) == sorted(instances)
+    assert len(sweep.take(instances, 32.0)) == 25  # 20 s late: everyone at once, never more
+
+
+def test_fleet_columns_match_numpy_and_drop_what_is_not_a_rate():
+    rng = np.random.default_rng(0)
+    tasks = {f"h{i}:1": TaskInfo(job="j", task=f"worker-{i}") for i in range(200)}
+    tasks["ps:1"] = TaskInfo(job="j", task="ps-0", role="ps")
+    cols = FleetColumns(tasks)
+    rates = rng.uniform(1, 5, 200)
+
+    def answer(xs: object) -> list[dict]:
+        return [{"metric": {"instance": f"h{i}:1"}, "value": [0, repr(float(x))]} for i, x in enumerate(xs)]
+
+    bad = answer(rates) + [{"metric": {"instance": "h0:1"}, "value": [0, "garbage"]},
+                           {"metric": {"instance": "elsewhere:1"}, "value": [0, "99"]}]  # fmt: skip
+    col = cols.column(bad[:-2] + bad[-1:])  # a row of an instance not known is ignored
+    assert np.allclose(col[:200], rates) and np.isnan(col[200])
+    assert np.isnan(cols.column(bad)[0])  # a value that is no number: NaN, the rest kept
+    fleet = cols.fleet({"steps": answer(rates), "compute": answer(rates), "examples": answer(32 * rates),
+                        "preempted": answer([1.0] + [0.0] * 199)}, 0.0)  # fmt: skip
+    worker = next(r for r in fleet.roles if r.role == "worker")
+    assert worker.steps_per_sec == pytest.approx(rates.sum())
+    assert (worker.p10, worker.p50, worker.p90) == pytest.approx(tuple(np.quantile(rates, [0.1, 0.5, 0.9])))
+    slowest = {f"h{i}:1" for i in np.argsort(rates)[:10]}
+    assert {i for i, why in fleet.outliers.items() if why == "slowest"} == slowest - {"h0:1"}
+    assert fleet.outliers["h0:1"] == "preempted"
