@@ -16,7 +16,11 @@ TRANSIENT = frozenset({"spot", "preemptible"})
 
 @dataclass
 class NodeStatus:
-    info: TaskInfo
+    """One task's lifecycle state; ``version`` counts its changes (any field set), which is what a
+    reader's cache keys on."""
+
+    version: int = field(default=0, init=False, compare=False)
+    info: TaskInfo = field(default=None)  # type: ignore[assignment]  (always given)
     state: TaskState = TaskState.UP
     since: float = 0.0  # when the current state began
     failures: int = 0  # consecutive failed polls
@@ -25,6 +29,11 @@ class NodeStatus:
     preempted_seen: bool = False
     started: float = 0.0  # start of the current lifetime
     restarts: int = 0  # how many times this task came back after being revoked
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name != "version":
+            object.__setattr__(self, "version", getattr(self, "version", 0) + 1)
 
 
 @dataclass(frozen=True)
@@ -53,9 +62,9 @@ class Lifecycle:
     _answered: dict[str, int] = field(default_factory=dict)  # source -> the last cycle it answered in
     _host_sources: set[str] = field(default_factory=set)  # node_exporter / DCGM targets
     _cycle: int = 0
-    _running: dict[str, tuple[float, TaskInfo, Lifetime]] = field(
-        default_factory=dict
-    )  # made once a lifetime
+    # running lifetimes, made once a lifetime
+    _running: dict[str, tuple[float, TaskInfo, Lifetime]] = field(default_factory=dict)
+    _dirty: set[str] = field(default_factory=set)  # tasks whose status may have changed (take_dirty)
 
     def resolve(self, polls: list[TaskPoll]) -> list[TaskPoll]:
         """Identities before anything is stored. A target that has never answered is *pending*
@@ -75,17 +84,20 @@ class Lifecycle:
                 poll = replace(poll, info=None)
             out.append(poll)
         recent = self._cycle - 1  # both claimants answered in this cycle or the last one: still a duplicate
+        before = self.duplicates
         self.duplicates = {
             k
             for renamed, (key, a, b) in self._pairs.items()
             if min(self._answered.get(a, -9), self._answered.get(b, -9)) >= recent
             for k in (key, renamed)
         }
+        self._dirty |= before ^ self.duplicates  # their flag changed
         return out
 
     def _answered_now(self, source: str, host_only: bool) -> None:
         self._answered[source] = self._cycle
-        self.nodes.pop(pending_key(source), None)  # folded into what it turned out to be
+        if self.nodes.pop(pending_key(source), None) is not None:  # folded into what it turned out to be
+            self._dirty.add(pending_key(source))
         if host_only:
             self._host_sources.add(source)
 
@@ -112,6 +124,7 @@ class Lifecycle:
         if node is None:
             info = replace(poll.info, task=_short(poll.source), role=poll.info.role or "node")
             node = self.nodes[key] = NodeStatus(info=info, state=TaskState.PENDING, since=poll.t)
+        self._dirty.add(key)
         node.failures += 1
         node.last_error = poll.error
 
@@ -142,6 +155,7 @@ class Lifecycle:
 
     def _ok(self, key: str, poll: TaskPoll) -> list[Transition]:
         assert poll.info is not None
+        self._dirty.add(key)
         node = self.nodes.get(key)
         preempted = poll.values.get(K_PREEMPTED, 0.0) >= 1.0
         if node is None:
@@ -165,6 +179,7 @@ class Lifecycle:
         return []
 
     def _failed(self, key: str, poll: TaskPoll, *, peers_up: bool) -> list[Transition]:
+        self._dirty.add(key)
         node = self.nodes.get(key)
         if node is None:
             if poll.info is None:
@@ -205,6 +220,12 @@ class Lifecycle:
     def _lifetime(key: str, node: NodeStatus, end: float | None, cause: str) -> Lifetime:
         i = node.info
         return Lifetime(key, node.started, end, cause, i.gpu, i.region, i.provisioning)
+
+    def take_dirty(self) -> set[str]:
+        """The tasks whose status, flags or lifetime may have changed since the last call (one
+        reader: the session's overview)."""
+        dirty, self._dirty = self._dirty, set()
+        return dirty
 
     def all_lifetimes(self) -> list[Lifetime]:
         """Closed lifetimes plus the running ones (``end=None``); a running one is made once per

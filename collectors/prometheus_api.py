@@ -644,22 +644,22 @@ class PrometheusAPISource:
         (counted in :attr:`unchanged`, no poll)."""
         down = {_ident(r.get("metric", {})) for r in ups if number(r.get("value", [0, ""])[1]) == 0}
         large = max(len(self._known), self._total or 0) > self.detail_tasks
-        fleet = self._fleet_mode()  # a task not read this refresh is in the sweep's turn, not gone
+        missing = self._known.keys() - targets.keys()  # set operations: 10,000 known tasks a refresh
+        if large:  # still named and up, not read this refresh: unchanged (a fleet's: the sweep's turn)
+            quiet = (missing & self._current) - down
+            if not self._fleet_mode():
+                quiet &= self._seen.keys()
+            missing -= quiet
+        self.unchanged = len(quiet) if large else 0
         out = []
-        self.unchanged = 0
-        for ident, info in self._known.items():
-            if ident in targets:
-                continue
-            if large and (fleet or ident in self._seen) and ident in self._current and ident not in down:
-                self.unchanged += 1
-                continue
+        for ident in [i for i in self._known if i in missing] if missing else []:  # in the known order
             why = "target down in Prometheus" if ident in down else "no longer in Prometheus"
             out.append(
                 TaskPoll(
                     self._source(ident),
                     clock.now(),
                     False,
-                    info=info,
+                    info=self._known[ident],
                     error=why,
                     elapsed=clock.monotonic() - t0,
                 )

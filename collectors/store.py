@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cmdare.collectors.caps import current as current_caps
-from cmdare.collectors.metrics import is_counter_key
+from cmdare.collectors.metrics import K_EXAMPLES_RATE, K_LEARNING_RATE, K_LOSS, is_counter_key
 from cmdare.collectors.samples import JobFacts, RoleFigures, TaskInfo, TaskPoll
 
+TRAINING_KEYS = frozenset((K_LOSS, K_LEARNING_RATE, K_EXAMPLES_RATE))  # what jobs log (TensorBoard scalars)
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
 RECENT_POINTS = 16  # newest points kept as Python floats for rates (a 10 s window at 2 s holds 6)
@@ -345,6 +346,9 @@ class Store:
         self.tasks: dict[str, TaskSeries] = {}
         self.jobs: dict[str, JobSeries] = {}
         self.hosts: dict[str, TaskSeries] = {}  # node_exporter / DCGM detail by host (info.gpu = GPU model)
+        self._dirty: set[str] = set()  # tasks whose points, identity or host detail changed (take_dirty)
+        self._on_host: dict[str, set[str]] = {}  # host -> the tasks that run on it
+        self.logs_training = False  # whether any task ever logged a training figure (loss, LR, examples/s)
 
     def add(self, poll: TaskPoll) -> TaskSeries | None:
         """Add one successful poll; failed polls carry no values and are left to the lifecycle.
@@ -353,19 +357,38 @@ class Store:
             return None
         book, key = (self.hosts, poll.host) if poll.host_only else (self.tasks, poll.info.key)
         ts = book.get(key)
+        before = -1 if ts is None else ts.version
         if ts is None:
             ts = book[key] = TaskSeries(
                 poll.info, self.capacity, max_series=self.max_series, allow=self.allowed
             )
-        elif ts.info != poll.info:
+        elif ts.info is not poll.info and ts.info != poll.info:
             ts.info = poll.info  # labels may be enriched later (e.g. zone discovered)
-        if poll.host:
+            ts.version += 1  # what a reader's cache keys on: the identity changed too
+        if poll.host and poll.host != ts.host:
+            if not poll.host_only:
+                self._on_host.get(ts.host, set()).discard(key)
+                self._on_host.setdefault(poll.host, set()).add(key)
             ts.host = poll.host
+            ts.version += 1
         if not ts.is_repeat(poll.t, poll.values):
             ts.append(poll.t, poll.values)
+            if not self.logs_training and not poll.host_only and TRAINING_KEYS.intersection(poll.values):
+                self.logs_training = True
+        if ts.version != before:  # something a reader shows changed: the task, or every task on the host
+            if poll.host_only:
+                self._dirty.update(self._on_host.get(key, ()))
+            else:
+                self._dirty.add(key)
         if poll.job_facts is not None and not poll.host_only:
             self.job(poll.info.job).facts = poll.job_facts
         return ts
+
+    def take_dirty(self) -> set[str]:
+        """The tasks whose points, identity or host detail changed since the last call (one reader:
+        the session's overview, which rebuilds only their views)."""
+        dirty, self._dirty = self._dirty, set()
+        return dirty
 
     def allowed(self, n_series: int) -> int:
         """Points a series of a task with ``n_series`` series may hold now, within the budget."""

@@ -13,7 +13,7 @@ from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
-from cmdare.collectors.store import JobSeries, Store, TaskSeries
+from cmdare.collectors.store import TRAINING_KEYS, JobSeries, Store, TaskSeries
 
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
 STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
@@ -81,13 +81,12 @@ class TrainingFigures:
     loss_points: list[tuple[float, float]] = field(default_factory=list)
 
 
-_LOGGED = frozenset((M.K_LOSS, M.K_LEARNING_RATE, M.K_EXAMPLES_RATE))
-
-
 def training_figures(tasks: list[TaskSeries], window: float = 3600.0) -> TrainingFigures | None:
     """The training figures of a job's tasks: loss and learning rate of the task that logged the newest
     loss (the chief, in practice), logged examples/s summed."""
-    logged = [ts for ts in tasks if _LOGGED.intersection(ts.values)]  # most tasks log none: skip them cheaply
+    logged = [
+        ts for ts in tasks if TRAINING_KEYS.intersection(ts.values)
+    ]  # most tasks log none: skip them cheaply
     with_loss = [ts for ts in logged if ts.latest(M.K_LOSS) is not None]
     lrs = [x for ts in logged if (x := ts.latest(M.K_LEARNING_RATE)) is not None]
     ex = [x for ts in logged if (x := ts.latest(M.K_EXAMPLES_RATE)) is not None]
@@ -314,22 +313,14 @@ def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
 def cached_view(
     ts: TaskSeries, status: NodeStatus | None, now: float, host: TaskSeries | None, flags: tuple[str, ...]
 ) -> NodeView:
-    """:func:`node_view`, the same object while nothing it reads has changed (the task's and its
-    host's points, identity and lifecycle status, flags, start: through Prometheus at a 15 s scrape
+    """:func:`node_view`, the same object while nothing it reads has changed (the versions of the
+    task's points and identity, of its host's points and of its lifecycle status; its flags and
+    start: through Prometheus at a 15 s scrape
     and a 2 s refresh most refreshes bring nothing new for most tasks). The view holds no time of
     its own (uptime is counted from ``started_at`` by who shows it), so reuse is exact."""
     started = _started(ts, status, now)  # a start reported ahead of our clock counts once it is past
-    key = (
-        ts.version,
-        ts.info,
-        ts.host,
-        None if host is None else host.version,
-        None
-        if status is None
-        else (status.state, status.started, status.last_error, status.restarts, status.cause),
-        flags,
-        started,
-    )
+    key = (ts.version, None if host is None else host.version, None if status is None else status.version,
+           flags, started)  # fmt: skip
     hit = ts.view
     if type(hit) is tuple and hit[0] == key and hit[1] is host:
         return hit[2]
@@ -363,51 +354,92 @@ def _unanswered(status: NodeStatus) -> NodeView:
     )
 
 
-def build_jobs(store: Store, lifecycle: Lifecycle, now: float, history: int = 120) -> list[JobView]:
-    """One :class:`JobView` per job seen, nodes sorted by role then name."""
-    jobs: dict[str, list[NodeView]] = {}
-    series: dict[str, list[TaskSeries]] = {}
-    for key, ts in store.tasks.items():
+@dataclass
+class OverviewCache:
+    """What :func:`build_jobs` kept from its last call, so that a refresh rebuilds the views of the
+    tasks that changed (the store's and the lifecycle's ``take_dirty``) and leaves the rest alone: at
+    10,000 tasks read in a sweep most refreshes touch a few hundred. One per session (the only
+    reader of the dirty sets)."""
+
+    views: dict[str, NodeView] = field(default_factory=dict)  # task key -> its view
+    members: dict[str, dict[str, None]] = field(
+        default_factory=dict
+    )  # job -> its task keys, first seen first
+    nodes: dict[str, list[NodeView]] = field(default_factory=dict)  # job -> its views, ordered (reused)
+    stale: set[str] = field(default_factory=set)  # jobs whose list must be made again
+
+
+def _task_views(
+    store: Store, lifecycle: Lifecycle, now: float, cache: OverviewCache, dirty: set[str]
+) -> None:
+    """Update ``cache`` for the tasks in ``dirty`` and those it has not met yet."""
+    met = [k for k in store.tasks if k not in cache.views] if len(cache.views) < len(store.tasks) else []
+    for key in [*met, *dirty.difference(met)]:  # tasks met since first, in the store's order (jobs' order)
+        ts = store.tasks.get(key)
+        if ts is None:
+            continue  # a pending target: an unanswered row, made on every call
         flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
         view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags)
-        jobs.setdefault(ts.info.job, []).append(view)
-        series.setdefault(ts.info.job, []).append(ts)
-    for key, status in lifecycle.nodes.items():  # tasks never answered (pending targets): show them too
+        if cache.views.get(key) is view:
+            continue
+        cache.views[key] = view
+        job = ts.info.job  # a task's key holds its job: a task never moves to another
+        cache.members.setdefault(job, {})[key] = None
+        cache.stale.add(job)
+
+
+def _extra_rows(store: Store, lifecycle: Lifecycle, now: float) -> dict[str, list[NodeView]]:
+    """Rows that are no task of the store: targets never answered (pending), and the node_exporter /
+    DCGM detail of hosts no task runs on (a row of its own)."""
+    extra: dict[str, list[NodeView]] = {}
+    for key, status in lifecycle.nodes.items():
         if key not in store.tasks:
-            jobs.setdefault(status.info.job, []).append(_unanswered(status))
-    with_tasks = {ts.host for ts in store.tasks.values()}
-    for host, hs in store.hosts.items():  # node_exporter / DCGM of a host no task runs on: a row of its own
-        if host not in with_tasks:
-            jobs.setdefault(hs.info.job, []).append(node_view(hs, None, now))
+            extra.setdefault(status.info.job, []).append(_unanswered(status))
+    if store.hosts:
+        with_tasks = {ts.host for ts in store.tasks.values()}
+        for host, hs in store.hosts.items():
+            if host not in with_tasks:
+                extra.setdefault(hs.info.job, []).append(node_view(hs, None, now))
+    return extra
+
+
+def build_jobs(
+    store: Store, lifecycle: Lifecycle, now: float, history: int = 120, cache: OverviewCache | None = None
+) -> list[JobView]:
+    """One :class:`JobView` per job seen, nodes sorted by role then name. With ``cache`` (a session's)
+    only the views of tasks that changed are made again, and a job's node list is reused while none
+    of its tasks changed."""
+    if cache is None:  # a one-off overview: every task, and the session's dirty sets left alone
+        cache, dirty = OverviewCache(), set(store.tasks)
+    else:
+        dirty = store.take_dirty() | lifecycle.take_dirty()
+    _task_views(store, lifecycle, now, cache, dirty)
+    extra = _extra_rows(store, lifecycle, now)
     out = []
-    for name, nodes in jobs.items():  # in the order jobs were first seen
-        nodes = _ordered(store.job(name), nodes)
+    for name in dict.fromkeys([*cache.members, *extra]):  # in the order jobs were first seen
         js = store.job(name)
-        hist = [float(x) for x in js.last("steps_per_sec", history)]
-        rate = _last_finite(hist)
-        gstep = _last_finite([float(x) for x in js.last("global_step", 1)])
-        ex = _last_finite([float(x) for x in js.last("examples_per_sec", 1)])
-        facts = js.facts or JobFacts(job=name)
-        eta = None
-        if facts.target_steps and gstep is not None and rate:
-            eta = max(0.0, facts.target_steps - gstep) / rate
-        out.append(
-            JobView(
-                name,
-                facts,
-                rate,
-                ex,
-                gstep,
-                eta,
-                nodes,
-                hist,
-                training_figures(series.get(name, [])),
-                js.sync,
-                js.sync_how,
-                js.rate_basis,
-            )
-        )
+        if name in cache.stale or name in extra or name not in cache.nodes:
+            views = [cache.views[k] for k in cache.members.get(name, {})] + extra.get(name, [])
+            cache.nodes[name] = _ordered(js, views)
+            cache.stale.discard(name)
+        out.append(_job_view(store, name, cache.nodes[name], history))
     return out
+
+
+def _job_view(store: Store, name: str, nodes: list[NodeView], history: int) -> JobView:
+    """The job's figures from its series, with its tasks' views."""
+    js = store.job(name)
+    hist = [float(x) for x in js.last("steps_per_sec", history)]
+    rate = _last_finite(hist)
+    gstep = _last_finite([float(x) for x in js.last("global_step", 1)])
+    ex = _last_finite([float(x) for x in js.last("examples_per_sec", 1)])
+    facts = js.facts or JobFacts(job=name)
+    eta = None
+    if facts.target_steps and gstep is not None and rate:
+        eta = max(0.0, facts.target_steps - gstep) / rate
+    series = [ts for ts in store.tasks.values() if ts.info.job == name] if store.logs_training else []
+    return JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series), js.sync,
+                   js.sync_how, js.rate_basis)  # fmt: skip
 
 
 _ROLE_ORDER = {"chief": 0, "ps": 1, "worker": 2, "stage": 3}

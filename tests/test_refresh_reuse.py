@@ -74,3 +74,49 @@ def test_bulk_row_check_keeps_exactly_the_well_formed_rows():
     rows = decode(_answer(mixed), "application/json", 200)
     assert rows == [r for r in orjson.loads(_answer(mixed))["data"]["result"] if well_formed(r)]
     assert len(rows) == 50 + 3 and all(math.isfinite(float(r["value"][0])) for r in rows)
+
+
+def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one():
+    """build_jobs with a session's cache (views of changed tasks only) against a one-off build over the
+    same store and lifecycle, through 40 cycles of random polls: some tasks answer, some fail, one is
+    revoked, two change their labels (one into another job: a new task), host detail arrives for one host."""
+    import random
+
+    from cmdare.planner.overview import OverviewCache, build_jobs
+
+    rng = random.Random(7)
+    infos = {f"w{i}": TaskInfo("a" if i < 30 else "b", f"w{i}", "worker", "P100", "us-central1",
+                               provisioning="spot") for i in range(40)}  # fmt: skip
+    store, life, cache = Store(), Lifecycle(silent_after=2), OverviewCache()
+    unchanged_reused = 0
+    for cycle in range(40):
+        t = 100.0 + 2 * cycle
+        polls = []
+        for name, info in infos.items():
+            roll = rng.random()
+            if roll < 0.3:  # answers with a new point
+                polls.append(TaskPoll(f"http://{name}", t, True, info=info, host=f"h{name[-1]}",
+                                      values={STEPS: t * (1 + int(name[1:])), M.K_PREEMPTED: 0.0}))  # fmt: skip
+            elif roll < 0.35:
+                polls.append(TaskPoll(f"http://{name}", t, False, info=info, error="timed out"))
+        if cycle == 10:  # a revocation notice
+            polls.append(TaskPoll("http://w3", t, True, info=infos["w3"], values={M.K_PREEMPTED: 1.0}))
+        if cycle == 20:  # labels enriched, and a task that moves to job b
+            infos["w5"] = TaskInfo("a", "w5", "worker", "P100", "us-central1", zone="us-central1-a")
+            infos["w6"] = TaskInfo("b", "w6", "worker", "P100", "us-central1")
+        if cycle % 7 == 0:  # host detail for the tasks on host h1
+            node = TaskInfo("hosts", "h1", "node", "NVIDIA T4")
+            polls.append(TaskPoll("http://h1:9100", t, True, info=node, host="h1", host_only=True,
+                                  values={M.K_CPU_BUSY: t, M.K_CPU_ALL: 2 * t}))  # fmt: skip
+        polls = life.resolve(polls)
+        for p in polls:
+            store.add(p)
+        life.observe(polls)
+        before = {k: v for k, v in cache.views.items()}
+        cached = build_jobs(store, life, t + 1, cache=cache)
+        fresh = build_jobs(store, life, t + 1)
+        assert [(j.name, j.nodes) for j in cached] == [(j.name, j.nodes) for j in fresh], cycle
+        unchanged_reused += sum(cache.views[k] is v for k, v in before.items())
+    assert (
+        unchanged_reused > 40 * 40 * 0.4
+    )  # most views were the very same objects from one refresh to the next

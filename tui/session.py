@@ -17,7 +17,7 @@ from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
-from cmdare.planner.overview import JobView, build_jobs
+from cmdare.planner.overview import JobView, OverviewCache, build_jobs
 from cmdare.planner.rules.alerts import Alert
 from cmdare.planner.view import PlannerView
 from cmdare.planner.view_json import planner_view_json
@@ -121,6 +121,7 @@ class MonitorSession:
         self.state: MonitorState | None = None
         self.started_at = time.monotonic()
         self._screen_focus: frozenset[str] = frozenset()  # task keys on screen (the app says which)
+        self._overview = OverviewCache()  # the overview's views between refreshes (rebuilt as tasks change)
 
     @property
     def is_demo(self) -> bool:
@@ -157,7 +158,7 @@ class MonitorSession:
         """The state after a poll. The first poll shows what was measured at once; the planner
         (models, rules, prices: ~0.3 s to load) joins from the second, when rates exist anyway."""
         now = self.clock.now()
-        jobs = build_jobs(self.store, self.lifecycle, now)
+        jobs = build_jobs(self.store, self.lifecycle, now, cache=self._overview)
         planner = PlannerView()
         alerts: list[Alert] = []
         history: list[Alert] = []
