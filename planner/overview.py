@@ -138,8 +138,16 @@ class JobView:
 
     @functools.cached_property
     def census(self) -> dict[tuple[str, str, bool], int]:
-        """Tasks by (role, GPU label, up): what the shape, the cost and the rules count, in one pass."""
-        return dict(Counter((n.role, n.gpu, n.status == "up") for n in self.nodes))
+        """Tasks by (role, GPU label, up): what the shape and the rules count, in one pass."""
+        out: Counter[tuple[str, str, bool]] = Counter()
+        for (role, gpu, _, _, up), count in self.kinds.items():
+            out[(role, gpu, up)] += count
+        return dict(out)
+
+    @functools.cached_property
+    def kinds(self) -> dict[tuple[str, str, str, str, bool], int]:
+        """Tasks by (role, GPU label, region, provisioning, up): what the cost meter prices, in one pass."""
+        return dict(Counter((n.role, n.gpu, n.region, n.provisioning, n.status == "up") for n in self.nodes))
 
     def to_json(self, now: float) -> dict:
         """The job as a JSON-ready dict at ``now`` (the state's time: node uptimes are counted to it)."""

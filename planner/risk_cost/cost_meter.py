@@ -46,11 +46,15 @@ class CostMeter:
 
     def node_rate(self, n: NodeView) -> tuple[float | None, str | None]:
         """USD/h of one task's node, or (None, why)."""
+        return self.kind_rate(n.role == "ps" or not n.gpu, n.gpu, n.region, n.provisioning)
+
+    def kind_rate(self, cpu_only: bool, gpu: str, region: str, prov: str) -> tuple[float | None, str | None]:
+        """USD/h of a node of this kind (a PS or CPU-only node, or one GPU), or (None, why)."""
         try:
-            if n.role == "ps" or not n.gpu:
-                p = self.book.ps_node_price(n.region, n.provisioning or "standard")  # type: ignore[attr-defined]
+            if cpu_only:
+                p = self.book.ps_node_price(region, prov or "standard")  # type: ignore[attr-defined]
             else:
-                p = self.book.node_price(n.gpu, 1, n.region, n.provisioning or "standard")  # type: ignore[attr-defined]
+                p = self.book.node_price(gpu, 1, region, prov or "standard")  # type: ignore[attr-defined]
         except (KeyError, ValueError) as exc:
             return None, str(exc)
         return float(p.usd_per_hour), None
@@ -60,21 +64,22 @@ class CostMeter:
         out: dict[str, CostView] = {}
         seen: dict[tuple[bool, str, str, str], tuple[float | None, str | None]] = {}  # one book lookup a kind
         for job in jobs:
-            rate, unpriced = 0.0, []
-            priced = 0
-            for n in job.nodes:
-                if n.status != "up":
+            rate, priced, bad = 0.0, 0, {}
+            for (role, gpu, region, prov, up), count in job.kinds.items():  # one price lookup a kind
+                if not up:
                     continue
-                kind = (n.role == "ps" or not n.gpu, n.gpu, n.region, n.provisioning)
+                kind = (role == "ps" or not gpu, gpu, region, prov)
                 found = seen.get(kind)
                 if found is None:
-                    found = seen[kind] = self.node_rate(n)
+                    found = seen[kind] = self.kind_rate(*kind)
                 r, why = found
                 if r is None:
-                    unpriced.append(f"{n.name}: {why}")
+                    bad[(role, gpu, region, prov)] = why
                 else:
-                    rate += r
-                    priced += 1
+                    rate += r * count
+                    priced += count
+            unpriced = [f"{n.name}: {bad[(n.role, n.gpu, n.region, n.provisioning)]}" for n in job.nodes
+                        if bad and n.status == "up" and (n.role, n.gpu, n.region, n.provisioning) in bad]  # fmt: skip
             t0, r0 = self._last.get(job.name, (now, 0.0))
             self._accrued[job.name] = self._accrued.get(job.name, 0.0) + r0 * max(now - t0, 0.0) / 3600.0
             self._last[job.name] = (now, rate)

@@ -81,6 +81,8 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
     replacement was seen, else the CM-DARE request overhead (server start + join, ``overheads.json``)."""
     out: list[Finding] = []
     for job in ctx.jobs:
+        if not (job.counts.get("revoked") or job.counts.get("silent")):
+            continue  # counted once per view: most refreshes of most jobs have neither
         for n in job.nodes:
             subject = f"{job.name}/{n.name}"
             if n.status == "revoked":

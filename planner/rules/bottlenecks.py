@@ -96,7 +96,7 @@ def rule_inputs(store: Store, jobs: Sequence[JobView], window_s: float = RATE_WI
     other fields at their defaults: add them with :func:`dataclasses.replace`)."""
     ps_cpu: dict[str, float] = {}
     for key, ts in store.tasks.items():
-        if ts.info.role != "ps":
+        if ts.info.role != "ps":  # an attribute test per task: cheap at 10,000
             continue
         busy = ts.rate(M.K_CPU_BUSY, window_s)
         if busy is None:

@@ -27,6 +27,8 @@ def stage_rates(store: Store, window_s: float = RATE_WINDOW_S) -> dict[str, list
     """Stage counters of every job in the store (tasks without stage counters are left out)."""
     out: dict[str, list[StageRates]] = {}
     for ts in store.tasks.values():
+        if M.K_STAGE_MICROBATCHES not in ts.values:  # no pipeline stage (a dict lookup, not a rate)
+            continue
         mb = ts.rate(M.K_STAGE_MICROBATCHES, window_s)
         if mb is None:
             continue
