@@ -8,6 +8,9 @@ the shape of the queries cmdare-tui sends and answers like a server that has eve
 * the ``or``-ed value queries (``label_replace(…, "cmdare_key", "KEY", …)``) → one row per task and
   key a data-parallel worker has (no PS, no pipeline series);
 * ``cmdare_task_info`` → one identity row per task; ``cmdare_job_info`` → one job; ``up == 0`` → none;
+* a large fleet's queries (collectors/prometheus_fleet.py): a per-task rate column → one row per task
+  (counters grow at 1/s; compute seconds a step 0.1 s plus a little per task), preemptions (``== 1``)
+  → none, a detail query → the raw series and scrape times of the instances it lists;
 * node detail and range (backfill) queries → empty answers.
 
 With ``scrape_s`` (benchmarks/prometheus_scale.py ``--synthetic``) it answers like a server scraping
