@@ -10,6 +10,7 @@ from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.help_screen import HelpScreen
 from cmdare.tui.options import SessionOptions
+from cmdare.tui.panes.planner import PIPELINE_COLUMNS
 from cmdare.tui.session import MonitorSession
 
 
@@ -123,8 +124,10 @@ async def test_next_job_shows_the_geo_pipeline_and_its_wan_bound_link():
         assert pane.mode == "pipeline" and "WAN-bound" in pane.border_subtitle
         table = app.query_one("#pipeline-table", DataTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-        assert any(r[0] == "5->6" and "us-west1→europe-west4" in r[1] and r[-1] == "WAN-bound" for r in rows)
-        assert any(r[-1] == "ok" for r in rows)  # the fast link is not flagged
+        labels = [label for label, _ in PIPELINE_COLUMNS]
+        dcs, verdict = labels.index("DCs"), labels.index("Verdict")
+        assert any(r[0] == "5->6" and r[dcs] == "usw1→euw4" and r[verdict] == "WAN-bound" for r in rows), rows
+        assert any(r[verdict] == "ok" for r in rows)  # the fast link is not flagged
 
 
 async def test_a_failing_planner_is_a_status_not_a_crash(monkeypatch):

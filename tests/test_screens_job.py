@@ -157,3 +157,14 @@ async def test_eta_at_the_first_poll_asks_for_a_rate_not_a_target(size):
             console.print(summary.content)
         eta = next(line for line in cap.get().splitlines() if line.startswith("ETA"))
         assert "needs a measured rate" in eta and "target" not in eta, eta
+
+
+def test_the_deferred_plot_is_not_mounted_into_a_pane_the_app_has_left():
+    """A quit signal right after the first data frame detaches the panes before the plot's deferred
+    mount runs (seen once in tmux: a MountError traceback and exit 1 instead of 0): it does nothing."""
+    from cmdare.tui.panes.job import JobPane
+
+    pane = JobPane()
+    assert not pane.is_attached
+    pane._mount_plot()  # no MountError
+    assert not pane.children

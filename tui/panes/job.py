@@ -179,6 +179,8 @@ class JobPane(Vertical, can_focus=True):
         return None
 
     def _mount_plot(self) -> None:
+        if not self.is_attached:  # the app quit meanwhile (a signal right after the first frame)
+            return
         from textual_plotext import PlotextPlot
 
         self.mount(PlotextPlot(id="job-plot"))
