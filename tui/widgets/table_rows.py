@@ -25,20 +25,21 @@ UNKNOWN: OrderKey = (1,)  # how None, NaN, "–" and "" sort: last
 
 class Row(NamedTuple):
     """One table row: a stable ``key``, its ``cells`` (str or rich Text) and optional raw ``sort``
-    values (one per column; None sorts last). Without ``sort`` the cell text is compared. A row that
+    values (one per column, or a sequence that makes each when read; None sorts last). Without
+    ``sort`` the cell text is compared. A row that
     stays the same object from one refresh to the next costs nothing to show again. (Immutable; a
     named tuple because 10,000-task tables make thousands a refresh: it is made in half the time.)"""
 
     key: str
     cells: tuple[Any, ...] | Callable[[], tuple[Any, ...]]  # str cells: plain text (never markup)
-    sort: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None  # a function: made when sorting
+    sort: Sequence[Any] | Callable[[], Sequence[Any]] | None = None  # a function: made when sorting
     dim: bool = False
 
     def values(self) -> tuple[Any, ...]:
         """The cells (made now when they were given as a function)."""
         return self.cells() if callable(self.cells) else self.cells
 
-    def sort_values(self) -> tuple[Any, ...] | None:
+    def sort_values(self) -> Sequence[Any] | None:
         """The raw sort values (made now when they were given as a function), or None."""
         return self.sort() if callable(self.sort) else self.sort
 
@@ -106,7 +107,7 @@ class RowOrder:
         self.sort_col: int | None = None
         self.reverse = False
         self._order: list[int] | None = None  # positions in rows, as shown (None: every row, as given)
-        self._keys: list[OrderKey] = []  # by position: the order key at _keys_col
+        self._keys: list[OrderKey] = []  # by position: the order key at _keys_col, then the position
         self._keys_col: int | None = None
         self._hits: list[bool] = []  # by position: whether the row matches _hits_for
         self._hits_for = ""
@@ -169,9 +170,10 @@ class RowOrder:
         if col is not None:
             if changed is None or self._keys_col != col or len(self._keys) != len(self.rows):
                 self._by_text = False
-                self._keys, self._keys_col, full = [self._key(r, col) for r in self.rows], col, True
+                self._keys = [self._placed(r, col, i) for i, r in enumerate(self.rows)]
+                self._keys_col, full = col, True
             else:
-                moved.update(_update(self._keys, changed, lambda i: self._key(self.rows[i], col)))
+                moved.update(_update(self._keys, changed, lambda i: self._placed(self.rows[i], col, i)))
         return None if full else moved
 
     def _arrange(self, moved: set[int] | None) -> None:
@@ -196,18 +198,21 @@ class RowOrder:
         return kept + [i for i in sorted(moved) if not self.filter or self._hits[i]]
 
     def _ordered(self, positions: list[int]) -> list[int]:
-        """``positions`` in order: by position without a sort, else by (key, position) in one C-level
-        sort (nearly sorted input runs near linear), ties in the given order, unknowns last."""
+        """``positions`` in order: by position without a sort, else by the kept keys (they end in the
+        position, so are unique: ties stay in the given order either way) in one C-level sort
+        (nearly sorted input runs near linear), unknowns last."""
         if self.sort_col is None:
             return sorted(positions)
-        sign = -1 if self.reverse else 1  # reversed: ties still by ascending position
-        keyed = list(zip(map(self._keys.__getitem__, positions), map(sign.__mul__, positions), strict=True))
-        keyed.sort(reverse=self.reverse)
-        order = list(map(sign.__mul__, map(operator.itemgetter(1), keyed)))
+        order = sorted(positions, key=self._keys.__getitem__, reverse=self.reverse)
         if self.reverse:  # the unknowns came first (in the given order): they go last
-            unknown = list(map(operator.itemgetter(0), keyed)).count(UNKNOWN)
+            unknown = list(map(operator.itemgetter(0), map(self._keys.__getitem__, order))).count(1)
             order = order[unknown:] + order[:unknown]
         return order
+
+    def _placed(self, row: Row, col: int, at: int) -> OrderKey:
+        """The kept key of the row at position ``at``: its order key, then the position (negated for
+        a reverse sort, which reverses the whole key)."""
+        return (*self._key(row, col), -at if self.reverse else at)
 
     def _reads_cells(self) -> bool:
         """Whether the order depends on cells: a filter, or a sort by some row's text."""
