@@ -118,25 +118,46 @@ def task_facts(n: NodeView) -> Facts:
     return n.role, n.status == "up", value if value is not None and math.isfinite(value) else None
 
 
+def uptime_until(seconds: float) -> float:
+    """The uptime until which :func:`duration` reads as it does at ``seconds`` (no later: it may read
+    the same a little longer). It shows the rounded seconds: whole seconds under an hour, whole
+    minutes under a day, whole hours beyond."""
+    s = int(round(seconds))
+    step = 1 if s < 3600 else 60 if s < 86400 else 3600
+    return s // step * step + step - 0.5
+
+
+def steady_from(now: float, up: float | None) -> tuple[float, float]:
+    """The times, from ``now``, over which an uptime of ``up`` at ``now`` reads the same."""
+    if up is None or not math.isfinite(up):
+        return -math.inf, math.inf  # "–" at any time
+    return now, now + uptime_until(up) - up
+
+
 class TaskCells:
     """A task's cells as a row's cells function: made when first drawn, then the very same tuple
     until the uptime shown at :class:`ShownAt`'s time reads differently (then only it is made again),
-    so that the table tells a changed line from an unchanged one by identity."""
+    so that the table tells a changed line from an unchanged one by identity; while the time stays
+    within the span the uptime reads the same, a call costs a comparison."""
 
-    __slots__ = ("view", "marks", "shown", "_cells", "_up")
+    __slots__ = ("view", "marks", "shown", "_cells", "_steady")
 
     def __init__(self, view: NodeView, marks: Sequence[str], shown: ShownAt) -> None:
         self.view, self.marks, self.shown = view, marks, shown
         self._cells: tuple[object, ...] | None = None
-        self._up = ""
+        self._steady = (math.inf, -math.inf)  # times at which the uptime shown reads as in _cells
 
     def __call__(self) -> tuple[object, ...]:
-        up = duration(self.view.uptime_s(self.shown.now))
+        now = self.shown.now
+        low, high = self._steady
+        if self._cells is not None and low <= now < high:
+            return self._cells
+        up = self.view.uptime_s(now)
+        self._steady = steady_from(now, up)
         if self._cells is None:
-            self._cells = node_cells(self.view, self.marks, self.shown.now)
-        elif up != self._up:
-            self._cells = (*self._cells[:UP], up, *self._cells[UP + 1 :])
-        self._up = up
+            self._cells = node_cells(self.view, self.marks, now)
+        elif (text := duration(up)) != self._cells[UP]:
+            self._cells = (*self._cells[:UP], text, *self._cells[UP + 1 :])
         return self._cells
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, filterfalse
 from typing import Any, NamedTuple
 
@@ -110,10 +110,11 @@ class RowOrder:
         self._keys: list[OrderKey] = []  # by position: the order key at _keys_col, then the position
         self._keys_col: int | None = None
         self._hits: list[bool] = []  # by position: whether the row matches _hits_for
+        self._hit_from: list[object] = []  # by position: the cell values that verdict was made from
         self._hits_for = ""
         self._at: dict[str, int] | None = None  # row key -> position in rows (checked when asked)
         self._made: dict[str, tuple[object, tuple[int, int], OrderKey]] = {}  # key -> (from, when, key)
-        self._hay: dict[str, tuple[object, int, object, str]] = {}  # key -> (cells, when, values, text)
+        self._hay: dict[str, tuple[object, str]] = {}  # row key -> (cell values, their text lowered)
         self._cells_seen = 1  # counts the times cells may have moved: keys from text made since
         self._by_text = False  # whether some row sorts by its cells' text (no sort values)
 
@@ -128,7 +129,7 @@ class RowOrder:
         if changed == [] and not again:
             return False
         self.rows = rows
-        self._arrange(self._refit(None if again else changed))
+        self._arrange(self._refit(changed, again))
         return True
 
     def reorder(self) -> None:
@@ -157,24 +158,39 @@ class RowOrder:
             return None
         return list(compress(range(len(rows)), map(operator.is_not, rows, self.rows)))
 
-    def _refit(self, changed: list[int] | None) -> set[int] | None:
-        """Make again what is kept for the positions ``changed`` (None: all); the positions whose
-        verdict or key changed (their place in the order), or None when everything was made again."""
-        full, moved = changed is None, set()
+    def _refit(self, changed: list[int] | None, every: bool = False) -> set[int] | None:
+        """Make again what is kept for the positions ``changed`` (None: all, the count changed), or
+        for every row (``every``: cells may read differently, so verdicts and keys from text are made
+        again); the positions whose verdict or key changed (their place in the order), or None when
+        everything was made afresh (a new filter or sort, or another count)."""
+        full, moved, n = changed is None, set(), len(self.rows)
         if self.filter:
-            if changed is None or self._hits_for != self.filter or len(self._hits) != len(self.rows):
-                self._hits, self._hits_for, full = [self._matches(r) for r in self.rows], self.filter, True
+            if changed is None or self._hits_for != self.filter or len(self._hits) != n:
+                self._hits, self._hit_from = [], [None] * n
+                self._hits_for, full = self.filter, True
+                self._rematch(range(n))
             else:
-                moved.update(_update(self._hits, changed, lambda i: self._matches(self.rows[i])))
+                moved.update(self._rematch(range(n) if every else changed))
         col = self.sort_col
         if col is not None:
-            if changed is None or self._keys_col != col or len(self._keys) != len(self.rows):
+            if changed is None or self._keys_col != col or len(self._keys) != n:
                 self._by_text = False
                 self._keys = [self._placed(r, col, i) for i, r in enumerate(self.rows)]
                 self._keys_col, full = col, True
             else:
-                moved.update(_update(self._keys, changed, lambda i: self._placed(self.rows[i], col, i)))
+                again = range(n) if every and self._by_text else changed
+                moved.update(self._redo(self._keys, again, lambda r, i: self._placed(r, col, i)))
         return None if full else moved
+
+    def _redo(self, kept: list[Any], positions: Iterable[int], make: Callable[[Row, int], Any]) -> list[int]:
+        """Make ``kept[i]`` again (``make(row, i)``) at ``positions``; the positions whose value changed."""
+        rows, changed = self.rows, []
+        for i in positions:
+            value = make(rows[i], i)
+            if value != kept[i]:
+                kept[i] = value
+                changed.append(i)
+        return changed
 
     def _arrange(self, moved: set[int] | None) -> None:
         """:attr:`shown` from the kept verdicts and keys: the rows at ``moved`` placed again (None:
@@ -234,27 +250,29 @@ class RowOrder:
         self._made[row.key] = (source, (seen, col), key)
         return key
 
-    def _matches(self, row: Row) -> bool:
-        """Whether a cell of ``row`` contains the filter (case-insensitive). The cells' text is kept
-        per row while its cells are the same object, and, after cells may have moved, while they
-        give the very same values."""
+    def _rematch(self, positions: Iterable[int]) -> list[int]:
+        """The filter's verdict made again at ``positions`` where the row's cell values are other
+        objects than the verdict was made from; the positions whose verdict changed."""
+        rows, hits, made_from, moved = self.rows, self._hits, self._hit_from, []
+        needle, fresh = self.filter.lower(), not hits
+        for i in positions:
+            values = rows[i].values()
+            if values is made_from[i]:
+                continue
+            hit = needle in self._text(rows[i].key, values)
+            made_from[i] = values
+            if fresh:
+                hits.append(hit)
+            elif hit != hits[i]:
+                hits[i] = hit
+                moved.append(i)
+        return moved
+
+    def _text(self, key: str, values: Sequence[Any]) -> str:
+        """The cells' text, lowered, one NUL between cells (kept per row while its values stay)."""
         if len(self._hay) > 2 * len(self.rows) + 64:
             self._hay = {}
-        hit = self._hay.get(row.key)
-        if hit is None or hit[0] is not row.cells or hit[1] != self._cells_seen:
-            values = row.values()
-            if hit is None or hit[0] is not row.cells or hit[2] is not values:
-                hit = (row.cells, self._cells_seen, values, "\x00".join(plain(c).lower() for c in values))
-            self._hay[row.key] = hit = (row.cells, self._cells_seen, values, hit[3])
-        return self.filter.lower() in hit[3]
-
-
-def _update(kept: list[Any], positions: list[int], make: Callable[[int], Any]) -> list[int]:
-    """Make ``kept[i]`` again for each of ``positions``; the positions whose value changed."""
-    changed = []
-    for i in positions:
-        value = make(i)
-        if value != kept[i]:
-            kept[i] = value
-            changed.append(i)
-    return changed
+        hit = self._hay.get(key)
+        if hit is None or hit[0] is not values:
+            hit = self._hay[key] = (values, "\x00".join(plain(c).lower() for c in values))
+        return hit[1]
