@@ -30,6 +30,7 @@ LIMIT_S = {
     "fault_injection": 900,
     "app_scale": 1500,  # 1,000 and 10,000 tasks through a real Prometheus, the app on a pty
     "large_inputs": 900,
+    "table_cost": 900,  # the Cluster pane at 1,000 and 10,000 tasks, before and after, in turns (~4 min)
 }
 DEFAULT_LIMIT_S = 600
 VERDICT_WORDS = (

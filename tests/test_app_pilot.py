@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from textual.widgets import DataTable
-
 from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.help_screen import HelpScreen
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.planner import PIPELINE_COLUMNS
 from cmdare.tui.session import MonitorSession
+from cmdare.tui.widgets.table import FilterTable
 
 
 def fast_demo_app(**demo_kw) -> CmdareApp:
@@ -37,13 +36,13 @@ async def test_panes_show_live_demo_data():
         await wait_for(pilot, lambda: app.state is not None and app.state.cycles >= 3)
         titles = [p.border_title for p in app.query(".pane")]
         assert titles == ["Cluster", "Job", "Planner", "Alerts"]
-        cluster = app.query_one("#cluster-table", DataTable)
+        cluster = app.query_one("#cluster-table", FilterTable)
         assert cluster.row_count == 9
         first = app.state.job().steps_per_sec
         await wait_for(pilot, lambda: app.state.job().steps_per_sec != first)
         assert 5 < app.state.job().steps_per_sec < 80  # P100 ResNet-32 measured range
         assert "DEMO" in str(app.query_one("#badges").render())
-        planner = app.query_one("#planner-table", DataTable)
+        planner = app.query_one("#planner-table", FilterTable)
         assert planner.row_count > 3
 
 
@@ -55,7 +54,7 @@ async def test_revoked_worker_turns_up_in_alerts():
         await wait_for(
             pilot, lambda: app.state is not None and any(a.kind == "node-revoked" for a in app.state.alerts)
         )
-        alerts = app.query_one("#alerts-table", DataTable)
+        alerts = app.query_one("#alerts-table", FilterTable)
         kinds = [str(c) for c in alerts.get_column("Kind")]
         assert "node-revoked" in kinds
         revoked = [n for n in app.state.job().nodes if n.status == "revoked"]
@@ -122,7 +121,7 @@ async def test_next_job_shows_the_geo_pipeline_and_its_wan_bound_link():
         await pilot.pause(0.6)
         pane = app.query_one("#pane-planner")
         assert pane.mode == "pipeline" and "WAN-bound" in pane.border_subtitle
-        table = app.query_one("#pipeline-table", DataTable)
+        table = app.query_one("#pipeline-table", FilterTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         labels = [label for label, _ in PIPELINE_COLUMNS]
         dcs, verdict = labels.index("DCs"), labels.index("Verdict")
@@ -141,6 +140,6 @@ async def test_a_failing_planner_is_a_status_not_a_crash(monkeypatch):
     app = fast_demo_app(first_revocation_s=1000)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.state is not None and app.state.cycles >= 3)
-        assert app.query_one("#cluster-table", DataTable).row_count == 9  # measurements still shown
+        assert app.query_one("#cluster-table", FilterTable).row_count == 9  # measurements still shown
         assert any("planner unavailable" in s.message for s in app.state.sources)
         assert "planner unavailable" in str(app.query_one("#badges").render())

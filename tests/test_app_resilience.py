@@ -8,13 +8,13 @@ import asyncio
 
 from hostile_text_server import HOSTILE, HostileServer
 from rich.text import Text
-from textual.widgets import DataTable
 
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.session import MonitorSession
 from cmdare.tui.widgets.explain import ExplainScreen
+from cmdare.tui.widgets.table import FilterTable
 
 
 def hostile_app(srv: HostileServer, n: int = 3) -> CmdareApp:
@@ -51,7 +51,7 @@ async def test_a_pane_that_raises_is_reported_and_polling_goes_on(monkeypatch):
         async with app.run_test(size=(160, 45)) as pilot:
             await wait_for(pilot, lambda: "Cluster pane: ValueError: broken pane oops[/]␛]0;" in badges(app))
             assert app.query_one("#pane-job")._state is not None  # the other panes drew
-            await wait_for(pilot, lambda: app.query_one("#cluster-table", DataTable).row_count == 3)
+            await wait_for(pilot, lambda: app.query_one("#cluster-table", FilterTable).row_count == 3)
             cycles = app.state.cycles
             await wait_for(pilot, lambda: app.state.cycles >= cycles + 2)  # polling went on
             assert "broken pane" not in badges(app)  # the remark goes once a refresh draws cleanly
@@ -82,7 +82,7 @@ async def test_hostile_labels_render_literally_in_tables_toasts_and_explain_wind
         app = hostile_app(srv)
         async with app.run_test(size=(160, 45)) as pilot:
             await wait_for(pilot, lambda: app.state is not None and app.state.cycles >= 2)
-            table = app.query_one("#cluster-table", DataTable)
+            table = app.query_one("#cluster-table", FilterTable)
             await wait_for(pilot, lambda: table.row_count == 3)
             cells = [c for r in range(table.row_count) for c in table.get_row_at(r)]
             assert all(isinstance(c, Text) for c in cells)
@@ -91,7 +91,7 @@ async def test_hostile_labels_render_literally_in_tables_toasts_and_explain_wind
             srv.down.add(1)  # task t1 (named with an OSC 8 link) goes silent: an alert about it
             await wait_for(pilot, lambda: any(a.kind == "node-silent" for a in app.state.alerts))
             await pilot.press("4")
-            alerts = app.query_one("#alerts-table", DataTable)
+            alerts = app.query_one("#alerts-table", FilterTable)
             await wait_for(pilot, lambda: alerts.row_count >= 1)
             alerts.focus()
             await pilot.press("enter")

@@ -4,9 +4,9 @@ app on the real demo cluster, driven by its Pilot; and the evidence formatter on
 from __future__ import annotations
 
 from test_app_pilot import fast_demo_app, wait_for
-from textual.widgets import DataTable
 
 from cmdare.tui.panes.alerts import evidence_rows, evidence_value
+from cmdare.tui.widgets.table import FilterTable
 
 
 async def test_planner_columns_carry_units_and_the_alert_names_its_measurements():
@@ -17,9 +17,9 @@ async def test_planner_columns_carry_units_and_the_alert_names_its_measurements(
         await pilot.pause(1.2)
         pane = app.query_one("#pane-planner")
         assert "undated (derived " in pane.border_subtitle  # the offline book's rows carry no price date
-        labels = [str(c.label) for c in app.query_one("#ranked-table", DataTable).columns.values()]
+        labels = [str(c.label) for c in app.query_one("#ranked-table", FilterTable).columns.values()]
         assert "P(≥1 rev)" in labels and "Risk" not in labels
-        table = app.query_one("#ranked-table", DataTable)
+        table = app.query_one("#ranked-table", FilterTable)
         deltas = [str(table.get_row_at(i)[3]) for i in range(1, min(table.row_count, 6))]
         assert deltas and all(d.endswith("%") and len(d) <= 5 for d in deltas)  # Δtime: its own column
         await wait_for(pilot, lambda: any(a.kind == "ps-saturation" for a in app.state.alerts), timeout=30)
@@ -69,7 +69,7 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
         pane = app.query_one(PlannerPane)
         pane.update_state(state)
         await pilot.pause()
-        table = app.query_one("#ranked-table", DataTable)
+        table = app.query_one("#ranked-table", FilterTable)
         first = [str(c) for c in table.get_row_at(0)]
         assert "8×K80" in first[0] and first[2] == "unknown"
         assert table.row_count > 10 and str(table.get_row_at(1)[2]).startswith("$")

@@ -152,7 +152,7 @@ async def test_the_sorted_columns_arrow_is_always_on_screen():
             await pilot.pause(0.1)
             label = header(table)[i]
             assert label.endswith("▲"), label  # even a column one cell wide keeps its arrow
-            x, _, w, _ = table._get_column_region(i)
+            x, _, w, _ = table.column_region(i)
             assert table.scroll_x <= x and x + w <= table.scroll_x + table.scrollable_content_region.width
         await pilot.press("S")
         await pilot.pause(0.1)

@@ -1,81 +1,33 @@
 """A keyboard-first table: rows are handed over whole (panes stay pure renderers); the table filters
 (``/``), sorts (``s`` next column, ``S`` reverse) and moves with vim keys (``j/k/g/G``).
 
-Past :attr:`FilterTable.virtual_from` rows the table is virtual: the DataTable holds one blank
-placeholder row per shown row (so scrolling, the scroll bar and the cursor work as usual), and only
-the rows on screen are written, changed cells only, when data arrives or the view scrolls. A row's
-cells may be a function (made only when the row is painted or filtered on): a 10,000-row refresh
-costs the sort keys and a screenful of cells, not 150,000 cells."""
+At any size it costs what changes: :class:`~cmdare.tui.widgets.table_rows.RowOrder` keeps the order
+while the rows do not move, and :class:`~cmdare.tui.widgets.line_table.LineTable` draws only the lines
+on screen, repainting those whose cells changed. A row's cells may be a function (made only when the
+row is on screen, or filtered on): a 10,000-row refresh costs an identity check per row, the sort
+values of the rows that changed and a screenful of cells, not 150,000 cells."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.geometry import Region
 from textual.message import Message
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
+
+from cmdare.tui.widgets.line_table import LineTable
+from cmdare.tui.widgets.table_rows import Row, RowOrder
+
+__all__ = ["FilterTable", "Row", "TableBox"]
 
 
-@dataclass(frozen=True)
-class Row:
-    """One table row: a stable ``key``, its ``cells`` (str or rich Text) and optional raw ``sort``
-    values (one per column; None sorts last). Without ``sort`` the cell text is compared."""
-
-    key: str
-    cells: tuple[Any, ...] | Callable[[], tuple[Any, ...]]  # str cells: plain text (never markup)
-    sort: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None  # a function: made when sorting
-    dim: bool = False
-
-    def values(self) -> tuple[Any, ...]:
-        """The cells (made now when they were given as a function)."""
-        return self.cells() if callable(self.cells) else self.cells
-
-    def sort_values(self) -> tuple[Any, ...] | None:
-        """The raw sort values (made now when they were given as a function), or None."""
-        return self.sort() if callable(self.sort) else self.sort
-
-
-@dataclass
-class _View:
-    filter: str = ""
-    sort_col: int | None = None
-    reverse: bool = False
-    rows: list[Row] = field(default_factory=list)
-
-
-def _plain(cell: Any) -> str:
-    return cell.plain if isinstance(cell, Text) else str(cell)
-
-
-def _text(cell: Any) -> Text:
-    """A cell as rich Text: data is never parsed as markup (DataTable would parse a str)."""
-    return cell if isinstance(cell, Text) else Text(str(cell))
-
-
-def _sort_key(row: Row, col: int) -> tuple[int, Any]:
-    raw = row.sort_values()
-    value = raw[col] if raw is not None and col < len(raw) else _plain(row.values()[col])
-    if value is None or (isinstance(value, float) and not math.isfinite(value)) or value in ("–", ""):
-        return (1, 0)
-    return (0, value) if isinstance(value, int | float) else (0, str(value).lower())
-
-
-def _same(old: Any, new: Text) -> bool:
-    """Whether a shown cell already equals ``new`` (text, base style and spans)."""
-    return (
-        isinstance(old, Text) and old.plain == new.plain and old.style == new.style and old.spans == new.spans
-    )
-
-
-class FilterTable(DataTable):
-    """A DataTable whose rows are set with :meth:`set_rows`; filter and sort survive refreshes."""
+class FilterTable(LineTable):
+    """A table whose rows are set with :meth:`set_rows`; filter, sort, scroll and the cursor (by row
+    key) survive refreshes."""
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False, id="table.down"),
@@ -94,164 +46,52 @@ class FilterTable(DataTable):
             super().__init__()
             self.table = table
 
-    virtual_from = 300  # rows: past this many, only the rows on screen are written
-
     def __init__(self, columns: Sequence[tuple[str, int]], **kw: Any) -> None:
-        kw.setdefault("cursor_type", "row")
-        super().__init__(**kw)
-        self._columns = list(columns)
-        self.view = _View()
-        self._virtual = False  # placeholders + painting on demand (see the module docstring)
-        self._shown: list[Row] = []  # virtual mode: the rows as displayed
-        self._painted: dict[int, tuple[str, tuple[Text, ...]]] = {}  # position -> (key, cells) written
-
-    def on_mount(self) -> None:
-        for label, width in self._columns:
-            self.add_column(label, width=width, key=label)
+        super().__init__(columns, **kw)
+        self.view = RowOrder()
 
     # --- data --------------------------------------------------------------------------------
-    def set_rows(self, rows: Sequence[Row]) -> None:
-        """Replace every row; keeps the filter, the sort and the cursor (by row key)."""
-        self.view.rows = list(rows)
-        self._redraw()
+    def set_rows(self, rows: Sequence[Row], recheck: bool = False) -> None:
+        """Replace every row; keeps the filter, the sort, the scroll and the cursor (by row key).
+        Nothing happens when every row is the very object shown already, unless ``recheck``: the rows'
+        cells may read differently (they read a clock), so the lines on screen are made again (and
+        repainted where they changed) and the filter looks at the cells again."""
+        keep = self.current_key()
+        if self.view.set_rows(rows, cells_moved=recheck) or recheck:
+            self._show(keep, recheck)
 
     def shown(self) -> list[Row]:
         """The rows as displayed: filtered, then sorted."""
-        rows = self.view.rows
-        if self.view.filter:
-            needle = self.view.filter.lower()
-            rows = [r for r in rows if any(needle in _plain(c).lower() for c in r.values())]
-        if self.view.sort_col is not None:
-            col = self.view.sort_col
-            known = [r for r in rows if _sort_key(r, col)[0] == 0]
-            unknown = [r for r in rows if _sort_key(r, col)[0] == 1]
-            known.sort(key=lambda r: _sort_key(r, col), reverse=self.view.reverse)
-            rows = known + unknown
-        return rows
+        return self.view.shown
 
-    def current_key(self) -> str | None:
-        """The row key under the cursor, or None when the table is empty."""
-        if not self.row_count:
-            return None
-        if self._virtual:
-            row = self.cursor_row
-            return self._shown[row].key if 0 <= row < len(self._shown) else None
-        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
-        return str(key.value) if key.value is not None else None
+    def _show(self, keep: str | None, recheck: bool = False) -> None:
+        """Show the view's rows with the cursor on the row ``keep`` (where it is when it is gone)."""
+        rows = self.view.shown
+        at = self.cursor_row
+        moved = keep is not None and not (at < len(rows) and rows[at].key == keep)
+        self.show_rows(rows, self.view.index_of(keep) if moved and keep is not None else None, recheck)
 
-    @staticmethod
-    def _fresh(r: Row) -> tuple[Text, ...]:
-        return tuple(Text(_plain(c), style="dim") if r.dim else _text(c) for c in r.values())
-
-    def _redraw(self) -> None:
-        """Show :meth:`shown`: changed cells only when the row keys are unchanged (no flicker, cheap at
-        1,000 rows), else rebuild; scroll (both axes) and the cursor row (by key) survive either way.
-        Past :attr:`virtual_from` rows, only the rows on screen (:meth:`_redraw_virtual`)."""
+    def _reorder(self) -> None:
+        """Filter and sort again (the filter or the sort changed), the cursor kept on its row."""
         keep = self.current_key()
-        shown = self.shown()
-        if len(shown) > self.virtual_from:
-            self._redraw_virtual(shown, keep)
-            self._label_columns()
-            return
-        if self._virtual:  # back under the threshold: real rows again
-            self._virtual, self._shown, self._painted = False, [], {}
-            self.clear()
-        fresh = [(r.key, self._fresh(r)) for r in shown]
-        present = [str(row.key.value) for row in self.ordered_rows]
-        if self.row_count and present == [k for k, _ in fresh]:
-            self._update_cells(fresh)
-        else:
-            self._rebuild(fresh, keep)
-        self._label_columns()
-
-    def _update_cells(self, fresh: list[tuple[str, tuple[Text, ...]]]) -> None:
-        """Write only the cells whose text or style changed; scroll and cursor are untouched."""
-        keys = [label for label, _ in self._columns]
-        for row_key, cells in fresh:
-            for col_key, cell in zip(keys, cells, strict=False):
-                old = self.get_cell(row_key, col_key)
-                if not _same(old, cell):
-                    self.update_cell(row_key, col_key, cell)
-
-    def _rebuild(self, fresh: list[tuple[str, tuple[Text, ...]]], keep: str | None) -> None:
-        """Clear and re-add every row, then restore the scroll offsets and the cursor row."""
-        scroll = (self.scroll_x, self.scroll_y)
-        self.clear()
-        for row_key, cells in fresh:
-            self.add_row(*cells, key=row_key)
-        if self.row_count:
-            target = next((i for i, (k, _) in enumerate(fresh) if k == keep), 0)
-            self.move_cursor(row=target, animate=False, scroll=False)
-        if scroll != (0, 0):
-            self.call_after_refresh(self._restore_scroll, *scroll)
-
-    # --- virtual mode ----------------------------------------------------------------------
-    def _redraw_virtual(self, shown: list[Row], keep: str | None) -> None:
-        """One placeholder row per shown row (added or removed only when the count changes), the
-        cursor kept on its row's key, then the rows on screen painted."""
-        self._shown = shown
-        blank = tuple(Text() for _ in self._columns)
-        if not self._virtual or self.row_count > len(shown):
-            scroll = (self.scroll_x, self.scroll_y)
-            self._virtual, self._painted = True, {}
-            self.clear()
-            if scroll != (0, 0):
-                self.call_after_refresh(self._restore_scroll, *scroll)
-        for i in range(self.row_count, len(shown)):
-            self.add_row(*blank, key=f"#{i}")
-        if keep is not None and self.current_key() != keep:
-            target = next((i for i, r in enumerate(shown) if r.key == keep), None)
-            if target is not None:
-                self.move_cursor(row=target, animate=False, scroll=False)
-        self._paint_visible()
-
-    def visible_range(self) -> range:
-        """Positions of the rows on screen (and two either side)."""
-        top = int(self.scroll_y)
-        height = max(self.size.height, 1)
-        return range(max(0, top - 2), min(len(self._shown), self.row_count, top + height + 2))
-
-    def _paint_visible(self) -> None:
-        """Write the rows on screen into their placeholders: only the cells that differ from what
-        that position shows already."""
-        if not self._virtual:
-            return
-        cols = [label for label, _ in self._columns]
-        for i in self.visible_range():
-            row = self._shown[i]
-            cells = self._fresh(row)
-            old = self._painted.get(i)
-            for j, (col, cell) in enumerate(zip(cols, cells, strict=False)):
-                if old is None or not _same(old[1][j], cell):
-                    self.update_cell(f"#{i}", col, cell)
-            self._painted[i] = (row.key, cells)
-
-    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
-        super().watch_scroll_y(old_value, new_value)
-        self._paint_visible()
-
-    def on_resize(self) -> None:
-        self._paint_visible()
-
-    def _restore_scroll(self, x: float, y: float) -> None:
-        self.scroll_to(x, y, animate=False, immediate=True)
+        self.view.reorder()
+        self._show(keep)
 
     def _label_columns(self) -> None:
-        for i, (label, width) in enumerate(self._columns):
-            shown = label
+        """The sorted column's label ends in its arrow (a narrow column shortens its label)."""
+        for i, column in enumerate(self.columns.values()):
+            shown = column.key
             if i == self.view.sort_col:  # a narrow column shortens its label, never loses the arrow
                 arrow = "▼" if self.view.reverse else "▲"
-                shown = label[: width - 2] + " " + arrow if width >= 3 else arrow
-            col = self.columns.get(label)  # type: ignore[call-overload]
-            if col is not None:
-                col.label = Text(shown)
-        self.refresh()
+                shown = column.key[: column.width - 2] + " " + arrow if column.width >= 3 else arrow
+            column.label = Text(shown)
+        self.refresh_header()
 
     # --- actions -----------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
         """Show only the rows with a cell containing ``text`` (case-insensitive; empty: all)."""
         self.view.filter = text.strip()
-        self._redraw()
+        self._reorder()
 
     def action_filter(self) -> None:
         """``/``: ask the surrounding :class:`TableBox` for its filter line."""
@@ -260,25 +100,33 @@ class FilterTable(DataTable):
     def action_sort_next(self) -> None:
         """``s``: sort by the next column (ascending; unknown values last)."""
         v = self.view
-        v.sort_col = 0 if v.sort_col is None else (v.sort_col + 1) % len(self._columns)
+        v.sort_col = 0 if v.sort_col is None else (v.sort_col + 1) % len(self.columns)
         v.reverse = False
-        self._redraw()
-        self.call_after_refresh(self.show_sorted_column)
+        self._sorted()
 
     def action_sort_reverse(self) -> None:
         """``S``: reverse the sort (by the first column when none is set)."""
         if self.view.sort_col is None:
             self.view.sort_col = 0
         self.view.reverse = not self.view.reverse
-        self._redraw()
+        self._sorted()
+
+    def _sorted(self) -> None:
+        """After a new sort: order again, label the column, bring it on screen."""
+        self._reorder()
+        self._label_columns()
         self.call_after_refresh(self.show_sorted_column)
 
     def show_sorted_column(self) -> None:
         """Scroll sideways until the sorted column (and its arrow) is on screen, at any width."""
-        if self.view.sort_col is not None:
-            x, _, width, _ = self._get_column_region(self.view.sort_col)
-            where = Region(x, int(self.scroll_y), width, 1)
-            self.scroll_to_region(where, animate=False, force=True, immediate=True)
+        if self.view.sort_col is None:
+            return
+        x, _, width, _ = self.column_region(self.view.sort_col)
+        room = self.scrollable_content_region.width
+        if x < self.scroll_x:
+            self.scroll_to(x=x, animate=False, force=True)
+        elif x + width > self.scroll_x + room:
+            self.scroll_to(x=min(x, x + width - room), animate=False, force=True)  # a wide one: its start
 
 
 class TableBox(Vertical):
