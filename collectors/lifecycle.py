@@ -139,8 +139,9 @@ class Lifecycle:
             if poll.ok and poll.info is not None:
                 self._by_source[poll.source] = key
                 changes += self._ok(key, poll)
-        up_jobs = {n.info.job for n in self.nodes.values() if n.state is TaskState.UP}
-        for poll in polls:
+        failed = [p for p in polls if not p.ok]
+        up_jobs = {n.info.job for n in self.nodes.values() if n.state is TaskState.UP} if failed else set()
+        for poll in failed:
             key = poll.info.key if (poll.info and poll.ok) else self._by_source.get(poll.source)
             if key is None and poll.info is not None:
                 key = poll.info.key

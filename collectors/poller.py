@@ -24,7 +24,7 @@ from cmdare.collectors.jobrate import fleet_rate, job_rate
 from cmdare.collectors.lifecycle import Lifecycle, Transition
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskPoll, TaskState
-from cmdare.collectors.store import Store
+from cmdare.collectors.store import Store, TaskSeries
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class Poller:
             fleet = getattr(source, "fleet", None)
             if fleet is not None:
                 self.store.take_fleet(fleet.roles)
-        self._update_jobs(t)
+        self._update_jobs(t, polls)
         unchanged = sum(getattr(s, "unchanged", 0) for s in self.sources)
         cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged,
                       self._notes())  # fmt: skip
@@ -163,24 +163,22 @@ class Poller:
                 notes[getattr(source, "display", None) or source.name] = clean_text(note, MESSAGE_LIMIT)
         return notes
 
-    def _update_jobs(self, t: float) -> None:
+    def _update_jobs(self, t: float, polls: list[TaskPoll]) -> None:
         """Append each job's cluster-wide figures (for plots): steps/s (by how the job trains, see
-        :mod:`jobrate`), examples/s, global step."""
+        :mod:`jobrate`), examples/s, global step. A large fleet's rates come from the server; how it
+        trains and its global step from the tasks read in detail this cycle (the freshest)."""
         window = max(self.interval * RATE_WINDOW_POLLS, 1e-9)
-        by_job: dict[str, list] = {}
-        for key, ts in self.store.tasks.items():
-            node = self.lifecycle.nodes.get(key)
-            if node is not None and node.state is not TaskState.UP:
-                continue
-            by_job.setdefault(ts.info.job, []).append(ts)
-        for job, tasks in by_job.items():
+        nodes = self.lifecycle.nodes
+        for job, members in self.store.members.items():
             js = self.store.job(job)
-            if (
-                js.fleet
-            ):  # a large fleet: rates from Prometheus' per-task rates, the mode from the freshest tasks
-                fresh = heapq.nlargest(FLEET_SAMPLE, tasks, key=attrgetter("last_seen"))
-                jr = fleet_rate(job_rate(fresh, js.facts, window), js.fleet)
+            if js.fleet:
+                jr = fleet_rate(job_rate(self._fresh(job, members, polls), js.facts, window), js.fleet)
             else:
+                tasks = [
+                    ts for k, ts in members.items() if (n := nodes.get(k)) is None or n.state is TaskState.UP
+                ]
+                if not tasks:
+                    continue
                 jr = job_rate(tasks, js.facts, window)
             js.sync, js.sync_how, js.rate_basis = jr.sync, jr.how, jr.basis
             js.append(
@@ -191,6 +189,13 @@ class Poller:
                     "global_step": jr.global_step,
                 },
             )
+
+    def _fresh(self, job: str, members: dict[str, TaskSeries], polls: list[TaskPoll]) -> list[TaskSeries]:
+        """Up to :data:`FLEET_SAMPLE` of a large job's tasks read this cycle, else its most recently seen."""
+        read = [members[k] for p in polls if p.ok and p.info and (k := p.info.key) in members]
+        if len(read) >= 2:
+            return read[:FLEET_SAMPLE]
+        return heapq.nlargest(FLEET_SAMPLE, members.values(), key=attrgetter("last_seen"))
 
     def poke(self) -> None:
         """Ask for the next poll now (the `r` key)."""

@@ -344,6 +344,7 @@ class Store:
         self.history_bytes = caps.history_mb << 20 if history_bytes is None else history_bytes
         self.max_series = caps.series_per_task if max_series is None else max_series
         self.tasks: dict[str, TaskSeries] = {}
+        self.members: dict[str, dict[str, TaskSeries]] = {}  # job -> its tasks (a task's key holds its job)
         self.jobs: dict[str, JobSeries] = {}
         self.hosts: dict[str, TaskSeries] = {}  # node_exporter / DCGM detail by host (info.gpu = GPU model)
         self._dirty: set[str] = set()  # tasks whose points, identity or host detail changed (take_dirty)
@@ -362,6 +363,8 @@ class Store:
             ts = book[key] = TaskSeries(
                 poll.info, self.capacity, max_series=self.max_series, allow=self.allowed
             )
+            if not poll.host_only:
+                self.members.setdefault(poll.info.job, {})[key] = ts
         elif ts.info is not poll.info and ts.info != poll.info:
             ts.info = poll.info  # labels may be enriched later (e.g. zone discovered)
             ts.version += 1  # what a reader's cache keys on: the identity changed too

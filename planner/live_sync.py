@@ -54,12 +54,19 @@ def is_sync(job: JobView) -> bool:
 
 
 def ranks(job: JobView, *, up_only: bool = True) -> list[NodeView]:
-    """The job's training ranks (chief and workers), up ones only by default."""
-    return [n for n in job.workers() if n.status == "up" or not up_only]
+    """The job's training ranks (chief and workers), up ones only by default (made once per view)."""
+    if not up_only:
+        return job.workers()
+    return list(job.memo("up ranks", lambda j: tuple(n for n in j.workers() if n.status == "up")))
 
 
 def sync_shape(job: JobView) -> SyncShape | None:
-    """The job's nodes × GPUs per node and GPU label, counting every rank (down ones too: the shape paid for)."""
+    """The job's nodes × GPUs per node and GPU label, counting every rank (down ones too: the shape
+    paid for); once per view."""
+    return job.memo("sync shape", _sync_shape)
+
+
+def _sync_shape(job: JobView) -> SyncShape | None:
     rs = ranks(job, up_only=False)
     if not rs:
         return None
@@ -71,7 +78,11 @@ def sync_shape(job: JobView) -> SyncShape | None:
 
 
 def placement(job: JobView) -> tuple[str, str]:
-    """(region, provisioning) most of the job's ranks declare ("" when none does)."""
+    """(region, provisioning) most of the job's ranks declare ("" when none does); once per view."""
+    return job.memo("placement", _placement)
+
+
+def _placement(job: JobView) -> tuple[str, str]:
     rs = ranks(job, up_only=False)
     region = Counter(n.region for n in rs if n.region).most_common(1)
     prov = Counter(n.provisioning for n in rs if n.provisioning).most_common(1)
@@ -79,7 +90,12 @@ def placement(job: JobView) -> tuple[str, str]:
 
 
 def measured_split(job: JobView) -> MeasuredSplit | None:
-    """The job's measured compute and exposed all-reduce per step (medians over up ranks), or None."""
+    """The job's measured compute and exposed all-reduce per step (medians over up ranks), or None;
+    once per view."""
+    return job.memo("measured split", _measured_split)
+
+
+def _measured_split(job: JobView) -> MeasuredSplit | None:
     both = [
         (n.step_seconds, n.allreduce_seconds)
         for n in ranks(job)

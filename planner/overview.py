@@ -7,7 +7,9 @@ import functools
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from typing import TypeVar
 
 from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
@@ -15,6 +17,7 @@ from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
 from cmdare.collectors.store import TRAINING_KEYS, JobSeries, Store, TaskSeries
 
+T = TypeVar("T")
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
 STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
 
@@ -120,6 +123,14 @@ class JobView:
     sync: str = ""  # async-ps | sync-allreduce | pipeline ("" = one worker, or nothing measured yet)
     sync_how: str = ""  # declared | inferred
     rate_basis: str = ""  # where steps/s and examples/s come from when not the tasks' own samples
+
+    def memo(self, name: str, compute: Callable[[JobView], T]) -> T:
+        """``compute(self)``, once per view: the rules, the planner and the panes ask the same things of
+        a job's 10,000 nodes in one refresh (its shape, its ranks, their split...)."""
+        cache = self.__dict__.setdefault("_memo", {})
+        if name not in cache:
+            cache[name] = compute(self)
+        return cache[name]
 
     @functools.cached_property
     def counts(self) -> dict[str, int]:

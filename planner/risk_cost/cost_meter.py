@@ -79,7 +79,7 @@ class CostMeter:
                     rate += r * count
                     priced += count
             unpriced = [f"{n.name}: {bad[(n.role, n.gpu, n.region, n.provisioning)]}" for n in job.nodes
-                        if bad and n.status == "up" and (n.role, n.gpu, n.region, n.provisioning) in bad]  # fmt: skip
+                        if n.status == "up" and (n.role, n.gpu, n.region, n.provisioning) in bad] if bad else []  # fmt: skip
             t0, r0 = self._last.get(job.name, (now, 0.0))
             self._accrued[job.name] = self._accrued.get(job.name, 0.0) + r0 * max(now - t0, 0.0) / 3600.0
             self._last[job.name] = (now, rate)
