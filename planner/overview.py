@@ -136,7 +136,8 @@ class JobView:
     def counts(self) -> dict[str, int]:
         """Tasks by status (counted once per view: panes, rules and the JSON all ask)."""
         out = {s.value: 0 for s in TaskState}
-        out.update(Counter(n.status for n in self.nodes))
+        for (*_, status), count in self._kinds.items():
+            out[status] = out.get(status, 0) + count
         return out
 
     def workers(self) -> list[NodeView]:
@@ -157,8 +158,21 @@ class JobView:
 
     @functools.cached_property
     def kinds(self) -> dict[tuple[str, str, str, str, bool], int]:
-        """Tasks by (role, GPU label, region, provisioning, up): what the cost meter prices, in one pass."""
-        return dict(Counter((n.role, n.gpu, n.region, n.provisioning, n.status == "up") for n in self.nodes))
+        """Tasks by (role, GPU label, region, provisioning, up): what the cost meter prices."""
+        out: Counter[tuple[str, str, str, str, bool]] = Counter()
+        for (role, gpu, region, prov, status), count in self._kinds.items():
+            out[(role, gpu, region, prov, status == "up")] += count
+        return dict(out)
+
+    @functools.cached_property
+    def _kinds(self) -> dict[tuple[str, str, str, str, str], int]:
+        """Tasks by (role, GPU label, region, provisioning, status): the one pass over the nodes that
+        :attr:`counts`, :attr:`kinds` and :attr:`census` are made from."""
+        return dict(Counter((n.role, n.gpu, n.region, n.provisioning, n.status) for n in self.nodes))
+
+    def has_role(self, role: str) -> bool:
+        """Whether any task has this role."""
+        return any(r == role for r, *_ in self._kinds)
 
     def to_json(self, now: float) -> dict:
         """The job as a JSON-ready dict at ``now`` (the state's time: node uptimes are counted to it)."""
@@ -411,9 +425,10 @@ def _extra_rows(store: Store, lifecycle: Lifecycle, now: float) -> dict[str, lis
     """Rows that are no task of the store: targets never answered (pending), and the node_exporter /
     DCGM detail of hosts no task runs on (a row of its own)."""
     extra: dict[str, list[NodeView]] = {}
-    for key, status in lifecycle.nodes.items():
-        if key not in store.tasks:
-            extra.setdefault(status.info.job, []).append(_unanswered(status))
+    unanswered = lifecycle.nodes.keys() - store.tasks.keys()  # set operations: 10,000 tasks a refresh
+    for key in [k for k in lifecycle.nodes if k in unanswered] if unanswered else []:  # lifecycle order
+        status = lifecycle.nodes[key]
+        extra.setdefault(status.info.job, []).append(_unanswered(status))
     if store.hosts:
         with_tasks = {ts.host for ts in store.tasks.values()}
         for host, hs in store.hosts.items():

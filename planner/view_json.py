@@ -124,6 +124,7 @@ def cost_json(c: CostView | None) -> dict[str, Any] | None:
         "budget_left_hours": num(c.budget_left_hours, 3),
         "complete": c.complete,
         "unpriced": list(c.unpriced),
+        "unpriced_tasks": c.unpriced_tasks,
         "price_source": c.price_source,
     }
 

@@ -40,3 +40,18 @@ def test_unknown_price_is_reported_not_guessed():
     nodes = [node("w0", "worker", "K80")]  # the current offline book has no K80
     view = meter.update([JobView("j", JobFacts("j"), None, None, None, None, nodes, [])], now=0.0)["j"]
     assert view.usd_per_hour is None and not view.complete and "w0" in view.unpriced[0]
+
+
+def test_a_fleet_of_unpriced_tasks_is_counted_and_only_the_first_few_named():
+    """10,000 workers of a GPU the book does not price: the view counts them all and names 10 (a list of
+    10,000 strings a refresh cost more than the rest of the meter)."""
+    from cmdare.planner.risk_cost.cost_meter import UNPRICED_NAMED
+
+    nodes = [node(f"worker-{i}", "worker", "NoSuchGPU") for i in range(10_000)] + [
+        node("worker-x", "worker", "P100")
+    ]
+    job = JobView("big", JobFacts("big"), None, None, None, None, nodes)
+    view = CostMeter(load_offline_book()).update([job], 0.0)["big"]
+    assert view.unpriced_tasks == 10_000 and not view.complete
+    assert len(view.unpriced) == UNPRICED_NAMED and view.unpriced[0].startswith("worker-0: ")
+    assert view.usd_per_hour is not None  # the priced worker still counts

@@ -136,7 +136,7 @@ def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
     c, prices = view.cost, planner.prices
     dated = f"{prices.source} prices, {prices.date}" if prices is not None else "no price book"
     if c is not None and c.usd_per_hour is not None:
-        unpriced = f"; {len(c.unpriced)} task(s) unpriced" if c.unpriced else ""
+        unpriced = f"; {c.unpriced_tasks:,} task(s) unpriced" if c.unpriced_tasks else ""
         budget = f"; budget {money(c.budget_usd)}" if c.budget_usd is not None else ""
         out.append(
             f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "

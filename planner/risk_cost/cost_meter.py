@@ -7,9 +7,13 @@ monitored", not the bill since the job began."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 
 from cmdare.planner.overview import JobView, NodeView
+
+UNPRICED_NAMED = 10  # unpriced tasks named in a cost view (the rest are counted): 10,000 would cost a refresh
 
 
 @dataclass(frozen=True)
@@ -20,12 +24,13 @@ class CostView:
     accrued_usd: float
     usd_per_hour: float | None  # None when no task could be priced
     budget_usd: float | None
-    unpriced: tuple[str, ...] = ()  # "task: reason" for tasks left out
+    unpriced: tuple[str, ...] = ()  # "task: reason" for the first UNPRICED_NAMED tasks left out
     price_source: str = ""
+    unpriced_tasks: int = 0  # how many up tasks were left out in all
 
     @property
     def complete(self) -> bool:
-        return not self.unpriced
+        return not self.unpriced_tasks
 
     @property
     def budget_left_hours(self) -> float | None:
@@ -78,13 +83,22 @@ class CostMeter:
                 else:
                     rate += r * count
                     priced += count
-            unpriced = [f"{n.name}: {bad[(n.role, n.gpu, n.region, n.provisioning)]}" for n in job.nodes
-                        if n.status == "up" and (n.role, n.gpu, n.region, n.provisioning) in bad] if bad else []  # fmt: skip
+            missing = sum(c for (role, gpu, region, prov, up), c in job.kinds.items()
+                          if up and (role, gpu, region, prov) in bad)  # fmt: skip
+            unpriced = list(islice(_named(job, bad), UNPRICED_NAMED)) if bad else []
             t0, r0 = self._last.get(job.name, (now, 0.0))
             self._accrued[job.name] = self._accrued.get(job.name, 0.0) + r0 * max(now - t0, 0.0) / 3600.0
             self._last[job.name] = (now, rate)
             out[job.name] = CostView(
                 job.name, self._accrued[job.name], rate if priced else None, self.budget_usd,
-                tuple(unpriced), str(getattr(self.book, "source", "")),
+                tuple(unpriced), str(getattr(self.book, "source", "")), missing,
             )  # fmt: skip
         return out
+
+
+def _named(job: JobView, bad: dict[tuple[str, str, str, str], str | None]) -> Iterator[str]:
+    """``task: reason`` for the job's up tasks of an unpriced kind, in the nodes' order."""
+    for n in job.nodes:
+        why = bad.get((n.role, n.gpu, n.region, n.provisioning), "") if n.status == "up" else ""
+        if why != "":
+            yield f"{n.name}: {why}"

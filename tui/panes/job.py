@@ -103,7 +103,7 @@ def summary_grid(
 
 def _is_pipeline(job: JobView) -> bool:
     """Whether the job is a pipeline across stages (a geo-distributed LM job), not image training."""
-    return any(n.role == "stage" for n in job.nodes)
+    return job.has_role("stage")
 
 
 def _examples_cell(job: JobView) -> Text:
@@ -142,7 +142,7 @@ def _cost_cell(cost: CostView | None) -> Text:
     else:
         note = f"budget {money(cost.budget_usd)}, {duration((cost.budget_left_hours or 0) * 3600)} left"
     if not cost.complete:
-        note = f"{len(cost.unpriced)} task(s) unpriced; " + note
+        note = f"{cost.unpriced_tasks:,} task(s) unpriced; " + note
     return _cell(value, note)
 
 
