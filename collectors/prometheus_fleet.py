@@ -314,13 +314,14 @@ class FleetReader:
         """Whether this refresh reads the columns (``now``: monotonic seconds)."""
         return self._columns is not None and now - self._columns_at >= self.columns_every_s
 
-    def plan(self, now: float) -> tuple[list[str], dict[str, str]]:
-        """This refresh's detail queries, and its column queries (name → PromQL; none when not due)."""
+    def plan(self, now: float, busy: bool = False) -> tuple[list[str], dict[str, str]]:
+        """This refresh's detail queries, and the column queries (name → PromQL) when they are due and
+        no read of them is ``busy``."""
         wanted = self._wanted()
         chosen = set(wanted)
         swept = [i for i in self._sweep.take(self._order, now) if i not in chosen]
         cols: dict[str, str] = {}
-        if self.columns_due(now):
+        if self.columns_due(now) and not busy:
             self._columns_at = now
             cols = column_queries(self.selector if self.direct else "")  # unknown yet: every series
         self.note = (
