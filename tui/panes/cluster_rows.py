@@ -161,11 +161,14 @@ class TaskCells:
         return self._cells
 
 
-def node_row(job: JobView, n: NodeView, marks: Sequence[str], shown: ShownAt | None = None) -> Row:
-    """One task's table row (cells made when painted, uptime at ``shown``'s time then, now by
-    default; sort values when sorting); ``marks`` are the flags raised on it besides its own."""
+def node_row(
+    job: JobView, n: NodeView, marks: Sequence[str], now: float | None = None, shown: ShownAt | None = None
+) -> Row:
+    """One task's table row (cells made when painted, sort values when sorting), uptime at
+    ``shown``'s time then, else at ``now``, else at the wall clock's; ``marks`` are the flags raised
+    on it besides its own."""
     marks = (*n.flags, *marks)
-    at = shown if shown is not None else ShownAt(time.time())
+    at = shown if shown is not None else ShownAt(time.time() if now is None else now)
     return Row(f"{job.name}/{n.name}", TaskCells(n, marks, at), TaskSort(n, marks))
 
 
