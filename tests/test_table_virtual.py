@@ -147,6 +147,24 @@ async def test_enter_selects_the_row_under_the_cursor():
         assert app.selected == [("j/task-07777", 7777), ("j/task-07778", N - 1 - 7778)]
 
 
+async def test_a_click_moves_the_cursor_and_a_second_click_selects():
+    app = TableApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        table = await started(pilot)
+        table.move_cursor(row=3000)
+        await pilot.pause()
+        top = int(table.scroll_y)
+        await pilot.click(FilterTable, offset=(5, 4))  # the fourth row on screen
+        assert table.cursor_row == top + 3 and app.selected == []
+        await pilot.click(FilterTable, offset=(30, 4))
+        assert app.selected == [(f"j/task-{top + 3:05d}", top + 3)]
+        plain = list(table.render_line(6))
+        await pilot.hover(FilterTable, offset=(5, 6))
+        assert list(table.render_line(6)) != plain  # the mouse's row is highlighted
+        await pilot.press("j")
+        assert list(table.render_line(6)) == plain  # until a key moves the cursor
+
+
 async def test_cells_are_text_never_markup():
     app = TableApp()
     async with app.run_test(size=(80, 24)) as pilot:

@@ -59,23 +59,17 @@ class RoleTally:
         first, then out (a role replaced by itself keeps its place); rates move by role in one batch."""
         out: defaultdict[str, list[float]] = defaultdict(list)
         add: defaultdict[str, list[float]] = defaultdict(list)
-        odd_gone, odd_new = list(gone[len(new) :]), list(new[len(gone) :])
-        for was, now in zip(gone, new, strict=False):  # any pairing counts alike
-            role, before, after = was[0], was[2], now[2]
-            if role != now[0] or was[1] != now[1]:
-                odd_gone.append(was)
-                odd_new.append(now)
-            elif before != after:
-                if before is not None:
-                    out[role].append(before)
-                if after is not None:
-                    add[role].append(after)
+        odd_gone, odd_new = _rates_moved(gone, new, out, add)
         for facts in odd_new:
             self._count(facts, 1, add)
         for facts in odd_gone:
             self._count(facts, -1, out)
         for role in out.keys() | add.keys():
             self.rates[role] = replaced(self.rates.get(role, []), out.get(role, []), add.get(role, []))
+        self._drop_empty()
+
+    def _drop_empty(self) -> None:
+        """Forget the roles no task has any more."""
         for role in [r for r, count in self.total.items() if count <= 0]:
             del self.total[role], self.up[role], self.seen[role]
             self.rates.pop(role, None)
@@ -106,6 +100,28 @@ class RoleTally:
                 line.append(f", median {rate(median(rates))} steps/s")
             line.append("  ")
         return line
+
+
+def _rates_moved(
+    gone: Sequence[Facts],
+    new: Sequence[Facts],
+    out: defaultdict[str, list[float]],
+    add: defaultdict[str, list[float]],
+) -> tuple[list[Facts], list[Facts]]:
+    """Pair the tasks gone with the new ones (any pairing counts alike): where the role and state
+    stay, only the rate moves (into ``out`` and ``add``); the tasks left unpaired, to count."""
+    odd_gone, odd_new = list(gone[len(new) :]), list(new[len(gone) :])
+    for was, now in zip(gone, new, strict=False):
+        role, before, after = was[0], was[2], now[2]
+        if role != now[0] or was[1] != now[1]:
+            odd_gone.append(was)
+            odd_new.append(now)
+        elif before != after:
+            if before is not None:
+                out[role].append(before)
+            if after is not None:
+                add[role].append(after)
+    return odd_gone, odd_new
 
 
 def replaced(ordered: list[float], out: list[float], add: list[float]) -> list[float]:
