@@ -46,7 +46,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 
@@ -729,11 +729,14 @@ class PrometheusAPISource:
 
 
 def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:
-    """The GET URL for ``form``, or None when it would be longer than :data:`MAX_GET_URL`."""
+    """The GET URL for ``form``, or None when it would be longer than :data:`MAX_GET_URL`. The query is
+    percent-encoded here, whole (``urlencode``), and handed to httpx as one string: given as ``params``
+    httpx checks and encodes it character by character in Python (~20 ms a refresh of a large
+    fleet, whose detail queries list hundreds of instances)."""
     if len(form["query"]) > MAX_GET_URL:  # httpx refuses URL parts over 64 kB: not even built
         return None
-    get = httpx.URL(url, params=form)
-    return get if len(str(get)) <= MAX_GET_URL else None
+    full = f"{url}?{urlencode(form, quote_via=quote)}"
+    return httpx.URL(full) if len(full) <= MAX_GET_URL else None
 
 
 def _join(*notes: str | None) -> str | None:

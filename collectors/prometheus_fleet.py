@@ -34,7 +34,7 @@ import numpy as np
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.prometheus_aggregate import KEY_LABEL, T_KEY, metric_selector
-from cmdare.collectors.prometheus_hosts import exact_instances, promql_string
+from cmdare.collectors.prometheus_hosts import promql_string
 from cmdare.collectors.samples import RoleFigures, TaskInfo
 
 FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
@@ -83,9 +83,11 @@ def column_queries(selector: str) -> dict[str, str]:
 
 
 def detail_query(instances: Iterable[str]) -> str:
-    """The raw series of :data:`DETAIL_METRICS` of exactly these instances, and each one's last scrape
-    time (its task-info sample's timestamp, tagged ``cmdare_key="__scrape_time"``)."""
-    inst = exact_instances(instances)
+    """The raw series of :data:`DETAIL_METRICS` of these instances, and each one's last scrape time (its
+    task-info sample's timestamp, tagged ``cmdare_key="__scrape_time"``). The instances' dots are left
+    unescaped (a dot matches itself too): ~40% shorter URLs, whose every character httpx checks in
+    Python; another task's instance that happens to match is read as what it is, that task's detail."""
+    inst = loose_instances(instances)
     names = "|".join(DETAIL_METRICS)
     stamp = f"max by (instance) (timestamp({M.TASK_INFO.name}{{{inst}}}))"
     return f'{{__name__=~"{names}",{inst}}} or label_replace({stamp}, "{KEY_LABEL}", "{T_KEY}", "", "")'
@@ -98,7 +100,7 @@ def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) ->
     chunk: list[str] = []
     used = len(quote(detail_query([])))
     for inst in instances:
-        cost = 2 * len(quote(promql_string(re.escape(inst)) + "|"))
+        cost = 2 * len(quote(promql_string(_loose(inst)) + "|"))
         if chunk and used + cost > budget:
             out.append(detail_query(chunk))
             chunk, used = [], len(quote(detail_query([])))
@@ -107,6 +109,16 @@ def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) ->
     if chunk:
         out.append(detail_query(chunk))
     return out
+
+
+def _loose(instance: str) -> str:
+    """``instance`` as a regex with its dots left as they are (see :func:`detail_query`)."""
+    return re.escape(instance).replace("\\.", ".")
+
+
+def loose_instances(instances: Iterable[str]) -> str:
+    """``instance=~"a|b"`` for these instances, dots unescaped (see :func:`detail_query`)."""
+    return f'instance=~"{promql_string("|".join(_loose(i) for i in sorted(set(instances)) if i))}"'
 
 
 def _key(name: str, labels: Mapping[str, str]) -> str | None:
