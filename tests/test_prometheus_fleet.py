@@ -256,3 +256,43 @@ def test_fleet_columns_match_numpy_and_drop_what_is_not_a_rate():
     slowest = {f"h{i}:1" for i in np.argsort(rates)[:10]}
     assert {i for i, why in fleet.outliers.items() if why == "slowest"} == slowest - {"h0:1"}
     assert fleet.outliers["h0:1"] == "preempted"
+
+
+async def test_the_rows_on_screen_are_the_focus_and_follow_a_scroll(prometheus_server):  # noqa: F811
+    """The real app (Pilot, 80x24: the Cluster pane shows ~15 rows) over a fleet of 24 real exporters
+    in fleet mode: the tasks whose rows are on screen are read in detail, and after ``G`` (the end of
+    the table) the last rows are."""
+    from cmdare.tui.app import CmdareApp
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import MonitorSession
+    from cmdare.tui.widgets.table import FilterTable
+
+    names = [f"worker-{i}" for i in range(24)]
+    exps = [
+        TrainingExporter("resnet", "worker", t, gpu="K80", region="us-east1", sync="async-ps") for t in names
+    ]
+    for e in exps:
+        e.start(0)
+    try:
+        prom = prometheus_server([_instance(e) for e in exps], scrape_interval="1s")
+        await asyncio.to_thread(prom.wait_for_targets, len(exps))
+        src = _source(prom.url)
+        opts = SessionOptions(refresh=0.5, read_only=True)
+        app = CmdareApp(opts, MonitorSession(opts, extra_sources=[src]))
+        async with app.run_test(size=(80, 24)) as pilot:
+            table = app.query_one("#cluster-table", FilterTable)
+            for _ in range(200):  # until the fleet is read and the rows are drawn (a hang bound)
+                await pilot.pause(0.1)
+                if src.fleet_reader.focus and table.row_count == len(names):
+                    break
+            shown = set(table.visible_keys())
+            assert 5 <= len(shown) < len(names) and shown <= src.fleet_reader.focus
+            table.focus()
+            await pilot.press("G")
+            await pilot.pause(0.3)
+            bottom = set(table.visible_keys())
+            assert "resnet/worker-23" in bottom and bottom <= src.fleet_reader.focus
+            assert not (shown - bottom) & src.fleet_reader.focus  # rows scrolled away are no longer asked for
+    finally:
+        for e in exps:
+            e.stop()

@@ -219,6 +219,16 @@ class CmdareApp(App[int]):
                     failed.append(f"{title} pane: {type(exc).__name__}: {exc}")
             self.report_problem(refresh_error(RuntimeError("; ".join(failed))) if failed else None)
         self.call_after_refresh(self._warm_up_planner)
+        self._send_focus()
+
+    def _send_focus(self) -> None:
+        """Tell the session which tasks are on screen (a large fleet reads them in detail)."""
+        self.session.set_focus(self.query_one("#pane-cluster", ClusterPane).visible_keys())
+
+    def on_filter_table_scrolled(self, event: FilterTable.Scrolled) -> None:
+        """The Cluster table scrolled: the rows now on screen are read in detail from the next poll on."""
+        if event.table.id == "cluster-table":
+            self._send_focus()
 
     def _render_badges(self) -> None:
         line = status_line(

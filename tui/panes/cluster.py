@@ -181,6 +181,10 @@ class ClusterPane(Vertical):
             self._tally.swap(self._rows.gone, self._rows.new)
             self._show_summary()
 
+    def visible_keys(self) -> list[str]:
+        """The tasks (keys ``job/task``) whose rows are on screen: a large fleet reads them in detail."""
+        return self.query_one(FilterTable).visible_keys() if self.display else []
+
     def _show_summary(self) -> None:
         """The per-role line and the border's count, each redrawn only when it changed."""
         summary = self._tally.line()

@@ -46,9 +46,26 @@ class FilterTable(LineTable):
             super().__init__()
             self.table = table
 
+    class Scrolled(Message):
+        """Posted when the rows on screen may have changed (the table scrolled)."""
+
+        def __init__(self, table: FilterTable) -> None:
+            super().__init__()
+            self.table = table
+
     def __init__(self, columns: Sequence[tuple[str, int]], **kw: Any) -> None:
         super().__init__(columns, **kw)
         self.view = RowOrder()
+
+    def visible_keys(self) -> list[str]:
+        """The keys of the rows on screen, top to bottom."""
+        shown = self.view.shown
+        return [shown[i].key for i in self.visible_range() if i < len(shown)]
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if int(old_value) != int(new_value):
+            self.post_message(self.Scrolled(self))
 
     # --- data --------------------------------------------------------------------------------
     def set_rows(self, rows: Sequence[Row], recheck: bool = False) -> None:
