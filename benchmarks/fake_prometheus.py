@@ -58,7 +58,7 @@ def _scraped(i: int, key: str, now: float, scrape_s: float) -> str:
 
 
 _DETAIL = re.compile(r'^\{__name__=~"([^"]+)",instance=~"([^"]*)"\}')
-_RATE = re.compile(r"^max by \(instance\) \(rate\(([a-z_]+)")
+_RATE = re.compile(r"^\(?max by \(instance\) \(rate\(([a-z_]+)")
 _INSTANCES: dict[str, int] = {}
 
 
@@ -102,7 +102,7 @@ def answer(query: str, n: int, scrape_s: float = 0.0) -> bytes:
     if "[" in query and "s]" in query:  # backfill: a range selector
         return b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
     detail, rate = _DETAIL.match(query), _RATE.match(query)
-    if detail or rate or query.endswith(") == 1"):
+    if detail or rate or ") == 1" in query:
         rows = _detail(detail, k, now, scrape_s) if detail else _column(rate.group(1), k, now) if rate else []
     elif query.startswith("vector(time())"):
         rows = [{"metric": {}, "value": [now, str(now)]}]

@@ -366,7 +366,7 @@ class PrometheusAPISource:
         detail: ~0.1-0.3 s of server time each at 10,000 tasks), and join the refresh after."""
         reader = self.fleet_reader
         infos_due = self._infos_due()
-        detail, cols = reader.plan(now, busy=self._columns_task is not None)
+        detail, cols = reader.plan(now, busy=self._columns_task is not None, tasks=self._tasks_expr)
         if cols:
             self._columns_due = {**cols, "count": instances_query(self.selector)}
         self.mode_note = reader.note

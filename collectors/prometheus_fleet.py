@@ -67,19 +67,22 @@ _LARGEST = (M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_PROCESS_START)
 DETAIL_METRICS = _SUMMED + _LARGEST
 
 
-def column_queries(selector: str) -> dict[str, str]:
+def column_queries(selector: str, tasks: str | None = None) -> dict[str, str]:
     """One query per column, each Prometheus' own per-task figure folded per instance; ``selector``
-    (the inside of the braces, "" for none) applies to the value series directly."""
+    (the inside of the braces, "" for none) applies to the value series directly. ``tasks``: past the
+    tasks cap, the capped task set (``prometheus_aggregate.capped_tasks``): each column is joined with
+    it, so an answer never holds more tasks than the cap (a join costs the server, past the cap only)."""
 
     def rate(metric: str) -> str:
         return f"max by (instance) (rate({metric_selector(metric, selector)}[{RATE_WINDOW}]))"
 
-    return {
+    cols = {
         "steps": rate(M.K_WORKER_STEPS),
         "compute": f"{rate(M.K_STEP_SECONDS_SUM)} / {rate(M.K_STEP_SECONDS_COUNT)}",  # s a step, per task
         "examples": rate(M.K_EXAMPLES),
         "preempted": f"max by (instance) ({metric_selector(M.K_PREEMPTED, selector)}) == 1",
     }
+    return cols if tasks is None else {k: f"({q}) and on (instance) {tasks}" for k, q in cols.items()}
 
 
 def detail_query(instances: Iterable[str]) -> str:
@@ -326,16 +329,18 @@ class FleetReader:
         """Whether this refresh reads the columns (``now``: monotonic seconds)."""
         return self._columns is not None and now - self._columns_at >= self.columns_every_s
 
-    def plan(self, now: float, busy: bool = False) -> tuple[list[str], dict[str, str]]:
+    def plan(
+        self, now: float, busy: bool = False, tasks: str | None = None
+    ) -> tuple[list[str], dict[str, str]]:
         """This refresh's detail queries, and the column queries (name → PromQL) when they are due and
-        no read of them is ``busy``."""
+        no read of them is ``busy`` (``tasks``: the capped task set, past the tasks cap)."""
         wanted = self._wanted()
         chosen = set(wanted)
         swept = [i for i in self._sweep.take(self._order, now) if i not in chosen]
         cols: dict[str, str] = {}
         if self.columns_due(now) and not busy:
             self._columns_at = now
-            cols = column_queries(self.selector if self.direct else "")  # unknown yet: every series
+            cols = column_queries(self.selector if self.direct else "", tasks)  # unknown yet: every series
         self.note = (
             f"{len(self._order):,} tasks: detail for {len(wanted):,} (on screen, outliers, new, alerts) and "
             f"{len(swept):,} swept (each task every {self._sweep.period:.0f} s); job totals: Prometheus' "

@@ -296,3 +296,37 @@ async def test_the_rows_on_screen_are_the_focus_and_follow_a_scroll(prometheus_s
     finally:
         for e in exps:
             e.stop()
+
+
+async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometheus_server, fleet):  # noqa: F811
+    """Six tasks, a cap of four: the fleet's figures count four tasks (each column is joined with the
+    server-side capped set), and the status line says what was left out."""
+    from cmdare.collectors import caps
+
+    before = caps.current()
+    caps.configure(tasks=4)
+    try:
+        prom = prometheus_server([_instance(e) for e in fleet.values()], scrape_interval="1s")
+        await asyncio.to_thread(prom.wait_for_targets, len(fleet))
+        await asyncio.sleep(3.0)
+        src = _source(prom.url)
+        src.focus_from = 2  # four tasks kept: a fleet past two
+        column_rows: list[int] = []
+        query = src.query
+
+        async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
+            rows = await query(client, promql, *args, **kw)
+            if "rate(" in promql and "[1m]" in promql:  # a column
+                column_rows.append(len(rows))
+            return rows
+
+        src.query = spy  # type: ignore[method-assign]  (counts the rows; the server answers)
+        poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
+        await _refreshes(poller, 4)
+        await src.aclose()
+        [role] = src.fleet.roles
+        assert role.tasks == role.rated == 4
+        assert column_rows and max(column_rows) == 4  # the server answered for the capped tasks only
+        assert "showing 4 of 6 tasks" in (src.cap_note or "")
+    finally:
+        caps.configure(before)
