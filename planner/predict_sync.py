@@ -22,6 +22,7 @@ from cmdare.planner.speed.speed_model import SpeedModel
 SYNC_MODES = ("sync", "sync-allreduce")
 PS_MODES = ("", "ps", "async-ps")
 MAX_NIC_GBPS = 10_000.0
+MIN_NIC_GBPS = 0.01  # 10 Mbit/s: below any cloud GPU node's NIC (1e-300 gave steps/s no one could read)
 
 
 class SyncRowError(ValueError):
@@ -57,8 +58,8 @@ def _nic(row: dict[str, str]) -> float | None:
         value = float(raw)
     except ValueError:
         raise SyncRowError(f"nic_gbps={raw!r} is not a number") from None
-    if not 0 < value <= MAX_NIC_GBPS:
-        raise SyncRowError(f"nic_gbps={raw!r} must be > 0 and at most {MAX_NIC_GBPS:g}")
+    if not MIN_NIC_GBPS <= value <= MAX_NIC_GBPS:
+        raise SyncRowError(f"nic_gbps={raw!r} must be {MIN_NIC_GBPS:g}..{MAX_NIC_GBPS:g}")
     return value
 
 

@@ -193,6 +193,7 @@ def test_predict_old_files_unchanged() -> None:
         (f"{SHAKE},V100,6,0,sync,4,", "not a multiple of gpus_per_node"),
         (f"{SHAKE},V100,8,0,ring,1,", "mode='ring'"),
         (f"{SHAKE},V100,8,0,sync,1,-3", "nic_gbps"),
+        (f"{SHAKE},V100,8,0,sync,1,1e-300", r"nic_gbps='1e-300' must be 0\.01\.\.10000"),
         (f"{SHAKE},V100,8,0,sync,32,", "gpus_per_node"),
     ],
 )
