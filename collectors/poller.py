@@ -128,6 +128,11 @@ class Poller:
             fleet = getattr(source, "fleet", None)
             if fleet is not None:
                 self.store.take_fleet(fleet.roles)
+        # a source that reads each task only every so often (a large fleet's sweep) says how far back
+        # a rate must reach for a task's last two points
+        self.store.set_sparse_window(
+            max((getattr(s, "sparse_window_s", 0.0) for s in self.sources), default=0.0)
+        )
         self._update_jobs(t, polls)
         unchanged = sum(getattr(s, "unchanged", 0) for s in self.sources)
         cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged,

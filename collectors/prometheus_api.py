@@ -46,7 +46,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -99,6 +99,7 @@ MAX_LOOK_BACK_S = 30.0  # a scrape reported as longer is taken as this long (ful
 EVAL_LAG_S = (
     0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
 )
+SPARSE_SWEEPS = 2.5  # a large fleet's rates reach back this many sweep periods (one late sweep, a scrape)
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 NODE_DETAIL_TIMEOUT_FACTOR = 3  # the background node query may take this many refresh timeouts
 
@@ -240,6 +241,12 @@ class PrometheusAPISource:
         """A large fleet's latest per-job and per-role figures (Prometheus' per-task rates), else None."""
         return self.fleet_reader.fleet if self._fleet_mode() else None
 
+    @property
+    def sparse_window_s(self) -> float:
+        """How far back a task's rate must reach for its last two points: a large fleet's sweep reads
+        each task once a period (2.5 periods: a late sweep and a scrape interval); else 0 (default)."""
+        return SPARSE_SWEEPS * self.fleet_reader.sweep_period if self._fleet_mode() else 0.0
+
     def set_focus(self, keys: Iterable[str]) -> None:
         """The tasks (keys ``job/task``) to read in detail on every refresh of a large fleet: the rows
         on screen, the tasks the alerts name (the session says which)."""
@@ -366,9 +373,13 @@ class PrometheusAPISource:
         detail: ~0.1-0.3 s of server time each at 10,000 tasks), and join the refresh after."""
         reader = self.fleet_reader
         infos_due = self._infos_due()
+        columns, t = self._columns_answers(), self._columns_at  # the read started after the last refresh
         detail, cols = reader.plan(now, busy=self._columns_task is not None, tasks=self._tasks_expr)
-        if cols:
-            self._columns_due = {**cols, "count": instances_query(self.selector)}
+        if cols:  # one column a refresh, in turns; the task count with the steps column
+            self._columns_due = {
+                **cols,
+                **({"count": instances_query(self.selector)} if "steps" in cols else {}),
+            }
         self.mode_note = reader.note
         head = [
             self._info_query if infos_due else "",
@@ -383,10 +394,8 @@ class PrometheusAPISource:
                 reader.set_direct(probe)
             if jobs is not None:
                 self._jobs_rows = jobs
-            columns = self._columns_answers()
             if columns is not None and "count" in columns:
                 self._watch(columns.pop("count"), None)
-            t = self._columns_at if columns is not None else at
             return infos, self._jobs_rows, ups, reader.read(res[4:], columns, t)
 
         return [*head, *detail], finish
@@ -729,14 +738,11 @@ class PrometheusAPISource:
 
 
 def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:
-    """The GET URL for ``form``, or None when it would be longer than :data:`MAX_GET_URL`. The query is
-    percent-encoded here, whole (``urlencode``), and handed to httpx as one string: given as ``params``
-    httpx checks and encodes it character by character in Python (~20 ms a refresh of a large
-    fleet, whose detail queries list hundreds of instances)."""
+    """The GET URL for ``form``, or None when it would be longer than :data:`MAX_GET_URL`."""
     if len(form["query"]) > MAX_GET_URL:  # httpx refuses URL parts over 64 kB: not even built
         return None
-    full = f"{url}?{urlencode(form, quote_via=quote)}"
-    return httpx.URL(full) if len(full) <= MAX_GET_URL else None
+    get = httpx.URL(url, params=form)
+    return get if len(str(get)) <= MAX_GET_URL else None
 
 
 def _join(*notes: str | None) -> str | None:

@@ -5,9 +5,10 @@ Reading every task's values on every refresh costs the dashboard and Prometheus 
 worth at 10,000 tasks (~70,000 rows a refresh; each query selecting 10,000 series costs the server
 ~0.1 s of CPU, a join with the task-info series ~0.3 s more). So above :data:`FOCUS_FROM` tasks:
 
-* **columns** (every :data:`COLUMNS_EVERY_S` seconds): Prometheus' own per-task rates over
-  :data:`RATE_WINDOW` (``max by (instance) (rate(…[1m]))``: steps, step seconds and their count,
-  examples) and the tasks whose cloud reports a preemption, one query each, no join (the selector
+* **columns** (each every :data:`COLUMNS_EVERY_S` seconds, one a refresh in turns, read between
+  refreshes): Prometheus' own per-task rates over :data:`RATE_WINDOW` (``max by (instance)
+  (rate(…[1m]))``: steps, compute seconds a step, examples) and the tasks whose cloud reports a
+  preemption, one query each, no join (the selector
   applies to the value series when its labels are the targets' own, else every series of the metric
   is read and the tasks are picked here by instance). :class:`FleetColumns` lays them out as arrays
   over the known tasks, so the per-job and per-role figures (:class:`~cmdare.collectors.samples.RoleFigures`:
@@ -38,7 +39,7 @@ from cmdare.collectors.prometheus_hosts import promql_string
 from cmdare.collectors.samples import RoleFigures, TaskInfo
 
 FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
-SWEEP_S = 60.0  # every task's detail is read at least this often (assumption: rows this old are fine)
+SWEEP_S = 120.0  # every task's detail is read at least this often (assumption: rows this old are fine)
 COLUMNS_EVERY_S = 10.0  # Prometheus' per-task rates are read at most this often (it scrapes every 5-15 s)
 RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
 RATE_WINDOW_S = 60.0
@@ -65,6 +66,12 @@ _SUMMED = (
 )
 _LARGEST = (M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_PROCESS_START)
 DETAIL_METRICS = _SUMMED + _LARGEST
+
+
+COLUMNS = ("steps", "compute", "examples", "preempted")
+# the order the columns are read in, one a turn: preemption notices every other turn (a revocation is
+# what a spot-fleet operator must see first), each rate column once in six turns
+TURNS = ("steps", "preempted", "compute", "preempted", "examples", "preempted")
 
 
 def column_queries(selector: str, tasks: str | None = None) -> dict[str, str]:
@@ -187,7 +194,9 @@ class FleetColumns:
     """The known tasks laid out as arrays (one slot an instance), filled from the column answers.
     Built once per read of who the tasks are; each read of the columns is then a few array passes."""
 
-    def __init__(self, tasks: Mapping[str, TaskInfo]) -> None:
+    def __init__(self, tasks: Mapping[str, TaskInfo], carry: FleetColumns | None = None) -> None:
+        """``carry``: the columns read for the tasks known before, kept for those still known (the
+        others NaN), so a new read of who the tasks are does not wait for every column again."""
         self.instances = list(tasks)
         self.index = {inst: i for i, inst in enumerate(self.instances)}
         groups: dict[tuple[str, str], list[int]] = {}
@@ -199,6 +208,13 @@ class FleetColumns:
             if role in WORKERS:
                 workers.setdefault(job, []).extend(idx.tolist())
         self.workers = {job: np.array(v, dtype=np.intp) for job, v in workers.items()}
+        self.arrays: dict[str, np.ndarray] = {}  # column name -> values over the tasks' slots
+        self.times: dict[str, float] = {}  # column name -> its evaluation time (server clock)
+        if carry is not None and carry.arrays:
+            old = np.array([carry.index.get(i, -1) for i in self.instances], dtype=np.intp)
+            for name, values in carry.arrays.items():
+                self.arrays[name] = np.where(old >= 0, np.append(values, np.nan)[old], np.nan)
+            self.times = dict(carry.times)
 
     def column(self, rows: list[dict]) -> np.ndarray:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
@@ -216,19 +232,26 @@ class FleetColumns:
             out[idx] = np.where(np.isfinite(vals) & (vals >= 0), vals, np.nan)
         return out[:n]
 
-    def fleet(self, answers: Mapping[str, list[dict]], t: float) -> Fleet:
-        """The per-role figures and the outliers of one read of every column."""
-        steps, examples = self.column(answers["steps"]), self.column(answers["examples"])
-        compute = self.column(answers["compute"])
+    def take(self, name: str, rows: list[dict], t: float) -> None:
+        """One column's answer, evaluated at server time ``t``."""
+        self.arrays[name], self.times[name] = self.column(rows), t
+
+    def fleet(self) -> Fleet | None:
+        """The per-role figures and the outliers from the columns read so far (a column not read yet
+        counts as unknown for every task; None before any), at the steps column's time."""
+        if not self.arrays:
+            return None
+        unknown = np.full(len(self.instances), np.nan)
+        steps, examples, compute, _ = (self.arrays.get(name, unknown) for name in COLUMNS)
         roles = tuple(_role(job, role, idx, steps, examples) for (job, role), idx in self.groups.items())
-        preempted = np.nonzero(self.column(answers["preempted"]) >= 1)[0]
+        preempted = np.nonzero(self.arrays.get("preempted", unknown) >= 1)[0]
         outliers = {self.instances[i]: "preempted" for i in preempted}
         for idx in self.workers.values():
             for i in _extreme(steps, idx, SLOWEST, largest=False):
                 outliers.setdefault(self.instances[i], "slowest")
             for i in _extreme(compute, idx, SLOWEST, largest=True):
                 outliers.setdefault(self.instances[i], "slowest compute")
-        return Fleet(roles, outliers, t)
+        return Fleet(roles, outliers, self.times.get("steps", math.nan))
 
 
 def _role(job: str, role: str, idx: np.ndarray, steps: np.ndarray, examples: np.ndarray) -> RoleFigures:
@@ -312,6 +335,7 @@ class FleetReader:
         self._sweep = Sweep(sweep_s)
         self._columns: FleetColumns | None = None
         self._columns_at = -math.inf
+        self._turn = 0  # the next column to read
         self._order: list[str] = []  # the known instances, sorted (the sweep's order)
         self._by_key: dict[str, str] = {}  # task key -> instance
         self._new: set[str] = set()  # instances named since their detail was last read
@@ -323,11 +347,18 @@ class FleetReader:
         self._new.intersection_update(tasks)
         self._order = sorted(tasks)
         self._by_key = {info.key: inst for inst, info in tasks.items()}
-        self._columns = FleetColumns(tasks)
+        self._columns = FleetColumns(tasks, carry=self._columns)
+
+    @property
+    def sweep_period(self) -> float:
+        """Seconds in which the sweep reads every task once."""
+        return self._sweep.period
 
     def columns_due(self, now: float) -> bool:
-        """Whether this refresh reads the columns (``now``: monotonic seconds)."""
-        return self._columns is not None and now - self._columns_at >= self.columns_every_s
+        """Whether this refresh reads a column (``now``: monotonic seconds): one column at a time, in
+        turns, so that each is read every ``columns_every_s`` and the server's work is spread out."""
+        every = self.columns_every_s / len(TURNS)
+        return self._columns is not None and now - self._columns_at >= every
 
     def plan(
         self, now: float, busy: bool = False, tasks: str | None = None
@@ -340,7 +371,11 @@ class FleetReader:
         cols: dict[str, str] = {}
         if self.columns_due(now) and not busy:
             self._columns_at = now
-            cols = column_queries(self.selector if self.direct else "", tasks)  # unknown yet: every series
+            name = TURNS[self._turn % len(TURNS)]
+            self._turn += 1
+            cols = {
+                name: column_queries(self.selector if self.direct else "", tasks)[name]
+            }  # unknown: every series
         self.note = (
             f"{len(self._order):,} tasks: detail for {len(wanted):,} (on screen, outliers, new, alerts) and "
             f"{len(swept):,} swept (each task every {self._sweep.period:.0f} s); job totals: Prometheus' "
@@ -364,8 +399,10 @@ class FleetReader:
         figures, at server time ``t``."""
         rows = fold_detail([r for answer in detail for r in answer])
         self._new.difference_update(r["metric"]["instance"] for r in rows if r["metric"][KEY_LABEL] == T_KEY)
-        if columns is not None and self._columns is not None:
-            self.fleet = self._columns.fleet(columns, t)
+        if columns and self._columns is not None:
+            for name, answer in columns.items():
+                self._columns.take(name, answer, t)
+            self.fleet = self._columns.fleet()
         return rows
 
     def set_direct(self, rows: list[dict]) -> None:

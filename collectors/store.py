@@ -112,6 +112,7 @@ class TaskSeries:
     allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
     version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
     view: object = field(default=None, repr=False)  # the overview's last figures of this task (its cache)
+    sparse_s: float = field(default=0.0, repr=False)  # how far back a sparsely read series' rate may reach
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, np.float64)
@@ -248,6 +249,12 @@ class TaskSeries:
         pairs = [(a, b) for a, b in zip(t.tolist(), v.tolist(), strict=True) if b == b]
         return [a for a, _ in pairs], [b for _, b in pairs]
 
+    def _sparse_points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
+        """The last two points within ``SPARSE_STRETCH`` windows, or within :attr:`sparse_s` when the
+        source reads this task less often than that (a large fleet's sweep: every two minutes)."""
+        t, v = self._points(key, max(seconds * SPARSE_STRETCH, self.sparse_s))
+        return t[-2:], v[-2:]
+
     def rate(self, key: str, seconds: float) -> float | None:
         """Per-second rate of a counter (or of a gauge that only grows, like the global step)
         over the window, divided by the *measured* time between the first and last samples; a
@@ -258,9 +265,8 @@ class TaskSeries:
         if memo_key in self._memo:
             return self._memo[memo_key]  # type: ignore[return-value]
         t, v = self._points(key, seconds)
-        if len(v) < 2:  # a series read less often than the others (node detail at scale)
-            t, v = self._points(key, seconds * SPARSE_STRETCH)
-            t, v = t[-2:], v[-2:]
+        if len(v) < 2:  # a series read less often than the others (node detail, a large fleet's sweep)
+            t, v = self._sparse_points(key, seconds)
         out = None
         if len(v) >= 2 and t[-1] > t[0]:
             counter = is_counter_key(key) or key.endswith("global_step")
@@ -275,6 +281,9 @@ class TaskSeries:
             return self._memo[memo_key]  # type: ignore[return-value]
         _, num = self._points(num_key, seconds)
         _, den = self._points(den_key, seconds)
+        if len(den) < 2:  # read less often than the window (a large fleet's sweep): the last two
+            _, num = self._sparse_points(num_key, seconds)
+            _, den = self._sparse_points(den_key, seconds)
         dn = _increase(den) if len(den) >= 2 else math.nan
         out = None if not dn > 0 else (_increase(num) if len(num) >= 2 else math.nan) / dn
         self._memo[memo_key] = out
@@ -350,6 +359,7 @@ class Store:
         self._dirty: set[str] = set()  # tasks whose points, identity or host detail changed (take_dirty)
         self._on_host: dict[str, set[str]] = {}  # host -> the tasks that run on it
         self.logs_training = False  # whether any task ever logged a training figure (loss, LR, examples/s)
+        self.sparse_s = 0.0  # how far back a sparsely read series' rate may reach (set_sparse_window)
 
     def add(self, poll: TaskPoll) -> TaskSeries | None:
         """Add one successful poll; failed polls carry no values and are left to the lifecycle.
@@ -363,6 +373,7 @@ class Store:
             ts = book[key] = TaskSeries(
                 poll.info, self.capacity, max_series=self.max_series, allow=self.allowed
             )
+            ts.sparse_s = self.sparse_s
             if not poll.host_only:
                 self.members.setdefault(poll.info.job, {})[key] = ts
         elif ts.info is not poll.info and ts.info != poll.info:
@@ -386,6 +397,17 @@ class Store:
         if poll.job_facts is not None and not poll.host_only:
             self.job(poll.info.job).facts = poll.job_facts
         return ts
+
+    def set_sparse_window(self, seconds: float) -> None:
+        """Rates of series read less often than their window reach back ``seconds`` for their last two
+        points (a source that reads each task only every so often says how often; 0: the default
+        ``SPARSE_STRETCH`` windows). Applies to every task, met or to come."""
+        if seconds == self.sparse_s:
+            return
+        self.sparse_s = seconds
+        for ts in (*self.tasks.values(), *self.hosts.values()):
+            ts.sparse_s = seconds
+            ts._memo.clear()
 
     def take_dirty(self) -> set[str]:
         """The tasks whose points, identity or host detail changed since the last call (one reader:

@@ -114,7 +114,7 @@ async def test_job_rates_are_prometheus_own_sum_at_the_same_instant(
     src = _source(prom.url, selector)
     store = Store()
     poller = Poller([src], store, lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
-    await _refreshes(poller, 4)
+    await _refreshes(poller, 8)  # a full read, then the columns one a refresh
     assert src.fleet_reader.direct is (selector == SEL)  # probed: does the selector reach the value series?
     got = src.fleet
     assert got is not None
@@ -183,7 +183,7 @@ async def test_a_preempted_task_is_found_by_the_server_and_revoked_at_once(
     await _refreshes(poller, 3)
     fleet["worker-2"].set_preempted(True)
     await asyncio.sleep(1.5)  # Prometheus scrapes the notice
-    await _refreshes(poller, 3)  # columns find it, the next refresh reads its detail
+    await _refreshes(poller, 4)  # the preemption column (every other turn) finds it, then its detail is read
     await src.aclose()
     node = life.nodes["resnet/worker-2"]
     assert node.state is TaskState.REVOKED and node.cause == "preempted"
@@ -248,8 +248,13 @@ def test_fleet_columns_match_numpy_and_drop_what_is_not_a_rate():
     col = cols.column(bad[:-2] + bad[-1:])  # a row of an instance not known is ignored
     assert np.allclose(col[:200], rates) and np.isnan(col[200])
     assert np.isnan(cols.column(bad)[0])  # a value that is no number: NaN, the rest kept
-    fleet = cols.fleet({"steps": answer(rates), "compute": answer(rates), "examples": answer(32 * rates),
-                        "preempted": answer([1.0] + [0.0] * 199)}, 0.0)  # fmt: skip
+    answers = {"steps": answer(rates), "compute": answer(rates), "examples": answer(32 * rates),
+               "preempted": answer([1.0] + [0.0] * 199)}  # fmt: skip
+    for name, rows in list(answers.items())[:-1]:
+        cols.take(name, rows, 0.0)
+    assert not cols.fleet().outliers.get("h0:1")  # the preemption column not read yet: unknown
+    cols.take("preempted", answers["preempted"], 0.0)
+    fleet = cols.fleet()
     worker = next(r for r in fleet.roles if r.role == "worker")
     assert worker.steps_per_sec == pytest.approx(rates.sum())
     assert (worker.p10, worker.p50, worker.p90) == pytest.approx(tuple(np.quantile(rates, [0.1, 0.5, 0.9])))
@@ -322,7 +327,7 @@ async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometh
 
         src.query = spy  # type: ignore[method-assign]  (counts the rows; the server answers)
         poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
-        await _refreshes(poller, 4)
+        await _refreshes(poller, 8)  # a full read, then the columns one a refresh
         await src.aclose()
         [role] = src.fleet.roles
         assert role.tasks == role.rated == 4
@@ -330,3 +335,15 @@ async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometh
         assert "showing 4 of 6 tasks" in (src.cap_note or "")
     finally:
         caps.configure(before)
+
+
+def test_a_new_read_of_the_tasks_keeps_the_columns_of_those_still_known():
+    tasks = {f"h{i}:1": TaskInfo(job="j", task=f"worker-{i}") for i in range(4)}
+    cols = FleetColumns(tasks)
+    for name in ("steps", "compute", "examples", "preempted"):
+        cols.take(name, [{"metric": {"instance": i}, "value": [0, "2.0"]} for i in tasks], 5.0)
+    moved = {"h3:1": tasks["h3:1"], "h9:1": TaskInfo(job="j", task="worker-9"), "h1:1": tasks["h1:1"]}
+    again = FleetColumns(moved, carry=cols)
+    assert again.fleet() is not None and again.times["steps"] == 5.0
+    assert list(again.arrays["steps"][:1]) == [2.0] and np.isnan(again.arrays["steps"][1])  # h9 is new
+    assert again.arrays["steps"][2] == 2.0
