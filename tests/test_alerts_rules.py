@@ -85,3 +85,25 @@ def test_leave_one_out_median_matches_the_definition():
         vals = sorted(rng.choice([0.1, 0.2, 0.25, 0.3, 1.0]) for _ in range(n))
         for k in range(n):
             assert _median_without(vals, k) == statistics.median(vals[:k] + vals[k + 1 :])
+
+
+def test_a_wide_fleet_flags_its_slowest_stragglers_not_thousands():
+    """10,000 asynchronous workers whose step times spread over 4x: thousands pass the straggler ratio;
+    the slowest STRAGGLERS_SHOWN are flagged, slowest first, each saying how many there are in all (and
+    each found in O(1) of its peers: the majority GPU and region are counted once)."""
+    from cmdare.collectors.samples import JobFacts
+    from cmdare.planner.overview import JobView, NodeView
+    from cmdare.planner.rules.worker_rules import STRAGGLERS_SHOWN, straggler_rule
+
+    def worker(i: int) -> NodeView:
+        step = 0.1 * (1 + 3 * (i % 1000) / 999)
+        return NodeView(f"worker-{i}", "worker", "T4", "us-central1", "", "spot", "up", 1 / step, step, None,
+                        None, None, 100.0, None, 0, "")  # fmt: skip
+
+    nodes = [worker(i) for i in range(10_000)]
+    job = JobView("big", JobFacts("big"), 1000.0, None, 5.0, None, nodes, sync="async-ps")
+    found = straggler_rule(AlertContext(0.0, [job]))
+    assert len(found) == STRAGGLERS_SHOWN
+    ratios = [f.evidence["ratio"] for f in found]
+    assert ratios == sorted(ratios, reverse=True) and found[0].evidence["step_seconds"] == pytest.approx(0.4)
+    assert found[0].evidence["stragglers"] > 1000 and found[0].evidence["peer_gpu"] == "T4"

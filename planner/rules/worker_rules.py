@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Sequence
 
 from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.overview import STEP_WINDOW_S, JobView, NodeView
@@ -28,17 +27,23 @@ from cmdare.planner.rules.rule_support import (
 )
 from cmdare.planner.rules.thresholds import Thresholds
 
-
 # ----------------------------------------------------------------------------------- straggler
-def _majority(values: Sequence[str]) -> str:
-    return Counter(values).most_common(1)[0][0] if values else ""
+STRAGGLERS_SHOWN = 20  # per job, the slowest stragglers flagged (a wide fleet may hold thousands)
+
+
+def _majority_without(counts: Counter[str], value: str) -> str:
+    """The most common value of ``counts`` once one ``value`` is left out (a worker's peers)."""
+    peers = counts.copy()
+    peers[value] -= 1
+    peers = +peers  # drop what is left at zero
+    return peers.most_common(1)[0][0] if peers else ""
 
 
 def _straggler_causes(
-    ctx: AlertContext, job: JobView, w: NodeView, peers: list[NodeView]
+    ctx: AlertContext, job: JobView, w: NodeView, gpu: str, region: str
 ) -> list[tuple[str, str]]:
-    """Every cause that fits, as (cause, words): slower-gpu and/or other-region, else unexplained."""
-    gpu, region = _majority([p.gpu for p in peers]), _majority([p.region for p in peers])
+    """Every cause that fits, as (cause, words): slower-gpu and/or other-region, else unexplained;
+    ``gpu`` and ``region``: what most of its peers have."""
     out: list[tuple[str, str]] = []
     if owns_gpu(w.gpu) and owns_gpu(gpu) and canonical_gpu(w.gpu) != canonical_gpu(gpu):
         pred = current_prediction(ctx, job)
@@ -83,18 +88,20 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
         times = [w.step_seconds for w in workers]
         order = sorted(range(len(workers)), key=times.__getitem__)
         ranked = [times[i] for i in order]
-        rank_of = {i: k for k, i in enumerate(order)}
-        for i, w in enumerate(workers):
-            med = _median_without(ranked, rank_of[i])  # the peers' median, O(1) per worker
-            ratio = w.step_seconds / med  # type: ignore[operator]
+        gpus, regions = Counter(w.gpu for w in workers), Counter(w.region for w in workers)
+        slow = []  # (ratio, worker, peers' median): O(1) per worker
+        for k in range(len(order) - 1, -1, -1):  # slowest first; the rest are faster still
+            med = _median_without(ranked, k)
+            ratio = ranked[k] / med
             if ratio < th.straggler_ratio:
-                continue
-            peers = [p for p in workers if p is not w]
-            causes = _straggler_causes(ctx, job, w, peers)
+                break
+            slow.append((ratio, workers[order[k]], med))
+        for ratio, w, med in slow[:STRAGGLERS_SHOWN]:
+            gpu, region = _majority_without(gpus, w.gpu), _majority_without(regions, w.region)
+            causes = _straggler_causes(ctx, job, w, gpu, region)
             words = " and ".join(c[1] for c in causes)
             own = w.steps_per_sec or 1.0 / w.step_seconds  # type: ignore[operator]
             gain = own * (ratio - 1) / job.steps_per_sec if job.steps_per_sec else None
-            gpu, region = _majority([p.gpu for p in peers]), _majority([p.region for p in peers])
             fix = f"replace {w.name} with a {gpu if owns_gpu(gpu) else 'CPU'} worker in {region}"
             if gain is not None:
                 fix += f": predicted up to {signed_pct(gain)} steps/s"
@@ -114,7 +121,8 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
                 "region": w.region,
                 "peer_gpu": gpu,
                 "peer_region": region,
-                "peers": len(peers),
+                "peers": len(workers) - 1,
+                "stragglers": len(slow),  # in all; the STRAGGLERS_SHOWN slowest are flagged
             }
             out.append(
                 Finding(
