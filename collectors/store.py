@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cmdare.collectors.caps import current as current_caps
-from cmdare.collectors.metrics import K_EXAMPLES_RATE, K_LEARNING_RATE, K_LOSS, is_counter_key
+from cmdare.collectors.metrics import (
+    K_EXAMPLES_RATE,
+    K_LEARNING_RATE,
+    K_LOSS,
+    K_STAGE_MICROBATCHES,
+    is_counter_key,
+)
 from cmdare.collectors.samples import JobFacts, RoleFigures, TaskInfo, TaskPoll
 
 TRAINING_KEYS = frozenset((K_LOSS, K_LEARNING_RATE, K_EXAMPLES_RATE))  # what jobs log (TensorBoard scalars)
@@ -354,6 +360,8 @@ class Store:
         self.max_series = caps.series_per_task if max_series is None else max_series
         self.tasks: dict[str, TaskSeries] = {}
         self.members: dict[str, dict[str, TaskSeries]] = {}  # job -> its tasks (a task's key holds its job)
+        self.roles: dict[str, dict[str, TaskSeries]] = {}  # role -> its tasks (rules ask for the PS)
+        self.staged: dict[str, TaskSeries] = {}  # tasks with pipeline-stage counters
         self.jobs: dict[str, JobSeries] = {}
         self.hosts: dict[str, TaskSeries] = {}  # node_exporter / DCGM detail by host (info.gpu = GPU model)
         self._dirty: set[str] = set()  # tasks whose points, identity or host detail changed (take_dirty)
@@ -376,7 +384,11 @@ class Store:
             ts.sparse_s = self.sparse_s
             if not poll.host_only:
                 self.members.setdefault(poll.info.job, {})[key] = ts
+                self.roles.setdefault(poll.info.role, {})[key] = ts
         elif ts.info is not poll.info and ts.info != poll.info:
+            if not poll.host_only and ts.info.role != poll.info.role:
+                self.roles.get(ts.info.role, {}).pop(key, None)
+                self.roles.setdefault(poll.info.role, {})[key] = ts
             ts.info = poll.info  # labels may be enriched later (e.g. zone discovered)
             ts.version += 1  # what a reader's cache keys on: the identity changed too
         if poll.host and poll.host != ts.host:
@@ -389,6 +401,8 @@ class Store:
             ts.append(poll.t, poll.values)
             if not self.logs_training and not poll.host_only and TRAINING_KEYS.intersection(poll.values):
                 self.logs_training = True
+            if K_STAGE_MICROBATCHES in poll.values and not poll.host_only:
+                self.staged[key] = ts
         if ts.version != before:  # something a reader shows changed: the task, or every task on the host
             if poll.host_only:
                 self._dirty.update(self._on_host.get(key, ()))

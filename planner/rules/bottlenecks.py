@@ -95,9 +95,7 @@ def rule_inputs(store: Store, jobs: Sequence[JobView], window_s: float = RATE_WI
     """What the rules need from the store beyond the job views: stage counters and PS CPU load (the
     other fields at their defaults: add them with :func:`dataclasses.replace`)."""
     ps_cpu: dict[str, float] = {}
-    for key, ts in store.tasks.items():
-        if ts.info.role != "ps":  # an attribute test per task: cheap at 10,000
-            continue
+    for key, ts in store.roles.get("ps", {}).items():  # the store's index: not a pass over 10,000 tasks
         busy = ts.rate(M.K_CPU_BUSY, window_s)
         if busy is None:
             busy = ts.rate(M.K_PROCESS_CPU, window_s)

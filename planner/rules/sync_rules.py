@@ -102,8 +102,10 @@ def allreduce_bound_rule(ctx: AlertContext) -> list[Finding]:
     """A sync job whose exposed all-reduce share of a step is at or above the threshold."""
     th, out = thresholds_of(ctx), []
     for job in ctx.jobs:
+        if not is_sync(job):  # first: the split and the shape are passes over every rank
+            continue
         split, shape = measured_split(job), sync_shape(job)
-        if not is_sync(job) or split is None or shape is None or split.share < th.allreduce_share_max:
+        if split is None or shape is None or split.share < th.allreduce_share_max:
             continue
         sizes = node_sizes(ctx.inputs.price_book, shape.gpu, *placement(job))
         fixes = allreduce_fixes(job, shape, split, sizes) if job.facts.model.params else []
@@ -135,8 +137,10 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
     """The slowest rank of a sync job, when its compute is ≥ ``straggler_ratio`` × its peers' median."""
     th, out = thresholds_of(ctx), []
     for job in ctx.jobs:
+        if not is_sync(job):
+            continue
         rs = [n for n in ranks(job) if n.step_seconds and n.allreduce_seconds is not None]
-        if not is_sync(job) or len(rs) < max(th.straggler_min_workers, 2):
+        if len(rs) < max(th.straggler_min_workers, 2):
             continue
         slow = max(rs, key=lambda n: n.step_seconds or 0.0)
         peers = sorted(n.step_seconds for n in rs if n is not slow)  # type: ignore[misc]

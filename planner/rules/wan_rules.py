@@ -26,9 +26,7 @@ ATLAS_MULTI_CONN_GBPS = 5.0
 def stage_rates(store: Store, window_s: float = RATE_WINDOW_S) -> dict[str, list[StageRates]]:
     """Stage counters of every job in the store (tasks without stage counters are left out)."""
     out: dict[str, list[StageRates]] = {}
-    for ts in store.tasks.values():
-        if M.K_STAGE_MICROBATCHES not in ts.values:  # no pipeline stage (a dict lookup, not a rate)
-            continue
+    for ts in store.staged.values():  # the tasks that ever sent stage counters (the store's index)
         mb = ts.rate(M.K_STAGE_MICROBATCHES, window_s)
         if mb is None:
             continue
