@@ -400,6 +400,10 @@ class OverviewCache:
     )  # job -> its task keys, first seen first
     nodes: dict[str, list[NodeView]] = field(default_factory=dict)  # job -> its views, ordered (reused)
     stale: set[str] = field(default_factory=set)  # jobs whose list must be made again
+    grown: set[str] = field(default_factory=set)  # jobs that gained tasks (their order is made again)
+    changed: dict[str, list[str]] = field(default_factory=dict)  # job -> tasks whose view changed
+    at: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> task key -> its place in nodes
+    kinds: dict[str, Counter] = field(default_factory=dict)  # job -> its tasks by kind (JobView._kinds)
 
 
 def _task_views(
@@ -413,11 +417,19 @@ def _task_views(
             continue  # a pending target: an unanswered row, made on every call
         flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
         view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags)
-        if cache.views.get(key) is view:
+        old = cache.views.get(key)
+        if old is view:
             continue
         cache.views[key] = view
         job = ts.info.job  # a task's key holds its job: a task never moves to another
-        cache.members.setdefault(job, {})[key] = None
+        kinds = cache.kinds.setdefault(job, Counter())
+        if old is not None:
+            kinds[_kind(old)] -= 1
+        else:
+            cache.members.setdefault(job, {})[key] = None
+            cache.grown.add(job)
+        kinds[_kind(view)] += 1
+        cache.changed.setdefault(job, []).append(key)
         cache.stale.add(job)
 
 
@@ -452,15 +464,39 @@ def build_jobs(
     out = []
     for name in dict.fromkeys([*cache.members, *extra]):  # in the order jobs were first seen
         js = store.job(name)
-        if name in cache.stale or name in extra or name not in cache.nodes:
-            views = [cache.views[k] for k in cache.members.get(name, {})] + extra.get(name, [])
-            cache.nodes[name] = _ordered(js, views)
-            cache.stale.discard(name)
-        out.append(_job_view(store, name, cache.nodes[name], history))
+        if name in cache.grown or name in extra or name not in cache.nodes:
+            _order_job(js, name, cache, extra.get(name, []))
+        elif name in cache.stale:  # the same tasks, some with new views: put those in their places
+            nodes = list(cache.nodes[name])
+            at = cache.at[name]
+            for key in cache.changed.get(name, ()):
+                nodes[at[key]] = cache.views[key]
+            cache.nodes[name] = nodes
+        cache.stale.discard(name)
+        cache.changed.pop(name, None)
+        kinds = Counter(cache.kinds.get(name, ())) + Counter(_kind(n) for n in extra.get(name, []))
+        out.append(_job_view(store, name, cache.nodes[name], history, +kinds))
     return out
 
 
-def _job_view(store: Store, name: str, nodes: list[NodeView], history: int) -> JobView:
+def _kind(n: NodeView) -> tuple[str, str, str, str, str]:
+    """What a task counts as in its job's census: role, GPU label, region, provisioning, status."""
+    return (n.role, n.gpu, n.region, n.provisioning, n.status)
+
+
+def _order_job(js: JobSeries, name: str, cache: OverviewCache, extra: list[NodeView]) -> None:
+    """A job's node list made again, in order (it gained tasks, or has rows that are no task)."""
+    keys = list(cache.members.get(name, {}))
+    nodes = _ordered(js, [cache.views[k] for k in keys] + extra)
+    order = js.node_order[1] if js.node_order else range(len(nodes))
+    cache.at[name] = {keys[i]: place for place, i in enumerate(order) if i < len(keys)}
+    cache.nodes[name] = nodes
+    cache.grown.discard(name)
+
+
+def _job_view(
+    store: Store, name: str, nodes: list[NodeView], history: int, kinds: Counter | None = None
+) -> JobView:
     """The job's figures from its series, with its tasks' views."""
     js = store.job(name)
     hist = [float(x) for x in js.last("steps_per_sec", history)]
@@ -472,8 +508,11 @@ def _job_view(store: Store, name: str, nodes: list[NodeView], history: int) -> J
     if facts.target_steps and gstep is not None and rate:
         eta = max(0.0, facts.target_steps - gstep) / rate
     series = [ts for ts in store.tasks.values() if ts.info.job == name] if store.logs_training else []
-    return JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series), js.sync,
-                   js.sync_how, js.rate_basis)  # fmt: skip
+    job = JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series), js.sync,
+                  js.sync_how, js.rate_basis)  # fmt: skip
+    if kinds is not None:  # counted as the views changed (the same count as JobView._kinds would make)
+        job.__dict__["_kinds"] = dict(kinds)
+    return job
 
 
 _ROLE_ORDER = {"chief": 0, "ps": 1, "worker": 2, "stage": 3}

@@ -81,6 +81,7 @@ def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one(
     same store and lifecycle, through 40 cycles of random polls: some tasks answer, some fail, one is
     revoked, two change their labels (one into another job: a new task), host detail arrives for one host."""
     import random
+    from collections import Counter
 
     from cmdare.planner.overview import OverviewCache, build_jobs
 
@@ -116,6 +117,10 @@ def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one(
         cached = build_jobs(store, life, t + 1, cache=cache)
         fresh = build_jobs(store, life, t + 1)
         assert [(j.name, j.nodes) for j in cached] == [(j.name, j.nodes) for j in fresh], cycle
+        for j in cached:  # the census kept as views changed equals one counted from the nodes
+            assert j._kinds == dict(
+                Counter((n.role, n.gpu, n.region, n.provisioning, n.status) for n in j.nodes)
+            )
         unchanged_reused += sum(cache.views[k] is v for k, v in before.items())
     assert (
         unchanged_reused > 40 * 40 * 0.4
