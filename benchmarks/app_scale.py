@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import re
 import statistics
@@ -175,6 +176,7 @@ async def session_only(url: str, seconds: float) -> dict[str, float]:
     process, a refresh every 2 s, over the same Prometheus right after the app's window."""
     import resource
 
+    from cmdare.tui.app import GC_YOUNG
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 
@@ -190,6 +192,9 @@ async def session_only(url: str, seconds: float) -> dict[str, float]:
     try:
         for _ in range(3):  # warm-up: identities, backfill, the planner's models
             await session.refresh()
+        gc.collect()  # the app's collector policy (tui/app.py _collect_again), so the two compare
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
         c0, t0, lat = cpu(), time.monotonic(), []
         while time.monotonic() - t0 < seconds:
             began = time.monotonic()
