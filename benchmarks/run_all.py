@@ -18,7 +18,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-HELPERS = {"run_all", "exporter_farm", "task_farm", "fake_prometheus", "app_probe"}  # modules, not benchmarks
+HELPERS = {
+    "run_all",
+    "exporter_farm",
+    "task_farm",
+    "fake_prometheus",
+    "app_probe",
+    "child_server",
+}  # not benchmarks
 NOT_BY_DEFAULT = {"soak"}
 # extra arguments for scripts without --quick, in quick mode
 QUICK_ARGS = {"detection": ["--per-kind", "5", "--group-seeds", "1"]}
