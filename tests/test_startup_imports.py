@@ -1,8 +1,10 @@
 """Issue 20 (start-up): nothing is imported before it is needed. A structural check, not a timing one:
 importing the app (and building the demo's sources) in a fresh interpreter leaves the plots, the
 planner's models and ranking, the price book, the other source kinds, the recorder, the replay and the
-heavy libraries unloaded; they load when first used (the plot just after the first data frame, the
-planner in a worker after it). The timing is benchmarks/startup.py's job."""
+heavy libraries (numpy included: the store's rings are stdlib arrays) unloaded; they load when first
+used (the plot just after the first data frame, the planner in a worker after it). The first data
+frame itself, from the demo's first poll to the frame on the terminal, needs none of them either.
+The timing is benchmarks/startup.py's job."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ DEFERRED = (
     "cmdare.collectors.recorder",
     "cmdare.collectors.replay",
     "importlib.metadata",  # only for --version
+    "numpy",  # the planner's arrays (and the store's numpy readers): after the first data frame
+    "cmdare.planner.speed.allreduce",  # the sync model: with the planner, not with the Job pane
     "pandas",
     "sklearn",
     "scipy",
@@ -76,6 +80,24 @@ def test_a_source_kind_loads_when_asked_for(flag: str, module: str):
         f"live_sources(SessionOptions({flag}))\n"
     )
     assert _loaded(code, (module,)) == [module]
+
+
+def test_the_first_state_needs_nothing_deferred():
+    """The session's first poll of the demo cluster and the state built from it (what the first
+    data frame shows): no numpy, no planner model, no plot library."""
+    code = (
+        "import asyncio\n"
+        "from cmdare.tui.options import SessionOptions\n"
+        "from cmdare.tui.session import MonitorSession\n"
+        "session = MonitorSession(SessionOptions(demo=True))\n"
+        "session.start()\n"
+        "try:\n"
+        "    state = asyncio.run(session.refresh())\n"
+        "finally:\n"
+        "    session.demo.stop()\n"
+        "assert sum(len(j.nodes) for j in state.jobs) >= 9, state.jobs\n"
+    )
+    assert _loaded(code, DEFERRED) == []
 
 
 async def test_the_start_up_gc_pause_ends_with_the_first_data_frame():
