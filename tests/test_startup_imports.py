@@ -100,6 +100,31 @@ def test_the_first_state_needs_nothing_deferred():
     assert _loaded(code, DEFERRED) == []
 
 
+def test_the_first_data_frame_needs_nothing_deferred():
+    """The real app (headless, the demo cluster): when its first data frame has been painted, and the
+    work waiting for it begins, nothing deferred has been loaded yet; the plot and the planner follow."""
+    code = (
+        "import asyncio, sys\n"
+        "from cmdare.tui.app import CmdareApp\n"
+        "from cmdare.tui.options import SessionOptions\n"
+        "seen = {}\n"
+        "after = CmdareApp._after_first_frame\n"
+        "def probe(app):\n"
+        f"    seen['loaded'] = [m for m in {DEFERRED!r} if m in sys.modules]\n"
+        "    seen['nodes'] = sum(len(j.nodes) for j in app.state.jobs)\n"
+        "    after(app)\n"
+        "CmdareApp._after_first_frame = probe\n"
+        "async def main():\n"
+        "    app = CmdareApp(SessionOptions(demo=True, read_only=True))\n"
+        "    async with app.run_test(size=(120, 40)) as pilot:\n"
+        "        while not (app.query('#job-plot') and 'cmdare.planner.analysis' in sys.modules):\n"
+        "            await pilot.pause(0.05)  # the plot and the planner follow the frame\n"
+        "asyncio.run(main())\n"
+        "assert seen['nodes'] >= 9 and seen['loaded'] == [], seen\n"
+    )
+    _loaded(code, ())
+
+
 async def test_the_start_up_gc_pause_ends_with_the_first_data_frame():
     """tui/cli.py turns the garbage collector off while the app starts; the real app (Pilot, demo
     cluster) turns it back on once its first data frame is drawn, and mounts the Job pane's plot."""
@@ -115,3 +140,35 @@ async def test_the_start_up_gc_pause_ends_with_the_first_data_frame():
             await wait_for(pilot, lambda: gc.isenabled() and bool(app.query("#job-plot")))
     finally:
         gc.enable()
+
+
+async def test_work_after_paint_waits_for_the_frame_that_draws_the_widget():
+    """``PaintedStatic.after_paint``: the callback runs after the widget's new content was rendered
+    into a frame, never before it (Textual's ``call_after_refresh`` may run before the repaint)."""
+    from textual.app import App, ComposeResult
+
+    from cmdare.tui.widgets.painted import PaintedStatic
+
+    events: list[str] = []
+
+    class Probe(PaintedStatic):
+        def render_lines(self, crop):  # noqa: ANN001, ANN202
+            events.append(f"painted {self.content}")
+            return super().render_lines(crop)
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Probe("before")
+
+    app = Bare()
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause(0.1)
+        probe = app.query_one(Probe)
+        probe.update("after")
+        probe.after_paint(lambda: events.append("callback"))
+        assert "callback" not in events
+        for _ in range(50):
+            if "callback" in events:
+                break
+            await pilot.pause(0.02)
+    assert events.index("painted after") < events.index("callback")
