@@ -49,8 +49,29 @@ class FitFooter(Footer):
         self._rank = rank
         self._label = label or (lambda _action, description: description)
         self._width = 0
+        self._composed: tuple | None = None  # what the keys on show were composed from
+
+    def _composition(self) -> tuple:
+        """Everything the composed keys depend on: the screen's active bindings (with their key
+        display and label), the width, compact, and whether the bindings are ready."""
+        bindings = tuple(
+            (key, binding, enabled, tooltip, self.app.get_key_display(binding),
+             self._label(binding.action, binding.description))
+            for key, (_node, binding, enabled, tooltip) in self.screen.active_bindings.items()
+        )  # fmt: skip
+        return (self._bindings_ready, self.size.width, self.compact, self.show_command_palette, bindings)
+
+    async def recompose(self) -> None:
+        """Recompose when the keys would change: Textual asks on every bindings update, resize and
+        compact switch, often several times a frame with nothing changed (at start-up: four times,
+        ~40 ms before the first data frame, where one recompose shows the same)."""
+        if self.is_attached and self._composed == self._composition():
+            return
+        await super().recompose()
 
     def compose(self) -> ComposeResult:
+        if self.is_attached:
+            self._composed = self._composition()
         widgets: list[Widget] = list(super().compose())
         palette = [w for w in widgets if w.has_class(PALETTE_CLASS)]
         keys = [w for w in widgets if isinstance(w, FooterKey) and w not in palette]
