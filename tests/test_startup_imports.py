@@ -8,6 +8,7 @@ The timing is benchmarks/startup.py's job."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -32,9 +33,12 @@ DEFERRED = (
     "cmdare.collectors.tf_config",
     "cmdare.collectors.recorder",
     "cmdare.collectors.replay",
+    "sqlite3",  # recordings only
     "importlib.metadata",  # only for --version
     "numpy",  # the planner's arrays (and the store's numpy readers): after the first data frame
     "cmdare.planner.speed.allreduce",  # the sync model: with the planner, not with the Job pane
+    "cmdare.planner.rules.alerts",  # the rules engine: with the planner (its Alert type is only named)
+    "cmdare.planner.risk_cost.cost_meter",
     "pandas",
     "sklearn",
     "scipy",
@@ -43,16 +47,43 @@ DEFERRED = (
 DEMO_ONLY = ("cmdare.demo.cluster", "prometheus_client")  # the demo's exporters: only when a demo runs
 
 
-def _loaded(code: str, names: tuple[str, ...]) -> list[str]:
+def _loaded(code: str, names: tuple[str, ...], env: dict[str, str] | None = None) -> list[str]:
     """The names of ``names`` found in sys.modules after running ``code`` in a fresh interpreter."""
     probe = f"{code}\nimport sys\nprint(','.join(m for m in {names!r} if m in sys.modules))\n"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    environ = {**os.environ, **(env or {})}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=environ
+    )
     assert out.returncode == 0, out.stderr
     return [m for m in out.stdout.strip().split(",") if m]
 
 
 def test_importing_the_app_loads_nothing_deferred():
     assert _loaded("import cmdare.tui.app, cmdare.tui.cli", DEFERRED + DEMO_ONLY) == []
+
+
+def test_the_demos_command_line_loads_nothing_deferred(tmp_path):
+    """Parsing ``cmdare-tui --demo --read-only`` (no config file) into session options loads no
+    recording modules (nor sqlite3), no TOML parser and no TF_CONFIG reader (argparse also checks
+    ``--metrics-port``'s default, which is known good)."""
+    code = (
+        "import cmdare.tui.app\n"
+        "from cmdare.tui.cli import build_parser, load_config_defaults\n"
+        "from cmdare.tui.source_flags import session_options\n"
+        "argv = ['--demo', '--read-only']\n"
+        "parser = build_parser()\n"
+        "load_config_defaults(argv, parser)\n"
+        "assert session_options(parser.parse_args(argv)).demo\n"
+    )
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "HOME": str(tmp_path)}
+    assert _loaded(code, (*DEFERRED, "tomllib"), env) == []
+
+
+def test_the_metrics_port_default_is_the_tf_config_one():
+    from cmdare.collectors.tf_config import DEFAULT_METRICS_PORT
+    from cmdare.tui.source_flags import METRICS_PORT, metrics_port
+
+    assert METRICS_PORT == str(DEFAULT_METRICS_PORT) == metrics_port(METRICS_PORT)
 
 
 def test_live_sources_import_only_the_kinds_asked_for():

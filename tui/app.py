@@ -141,6 +141,7 @@ class CmdareApp(App[int]):
         self._render_badges()
         self._layout_for(self.size.width, self.size.height)
         self._focus_pane(0)
+        self.query_one(FitFooter).show_keys()  # in the first frame, not one after it
         if self._poll:
             self._start_polling()  # the planner is warmed up once the first poll is on screen
         self.set_timer(STARTUP_GC_PAUSE_S, _collect_again)  # should the first data frame never come

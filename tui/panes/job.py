@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -16,7 +17,6 @@ from textual.widgets import Static
 
 from cmdare.planner.live_sync import is_sync, measured_split
 from cmdare.planner.overview import JobView, TrainingFigures
-from cmdare.planner.risk_cost.cost_meter import CostView
 from cmdare.tui.format import duration, money, num, rate
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import (
@@ -29,6 +29,9 @@ from cmdare.tui.widgets.plots import (
     draw_throughput,
     step_changes,
 )
+
+if TYPE_CHECKING:
+    from cmdare.planner.risk_cost.cost_meter import CostView
 
 HISTORY = 240  # refreshes kept for the plots (8 min at the default 2 s)
 ITERATIONS_TIMED = 10  # the newest global-step changes that time a slow iteration

@@ -59,7 +59,19 @@ class FitFooter(Footer):
              self._label(binding.action, binding.description))
             for key, (_node, binding, enabled, tooltip) in self.screen.active_bindings.items()
         )  # fmt: skip
-        return (self._bindings_ready, self.size.width, self.compact, self.show_command_palette, bindings)
+        return (self._bindings_ready, self._room_width(), self.compact, self.show_command_palette, bindings)
+
+    def _room_width(self) -> int:
+        """The footer's width: its own once laid out, before that the screen's (it spans the screen),
+        so the keys composed before the first layout already fit."""
+        return self.size.width or self.screen.size.width
+
+    def show_keys(self) -> None:
+        """Compose the keys now, from the screen's bindings as they stand (the app calls this once its
+        panes and focus are set up): Textual's Footer waits for the first bindings update after a
+        refresh, so the keys came in a frame of their own after the first one."""
+        self._bindings_ready = True
+        self.call_later(self.recompose)
 
     async def recompose(self) -> None:
         """Recompose when the keys would change: Textual asks on every bindings update, resize and
@@ -77,7 +89,7 @@ class FitFooter(Footer):
         keys = [w for w in widgets if isinstance(w, FooterKey) and w not in palette]
         for k in keys:
             k.description = self._label(k.action, k.description)
-        room = self.size.width - sum(key_width(p, self.compact) + 1 for p in palette)  # + its border
+        room = self._room_width() - sum(key_width(p, self.compact) + 1 for p in palette)  # + its border
         kept = fit(keys, room, self._rank, self.compact) if room > 0 else keys
         yield from (w for w in widgets if w in palette or w in kept or not isinstance(w, FooterKey))
 
