@@ -1,5 +1,5 @@
 """Memory: RSS after 1 h of history at 1,000 nodes, on a simulated clock (2 s polls = 1,800 cycles),
-through the real poller, store (numpy ring buffers), lifecycle and the overview the panes draw.
+through the real poller, store (ring buffers), lifecycle and the overview the panes draw.
 
     python benchmarks/memory.py [--nodes 1000] [--hours 1] [--quick]
 
@@ -117,7 +117,7 @@ def ring_bytes(store: Store) -> int:
     for ts in store.tasks.values():
         total += ts.nbytes
     for js in store.jobs.values():
-        total += js.times._buf.nbytes + sum(r._buf.nbytes for r in js.values.values())
+        total += js.nbytes
     return total
 
 

@@ -1,14 +1,17 @@
-"""In-memory time-series store: per-task numpy ring buffers of fixed capacity (memory is bounded by
-design), with Prometheus-style counter rates (resets handled here, once)."""
+"""In-memory time-series store: per-task ring buffers of fixed capacity (memory is bounded by design)
+on the standard library's ``array`` (float32 values, float64 times: 4 and 8 bytes a point, as numpy's
+would be; numpy is imported only by the readers that hand out numpy arrays), with Prometheus-style
+counter rates (resets handled here, once)."""
 
 from __future__ import annotations
 
 import math
+from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from cmdare.collectors.caps import current as current_caps
 from cmdare.collectors.metrics import (
@@ -20,6 +23,9 @@ from cmdare.collectors.metrics import (
 )
 from cmdare.collectors.samples import JobFacts, RoleFigures, TaskInfo, TaskPoll
 
+if TYPE_CHECKING:  # numpy (~0.1 s to import) loads with the first numpy reader, not with the store
+    import numpy as np
+
 TRAINING_KEYS = frozenset((K_LOSS, K_LEARNING_RATE, K_EXAMPLES_RATE))  # what jobs log (TensorBoard scalars)
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
@@ -28,17 +34,25 @@ _NAN = math.nan  # one shared object for every missing value in the recent point
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
 INITIAL_POINTS = 64  # a ring's first size; it doubles as points come, up to its capacity
 MIN_POINTS = 32  # points per series kept whatever the history budget (rates need ~6)
+FLOAT32 = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
+FLOAT64 = "d"  # a series' times
+
+
+def _nans(typecode: str, n: int) -> array:
+    """An array of ``n`` NaNs, allocated at exactly its size."""
+    return array(typecode, (_NAN,)) * n
 
 
 class Ring:
     """A ring of float values aligned with its owner's time ring: it starts small and grows (by
     doubling) up to ``capacity`` points, or up to the ``limit`` its owner passes on each append (the
-    store's history budget, see :class:`Store`); when full it reuses its oldest slot."""
+    store's history budget, see :class:`Store`); when full it reuses its oldest slot. ``typecode``:
+    :data:`FLOAT32` (values) or :data:`FLOAT64` (times)."""
 
     __slots__ = ("_buf", "_n", "_head", "_cap")
 
-    def __init__(self, capacity: int, dtype: type = np.float32, initial: int = INITIAL_POINTS) -> None:
-        self._buf = np.full(max(1, min(capacity, initial)), np.nan, dtype=dtype)
+    def __init__(self, capacity: int, typecode: str = FLOAT32, initial: int = INITIAL_POINTS) -> None:
+        self._buf = _nans(typecode, max(1, min(capacity, initial)))
         self._cap = capacity
         self._n = 0
         self._head = 0  # next write position
@@ -46,7 +60,7 @@ class Ring:
     @classmethod
     def aligned_with(cls, other: Ring, capacity: int) -> Ring:
         """An all-NaN float32 ring with ``other``'s size, length and head (a series met late)."""
-        ring = cls(capacity, np.float32, len(other._buf))
+        ring = cls(capacity, FLOAT32, len(other._buf))
         ring._n, ring._head = other._n, other._head
         return ring
 
@@ -75,22 +89,52 @@ class Ring:
             ring._n, ring._head = n, head
 
     def _grow(self, size: int) -> None:
-        buf = np.full(size, np.nan, dtype=self._buf.dtype)
-        buf[: self._n] = self.last()
-        self._buf, self._head = buf, self._n
+        """Make room for ``size`` points: the ones held first, oldest first, then NaN."""
+        held = self._slice(self._n)
+        self._buf, self._head = held + _nans(self._buf.typecode, size - len(held)), self._n
 
     def __len__(self) -> int:
         return self._n
 
-    def last(self, n: int | None = None) -> np.ndarray:
-        """The newest ``n`` values (all when None), oldest first."""
+    @property
+    def nbytes(self) -> int:
+        """The bytes its points take (allocated, not only filled)."""
+        return len(self._buf) * self._buf.itemsize
+
+    def _slice(self, n: int | None) -> array:
+        """A copy of the newest ``n`` values (all when None), oldest first."""
         n = self._n if n is None else min(n, self._n)
         if n <= 0:
-            return self._buf[:0].copy()
+            return self._buf[:0]
         start = self._head - n
         if start >= 0:
-            return self._buf[start : self._head].copy()
-        return np.concatenate((self._buf[start:], self._buf[: self._head]))  # wraps around the end
+            return self._buf[start : self._head]
+        return self._buf[start:] + self._buf[: self._head]  # wraps around the end
+
+    def tail(self, n: int | None = None) -> list[float]:
+        """The newest ``n`` values (all when None), oldest first, as Python floats (no numpy)."""
+        return self._slice(n).tolist()
+
+    def last(self, n: int | None = None) -> np.ndarray:
+        """The newest ``n`` values (all when None), oldest first, as a numpy array of the ring's
+        dtype (float32 or float64)."""
+        import numpy as np
+
+        return np.frombuffer(self._slice(n), dtype=self._buf.typecode)
+
+    def count_from(self, x: float) -> int:
+        """How many of the values are ``>= x``, for a ring whose values never decrease (times are
+        appended in order): a bisection over its one or two sorted runs, nothing copied."""
+        buf, head, n = self._buf, self._head, self._n
+        if n == 0 or x != x:  # nothing held; NaN: no value is >= it
+            return 0
+        start = head - n
+        if start >= 0:  # one run: buf[start:head]
+            return head - bisect_left(buf, x, start, head)
+        if head and buf[0] < x:  # two runs, the older buf[size + start:] and the newer buf[:head]
+            return head - bisect_left(buf, x, 0, head)
+        size = len(buf)
+        return head + size - bisect_left(buf, x, size + start, size)
 
 
 @dataclass
@@ -121,7 +165,7 @@ class TaskSeries:
     sparse_s: float = field(default=0.0, repr=False)  # how far back a sparsely read series' rate may reach
 
     def __post_init__(self) -> None:
-        self.times = Ring(self.capacity, np.float64)
+        self.times = Ring(self.capacity, FLOAT64)
 
     def keys(self) -> list[str]:
         """The series keys this task has reported so far."""
@@ -132,7 +176,7 @@ class TaskSeries:
 
     @property
     def nbytes(self) -> int:
-        return self.times._buf.nbytes + sum(r._buf.nbytes for r in self.values.values())
+        return self.times.nbytes + sum(r.nbytes for r in self.values.values())
 
     def is_repeat(self, t: float, values: dict[str, float]) -> bool:
         """The same sample again: a Prometheus server answers with a target's last scrape until it
@@ -201,37 +245,39 @@ class TaskSeries:
                     (x for _, x in zip(range(lookback), reversed(recent), strict=False) if x == x), None
                 )
             else:
-                tail = self.values[key].last(lookback)
-                ok = np.nonzero(~np.isnan(tail))[0]
-                out = float(tail[ok[-1]]) if len(ok) else None
+                out = next((x for x in reversed(self.values[key].tail(lookback)) if x == x), None)
         self._memo[memo_key] = out
         return out
 
     def _span(self, seconds: float) -> int:
         """How many of the newest points lie within ``seconds`` of the newest one (memoised per
-        point). Reads only the newest points (times are appended in order): 32, then 4x more until
-        the window is covered, instead of copying the whole ring."""
+        point): a bisection of the time ring (times are appended in order)."""
         memo_key = ("span", seconds)
         n = self._memo.get(memo_key)
-        if n is not None:
-            return n  # type: ignore[return-value]
-        total = len(self.times)
-        k = min(total, 32)
-        t = self.times.last(k)
-        while k < total and t[0] >= t[-1] - seconds:
-            k = min(total, k * 4)
-            t = self.times.last(k)
-        n = int(np.count_nonzero(t >= t[-1] - seconds)) if k else 0
-        self._memo[memo_key] = n
-        return n
+        if n is None:
+            n = self._memo[memo_key] = (
+                self.times.count_from(self.last_seen - seconds) if len(self.times) else 0
+            )
+        return n  # type: ignore[return-value]
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
-        """(times, values) of ``key`` within the last ``seconds`` before the newest point."""
+        """(times, values) of ``key`` within the last ``seconds`` before the newest point, as numpy
+        arrays (float64 times, float32 values; numpy is imported on the first call)."""
+        import numpy as np
+
         ring = self.values.get(key)
         if ring is None or len(self.times) == 0:
             return np.empty(0), np.empty(0)
         n = self._span(seconds)
         return self.times.last(n), ring.last(n)
+
+    def window_values(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
+        """:meth:`window` as Python floats (NaN where ``key`` was not read), without numpy."""
+        ring = self.values.get(key)
+        if ring is None or len(self.times) == 0:
+            return [], []
+        n = self._span(seconds)
+        return self.times.tail(n), ring.tail(n)
 
     def _points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The window's (times, values) without NaN values, as Python floats: a rate reads a
@@ -251,8 +297,8 @@ class TaskSeries:
                     t.append(ti)
                     v.append(vi)
             return t[::-1], v[::-1]
-        t, v = self.window(key, seconds)
-        pairs = [(a, b) for a, b in zip(t.tolist(), v.tolist(), strict=True) if b == b]
+        t, v = self.window_values(key, seconds)
+        pairs = [(a, b) for a, b in zip(t, v, strict=True) if b == b]
         return [a for a, _ in pairs], [b for _, b in pairs]
 
     def _sparse_points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
@@ -322,7 +368,7 @@ class JobSeries:
     rate_basis: str = ""  # where the job's rates come from when not its tasks' samples
 
     def __post_init__(self) -> None:
-        self.times = Ring(self.capacity, np.float64)
+        self.times = Ring(self.capacity, FLOAT64)
 
     def append(self, t: float, values: dict[str, float]) -> None:
         n_before = len(self.times)
@@ -338,8 +384,24 @@ class JobSeries:
                 ring.append(math.nan)
 
     def last(self, key: str, n: int) -> np.ndarray:
+        """The newest ``n`` values of ``key``, oldest first, as a float32 numpy array (imported on
+        the first call)."""
         ring = self.values.get(key)
-        return ring.last(n) if ring is not None else np.empty(0, np.float32)
+        if ring is not None:
+            return ring.last(n)
+        import numpy as np
+
+        return np.empty(0, np.float32)
+
+    def tail(self, key: str, n: int) -> list[float]:
+        """:meth:`last` as Python floats, without numpy (what the overview reads each refresh)."""
+        ring = self.values.get(key)
+        return ring.tail(n) if ring is not None else []
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its rings take."""
+        return self.times.nbytes + sum(r.nbytes for r in self.values.values())
 
 
 class Store:

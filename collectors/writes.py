@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import stat
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # sqlite3 loads with the first database (recorder, replay), not with the app
+    import sqlite3
 
 __all__ = [
     "ReadOnlyError",
@@ -159,6 +162,8 @@ def remove(path: str | os.PathLike[str]) -> None:
 def open_sqlite(path: str | os.PathLike[str], *, writable: bool) -> sqlite3.Connection:
     """Open an SQLite database. ``writable=False`` opens it read-only (URI ``mode=ro``) and is
     always allowed; ``writable=True`` is refused in read-only mode."""
+    import sqlite3
+
     p = Path(path)
     if not writable:
         return sqlite3.connect(f"file:{p}?mode=ro", uri=True, check_same_thread=False)

@@ -18,11 +18,11 @@ import logging
 import random
 import threading
 import time
+from bisect import bisect_right
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
-
-import numpy as np
 
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.samples import TaskInfo
@@ -34,6 +34,20 @@ log = logging.getLogger(__name__)
 DEMO_TIME_FACTOR = 10.0  # demo events (notice, replacement delay) run 10x faster than measured
 DEMO_REGION = "us-central1"  # scenario setting: a region where CM-DARE measured P100 lifetimes
 TICK_S = 0.25
+
+
+def interp(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Linear interpolation of ``(xs, ys)`` (``xs`` increasing) at ``x``, held at the end values
+    outside ``xs``: ``numpy.interp``'s values, without numpy on the demo's start-up."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    j = bisect_right(xs, x) - 1
+    if xs[j] == x:
+        return ys[j]
+    slope = (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j])
+    return slope * (x - xs[j]) + ys[j]
 
 
 def load_calibration() -> dict:
@@ -67,8 +81,10 @@ class DemoCluster:
         self.first_revocation_s = first_revocation_s
         self.revoke_every_s = revoke_every_s
         self.rng = random.Random(seed)
-        curve = np.array(self.cal["cluster_curve_1ps"], dtype=float)
-        self._curve_n, self._curve_mean, self._curve_std = curve[:, 0], curve[:, 1], curve[:, 2]
+        curve = self.cal["cluster_curve_1ps"]  # rows of (workers, mean steps/s, std)
+        self._curve_n = [float(row[0]) for row in curve]
+        self._curve_mean = [float(row[1]) for row in curve]
+        self._curve_std = [float(row[2]) for row in curve]
         self.tasks: list[_Task] = []
         self.global_step = 0.0
         self._stop = threading.Event()
@@ -150,7 +166,7 @@ class DemoCluster:
         """Measured mean cluster steps/s for ``n_workers`` (1 PS), linear below the first point."""
         if n_workers <= 0:
             return 0.0
-        return float(np.interp(n_workers, self._curve_n, self._curve_mean))
+        return interp(n_workers, self._curve_n, self._curve_mean)
 
     def _run(self) -> None:
         last = time.monotonic()

@@ -14,12 +14,12 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from cmdare.planner.overview import JobView, NodeView
-from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, calibrate, sync_step
-from cmdare.planner.speed.interconnect import node_links
+
+if TYPE_CHECKING:  # the model (and numpy) load with the planner, not with the Job pane (start-up)
+    from cmdare.planner.speed.allreduce import SyncParams, SyncTerms
 
 SYNC = "sync-allreduce"
 
@@ -112,6 +112,11 @@ def shape_terms(
     shape: SyncShape, params: float, compute_s: float, p: SyncParams, tier: str = "default"
 ) -> SyncTerms:
     """The all-reduce model's terms for one shape (one row)."""
+    import numpy as np
+
+    from cmdare.planner.speed.allreduce import sync_step
+    from cmdare.planner.speed.interconnect import node_links
+
     links = node_links(shape.gpu, shape.gpus_per_node, tier)
     a = lambda x: np.array([x], dtype=float)  # noqa: E731
     return sync_step(a(compute_s), params, a(shape.nodes), a(shape.gpus_per_node), a(links.intra_gbps),
@@ -123,6 +128,8 @@ def calibrated(
 ) -> SyncParams:
     """The all-reduce model anchored on the job: its own compute as the compute term (``compute_scale``
     relative to a model compute of 1 s) and the comm scale that reproduces the measured exposed time."""
+    from cmdare.planner.speed.allreduce import SyncParams, calibrate
+
     base = p or SyncParams()
     raw = shape_terms(shape, job.facts.model.params, 1.0, SyncParams(base.bucket_bytes, base.backward_share,
                                                                 base.bytes_per_param, base.compression))  # fmt: skip

@@ -98,8 +98,8 @@ def training_figures(tasks: list[TaskSeries], window: float = 3600.0) -> Trainin
     main = max(with_loss, key=lambda ts: ts.last_seen) if with_loss else None
     points: list[tuple[float, float]] = []
     if main is not None:
-        t, v = main.window(M.K_LOSS, window)
-        points = [(float(a), float(b)) for a, b in zip(t, v, strict=True) if math.isfinite(b)]
+        t, v = main.window_values(M.K_LOSS, window)
+        points = [(a, b) for a, b in zip(t, v, strict=True) if math.isfinite(b)]
     lr = main.latest(M.K_LEARNING_RATE) if main is not None and main.has(M.K_LEARNING_RATE) else None
     return TrainingFigures(
         main.latest(M.K_LOSS) if main else None,
@@ -499,10 +499,10 @@ def _job_view(
 ) -> JobView:
     """The job's figures from its series, with its tasks' views."""
     js = store.job(name)
-    hist = [float(x) for x in js.last("steps_per_sec", history)]
+    hist = js.tail("steps_per_sec", history)
     rate = _last_finite(hist)
-    gstep = _last_finite([float(x) for x in js.last("global_step", 1)])
-    ex = _last_finite([float(x) for x in js.last("examples_per_sec", 1)])
+    gstep = _last_finite(js.tail("global_step", 1))
+    ex = _last_finite(js.tail("examples_per_sec", 1))
     facts = js.facts or JobFacts(job=name)
     eta = None
     if facts.target_steps and gstep is not None and rate:

@@ -117,3 +117,16 @@ async def test_a_start_up_progress_report_after_quitting_is_dropped():
         await pilot.pause()
         assert app.query(ProgressLine)
     app.on_progress_report(ProgressReport("loading prices…", 1, 2))  # no ProgressLine left: no NoMatches
+
+
+async def test_a_progress_report_while_the_line_is_taken_down_is_dropped():
+    """Quitting takes the screen down children first: a report that lands on a progress line whose label
+    and bar are already gone (seen once: NoMatches on 'loading prices…') is dropped too."""
+    from cmdare.tui.widgets.progress import ProgressLine
+
+    app = CmdareApp(SessionOptions(), poll=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        line = app.query_one(ProgressLine)
+        await line.remove_children()
+        await pilot.pause()
+        line.report("loading prices…", 1, 2)  # no NoMatches

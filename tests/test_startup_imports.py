@@ -1,11 +1,14 @@
 """Issue 20 (start-up): nothing is imported before it is needed. A structural check, not a timing one:
 importing the app (and building the demo's sources) in a fresh interpreter leaves the plots, the
 planner's models and ranking, the price book, the other source kinds, the recorder, the replay and the
-heavy libraries unloaded; they load when first used (the plot just after the first data frame, the
-planner in a worker after it). The timing is benchmarks/startup.py's job."""
+heavy libraries (numpy included: the store's rings are stdlib arrays) unloaded; they load when first
+used (the plot just after the first data frame, the planner in a worker after it). The first data
+frame itself, from the demo's first poll to the frame on the terminal, needs none of them either.
+The timing is benchmarks/startup.py's job."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -30,7 +33,12 @@ DEFERRED = (
     "cmdare.collectors.tf_config",
     "cmdare.collectors.recorder",
     "cmdare.collectors.replay",
+    "sqlite3",  # recordings only
     "importlib.metadata",  # only for --version
+    "numpy",  # the planner's arrays (and the store's numpy readers): after the first data frame
+    "cmdare.planner.speed.allreduce",  # the sync model: with the planner, not with the Job pane
+    "cmdare.planner.rules.alerts",  # the rules engine: with the planner (its Alert type is only named)
+    "cmdare.planner.risk_cost.cost_meter",
     "pandas",
     "sklearn",
     "scipy",
@@ -39,16 +47,43 @@ DEFERRED = (
 DEMO_ONLY = ("cmdare.demo.cluster", "prometheus_client")  # the demo's exporters: only when a demo runs
 
 
-def _loaded(code: str, names: tuple[str, ...]) -> list[str]:
+def _loaded(code: str, names: tuple[str, ...], env: dict[str, str] | None = None) -> list[str]:
     """The names of ``names`` found in sys.modules after running ``code`` in a fresh interpreter."""
     probe = f"{code}\nimport sys\nprint(','.join(m for m in {names!r} if m in sys.modules))\n"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    environ = {**os.environ, **(env or {})}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=environ
+    )
     assert out.returncode == 0, out.stderr
     return [m for m in out.stdout.strip().split(",") if m]
 
 
 def test_importing_the_app_loads_nothing_deferred():
     assert _loaded("import cmdare.tui.app, cmdare.tui.cli", DEFERRED + DEMO_ONLY) == []
+
+
+def test_the_demos_command_line_loads_nothing_deferred(tmp_path):
+    """Parsing ``cmdare-tui --demo --read-only`` (no config file) into session options loads no
+    recording modules (nor sqlite3), no TOML parser and no TF_CONFIG reader (argparse also checks
+    ``--metrics-port``'s default, which is known good)."""
+    code = (
+        "import cmdare.tui.app\n"
+        "from cmdare.tui.cli import build_parser, load_config_defaults\n"
+        "from cmdare.tui.source_flags import session_options\n"
+        "argv = ['--demo', '--read-only']\n"
+        "parser = build_parser()\n"
+        "load_config_defaults(argv, parser)\n"
+        "assert session_options(parser.parse_args(argv)).demo\n"
+    )
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "HOME": str(tmp_path)}
+    assert _loaded(code, (*DEFERRED, "tomllib"), env) == []
+
+
+def test_the_metrics_port_default_is_the_tf_config_one():
+    from cmdare.collectors.tf_config import DEFAULT_METRICS_PORT
+    from cmdare.tui.source_flags import METRICS_PORT, metrics_port
+
+    assert METRICS_PORT == str(DEFAULT_METRICS_PORT) == metrics_port(METRICS_PORT)
 
 
 def test_live_sources_import_only_the_kinds_asked_for():
@@ -78,6 +113,49 @@ def test_a_source_kind_loads_when_asked_for(flag: str, module: str):
     assert _loaded(code, (module,)) == [module]
 
 
+def test_the_first_state_needs_nothing_deferred():
+    """The session's first poll of the demo cluster and the state built from it (what the first
+    data frame shows): no numpy, no planner model, no plot library."""
+    code = (
+        "import asyncio\n"
+        "from cmdare.tui.options import SessionOptions\n"
+        "from cmdare.tui.session import MonitorSession\n"
+        "session = MonitorSession(SessionOptions(demo=True))\n"
+        "session.start()\n"
+        "try:\n"
+        "    state = asyncio.run(session.refresh())\n"
+        "finally:\n"
+        "    session.demo.stop()\n"
+        "assert sum(len(j.nodes) for j in state.jobs) >= 9, state.jobs\n"
+    )
+    assert _loaded(code, DEFERRED) == []
+
+
+def test_the_first_data_frame_needs_nothing_deferred():
+    """The real app (headless, the demo cluster): when its first data frame has been painted, and the
+    work waiting for it begins, nothing deferred has been loaded yet; the plot and the planner follow."""
+    code = (
+        "import asyncio, sys\n"
+        "from cmdare.tui.app import CmdareApp\n"
+        "from cmdare.tui.options import SessionOptions\n"
+        "seen = {}\n"
+        "after = CmdareApp._after_first_frame\n"
+        "def probe(app):\n"
+        f"    seen['loaded'] = [m for m in {DEFERRED!r} if m in sys.modules]\n"
+        "    seen['nodes'] = sum(len(j.nodes) for j in app.state.jobs)\n"
+        "    after(app)\n"
+        "CmdareApp._after_first_frame = probe\n"
+        "async def main():\n"
+        "    app = CmdareApp(SessionOptions(demo=True, read_only=True))\n"
+        "    async with app.run_test(size=(120, 40)) as pilot:\n"
+        "        while not (app.query('#job-plot') and 'cmdare.planner.analysis' in sys.modules):\n"
+        "            await pilot.pause(0.05)  # the plot and the planner follow the frame\n"
+        "asyncio.run(main())\n"
+        "assert seen['nodes'] >= 9 and seen['loaded'] == [], seen\n"
+    )
+    _loaded(code, ())
+
+
 async def test_the_start_up_gc_pause_ends_with_the_first_data_frame():
     """tui/cli.py turns the garbage collector off while the app starts; the real app (Pilot, demo
     cluster) turns it back on once its first data frame is drawn, and mounts the Job pane's plot."""
@@ -93,3 +171,35 @@ async def test_the_start_up_gc_pause_ends_with_the_first_data_frame():
             await wait_for(pilot, lambda: gc.isenabled() and bool(app.query("#job-plot")))
     finally:
         gc.enable()
+
+
+async def test_work_after_paint_waits_for_the_frame_that_draws_the_widget():
+    """``PaintedStatic.after_paint``: the callback runs after the widget's new content was rendered
+    into a frame, never before it (Textual's ``call_after_refresh`` may run before the repaint)."""
+    from textual.app import App, ComposeResult
+
+    from cmdare.tui.widgets.painted import PaintedStatic
+
+    events: list[str] = []
+
+    class Probe(PaintedStatic):
+        def render_lines(self, crop):  # noqa: ANN001, ANN202
+            events.append(f"painted {self.content}")
+            return super().render_lines(crop)
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Probe("before")
+
+    app = Bare()
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause(0.1)
+        probe = app.query_one(Probe)
+        probe.update("after")
+        probe.after_paint(lambda: events.append("callback"))
+        assert "callback" not in events
+        for _ in range(50):
+            if "callback" in events:
+                break
+            await pilot.pause(0.02)
+    assert events.index("painted after") < events.index("callback")

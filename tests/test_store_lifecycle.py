@@ -33,6 +33,55 @@ def test_ring_is_bounded_and_ordered():
     assert list(r.last(2)) == [8, 9]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 40),  # capacity
+    st.integers(1, 40),  # initial size
+    st.lists(st.floats(0.0, 5.0), max_size=120),  # seconds since the previous point (0: the same time)
+    st.lists(st.integers(1, 64), min_size=1, max_size=4),  # the budget's limit on each append, cycled
+)
+def test_ring_matches_a_list_reference(capacity, initial, gaps, limits):
+    """The ring (stdlib array) holds what a plain list kept to its size would: growth by doubling up
+    to the capacity or the budget's limit, then its oldest points overwritten; ``last`` gives numpy
+    arrays of the ring's dtype, ``tail`` Python floats, ``count_from`` a bisection of the times."""
+    import itertools
+
+    from cmdare.collectors.store import FLOAT64, Ring
+
+    ring, ref, size, t = Ring(capacity, FLOAT64, initial), [], min(capacity, initial), 0.0
+    for gap, limit in zip(gaps, itertools.cycle(limits)):
+        t += gap
+        if len(ref) == size and size < min(capacity, limit):  # full: it doubles, within the limit
+            size = min(capacity, limit, size * 2)
+        ring.append(t, limit)
+        ref = (ref + [t])[-size:]
+        assert ring.nbytes == size * 8
+    assert len(ring) == len(ref) and ring.tail() == ref and ring.tail(3) == ref[-3:]
+    assert ring.last().dtype == np.float64 and ring.last().tolist() == ref
+    for x in [-1.0, *ref[:: max(1, len(ref) // 7)], t, t + 1, float("nan")]:
+        assert ring.count_from(x) == sum(v >= x for v in ref)
+
+
+def test_values_are_float32_and_times_float64_as_numpy_arrays():
+    """The numpy readers hand out what they did when the rings were numpy arrays; ``window_values``
+    the same points as Python floats."""
+    ts = TaskSeries(TaskInfo(job="j", task="w"), capacity=16)
+    for i in range(20):  # wraps around the 16-point ring; every 3rd point lacks the series
+        ts.append(float(i), {M.K_WORKER_STEPS: i + 0.1} if i % 3 else {})
+    t, v = ts.window(M.K_WORKER_STEPS, 4.5)
+    assert t.dtype == np.float64 and v.dtype == np.float32
+    assert t.tolist() == [15.0, 16.0, 17.0, 18.0, 19.0]
+    expect = np.array([np.nan, 16.1, 17.1, np.nan, 19.1], dtype=np.float32)
+    np.testing.assert_array_equal(v, expect)
+    tt, vv = ts.window_values(M.K_WORKER_STEPS, 4.5)
+    assert tt == t.tolist() and np.array_equal(np.array(vv, np.float32), expect, equal_nan=True)
+    assert ts.window("missing", 4.5)[0].size == 0 and ts.window_values("missing", 4.5) == ([], [])
+    js = Store().job("j")
+    js.append(1.0, {"steps_per_sec": 2.5})
+    assert js.last("steps_per_sec", 5).dtype == np.float32 and js.tail("steps_per_sec", 5) == [2.5]
+    assert js.last("missing", 5).size == 0 and js.tail("missing", 5) == []
+
+
 def counter_increase(values: np.ndarray) -> float:
     """Reference (oracle for the property test below): increase of a counter over consecutive samples, treating any drop as a reset to zero
     (what Prometheus' ``increase()`` does, without extrapolation). NaN samples are skipped."""

@@ -34,6 +34,7 @@ from cmdare.tui.panes.planner import PlannerPane
 from cmdare.tui.session import MonitorSession, MonitorState, refresh_error
 from cmdare.tui.signals import install_quit_signals
 from cmdare.tui.widgets.footer import FOOTER_RANK, FitFooter
+from cmdare.tui.widgets.painted import PaintedStatic
 from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
 from cmdare.tui.widgets.status import status_line
 from cmdare.tui.widgets.table import FilterTable
@@ -109,6 +110,7 @@ class CmdareApp(App[int]):
         self._current = 0
         self._poll = poll
         self._prepared = False
+        self._first_frame_asked = False  # whether the work waiting for the first data frame is scheduled
         self._selected_job: str | None = None
         self._shown_paused = False  # whether the footer's space key reads "Resume"
         self._keys = keys or {}
@@ -122,7 +124,7 @@ class CmdareApp(App[int]):
         return self.options.read_only or writes.is_read_only()
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="badges")
+        yield PaintedStatic("", id="badges")  # the top line: in every layout, so in the first data frame
         yield Static("", id="tabs")
         with Container(id="panes"):
             for pane_id, title, cls in PANES:
@@ -139,6 +141,7 @@ class CmdareApp(App[int]):
         self._render_badges()
         self._layout_for(self.size.width, self.size.height)
         self._focus_pane(0)
+        self.query_one(FitFooter).show_keys()  # in the first frame, not one after it
         if self._poll:
             self._start_polling()  # the planner is warmed up once the first poll is on screen
         self.set_timer(STARTUP_GC_PAUSE_S, _collect_again)  # should the first data frame never come
@@ -197,8 +200,11 @@ class CmdareApp(App[int]):
     def on_unmount(self) -> None:
         self._stop.set()  # the screen is going away (however the app ends): the poll loop ends too
 
-    def _warm_up_planner(self) -> None:
+    def _after_first_frame(self) -> None:
+        """Once the first data frame is on the terminal: the garbage collector's pass, the Job pane's
+        plot, and the planner's warm-up in a thread (each would have delayed that frame)."""
         _collect_again()
+        self.query_one(JobPane).allow_plot()
         if self._poll and not self._prepared:
             self._prepared = True
             self.run_worker(self._prepare, thread=True, name="prepare", group="prepare", exit_on_error=False)
@@ -218,7 +224,9 @@ class CmdareApp(App[int]):
                     log.exception("%s pane failed to update", title)
                     failed.append(f"{title} pane: {type(exc).__name__}: {exc}")
             self.report_problem(refresh_error(RuntimeError("; ".join(failed))) if failed else None)
-        self.call_after_refresh(self._warm_up_planner)
+        if not self._first_frame_asked:
+            self._first_frame_asked = True
+            self.query_one("#badges", PaintedStatic).after_paint(self._after_first_frame)
         self._send_focus()
 
     def _send_focus(self) -> None:

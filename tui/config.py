@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -132,6 +131,8 @@ def load_config(path: str | Path | None = None) -> Config:
 
 def parse_config(text: str, path: str | Path = "<config>") -> Config:
     """A :class:`Config` from TOML text; unknown keys or bad values raise ConfigError naming file, line and key."""
+    import tomllib  # only when there is a file to parse (most starts have none)
+
     loc = _Locator(str(path), text)
     try:
         data = tomllib.loads(text)

@@ -18,7 +18,6 @@ from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.overview import JobView, OverviewCache, build_jobs
-from cmdare.planner.rules.alerts import Alert
 from cmdare.planner.view import PlannerView
 from cmdare.planner.view_json import planner_view_json
 from cmdare.tui.options import SessionOptions
@@ -27,6 +26,7 @@ from cmdare.tui.sources import SourcePlan, build_sources
 if TYPE_CHECKING:
     from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
+    from cmdare.planner.rules.alerts import Alert
 
 log = logging.getLogger(__name__)
 

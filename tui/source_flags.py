@@ -60,8 +60,13 @@ def tf_config_value(value: str) -> str:
     return value
 
 
+METRICS_PORT = "9400"  # the default of --metrics-port (tf_config.DEFAULT_METRICS_PORT)
+
+
 def metrics_port(value: str) -> str:
     """A metrics port (``9400``) or an offset from the training port (``+1``) (argparse type)."""
+    if value == METRICS_PORT:  # argparse checks the default too: no need to load tf_config for it
+        return value
     from cmdare.collectors.tf_config import MetricsPort, TFConfigError
 
     try:
@@ -121,7 +126,7 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
     g.add_argument(
         "--metrics-port",
         type=metrics_port,
-        default="9400",
+        default=METRICS_PORT,
         metavar="PORT|+N",
         help="metrics port of TF_CONFIG tasks: a port, or +N = training port + N (default 9400)",
     )
@@ -139,11 +144,11 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
 
 def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     """SessionOptions fields from the collector flags; conflicting or unusable ones raise UsageError."""
-    from cmdare.collectors.recorder import RecordingError
-    from cmdare.collectors.replay import open_recording
-
     live = args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.demo
     from_env, env_error = (None, "") if args.tf_config else env_tf_config(args, live)
+    if args.replay or args.record:  # the recording's modules (and sqlite3) only when one is named
+        from cmdare.collectors.recorder import RecordingError
+        from cmdare.collectors.replay import open_recording
     if args.replay:
         if live or args.record:
             raise UsageError("--replay plays a recording alone: drop the live sources and --record")
@@ -205,11 +210,11 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def env_tf_config(args: argparse.Namespace, live: object) -> tuple[str | None, str]:
     """``$TF_CONFIG`` when no source at all was given (explicit flags win), and why it is unusable."""
-    from cmdare.collectors import tf_config
-
     value = os.environ.get("TF_CONFIG", "").strip()
     if live or getattr(args, "replay", None) or not value:
         return None, ""
+    from cmdare.collectors import tf_config
+
     try:
         tf_config.targets(tf_config.load(value), metrics_port=tf_config.MetricsPort.parse(args.metrics_port))
     except tf_config.TFConfigError as exc:

@@ -11,14 +11,17 @@ import operator
 import time
 from collections.abc import Callable, Sequence
 from itertools import chain, compress
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from cmdare.planner.overview import JobView, NodeView
-from cmdare.planner.rules.alerts import Alert
 from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisioning, rate, region_code
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import Row
+
+if TYPE_CHECKING:
+    from cmdare.planner.rules.alerts import Alert
 
 COLUMNS = (("Status", 9), ("Task", 9), ("Role", 6), ("Steps/s", 7), ("GPU", 5), ("CPU", 4), ("Mem", 7),
            ("GPU%", 4), ("Prov", 7), ("Flag", 18), ("GPU mem", 8), ("Up", 6), ("Region", 12), ("Step ms", 7),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -16,7 +17,6 @@ from textual.widgets import Static
 
 from cmdare.planner.live_sync import is_sync, measured_split
 from cmdare.planner.overview import JobView, TrainingFigures
-from cmdare.planner.risk_cost.cost_meter import CostView
 from cmdare.tui.format import duration, money, num, rate
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import (
@@ -29,6 +29,9 @@ from cmdare.tui.widgets.plots import (
     draw_throughput,
     step_changes,
 )
+
+if TYPE_CHECKING:
+    from cmdare.planner.risk_cost.cost_meter import CostView
 
 HISTORY = 240  # refreshes kept for the plots (8 min at the default 2 s)
 ITERATIONS_TIMED = 10  # the newest global-step changes that time a slow iteration
@@ -162,18 +165,25 @@ class JobPane(Vertical, can_focus=True):
         self._points: dict[str, deque[Point]] = {}
         self._state: MonitorState | None = None
         self._plot_pending = False
+        self._plot_allowed = False  # the app allows the plot once its first data frame is painted
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the first poll…", id="job-summary")
         yield Static("", id="plot-note")  # the plot itself is mounted after the first data frame
 
+    def allow_plot(self) -> None:
+        """Mount the plot from now on (the app calls this once its first data frame is painted:
+        plotext, ~20 ms to import, and the plot's first draw wait for it; start-up, issue 20)."""
+        self._plot_allowed = True
+        if self._state is not None and self._state.job() is not None:
+            self._plot_widget()
+
     def _plot_widget(self) -> Widget | None:
-        """The plot, or None until it is mounted: plotext (~20 ms to import) is loaded just after the
-        first data frame is painted, not before it (start-up, issue 20)."""
+        """The plot, or None until it is mounted (after :meth:`allow_plot`, once a job is shown)."""
         found = self.query("#job-plot")
         if found:
             return found.first()
-        if not self._plot_pending:
+        if self._plot_allowed and not self._plot_pending:
             self._plot_pending = True
             self.call_after_refresh(self._mount_plot)
         return None

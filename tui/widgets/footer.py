@@ -49,14 +49,47 @@ class FitFooter(Footer):
         self._rank = rank
         self._label = label or (lambda _action, description: description)
         self._width = 0
+        self._composed: tuple | None = None  # what the keys on show were composed from
+
+    def _composition(self) -> tuple:
+        """Everything the composed keys depend on: the screen's active bindings (with their key
+        display and label), the width, compact, and whether the bindings are ready."""
+        bindings = tuple(
+            (key, binding, enabled, tooltip, self.app.get_key_display(binding),
+             self._label(binding.action, binding.description))
+            for key, (_node, binding, enabled, tooltip) in self.screen.active_bindings.items()
+        )  # fmt: skip
+        return (self._bindings_ready, self._room_width(), self.compact, self.show_command_palette, bindings)
+
+    def _room_width(self) -> int:
+        """The footer's width: its own once laid out, before that the screen's (it spans the screen),
+        so the keys composed before the first layout already fit."""
+        return self.size.width or self.screen.size.width
+
+    def show_keys(self) -> None:
+        """Compose the keys now, from the screen's bindings as they stand (the app calls this once its
+        panes and focus are set up): Textual's Footer waits for the first bindings update after a
+        refresh, so the keys came in a frame of their own after the first one."""
+        self._bindings_ready = True
+        self.call_later(self.recompose)
+
+    async def recompose(self) -> None:
+        """Recompose when the keys would change: Textual asks on every bindings update, resize and
+        compact switch, often several times a frame with nothing changed (at start-up: four times,
+        ~40 ms before the first data frame, where one recompose shows the same)."""
+        if self.is_attached and self._composed == self._composition():
+            return
+        await super().recompose()
 
     def compose(self) -> ComposeResult:
+        if self.is_attached:
+            self._composed = self._composition()
         widgets: list[Widget] = list(super().compose())
         palette = [w for w in widgets if w.has_class(PALETTE_CLASS)]
         keys = [w for w in widgets if isinstance(w, FooterKey) and w not in palette]
         for k in keys:
             k.description = self._label(k.action, k.description)
-        room = self.size.width - sum(key_width(p, self.compact) + 1 for p in palette)  # + its border
+        room = self._room_width() - sum(key_width(p, self.compact) + 1 for p in palette)  # + its border
         kept = fit(keys, room, self._rank, self.compact) if room > 0 else keys
         yield from (w for w in widgets if w in palette or w in kept or not isinstance(w, FooterKey))
 

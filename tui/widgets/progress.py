@@ -38,6 +38,9 @@ class ProgressLine(Horizontal):
         if label is None:
             self.remove_class("-busy")
             return
+        labels, bars = self.query(Label), self.query(ProgressBar)
+        if not (labels and bars):  # being taken down (the app quits while the planner loads): dropped
+            return
         self.add_class("-busy")
-        self.query_one(Label).update(Text(f"⧗ {label}"))
-        self.query_one(ProgressBar).update(total=total, progress=done)
+        labels.first().update(Text(f"⧗ {label}"))
+        bars.first().update(total=total, progress=done)
