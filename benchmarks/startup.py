@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 TARGET_S = 0.8
-TARGET_RATIO = 1.4
+TARGET_RATIO = 1.4  # the project's own aim
+TARGET_RATIO_SCALE = 2.5  # issue 20's
 TIMEOUT_S = 30.0
 ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 CMDARE = Path(sys.executable).with_name("cmdare-tui")
@@ -114,7 +115,8 @@ def run(runs: int) -> dict[str, float]:
         f"  cmdare-tui --demo, first frame w/ data: {a:.3f} s (target <= {TARGET_S} s: {'PASS' if ok_t else 'MISS'})"
     )
     print(
-        f"  ratio {a / b:.2f} (target <= {TARGET_RATIO}: {'PASS' if ok_r else 'MISS'}); "
+        f"  ratio {a / b:.2f} (target <= {TARGET_RATIO}: {'PASS' if ok_r else 'MISS'}; issue 20's <= "
+        f"{TARGET_RATIO_SCALE}: {'PASS' if a / b <= TARGET_RATIO_SCALE else 'MISS'}); "
         f"runs app {', '.join(f'{x:.2f}' for x in app)} | bare {', '.join(f'{x:.2f}' for x in bare)}"
     )
     print(
