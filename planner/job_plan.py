@@ -3,6 +3,7 @@ model's prediction for it, and the same prediction for nearby shapes. Pure compu
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ class ShapeOutlook:
 NO_GPU_NAMES = frozenset({"", "CPU", "NONE", "-"})
 
 
+@functools.lru_cache(maxsize=1024)  # asked of every worker of a 10,000-task job each refresh: a few labels
 def owns_gpu(gpu: str | None) -> bool:
     """True when a task's ``gpu`` label names a GPU (not "", "CPU" or "none")."""
     return bool(gpu) and str(gpu).strip().upper() not in NO_GPU_NAMES

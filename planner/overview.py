@@ -20,6 +20,7 @@ from cmdare.collectors.store import TRAINING_KEYS, JobSeries, Store, TaskSeries
 T = TypeVar("T")
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
 STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
+WORKER_ROLES = frozenset({"worker", "chief"})  # the roles that compute steps (JobView.workers)
 
 
 def _finite(x: float | None) -> float | None:
@@ -146,7 +147,7 @@ class JobView:
 
     @functools.cached_property
     def _workers(self) -> tuple[NodeView, ...]:
-        return tuple(n for n in self.nodes if n.role in ("worker", "chief"))
+        return tuple(n for n in self.nodes if n.role in WORKER_ROLES)
 
     @functools.cached_property
     def census(self) -> dict[tuple[str, str, bool], int]:
@@ -301,9 +302,7 @@ def node_view(
         zone=i.zone,
         provisioning=i.provisioning,
         status=state,
-        steps_per_sec=_finite(ts.rate(M.K_WORKER_STEPS, window))
-        if up and i.role in ("worker", "chief")
-        else None,
+        steps_per_sec=_finite(ts.rate(M.K_WORKER_STEPS, window)) if up and i.role in WORKER_ROLES else None,
         step_seconds=_finite(ts.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, STEP_WINDOW_S))
         if up
         else None,

@@ -9,7 +9,7 @@ import statistics
 from collections import Counter
 
 from cmdare.planner.job_plan import owns_gpu
-from cmdare.planner.overview import STEP_WINDOW_S, JobView, NodeView
+from cmdare.planner.overview import STEP_WINDOW_S, WORKER_ROLES, JobView, NodeView
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.ps_rules import PS_SHAPE, PsLoad, ps_load
 from cmdare.planner.rules.rule_support import (
@@ -170,9 +170,16 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
     measured, the message says the PS may be the cause too. Tasks without a GPU never count."""
     th, out = thresholds_of(ctx), []
     for job in ctx.jobs:
+        regions = {
+            region
+            for (role, gpu, region, _, up) in job.kinds
+            if up and role in WORKER_ROLES and owns_gpu(gpu)
+        }
+        if len(regions) != 1:  # no GPU worker up, or cross-region: the network may be the cause
+            continue
         pred, workers = current_prediction(ctx, job), [w for w in up_workers(job) if owns_gpu(w.gpu)]
         got = [(s, sig) for s, sig in (compute_share(w, pred) for w in workers) if s is not None]
-        if not got or len({w.region for w in workers}) > 1:  # cross-region: the network may be the cause
+        if not got:
             continue
         share = statistics.median(s for s, _ in got)
         dcgm = any(sig.startswith("GPU utilisation") for _, sig in got)
