@@ -242,7 +242,9 @@ class FleetColumns:
         if not self.arrays:
             return None
         unknown = np.full(len(self.instances), np.nan)
-        steps, examples, compute, _ = (self.arrays.get(name, unknown) for name in COLUMNS)
+        steps, compute, examples = (
+            self.arrays.get(name, unknown) for name in ("steps", "compute", "examples")
+        )
         roles = tuple(_role(job, role, idx, steps, examples) for (job, role), idx in self.groups.items())
         preempted = np.nonzero(self.arrays.get("preempted", unknown) >= 1)[0]
         outliers = {self.instances[i]: "preempted" for i in preempted}

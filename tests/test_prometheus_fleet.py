@@ -66,6 +66,16 @@ def fleet() -> Iterator[dict[str, TrainingExporter]]:
         e.stop()
 
 
+async def _scraped(start, exporters, settle_s: float = 0.0):  # noqa: ANN001
+    """A real Prometheus (``start``: the fixture) scraping ``exporters`` every second, once every target is up and
+    ``settle_s`` more have passed (a few scrapes: rates over the window)."""
+    exporters = list(exporters)
+    prom = start([_instance(e) for e in exporters], scrape_interval="1s")
+    await asyncio.to_thread(prom.wait_for_targets, len(exporters))
+    await asyncio.sleep(settle_s)
+    return prom
+
+
 def _source(url: str, selector: str = SEL, sweep_s: float = 1e9) -> PrometheusAPISource:
     """A source in fleet mode past three tasks, reading the columns on every refresh; ``sweep_s``
     so long that the sweep adds one task a refresh."""
@@ -108,9 +118,7 @@ async def test_job_rates_are_prometheus_own_sum_at_the_same_instant(
     selector,
     truth,
 ):
-    prom = prometheus_server([_instance(e) for e in fleet.values()], scrape_interval="1s")
-    await asyncio.to_thread(prom.wait_for_targets, len(fleet))
-    await asyncio.sleep(3.0)  # a few scrapes: every task has a rate over the window
+    prom = await _scraped(prometheus_server, fleet.values(), settle_s=3.0)  # every task has a rate
     src = _source(prom.url, selector)
     store = Store()
     poller = Poller([src], store, lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
@@ -136,9 +144,7 @@ async def test_a_refresh_reads_detail_only_for_the_focus_the_outliers_and_the_sw
     prometheus_server,  # noqa: F811
     fleet,
 ):
-    prom = prometheus_server([_instance(e) for e in fleet.values()], scrape_interval="1s")
-    await asyncio.to_thread(prom.wait_for_targets, len(fleet))
-    await asyncio.sleep(3.0)
+    prom = await _scraped(prometheus_server, fleet.values(), settle_s=3.0)
     src = _source(prom.url)
     src.set_focus({"resnet/worker-1"})  # on screen
     read: list[set[str]] = []
@@ -174,9 +180,7 @@ async def test_a_preempted_task_is_found_by_the_server_and_revoked_at_once(
     prometheus_server,  # noqa: F811
     fleet,
 ):
-    prom = prometheus_server([_instance(e) for e in fleet.values()], scrape_interval="1s")
-    await asyncio.to_thread(prom.wait_for_targets, len(fleet))
-    await asyncio.sleep(2.0)
+    prom = await _scraped(prometheus_server, fleet.values(), settle_s=2.0)
     src = _source(prom.url)
     life = Lifecycle()
     poller = Poller([src], Store(), lifecycle=life, clock=SystemClock(), interval=0.5)
@@ -248,7 +252,8 @@ def test_fleet_columns_match_numpy_and_drop_what_is_not_a_rate():
     col = cols.column(bad[:-2] + bad[-1:])  # a row of an instance not known is ignored
     assert np.allclose(col[:200], rates) and np.isnan(col[200])
     assert np.isnan(cols.column(bad)[0])  # a value that is no number: NaN, the rest kept
-    answers = {"steps": answer(rates), "compute": answer(rates), "examples": answer(32 * rates),
+    compute = rng.uniform(0.1, 0.5, 200)  # seconds a step: not in the order of the rates
+    answers = {"steps": answer(rates), "compute": answer(compute), "examples": answer(32 * rates),
                "preempted": answer([1.0] + [0.0] * 199)}  # fmt: skip
     for name, rows in list(answers.items())[:-1]:
         cols.take(name, rows, 0.0)
@@ -257,10 +262,15 @@ def test_fleet_columns_match_numpy_and_drop_what_is_not_a_rate():
     fleet = cols.fleet()
     worker = next(r for r in fleet.roles if r.role == "worker")
     assert worker.steps_per_sec == pytest.approx(rates.sum())
+    assert worker.examples_per_sec == pytest.approx(32 * rates.sum())
     assert (worker.p10, worker.p50, worker.p90) == pytest.approx(tuple(np.quantile(rates, [0.1, 0.5, 0.9])))
     slowest = {f"h{i}:1" for i in np.argsort(rates)[:10]}
     assert {i for i, why in fleet.outliers.items() if why == "slowest"} == slowest - {"h0:1"}
     assert fleet.outliers["h0:1"] == "preempted"
+    longest = {f"h{i}:1" for i in np.argsort(compute)[-10:]}
+    assert {i for i, why in fleet.outliers.items() if why == "slowest compute"} == longest - slowest - {
+        "h0:1"
+    }
 
 
 async def test_the_rows_on_screen_are_the_focus_and_follow_a_scroll(prometheus_server):  # noqa: F811
@@ -279,8 +289,7 @@ async def test_the_rows_on_screen_are_the_focus_and_follow_a_scroll(prometheus_s
     for e in exps:
         e.start(0)
     try:
-        prom = prometheus_server([_instance(e) for e in exps], scrape_interval="1s")
-        await asyncio.to_thread(prom.wait_for_targets, len(exps))
+        prom = await _scraped(prometheus_server, exps)
         src = _source(prom.url)
         opts = SessionOptions(refresh=0.5, read_only=True)
         app = CmdareApp(opts, MonitorSession(opts, extra_sources=[src]))
@@ -311,9 +320,7 @@ async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometh
     before = caps.current()
     caps.configure(tasks=4)
     try:
-        prom = prometheus_server([_instance(e) for e in fleet.values()], scrape_interval="1s")
-        await asyncio.to_thread(prom.wait_for_targets, len(fleet))
-        await asyncio.sleep(3.0)
+        prom = await _scraped(prometheus_server, fleet.values(), settle_s=3.0)
         src = _source(prom.url)
         src.focus_from = 2  # four tasks kept: a fleet past two
         column_rows: list[int] = []
