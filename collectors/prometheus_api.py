@@ -44,8 +44,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -88,6 +89,7 @@ from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import describe_error
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -329,10 +331,12 @@ class PrometheusAPISource:
         self._server_now = server_time(clock_rows) if clock_rows else math.nan
         if due and self._node_task is None and (hosts := {host_name(i) for _, i in self._known}):
             # starts after the refresh's own queries
-            self._node_task = asyncio.create_task(self._node_detail(client, host_query(hosts)))
+            self._node_task = asyncio.create_task(self._in_background(self.query(client, host_query(hosts))))
         if self._columns_due is not None and self._columns_task is None:  # likewise, a large fleet's columns
             self._columns_at = at
-            self._columns_task = asyncio.create_task(self._read_columns(client, self._columns_due, at))
+            self._columns_task = asyncio.create_task(
+                self._in_background(self._read_columns(client, self._columns_due, at))
+            )
             self._columns_due = None
         return finish(res, at)
 
@@ -402,33 +406,40 @@ class PrometheusAPISource:
 
     async def _read_columns(
         self, client: httpx.AsyncClient, queries: dict[str, str], at: float
-    ) -> dict[str, list[dict]] | str:
-        """A large fleet's columns (and task count), between refreshes; the answers, or why there are
-        none (it never raises: nobody awaits it at once)."""
+    ) -> dict[str, list[dict]]:
+        """A large fleet's columns (and task count), read between refreshes (:meth:`_in_background`)."""
         budget = self.budget()
+        rows = await asyncio.gather(*(self.query(client, q, budget, at) for q in queries.values()))
+        return dict(zip(queries, rows, strict=True))
+
+    async def _in_background(self, read: Awaitable[T]) -> T | str:
+        """A read that runs between refreshes (node detail, a large fleet's columns) and joins the next
+        one: its answer, or why there is none (it never raises: nobody awaits it at once)."""
         try:
             async with asyncio.timeout(self.timeout * NODE_DETAIL_TIMEOUT_FACTOR):
-                rows = await asyncio.gather(*(self.query(client, q, budget, at) for q in queries.values()))
+                return await read
         except PrometheusAPIError as exc:
             return str(exc)
         except TimeoutError:
             return "timed out"
         except Exception as exc:  # e.g. the session closed its client meanwhile
             return f"{type(exc).__name__}: {exc}"
-        return dict(zip(queries, rows, strict=True))
 
-    def _columns_answers(self) -> dict[str, list[dict]] | None:
-        """The background column read's answers once it has finished (else None); a failure is logged."""
-        task = self._columns_task
+    def _finished(self, task: asyncio.Task[T | str] | None, what: str) -> tuple[bool, T | None]:
+        """(whether the background ``task`` has ended, its answer or None when it failed: logged)."""
         if task is None or not task.done():
-            return None
-        self._columns_task = None
+            return False, None
         out = None if task.cancelled() else task.result()
         if isinstance(out, str):
-            log.warning(
-                "%s", redact_cut(f"Prometheus {self.display}: fleet columns: {out}", 300, self._secrets())
-            )
-            return None
+            log.warning("%s", redact_cut(f"Prometheus {self.display}: {what}: {out}", 300, self._secrets()))
+            return True, None
+        return True, out
+
+    def _columns_answers(self) -> dict[str, list[dict]] | None:
+        """The background column read's answers once it has finished (else None)."""
+        ended, out = self._finished(self._columns_task, "fleet columns")
+        if ended:
+            self._columns_task = None
         return out
 
     def _watch(self, count: list[dict] | None, lag: list[dict] | None) -> None:
@@ -470,33 +481,13 @@ class PrometheusAPISource:
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
         return self._polls % every == 0
 
-    async def _node_detail(self, client: httpx.AsyncClient, promql: str) -> list[dict] | str:
-        """The node query runs between refreshes (about 1 s of server time at 1,000 nodes, 16 CPUs
-        each) and its rows join the next refresh: it never delays one. Returns the rows, or why
-        there are none (it never raises: nobody awaits it at once)."""
-        try:
-            async with asyncio.timeout(self.timeout * NODE_DETAIL_TIMEOUT_FACTOR):
-                return await self.query(client, promql)
-        except PrometheusAPIError as exc:
-            return str(exc)
-        except TimeoutError:
-            return "timed out"
-        except Exception as exc:  # e.g. the session closed its client meanwhile
-            return f"{type(exc).__name__}: {exc}"
-
     def _node_rows(self) -> list[dict]:
-        """The background node query's rows once it has finished (else none); a failure is logged."""
-        task = self._node_task
-        if task is None or not task.done():
-            return []
-        self._node_task = None
-        out = [] if task.cancelled() else task.result()
-        if isinstance(out, str):
-            log.warning(
-                "%s", redact_cut(f"Prometheus {self.display}: node detail: {out}", 300, self._secrets())
-            )
-            return []
-        return out
+        """The background node query's rows (about 1 s of server time at 1,000 nodes, 16 CPUs each: it
+        runs between refreshes and joins the next one, never delaying it) once it has finished, else none."""
+        ended, out = self._finished(self._node_task, "node detail")
+        if ended:
+            self._node_task = None
+        return out or []
 
     async def aclose(self) -> None:
         """Stop a node query still running in the background."""
