@@ -14,10 +14,13 @@ log = logging.getLogger(__name__)
 TRANSIENT = frozenset({"spot", "preemptible"})
 
 
+_UNSET = object()  # a NodeStatus field not set yet
+
+
 @dataclass
 class NodeStatus:
-    """One task's lifecycle state; ``version`` counts its changes (any field set), which is what a
-    reader's cache keys on."""
+    """One task's lifecycle state; ``version`` counts its changes (a field set to another value),
+    which is what a reader's cache keys on."""
 
     version: int = field(default=0, init=False, compare=False)
     info: TaskInfo = field(default=None)  # type: ignore[assignment]  (always given)
@@ -31,8 +34,9 @@ class NodeStatus:
     restarts: int = 0  # how many times this task came back after being revoked
 
     def __setattr__(self, name: str, value: object) -> None:
+        old = self.__dict__.get(name, _UNSET)
         object.__setattr__(self, name, value)
-        if name != "version":
+        if name != "version" and old is not value and old != value:  # a poll sets what it had: no change
             object.__setattr__(self, "version", getattr(self, "version", 0) + 1)
 
 

@@ -130,6 +130,23 @@ def test_failed_poll_goes_silent_after_n_then_back_up():
     assert lc.nodes["j/w1"].state is TaskState.UP
 
 
+def test_a_status_version_moves_only_when_the_status_changes():
+    """Readers cache a task's view on its status version: a poll that finds the task as it was
+    changes nothing (each ``ok`` poll sets the failure count and error again)."""
+    lc = Lifecycle(silent_after=3, vanished_after=100)
+    lc.observe([ok(0)])
+    node = lc.nodes["j/w1"]
+    before = node.version
+    lc.observe([ok(2)])
+    lc.observe([ok(4)])
+    assert node.version == before
+    lc.observe([fail(6)])
+    assert node.version > before and node.failures == 1
+    failed = node.version
+    lc.observe([ok(8)])
+    assert node.version > failed and node.failures == 0
+
+
 def test_preemption_notice_revokes_and_records_lifetime():
     lc = Lifecycle()
     lc.observe([ok(0), ok(0, W2)])
