@@ -29,14 +29,16 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import quote
-
-import numpy as np
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.prometheus_aggregate import KEY_LABEL, T_KEY, metric_selector
 from cmdare.collectors.prometheus_hosts import promql_string
 from cmdare.collectors.samples import RoleFigures, TaskInfo
+
+if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with the Prometheus source
+    import numpy as np
 
 FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
 SWEEP_S = 120.0  # every task's detail is read at least this often (assumption: rows this old are fine)
@@ -197,6 +199,8 @@ class FleetColumns:
     def __init__(self, tasks: Mapping[str, TaskInfo], carry: FleetColumns | None = None) -> None:
         """``carry``: the columns read for the tasks known before, kept for those still known (the
         others NaN), so a new read of who the tasks are does not wait for every column again."""
+        import numpy as np
+
         self.instances = list(tasks)
         self.index = {inst: i for i, inst in enumerate(self.instances)}
         groups: dict[tuple[str, str], list[int]] = {}
@@ -220,6 +224,8 @@ class FleetColumns:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
         is not a finite number >= 0). Rows are well formed (decoded): metric a dict of str, value a
         pair; values are converted in one pass (row by row only when one is not a number)."""
+        import numpy as np
+
         n, get = len(self.instances), self.index.get
         out = np.full(n + 1, np.nan)  # the last slot takes the rows of instances not known
         idx = np.fromiter((get(r["metric"].get("instance", ""), n) for r in rows), np.intp, len(rows))
@@ -239,6 +245,8 @@ class FleetColumns:
     def fleet(self) -> Fleet | None:
         """The per-role figures and the outliers from the columns read so far (a column not read yet
         counts as unknown for every task; None before any), at the steps column's time."""
+        import numpy as np
+
         if not self.arrays:
             return None
         unknown = np.full(len(self.instances), np.nan)
@@ -258,6 +266,8 @@ class FleetColumns:
 
 def _role(job: str, role: str, idx: np.ndarray, steps: np.ndarray, examples: np.ndarray) -> RoleFigures:
     """One role's figures from the columns at its tasks' slots ``idx``."""
+    import numpy as np
+
     rated = steps[idx][np.isfinite(steps[idx])]
     ex = examples[idx][np.isfinite(examples[idx])]
     q = np.quantile(rated, (0.1, 0.5, 0.9)) if len(rated) else (math.nan,) * 3
@@ -277,6 +287,8 @@ def _role(job: str, role: str, idx: np.ndarray, steps: np.ndarray, examples: np.
 
 def _extreme(values: np.ndarray, idx: np.ndarray, k: int, *, largest: bool) -> list[int]:
     """The slots (of ``idx``) of the ``k`` smallest (or largest) finite ``values``."""
+    import numpy as np
+
     idx = idx[np.isfinite(values[idx])]
     if not len(idx):
         return []

@@ -113,6 +113,17 @@ def test_a_source_kind_loads_when_asked_for(flag: str, module: str):
     assert _loaded(code, (module,)) == [module]
 
 
+def test_a_prometheus_source_loads_no_numpy_until_a_large_fleet():
+    """A Prometheus source (and its fleet reader) is built without numpy: the arrays of a large
+    fleet's columns load with the first fleet past ``focus_from`` tasks."""
+    code = (
+        "from cmdare.tui.options import SessionOptions\n"
+        "from cmdare.tui.sources import live_sources\n"
+        "live_sources(SessionOptions(prometheus='http://127.0.0.1:9'))\n"
+    )
+    assert _loaded(code, ("numpy",)) == []
+
+
 def test_the_first_state_needs_nothing_deferred():
     """The session's first poll of the demo cluster and the state built from it (what the first
     data frame shows): no numpy, no planner model, no plot library."""
