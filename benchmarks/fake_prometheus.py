@@ -88,9 +88,8 @@ def _detail(m: re.Match, n: int, now: float, scrape_s: float) -> list[dict]:
 def _column(metric: str, n: int, now: float) -> list[dict]:
     """A per-task rate column (prometheus_fleet.column_queries): counters grow at 1/s; task i's step
     time is 0.1 s plus a little per task (so the slowest are distinct)."""
-    value = {"cmdare_step_seconds_sum": lambda i: 0.1 + i % 97 / 970}.get(
-        metric, lambda i: 1.0
-    )  # sum / count: count grows at 1/s
+    step_time = {"cmdare_step_seconds_sum": lambda i: 0.1 + i % 97 / 970}  # sum / count: count grows at 1/s
+    value = step_time.get(metric, lambda i: 1.0)
     return [{"metric": {"instance": _instance(i)}, "value": [now, repr(value(i))]} for i in range(n)]
 
 

@@ -103,7 +103,9 @@ EVAL_LAG_S = (
 )
 SPARSE_SWEEPS = 2.5  # a large fleet's rates reach back this many sweep periods (one late sweep, a scrape)
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
-NODE_DETAIL_TIMEOUT_FACTOR = 3  # the background node query may take this many refresh timeouts
+NODE_DETAIL_TIMEOUT_FACTOR = (
+    3  # a background read (node detail, fleet columns) may take this many refresh timeouts
+)
 
 
 @dataclass
@@ -378,7 +380,8 @@ class PrometheusAPISource:
         reader = self.fleet_reader
         infos_due = self._infos_due()
         columns, t = self._columns_answers(), self._columns_at  # the read started after the last refresh
-        detail, cols = reader.plan(now, busy=self._columns_task is not None, tasks=self._tasks_expr)
+        waiting = self._columns_task is not None or self._columns_due is not None  # a failed refresh left one
+        detail, cols = reader.plan(now, busy=waiting, tasks=self._tasks_expr)
         if cols:  # one column a refresh, in turns; the task count with the steps column
             self._columns_due = {
                 **cols,

@@ -5,10 +5,11 @@ Reading every task's values on every refresh costs the dashboard and Prometheus 
 worth at 10,000 tasks (~70,000 rows a refresh; each query selecting 10,000 series costs the server
 ~0.1 s of CPU, a join with the task-info series ~0.3 s more). So above :data:`FOCUS_FROM` tasks:
 
-* **columns** (each every :data:`COLUMNS_EVERY_S` seconds, one a refresh in turns, read between
-  refreshes): Prometheus' own per-task rates over :data:`RATE_WINDOW` (``max by (instance)
-  (rate(…[1m]))``: steps, compute seconds a step, examples) and the tasks whose cloud reports a
-  preemption, one query each, no join (the selector
+* **columns** (read between refreshes, one at most every :data:`COLUMNS_EVERY_S` seconds, in the
+  turns of :data:`TURNS`: preemptions every other read, each rate once in six): Prometheus' own
+  per-task rates over :data:`RATE_WINDOW` (``max by (instance) (rate(…[1m]))``: steps, compute
+  seconds a step, examples) and the tasks whose cloud reports a preemption, one query each, joined
+  with nothing below the tasks cap (past it, with the capped task set; the selector
   applies to the value series when its labels are the targets' own, else every series of the metric
   is read and the tasks are picked here by instance). :class:`FleetColumns` lays them out as arrays
   over the known tasks, so the per-job and per-role figures (:class:`~cmdare.collectors.samples.RoleFigures`:
@@ -34,7 +35,7 @@ from urllib.parse import quote
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.prometheus_aggregate import KEY_LABEL, T_KEY, metric_selector
-from cmdare.collectors.prometheus_hosts import promql_string
+from cmdare.collectors.prometheus_hosts import exact_instances, promql_string
 from cmdare.collectors.samples import RoleFigures, TaskInfo
 
 if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with the Prometheus source
@@ -98,7 +99,8 @@ def detail_query(instances: Iterable[str]) -> str:
     """The raw series of :data:`DETAIL_METRICS` of these instances, and each one's last scrape time (its
     task-info sample's timestamp, tagged ``cmdare_key="__scrape_time"``). The instances' dots are left
     unescaped (a dot matches itself too): ~40% shorter URLs, whose every character httpx checks in
-    Python; another task's instance that happens to match is read as what it is, that task's detail."""
+    Python; another known task's instance that happens to match is read as that task's detail (an
+    instance not known makes the refresh ask who it is)."""
     inst = loose_instances(instances)
     names = "|".join(DETAIL_METRICS)
     stamp = f"max by (instance) (timestamp({M.TASK_INFO.name}{{{inst}}}))"
@@ -130,7 +132,7 @@ def _loose(instance: str) -> str:
 
 def loose_instances(instances: Iterable[str]) -> str:
     """``instance=~"a|b"`` for these instances, dots unescaped (see :func:`detail_query`)."""
-    return f'instance=~"{promql_string("|".join(_loose(i) for i in sorted(set(instances)) if i))}"'
+    return exact_instances(instances, escape=_loose)
 
 
 def _key(name: str, labels: Mapping[str, str]) -> str | None:
@@ -184,12 +186,12 @@ def _float(text: object) -> float | None:
 
 @dataclass(frozen=True)
 class Fleet:
-    """What one read of the columns says: per (job, role) figures, and the outliers to read in
+    """What the columns read so far say: per (job, role) figures, and the outliers to read in
     detail (instance → why: ``slowest``, ``slowest compute``, ``preempted``)."""
 
     roles: tuple[RoleFigures, ...]
     outliers: Mapping[str, str]
-    t: float  # the columns' evaluation time (server clock, s)
+    t: float  # the steps column's evaluation time (server clock, s): what the rates are as of
 
 
 class FleetColumns:
@@ -387,9 +389,8 @@ class FleetReader:
             self._columns_at = now
             name = TURNS[self._turn % len(TURNS)]
             self._turn += 1
-            cols = {
-                name: column_queries(self.selector if self.direct else "", tasks)[name]
-            }  # unknown: every series
+            selector = self.selector if self.direct else ""  # not on the value series: every series
+            cols = {name: column_queries(selector, tasks)[name]}
         self.note = (
             f"{len(self._order):,} tasks: detail for {len(wanted):,} (on screen, outliers, new, alerts) and "
             f"{len(swept):,} swept (each task every {self._sweep.period:.0f} s); job totals: Prometheus' "

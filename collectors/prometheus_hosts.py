@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, DcgmFold, host_name
@@ -43,9 +43,10 @@ def instance_matcher(hosts: Iterable[str]) -> str:
     return f'instance=~"{promql_string(f"({alts})(:[0-9]+)?")}"'
 
 
-def exact_instances(instances: Iterable[str]) -> str:
-    """``instance=~"a|b"`` matching exactly these instances (Prometheus anchors the regex)."""
-    alts = "|".join(re.escape(i) for i in sorted(set(instances)) if i)
+def exact_instances(instances: Iterable[str], escape: Callable[[str], str] = re.escape) -> str:
+    """``instance=~"a|b"`` matching exactly these instances (Prometheus anchors the regex);
+    ``escape``: how each instance becomes a regex (``prometheus_fleet`` leaves the dots as they are)."""
+    alts = "|".join(escape(i) for i in sorted(set(instances)) if i)
     return f'instance=~"{promql_string(alts)}"'
 
 
