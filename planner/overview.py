@@ -398,8 +398,8 @@ class OverviewCache:
         default_factory=dict
     )  # job -> its task keys, first seen first
     nodes: dict[str, list[NodeView]] = field(default_factory=dict)  # job -> its views, ordered (reused)
-    stale: set[str] = field(default_factory=set)  # jobs whose list must be made again
-    grown: set[str] = field(default_factory=set)  # jobs that gained tasks (their order is made again)
+    grown: set[str] = field(default_factory=set)  # jobs that gained tasks or whose tasks' roles or names
+    # changed (their order is made again)
     changed: dict[str, list[str]] = field(default_factory=dict)  # job -> tasks whose view changed
     at: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> task key -> its place in nodes
     kinds: dict[str, Counter] = field(default_factory=dict)  # job -> its tasks by kind (JobView._kinds)
@@ -424,12 +424,13 @@ def _task_views(
         kinds = cache.kinds.setdefault(job, Counter())
         if old is not None:
             kinds[_kind(old)] -= 1
+            if (old.role, old.name) != (view.role, view.name):  # its place in the order may move
+                cache.grown.add(job)
         else:
             cache.members.setdefault(job, {})[key] = None
             cache.grown.add(job)
         kinds[_kind(view)] += 1
         cache.changed.setdefault(job, []).append(key)
-        cache.stale.add(job)
 
 
 def _extra_rows(store: Store, lifecycle: Lifecycle, now: float) -> dict[str, list[NodeView]]:
@@ -465,13 +466,12 @@ def build_jobs(
         js = store.job(name)
         if name in cache.grown or name in extra or name not in cache.nodes:
             _order_job(js, name, cache, extra.get(name, []))
-        elif name in cache.stale:  # the same tasks, some with new views: put those in their places
+        elif name in cache.changed:  # the same tasks, some with new views: put those in their places
             nodes = list(cache.nodes[name])
             at = cache.at[name]
             for key in cache.changed.get(name, ()):
                 nodes[at[key]] = cache.views[key]
             cache.nodes[name] = nodes
-        cache.stale.discard(name)
         cache.changed.pop(name, None)
         kinds = Counter(cache.kinds.get(name, ())) + Counter(_kind(n) for n in extra.get(name, []))
         out.append(_job_view(store, name, cache.nodes[name], history, +kinds))
@@ -506,7 +506,7 @@ def _job_view(
     eta = None
     if facts.target_steps and gstep is not None and rate:
         eta = max(0.0, facts.target_steps - gstep) / rate
-    series = [ts for ts in store.tasks.values() if ts.info.job == name] if store.logs_training else []
+    series = list(store.members.get(name, {}).values()) if store.logs_training else []
     job = JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series), js.sync,
                   js.sync_how, js.rate_basis)  # fmt: skip
     if kinds is not None:  # counted as the views changed (the same count as JobView._kinds would make)

@@ -79,7 +79,8 @@ def test_bulk_row_check_keeps_exactly_the_well_formed_rows():
 def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one():
     """build_jobs with a session's cache (views of changed tasks only) against a one-off build over the
     same store and lifecycle, through 40 cycles of random polls: some tasks answer, some fail, one is
-    revoked, two change their labels (one into another job: a new task), host detail arrives for one host."""
+    revoked, three change their labels (one into another job: a new task; one becomes the chief, which
+    moves it in the order), host detail arrives for one host."""
     import random
     from collections import Counter
 
@@ -105,6 +106,9 @@ def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one(
         if cycle == 20:  # labels enriched, and a task that moves to job b
             infos["w5"] = TaskInfo("a", "w5", "worker", "P100", "us-central1", zone="us-central1-a")
             infos["w6"] = TaskInfo("b", "w6", "worker", "P100", "us-central1")
+            infos["w29"] = TaskInfo(
+                "a", "w29", "chief", "P100", "us-central1", provisioning="spot"
+            )  # sorts first
         if cycle % 7 == 0:  # host detail for the tasks on host h1
             node = TaskInfo("hosts", "h1", "node", "NVIDIA T4")
             polls.append(TaskPoll("http://h1:9100", t, True, info=node, host="h1", host_only=True,
