@@ -46,6 +46,7 @@ TARGET_CPU, TARGET_P99_S, TARGET_RSS_MB, TARGET_VS_PROM, TARGET_GROWTH = 0.10, 1
 SCRAPE_INTERVAL = "15s"
 TIMEOUT_S = 10.0  # per query: at 10,000 tasks a loaded 2-core machine's Prometheus needs more than 2 s
 WARM_UP_S = SWEEP_S + 10.0  # a large fleet is measured after one sweep period: each task's history read once
+SMALL_WARM_UP_S = 10.0  # below FOCUS_FROM tasks every refresh reads every task: nothing to sweep
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -135,7 +136,8 @@ def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
                 assert prom.proc is not None
                 # the first sweep: a large fleet reads each task's history once as the sweep meets it
                 w0, wa0 = time.monotonic(), cpu_s(app.pid)
-                time.sleep(WARM_UP_S if n > FOCUS_FROM else 10.0)  # a fleet's first sweep
+                warm = WARM_UP_S if n > FOCUS_FROM else SMALL_WARM_UP_S
+                time.sleep(warm)
                 first = (cpu_s(app.pid) - wa0) / (time.monotonic() - w0)
                 t0, a0, p0, f0 = time.monotonic(), cpu_s(app.pid), cpu_s(prom.proc.pid), cpu_s(farm.proc.pid)  # type: ignore[union-attr]
                 time.sleep(seconds)
@@ -156,6 +158,7 @@ def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
         "n": n,
         "seconds": wall,
         "first": first,
+        "warm": warm,
         "app": (a1 - a0) / wall,
         "prom": (p1 - p0) / wall,
         "farm": (f1 - f0) / wall,
@@ -176,7 +179,7 @@ async def session_only(url: str, seconds: float) -> dict[str, float]:
     process, a refresh every 2 s, over the same Prometheus right after the app's window."""
     import resource
 
-    from cmdare.tui.app import GC_YOUNG
+    from cmdare.tui.app import collect_again
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 
@@ -192,9 +195,8 @@ async def session_only(url: str, seconds: float) -> dict[str, float]:
     try:
         for _ in range(3):  # warm-up: identities, backfill, the planner's models
             await session.refresh()
-        gc.collect()  # the app's collector policy (tui/app.py _collect_again), so the two compare
-        gc.freeze()
-        gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
+        gc.disable()  # the app's collector policy (it pauses the collector at start-up), so the two compare
+        collect_again()
         c0, t0, lat = cpu(), time.monotonic(), []
         while time.monotonic() - t0 < seconds:
             began = time.monotonic()
@@ -229,11 +231,13 @@ def report(rows: list[dict[str, float]]) -> int:
             f"{r['sess']:>11.1%} {r['sess_median']:>7.3f}s {r['sess_p99']:>6.3f}s"
         )
     print(
-        f"  (app: the real cmdare-tui on a pty, UI included, measured after {WARM_UP_S:.0f} s; session: the same"
+        "  (app: the real cmdare-tui on a pty, UI included, measured after its warm-up; session: the same"
         " refreshes headless, right after)"
     )
     for r in rows:
-        print(f"  app CPU in the warm-up before, at {r['n']:,} tasks: {r['first']:.1%} of a core")
+        print(
+            f"  app CPU in the {r['warm']:.0f} s warm-up before, at {r['n']:,} tasks: {r['first']:.1%} of a core"
+        )
     for r in rows:
         print(f"  status at {r['n']:,}: {r['status']}")
     big = rows[-1]

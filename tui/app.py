@@ -58,7 +58,7 @@ STARTUP_GC_PAUSE_S = 5.0  # the longest the garbage collector stays off at start
 GC_YOUNG = 50_000  # container allocations between young-generation collections (CPython's default: 700)
 
 
-def _collect_again() -> None:
+def collect_again() -> None:
     """End the start-up pause of the garbage collector (~10% of importing the app: start-up builds
     many objects and frees few): collect once, freeze what survives (modules, the app, the first state
     are never scanned again), and collect the young generation every :data:`GC_YOUNG` allocations. A
@@ -144,7 +144,7 @@ class CmdareApp(App[int]):
         self.query_one(FitFooter).show_keys()  # in the first frame, not one after it
         if self._poll:
             self._start_polling()  # the planner is warmed up once the first poll is on screen
-        self.set_timer(STARTUP_GC_PAUSE_S, _collect_again)  # should the first data frame never come
+        self.set_timer(STARTUP_GC_PAUSE_S, collect_again)  # should the first data frame never come
         if not self.is_headless:
             install_quit_signals(self)  # SIGTERM/SIGHUP/SIGINT quit like `q`: the terminal is restored
 
@@ -203,7 +203,7 @@ class CmdareApp(App[int]):
     def _after_first_frame(self) -> None:
         """Once the first data frame is on the terminal: the garbage collector's pass, the Job pane's
         plot, and the planner's warm-up in a thread (each would have delayed that frame)."""
-        _collect_again()
+        collect_again()
         self.query_one(JobPane).allow_plot()
         if self._poll and not self._prepared:
             self._prepared = True
