@@ -54,10 +54,8 @@ def is_sync(job: JobView) -> bool:
 
 
 def ranks(job: JobView, *, up_only: bool = True) -> list[NodeView]:
-    """The job's training ranks (chief and workers), up ones only by default (made once per view)."""
-    if not up_only:
-        return job.workers()
-    return list(job.memo("up ranks", lambda j: tuple(n for n in j.workers() if n.status == "up")))
+    """The job's training ranks (chief and workers), up ones only by default (found once per view)."""
+    return job.up_workers() if up_only else job.workers()
 
 
 def sync_shape(job: JobView) -> SyncShape | None:

@@ -149,6 +149,15 @@ class JobView:
     def _workers(self) -> tuple[NodeView, ...]:
         return tuple(n for n in self.nodes if n.role in WORKER_ROLES)
 
+    def up_workers(self) -> list[NodeView]:
+        """The workers (and the chief) that are up, in the nodes' order (found once per view: the
+        rules and the sync helpers all ask)."""
+        return list(self._up_workers)
+
+    @functools.cached_property
+    def _up_workers(self) -> tuple[NodeView, ...]:
+        return tuple(n for n in self._workers if n.status == "up")
+
     @functools.cached_property
     def census(self) -> dict[tuple[str, str, bool], int]:
         """Tasks by (role, GPU label, up): what the shape and the rules count, in one pass."""

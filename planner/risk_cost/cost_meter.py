@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.overview import JobView
 
 UNPRICED_NAMED = 10  # unpriced tasks named in a cost view (the rest are counted): 10,000 would cost a refresh
 
@@ -49,10 +49,6 @@ class CostMeter:
     _accrued: dict[str, float] = field(default_factory=dict)
     _last: dict[str, tuple[float, float]] = field(default_factory=dict)  # job -> (t, usd/h)
 
-    def node_rate(self, n: NodeView) -> tuple[float | None, str | None]:
-        """USD/h of one task's node, or (None, why)."""
-        return self.kind_rate(n.role == "ps" or not n.gpu, n.gpu, n.region, n.provisioning)
-
     def kind_rate(self, cpu_only: bool, gpu: str, region: str, prov: str) -> tuple[float | None, str | None]:
         """USD/h of a node of this kind (a PS or CPU-only node, or one GPU), or (None, why)."""
         try:
@@ -69,7 +65,7 @@ class CostMeter:
         out: dict[str, CostView] = {}
         seen: dict[tuple[bool, str, str, str], tuple[float | None, str | None]] = {}  # one book lookup a kind
         for job in jobs:
-            rate, priced, bad = 0.0, 0, {}
+            rate, priced, missing, bad = 0.0, 0, 0, {}
             for (role, gpu, region, prov, up), count in job.kinds.items():  # one price lookup a kind
                 if not up:
                     continue
@@ -80,11 +76,10 @@ class CostMeter:
                 r, why = found
                 if r is None:
                     bad[(role, gpu, region, prov)] = why
+                    missing += count
                 else:
                     rate += r * count
                     priced += count
-            missing = sum(c for (role, gpu, region, prov, up), c in job.kinds.items()
-                          if up and (role, gpu, region, prov) in bad)  # fmt: skip
             unpriced = list(islice(_named(job, bad), UNPRICED_NAMED)) if bad else []
             t0, r0 = self._last.get(job.name, (now, 0.0))
             self._accrued[job.name] = self._accrued.get(job.name, 0.0) + r0 * max(now - t0, 0.0) / 3600.0

@@ -61,8 +61,8 @@ def canonical_gpu(gpu: str) -> str:
 
 
 def up_workers(job: JobView) -> list[NodeView]:
-    """The job's workers that are up (made once per view)."""
-    return list(job.memo("up workers", lambda j: tuple(n for n in j.workers() if n.status == "up")))
+    """The job's workers that are up (:meth:`JobView.up_workers`)."""
+    return job.up_workers()
 
 
 def up_ps_nodes(job: JobView) -> list[NodeView]:
