@@ -43,6 +43,8 @@ async def test_scroll_and_cursor_survive_refreshes(size):
         table.set_rows(rows(200, 1))  # same keys: only column C3 changed, on every row
         await pilot.pause()
         assert sorted(painted) == [y + 1 for y in range(len(table.visible_range()))]  # rows on screen, once
+        last = table.visible_range()[-1]  # the last row counted as on screen is above the scrollbar
+        assert last + 1 - int(table.scroll_y) < table.scrollable_content_region.height
         painted.clear()
         table.set_rows(rows(200, 1))  # new row objects, the same cells: nothing is drawn again
         await pilot.pause()

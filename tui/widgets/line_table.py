@@ -167,7 +167,7 @@ class LineTable(ScrollView, can_focus=True):
     def visible_range(self) -> range:
         """Positions of the rows on screen."""
         top = int(self.scroll_y)
-        return range(top, min(len(self._rows), top + max(self.size.height - 1, 0)))
+        return range(top, min(len(self._rows), top + max(self.scrollable_content_region.height - 1, 0)))
 
     def column_region(self, index: int) -> Region:
         """Where column ``index`` is drawn, in the table's own (scrollable) coordinates."""
