@@ -192,8 +192,10 @@ class MonitorSession:
     def set_focus(self, keys: Iterable[str]) -> None:
         """The tasks on screen (keys ``job/task``): a large fleet reads them in detail on every refresh,
         with the tasks the alerts name."""
-        self._screen_focus = frozenset(keys)
-        self._send_focus()
+        keys = frozenset(keys)
+        if keys != self._screen_focus:  # the refresh itself has just sent the same (analyse)
+            self._screen_focus = keys
+            self._send_focus()
 
     def _send_focus(self) -> None:
         alerted = {a.subject for a in self.state.alerts} if self.state is not None else set()

@@ -31,13 +31,12 @@ from cmdare.tui.panes.cluster_rows import (
     TaskRows,
     node_cells,
     node_row,
-    node_sort,
     task_facts,
 )
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable, TableBox
 
-__all__ = ["COLUMNS", "ClusterPane", "RoleTally", "node_cells", "node_row", "node_sort", "role_summary"]
+__all__ = ["COLUMNS", "ClusterPane", "RoleTally", "node_cells", "node_row", "role_summary"]
 
 
 class RoleTally:

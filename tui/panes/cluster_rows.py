@@ -55,12 +55,6 @@ def node_cells(n: NodeView, marks: Sequence[str], now: float) -> tuple[object, .
     return cells
 
 
-def node_sort(n: NodeView, marks: Sequence[str]) -> tuple[object, ...]:
-    """The raw values a task's row sorts by, one per column. Uptime sorts by the start, latest first:
-    the same order at any time, so the values never go stale."""
-    return tuple(SORT_BY[col](n, marks) for col in range(len(COLUMNS)))
-
-
 def _step_ms(n: NodeView, _: Sequence[str]) -> float | None:
     return n.step_seconds * 1000 if n.step_seconds else None
 
@@ -180,11 +174,9 @@ class _JobRows:
 
     __slots__ = ("nodes", "rows", "facts", "at")
 
-    def __init__(
-        self, nodes: list[NodeView], rows: list[Row], facts: list[Facts], at: dict[str, int] | None = None
-    ) -> None:
+    def __init__(self, nodes: list[NodeView], rows: list[Row], facts: list[Facts]) -> None:
         self.nodes, self.rows, self.facts = nodes, rows, facts
-        self.at = at  # task name -> position (made when a task's flags change)
+        self.at: dict[str, int] | None = None  # task name -> position (made when a task's flags change)
 
     def position(self, name: str) -> int | None:
         """Where the task ``name`` is."""
