@@ -129,3 +129,34 @@ def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one(
     assert (
         unchanged_reused > 40 * 40 * 0.4
     )  # most views were the very same objects from one refresh to the next
+
+
+async def test_the_live_ranking_is_throttled_on_the_states_clock():
+    """The session starts a ranking at most every RANK_EVERY_S seconds of the state's time (the clock
+    the live planner throttles itself by), so a replay played fast ranks as often per recorded second
+    as the live job did. The engine here only counts its calls (what it ranks is the planner's tests)."""
+    from dataclasses import replace
+
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.session import RANK_EVERY_S, MonitorSession, MonitorState
+
+    class CountingEngine:
+        live_plans: dict = {}
+
+        def __init__(self) -> None:
+            self.asked: list[float] = []
+
+        def rank(self, jobs: object, now: float, lifetimes: object) -> dict:
+            self.asked.append(now)
+            return {}
+
+    session = MonitorSession(SessionOptions(read_only=True))
+    engine = CountingEngine()
+    session.analysis = engine  # type: ignore[assignment]
+    base = MonitorState(t=1000.0, cycles=1, jobs=[], alerts=[], alert_history=[], sources=[], demo=False,
+                        read_only=True)  # fmt: skip
+    for t in (1000.0, 1000.0 + RANK_EVERY_S / 2, 1000.0 + RANK_EVERY_S, 900.0):  # the last: a rewound replay
+        session.state = replace(base, t=t)
+        session._start_ranking()
+        await session._ranking
+    assert engine.asked == [1000.0, 1000.0 + RANK_EVERY_S, 900.0]

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RANK_EVERY_S = 5.0  # the live ranking starts at most this often (it throttles itself more: 10-60 s)
+RANK_EVERY_S = 5.0  # state seconds: the live ranking starts at most this often (it throttles itself more: 10-60 s)
 MAX_FAILURES_SHOWN = 3  # failing targets named in the status line (all of them are in the log)
 
 
@@ -119,7 +119,7 @@ class MonitorSession:
         self.price_book: object | None = None  # set by the app after loading; else the offline book
         self.analysis: Analysis | None = None  # the planner's pipeline, loaded after the first frame
         self._ranking: asyncio.Future | None = None
-        self._ranked_at: float | None = None  # when the last ranking started (monotonic)
+        self._ranked_at: float | None = None  # when the last ranking started (the state's time)
         self.state: MonitorState | None = None
         self.started_at = time.monotonic()
         self._screen_focus: frozenset[str] = frozenset()  # task keys on screen (the app says which)
@@ -276,14 +276,15 @@ class MonitorSession:
 
     def _start_ranking(self) -> None:
         """Start re-ranking in a thread unless one is running or one started less than
-        :data:`RANK_EVERY_S` ago (the live planner calibrates every 10 s and re-ranks every 10-60 s
-        anyway; asking it each refresh cost a list of every task's lifetime); the next refresh shows
-        the result."""
+        :data:`RANK_EVERY_S` ago on the state's clock, the one the live planner throttles itself by
+        (it calibrates every 10 s and re-ranks every 10-60 s anyway; asking it each refresh cost a list
+        of every task's lifetime; a replay played faster ranks as often per recorded second); the next
+        refresh shows the result."""
         engine = self.analysis
         if self.state is None or engine is None or (self._ranking is not None and not self._ranking.done()):
             return
-        now = time.monotonic()
-        if self._ranked_at is not None and now - self._ranked_at < RANK_EVERY_S:
+        now = self.state.t
+        if self._ranked_at is not None and 0 <= now - self._ranked_at < RANK_EVERY_S:  # < 0: replay rewound
             return
         self._ranked_at = now
 
