@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,9 +157,12 @@ def five_exporters() -> Iterator[list[TrainingExporter]]:
 async def test_real_prometheus_tasks_cap_is_asked_of_the_server_and_said(prometheus_server, five_exporters):  # noqa: F811
     prom = prometheus_server([f"127.0.0.1:{e.port}" for e in five_exporters], scrape_interval="1s")
     await asyncio.to_thread(prom.wait_for_targets, 5)
-    # every task's info series scraped twice before the first refresh: the refresh asks at an instant a
-    # little behind "now", and a task first scraped after it would be missing from that answer alone
-    await asyncio.to_thread(time.sleep, 2.2)
+    # every task's info series present at an instant a second behind now: the refresh asks a little
+    # behind "now" (EVAL_LAG_S), and a task first scraped after that instant would be missing from it
+    counted = await asyncio.to_thread(
+        prom.wait_for, "count(cmdare_task_info offset 1s)", lambda r: bool(r) and r[0]["value"][1] == "5"
+    )
+    assert counted and counted[0]["value"][1] == "5", counted
     caps.configure(tasks=3)
     src = PrometheusAPISource(prom.url, 'job="cmdare-test"')
     async with httpx.AsyncClient() as client:
