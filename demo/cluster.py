@@ -162,8 +162,9 @@ class DemoCluster:
             list(pool.map(TrainingExporter.stop, exporters))
 
     # --- simulation ---------------------------------------------------------------------------
-    def cluster_speed(self, n_workers: int) -> float:
-        """Measured mean cluster steps/s for ``n_workers`` (1 PS), linear below the first point."""
+    def cluster_speed(self, n_workers: float) -> float:
+        """Measured mean cluster steps/s for ``n_workers`` (1 PS), interpolated between the measured
+        points and held at the end values outside them (numpy.interp's rule)."""
         if n_workers <= 0:
             return 0.0
         return interp(n_workers, self._curve_n, self._curve_mean)
