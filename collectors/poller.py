@@ -12,6 +12,7 @@ import logging
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter
 from typing import Protocol
 
@@ -177,7 +178,7 @@ class Poller:
         for job, members in self.store.members.items():
             js = self.store.job(job)
             if js.fleet:
-                jr = fleet_rate(job_rate(self._fresh(job, members, polls), js.facts, window), js.fleet)
+                jr = fleet_rate(job_rate(self._fresh(members, polls), js.facts, window), js.fleet)
             else:
                 tasks = [
                     ts for k, ts in members.items() if (n := nodes.get(k)) is None or n.state is TaskState.UP
@@ -195,11 +196,17 @@ class Poller:
                 },
             )
 
-    def _fresh(self, job: str, members: dict[str, TaskSeries], polls: list[TaskPoll]) -> list[TaskSeries]:
-        """Up to :data:`FLEET_SAMPLE` of a large job's tasks read this cycle, else its most recently seen."""
-        read = [members[k] for p in polls if p.ok and p.info and (k := p.info.key) in members]
+    @staticmethod
+    def _fresh(members: dict[str, TaskSeries], polls: list[TaskPoll]) -> list[TaskSeries]:
+        """Up to :data:`FLEET_SAMPLE` of a large job's tasks read this cycle (the first met), else its
+        most recently seen."""
+        read = list(
+            islice(
+                (members[k] for p in polls if p.ok and p.info and (k := p.info.key) in members), FLEET_SAMPLE
+            )
+        )
         if len(read) >= 2:
-            return read[:FLEET_SAMPLE]
+            return read
         return heapq.nlargest(FLEET_SAMPLE, members.values(), key=attrgetter("last_seen"))
 
     def poke(self) -> None:
