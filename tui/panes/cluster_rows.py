@@ -264,15 +264,13 @@ class TaskRows:
         return [i for i in found if i is not None]
 
     def _made(self, job: JobView, n: NodeView) -> tuple[Row, Facts]:
-        """A task's row made now, with the flags raised on it (as :func:`node_row` makes it), and
-        what the summary counts of it (as :func:`task_facts` reads it)."""
+        """A task's row made now, with the alerts raised on it (a job's PS saturation on its PS rows),
+        and what the summary counts of it."""
         self.made += 1
-        key, role, value = f"{job.name}/{n.name}", n.role, n.steps_per_sec
-        marks = (*n.flags, *self._flags.get(key, ())) if self._flags else n.flags
-        if role == "ps" and self._flags:
+        marks = self._flags.get(f"{job.name}/{n.name}", ()) if self._flags else ()
+        if n.role == "ps" and self._flags:
             marks = (*marks, *(k for k in self._flags.get(job.name, ()) if k == "ps-saturation"))
-        facts = (role, n.status == "up", value if value is not None and math.isfinite(value) else None)
-        return Row(key, TaskCells(n, marks, self.shown), TaskSort(n, marks)), facts
+        return node_row(job, n, marks, shown=self.shown), task_facts(n)
 
 
 def alert_flags(alerts: Sequence[Alert]) -> dict[str, tuple[str, ...]]:
