@@ -18,9 +18,9 @@ from textual.widgets import Static
 from cmdare.collectors.samples import JobFacts, ModelSpec
 from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.alerts import Alert
-from cmdare.tui.format import duration, rate
+from cmdare.tui.format import duration, duration_until, rate
 from cmdare.tui.panes.cluster import ClusterPane, RoleTally, replaced, role_summary
-from cmdare.tui.panes.cluster_rows import UP, ShownAt, TaskCells, TaskRows, task_facts, uptime_until
+from cmdare.tui.panes.cluster_rows import UP, ShownAt, TaskCells, TaskRows, task_facts
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable
 
@@ -96,12 +96,16 @@ def test_the_uptime_reads_the_same_until_the_time_said():
         b + d for b in near for d in (-1e-9, 0, 1e-9)
     ]
     for up in samples:
-        until = uptime_until(up)
+        until = duration_until(up)
         assert until >= up  # never behind
         for d in (0.0, (until - up) * 0.5, (until - up) * 0.999999, rng.uniform(0, until - up)):
             if up + d < until:  # (the sum in floating point may round up to the end)
                 assert duration(up + d) == duration(up), (up, d, until)
-    assert uptime_until(30.2) == 30.5 and uptime_until(4000.0) == 4019.5 and uptime_until(90000.0) == 93599.5
+    assert (
+        duration_until(30.2) == 30.5
+        and duration_until(4000.0) == 4019.5
+        and duration_until(90000.0) == 93599.5
+    )
 
 
 def reference_line(nodes: list[NodeView]) -> str:

@@ -31,18 +31,30 @@ def bytes_rate(bps: float | None) -> str:
     return f"{bps:.0f} B/s"
 
 
+MINUTE, HOUR, DAY = 60, 3600, 86400
+
+
 def duration(seconds: float | None) -> str:
     """Seconds as the two largest units (``45s``, ``3m05s``, ``2h10m``, ``1d04h``)."""
     if seconds is None or not math.isfinite(seconds):
         return "–"
     s = int(round(seconds))
-    if s < 60:
+    if s < MINUTE:
         return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+    if s < HOUR:
+        return f"{s // MINUTE}m{s % MINUTE:02d}s"
+    if s < DAY:
+        return f"{s // HOUR}h{(s % HOUR) // MINUTE:02d}m"
+    return f"{s // DAY}d{(s % DAY) // HOUR:02d}h"
+
+
+def duration_until(seconds: float) -> float:
+    """The time until which :func:`duration` reads as it does at ``seconds`` (no later: it may read
+    the same a little longer). It shows the rounded seconds: whole seconds under an hour, whole
+    minutes under a day, whole hours beyond."""
+    s = int(round(seconds))
+    step = 1 if s < HOUR else MINUTE if s < DAY else HOUR
+    return s // step * step + step - 0.5
 
 
 def money(usd: float | None) -> str:

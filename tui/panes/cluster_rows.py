@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from cmdare.planner.overview import JobView, NodeView
-from cmdare.tui.format import STATUS_SYMBOL, bytes_rate, duration, num, provisioning, rate, region_code
+from cmdare.tui.format import (
+    STATUS_SYMBOL,
+    bytes_rate,
+    duration,
+    duration_until,
+    num,
+    provisioning,
+    rate,
+    region_code,
+)
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import Row
 
@@ -115,20 +124,11 @@ def task_facts(n: NodeView) -> Facts:
     return n.role, n.status == "up", value if value is not None and math.isfinite(value) else None
 
 
-def uptime_until(seconds: float) -> float:
-    """The uptime until which :func:`duration` reads as it does at ``seconds`` (no later: it may read
-    the same a little longer). It shows the rounded seconds: whole seconds under an hour, whole
-    minutes under a day, whole hours beyond."""
-    s = int(round(seconds))
-    step = 1 if s < 3600 else 60 if s < 86400 else 3600
-    return s // step * step + step - 0.5
-
-
 def steady_from(now: float, up: float | None) -> tuple[float, float]:
     """The times, from ``now``, over which an uptime of ``up`` at ``now`` reads the same."""
     if up is None or not math.isfinite(up):
         return -math.inf, math.inf  # "–" at any time
-    return now, now + uptime_until(up) - up
+    return now, now + duration_until(up) - up
 
 
 class TaskCells:
