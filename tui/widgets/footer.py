@@ -48,7 +48,6 @@ class FitFooter(Footer):
         super().__init__(**kw)  # type: ignore[arg-type]
         self._rank = rank
         self._label = label or (lambda _action, description: description)
-        self._width = 0
         self._composed: tuple | None = None  # what the keys on show were composed from
 
     def _composition(self) -> tuple:
@@ -94,9 +93,7 @@ class FitFooter(Footer):
         yield from (w for w in widgets if w in palette or w in kept or not isinstance(w, FooterKey))
 
     def on_resize(self, event: Resize) -> None:
-        if event.size.width != self._width:
-            self._width = event.size.width
-            self.call_after_refresh(self.recompose)
+        self.call_after_refresh(self.recompose)  # a no-op unless the width changed (recompose)
 
     def _watch_compact(self, compact: bool) -> None:
         self.call_after_refresh(self.recompose)
