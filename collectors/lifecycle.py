@@ -22,8 +22,8 @@ class NodeStatus:
     """One task's lifecycle state; ``version`` counts its changes (a field set to another value),
     which is what a reader's cache keys on."""
 
-    version: int = field(default=0, init=False, compare=False)
-    info: TaskInfo = field(default=None)  # type: ignore[assignment]  (always given)
+    version: int = field(default=0, init=False, compare=False, repr=False)
+    info: TaskInfo
     state: TaskState = TaskState.UP
     since: float = 0.0  # when the current state began
     failures: int = 0  # consecutive failed polls
