@@ -504,6 +504,10 @@ class Store:
         for job, figures in by_job.items():
             self.job(job).fleet = figures
 
+    def has_tasks_on(self, host: str) -> bool:
+        """Whether any task runs on ``host`` (its node detail alone does not count)."""
+        return bool(self._on_host.get(host))
+
     def host_of(self, ts: TaskSeries) -> TaskSeries | None:
         """The node_exporter / DCGM detail of the host ``ts`` runs on, if any was read."""
         return self.hosts.get(ts.host) if ts.host else None

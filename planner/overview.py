@@ -451,9 +451,8 @@ def _extra_rows(store: Store, lifecycle: Lifecycle, now: float) -> dict[str, lis
         status = lifecycle.nodes[key]
         extra.setdefault(status.info.job, []).append(_unanswered(status))
     if store.hosts:
-        with_tasks = {ts.host for ts in store.tasks.values()}
         for host, hs in store.hosts.items():
-            if host not in with_tasks:
+            if not store.has_tasks_on(host):
                 extra.setdefault(hs.info.job, []).append(node_view(hs, None, now))
     return extra
 

@@ -160,3 +160,20 @@ async def test_the_live_ranking_is_throttled_on_the_states_clock():
         session._start_ranking()
         await session._ranking
     assert engine.asked == [1000.0, 1000.0 + RANK_EVERY_S, 900.0]
+
+
+def test_node_detail_of_a_host_no_task_runs_on_is_a_row_of_its_own():
+    """Node detail joins the tasks on its host; a host no task runs on shows as a row of its own."""
+    from cmdare.planner.overview import build_jobs
+
+    store, life = Store(), Lifecycle()
+    w = TaskInfo("a", "w0", "worker", "P100", "us-central1")
+    polls = [TaskPoll("http://w0", 10.0, True, info=w, host="h1", values={STEPS: 1.0})]
+    for host in ("h1", "h2"):
+        node = TaskInfo("hosts", host, "node", "NVIDIA T4")
+        polls.append(TaskPoll(f"http://{host}:9100", 10.0, True, info=node, host=host, host_only=True,
+                              values={M.K_CPU_BUSY: 1.0, M.K_CPU_ALL: 2.0}))  # fmt: skip
+    for p in life.resolve(polls):
+        store.add(p)
+    rows = {(j.name, n.name) for j in build_jobs(store, life, 11.0) for n in j.nodes}
+    assert ("a", "w0") in rows and ("hosts", "h2") in rows and ("hosts", "h1") not in rows
