@@ -156,7 +156,7 @@ class JobView:
 
     @functools.cached_property
     def _up_workers(self) -> tuple[NodeView, ...]:
-        return tuple(n for n in self._workers if n.status == "up")
+        return tuple(n for n in self.nodes if n.status == "up" and n.role in WORKER_ROLES)
 
     @functools.cached_property
     def census(self) -> dict[tuple[str, str, bool], int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from operator import attrgetter
 
 from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.overview import STEP_WINDOW_S, WORKER_ROLES, JobView, NodeView
@@ -26,9 +27,11 @@ from cmdare.planner.rules.rule_support import (
     up_workers,
 )
 from cmdare.planner.rules.thresholds import Thresholds
+from cmdare.planner.speed.speed_model import SpeedPrediction
 
 # ----------------------------------------------------------------------------------- straggler
 STRAGGLERS_SHOWN = 20  # per job, the slowest stragglers flagged (a wide fleet may hold thousands)
+_GPU, _REGION = attrgetter("gpu"), attrgetter("region")
 
 
 def _majority_without(counts: Counter[str], value: str) -> str:
@@ -75,6 +78,26 @@ def _median_without(ranked: list[float], k: int) -> float:
     return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
+def _slowest(workers: list[NodeView], ratio_min: float) -> list[tuple[float, NodeView, float]]:
+    """(ratio, worker, peers' median) of every worker whose step time is ≥ ``ratio_min`` × its peers'
+    median, slowest first (ties: the later worker first). A pass, a sort of the step times and O(1)
+    a straggler: the rest of a 10,000-worker job is never visited one by one."""
+    times = [w.step_seconds for w in workers]
+    ranked = sorted(times)  # type: ignore[type-var]  # workers with a step time only
+    found = []  # (ratio, peers' median) from the slowest down; the rest are faster still
+    for k in range(len(ranked) - 1, -1, -1):
+        med = _median_without(ranked, k)
+        ratio = ranked[k] / med
+        if ratio < ratio_min:
+            break
+        found.append((ratio, med))
+    if not found:
+        return []
+    cut = ranked[len(ranked) - len(found)]  # the fastest straggler's time: who is at least as slow
+    slow = sorted((t, i) for i, t in enumerate(times) if t >= cut)[-len(found) :]  # type: ignore[operator]
+    return [(ratio, workers[i], med) for (ratio, med), (_, i) in zip(found, reversed(slow), strict=True)]
+
+
 def straggler_rule(ctx: AlertContext) -> list[Finding]:
     """A worker whose step time is ≥ ratio × the median of its peers'."""
     th, out = thresholds_of(ctx), []
@@ -85,17 +108,9 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
             th.straggler_min_workers, 2
         ):  # sync: sync_rules
             continue
-        times = [w.step_seconds for w in workers]
-        order = sorted(range(len(workers)), key=times.__getitem__)
-        ranked = [times[i] for i in order]
-        gpus, regions = Counter(w.gpu for w in workers), Counter(w.region for w in workers)
-        slow = []  # (ratio, worker, peers' median): O(1) per worker
-        for k in range(len(order) - 1, -1, -1):  # slowest first; the rest are faster still
-            med = _median_without(ranked, k)
-            ratio = ranked[k] / med
-            if ratio < th.straggler_ratio:
-                break
-            slow.append((ratio, workers[order[k]], med))
+        slow = _slowest(workers, th.straggler_ratio)
+        if slow:  # the peers' usual GPU and region (asked only when there is a straggler to explain)
+            gpus, regions = Counter(map(_GPU, workers)), Counter(map(_REGION, workers))
         for ratio, w, med in slow[:STRAGGLERS_SHOWN]:
             gpu, region = _majority_without(gpus, w.gpu), _majority_without(regions, w.region)
             causes = _straggler_causes(ctx, job, w, gpu, region)
@@ -165,6 +180,25 @@ def _ps_words(
     return busy, words, measured, missing
 
 
+def _compute_shares(job: JobView, pred: SpeedPrediction | None) -> tuple[list[float], str, bool]:
+    """(the compute share of every up GPU worker that has one, the measurement named for them, whether
+    any came from DCGM): :func:`compute_share` of each worker, taken signal by signal over the
+    workers (a 10,000-worker job is read in a few comprehensions, not 10,000 calls). The measurement
+    named is DCGM's when any worker has it, else that of the first worker with a share."""
+    gpus = {g for (role, g, _, _, up) in job.kinds if up and role in WORKER_ROLES and owns_gpu(g)}
+    workers = [w for w in up_workers(job) if w.gpu in gpus]
+    shares = [w.gpu_util / 100.0 for w in workers if w.gpu_util is not None]  # DCGM first
+    if len(shares) < len(workers):  # the others: measured compute time × own rate, else vs the model
+        rest = [w for w in workers if w.gpu_util is None and w.steps_per_sec]
+        shares += [w.step_seconds * w.steps_per_sec for w in rest if w.step_seconds]  # type: ignore[operator]
+        if pred is not None and len(shares) < len(workers):
+            own = {g: pred.worker_steps_per_sec.get(canonical_gpu(g)) for g in gpus}
+            shares += [w.steps_per_sec / own[w.gpu] for w in rest if not w.step_seconds and own[w.gpu]]  # type: ignore[operator]
+    dcgm = any(w.gpu_util is not None for w in workers)
+    first = next((sig for s, sig in (compute_share(w, pred) for w in workers) if s is not None), "")
+    return shares, "GPU utilisation (DCGM)" if dcgm else first, dcgm
+
+
 def input_bound_rule(ctx: AlertContext) -> list[Finding]:
     """GPUs busy well below capacity while the PS was measured not busy; when the PS load was not
     measured, the message says the PS may be the cause too. Tasks without a GPU never count."""
@@ -177,12 +211,11 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
         }
         if len(regions) != 1:  # no GPU worker up, or cross-region: the network may be the cause
             continue
-        pred, workers = current_prediction(ctx, job), [w for w in up_workers(job) if owns_gpu(w.gpu)]
-        got = [(s, sig) for s, sig in (compute_share(w, pred) for w in workers) if s is not None]
-        if not got:
+        pred = current_prediction(ctx, job)
+        shares, what, dcgm = _compute_shares(job, pred)
+        if not shares:
             continue
-        share = statistics.median(s for s, _ in got)
-        dcgm = any(sig.startswith("GPU utilisation") for _, sig in got)
+        share = statistics.median(shares)
         if share >= (th.gpu_util_max / 100.0 if dcgm else th.busy_share_max):
             continue
         load = ps_load(ctx, job, pred) if pred else None
@@ -192,7 +225,6 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
         busy, ps_words, measured, missing = _ps_words(th, load, traffic, cpu)
         if busy:
             continue  # the PS is busy: that is ps-saturation's call
-        what = got[0][1] if not dcgm else "GPU utilisation (DCGM)"
         open_cause = load is None and traffic is None and cpu is None
         tail = ("; PS load not measured: the PS may be the cause too" if open_cause
                 else "; measured: " + ", ".join(ps_words) + ", workers in one region")  # fmt: skip
@@ -204,7 +236,7 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
             ),
             "busy_share": round(share, 3),
             "signal": what,
-            "workers": len(got),
+            "workers": len(shares),
             "window_s": STEP_WINDOW_S,
             "ps_utilization": load and round(load.ps_utilization, 3),
             "ps_nic_gbps": traffic and round(traffic, 3),

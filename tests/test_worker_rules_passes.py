@@ -1,0 +1,71 @@
+"""The straggler and input-bound rules read a job's workers in a few passes (a sort, comprehensions);
+these tests hold them to the per-worker definitions they replace, on random fleets with ties, mixed
+signals (DCGM, step compute share, the model) and CPU-only workers."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+
+from cmdare.collectors.samples import JobFacts
+from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.rules.rule_support import compute_share
+from cmdare.planner.rules.worker_rules import _compute_shares, _slowest
+from cmdare.planner.speed.speed_model import SpeedPrediction
+
+
+def _node(i: int, rng: random.Random, *, status: str = "up", role: str = "worker") -> NodeView:
+    gpu = rng.choice(["V100", "V100", "K80", "CPU"])
+    step = rng.choice([None, 0.1, 0.1, 0.2, round(rng.uniform(0.05, 0.6), 2)])  # ties on purpose
+    sps = rng.choice([None, 0.0, 3.0, round(rng.uniform(1, 10), 2)])
+    util = rng.choice([None, None, None, round(rng.uniform(10, 100), 1)])
+    return NodeView(f"w{i}", role, gpu, "us-central1", "", "spot", status, sps, step, util,
+                    None, None, 0.0, None, 0, "")  # fmt: skip
+
+
+def _job(nodes: list[NodeView]) -> JobView:
+    return JobView("j", JobFacts("j"), 10.0, None, 1.0, None, nodes, sync="async-ps")
+
+
+def _slowest_reference(workers: list[NodeView], ratio_min: float) -> list[tuple[float, str, float]]:
+    """Every worker against the median of all the others, slowest first (the later worker first on
+    ties): the definition, at O(n²)."""
+    out = []
+    for i, w in enumerate(workers):
+        peers = [p.step_seconds for j, p in enumerate(workers) if j != i]
+        med = statistics.median(peers)
+        if w.step_seconds / med >= ratio_min:
+            out.append((w.step_seconds, i, w.step_seconds / med, med))
+    out.sort(key=lambda x: (x[0], x[1]), reverse=True)
+    return [(round(r, 12), workers[i].name, round(m, 12)) for _, i, r, m in out]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_slowest_matches_every_worker_against_its_peers(seed):
+    rng = random.Random(seed)
+    workers = [w for w in (_node(i, rng) for i in range(rng.randint(2, 60))) if w.step_seconds]
+    if len(workers) < 2:
+        return
+    ratio = rng.choice([1.2, 1.5, 2.0])
+    got = [(round(r, 12), w.name, round(m, 12)) for r, w, m in _slowest(workers, ratio)]
+    assert got == _slowest_reference(workers, ratio)
+
+
+@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("with_model", [False, True])
+def test_compute_shares_match_compute_share_of_each_worker(seed, with_model):
+    rng = random.Random(seed)
+    nodes = [_node(i, rng, status=rng.choice(["up", "up", "silent"]), role=rng.choice(["worker", "ps", "chief"]))
+             for i in range(rng.randint(1, 50))]  # fmt: skip
+    rates = {"V100": 6.0, "K80": 0.0}  # a K80 rate of 0: the model cannot say (no share)
+    pred = SpeedPrediction(10.0, 1280.0, "compute", 0.1, rates, 10.0, {}, "test") if with_model else None
+    job = _job(nodes)
+    shares, what, dcgm = _compute_shares(job, pred)
+    gpu_workers = [n for n in job.up_workers() if n.gpu != "CPU"]
+    want = [(s, sig) for s, sig in (compute_share(w, pred) for w in gpu_workers) if s is not None]
+    assert sorted(shares) == pytest.approx(sorted(s for s, _ in want))
+    assert dcgm == any(sig.startswith("GPU utilisation") for _, sig in want)
+    if want:
+        assert what == ("GPU utilisation (DCGM)" if dcgm else want[0][1])
