@@ -53,7 +53,7 @@ def is_sync(job: JobView) -> bool:
     return job.sync == SYNC
 
 
-def ranks(job: JobView, *, up_only: bool = True) -> list[NodeView]:
+def ranks(job: JobView, *, up_only: bool = True) -> tuple[NodeView, ...]:
     """The job's training ranks (chief and workers), up ones only by default (found once per view)."""
     return job.up_workers() if up_only else job.workers()
 

@@ -11,8 +11,8 @@ import pytest
 
 from cmdare.collectors.samples import JobFacts
 from cmdare.planner.overview import JobView, NodeView
-from cmdare.planner.rules.rule_support import compute_share
-from cmdare.planner.rules.worker_rules import _compute_shares, _slowest
+from cmdare.planner.rules.rule_support import compute_share, compute_shares
+from cmdare.planner.rules.worker_rules import _gpu_workers, _slowest
 from cmdare.planner.speed.speed_model import SpeedPrediction
 
 
@@ -62,10 +62,11 @@ def test_compute_shares_match_compute_share_of_each_worker(seed, with_model):
     rates = {"V100": 6.0, "K80": 0.0}  # a K80 rate of 0: the model cannot say (no share)
     pred = SpeedPrediction(10.0, 1280.0, "compute", 0.1, rates, 10.0, {}, "test") if with_model else None
     job = _job(nodes)
-    shares, what, dcgm = _compute_shares(job, pred)
     gpu_workers = [n for n in job.up_workers() if n.gpu != "CPU"]
-    want = [(s, sig) for s, sig in (compute_share(w, pred) for w in gpu_workers) if s is not None]
-    assert sorted(shares) == pytest.approx(sorted(s for s, _ in want))
-    assert dcgm == any(sig.startswith("GPU utilisation") for _, sig in want)
-    if want:
-        assert what == ("GPU utilisation (DCGM)" if dcgm else want[0][1])
+    assert _gpu_workers(job) == gpu_workers
+    for workers in (gpu_workers, job.up_workers()):  # input-bound's set, ps-saturation's set
+        shares, first, dcgm = compute_shares(workers, pred)
+        want = [(s, sig) for s, sig in (compute_share(w, pred) for w in workers) if s is not None]
+        assert sorted(shares) == pytest.approx(sorted(s for s, _ in want))
+        assert dcgm == any(sig.startswith("GPU utilisation") for _, sig in want)
+        assert first == (want[0][1] if want else "")

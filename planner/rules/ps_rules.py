@@ -22,7 +22,7 @@ from cmdare.planner.rules.rule_support import (
     PredictedGain,
     basis,
     canonical_gpu,
-    compute_share,
+    compute_shares,
     current_prediction,
     predict_shape,
     price_usd_per_hour,
@@ -223,9 +223,7 @@ def _subject(job: JobView) -> str:
 
 def median_compute_share(job: JobView, pred: SpeedPrediction | None = None) -> tuple[float | None, str, int]:
     """(median compute share of the up workers, its signal, how many workers gave one)."""
-    got = [compute_share(w, pred) for w in up_workers(job)]
-    shares = [s for s, _ in got if s is not None]
-    signal = next((sig for s, sig in got if s is not None), "")
+    shares, signal, _ = compute_shares(up_workers(job), pred)
     return (statistics.median(shares) if shares else None), signal, len(shares)
 
 

@@ -7,6 +7,7 @@ predictions of other shapes, prices from the price book (USD/h) and the ``+12%``
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,14 +61,14 @@ def canonical_gpu(gpu: str) -> str:
         return gpu
 
 
-def up_workers(job: JobView) -> list[NodeView]:
+def up_workers(job: JobView) -> tuple[NodeView, ...]:
     """The job's workers that are up (:meth:`JobView.up_workers`)."""
     return job.up_workers()
 
 
-def up_ps_nodes(job: JobView) -> list[NodeView]:
-    """The job's parameter servers that are up."""
-    return [n for n in job.nodes if n.role == "ps" and n.status == "up"]
+def up_ps_nodes(job: JobView) -> tuple[NodeView, ...]:
+    """The job's parameter servers that are up (:meth:`JobView.up_ps_nodes`)."""
+    return job.up_ps_nodes()
 
 
 def up_gpu_counts(job: JobView) -> dict[str, int]:
@@ -86,6 +87,25 @@ def compute_share(w: NodeView, pred: SpeedPrediction | None = None) -> tuple[flo
     if own and w.steps_per_sec:
         return w.steps_per_sec / own, "own steps/s ÷ predicted"
     return None, ""
+
+
+def compute_shares(
+    workers: Sequence[NodeView], pred: SpeedPrediction | None = None
+) -> tuple[list[float], str, bool]:
+    """(:func:`compute_share` of every worker that has one, the signal of the first of them in order,
+    whether any came from DCGM), taken signal by signal over the workers: a 10,000-worker job is read
+    in a few comprehensions, not 10,000 calls (the shares come grouped by signal, not in order)."""
+    shares = [w.gpu_util / 100.0 for w in workers if w.gpu_util is not None and owns_gpu(w.gpu)]
+    dcgm = bool(shares)
+    if len(shares) < len(workers):  # the others: measured compute time × own rate, else vs the model
+        rest = [w for w in workers if w.steps_per_sec and (w.gpu_util is None or not owns_gpu(w.gpu))]
+        shares += [w.step_seconds * w.steps_per_sec for w in rest if w.step_seconds]  # type: ignore[operator]
+        if pred is not None and len(shares) < len(workers):
+            rest = [w for w in rest if not w.step_seconds]
+            own = {g: pred.worker_steps_per_sec.get(canonical_gpu(g)) for g in {w.gpu for w in rest}}
+            shares += [w.steps_per_sec / own[w.gpu] for w in rest if own[w.gpu]]  # type: ignore[operator]
+    first = next((sig for s, sig in (compute_share(w, pred) for w in workers) if s is not None), "")
+    return shares, first, dcgm
 
 
 def ps_traffic_gbps(job: JobView) -> float | None:

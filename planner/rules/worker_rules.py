@@ -16,7 +16,7 @@ from cmdare.planner.rules.ps_rules import PS_SHAPE, PsLoad, ps_load
 from cmdare.planner.rules.rule_support import (
     basis,
     canonical_gpu,
-    compute_share,
+    compute_shares,
     current_prediction,
     node_usd_per_hour,
     price_usd_per_hour,
@@ -27,7 +27,6 @@ from cmdare.planner.rules.rule_support import (
     up_workers,
 )
 from cmdare.planner.rules.thresholds import Thresholds
-from cmdare.planner.speed.speed_model import SpeedPrediction
 
 # ----------------------------------------------------------------------------------- straggler
 STRAGGLERS_SHOWN = 20  # per job, the slowest stragglers flagged (a wide fleet may hold thousands)
@@ -180,23 +179,10 @@ def _ps_words(
     return busy, words, measured, missing
 
 
-def _compute_shares(job: JobView, pred: SpeedPrediction | None) -> tuple[list[float], str, bool]:
-    """(the compute share of every up GPU worker that has one, the measurement named for them, whether
-    any came from DCGM): :func:`compute_share` of each worker, taken signal by signal over the
-    workers (a 10,000-worker job is read in a few comprehensions, not 10,000 calls). The measurement
-    named is DCGM's when any worker has it, else that of the first worker with a share."""
+def _gpu_workers(job: JobView) -> list[NodeView]:
+    """The job's up workers that own a GPU (the GPU labels checked once each, from the census)."""
     gpus = {g for (role, g, _, _, up) in job.kinds if up and role in WORKER_ROLES and owns_gpu(g)}
-    workers = [w for w in up_workers(job) if w.gpu in gpus]
-    shares = [w.gpu_util / 100.0 for w in workers if w.gpu_util is not None]  # DCGM first
-    if len(shares) < len(workers):  # the others: measured compute time × own rate, else vs the model
-        rest = [w for w in workers if w.gpu_util is None and w.steps_per_sec]
-        shares += [w.step_seconds * w.steps_per_sec for w in rest if w.step_seconds]  # type: ignore[operator]
-        if pred is not None and len(shares) < len(workers):
-            own = {g: pred.worker_steps_per_sec.get(canonical_gpu(g)) for g in gpus}
-            shares += [w.steps_per_sec / own[w.gpu] for w in rest if not w.step_seconds and own[w.gpu]]  # type: ignore[operator]
-    dcgm = any(w.gpu_util is not None for w in workers)
-    first = next((sig for s, sig in (compute_share(w, pred) for w in workers) if s is not None), "")
-    return shares, "GPU utilisation (DCGM)" if dcgm else first, dcgm
+    return [w for w in up_workers(job) if w.gpu in gpus]
 
 
 def input_bound_rule(ctx: AlertContext) -> list[Finding]:
@@ -212,9 +198,10 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
         if len(regions) != 1:  # no GPU worker up, or cross-region: the network may be the cause
             continue
         pred = current_prediction(ctx, job)
-        shares, what, dcgm = _compute_shares(job, pred)
+        shares, first, dcgm = compute_shares(_gpu_workers(job), pred)
         if not shares:
             continue
+        what = "GPU utilisation (DCGM)" if dcgm else first
         share = statistics.median(shares)
         if share >= (th.gpu_util_max / 100.0 if dcgm else th.busy_share_max):
             continue
