@@ -152,11 +152,7 @@ class JobView:
     def up_workers(self) -> tuple[NodeView, ...]:
         """The workers (and the chief) that are up, in the nodes' order (found once per view: the
         rules and the sync helpers all ask)."""
-        return self._up_workers  # a tuple: no copy (a copy of 10,000 touches every view again)
-
-    @functools.cached_property
-    def _up_workers(self) -> tuple[NodeView, ...]:
-        return self._up_by_role[0]
+        return self._up_by_role[0]  # a tuple: no copy (a copy of 10,000 touches every view again)
 
     def up_ps_nodes(self) -> tuple[NodeView, ...]:
         """The parameter servers that are up, in the nodes' order (found with the up workers)."""
