@@ -103,9 +103,8 @@ EVAL_LAG_S = (
 )
 SPARSE_SWEEPS = 2.5  # a large fleet's rates reach back this many sweep periods (one late sweep, a scrape)
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
-NODE_DETAIL_TIMEOUT_FACTOR = (
-    3  # a background read (node detail, fleet columns) may take this many refresh timeouts
-)
+# a background read (node detail, a large fleet's columns) may take this many refresh timeouts
+BACKGROUND_TIMEOUT_FACTOR = 3
 
 
 @dataclass
@@ -419,7 +418,7 @@ class PrometheusAPISource:
         """A read that runs between refreshes (node detail, a large fleet's columns) and joins the next
         one: its answer, or why there is none (it never raises: nobody awaits it at once)."""
         try:
-            async with asyncio.timeout(self.timeout * NODE_DETAIL_TIMEOUT_FACTOR):
+            async with asyncio.timeout(self.timeout * BACKGROUND_TIMEOUT_FACTOR):
                 return await read
         except PrometheusAPIError as exc:
             return str(exc)

@@ -30,9 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RANK_EVERY_S = (
-    5.0  # state seconds: the live ranking starts at most this often (it throttles itself more: 10-60 s)
-)
+# state seconds: the live ranking starts at most this often (it throttles itself more: 10-60 s)
+RANK_EVERY_S = 5.0
 MAX_FAILURES_SHOWN = 3  # failing targets named in the status line (all of them are in the log)
 
 

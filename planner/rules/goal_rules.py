@@ -17,8 +17,6 @@ from cmdare.planner.rules.rule_support import (
     signed_pct,
     thresholds_of,
     up_gpu_counts,
-    up_ps_nodes,
-    up_workers,
 )
 
 
@@ -30,12 +28,12 @@ def _burn_usd_per_hour(book: Any, job: JobView) -> float | None:
 
 def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | None:
     """The cheapest extra (workers of the main GPU, PS) predicted to reach ``need`` steps/s."""
-    gpus, ps = up_gpu_counts(job), len(up_ps_nodes(job))
+    gpus, ps = up_gpu_counts(job), len(job.up_ps_nodes())
     base = predict_shape(ctx, job, gpus, max(ps, 1))
     if not gpus or base is None or not job.steps_per_sec:
         return None
     main = max(gpus, key=lambda g: gpus[g])
-    ref = next(n for n in up_workers(job) if n.gpu == main)
+    ref = next(n for n in job.up_workers() if n.gpu == main)
     book = ctx.inputs.price_book
     w_usd = price_usd_per_hour(book, "node_price", main, 1, ref.region, ref.provisioning or "standard") or 1.0
     p_usd = price_usd_per_hour(book, "ps_node_price", ref.region) or 1.0

@@ -32,8 +32,6 @@ from cmdare.planner.rules.rule_support import (
     speed_model_of,
     thresholds_of,
     up_gpu_counts,
-    up_ps_nodes,
-    up_workers,
 )
 from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
@@ -60,7 +58,7 @@ class PsLoad:
 def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | None:
     """Measured vs compute-bound rate (per-worker, with measured step time when slower than predicted),
     the PS busy share implied by the model's PS seconds per step, and PS NIC / CPU load."""
-    x, workers = job.steps_per_sec, up_workers(job)
+    x, workers = job.steps_per_sec, job.up_workers()
     if not x or x <= 0 or not workers:
         return None
     bound, ratios = 0.0, []
@@ -72,7 +70,7 @@ def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | 
         if w.step_seconds:
             ratios.append(w.step_seconds / cycle)
         bound += 1.0 / max(w.step_seconds or 0.0, cycle)
-    ps = up_ps_nodes(job)
+    ps = job.up_ps_nodes()
     nic = [max(n.net_in_bps or 0.0, n.net_out_bps or 0.0) * 8 / 1e9 for n in ps]
     cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
     cpus = [c / PS_SHAPE.vcpus for c in cpus if c is not None]
@@ -140,7 +138,7 @@ def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tupl
     gains = _ps_gains(ctx, job, ps)
     if not gains or gains[ps + 1].point <= 0.05:
         return None, {}
-    region = next((n.region for n in up_ps_nodes(job)), "") or next((n.region for n in up_workers(job)), "")
+    region = next((n.region for n in job.up_ps_nodes()), "") or next((n.region for n in job.up_workers()), "")
     usd = price_usd_per_hour(ctx.inputs.price_book, "ps_node_price", region)
     money = (lambda add: f", +${usd * add:.2f}/h") if usd is not None else (lambda add: "")
     gain = gains[ps + 1]
@@ -176,14 +174,14 @@ def _measured_names(load: PsLoad, nic: float | None, cpu: float | None) -> tuple
 
 def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load: PsLoad) -> Finding | None:
     """The verdict against the speed model's compute-bound rate (model facts known)."""
-    th, ps = thresholds_of(ctx), up_ps_nodes(job)
+    th, ps = thresholds_of(ctx), job.up_ps_nodes()
     normal = load.compute_ratio is None or load.compute_ratio <= th.compute_normal_max
     slow = load.efficiency < th.ps_efficiency_max and load.ps_utilization >= th.ps_utilization_min and normal
     nic = load.nic_util is not None and load.nic_util >= th.ps_nic_util_max
     cpu = load.cpu_util is not None and load.cpu_util >= th.ps_cpu_util_max
     if not (slow or nic or cpu):
         return None
-    n = len(up_workers(job))
+    n = len(job.up_workers())
     why = [
         f"{load.steps_per_sec:.1f} steps/s = {load.efficiency:.0%} of the {load.compute_bound:.0f} "
         f"its {n} workers could do (speed model); PS ≈{min(load.ps_utilization, 1):.0%} busy"
@@ -217,13 +215,13 @@ def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load:
 
 
 def _subject(job: JobView) -> str:
-    ps = up_ps_nodes(job)
+    ps = job.up_ps_nodes()
     return f"{job.name}/{ps[0].name}" if len(ps) == 1 else job.name
 
 
 def median_compute_share(job: JobView, pred: SpeedPrediction | None = None) -> tuple[float | None, str, int]:
     """(median compute share of the up workers, its signal, how many workers gave one)."""
-    shares, signal, _ = compute_shares(up_workers(job), pred)
+    shares, signal, _ = compute_shares(job.up_workers(), pred)
     return (statistics.median(shares) if shares else None), signal, len(shares)
 
 
@@ -241,7 +239,7 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
     th = thresholds_of(ctx)
     share, signal, count = median_compute_share(job)
     traffic = ps_traffic_gbps(job)
-    cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in up_ps_nodes(job)]
+    cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in job.up_ps_nodes()]
     cpu = max((c / PS_SHAPE.vcpus for c in cpus if c is not None), default=None)
     if share is None or share >= th.ps_efficiency_max:
         return None
@@ -271,7 +269,7 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
         "ps_nic_gbps": traffic and round(traffic, 3),
         "ps_traffic_high_gbps": th.ps_traffic_high_gbps,
         "ps_cpu_util": cpu and round(cpu, 3),
-        "ps": len(up_ps_nodes(job)),
+        "ps": len(job.up_ps_nodes()),
         "also_possible": ["input-bound"],
     }
     msg = (f"parameter server saturated (judged from measurements; {reason}): " + "; ".join(why)
@@ -286,7 +284,7 @@ def ps_saturation_rule(ctx: AlertContext) -> list[Finding]:
     workers' compute share and the measured PS traffic / CPU."""
     out = []
     for job in ctx.jobs:
-        if not up_ps_nodes(job):
+        if not job.up_ps_nodes():
             continue
         pred = current_prediction(ctx, job)
         load = ps_load(ctx, job, pred) if pred is not None else None

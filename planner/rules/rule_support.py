@@ -61,19 +61,9 @@ def canonical_gpu(gpu: str) -> str:
         return gpu
 
 
-def up_workers(job: JobView) -> tuple[NodeView, ...]:
-    """The job's workers that are up (:meth:`JobView.up_workers`)."""
-    return job.up_workers()
-
-
-def up_ps_nodes(job: JobView) -> tuple[NodeView, ...]:
-    """The job's parameter servers that are up (:meth:`JobView.up_ps_nodes`)."""
-    return job.up_ps_nodes()
-
-
 def up_gpu_counts(job: JobView) -> dict[str, int]:
     """GPU type → number of up workers with it (CPU-only workers are not counted)."""
-    return dict(Counter(n.gpu for n in up_workers(job) if owns_gpu(n.gpu)))
+    return dict(Counter(n.gpu for n in job.up_workers() if owns_gpu(n.gpu)))
 
 
 def compute_share(w: NodeView, pred: SpeedPrediction | None = None) -> tuple[float | None, str]:
@@ -112,7 +102,7 @@ def ps_traffic_gbps(job: JobView) -> float | None:
     """The busiest up PS's traffic, Gbit/s, in its busier direction (measured), or None unmeasured."""
     rates = [
         max(n.net_in_bps or 0.0, n.net_out_bps or 0.0) * 8 / 1e9
-        for n in up_ps_nodes(job)
+        for n in job.up_ps_nodes()
         if n.net_in_bps is not None or n.net_out_bps is not None
     ]
     return max(rates) if rates else None

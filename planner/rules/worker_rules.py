@@ -23,8 +23,6 @@ from cmdare.planner.rules.rule_support import (
     ps_traffic_gbps,
     signed_pct,
     thresholds_of,
-    up_ps_nodes,
-    up_workers,
 )
 from cmdare.planner.rules.thresholds import Thresholds
 
@@ -102,14 +100,15 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
     th, out = thresholds_of(ctx), []
     book = ctx.inputs.price_book
     for job in ctx.jobs:
-        workers = [w for w in up_workers(job) if w.step_seconds]
+        workers = [w for w in job.up_workers() if w.step_seconds]
         if job.sync == "sync-allreduce" or len(workers) < max(
             th.straggler_min_workers, 2
         ):  # sync: sync_rules
             continue
         slow = _slowest(workers, th.straggler_ratio)
-        if slow:  # the peers' usual GPU and region (asked only when there is a straggler to explain)
-            gpus, regions = Counter(map(_GPU, workers)), Counter(map(_REGION, workers))
+        if not slow:
+            continue
+        gpus, regions = Counter(map(_GPU, workers)), Counter(map(_REGION, workers))  # the peers' usual
         for ratio, w, med in slow[:STRAGGLERS_SHOWN]:
             gpu, region = _majority_without(gpus, w.gpu), _majority_without(regions, w.region)
             causes = _straggler_causes(ctx, job, w, gpu, region)
@@ -182,7 +181,7 @@ def _ps_words(
 def _gpu_workers(job: JobView) -> list[NodeView]:
     """The job's up workers that own a GPU (the GPU labels checked once each, from the census)."""
     gpus = {g for (role, g, _, _, up) in job.kinds if up and role in WORKER_ROLES and owns_gpu(g)}
-    return [w for w in up_workers(job) if w.gpu in gpus]
+    return [w for w in job.up_workers() if w.gpu in gpus]
 
 
 def input_bound_rule(ctx: AlertContext) -> list[Finding]:
@@ -207,7 +206,7 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
             continue
         load = ps_load(ctx, job, pred) if pred else None
         traffic = ps_traffic_gbps(job)
-        cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in up_ps_nodes(job)]
+        cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in job.up_ps_nodes()]
         cpu = max((c / PS_SHAPE.vcpus for c in cpus if c is not None), default=None)
         busy, ps_words, measured, missing = _ps_words(th, load, traffic, cpu)
         if busy:
