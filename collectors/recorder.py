@@ -22,7 +22,7 @@ from pathlib import Path
 from cmdare.collectors import writes
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Cycle
-from cmdare.collectors.redaction import redact_optional
+from cmdare.collectors.redaction import redact_cut, redact_optional
 from cmdare.collectors.samples import TaskPoll
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def check_version(conn: sqlite3.Connection, path: str | Path) -> None:
         raise RecordingError(f"{path}: not a cmdare recording (no schema version)")
     if str(row[0]).strip() != str(SCHEMA_VERSION):  # a hostile file may hold anything here
         raise RecordingError(
-            f"{path}: recording schema {str(row[0])[:20]!r}, this version reads {SCHEMA_VERSION}"
+            f"{path}: recording schema {redact_cut(str(row[0]), 20)!r}, this version reads {SCHEMA_VERSION}"
         )
 
 

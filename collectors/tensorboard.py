@@ -41,6 +41,7 @@ import httpx
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tbproto import Event, ProtoError, decode_event
 from cmdare.collectors.tbruns import find_runs, run_name, sub_prefix
@@ -266,7 +267,7 @@ class TensorBoardSource:
             log.error("tensorboard reader failed: %s: %s", type(exc).__name__, exc)
             with self._lock:
                 for run in self._runs.values():
-                    run.notes.append(f"reader failed: {type(exc).__name__}: {exc}"[:160])
+                    run.notes.append(redact_cut(f"reader failed: {type(exc).__name__}: {exc}", 160))
 
     def _progress(self, run: _Run) -> str | None:
         tails = [self._tails[p] for p in run.files if p in self._tails]

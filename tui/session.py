@@ -15,6 +15,7 @@ from cmdare.collectors.caps import configure as configure_caps
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.overview import JobView, OverviewCache, build_jobs
@@ -174,7 +175,9 @@ class MonitorSession:
             except Exception as exc:  # the measurements still show; the planner's failure is a status
                 log.exception("planner failed")
                 sources.append(
-                    SourceStatus("planner", False, f"planner unavailable: {type(exc).__name__}: {exc}"[:200])
+                    SourceStatus(
+                        "planner", False, redact_cut(f"planner unavailable: {type(exc).__name__}: {exc}", 200)
+                    )
                 )
         self.state = MonitorState(
             t=now,

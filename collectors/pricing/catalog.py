@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cmdare.collectors.pricing.skus import ParsedCatalog, parse_skus
-from cmdare.collectors.redaction import redact
+from cmdare.collectors.redaction import redact, remember
 
 __all__ = ["COMPUTE_SERVICE", "CatalogError", "fetch_rates", "scrub"]
 
@@ -33,7 +33,10 @@ def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
 
 def _token_of(credentials: Any) -> tuple[str, ...]:
     token = getattr(credentials, "token", None)
-    return (token,) if isinstance(token, str) and token else ()
+    if isinstance(token, str) and token:
+        remember(token)  # redacted from every text from now on
+        return (token,)
+    return ()
 
 
 def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
