@@ -259,6 +259,7 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
     dcgm = DcgmFold()
     seen: set[tuple[str, object]] = set()
     dropped = dupes = long = 0
+    why: str | None = None  # the first refusal with a range to name
     limit = label_limit()
     for name, labels, raw, value, stamp in samples:
         if len(raw or "") > limit or (raw is None and labels and max(map(len, labels.values())) > limit):
@@ -280,7 +281,11 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             dropped += 1
             continue
         if name in DCGM_NAMES:
-            dcgm.add(name, labels or {}, value)
+            if M.valid_value(M.device_key(name), value):  # one device's: refused before it is folded
+                dcgm.add(name, labels or {}, value)
+            else:
+                dropped += 1
+                why = why or M.value_refusal(M.device_key(name), value)
         elif name in _WANTED:
             _fold(name, labels or {}, value, acc)
     for key, vals in acc.items():
@@ -293,12 +298,20 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             out.values[key] = value
         else:
             dropped += 1
-    out.values.update({k: v for k, v in dcgm.values().items() if M.valid_value(k, v)})
+            why = why or M.value_refusal(key, value)
+    for k, v in dcgm.values().items():
+        if M.valid_value(k, v):
+            out.values[k] = v
+        else:
+            dropped += 1
+            why = why or M.value_refusal(k, v)
     out.gpu_model = dcgm.model
     if out.info is None and default_info is not None:
         out.info = default_info
     if dropped:
-        out.notes.append(f"{dropped} non-finite or implausible value(s) ignored")
+        out.notes.append(
+            f"{dropped} non-finite or implausible value(s) ignored" + (f", e.g. {why}" if why else "")
+        )
     if dupes:
         out.notes.append(f"{dupes} duplicate series ignored")
     if long:

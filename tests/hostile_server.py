@@ -8,7 +8,7 @@ attack on a scraper or on a Prometheus API client.
 Targets (``/t/<attack>``): ``ok``, ``bomb2`` (3.5 kB, ``Content-Encoding: gzip, gzip``, 4 GiB
 inflated), ``bomb1`` (one gzip, 1 GiB inflated), ``huge`` (60 MB, streamed), ``slowloris`` (headers
 one byte every 0.5 s), ``garbage``, ``slowparse<mib>`` (8 MiB by default that the parser is slow on), ``nan`` (NaN/inf/huge/negative values and job facts), ``biglabels``
-(1 MB label values), ``esc`` (ESC sequences in labels). Prometheus API (``/p/<attack>/api/v1/query``):
+(1 MB label values), ``implausible`` (GPU utilisation 5e28 %, 1e29 MiB, MemAvailable > MemTotal), ``esc`` (ESC sequences in labels). Prometheus API (``/p/<attack>/api/v1/query``):
 ``ok``, ``rows<n>`` (``n`` value rows; 250,000 by default: more than allowed), ``bytes`` (100 MB), ``badjson``, ``deep`` (nesting
 100,000 deep), ``nanrows``, ``bomb2``, ``echo<k>`` (an error whose text holds the bearer token
 received, at offset ``k``); the credential received (a bearer token, or the bare base64 of basic
@@ -72,6 +72,22 @@ def slow_page(mib: int = 8) -> bytes:
     prometheus_client's parser, which takes about 0.5 s a MiB over it."""
     line = 'node_cpu_seconds_total{cpu="0",mode="idle"} 1 # {a="b"} 1\n'
     return (page() + line * ((mib << 20) // len(line) - 100)).encode()
+
+
+def _implausible_page() -> str:
+    """A task page with its host's detail out of every range: GPU utilisation 5e28 % on one GPU (50 %
+    on the other), 1e29 MiB of GPU memory, and more memory available than the host has."""
+    dcgm = "".join(
+        f'{name}{{gpu="{g}",UUID="GPU-{g}",modelName="NVIDIA A100-SXM4-40GB"}} {v}\n'
+        for g, util, used in ((0, "5e28", "1e29"), (1, "50", "20000"))
+        for name, v in (
+            ("DCGM_FI_DEV_GPU_UTIL", util),
+            ("DCGM_FI_DEV_FB_USED", used),
+            ("DCGM_FI_DEV_FB_FREE", "20000"),
+        )
+    )
+    node = "node_memory_MemTotal_bytes 8e9\nnode_memory_MemAvailable_bytes 9e9\n"
+    return page(extra=dcgm + node)
 
 
 def _vector(rows: list[dict]) -> bytes:
@@ -221,6 +237,7 @@ class HostileServer:
         simple: dict[str, Callable[[], str]] = {
             "ok": page,
             "nan": _nan_page,
+            "implausible": _implausible_page,
             "biglabels": lambda: page(extra=f'cmdare_global_step{{x="{"A" * (1 << 20)}"}} 5\n'),
             "esc": lambda: page(task="w\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J"),
         }
