@@ -25,7 +25,9 @@ from cmdare.collectors.store import Store, TaskSeries
 __all__ = ["checked", "refusals"]
 
 MAX_NOTED = 2  # refusals named in one poll's note (the count says how many more)
-_BOUNDED = frozenset(M.VALUE_BOUNDS) | frozenset(M.RATE_BOUNDS) | {M.K_MEM_AVAIL}
+_RANGED = frozenset(M.VALUE_BOUNDS)
+_RATED = frozenset(M.RATE_BOUNDS)
+_BOUNDED = _RANGED | _RATED
 
 
 def refusals(
@@ -36,7 +38,7 @@ def refusals(
     notes: list[str] = []
     drop: list[str] = []
     for key in keys:
-        why = M.value_refusal(key, values[key])
+        why = M.value_refusal(key, values[key]) if host_only or key in _RANGED else None
         if why is not None:
             drop.append(key)
             notes.append(why)
@@ -52,15 +54,17 @@ def refusals(
 
 
 def _jumps(values: dict[str, float], keys: list[str], prev: TaskSeries, t: float) -> list[str]:
-    """Counters that grew faster than their physical bound since the task's last point."""
+    """Counters that grew faster than their physical bound since the task's last point (its
+    newest point's value: a counter it did not read then is checked by the store's rates only)."""
     out = []
     dt = t - prev.last_seen
+    bounds = M.RATE_BOUNDS
     for key in keys:
-        bound = M.rate_bound(key)
+        bound = bounds.get(key)
         if bound is None:
             continue
-        last = prev.latest(key)
-        if last is not None and values[key] >= last and (values[key] - last) / dt > bound.high:
+        last = prev.last_value(key)
+        if last is not None and values[key] - last > bound.high * dt:
             out.append(bound.refusal((values[key] - last) / dt, f"{key} rate: "))
     return out
 

@@ -217,6 +217,10 @@ class TaskSeries:
             self.first_seen = t
         self.last_seen = t
 
+    def last_value(self, key: str) -> float | None:
+        """``key``'s value at the newest point (None when that point did not read it)."""
+        return None if self._last_values is None else self._last_values.get(key)
+
     def derived(self, name: str, compute: Callable[[TaskSeries], object]) -> object:
         """``compute(self)``, computed once per new point (e.g. a host's GPU detail, which every
         task on the host asks for)."""
