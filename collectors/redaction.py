@@ -51,6 +51,7 @@ _SECRET_PARAMS = frozenset({"token", "access_token", "api_key", "apikey", "key",
 SECRET_FORMS: list[str] = []
 _remembered: set[str] = set()
 _PERCENT = re.compile(r"%[0-9A-F]{2}")
+_ANY_CASE: re.Pattern[str] | None = None  # every form, in any letter case (a server may fold it)
 
 
 def _forms(secret: str) -> set[str]:
@@ -72,6 +73,8 @@ def _add(forms: Iterable[str]) -> None:
     if new:
         _remembered.update(new)
         SECRET_FORMS[:] = sorted(_remembered, key=lambda f: (-len(f), f))
+        global _ANY_CASE
+        _ANY_CASE = re.compile("|".join(map(re.escape, SECRET_FORMS)), re.IGNORECASE)
         _redact_every_record()
 
 
@@ -133,7 +136,8 @@ def remember_url(url: str) -> None:
 
 
 def holds_secret(text: str) -> bool:
-    """Whether ``text`` holds a remembered credential in any of its forms."""
+    """Whether ``text`` holds a remembered credential in any of its forms (as remembered: a label
+    is checked on every construction; messages and log lines are redacted in any letter case)."""
     return any(f in text for f in SECRET_FORMS)
 
 
@@ -151,6 +155,8 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     for form in _all_forms(secrets):
         if form in text:
             text = text.replace(form, "***")
+    if _ANY_CASE is not None:
+        text = _ANY_CASE.sub("***", text)
     text = _USERINFO.sub("", text)
     text = _AUTH.sub(r"\1\2***", text)
     text = _GOOGLE_TOKEN.sub("***", text)

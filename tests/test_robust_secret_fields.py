@@ -150,3 +150,13 @@ async def test_the_app_shows_a_token_reflected_into_labels_redacted(hostile, mon
         assert "***" in cells or "xxx" in cells
         assert not fragments(screen, TOKEN)
     await asyncio.sleep(0)
+
+
+def test_a_remembered_credential_is_redacted_in_any_letter_case_and_encoding():
+    from cmdare.collectors.prometheus_auth import BearerToken
+    from cmdare.collectors.redaction import redact, redact_cut
+
+    BearerToken(TOKEN)
+    for echo in (TOKEN.lower(), TOKEN.upper(), quote(TOKEN, safe=""), quote(TOKEN, safe="").lower()):
+        assert not fragments(redact(f"server says {echo}!"), TOKEN), echo
+        assert not fragments(redact_cut("y" * 20 + echo, 30), TOKEN), echo
