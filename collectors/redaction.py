@@ -61,7 +61,21 @@ def _forms(secret: str) -> set[str]:
     return out
 
 
-def _add(forms: Iterable[str]) -> None:
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+# A piece every form of a credential holds (its longest letters-and-digits run: URL-encoding and
+# base64's two alphabets leave it alone), one or two a credential: a label is searched for these
+# few, and for every form only when one is in it.
+_NEEDLES: list[str] = []
+
+
+def _needles(forms: set[str], raw: str) -> set[str]:
+    run = max(_ALNUM_RUN.findall(raw), key=len, default="")
+    if len(run) >= _MIN_FRAGMENT and all(run in f for f in forms):
+        return {run}
+    return forms
+
+
+def _add(forms: set[str], raw: str) -> None:
     new = {f for f in forms if len(f) >= _MIN_FRAGMENT} - _remembered
     if new and len(_remembered) + len(new) > MAX_FORMS:  # thousands of per-target tokens: the rest
         if _remembered.isdisjoint(("",)):  # stay redacted by their shape (token=…) and in messages
@@ -73,6 +87,7 @@ def _add(forms: Iterable[str]) -> None:
     if new:
         _remembered.update(new)
         SECRET_FORMS[:] = sorted(_remembered, key=lambda f: (-len(f), f))
+        _NEEDLES[:] = sorted(set(_NEEDLES) | _needles(new, raw))
         global _ANY_CASE
         _ANY_CASE = re.compile("|".join(map(re.escape, SECRET_FORMS)), re.IGNORECASE)
         _redact_every_record()
@@ -103,7 +118,7 @@ def remember(secret: str | None) -> None:
     only where it is handed in explicitly (:func:`redact`'s ``secrets``): everywhere, it would blank
     ordinary words."""
     if secret:
-        _add(_forms(secret))
+        _add(_forms(secret), secret)
 
 
 def remember_basic(user: str, password: str) -> None:
@@ -115,8 +130,9 @@ def remember_basic(user: str, password: str) -> None:
     if not password:
         return
     raw = f"{user}:{password}".encode()
-    b64 = {base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()}
-    _add(b64 | {b.rstrip("=") for b in b64} | {f for b in b64 for f in _forms(b)})
+    std = base64.b64encode(raw).decode()
+    b64 = {std, base64.urlsafe_b64encode(raw).decode()}
+    _add(b64 | {b.rstrip("=") for b in b64} | {f for b in b64 for f in _forms(b)}, std)
 
 
 def remember_url(url: str) -> None:
@@ -138,7 +154,10 @@ def remember_url(url: str) -> None:
 def holds_secret(text: str) -> bool:
     """Whether ``text`` holds a remembered credential in any of its forms (as remembered: a label
     is checked on every construction; messages and log lines are redacted in any letter case)."""
-    return any(f in text for f in SECRET_FORMS)
+    for needle in _NEEDLES:
+        if needle in text:
+            return any(f in text for f in SECRET_FORMS)
+    return False
 
 
 def _all_forms(secrets: Iterable[str | None]) -> list[str]:
