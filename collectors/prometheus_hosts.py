@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, DcgmFold, host_name
+from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, DcgmFold, device_id, forget_memory, host_name
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 KEY_LABEL = "cmdare_key"
@@ -84,6 +84,7 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
     times: dict[str, dict[str, float]] = {}
     counters: dict[str, str] = {}  # host -> the instance its counters come from
     refused: dict[str, list[str]] = {}  # host -> why each of its implausible values was refused
+    bad_memory: dict[str, set[str]] = {}  # host -> DCGM devices with a value refused
     for r in rows:
         labels: Mapping[str, str] = r.get("metric", {})
         val = _number(r.get("value", [0, ""])[1])
@@ -98,6 +99,8 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
             why = M.value_refusal(key or M.device_key(name), val)  # a DCGM value: one device's
             if why is not None:
                 refused.setdefault(host, []).append(why)
+                if name in (M.GPU_FB_USED.name, M.GPU_FB_FREE.name):  # the device's memory goes whole
+                    bad_memory.setdefault(host, set()).add(device_id(labels))
             elif key:
                 values.setdefault(host, {})[key] = val
                 counters.setdefault(host, inst)
@@ -108,6 +111,7 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
         vals = dict(values.get(host, {}))
         fold = dcgm.get(host)
         if fold is not None:
+            forget_memory(fold, bad_memory.get(host, set()))
             vals.update(fold.values())
         ts = times.get(host, {})
         t = ts.get(counters.get(host, ""), max(ts.values(), default=math.nan)) - skew

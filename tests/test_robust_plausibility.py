@@ -50,7 +50,8 @@ def test_snapshot_refuses_implausible_host_values_and_keeps_the_rest(hostile, ca
     assert code == 0
     (node,) = doc["jobs"][0]["nodes"]
     assert node["gpu_util"] == 50.0  # the healthy GPU's, the 5e28 % one refused
-    assert node["gpu_mem_used_mib"] == 20000.0  # 1e29 MiB refused
+    assert node["gpu_mem_used_mib"] == 20000.0  # 1e29 MiB refused: that GPU's memory left out whole
+    assert node["gpu_mem_total_mib"] == 40000.0
     assert node["mem_used_bytes"] is None and node["mem_total_bytes"] == 8e9  # never negative
     message = " ".join(s["message"] for s in doc["sources"])
     assert "GPU utilisation 5e+28 % refused" in message
@@ -67,13 +68,15 @@ def test_prometheus_host_detail_refuses_per_device_and_says_so():
         row({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "UUID": "G0"}, "5e28"),
         row({"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "1", "UUID": "G1"}, "40"),
         row({"__name__": "DCGM_FI_DEV_FB_USED", "gpu": "1", "UUID": "G1"}, "1e29"),
+        row({"__name__": "DCGM_FI_DEV_FB_FREE", "gpu": "1", "UUID": "G1"}, "1000"),
         row({KEY_LABEL: M.K_MEM_TOTAL}, "8e9"),
         row({KEY_LABEL: M.K_MEM_AVAIL}, "9e9"),
         row({"instance": "n2:9400", KEY_LABEL: M.K_MEM_TOTAL}, "1e40"),  # the host's only value
     ]
     polls = {p.host: checked(p, Store()) for p in host_polls(rows, "prom", t)}
     n1, n2 = polls["n1"], polls["n2"]
-    assert n1.values[M.K_GPU_UTIL] == 40.0 and M.K_GPU_FB_USED not in n1.values
+    assert n1.values[M.K_GPU_UTIL] == 40.0  # the healthy GPU's
+    assert M.K_GPU_FB_USED not in n1.values and M.K_GPU_FB_FREE not in n1.values  # GPU 1's memory whole
     assert M.K_MEM_AVAIL not in n1.values and n1.values[M.K_MEM_TOTAL] == 8e9
     assert "2 implausible value(s) refused: GPU utilisation 5e+28 %" in (n1.error or "")
     assert "host memory available" in (n1.error or "")
