@@ -51,6 +51,7 @@ _SECRET_PARAMS = frozenset({"token", "access_token", "api_key", "apikey", "key",
 SECRET_FORMS: list[str] = []
 _remembered: set[str] = set()
 _PERCENT = re.compile(r"%[0-9A-F]{2}")
+_records_redacted = False  # the log record factory below is installed
 _ANY_CASE: re.Pattern[str] | None = None  # every form, in any letter case (a server may fold it)
 
 
@@ -96,9 +97,11 @@ def _add(forms: set[str], raw: str) -> None:
 def _redact_every_record() -> None:
     """From the first credential remembered on, every log record of every logger is redacted as it
     is made (a library's debug trace of response headers too; logger filters miss child loggers)."""
-    make = logging.getLogRecordFactory()
-    if getattr(make, "redacts", False):
+    global _records_redacted
+    if _records_redacted:  # once a process (a factory installed later wraps this one)
         return
+    _records_redacted = True
+    make = logging.getLogRecordFactory()
 
     def factory(*args: object, **kwargs: object) -> logging.LogRecord:
         record = make(*args, **kwargs)
@@ -108,7 +111,6 @@ def _redact_every_record() -> None:
             record.msg, record.args = clean, None
         return record
 
-    factory.redacts = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(factory)
 
 
