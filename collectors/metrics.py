@@ -228,7 +228,8 @@ class Bound:
 
     def refusal(self, x: float, prefix: str = "") -> str:
         """One line naming a value this bound refuses."""
-        return f"{prefix}{self.what} {x:.3g} {self.unit} refused (outside {self.low:g}–{self.high:.3g}: {self.why})"
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{prefix}{self.what} {x:.3g}{unit} refused (outside {self.low:g}–{self.high:.3g}{unit}: {self.why})"
 
 
 _PERCENT = Bound("GPU utilisation", 0.0, 100.0, "%", "a percentage")
