@@ -93,8 +93,8 @@ def sync_terms(
     table = {k: node_links(k[0], k[1], tier) for k in keys}
     pick = [table[(str(a), int(b))] for a, b in zip(cols["gpu"], cols["gpus_per_node"], strict=True)]
     arr = lambda name: np.array([getattr(x, name) for x in pick], dtype=float)  # noqa: E731
-    return sync_step(compute, workload.model.params, nodes, cols["gpus_per_node"], arr("intra_gbps"),
-                     arr("nic_gbps"), arr("intra_latency_s"), arr("nic_latency_s"), p)  # fmt: skip
+    return sync_step(compute, workload.model.params, nodes, cols["gpus_per_node"], arr("intra_bus_gbps"),
+                     arr("nic_bus_gbps"), arr("intra_latency_s"), arr("nic_latency_s"), p)  # fmt: skip
 
 
 def node_prices(book: object, cols: dict[str, np.ndarray]) -> np.ndarray:

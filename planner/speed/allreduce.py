@@ -4,17 +4,23 @@ Terms (seconds per global step; every GPU takes every step):
 
 * ``compute`` — one GPU's forward + backward + update on its own batch (the per-GPU speed model, or
   the live job's measured ``cmdare_step_seconds``);
-* ``allreduce`` — ring all-reduce of the gradients, ``S = params × bytes_per_param / compression``
-  bytes over ``N = nodes × gpus_per_node`` GPUs: each GPU sends and receives ``2(N−1)/N × S`` bytes
-  through the ring's slowest link (the node's NIC when the ring leaves the node, else the GPUs'
-  PCIe/NVLink; :mod:`cmdare.planner.speed.interconnect`), plus ``2(N−1)`` hop latencies per bucket;
+* ``allreduce`` — the gradients' collective, ``S = params × bytes_per_param / compression`` bytes over
+  ``N = nodes × gpus_per_node`` GPUs, as NCCL runs it (:mod:`cmdare.planner.speed.collectives`: ring or
+  hierarchical tree, whichever is faster for the bucket, at the links' *achieved* bus bandwidth and published
+  per-step latency; the callers pass achieved rates, :class:`~cmdare.planner.speed.interconnect.NodeLinks`).
+  ``mode="fsdp"`` (ZeRO-3): all-gather of the parameters in forward and again in backward plus a
+  reduce-scatter of the gradients, 1.5 × the bytes of an all-reduce; ``zero1``/``zero2`` move the bytes of an
+  all-reduce (reduce-scatter + all-gather), as DDP;
+* ``straggler`` — every GPU waits for the slowest: the expected maximum of ``N`` step times with coefficient of
+  variation ``straggler_cv`` is ``compute × cv × sqrt(2 ln N)`` above the mean (normal tail);
 * ``exposed`` — the part backward does not hide: gradients go in ``k = ⌈S₀ / bucket⌉`` buckets (``S₀``
   uncompressed: DDP buckets gradient tensors, a compression hook shrinks each bucket) and a
   bucket's all-reduce starts as soon as backward has produced it, so all but the last bucket overlap
   the rest of backward (``backward_share × compute × (1 − 1/k)``); the last bucket never overlaps:
-  ``exposed = max(allreduce − overlap, allreduce / k)``.
+  ``exposed = max(allreduce − overlap, allreduce / k)``. FSDP prefetches the next unit's all-gather during the
+  current unit's compute, so its overlap spans forward and backward (``compute × (1 − 1/k)``).
 
-``step = compute + exposed``; weak-scaling factor (same batch per GPU) = ``compute / step``.
+``step = compute + straggler + exposed``; weak-scaling factor (same batch per GPU) = ``compute / step``.
 
 Calibration (:func:`calibrate`): from a live job's measured compute and exposed all-reduce, the scale
 of each term that makes this model reproduce it (``comm_scale`` multiplies the wire time, i.e. divides
@@ -25,9 +31,11 @@ latencies stay as given). Vectorised over shapes (numpy).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+
+from cmdare.planner.speed.collectives import allreduce_parts
 
 __all__ = [
     "SyncParams",
@@ -37,10 +45,17 @@ __all__ = [
     "sync_step",
     "calibrate",
     "DDP_BUCKET_BYTES",
+    "SYNC_MODES",
+    "STRAGGLER_CV",
 ]
 
 DDP_BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb = 25
 BACKWARD_SHARE = 2.0 / 3.0  # backward ≈ 2 × forward FLOPs (the usual count: 2 matmuls per weight)
+SYNC_MODES = ("ddp", "fsdp", "zero1", "zero2")
+FSDP_TRAFFIC = 1.5  # ZeRO-3: all-gather (fwd) + all-gather (bwd) + reduce-scatter = 3 × (N−1)/N × S
+# Coefficient of variation of one GPU's step time: set on the calibration half of the published scaling
+# results (benchmarks/allreduce_public.py --fit; the held-out half is reported there, not used here)
+STRAGGLER_CV = 0.03
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,9 @@ class SyncParams:
     compression: float = 1.0  # gradient compression ratio (1 = none)
     compute_scale: float = 1.0
     comm_scale: float = 1.0
+    mode: str = "ddp"  # ddp | fsdp (ZeRO-3) | zero1 | zero2
+    straggler_cv: float = STRAGGLER_CV
+    hop_s: float | None = None  # a per-step NIC latency to use instead of the published one (``hop_us``)
 
 
 @dataclass(frozen=True)
@@ -64,8 +82,10 @@ class SyncTerms:
     exposed: np.ndarray  # the part backward does not hide
     step: np.ndarray
     buckets: np.ndarray
-    link: np.ndarray  # "nic" | "intra" | "none": the ring's bottleneck
+    link: np.ndarray  # "nic" | "intra" | "none": the collective's bottleneck
     latency: np.ndarray  # the hop-latency part of ``allreduce`` (not scaled by ``comm_scale``)
+    straggler: np.ndarray | None = None  # seconds waiting for the slowest GPU
+    algorithm: np.ndarray | None = None  # "ring" | "tree" | "none"
 
     @property
     def steps_per_sec(self) -> np.ndarray:
@@ -73,8 +93,10 @@ class SyncTerms:
 
     @property
     def comm_share(self) -> np.ndarray:
-        """Exposed all-reduce's share of the step."""
-        return self.exposed / self.step
+        """The share of the step a rank spends in the all-reduce call (the exposed collective and the wait for
+        the slowest rank, as ``cmdare_allreduce_seconds`` measures it)."""
+        wait = self.straggler if self.straggler is not None else 0.0
+        return (self.exposed + wait) / self.step
 
 
 def ring_parts(
@@ -116,7 +138,8 @@ def sync_step(
     nic_latency_s: np.ndarray,
     p: SyncParams = SyncParams(),
 ) -> SyncTerms:
-    """Step terms of synchronous shapes (arrays broadcast together)."""
+    """Step terms of synchronous shapes (arrays broadcast together). ``intra_gbps``/``nic_gbps`` are the links'
+    achieved bus bandwidths and the latencies per collective step (:class:`NodeLinks` ``intra_bus_gbps`` …)."""
     nodes = np.asarray(nodes, dtype=float)
     g = np.asarray(gpus_per_node, dtype=float)
     n = nodes * g
@@ -124,29 +147,46 @@ def sync_step(
     grad = raw / max(p.compression, 1e-9)
     # DDP buckets the uncompressed gradient tensors; a compression hook shrinks each bucket's bytes
     buckets = np.broadcast_to(float(max(1, math.ceil(raw / p.bucket_bytes))), n.shape)
-    multi = nodes > 1
-    gbps = np.where(multi, np.minimum(nic_gbps, intra_gbps), intra_gbps)
-    hop = np.where(multi, nic_latency_s, intra_latency_s)
+    hop_nic = np.asarray(nic_latency_s, dtype=float) if p.hop_s is None else np.full(n.shape, p.hop_s)
+    traffic = FSDP_TRAFFIC if p.mode == "fsdp" else 1.0
     compute = np.asarray(compute_s, dtype=float) * p.compute_scale
-    wire, lat = ring_parts(grad, n, gbps, hop, buckets)
+    wire, lat, algo = allreduce_parts(grad, nodes, g, intra_gbps, nic_gbps, intra_latency_s, hop_nic, buckets,
+                                      traffic)  # fmt: skip
     ar = np.where(n > 1, wire * p.comm_scale + lat, 0.0)
-    exposed = exposed_seconds(ar, compute, buckets, p.backward_share)
+    share = 1.0 if p.mode == "fsdp" else p.backward_share
+    exposed = exposed_seconds(ar, compute, buckets, share)
+    straggler = compute * p.straggler_cv * np.sqrt(2.0 * np.log(np.maximum(n, 1.0)))
+    multi = nodes > 1
     link = np.where(n <= 1, "none", np.where(multi & (np.asarray(nic_gbps) < intra_gbps), "nic", "intra"))
-    return SyncTerms(compute, ar, exposed, compute + exposed, buckets, link, np.where(n > 1, lat, 0.0))
+    return SyncTerms(compute, ar, exposed, compute + straggler + exposed, buckets, link, np.where(n > 1, lat, 0.0),
+                     straggler, algo)  # fmt: skip
 
 
 def calibrate(
     measured_compute: float, measured_exposed: float, predicted: SyncTerms, p: SyncParams
 ) -> SyncParams:
     """``p`` with the scales that make ``predicted`` (the live job's own shape, one row, uncalibrated)
-    reproduce the measured compute and exposed all-reduce seconds per step."""
+    reproduce the measured compute and exposed all-reduce seconds per step (the latter = the wait for the
+    slowest rank + the exposed collective: ``straggler + exposed``)."""
     c0, k = float(predicted.compute[0]), float(predicted.buckets[0])
+    straggle0 = float(predicted.straggler[0]) if predicted.straggler is not None else 0.0
     lat0 = float(predicted.latency[0])
     wire0 = float(predicted.allreduce[0]) - lat0
+    share = 1.0 if p.mode == "fsdp" else p.backward_share
+    cv = p.straggler_cv
+    if c0 > 0 and straggle0 > 0 and measured_compute > 0:
+        # a rank's measured all-reduce time includes its wait for the slowest rank (not the links'): the
+        # model's wait at the measured compute, at most what the collective's least exposed time leaves
+        wait = measured_compute * straggle0 / c0
+        least = float(exposed_seconds(np.array([lat0 + 1e-3 * wire0]), np.array([measured_compute]),
+                                      np.array([k]), share)[0])  # fmt: skip
+        room = max(measured_exposed - least, 0.0)
+        cv = p.straggler_cv * min(1.0, room / wait)
+        measured_exposed -= min(wait, room)
     compute_scale = measured_compute / c0 if c0 > 0 and measured_compute > 0 else 1.0
     comm_scale = 1.0
     if wire0 > 0 and measured_exposed >= 0:
-        overlap = p.backward_share * measured_compute * (1.0 - 1.0 / max(k, 1.0))
+        overlap = share * measured_compute * (1.0 - 1.0 / max(k, 1.0))
         # exposed(x) = max(x − overlap, x / k) is increasing in x: invert it at the measurement
         x = (
             measured_exposed + overlap
@@ -154,6 +194,4 @@ def calibrate(
             else measured_exposed * k
         )
         comm_scale = max(x - lat0, 1e-3 * wire0) / wire0  # the achieved bandwidth; hop latency as given
-    return SyncParams(
-        p.bucket_bytes, p.backward_share, p.bytes_per_param, p.compression, compute_scale, comm_scale
-    )
+    return replace(p, compute_scale=compute_scale, comm_scale=comm_scale, straggler_cv=cv)
