@@ -11,8 +11,9 @@ Terms (seconds per global step; every GPU takes every step):
   ``mode="fsdp"`` (ZeRO-3): all-gather of the parameters in forward and again in backward plus a
   reduce-scatter of the gradients, 1.5 × the bytes of an all-reduce; ``zero1``/``zero2`` move the bytes of an
   all-reduce (reduce-scatter + all-gather), as DDP;
-* ``straggler`` — every GPU waits for the slowest: the expected maximum of ``N`` step times with coefficient of
-  variation ``straggler_cv`` is ``compute × cv × sqrt(2 ln N)`` above the mean (normal tail);
+* ``straggler`` — every GPU waits for the slowest: with each GPU's step time jittering within ±``straggler_cv``
+  of its mean (bounded, uniform), the slowest of ``N`` is on average ``compute × cv × (N−1)/(N+1)`` above the
+  mean: 0 for one GPU, a third of ``cv`` for two, approaching ``cv`` for many;
 * ``exposed`` — the part backward does not hide: gradients go in ``k = ⌈S₀ / bucket⌉`` buckets (``S₀``
   uncompressed: DDP buckets gradient tensors, a compression hook shrinks each bucket) and a
   bucket's all-reduce starts as soon as backward has produced it, so all but the last bucket overlap
@@ -30,8 +31,10 @@ latencies stay as given). Vectorised over shapes (numpy).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, replace
+from importlib import resources
 
 import numpy as np
 
@@ -53,9 +56,11 @@ DDP_BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb = 25
 BACKWARD_SHARE = 2.0 / 3.0  # backward ≈ 2 × forward FLOPs (the usual count: 2 matmuls per weight)
 SYNC_MODES = ("ddp", "fsdp", "zero1", "zero2")
 FSDP_TRAFFIC = 1.5  # ZeRO-3: all-gather (fwd) + all-gather (bwd) + reduce-scatter = 3 × (N−1)/N × S
-# Coefficient of variation of one GPU's step time: set on the calibration half of the published scaling
-# results (benchmarks/allreduce_public.py --fit; the held-out half is reported there, not used here)
-STRAGGLER_CV = 0.03
+# Half-width of one GPU's step-time jitter relative to its mean: set on the fit half of the published scaling
+# results (benchmarks/allreduce_public.py --fit writes planner/data/sync_validation.json; the held-out half is
+# reported there, never used to set it)
+STRAGGLER_CV = float(json.loads(resources.files("cmdare.planner").joinpath("data/sync_validation.json")
+                                .read_text("utf-8"))["straggler_cv"])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,8 @@ def sync_step(
     ar = np.where(n > 1, wire * p.comm_scale + lat, 0.0)
     share = 1.0 if p.mode == "fsdp" else p.backward_share
     exposed = exposed_seconds(ar, compute, buckets, share)
-    straggler = compute * p.straggler_cv * np.sqrt(2.0 * np.log(np.maximum(n, 1.0)))
+    nn = np.maximum(n, 1.0)
+    straggler = compute * p.straggler_cv * (nn - 1.0) / (nn + 1.0)
     multi = nodes > 1
     link = np.where(n <= 1, "none", np.where(multi & (np.asarray(nic_gbps) < intra_gbps), "nic", "intra"))
     return SyncTerms(compute, ar, exposed, compute + straggler + exposed, buckets, link, np.where(n > 1, lat, 0.0),
