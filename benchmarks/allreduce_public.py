@@ -195,10 +195,14 @@ def fit(p: SyncParams) -> dict[str, float]:
             "n": len(res), "fit_sources": list(FIT_SOURCES), "held_out_sources": list(HELD_OUT_SOURCES)}  # fmt: skip
 
 
-def report(p: SyncParams, constants: dict[str, float], sources: tuple[str, ...], title: str) -> dict[str, float]:
+def report(
+    p: SyncParams, constants: dict[str, float], sources: tuple[str, ...], title: str
+) -> dict[str, float]:
     lo, hi = math.exp(constants["log_residual_p10"]), math.exp(constants["log_residual_p90"])
     print(f"\n== {title} ==")
-    print(f"{'source':<17}{'network':<15}{'GPU':<10}{'prec':<5}{'GPUs':>5}{'pub':>7}{'model':>7}{'err':>7}  band")
+    print(
+        f"{'source':<17}{'network':<15}{'GPU':<10}{'prec':<5}{'GPUs':>5}{'pub':>7}{'model':>7}{'err':>7}  band"
+    )
     errs, inside = [], 0
     for c, n, e, m in rows(p, sources):
         band = lo * m <= e <= hi * m
@@ -209,8 +213,10 @@ def report(p: SyncParams, constants: dict[str, float], sources: tuple[str, ...],
               f"  {'in ' if band else 'OUT'} {lo * m:.3f}-{hi * m:.3f}{flag}")  # fmt: skip
     within = sum(abs(x) <= TOL for x in errs)
     mse = statistics.fmean(errs)
-    print(f"within ±{TOL}: {within}/{len(errs)} ({within / len(errs):.0%}); mean signed error {mse:+.3f}; "
-          f"inside P10–P90: {inside}/{len(errs)} ({inside / len(errs):.0%})")
+    print(
+        f"within ±{TOL}: {within}/{len(errs)} ({within / len(errs):.0%}); mean signed error {mse:+.3f}; "
+        f"inside P10–P90: {inside}/{len(errs)} ({inside / len(errs):.0%})"
+    )
     return {"within": within / len(errs), "mse": mse, "inside": inside / len(errs), "n": len(errs)}
 
 
@@ -229,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     report(p, constants, FIT_SOURCES, "FIT half (constants set here)")
     held = report(p, constants, HELD_OUT_SOURCES, "HELD-OUT half (reported only)")
     met = held["within"] >= 0.75 and abs(held["mse"]) <= 0.02 and held["inside"] >= 0.80
-    print(f"\nheld-out goals (≥75% within ±{TOL}, |mean signed error| ≤ 0.02, ≥80% inside the band): "
-          f"{'MET' if met else 'NOT MET'}")
+    print(
+        f"\nheld-out goals (≥75% within ±{TOL}, |mean signed error| ≤ 0.02, ≥80% inside the band): "
+        f"{'MET' if met else 'NOT MET'}"
+    )
     return 0
 
 

@@ -85,7 +85,8 @@ def rank_live_sync(
         return None, None, None, why
     split = measured_split(job)
     p = live_sync_params(job, w, shape, split, speed_model) if split else None
-    table = rank_sync_shapes(w, speed_model, price_book, revocations, objective, calibrated=p)
+    table = rank_sync_shapes(w, speed_model, price_book, revocations, objective, calibrated=p,
+                             calibration_ranks=split.ranks if split else 0)  # fmt: skip
     note = (
         None if split else "not calibrated yet: no rank reports cmdare_allreduce_seconds (link figures only)"
     )

@@ -139,7 +139,7 @@ def test_plan_ranks_sync_shapes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "beyond the measured domain: allreduce" not in text
     assert (
         "sync: steps/s of each shape's own global batch" in text
-        and "bands are those of the compute term" in text
+        and "bands cover the compute term and the scaling" in text
     )
 
 

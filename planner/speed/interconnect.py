@@ -131,4 +131,6 @@ def node_links(
     per_gpu = spec.host_nic_gbps / max(1, spec.host_gpus)
     nic = nic_gbps if nic_gbps else min(per_gpu * max(1, gpus_per_node), cap.gbps)
     kind = "nvlink" if intra.name.startswith("nvlink") else "pcie"
-    return NodeLinks(intra.gbps, hop_seconds(kind), float(nic), hop_seconds(transport), cap.name, kind, transport)
+    return NodeLinks(
+        intra.gbps, hop_seconds(kind), float(nic), hop_seconds(transport), cap.name, kind, transport
+    )

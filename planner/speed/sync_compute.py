@@ -109,7 +109,9 @@ def achieved_efficiency(gpu: str, precision: str = "fp32") -> tuple[float, str]:
     if own:
         return statistics.median(own), f"{len(own)} published {name} {p} throughputs"
     same = [r.efficiency for r in rows if r.precision == p] or [r.efficiency for r in rows]
-    return statistics.median(same), f"no published {name} {p} throughput: median of {len(same)} other GPUs' rows"
+    return statistics.median(
+        same
+    ), f"no published {name} {p} throughput: median of {len(same)} other GPUs' rows"
 
 
 def sync_compute(model: object, network: ModelSpec, gpu: str, precision: str = "fp32") -> ComputeEstimate:
