@@ -9,8 +9,11 @@ An all-reduce of ``S`` bytes over ``N = M × g`` GPUs (``M`` nodes of ``g`` GPUs
 * **tree / hierarchical** (NCCL's tree, Horovod's hierarchical all-reduce): reduce inside the node over
   NVLink/PCIe (``2(g−1)/g × S`` per GPU), between nodes over the NIC, back inside the node. Between nodes the
   NIC carries ``S`` at two nodes and as much as the ring from three on (NCCL maintainer, NVIDIA/nccl issue
-  #209); latency ``2(g−1)`` intra steps plus ``2⌈log2 M⌉`` NIC steps;
-* NCCL picks the faster algorithm for the message size: here, per bucket, the smaller of the two times.
+  #209); latency ``2⌈log2 g⌉`` intra steps plus ``2⌈log2 M⌉`` NIC steps (binary trees inside and between
+  nodes: a simplification — NCCL chains the GPUs of a node — that keeps packing GPUs into fewer nodes from
+  adding latency, as it does not in practice where intra-node steps are the faster);
+* NCCL picks the faster algorithm for the message size: here, per bucket, the smaller of the two times
+  (inside one node too).
 
 Achieved rates: the line rate (``interconnect.csv``) × the published ``bus_fraction`` of its kind (``nvlink``,
 ``pcie``; ``tcp`` sockets or ``rdma`` between nodes). Vectorised over shapes (numpy).
@@ -96,9 +99,9 @@ def allreduce_parts(
     nic_bits = np.where(m <= 2, s * (m - 1.0), ring_bits)
     intra_bits = 2.0 * (g - 1.0) / g * s
     tree_wire = np.maximum(intra_bits / bi, nic_bits / bn)
-    tree_lat = k * (2.0 * (g - 1.0) * hi + 2.0 * np.ceil(np.log2(m)) * hn)
+    tree_lat = k * (2.0 * np.ceil(np.log2(g)) * hi + 2.0 * np.ceil(np.log2(m)) * hn)
     ring_t, tree_t = ring_wire + ring_lat, tree_wire + tree_lat
-    use_tree = multi & (tree_t < ring_t)
+    use_tree = tree_t < ring_t
     wire = np.where(n > 1, np.where(use_tree, tree_wire, ring_wire), 0.0)
     lat = np.where(n > 1, np.where(use_tree, tree_lat, ring_lat), 0.0)
     algo = np.where(n <= 1, "none", np.where(use_tree, "tree", "ring"))
