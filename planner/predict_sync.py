@@ -40,6 +40,8 @@ from cmdare.planner.speed.sync_compute import canonical_precision, sync_compute
 SYNC_MODES = ("sync", "sync-allreduce", "ddp", "fsdp", "zero1", "zero2")
 PS_MODES = ("", "ps", "async-ps")
 SYNC_COLUMNS = ("allreduce_share", "compute_s", "algorithm", "memory_gb", "memory")
+SYNC_INPUTS = ("mode", "gpus_per_node", "nic_gbps", "transport", "precision", "bucket_mb", "hop_us",
+               "activation_gb", "recompute")  # fmt: skip
 MAX_NIC_GBPS = 10_000.0
 MIN_NIC_GBPS = 0.01  # 10 Mbit/s: below any cloud GPU node's NIC (1e-300 gave steps/s no one could read)
 LIMITS = {"bucket_mb": (0.01, 100_000.0), "hop_us": (0.0, 1e6), "activation_gb": (0.0, 1e5)}

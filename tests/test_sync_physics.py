@@ -156,3 +156,17 @@ def test_the_held_out_half_meets_the_goals(capsys: pytest.CaptureFixture[str]) -
     assert held["within"] >= 0.75 and abs(held["mse"]) <= 0.02 and held["inside"] >= 0.80
     assert not set(mod["FIT_SOURCES"]) & set(mod["HELD_OUT_SOURCES"])
     assert SyncParams().straggler_cv == constants["straggler_cv"]  # the shipped constant is the fitted one
+
+
+def test_predict_help_lists_every_input_and_output_column() -> None:
+    from cmdare.planner.predict_csv import OUTPUT_COLUMNS, REQUIRED_COLUMNS
+    from cmdare.planner.predict_sync import SYNC_COLUMNS, SYNC_INPUTS
+    from cmdare.tui.commands.predict import HELP
+
+    words = set(HELP.replace(",", " ").split())
+    missing = [
+        c
+        for c in (*REQUIRED_COLUMNS, "tensors", *SYNC_INPUTS, *OUTPUT_COLUMNS, *SYNC_COLUMNS)
+        if c not in words
+    ]
+    assert not missing
