@@ -18,7 +18,8 @@ from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync, penalties
 from cmdare.planner.risk_cost.time_cost import RunSettings
 from cmdare.planner.risk_cost.workload import WorkloadError, load_workload, parse_workload
-from cmdare.planner.speed.allreduce import SyncParams, calibrate, exposed_seconds, ring_seconds, sync_step
+from cmdare.planner.speed.allreduce import SyncParams, calibrate, exposed_seconds, sync_step
+from cmdare.planner.speed.collectives import allreduce_parts
 from cmdare.planner.speed.interconnect import links, node_links
 from cmdare.tui.commands import UsageError, plan
 
@@ -29,12 +30,18 @@ A = lambda *x: np.array(x, dtype=float)  # noqa: E731
 
 def test_ring_sends_two_n_minus_one_over_n_of_the_gradients() -> None:
     s, gbps = 100e6, 10.0
-    t = ring_seconds(A(s, s, s), A(1, 2, 64), A(gbps, gbps, gbps), A(0, 0, 0), A(1, 1, 1))
-    wire = s * 8 / (gbps * 1e9)
-    assert t[0] == 0.0
-    assert t[1] == pytest.approx(1.0 * wire) and t[2] == pytest.approx(2 * 63 / 64 * wire)
-    hops = ring_seconds(A(0), A(8), A(gbps), A(1e-3), A(3))  # 2(N-1) hops per bucket
-    assert hops[0] == pytest.approx(3 * 14 * 1e-3)
+    zero = A(0, 0, 0)
+    wire, lat, algo = allreduce_parts(A(s, s, s), A(1, 2, 64), A(1, 1, 1), A(gbps, gbps, gbps), A(gbps, gbps, gbps),
+                                      zero, zero, A(1, 1, 1))  # fmt: skip
+    one = s * 8 / (gbps * 1e9)
+    assert wire[0] == 0.0 and algo[0] == "none"
+    assert wire[1] == pytest.approx(
+        1.0 * one
+    )  # two nodes: the tree's S through the NIC, as the ring's 2(N−1)/N
+    assert wire[2] == pytest.approx(2 * 63 / 64 * one)  # 3+ nodes: the tree moves as much as the ring
+    _, hops, algo = allreduce_parts(A(0), A(1), A(8), A(gbps), A(gbps), A(1e-3), A(1e-3), A(3))
+    # no bytes: latency alone, 2 log2(8) tree steps a bucket beat the ring's 2(N−1)
+    assert algo[0] == "tree" and hops[0] == pytest.approx(3 * 2 * 3 * 1e-3) < 3 * 2 * 7 * 1e-3
 
 
 def test_only_the_last_bucket_is_sure_to_be_exposed() -> None:

@@ -43,8 +43,6 @@ from cmdare.planner.speed.collectives import allreduce_parts
 __all__ = [
     "SyncParams",
     "SyncTerms",
-    "ring_parts",
-    "ring_seconds",
     "sync_step",
     "calibrate",
     "DDP_BUCKET_BYTES",
@@ -102,25 +100,6 @@ class SyncTerms:
         the slowest rank, as ``cmdare_allreduce_seconds`` measures it)."""
         wait = self.straggler if self.straggler is not None else 0.0
         return (self.exposed + wait) / self.step
-
-
-def ring_parts(
-    grad_bytes: np.ndarray, n_gpus: np.ndarray, gbps: np.ndarray, hop_s: np.ndarray, buckets: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(wire, latency) seconds of a ring all-reduce of ``grad_bytes`` over ``n_gpus`` through links of
-    ``gbps`` (per direction): ``2(N−1)/N × S`` bytes each way, and ``2(N−1)`` hops per bucket."""
-    n = np.maximum(np.asarray(n_gpus, dtype=float), 1.0)
-    share = 2.0 * (n - 1.0) / n
-    wire = share * np.asarray(grad_bytes, dtype=float) * 8.0 / (np.asarray(gbps, dtype=float) * 1e9)
-    return wire, np.asarray(buckets, dtype=float) * 2.0 * (n - 1.0) * np.asarray(hop_s, dtype=float)
-
-
-def ring_seconds(
-    grad_bytes: np.ndarray, n_gpus: np.ndarray, gbps: np.ndarray, hop_s: np.ndarray, buckets: np.ndarray
-) -> np.ndarray:
-    """Ring all-reduce seconds (wire + latency, :func:`ring_parts`); 0 for one GPU."""
-    wire, lat = ring_parts(grad_bytes, n_gpus, gbps, hop_s, buckets)
-    return wire + lat
 
 
 def exposed_seconds(

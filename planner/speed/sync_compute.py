@@ -31,6 +31,8 @@ from importlib import resources
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.gpu_catalog import GpuSpec, get_gpu
+from cmdare.planner.speed.speed_model import SpeedModel
+from cmdare.planner.speed.speed_terms import compute_features
 
 __all__ = [
     "PRECISIONS",
@@ -114,14 +116,10 @@ def achieved_efficiency(gpu: str, precision: str = "fp32") -> tuple[float, str]:
     ), f"no published {name} {p} throughput: median of {len(same)} other GPUs' rows"
 
 
-def sync_compute(model: object, network: ModelSpec, gpu: str, precision: str = "fp32") -> ComputeEstimate:
-    """One GPU's compute seconds per step of ``network`` on ``gpu`` (see the module docstring).
-    ``model`` is the fitted :class:`~cmdare.planner.speed.speed_model.SpeedModel` (for the study's networks)."""
-    from cmdare.planner.speed.speed_model import SpeedModel
-    from cmdare.planner.speed.speed_terms import compute_features
-
+def sync_compute(model: SpeedModel, network: ModelSpec, gpu: str, precision: str = "fp32") -> ComputeEstimate:
+    """One GPU's compute seconds per step of ``network`` on ``gpu`` (see the module docstring); ``model`` (the
+    fitted PS speed model) gives the study's networks their GPU term and carries a job's ``compute_scale``."""
     spec = get_gpu(gpu)
-    assert isinstance(model, SpeedModel)
     net = model._resolve(network)
     if net.known is not None:
         feats = compute_features(net.flops, net.params, net.tensors, spec.fp32_tflops, spec.mem_bw_gbs)
