@@ -182,17 +182,18 @@ def rows(p: SyncParams, sources: tuple[str, ...]) -> list[tuple[Case, int, float
     return [(c, n, e, predict(c, n, p)) for c in cases() if c.source in sources for n, e in c.points]
 
 
-def fit(p: SyncParams) -> dict[str, float]:
+def fit(p: SyncParams, fit_sources: tuple[str, ...] = FIT_SOURCES) -> dict[str, float]:
     """``straggler_cv`` minimising the fit half's mean absolute error (grid 0–0.30), and the P10/P90 of the fit
     half's log residuals log(published / predicted) at it."""
     best = min(
-        (statistics.fmean(abs(m - e) for _, _, e, m in rows(replace(p, straggler_cv=cv), FIT_SOURCES)), cv)
+        (statistics.fmean(abs(m - e) for _, _, e, m in rows(replace(p, straggler_cv=cv), fit_sources)), cv)
         for cv in np.arange(0.0, 0.3001, 0.0025)
     )[1]
-    res = sorted(math.log(e / m) for _, _, e, m in rows(replace(p, straggler_cv=float(best)), FIT_SOURCES))
+    res = sorted(math.log(e / m) for _, _, e, m in rows(replace(p, straggler_cv=float(best)), fit_sources))
     q = lambda f: float(np.quantile(res, f))  # noqa: E731
     return {"straggler_cv": round(float(best), 4), "log_residual_p10": q(0.1), "log_residual_p90": q(0.9),
-            "n": len(res), "fit_sources": list(FIT_SOURCES), "held_out_sources": list(HELD_OUT_SOURCES)}  # fmt: skip
+            "n": len(res), "fit_sources": list(fit_sources),
+            "held_out_sources": [x for x in (*FIT_SOURCES, *HELD_OUT_SOURCES) if x not in fit_sources]}  # fmt: skip
 
 
 def report(
@@ -223,8 +224,18 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fit", action="store_true", help="set the constants on the fit half and write them")
+    ap.add_argument("--swap", action="store_true",
+                    help="robustness check: set them on the held-out half instead and report on the fit half "
+                         "(nothing written)")  # fmt: skip
     args = ap.parse_args(argv)
     p = SyncParams()
+    if args.swap:
+        constants = fit(p, HELD_OUT_SOURCES)
+        print(f"swapped halves (not shipped): {constants}")
+        q = replace(p, straggler_cv=constants["straggler_cv"])
+        report(q, constants, HELD_OUT_SOURCES, "held-out half, now setting the constants")
+        report(q, constants, FIT_SOURCES, "fit half, now reported only")
+        return 0
     if args.fit:
         constants = fit(p)
         VALIDATION.write_text(json.dumps(constants, indent=1) + "\n", encoding="utf-8")

@@ -170,3 +170,31 @@ def test_predict_help_lists_every_input_and_output_column() -> None:
         if c not in words
     ]
     assert not missing
+
+
+def test_workload_keys_of_the_sync_model_are_read_and_checked() -> None:
+    from cmdare.planner.risk_cost.workload import WorkloadError, parse_workload
+
+    base = (ROOT / "examples/workload-fsdp-70b.toml").read_text(encoding="utf-8")
+    w = parse_workload(base.replace("[model]", "[model]\ntensors = 723").replace("recompute = true",
+                       "recompute = true\ntransport = \"rdma\"\nhop_us = 12\nactivation_gb = 30"))  # fmt: skip
+    par = w.parallel
+    assert w.model.tensors == 723 and par.sync and par.sharding == "fsdp" and par.precision == "fp16"
+    assert (par.transport, par.hop_us, par.activation_gb, par.recompute) == ("rdma", 12.0, 30.0, True)
+    ddp = parse_workload(base.replace('mode = "fsdp"', 'mode = "sync"\nzero_stage = 2'))
+    assert ddp.parallel.sharding == "zero2"
+    for bad, key in (('precision = "fp8"', "parallel.precision"), ('transport = "ib"', "parallel.transport"),
+                     ("zero_stage = 3", "parallel.zero_stage"), ("hop_us = -1", "parallel.hop_us")):  # fmt: skip
+        with pytest.raises(WorkloadError, match=key):
+            parse_workload(base.replace('precision = "bf16"', bad) if "precision" in bad else
+                           base.replace("recompute = true", f"recompute = true\n{bad}"))  # fmt: skip
+
+
+def test_bad_sync_columns_name_the_row() -> None:
+    from cmdare.planner.predict_csv import PredictInputError
+
+    head = "model,model_flops,params,batch_size,gpu,workers,ps,mode,transport,precision,hop_us\n"
+    for row, word in (("x,1e12,1e6,8,A100,8,0,fsdp,ib,,", "transport"), ("x,1e12,1e6,8,A100,8,0,sync,,fp8,", "fp8"),
+                      ("x,1e12,1e6,8,A100,8,0,sync,,,nan", "hop_us")):  # fmt: skip
+        with pytest.raises(PredictInputError, match=rf"row 1 .*{word}"):
+            predict_csv_text(head + row + "\n")
