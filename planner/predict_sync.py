@@ -7,7 +7,9 @@ ZeRO-3 sharding, ``zero1``/``zero2``; empty, ``ps`` or ``async-ps`` = a PS row),
 ``tf32``, ``fp16``/``bf16``/``amp``), ``bucket_mb`` (DDP's 25 by default; Horovod's fusion buffer is 64),
 ``hop_us`` (a per-step NIC latency instead of the published one), ``activation_gb`` (per-GPU activation peak;
 default the transformer estimate), ``recompute`` (1 = activation recomputation, for that estimate),
-``tensors`` (parameter tensors; read by the PS model too). ``workers`` = GPUs in all (a multiple of
+``tensors`` (parameter tensors; read by the PS model too), ``measured_step_s`` (one GPU's measured seconds a
+step of this network on this GPU, e.g. from a one-GPU run: the compute term, which then has no band).
+``workers`` = GPUs in all (a multiple of
 ``gpus_per_node``), ``ps`` = 0, ``gpu`` one GPU type. For a network that is not one of the study's (by name),
 ``model_flops`` is the training FLOPs of one GPU's step (forward + backward on its batch).
 
@@ -35,16 +37,17 @@ from cmdare.planner.speed.memory_fit import memory_need
 from cmdare.planner.speed.speed_band import speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
 from cmdare.planner.speed.sync_band import compute_spread, sync_band
-from cmdare.planner.speed.sync_compute import canonical_precision, sync_compute
+from cmdare.planner.speed.sync_compute import ComputeEstimate, canonical_precision, sync_compute
 
 SYNC_MODES = ("sync", "sync-allreduce", "ddp", "fsdp", "zero1", "zero2")
 PS_MODES = ("", "ps", "async-ps")
 SYNC_COLUMNS = ("allreduce_share", "compute_s", "algorithm", "memory_gb", "memory")
 SYNC_INPUTS = ("mode", "gpus_per_node", "nic_gbps", "transport", "precision", "bucket_mb", "hop_us",
-               "activation_gb", "recompute")  # fmt: skip
+               "activation_gb", "recompute", "measured_step_s")  # fmt: skip
 MAX_NIC_GBPS = 10_000.0
 MIN_NIC_GBPS = 0.01  # 10 Mbit/s: below any cloud GPU node's NIC (1e-300 gave steps/s no one could read)
-LIMITS = {"bucket_mb": (0.01, 100_000.0), "hop_us": (0.0, 1e6), "activation_gb": (0.0, 1e5)}
+LIMITS = {"bucket_mb": (0.01, 100_000.0), "hop_us": (0.0, 1e6), "activation_gb": (0.0, 1e5),
+          "measured_step_s": (1e-6, 1e5)}  # fmt: skip
 
 
 class SyncRowError(ValueError):
@@ -119,7 +122,10 @@ def predict_sync_row(model: SpeedModel, network: ModelSpec, row: dict[str, str])
     act = _float(row, "activation_gb", *LIMITS["activation_gb"])
     recompute = _int(row, "recompute", 0, 0, 1) == 1
     mem = memory_need(network.params, gpu, workers, sharding, precision, network.model_flops, act, recompute)
+    measured = _float(row, "measured_step_s", *LIMITS["measured_step_s"])
     comp = sync_compute(model, network, gpu, precision)
+    if measured is not None:
+        comp = ComputeEstimate(measured, "measured_step_s as given")
     links = node_links(
         gpu, g, nic_gbps=_float(row, "nic_gbps", MIN_NIC_GBPS, MAX_NIC_GBPS), transport=transport
     )
@@ -133,7 +139,9 @@ def predict_sync_row(model: SpeedModel, network: ModelSpec, row: dict[str, str])
                   a(links.nic_bus_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
     x = float(t.steps_per_sec[0])
     known = model._resolve(network).known is not None
-    if known:
+    if measured is not None:
+        c_band, extrapolation = None, "none"
+    elif known:
         one = model.predict(network, {gpu: 1}, 1)
         b = speed_band(model, network, {gpu: 1}, ps=1, prediction=one)
         c_band = (math.log(b.p10 / one.steps_per_sec), math.log(b.p90 / one.steps_per_sec))

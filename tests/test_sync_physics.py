@@ -198,3 +198,18 @@ def test_bad_sync_columns_name_the_row() -> None:
                       ("x,1e12,1e6,8,A100,8,0,sync,,,nan", "hop_us")):  # fmt: skip
         with pytest.raises(PredictInputError, match=rf"row 1 .*{word}"):
             predict_csv_text(head + row + "\n")
+
+
+def test_a_measured_single_gpu_step_is_the_compute_term() -> None:
+    """Horovod's 512-GPU VGG-16 (4 P100 a node, 25 Gbit/s RoCE, batch 64, 68 % published) from the one-GPU step
+    of the same tool and batch (154 images/s): the row's own compute, and a band that holds the published 0.68."""
+    text = (
+        "model,model_flops,params,batch_size,gpu,workers,ps,mode,gpus_per_node,nic_gbps,transport,bucket_mb,"
+        "measured_step_s\n"
+        f"VGG-16,5.952e12,138.4e6,64,P100,512,0,sync,4,25,rdma,64,{64 / 154}\n"
+    )
+    (row,) = csv.DictReader(io.StringIO(predict_csv_text(text)))
+    assert float(row["compute_s"]) == pytest.approx(64 / 154, rel=1e-5) and row["extrapolation"] == "none"
+    eff = lambda col: float(row[col]) * 64 / 154  # noqa: E731  (steps/s x one GPU's step = scaling efficiency)
+    assert eff("steps_per_sec_p10") <= 0.68 <= eff("steps_per_sec_p90")
+    assert abs(eff("steps_per_sec") - 0.68) < 0.06

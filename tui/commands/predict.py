@@ -41,6 +41,7 @@ synchronous rows (optional columns; a row with mode empty or ps is a PS row):
   hop_us         per-step NIC latency, microseconds (default: the published figure of the transport)
   activation_gb  per-GPU activation peak, GB (default: a transformer estimate)
   recompute      1 = activation recomputation (for that estimate)
+  measured_step_s  one GPU's measured seconds a step (a one-GPU run): the compute term, with no band of its own
 
 output: every input column, then
   steps_per_sec                       expected global steps/s
