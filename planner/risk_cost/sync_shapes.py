@@ -175,11 +175,12 @@ class SyncShapeTable(ShapeTable):
 
     def band(self, i: int) -> RowBand | None:
         """Compute spread (the speed model's one-worker band for a study network, the published efficiencies'
-        spread otherwise; none once a live job measured its compute) plus the scaling residuals of published
-        results (:func:`~cmdare.planner.speed.sync_band.sync_band`)."""
+        spread otherwise; none on the GPU a live job measured its compute on) plus the scaling residuals of
+        published results (:func:`~cmdare.planner.speed.sync_band.sync_band`), narrowed by the live ranks."""
         c = self.columns
         x, gpus = float(c["steps_per_sec"][i]), int(c["workers"][i])
-        measured = self.calibration_ranks > 0
+        # a live job measured its own GPU's compute; another GPU's is the model's ratio to it (its spread stays)
+        measured = self.calibration_ranks > 0 and str(c["gpu"][i]) == str(c["gpu"][0])
         extra, c_band = "allreduce", None
         if not measured and self.known_network:
             b = self.bander(str(c["gpu"][i]), 1, 1) if self.bander is not None else None
