@@ -164,7 +164,7 @@ class SyncShapeTable(ShapeTable):
         seconds = {
             "compute": base * float(c["compute_s"][i]) / step,
             "ps": 0.0,
-            "network": base * (float(c["exposed_s"][i]) + float(c["wait_s"][i])) / step,  # the all-reduce call
+            "network": base * (float(c["exposed_s"][i]) + float(c["wait_s"][i])) / step,  # all-reduce call
             "checkpoint": float(t["checkpoint"][i]),
             "revocation": float(t["revocation"][i]),
         }
