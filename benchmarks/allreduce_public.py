@@ -31,6 +31,10 @@ Sources (each row below names its key):
   tf_cnn_benchmarks batch 64: 90 % for Inception V3 and ResNet-101 at both sizes, VGG-16 79 % at 128 GPUs and
   68 % at 512 GPUs. No single-GPU throughput published there: the TensorFlow page's P100 rates of the same
   tool and batch stand in (ResNet-101 has none: compute from the model); PCIe P100 nodes assumed.
+* ``goyal-2017``: Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour", arXiv:1706.02677:
+  Big Basin servers of 8 P100 (NVLink) with a 50 Gbit/s Ethernet NIC, ResNet-50 at 32 images a GPU, Caffe2 and
+  Gloo: "~90% scaling efficiency when moving from 8 to 256 GPUs" (against one 8-GPU server); one P100's
+  backward at batch 32 takes 120 ms (the paper's bandwidth estimate). Found after the halves were set: held out.
 * ``nvidia-dle-v100`` / ``nvidia-dle-a100``: NVIDIA DeepLearningExamples, PyTorch ResNet-50 v1.5 README,
   "Training performance": DGX-1 16GB and 32GB (8 V100, NVLink) FP32 and mixed precision, DGX A100 80GB (8 A100,
   NVLink) TF32 and mixed precision, 1 and 8 GPUs, batch 256 (the README's suggested size for mixed precision;
@@ -96,6 +100,7 @@ class Case:
     points: tuple[tuple[int, float], ...]  # (GPUs, published efficiency)
     precision: str = "fp32"
     bucket_mb: float = 25.0
+    relative_to: int = 1  # efficiency published against this many GPUs (1 = one GPU)
 
 
 def _eff(one: float, pairs: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
@@ -146,12 +151,21 @@ def cases() -> list[Case]:
         Case("nvidia-dle-a100", RESNET50_15, *a100, 938, _eff(938, ((8, 7248),)), "tf32"),
         Case("nvidia-dle-a100", RESNET50_15, *a100, 2470, _eff(2470, ((8, 16621),)), "fp16"),
     ]
+    # Goyal et al. 2017: ~90 % from 8 to 256 GPUs; backprop of one P100 at batch 32 is 120 ms (their §5), so one
+    # GPU's step ≈ 120 ms / (2/3) (backward ≈ 2/3 of a step's compute); Gloo over TCP (assumed)
+    out.append(Case("goyal-2017", RESNET50, "P100", "nvlink1", 8, 50.0, "tcp", 32, 32 / 0.180, ((256, 0.90),),
+                    relative_to=8))  # fmt: skip
     return out
 
 
 # Half of the sources sets the constants; the other half is only reported. Fixed before any fit was run.
 FIT_SOURCES = ("tf-dgx1-p100", "horovod-128", "nvidia-dle-v100", "tf-ec2-dist-k80")
-HELD_OUT_SOURCES = ("tf-gce-k80", "horovod-512", "nvidia-dle-a100")
+HELD_OUT_SOURCES = (
+    "tf-gce-k80",
+    "horovod-512",
+    "nvidia-dle-a100",
+    "goyal-2017",
+)  # a source found later: held out
 
 
 def one_gpu_seconds(case: Case) -> tuple[float, bool]:
@@ -174,7 +188,10 @@ def predict(case: Case, gpus: int, p: SyncParams) -> float:
     t = sync_step(a(compute), case.net.params, a(nodes), a(g), a(intra.gbps * bus_fraction(kind_of(intra.name))),
                   a(case.nic_gbps * bus_fraction(case.transport)), a(hop_seconds(kind_of(intra.name))),
                   a(hop_seconds(case.transport)), q)  # fmt: skip
-    return float(t.compute[0] / t.step[0])
+    eff = float(t.compute[0] / t.step[0])
+    if case.relative_to > 1 and gpus != case.relative_to:
+        return eff / predict(case, case.relative_to, p)
+    return eff
 
 
 def rows(p: SyncParams, sources: tuple[str, ...]) -> list[tuple[Case, int, float, float]]:
