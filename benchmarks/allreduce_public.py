@@ -35,6 +35,10 @@ Sources (each row below names its key):
   Big Basin servers of 8 P100 (NVLink) with a 50 Gbit/s Ethernet NIC, ResNet-50 at 32 images a GPU, Caffe2 and
   Gloo: "~90% scaling efficiency when moving from 8 to 256 GPUs" (against one 8-GPU server); one P100's
   backward at batch 32 takes 120 ms (the paper's bandwidth estimate). Found after the halves were set: held out.
+* ``nvidia-dle-bert``: NVIDIA DeepLearningExamples, BERT README (TensorFlow 19.03 container, Horovod), "Training
+  performance results": BERT-large (340 M parameters, Devlin et al. 2019) pre-training sentences/s on DGX-1
+  (8 V100 16 GB / 32 GB, NVLink) and DGX-2 (16 V100, NVSwitch), FP32 and FP16, at 1, 4, 8 (16) GPUs. Found after
+  the halves were set: held out.
 * ``nvidia-dle-v100`` / ``nvidia-dle-a100``: NVIDIA DeepLearningExamples, PyTorch ResNet-50 v1.5 README,
   "Training performance": DGX-1 16GB and 32GB (8 V100, NVLink) FP32 and mixed precision, DGX A100 80GB (8 A100,
   NVLink) TF32 and mixed precision, 1 and 8 GPUs, batch 256 (the README's suggested size for mixed precision;
@@ -82,6 +86,7 @@ RESNET101 = Net("ResNet-101", 44.5e6, 7.6)
 RESNET152 = Net("ResNet-152", 60.2e6, 11.3)
 VGG16 = Net("VGG-16", 138.4e6, 15.5)
 ALEXNET = Net("AlexNet", 61.1e6, 0.72)
+BERT_LARGE = Net("BERT-large", 340e6, 0.0)  # only with a published single-GPU rate (no FLOPs needed)
 
 
 @dataclass(frozen=True)
@@ -155,17 +160,28 @@ def cases() -> list[Case]:
     # GPU's step ≈ 120 ms / (2/3) (backward ≈ 2/3 of a step's compute); Gloo over TCP (assumed)
     out.append(Case("goyal-2017", RESNET50, "P100", "nvlink1", 8, 50.0, "tcp", 32, 32 / 0.180, ((256, 0.90),),
                     relative_to=8))  # fmt: skip
+    # NVIDIA DeepLearningExamples BERT-large pre-training (TensorFlow 19.03 container, Horovod), sentences/s
+    d1, d2 = ("V100", "nvlink2", 8, 100.0, "rdma"), ("V100", "nvlink2", 16, 100.0, "rdma")
+    bert = [
+        (d1, 2, "fp32", 5.48, ((4, 19.6), (8, 39.21))),
+        (d1, 2, "fp16", 18.97, ((4, 60.6), (8, 121.21))),
+        (d1, 4, "fp16", 19.46, ((4, 75.67), (8, 151.35))),
+        (d1, 7, "fp32", 7.56, ((4, 28.84), (8, 57.68))),
+        (d1, 7, "fp16", 24.29, ((4, 86.24), (8, 172.48))),
+        (d1, 14, "fp16", 26.04, ((4, 99.68), (8, 199.35))),
+        (d2, 7, "fp32", 8.47, ((4, 32.2), (8, 63.84), (16, 126.56))),
+        (d2, 7, "fp16", 26.04, ((4, 92.68), (8, 183.68), (16, 365.12))),
+        (d2, 14, "fp16", 28.28, ((4, 103.6), (8, 208.32), (16, 416.64))),
+    ]
+    out += [Case("nvidia-dle-bert", BERT_LARGE, *node, b, one, _eff(one, pts), prec, bucket_mb=64)
+            for node, b, prec, one, pts in bert]  # fmt: skip
     return out
 
 
 # Half of the sources sets the constants; the other half is only reported. Fixed before any fit was run.
 FIT_SOURCES = ("tf-dgx1-p100", "horovod-128", "nvidia-dle-v100", "tf-ec2-dist-k80")
-HELD_OUT_SOURCES = (
-    "tf-gce-k80",
-    "horovod-512",
-    "nvidia-dle-a100",
-    "goyal-2017",
-)  # a source found later: held out
+# sources found after the halves were set (Goyal, BERT) are held out
+HELD_OUT_SOURCES = ("tf-gce-k80", "horovod-512", "nvidia-dle-a100", "goyal-2017", "nvidia-dle-bert")
 
 
 def one_gpu_seconds(case: Case) -> tuple[float, bool]:

@@ -26,7 +26,7 @@ JSON_KEYS = (
     "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
     "extrapolation", "current", "delta",
 )  # fmt: skip
-SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy")  # added for [parallel] mode = "sync"
+SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy", "memory")  # [parallel] mode = sync | fsdp
 SYNC_NOTE = (
     "sync: steps/s of each shape's own global batch (its GPUs × batch); time and cost train the same examples; "
     "P10–P90 bands cover the compute term and the scaling (residuals of published multi-GPU results); links at "
