@@ -1,9 +1,10 @@
-"""Step time of synchronous data-parallel training (DDP, Horovod): compute plus the exposed all-reduce.
+"""Step time of synchronous data-parallel training (DDP, Horovod, ZeRO, FSDP): compute, the wait for the slowest
+GPU and the exposed collective.
 
 Terms (seconds per global step; every GPU takes every step):
 
-* ``compute`` — one GPU's forward + backward + update on its own batch (the per-GPU speed model, or
-  the live job's measured ``cmdare_step_seconds``);
+* ``compute`` — one GPU's forward + backward + update on its own batch, without parameter-server terms
+  (:mod:`cmdare.planner.speed.sync_compute`, or the live job's measured ``cmdare_step_seconds``);
 * ``allreduce`` — the gradients' collective, ``S = params × bytes_per_param / compression`` bytes over
   ``N = nodes × gpus_per_node`` GPUs, as NCCL runs it (:mod:`cmdare.planner.speed.collectives`: ring or
   hierarchical tree, whichever is faster for the bucket, at the links' *achieved* bus bandwidth and published
@@ -26,7 +27,9 @@ Terms (seconds per global step; every GPU takes every step):
 Calibration (:func:`calibrate`): from a live job's measured compute and exposed all-reduce, the scale
 of each term that makes this model reproduce it (``comm_scale`` multiplies the wire time, i.e. divides
 the link's line rate by the share achieved: protocol overhead, contention, a throttled network; the hop
-latencies stay as given). Vectorised over shapes (numpy).
+latencies stay as given); a rank's measured all-reduce time includes its wait for the slowest rank, so the
+job's own spread (``straggler_cv``) is taken from what the collective's least time leaves. Vectorised over
+shapes (numpy).
 """
 
 from __future__ import annotations
