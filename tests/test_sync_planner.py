@@ -150,12 +150,10 @@ def test_plan_ranks_sync_shapes(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
-def test_explain_says_a_sync_band_is_the_compute_terms() -> None:
+def test_explain_says_a_sync_band_covers_compute_and_scaling() -> None:
     from cmdare.tui.widgets.explain import band_scope
 
-    assert band_scope("allreduce").startswith(
-        ", the compute term's band (the all-reduce rests on link figures"
-    )
+    assert band_scope("allreduce").startswith(", compute and scaling band (published scaling residuals")
     assert band_scope("gpu") == ", beyond the measured domain: gpu" and band_scope("none") == ""
 
 

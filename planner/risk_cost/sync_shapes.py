@@ -142,10 +142,10 @@ def node_prices(book: object, cols: dict[str, np.ndarray]) -> np.ndarray:
 
 
 class SyncShapeTable(ShapeTable):
-    """A :class:`ShapeTable` of synchronous shapes: explained by compute vs exposed all-reduce; a row's band
-    is the speed model's relative P10–P90 band of one worker of its GPU (the compute it rests on), applied to
-    its steps/s; ``allreduce`` marks the all-reduce term as resting on link figures, not measurements.
-    ``params``: the all-reduce knobs and calibration the rows were predicted with."""
+    """A :class:`ShapeTable` of synchronous shapes: explained by compute vs the all-reduce call (exposed
+    collective + wait for the slowest GPU); a row's band covers compute and scaling (:meth:`band`);
+    ``allreduce`` marks a study network's row, ``network`` a FLOPs-based one. ``params``: the collective's knobs
+    and calibration the rows were predicted with."""
 
     params: SyncParams | None = None
     memory_note: str = ""  # "current shape does not fit: …" / "N shapes left out: …"
