@@ -254,6 +254,28 @@ def report(
     return {"within": within / len(errs), "mse": mse, "inside": inside / len(errs), "n": len(errs)}
 
 
+def compute_leave_one_out() -> None:
+    """Uncalibrated compute: each published single-GPU rate of gpu_efficiency.csv against FLOPs / (peak × the
+    median efficiency of the *other* rows of its GPU and precision), and whether the compute band holds it."""
+    from cmdare.planner.speed.sync_band import compute_spread
+    from cmdare.planner.speed.sync_compute import efficiency_rows
+
+    rows = efficiency_rows()
+    lo, hi, _ = compute_spread()
+    print("\n== uncalibrated compute (leave one out of gpu_efficiency.csv) ==")
+    inside, n = 0, 0
+    for r in rows:
+        others = [o.efficiency for o in rows if o is not r and o.gpu == r.gpu and o.precision == r.precision]
+        if not others:
+            continue
+        predicted = r.examples_per_sec * statistics.median(others) / r.efficiency
+        ok = math.exp(lo) * predicted <= r.examples_per_sec <= math.exp(hi) * predicted
+        inside, n = inside + ok, n + 1
+        print(f"{r.gpu:<6}{r.precision:<5}{r.network:<15}published {r.examples_per_sec:>7.1f}/s  model "
+              f"{predicted:>7.1f}/s  ratio {r.examples_per_sec / predicted:.2f}  {'in' if ok else 'OUT'}")  # fmt: skip
+    print(f"inside the compute band: {inside}/{n} (the band is these leave-one-out residuals' P10-P90)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fit", action="store_true", help="set the constants on the fit half and write them")
@@ -278,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     p = replace(p, straggler_cv=constants["straggler_cv"])
     report(p, constants, FIT_SOURCES, "FIT half (constants set here)")
     held = report(p, constants, HELD_OUT_SOURCES, "HELD-OUT half (reported only)")
+    compute_leave_one_out()
     met = held["within"] >= 0.75 and abs(held["mse"]) <= 0.02 and held["inside"] >= 0.80
     print(
         f"\nheld-out goals (≥75% within ±{TOL}, |mean signed error| ≤ 0.02, ≥80% inside the band): "

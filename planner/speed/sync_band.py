@@ -1,9 +1,9 @@
 """P10–P90 band of a synchronous shape's speed: the compute term's spread and the communication model's.
 
 * compute: a network of the CM-DARE study on a GPU: the speed model's one-worker band
-  (:func:`cmdare.planner.speed.speed_band.speed_band`); any other network: the spread of the published
-  single-GPU efficiencies around their median (``gpu_efficiency.csv``: P10/P90 of log(row / median of its GPU
-  and precision)); a live job's measured compute: none (it is measured);
+  (:func:`cmdare.planner.speed.speed_band.speed_band`); any other network: the out-of-sample spread of the
+  published single-GPU efficiencies (``gpu_efficiency.csv``: P10/P90 of log(row / median of the other rows of
+  its GPU and precision)); a live job's measured compute: none (it is measured);
 * scaling: the P10/P90 of log(published / predicted) scaling efficiency over the fit half of the published
   scaling results (``sync_validation.json``, benchmarks/allreduce_public.py) — it covers the collective,
   the overlap and the wait for the slowest GPU. A one-GPU shape has none.
@@ -48,13 +48,14 @@ def scaling_spread() -> tuple[float, float, int]:
 
 @functools.cache
 def compute_spread() -> tuple[float, float, int]:
-    """(P10, P90, n) of log(efficiency / its GPU-and-precision median) over the published rows."""
+    """(P10, P90, n) out-of-sample log residuals of the FLOPs-based compute: each published single-GPU rate
+    against the median efficiency of the *other* rows of its GPU and precision (leave one out)."""
     rows = efficiency_rows()
-    groups: dict[tuple[str, str], list[float]] = {}
+    res = []
     for r in rows:
-        groups.setdefault((r.gpu, r.precision), []).append(r.efficiency)
-    res = [math.log(r.efficiency / statistics.median(groups[(r.gpu, r.precision)])) for r in rows]
-    res = [x for x, r in zip(res, rows, strict=True) if len(groups[(r.gpu, r.precision)]) > 1]
+        others = [o.efficiency for o in rows if o is not r and (o.gpu, o.precision) == (r.gpu, r.precision)]
+        if others:
+            res.append(math.log(r.efficiency / statistics.median(others)))
     return float(np.quantile(res, 0.1)), float(np.quantile(res, 0.9)), len(res)
 
 
