@@ -59,7 +59,7 @@ def sync_params(workload: Workload, calibrated: SyncParams | None = None) -> Syn
     calibration scales."""
     par = workload.parallel
     base = calibrated or SyncParams()
-    mixed_fsdp = par.sharding == "fsdp" and par.precision == "fp16"  # bf16/fp16 gathered and reduce-scattered
+    mixed_fsdp = par.sharding != "ddp" and par.precision == "fp16"  # ZeRO/FSDP move fp16/bf16: 2 B a value
     return replace(base, bucket_bytes=par.bucket_mb * 2**20, compression=par.compression, mode=par.sharding,
                    bytes_per_param=2.0 if mixed_fsdp else base.bytes_per_param,
                    hop_s=None if par.hop_us is None else par.hop_us * 1e-6)  # fmt: skip
