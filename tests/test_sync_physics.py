@@ -211,3 +211,12 @@ def test_a_measured_single_gpu_step_is_the_compute_term() -> None:
     eff = lambda col: float(row[col]) * 64 / 154  # noqa: E731  (steps/s x one GPU's step = scaling efficiency)
     assert eff("steps_per_sec_p10") <= 0.68 <= eff("steps_per_sec_p90")
     assert abs(eff("steps_per_sec") - 0.68) < 0.06
+
+
+def test_the_sync_example_file_predicts_every_row() -> None:
+    text = (ROOT / "examples/predict-sync.csv").read_text(encoding="utf-8")
+    rows = list(csv.DictReader(io.StringIO(predict_csv_text(text))))
+    assert rows and all(r["memory"].startswith(("fits", "does not fit")) for r in rows)
+    assert [r["steps_per_sec"] == "" for r in rows] == [r["memory"].startswith("does not fit") for r in rows]
+    rdma, tcp = (float(r["steps_per_sec"]) for r in rows if r["model"] == "VGG-16")
+    assert rdma > tcp  # the same NIC line rate: RDMA achieves more of it than TCP sockets
