@@ -220,3 +220,24 @@ def test_the_sync_example_file_predicts_every_row() -> None:
     assert [r["steps_per_sec"] == "" for r in rows] == [r["memory"].startswith("does not fit") for r in rows]
     rdma, tcp = (float(r["steps_per_sec"]) for r in rows if r["model"] == "VGG-16")
     assert rdma > tcp  # the same NIC line rate: RDMA achieves more of it than TCP sockets
+
+
+def test_a_running_job_fits_its_own_shape() -> None:
+    """Live (calibrated) ranking of the 70B FSDP job without recomputation: the activation estimate (~90 GB a
+    GPU) says the running 64 × H100 shape does not fit, but it runs: activations are capped at its room, and
+    only shapes with less room than that are left out."""
+    from dataclasses import replace
+
+    from cmdare.collectors.pricing.loader import load_offline_book
+
+    w = load_workload(ROOT / "examples/workload-fsdp-70b.toml")
+    w = replace(w, parallel=replace(w.parallel, recompute=False))
+    assert not memory_need(70e9, "H100", 64, "fsdp", "fp16", 1.72e15).fits
+    table = rank_sync_shapes(w, SpeedModel.load(), load_offline_book(), RevocationModel.load(),
+                             calibrated=SyncParams(), calibration_ranks=64)  # fmt: skip
+    c = table.columns
+    assert str(c["memory"][0]).startswith("fits")
+    room = 80 - memory_need(70e9, "H100", 64, "fsdp", "fp16", activation_gb=0.0).states_gb
+    for gpu, n in zip(c["gpu"][1:], c["workers"][1:], strict=True):
+        assert memory_need(70e9, str(gpu), int(n), "fsdp", "fp16", activation_gb=room).fits
+    assert "shapes left out" in table.memory_note

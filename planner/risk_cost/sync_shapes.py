@@ -95,6 +95,28 @@ def compute_seconds(model: SpeedModel, workload: Workload, gpus: np.ndarray) -> 
     return per[inverse], ref[inverse]
 
 
+def _anchored_on_running(
+    workload: Workload, cols: dict[str, np.ndarray], live: bool
+) -> tuple[Workload, str | None]:
+    """A running job's shape fits (it runs): when the activation estimate says otherwise, its activations are
+    capped at what the current shape has room for; when the model states alone exceed the GPU (the job shards in
+    a way the workload does not say), (workload, note) with memory left unchecked."""
+    par, m = workload.parallel, workload.model
+    if not live or par.activation_gb is not None:
+        return workload, None
+    gpu, n = str(cols["gpu"][0]), int(cols["nodes"][0] * cols["gpus_per_node"][0])
+    need = memory_need(m.params, gpu, n, par.sharding, par.precision, m.model_flops, None, par.recompute)
+    if need.fits:
+        return workload, None
+    room = need.has_gb - need.states_gb
+    if room <= 0:
+        return (
+            workload,
+            f"not checked: the running job holds more than {par.sharding}'s states estimate allows",
+        )
+    return replace(workload, parallel=replace(par, activation_gb=room)), None
+
+
 def memory_columns(workload: Workload, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str]]:
     """(fits?, verdict) per row: per-GPU model states and activations against the GPU's memory."""
     par, m = workload.parallel, workload.model
@@ -211,8 +233,11 @@ def rank_sync_shapes(
     overheads = overheads or Overheads.load()
     rev = revocation_model.with_start_hour(workload.options.start_hour)
     cols = enumerate_sync(workload)
+    workload, live_memory = _anchored_on_running(workload, cols, calibrated is not None)
     fits, verdicts = memory_columns(workload, cols)
-    memory_note = "" if fits[0] else f"current shape {verdicts[0]}"
+    if live_memory is not None:  # a running job's states alone exceed the estimate: its scheme is not DDP's
+        fits[:] = True
+    memory_note = live_memory or ("" if fits[0] else f"current shape {verdicts[0]}")
     left_out = int((~fits[1:]).sum())
     if left_out:
         memory_note = "; ".join(x for x in (memory_note, f"{left_out} shapes left out: the model does not fit "
