@@ -155,8 +155,8 @@ def shape_terms(
 
     links = node_links(shape.gpu, shape.gpus_per_node, tier)
     a = lambda x: np.array([x], dtype=float)  # noqa: E731
-    return sync_step(a(compute_s), params, a(shape.nodes), a(shape.gpus_per_node), a(links.intra_gbps),
-                     a(links.nic_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
+    return sync_step(a(compute_s), params, a(shape.nodes), a(shape.gpus_per_node), a(links.intra_bus_gbps),
+                     a(links.nic_bus_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
 
 
 def calibrated(
@@ -164,9 +164,10 @@ def calibrated(
 ) -> SyncParams:
     """The all-reduce model anchored on the job: its own compute as the compute term (``compute_scale``
     relative to a model compute of 1 s) and the comm scale that reproduces the measured exposed time."""
+    from dataclasses import replace
+
     from cmdare.planner.speed.allreduce import SyncParams, calibrate
 
     base = p or SyncParams()
-    raw = shape_terms(shape, job.facts.model.params, 1.0, SyncParams(base.bucket_bytes, base.backward_share,
-                                                                base.bytes_per_param, base.compression))  # fmt: skip
+    raw = shape_terms(shape, job.facts.model.params, 1.0, replace(base, compute_scale=1.0, comm_scale=1.0))
     return calibrate(split.compute_s, split.exposed_s, raw, base)

@@ -93,7 +93,8 @@ def rank_live_sync(
         return None, None, None, why
     split = measured_split(job)
     p = live_sync_params(job, w, shape, split, speed_model) if split else None
-    table = rank_sync_shapes(w, speed_model, price_book, revocations, objective, calibrated=p)
+    table = rank_sync_shapes(w, speed_model, price_book, revocations, objective, calibrated=p,
+                             calibration_ranks=split.ranks if split else 0)  # fmt: skip
     refused = refusal_note(job)  # ranks whose all-reduce is longer than their own steps
     if split is not None:
         note = refused
