@@ -2,8 +2,8 @@
 
 Safe by default: bound to 127.0.0.1 (another address needs ``--allow-remote`` and prints a warning),
 read-only unless ``--writable``, WebSockets only from the page's own origin (``--allow-origin`` adds
-others), at most ``--max-sessions`` app processes, each ended when its browser goes
-(:mod:`cmdare.tui.commands.serve_server`).
+others), at most ``--max-sessions`` app processes, each ended when its browser goes, each with a terminal of
+at most 500 × 200 cells (:mod:`cmdare.tui.commands.serve_server`).
 
 No secret goes on a command line (visible to every user in ``ps``): a flag whose value holds a
 credential (a URL with ``user:password@`` or a token in its query) reaches each session through the
