@@ -164,3 +164,26 @@ def test_stopping_the_server_ends_every_session(server):
     while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(Path(f"/proc/{k}").exists() and "cmdare" in _cmdline(k) for k in kids)
+
+
+def test_bad_serve_flags_get_one_line_and_exit_2(isolated_home: Path):
+    """Issue 27: a broken --allow-origin and a --host that does not resolve ended in "unexpected …" (exit 1);
+    --record was ignored without a word; a port already taken said nothing before the server's first line."""
+    from cli_harness import check_discipline, run_main
+
+    src = ["--target", "http://127.0.0.1:9/metrics"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cases = [
+            (["serve", *src, "--allow-origin", "http://[::1", "--dry-run"], "--allow-origin"),
+            (["serve", *src, "--allow-origin", "http://127.0.0.1:8000/page", "--dry-run"], "without a path"),
+            (["serve", *src, "--host", "no-such-host.invalid", "--allow-remote"], "does not resolve"),
+            (["serve", *src, "--port", str(taken.getsockname()[1])], "cannot listen"),
+            (["serve", *src, "--record", str(isolated_home / "r.sqlite"), "--dry-run"], "--record"),
+        ]
+        for argv, words in cases:
+            code, out, err = run_main(argv)
+            check_discipline(code, err, allowed=(2,))
+            assert words in err and not out, (argv, err)
+    assert not (isolated_home / "r.sqlite").exists()

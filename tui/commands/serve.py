@@ -17,7 +17,9 @@ import argparse
 import json
 import os
 import shlex
+import socket
 import sys
+from urllib.parse import urlsplit
 
 from cmdare.tui.commands import UsageError
 from cmdare.tui.source_flags import add_source_args, check_some_source
@@ -145,11 +147,34 @@ def _check(args: argparse.Namespace) -> None:
     if not is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"--host {args.host} is not loopback: anyone who reaches it sees the app; "
                          "add --allow-remote to confirm (or use an SSH tunnel to 127.0.0.1)")  # fmt: skip
+    if args.record:
+        raise UsageError("serve does not record (--record): each browser session is an app of its own; record "
+                         "in a terminal (cmdare-tui --record FILE) and serve the recording (serve --replay FILE)")  # fmt: skip
     for origin in args.allow_origin:
         try:
             url(origin)
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"--allow-origin: {exc}") from None
+        if urlsplit(origin).path not in ("", "/") or urlsplit(origin).query:
+            raise UsageError(f"--allow-origin: an origin is scheme://host[:port], without a path: {origin!r}")
+    _check_listen(args.host, args.port, bind=not args.dry_run)
+
+
+def _check_listen(host: str, port: int, *, bind: bool) -> None:
+    """``host`` resolves and (``bind``) ``host:port`` can be listened on, as the server will (address reuse on);
+    else one line (UsageError). Checked before the server says where it listens."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise UsageError(f"--host {host!r} does not resolve to an address ({reason})") from None
+    for family, kind, proto, _, address in addresses if bind else ():
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise UsageError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
 
 
 def session_argv(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
