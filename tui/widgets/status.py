@@ -4,6 +4,7 @@ quote remote text, which is never parsed as markup."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -12,9 +13,12 @@ BADGE = "reverse bold"
 
 
 def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str | None,
-                state: Any | None, refresh: float) -> Text:  # fmt: skip
-    """The line for these facts (``replay``: a ReplaySource or None; ``state``: a MonitorState)."""
+                state: Any | None, refresh: float, recording: Path | None = None) -> Text:  # fmt: skip
+    """The line for these facts (``replay``: a ReplaySource or None; ``state``: a MonitorState; ``recording``:
+    the file ``--record`` writes to, while it does)."""
     line = Text()
+    if recording is not None:
+        line.append(" ● REC ", "reverse bold red").append(f" {recording.name} · ")
     if read_only:
         line.append(" READ-ONLY ", BADGE).append(" ")
     if demo:
