@@ -78,7 +78,7 @@ class CmdareApp(App[int]):
     CSS_PATH = "app.tcss"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = [  # short labels for the footer; the help screen shows the tooltip (the long form)
-        Binding("q", "quit", "Quit", tooltip="Quit (ctrl+c too)", id="app.quit"),
+        Binding("q", "quit", "Quit", id="app.quit"),
         # ctrl+c quits as in any terminal program (Textual's own ctrl+c only says which key quits); with text
         # selected in the filter or on screen, the copy bound there comes first
         Binding("ctrl+c", "quit", show=False, id="app.quit_ctrl_c"),
