@@ -187,3 +187,40 @@ def test_bad_serve_flags_get_one_line_and_exit_2(isolated_home: Path):
             check_discipline(code, err, allowed=(2,))
             assert words in err and not out, (argv, err)
     assert not (isolated_home / "r.sqlite").exists()
+
+
+def test_every_message_textual_js_sends_keeps_the_session(server):
+    """textual.js sends one-item envelopes (["focus"], ["blur"]) that ended the session (issue 28 item 1); a kind
+    the server does not know and a resize without numbers are ignored; a message that is not a JSON list ends it."""
+    proc, port = server
+    base = f"http://127.0.0.1:{port}"
+
+    async def talk() -> tuple[list[str], bool]:
+        async with aiohttp.ClientSession() as s:
+            ws = await s.ws_connect(f"{base}/ws?width=80&height=24", headers={"Origin": base})
+            await ws.receive(timeout=30)  # the app's first frame
+            for envelope in (["focus"], ["blur"], ["focus"], ["selection", {}], ["resize", {"width": "80"}],
+                             ["resize", {"width": True, "height": 2}], ["stdin", "r"], ["ping", "42"]):  # fmt: skip
+                await ws.send_json(envelope)
+            texts = []
+            while not any(
+                "pong" in t for t in texts
+            ):  # everything before the ping was read, the session alive
+                msg = await ws.receive(timeout=30)
+                assert msg.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY), msg
+                if msg.type == aiohttp.WSMsgType.TEXT:
+                    texts.append(msg.data)
+            await ws.send_str("not json")
+            while (msg := await ws.receive(timeout=30)).type in (
+                aiohttp.WSMsgType.TEXT,
+                aiohttp.WSMsgType.BINARY,
+            ):
+                pass
+            return texts, msg.type in (
+                aiohttp.WSMsgType.CLOSE,
+                aiohttp.WSMsgType.CLOSED,
+                aiohttp.WSMsgType.CLOSING,
+            )
+
+    texts, closed = asyncio.run(talk())
+    assert '["pong", "42"]' in texts and closed
