@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if secret:
         os.environ[SESSION_ENV] = json.dumps(secret)  # inherited by each session, never on its command line
-    from cmdare.tui.commands.serve_server import SafeServer, is_loopback
+    from cmdare.tui.commands.serve_server import MAX_COLUMNS, MAX_ROWS, SafeServer, is_loopback
 
     mode = "read-only" if "--read-only" in command else "WRITABLE"
     shown = f"[{args.host}]" if ":" in args.host else args.host
@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"cmdare-tui serve: WARNING: listening on {args.host}, not loopback: anyone who can reach this "
               f"machine's port {args.port} sees the app ({mode}) and your cluster's data. Prefer the default "
               "127.0.0.1 with an SSH tunnel (ssh -L).", file=sys.stderr)  # fmt: skip
-    print(f"cmdare-tui serve: http://{shown}:{args.port} ({mode}; at most {args.max_sessions} sessions); "
+    print(f"cmdare-tui serve: http://{shown}:{args.port} ({mode}; at most {args.max_sessions} sessions, "
+          f"each a terminal of at most {MAX_COLUMNS}×{MAX_ROWS}); "
           "Ctrl+C stops", file=sys.stderr)  # fmt: skip
     SafeServer(command, host=args.host, port=args.port, title="cmdare-tui", max_sessions=args.max_sessions,
                allowed_origins=tuple(args.allow_origin)).serve()  # fmt: skip
