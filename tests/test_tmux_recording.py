@@ -123,7 +123,7 @@ def test_every_way_out_leaves_a_complete_recording(exporter: str, tmp_path: Path
     rec = tmp_path / "run.sqlite"
     app = AppInTmux(f"{EXE} --refresh 0.5 --target {exporter} --record {rec}", tmp_path / "pid")
     try:
-        screen = app.wait_screen(lambda s: _poll_number(s) >= 3)
+        screen = app.wait_screen(lambda s: _poll_number(s) >= 2)
         assert "● REC  run.sqlite" in screen.splitlines()[0]  # the marker, on the top line
         seen = _poll_number(app.screen())
         _end(app, how)
@@ -144,7 +144,7 @@ def test_a_killed_recording_keeps_its_checkpointed_cycles(exporter: str, tmp_pat
     rec = tmp_path / "run.sqlite"
     app = AppInTmux(f"{EXE} --refresh 0.5 --target {exporter} --record {rec}", tmp_path / "pid")
     try:
-        app.wait_screen(lambda s: _poll_number(s) >= 3)
+        app.wait_screen(lambda s: _poll_number(s) >= 2)
         _end(app, "SIGKILL")
     finally:
         app.kill()
