@@ -141,7 +141,9 @@ class Page:
             if self.ws_closed:
                 raise AssertionError("the session's WebSocket closed")
             if loop.time() > end:
-                raise TimeoutError("the screen never showed what was waited for:\n" + "\n".join(self.screen()))
+                raise TimeoutError(
+                    "the screen never showed what was waited for:\n" + "\n".join(self.screen())
+                )
             await asyncio.sleep(0.2)
 
     async def wait_received(self, text: str, since: int = 0, timeout: float = 60) -> None:

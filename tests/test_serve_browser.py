@@ -127,7 +127,8 @@ async def test_a_browser_session_survives_clicks_focus_blur_keys_and_resizes(ser
         origin = served.split("://", 1)[1]
         outside = [u for u in page.requests if not re.match(rf"(https?|wss?)://{re.escape(origin)}/", u)]
         assert outside == [] and any("/static/fonts/" in u for u in page.requests), page.requests
-        assert await page.evaluate("document.fonts.check('16px \"Roboto Mono\"')")  # the served font is in use
+        # the served font is the one in use
+        assert await page.evaluate("document.fonts.check('16px \"Roboto Mono\"')")
 
         # a script on the page asks for a 20,000 x 20,000 terminal (issue 27 item 6: 141 MB -> 1.73 GB): the
         # app is given the capped size, draws within it, and the session lives on
