@@ -149,8 +149,9 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--host {args.host} is not loopback: anyone who reaches it sees the app; "
                          "add --allow-remote to confirm (or use an SSH tunnel to 127.0.0.1)")  # fmt: skip
     if args.record:
-        raise UsageError("serve does not record (--record): each browser session is an app of its own; record "
-                         "in a terminal (cmdare-tui --record FILE) and serve the recording (serve --replay FILE)")  # fmt: skip
+        raise UsageError("serve does not record (--record, or record in the config's [sources]): each browser "
+                         "session is an app of its own; record in a terminal (cmdare-tui --record FILE) and serve "
+                         "the recording (serve --replay FILE)")  # fmt: skip
     for origin in args.allow_origin:
         try:
             url(origin)
