@@ -151,3 +151,28 @@ def test_a_killed_recording_keeps_its_checkpointed_cycles(exporter: str, tmp_pat
     assert Path(f"{rec}-wal").exists()  # no close ran
     cycles, polls, _ = _counts(_copy_alone(rec, tmp_path))
     assert cycles >= 1 and polls >= 1
+
+
+def test_a_forced_exit_checkpoints_from_another_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forced quit (tui/signals.py's watchdog, when the terminal is gone and Textual's writes block) cannot use
+    the recorder's connection: a connection of its own, from another thread, moves the committed cycles into the
+    main file while the recorder stays open."""
+    import threading
+
+    from cmdare.collectors import recorder
+    from cmdare.collectors.poller import Cycle
+    from cmdare.collectors.recorder import Recorder, checkpoint_file
+    from cmdare.collectors.samples import TaskPoll
+
+    monkeypatch.setattr(recorder, "CHECKPOINT_EVERY_S", 1e9)  # no periodic checkpoint after the first cycle
+    rec = Recorder(tmp_path / "run.sqlite")
+    for i in range(10):
+        rec.record(Cycle(1.0 + i, 0.0, [TaskPoll("w", 1.0 + i, True, values={"cmdare_global_step": i})], []))
+    assert _counts(_copy_alone(rec.path, tmp_path))[0] == 1
+    worker = threading.Thread(target=checkpoint_file, args=(rec.path,))
+    worker.start()
+    worker.join()
+    assert _counts(_copy_alone(rec.path, tmp_path))[0] == 10
+    rec.close()
