@@ -113,9 +113,15 @@ def _end(app: AppInTmux, how: str) -> None:
         app.kill()
     else:
         os.kill(pid, {"SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP, "SIGKILL": signal.SIGKILL}[how])
-    app.wait(
-        lambda: not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    )
+    app.wait(lambda: _gone(pid))
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (reaped, or a zombie not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:  # reaped, between any two looks
+        return True
 
 
 @pytest.mark.parametrize("how", ["q", "ctrl+c", "SIGTERM", "SIGHUP", "terminal gone"])
