@@ -193,9 +193,10 @@ def cycles(edges: Mapping[str, Mapping[str, int]]) -> list[list[str]]:
 def read_scripts(
     root: Path, folders: tuple[str, ...] = ("scripts", "benchmarks", "tests")
 ) -> dict[str, tuple[str, bool]]:
-    """The scripts, benchmarks and tests as modules named by their file (they import each other so)."""
+    """The scripts and benchmarks as modules named by their file (they import each other so); the tests as
+    modules of the ``tests`` package (``tests.prom_server``), the one way they import each other."""
     return {
-        path.stem: (path.read_text("utf-8"), False)
+        (f"tests.{path.stem}" if folder == "tests" else path.stem): (path.read_text("utf-8"), False)
         for folder in folders
         for path in sorted((root / folder).glob("*.py"))
     }

@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from alert_sim import Harness, SimCluster, kinds
 
 from cmdare.planner.rules.rule_support import PredictedGain
+from tests.alert_sim import Harness, SimCluster, kinds
 
 #: The speed model's band API (planner/speed/speed_band.py) may or may not be part of this build: with it the PS
 #: fix shows its P10–P90 gain, without it "band: n/a until calibrated" and the model's known 2-PS error.

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from alert_sim import Harness, SimCluster, kinds, load_curves
 
 from cmdare.planner.rules.alerts import AlertContext, AlertEngine, Finding
 from cmdare.planner.rules.bottlenecks import JobGoal
+from tests.alert_sim import Harness, SimCluster, kinds, load_curves
 
 
 def _flag(on: list[bool]):

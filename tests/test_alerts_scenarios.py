@@ -4,7 +4,8 @@ each bottleneck is flagged with its evidence and fix, and healthy clusters raise
 from __future__ import annotations
 
 import pytest
-from alert_sim import Harness, SimCluster, SimPipeline, kinds, load_curves
+
+from tests.alert_sim import Harness, SimCluster, SimPipeline, kinds, load_curves
 
 MODELS = ("ResNet-15", "ResNet-32", "Shake-Shake-small", "Shake-Shake-big")
 

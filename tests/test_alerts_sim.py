@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from alert_sim import Harness, SimCluster, SimPipeline, load_curves
+from tests.alert_sim import Harness, SimCluster, SimPipeline, load_curves
 
 
 # ----------------------------------------------------------------------------------- checks of the simulator

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-from hostile_text_server import HOSTILE, HostileServer
 from rich.text import Text
 
 from cmdare.tui.app import CmdareApp
@@ -15,6 +14,7 @@ from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.session import MonitorSession
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable
+from tests.hostile_text_server import HOSTILE, HostileServer
 
 
 def hostile_app(srv: HostileServer, n: int = 3) -> CmdareApp:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prom_server import prometheus_server  # noqa: F401 (fixture)
 
 from cmdare.collectors import caps
 from cmdare.collectors.caps import CapGate, Caps
@@ -24,6 +23,7 @@ from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import MIN_POINTS, Store
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
+from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
 
 
 @pytest.fixture(autouse=True)

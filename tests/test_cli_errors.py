@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_harness import run_main
 
 from cmdare.tui import cli
 from cmdare.tui.cli_args import PRICE_MODES
+from tests.cli_harness import run_main
 
 REPO = Path(__file__).resolve().parents[1]
 EX = REPO / "examples"

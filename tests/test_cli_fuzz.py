@@ -14,11 +14,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from cli_harness import HOSTILE, check_discipline, leftovers, run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cmdare.tui import cli
+from tests.cli_harness import HOSTILE, check_discipline, leftovers, run_main
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from prom_server import free_port
 
 from cmdare.collectors import tf_config
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.tui.cli import main
+from tests.prom_server import free_port
 
 NODE_KEYS = {
     "name",

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from prom_server import FakePromAPI, free_port, prometheus_server  # noqa: F401 (fixture)
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
@@ -20,6 +19,7 @@ from cmdare.collectors.prometheus_api import PrometheusAPISource, values_query
 from cmdare.collectors.prometheus_auth import read_token
 from cmdare.collectors.samples import TaskState
 from cmdare.collectors.store import Store
+from tests.prom_server import FakePromAPI, free_port, prometheus_server  # noqa: F401 (fixture)
 
 ROLES = {"ps-0": "ps", "worker-0": "chief", "worker-1": "worker"}
 

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
-from training_jobs import CounterSampler, port_base, wait_training
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock, SystemClock
@@ -29,6 +27,8 @@ from cmdare.collectors.replay import ReplaySource
 from cmdare.collectors.samples import TaskState
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
+from tests.prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
+from tests.training_jobs import CounterSampler, port_base, wait_training
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

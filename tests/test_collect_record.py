@@ -53,7 +53,8 @@ class Scripted:
         return out
 
 
-async def _live(path, cycles: int = 14) -> tuple[Store, Lifecycle, Poller]:
+async def record_live(path, cycles: int = 14) -> tuple[Store, Lifecycle, Poller]:
+    """A scripted live session of ``cycles`` polls on a manual clock, recorded to ``path``."""
     clock = ManualClock(1_000.0)
     store, lc = Store(), Lifecycle(silent_after=3, vanished_after=6)
     rec = Recorder(path, lifecycle=lc, interval=2.0)
@@ -78,7 +79,7 @@ async def _replay(path, speed: float = 0.0) -> tuple[Store, Lifecycle, ReplaySou
 
 async def test_replay_reproduces_rates_states_and_lifetimes(tmp_path):
     path = tmp_path / "rec.sqlite"
-    live_store, live_lc, _ = await _live(path)
+    live_store, live_lc, _ = await record_live(path)
     store, lc, src = await _replay(path)
     assert src.position == (14, 14)
     for key, ts in live_store.tasks.items():
@@ -93,7 +94,7 @@ async def test_replay_reproduces_rates_states_and_lifetimes(tmp_path):
 
 async def test_recording_schema_failures_lifetimes_and_no_secrets(tmp_path):
     path = tmp_path / "rec.sqlite"
-    await _live(path)
+    await record_live(path)
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("1",)
@@ -136,7 +137,7 @@ def test_scrub_and_refusals(tmp_path):
 
 async def test_replay_is_read_only_and_pauses_steps_and_paces(tmp_path):
     path = tmp_path / "rec.sqlite"
-    await _live(path, cycles=4)
+    await record_live(path, cycles=4)
     writes.set_read_only(True)  # replay writes nothing
     clock = ManualClock()
     src = ReplaySource(path, clock, speed=20.0)  # 2 s recorded gaps → 0.1 s

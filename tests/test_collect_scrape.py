@@ -11,7 +11,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from prom_server import free_port
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
@@ -19,6 +18,7 @@ from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
+from tests.prom_server import free_port
 
 GOOD = b"# TYPE cmdare_worker_steps_total counter\ncmdare_worker_steps_total 5\n"
 PAGES: dict[str, tuple[int, str, bytes, float]] = {  # path → status, content type, body, delay (s)

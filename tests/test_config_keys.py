@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_harness import run_main
 
 import cmdare.tui.app as app_module
+from tests.cli_harness import run_main
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = (REPO / "docs" / "config.md").read_text()

@@ -21,8 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
-from training_jobs import CounterSampler, port_base, wait_training
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
@@ -33,6 +31,8 @@ from cmdare.collectors.prometheus_api import PrometheusAPISource
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.planner.overview import build_jobs
+from tests.prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
+from tests.training_jobs import CounterSampler, port_base, wait_training
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from prom_server import free_port
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
@@ -18,6 +17,7 @@ from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.tui.panes.cluster import node_row
+from tests.prom_server import free_port
 
 
 @pytest.fixture
@@ -134,11 +134,10 @@ async def test_a_target_not_up_yet_is_pending_then_folded_into_its_task(exporter
 async def test_host_detail_survives_record_and_replay(exporters, tmp_path):
     """A DCGM page (MOCK, see dcgm_page.py) given with --target joins the task on its host, live and
     in the replay of the recording (host detail is never a task of its own)."""
-    from dcgm_page import DcgmServer, Gpu, page
-
     from cmdare.collectors.clock import ManualClock
     from cmdare.collectors.recorder import Recorder
     from cmdare.collectors.replay import ReplaySource
+    from tests.dcgm_page import DcgmServer, Gpu, page
 
     dcgm = DcgmServer(page([Gpu(0, "GPU-1", "Tesla T4", 70.0, 3000, 12000)]))
     try:
@@ -179,7 +178,7 @@ async def test_host_detail_survives_record_and_replay(exporters, tmp_path):
 
 async def test_host_detail_of_a_host_without_tasks_is_a_row_of_its_own(exporters):
     """A DCGM page (MOCK) alone: nothing to join it to, so its host is shown, never hidden."""
-    from dcgm_page import DcgmServer, Gpu, page
+    from tests.dcgm_page import DcgmServer, Gpu, page
 
     dcgm = DcgmServer(page([Gpu(0, "GPU-1", "Tesla T4", 70.0, 3000, 12000)]))
     try:

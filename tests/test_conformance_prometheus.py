@@ -27,8 +27,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from dcgm_page import DcgmServer, Gpu, page
-from prom_server import PROMETHEUS, PromServer, free_port
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
@@ -40,6 +38,8 @@ from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.planner.overview import JobView, build_jobs
+from tests.dcgm_page import DcgmServer, Gpu, page
+from tests.prom_server import PROMETHEUS, PromServer, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -9,11 +9,11 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from prom_server import free_port
 
 from cmdare.collectors import tf_config
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.tui.cli import main
+from tests.prom_server import free_port
 
 # tensorflow.org/tutorials/distribute/parameter_server_training (ports filled in)
 PS_STRATEGY = {

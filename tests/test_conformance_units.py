@@ -4,7 +4,6 @@ which tasks own GPUs, DCGM pages (MOCK pages from NVIDIA's counter list, see dcg
 from __future__ import annotations
 
 import pytest
-from dcgm_page import Gpu, page
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.exposition import parse_exposition
@@ -12,6 +11,7 @@ from cmdare.collectors.hostdetail import owns_gpus
 from cmdare.collectors.jobrate import job_rate
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo
 from cmdare.collectors.store import TaskSeries
+from tests.dcgm_page import Gpu, page
 
 
 def _series(

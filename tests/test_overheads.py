@@ -6,9 +6,9 @@ import csv
 
 import numpy as np
 import pytest
-from conftest import CMDARE
 
 from cmdare.planner.risk_cost.overheads import Overheads, degraded_wait
+from tests.conftest import CMDARE
 
 DERIVED = CMDARE / "derived"
 

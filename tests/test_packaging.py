@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 
-from conftest import CMDARE, REPO
+from tests.conftest import CMDARE, REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 

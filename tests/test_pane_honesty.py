@@ -3,10 +3,9 @@ app on the real demo cluster, driven by its Pilot; and the evidence formatter on
 
 from __future__ import annotations
 
-from test_app_pilot import fast_demo_app, wait_for
-
 from cmdare.tui.panes.alerts import evidence_rows, evidence_value
 from cmdare.tui.widgets.table import FilterTable
+from tests.test_app_pilot import fast_demo_app, wait_for
 
 
 async def test_planner_columns_carry_units_and_the_alert_names_its_measurements():
@@ -43,7 +42,6 @@ def test_evidence_values_have_units_and_words_not_raw_floats():
 
 async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks_the_rest():
     """The real PlannerPane in a Textual app, fed the live plan of a K80 job (GCP no longer prices K80)."""
-    from test_live_plan import FACTS, node
     from textual.app import App, ComposeResult
 
     from cmdare.collectors.pricing import load_offline_book
@@ -53,6 +51,7 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
     from cmdare.planner.view import JobPlannerView, PlannerView
     from cmdare.tui.panes.planner import PlannerPane
     from cmdare.tui.session import MonitorState
+    from tests.test_live_plan import FACTS, node
 
     nodes = [node("ps-0", "ps")] + [node(f"worker-{i}", "worker", gpu="K80", step_s=0.22) for i in range(8)]
     job = JobView("j", FACTS, 36.0, 36.0 * 128, 1000.0, None, nodes, [36.0] * 10)

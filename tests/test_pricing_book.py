@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CMDARE
 
 from cmdare.collectors.pricing import PriceNotFound, load_offline_book, load_study_era_book
 from cmdare.collectors.pricing.offline import read_book_csv
+from tests.conftest import CMDARE
 
 SAMPLE = Path(__file__).resolve().parent / "fixtures" / "gcp_catalog_sample.csv"
 TRAINING = CMDARE / "icac2019_transient-deep-learning" / "data" / "training"

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from catalog_server import CatalogServer, gpu_sku, host_sku, sku
 from google.auth.credentials import AnonymousCredentials, Credentials
 
 from cmdare.collectors import writes
 from cmdare.collectors.pricing import load_price_book
 from cmdare.collectors.pricing.cache import cache_path, read_cache, write_cache
+from tests.catalog_server import CatalogServer, gpu_sku, host_sku, sku
 
 US = ["us-central1", "us-east1"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import platformdirs
 import pytest
-from catalog_server import CatalogServer, gpu_sku, host_sku
 
 from cmdare.tui.commands import UsageError
 from cmdare.tui.commands.prices import register
+from tests.catalog_server import CatalogServer, gpu_sku, host_sku
 
 FIELDS = ["gpu", "count", "region", "provisioning", "usd_per_hour", "gpu_usd_per_hour", "host_usd_per_hour",
           "source", "as_of"]  # fmt: skip

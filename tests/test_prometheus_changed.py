@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from prom_server import prometheus_server  # noqa: F401 (fixture)
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
@@ -19,6 +18,7 @@ from cmdare.collectors.poller import Cycle
 from cmdare.collectors.prometheus_api import PrometheusAPISource
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
+from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
 
 TASKS = ("worker-0", "worker-1", "worker-2")
 

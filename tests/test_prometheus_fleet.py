@@ -16,7 +16,6 @@ from urllib.parse import quote
 import httpx
 import numpy as np
 import pytest
-from prom_server import prometheus_server  # noqa: F401 (fixture)
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
@@ -34,6 +33,7 @@ from cmdare.collectors.prometheus_fleet import (
 )
 from cmdare.collectors.samples import TaskInfo, TaskState
 from cmdare.collectors.store import Store
+from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
 
 TASKS = [f"worker-{i}" for i in range(6)]
 SLOW = "worker-5"  # steps four times slower than the others

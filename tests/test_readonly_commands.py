@@ -16,7 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from test_readonly_mode import fresh_env, tree
+
+from tests.test_readonly_mode import fresh_env, tree
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = str(Path(sys.executable).with_name("cmdare-tui"))
@@ -127,7 +128,7 @@ def test_predict_output_is_refused_under_read_only(tmp_path: Path):
 def test_prices_caches_only_when_writable(tmp_path: Path):
     """Against a Catalog API that answers real SKUs, `prices` writes its cache when allowed and
     nothing under read-only: the read-only runs prove a refusal, not a lack of anything to write."""
-    from catalog_server import CatalogServer, gpu_sku, host_sku
+    from tests.catalog_server import CatalogServer, gpu_sku, host_sku
 
     skus = [gpu_sku("V100", 2.48, ["us-central1"]), host_sku("n1", "Core", 0.031611, ["us-central1"]),
             host_sku("n1", "Ram", 0.004237, ["us-central1"])]  # fmt: skip

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CMDARE
 
 from cmdare.collectors.samples import Lifetime
 from cmdare.planner.risk_cost.revocation import RevocationModel
+from tests.conftest import CMDARE
 
 DERIVED = CMDARE / "derived"
 LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hostile_server import HostileProcess
-from prom_server import FakePromAPI
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors import scrape as scrape_mod
@@ -25,6 +23,8 @@ from cmdare.collectors.prometheus_answers import decode as _decode
 from cmdare.collectors.prometheus_api import MAX_GET_URL, PrometheusAPIError, PrometheusAPISource
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget, scrape
 from cmdare.collectors.store import Store
+from tests.hostile_server import HostileProcess
+from tests.prom_server import FakePromAPI
 
 TIMEOUT_S = 1.0
 
@@ -234,7 +234,7 @@ async def test_overlong_query_posts_when_writable_and_refuses_in_read_only():
 
 
 def test_answers_are_refused_by_json_values_and_rows_before_they_cost_memory():
-    from hostile_server import rows_body
+    from tests.hostile_server import rows_body
 
     body = rows_body(1000)  # 8 JSON values a row
     assert len(_decode(body, "application/json", 200, Budget(8100))) == 1000

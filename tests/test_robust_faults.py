@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from fault_server import EXPECT, FaultServer
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
@@ -17,6 +16,7 @@ from cmdare.collectors.poller import Poller
 from cmdare.collectors.recorder import Recorder
 from cmdare.collectors.scrape import DEFAULT_MAX_BYTES, ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
+from tests.fault_server import EXPECT, FaultServer
 
 TIMEOUT_S = 0.5
 

@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from hostile_server import HostileProcess
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.plausibility import checked
@@ -19,6 +18,7 @@ from cmdare.collectors.prometheus_hosts import KEY_LABEL, host_polls
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
 from cmdare.tui import cli
+from tests.hostile_server import HostileProcess
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from hostile_server import HostileProcess
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.poller import Poller
@@ -18,6 +17,7 @@ from cmdare.collectors.recorder import Recorder
 from cmdare.collectors.redaction import MAX_SCAN, redact_cut
 from cmdare.collectors.store import Store
 from cmdare.tui import cli
+from tests.hostile_server import HostileProcess
 
 TOKEN = "Q7vK2xZp9LmW4tRbHy3N"  # no 4-character piece of it occurs in ordinary text
 OFFSETS = range(0, 301)

@@ -16,7 +16,6 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from hostile_server import HostileProcess
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.poller import Poller
@@ -25,6 +24,7 @@ from cmdare.collectors.recorder import Recorder
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.tui import cli
+from tests.hostile_server import HostileProcess
 
 # '/', '+' and '=' make its URL-encoded form differ; no 4-character piece of it is ordinary text
 TOKEN = "Gq7/Vx2+Kp9zLw4=Tb8nRj3Y"

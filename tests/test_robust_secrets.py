@@ -9,10 +9,10 @@ import logging
 from pathlib import Path
 
 import pytest
-from fault_server import FaultServer
-from prom_server import FakePromAPI
 
 from cmdare.tui import cli
+from tests.fault_server import FaultServer
+from tests.prom_server import FakePromAPI
 
 TOKEN = "SENTINEL-TOKEN-7f3a9c"
 PASSWORD = "SENTINEL-PW-41b2"

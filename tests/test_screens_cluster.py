@@ -57,12 +57,11 @@ async def test_host_cpu_memory_and_gpu_columns_show_what_the_collectors_read(siz
     import shutil
     import subprocess
 
-    from dcgm_page import DcgmServer, Gpu, page
-    from prom_server import free_port
-
     from cmdare.tui.app import CmdareApp
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
+    from tests.dcgm_page import DcgmServer, Gpu, page
+    from tests.prom_server import free_port
 
     node_exporter = shutil.which("prometheus-node-exporter")
     assert node_exporter, "scripts/test.sh installs prometheus-node-exporter"

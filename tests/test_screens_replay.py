@@ -8,12 +8,12 @@ from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.replay import ReplaySource
 from cmdare.collectors.store import Store
-from tests.test_collect_record import _live
+from tests.test_collect_record import record_live
 
 
 async def test_replay_end_is_a_clean_status_not_a_class_name(tmp_path):
     path = tmp_path / "rec.sqlite"
-    await _live(path)
+    await record_live(path)
     clock = ManualClock()
     src = ReplaySource(path, clock, speed=0.0)
     poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=clock, interval=2.0)

@@ -169,7 +169,7 @@ def test_stopping_the_server_ends_every_session(server):
 def test_bad_serve_flags_get_one_line_and_exit_2(isolated_home: Path):
     """Issue 27: a broken --allow-origin and a --host that does not resolve ended in "unexpected …" (exit 1);
     --record was ignored without a word; a port already taken said nothing before the server's first line."""
-    from cli_harness import check_discipline, run_main
+    from tests.cli_harness import check_discipline, run_main
 
     src = ["--target", "http://127.0.0.1:9/metrics"]
     with socket.socket() as taken:

@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.ps_tier import busiest_share
@@ -19,6 +18,7 @@ from cmdare.planner.speed.speed_band import (
 )
 from cmdare.planner.speed.speed_cv import CATEGORIES, residuals
 from cmdare.planner.speed.speed_model import SpeedModel
+from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 import fit_speed_model  # noqa: E402

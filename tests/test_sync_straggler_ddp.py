@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prom_server import free_port
-from training_jobs import port_base, wait_training
 
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
+from tests.prom_server import free_port
+from tests.training_jobs import port_base, wait_training
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

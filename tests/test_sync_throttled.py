@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns_relay import Outside, available
+
+from tests.netns_relay import Outside, available
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

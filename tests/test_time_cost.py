@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CMDARE
 
 from cmdare.collectors.pricing import load_study_era_book
 from cmdare.collectors.samples import ModelSpec
@@ -21,6 +20,7 @@ from cmdare.planner.risk_cost.time_cost import (
     poisson_quantile,
 )
 from cmdare.planner.speed.speed_model import SpeedModel
+from tests.conftest import CMDARE
 
 LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
 RESNET32 = ModelSpec("resnet32", 1658696889, 1857722, 128)  # CM-DARE speed_data/0latency_k80_new.csv

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hostile_text_server import INJECTED, TITLE_MARK, HostileServer
+
+from tests.hostile_text_server import INJECTED, TITLE_MARK, HostileServer
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = REPO / ".venv" / "bin" / "cmdare-tui"

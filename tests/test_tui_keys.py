@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from test_tui_snapshots import fixed_app
-
 from cmdare.tui.panes.job import JobPane
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable
+from tests.test_tui_snapshots import fixed_app
 
 
 def keys_of(table: FilterTable) -> list[str]:

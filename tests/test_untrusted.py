@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hostile_text_server import HOSTILE, INVALID_UTF8, HostileServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +31,7 @@ from cmdare.collectors.store import Store
 from cmdare.collectors.tensorboard import TensorBoardSource
 from cmdare.collectors.tfrecord import frame
 from cmdare.collectors.untrusted import LABEL_LIMIT, CleanLogFilter, clean_text
+from tests.hostile_text_server import HOSTILE, INVALID_UTF8, HostileServer
 
 UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs"}
 

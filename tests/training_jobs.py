@@ -9,10 +9,10 @@ import time
 
 import httpx
 import numpy as np
-from prom_server import free_port
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.exposition import parse_exposition
+from tests.prom_server import free_port
 
 
 def port_base(count: int = 3) -> int:
