@@ -6,12 +6,20 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
 # The CM-DARE data is vendored at <repo>/data/cmdare (data/cmdare/PROVENANCE.md): the repository root is laid
 # out like the workplace's ../shared (``<root>/data/cmdare/...``), so tests never need ../shared.
 DATA_ROOT = REPO
 CMDARE = DATA_ROOT / "data" / "cmdare"
+
+# Hypothesis: the same examples on every run by default ("ci": derandomised, no per-example deadline on a
+# loaded machine, a failure printed with its reproduce blob); HYPOTHESIS_PROFILE=random explores new
+# examples locally (docs/testing.md). Loaded here, before any test module builds its own settings.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True, database=None)
+settings.register_profile("random", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)

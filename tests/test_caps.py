@@ -25,6 +25,8 @@ from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
 from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _default_caps() -> Iterator[None]:

@@ -21,6 +21,8 @@ from cmdare.collectors.samples import TaskState
 from cmdare.collectors.store import Store
 from tests.prom_server import FakePromAPI, free_port, prometheus_server  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow
+
 ROLES = {"ps-0": "ps", "worker-0": "chief", "worker-1": "worker"}
 
 

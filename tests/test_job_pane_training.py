@@ -15,6 +15,8 @@ from cmdare.tui.app import CmdareApp  # noqa: E402
 from cmdare.tui.options import SessionOptions  # noqa: E402
 from cmdare.tui.panes.job import JobPane, summary_grid  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 def _write(d, first: int, last: int) -> None:
     w = torch_tb.SummaryWriter(log_dir=str(d), filename_suffix=f".{first}")

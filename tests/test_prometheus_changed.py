@@ -20,6 +20,8 @@ from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
 from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow
+
 TASKS = ("worker-0", "worker-1", "worker-2")
 
 

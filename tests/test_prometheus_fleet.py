@@ -35,6 +35,8 @@ from cmdare.collectors.samples import TaskInfo, TaskState
 from cmdare.collectors.store import Store
 from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow
+
 TASKS = [f"worker-{i}" for i in range(6)]
 SLOW = "worker-5"  # steps four times slower than the others
 SEL = 'job="cmdare-test"'

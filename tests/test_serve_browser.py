@@ -21,9 +21,10 @@ import pytest
 from cmdare.tui.commands.serve_server import MAX_COLUMNS, MAX_ROWS
 from tests.cdp_browser import CHROMIUM, chromium_page
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed (scripts/test.sh installs it)"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test.sh installs it)"),
+]
 EXE = str(Path(sys.executable).with_name("cmdare-tui"))
 HELP = "keys (esc closes)"  # the help screen's title
 KEEP_SOCKETS = """

@@ -18,6 +18,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+pytestmark = pytest.mark.slow
+
 EXE = str(Path(sys.executable).with_name("cmdare-tui"))
 SECRET = "hunter2sekret"
 

@@ -15,9 +15,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 EXE = REPO / ".venv" / "bin" / "cmdare-tui"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None or not EXE.exists(), reason="needs tmux and .venv"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None or not EXE.exists(), reason="needs tmux and .venv"),
+]
 
 
 class Tmux:

@@ -26,9 +26,10 @@ EXE = REPO / ".venv" / "bin" / "cmdare-tui"
 # the session's environment: COLUMNS/LINES (pytest sets them) would override the pane's real size
 ENV = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "TMUX")}
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("tmux") is None or not EXE.exists(), reason="needs tmux and .venv"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None or not EXE.exists(), reason="needs tmux and .venv"),
+]
 
 
 class AppInTmux:

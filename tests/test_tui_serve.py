@@ -10,6 +10,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 
 def _free_port() -> int:
     with socket.socket() as s:
