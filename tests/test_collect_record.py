@@ -135,19 +135,21 @@ def test_scrub_and_refusals(tmp_path):
     assert not (tmp_path / "new.sqlite").exists()
 
 
-async def test_replay_is_read_only_and_pauses_steps_and_paces(tmp_path):
+async def test_replay_is_read_only_and_pauses_steps_and_paces(tmp_path, monkeypatch):
     path = tmp_path / "rec.sqlite"
     await record_live(path, cycles=4)
     writes.set_read_only(True)  # replay writes nothing
     clock = ManualClock()
     src = ReplaySource(path, clock, speed=20.0)  # 2 s recorded gaps → 0.1 s
+    planned, delay = [], src._delay  # the real-time waits the pacing plans (not how long they took)
+    monkeypatch.setattr(src, "_delay", lambda t: planned.append(delay(t)) or planned[-1])
     async with httpx.AsyncClient() as c:
         first = await src.poll(c, clock)
         assert clock.now() == first[0].t
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         await src.poll(c, clock)
-        assert 0.05 < loop.time() - t0 < 0.5
+        assert loop.time() - t0 > 0.05 and 0.05 < max(planned) < 0.15  # ~2 s gaps / 20, not 2 s
         src.pause()
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(src.poll(c, clock), 0.2)

@@ -12,7 +12,6 @@ import asyncio
 import math
 import os
 import struct
-import time
 from pathlib import Path
 
 import numpy as np
@@ -351,16 +350,15 @@ async def test_a_large_backlog_is_read_in_the_background_with_progress(tmp_path)
     src_mod = __import__("cmdare.collectors.tensorboard", fromlist=["x"])
     session = MonitorSession(SessionOptions(job="big"), clock=ManualClock(T0), extra_sources=[src])
     session.start()
-    worst, seen_progress, status_honest = 0.0, False, True
+    catching_up, seen_progress, status_honest = 0, False, True
     old_min, src_mod.PROGRESS_MIN_BYTES = src_mod.PROGRESS_MIN_BYTES, 64 * 1024
     try:
         for _ in range(400):
-            t = time.perf_counter()
             cycle = await session.poller.poll_once()
-            worst = max(worst, time.perf_counter() - t)
             status = session._source_status(cycle)  # the status line the app and snapshot show (no planner)
             (p,) = cycle.polls
             if p.catching_up:
+                catching_up += 1
                 seen_progress |= "reading" in (p.error or "") and "% of" in (p.error or "")
                 status_honest &= not status[0].ok and "catching up" in status[0].message
             elif p.ok and p.values[M.K_GLOBAL_STEP] == last:
@@ -371,7 +369,6 @@ async def test_a_large_backlog_is_read_in_the_background_with_progress(tmp_path)
         await session.aclose()
     assert p.values[M.K_GLOBAL_STEP] == last and status[0].ok and status[0].message == "1/1 targets answered"
     assert seen_progress and status_honest
-    assert worst < 1.0, (
-        f"a poll took {worst:.2f} s"
-    )  # loose here; benchmarks/tensorboard_catchup.py measures it
+    # polls kept answering while the backlog was read beside them (benchmarks/tensorboard_catchup.py times them)
+    assert catching_up >= 2
     assert math.isfinite(p.t)

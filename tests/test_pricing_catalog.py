@@ -142,11 +142,11 @@ def test_error_on_a_later_page_and_malformed_body_fall_back(tmp_path: Path) -> N
 
 def test_timeout_falls_back_quickly(tmp_path: Path) -> None:
     with CatalogServer(_catalog(), delay=1.5) as server:
-        t0 = datetime.now(UTC)
         book = _live(server, tmp_path, timeout=0.3)
-        elapsed = (datetime.now(UTC) - t0).total_seconds()
+        asked = len(server.requests)
+    # the client's timeout ended the wait, not the server's answer (1.5 s later), and it was not retried
     assert book.source == "offline" and "timed out" in book.reason.lower()
-    assert elapsed < 1.4
+    assert asked == 1, server.requests
 
 
 def test_fresh_cache_is_used_without_a_request(tmp_path: Path) -> None:

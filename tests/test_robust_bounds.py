@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,7 +49,6 @@ async def _scrape(url: str, **kw: object):
 
 async def test_stacked_gzip_bomb_is_one_clear_error_fast_and_small(hostile):
     before = peak_rss_mb()
-    t0 = time.monotonic()
     ticks = 0
 
     async def ticker() -> None:  # proves the loop keeps running while the bomb is handled
@@ -62,30 +60,36 @@ async def test_stacked_gzip_bomb_is_one_clear_error_fast_and_small(hostile):
     tick = asyncio.create_task(ticker())
     poll = await _scrape(hostile.url("/t/bomb2"))
     tick.cancel()
-    assert not poll.ok and "stacked content codings (gzip, gzip)" in poll.error
-    assert time.monotonic() - t0 < TIMEOUT_S
+    assert not poll.ok and "stacked content codings (gzip, gzip)" in poll.error  # refused, not timed out
     assert peak_rss_mb() - before < 50
     assert ticks >= 1
 
 
-async def test_a_page_slow_to_parse_never_stalls_the_loop_and_ends_at_the_timeout(hostile):
-    gaps: list[float] = []
+async def test_a_page_slow_to_parse_never_stalls_the_loop_and_ends_at_the_timeout(hostile, monkeypatch):
+    parsing, ticks_while_parsing = threading.Event(), [0]
+    real = scrape_mod.parse_exposition
 
-    async def ticker() -> None:
-        last = time.monotonic()
+    def watched(text: str, info: object) -> object:
+        parsing.set()
+        try:
+            return real(text, info)  # type: ignore[arg-type]
+        finally:
+            parsing.clear()
+
+    async def ticker() -> None:  # counts the loop's turns while the parse runs
         while True:
             await asyncio.sleep(0.01)
-            gaps.append(time.monotonic() - last)
-            last = time.monotonic()
+            ticks_while_parsing[0] += parsing.is_set()
 
+    monkeypatch.setattr(scrape_mod, "parse_exposition", watched)
     tick = asyncio.create_task(ticker())
-    t0 = time.monotonic()
     async with httpx.AsyncClient() as client:  # 3 MiB: ~1.5 s of parsing, 3 times the timeout
         poll = await scrape(client, ScrapeTarget(hostile.url("/t/slowparse3")), timeout=0.5)
+    still_parsing = parsing.is_set()
     tick.cancel()
     assert not poll.ok and poll.error == "timed out"
-    assert time.monotonic() - t0 < 0.5 + 0.7  # slack for a loaded 2-core machine
-    assert max(gaps) < 0.5  # the parse ran beside the loop, a piece at a time (1.5 s on it before)
+    assert still_parsing  # the poll ended at its timeout, not when the parse did
+    assert ticks_while_parsing[0] >= 2  # the parse ran beside the loop, which kept turning
 
 
 async def test_slow_pages_polled_again_and_again_never_pile_up_parse_threads(hostile, monkeypatch):
@@ -115,10 +119,8 @@ async def test_slow_pages_polled_again_and_again_never_pile_up_parse_threads(hos
 
 async def test_one_gzip_bomb_stops_at_the_body_cap(hostile):
     before = peak_rss_mb()
-    t0 = time.monotonic()
     poll = await _scrape(hostile.url("/t/bomb1"), max_bytes=4 << 20)
-    assert not poll.ok and "inflates past 4 MiB" in poll.error
-    assert time.monotonic() - t0 < TIMEOUT_S
+    assert not poll.ok and "inflates past 4 MiB" in poll.error  # refused, not timed out
     assert peak_rss_mb() - before < 50  # 1 GiB inflated before the fix
 
 
@@ -148,10 +150,10 @@ async def test_content_codings_one_at_most(hostile, coding, expect):
 
 @pytest.mark.parametrize(("attack", "expect"), [("slowloris", "timed out"), ("huge", "larger than 8 MiB")])
 async def test_slow_and_huge_targets_end_within_the_timeout(hostile, attack, expect):
-    t0 = time.monotonic()
+    # slowloris drips its headers for ~500 s and huge streams 60 MB: "timed out" (the whole request's
+    # timeout, not a read's) and the size refusal are each how the poll ended before the server did
     poll = await _scrape(hostile.url(f"/t/{attack}"))
     assert not poll.ok and expect in poll.error
-    assert time.monotonic() - t0 < TIMEOUT_S + 0.5
 
 
 async def test_bad_values_drop_the_value_never_the_task_or_the_source(hostile):
@@ -204,10 +206,8 @@ async def test_prometheus_nan_rows_and_facts_drop_values_not_the_task(hostile):
 )
 async def test_hostile_prometheus_answers_are_one_line_statuses(hostile, attack, expect):
     before = peak_rss_mb()
-    t0 = time.monotonic()
     [poll] = await _prom_poll(hostile.url(f"/p/{attack}"), timeout=5.0)
-    assert not poll.ok and expect in poll.error
-    assert time.monotonic() - t0 < 5.0
+    assert not poll.ok and expect in poll.error  # the refusal, not the timeout, ended the poll
     assert peak_rss_mb() - before < 250
 
 

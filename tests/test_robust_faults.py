@@ -4,7 +4,6 @@ run of faults through the real poller and recorder crashes nothing and loses no 
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -54,10 +53,10 @@ async def _scrape(urls: list[str], n: int = 1) -> list[list]:
 @pytest.mark.parametrize("fault", sorted(EXPECT))
 async def test_each_fault_is_a_status(only, fault):
     srv = only(fault)
-    t0 = time.monotonic()
     [[poll]] = await _scrape([srv.url(0)])
     assert outcome(poll) == EXPECT[fault], (fault, poll.error)
-    assert time.monotonic() - t0 < TIMEOUT_S + 1.0  # no fault holds a poll past its timeout
+    if fault in ("timeout", "drip"):  # stalled for STALL_S: the poll's own timeout ended it, not the server
+        assert poll.error == "timed out", poll.error
     if EXPECT[fault] == "failed":
         assert poll.error and "\n" not in poll.error
 

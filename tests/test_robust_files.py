@@ -80,15 +80,15 @@ def _tamper(path: Path) -> None:
     c.close()
 
 
-async def test_hostile_recording_replays_to_its_end_quickly_with_notes(tmp_path: Path):
+async def test_hostile_recording_replays_to_its_end_quickly_with_notes(tmp_path: Path, monkeypatch):
     path = tmp_path / "rec.sqlite"
     _recording(path)
     _tamper(path)
     clock = ManualClock()
     src = ReplaySource(path, clock, speed=100.0)  # honest gaps of 2-6 s take 20-60 ms
     assert src.interval is not None and src.interval <= 60
+    planned = _planned_waits(src, monkeypatch)
     polls, notes = [], []
-    t0 = time.monotonic()
     async with httpx.AsyncClient() as client:
         with pytest.raises(ReplayFinished):
             for _ in range(10):
@@ -96,11 +96,25 @@ async def test_hostile_recording_replays_to_its_end_quickly_with_notes(tmp_path:
                 polls += [p for p in got if p.ok]
                 notes += [p.error for p in got if not p.ok]
     src.close()
-    assert time.monotonic() - t0 < 2
+    assert max(planned) <= 6 / 100  # no tampered time made the replay wait (the cap would be 10 s)
     assert [p.values[M.K_WORKER_STEPS] for p in polls] == [0.0]  # cycles 2, 3 skipped; 4-6 rows bad
     text = " ".join(notes)
     assert "cycle 2: implausible time" in text and "cycle 3: implausible time" in text
     assert "cycle 4: 1 malformed row(s) skipped" in text and "cycle 6: 1 malformed row(s) skipped" in text
+
+
+def _planned_waits(src: ReplaySource, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The real-time waits the replay plans before each cycle (what its pacing decides, not how long the
+    machine took), collected as they are planned."""
+    planned: list[float] = [0.0]
+    real = src._delay
+
+    def recorded(t: float) -> float:
+        planned.append(real(t))
+        return planned[-1]
+
+    monkeypatch.setattr(src, "_delay", recorded)
+    return planned
 
 
 async def test_replay_pacing_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -114,12 +128,14 @@ async def test_replay_pacing_is_capped(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(replay_mod, "MAX_PACE_S", 0.2)  # the cap (10 s), scaled down for the test
     clock = ManualClock()
     src = ReplaySource(path, clock, speed=1e-9)  # and the replay slowed down a billion times
+    planned = _planned_waits(src, monkeypatch)
     t0 = time.monotonic()
     async with httpx.AsyncClient() as client:
         await src.poll(client, clock)
-        await src.poll(client, clock)
+        await asyncio.wait_for(src.poll(client, clock), 60.0)  # a watchdog: uncapped, years
     src.close()
-    assert 0.15 < time.monotonic() - t0 < 1.0 and clock.now() == 4e10
+    assert time.monotonic() - t0 > 0.15 and clock.now() == 4e10  # it waited, for the cap
+    assert 0.0 < max(planned) <= 0.2
 
 
 def test_recording_with_a_hostile_schema_is_a_one_line_error(tmp_path: Path):
