@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.help_screen import HelpScreen
@@ -11,23 +9,7 @@ from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.planner import PIPELINE_COLUMNS
 from cmdare.tui.session import MonitorSession
 from cmdare.tui.widgets.table import FilterTable
-
-
-def fast_demo_app(**demo_kw) -> CmdareApp:
-    opts = SessionOptions(demo=True, refresh=0.5)
-    kw = {"first_revocation_s": 1.0, "time_factor": 30.0, **demo_kw}
-    session = MonitorSession(opts, demo_factory=lambda: DemoCluster(**kw))
-    return CmdareApp(opts, session)
-
-
-async def wait_for(pilot, predicate, timeout: float = 60.0) -> None:
-    """Poll ``predicate`` until true. The timeout only bounds a hung test (it is not a speed target): 15 s
-    failed once on a loaded 2-core machine (test_revoked_worker_turns_up_in_alerts, fresh-clone run)."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < end, "condition not met in time"
-        await pilot.pause(0.1)
+from tests.pilot_app import fast_demo_app, wait_for
 
 
 async def test_panes_show_live_demo_data():

@@ -4,8 +4,6 @@ literal text in tables, toasts and explain windows (never as markup, never as a 
 
 from __future__ import annotations
 
-import asyncio
-
 from rich.text import Text
 
 from cmdare.tui.app import CmdareApp
@@ -15,20 +13,13 @@ from cmdare.tui.session import MonitorSession
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable
 from tests.hostile_text_server import HOSTILE, HostileServer
+from tests.pilot_app import wait_for
 
 
 def hostile_app(srv: HostileServer, n: int = 3) -> CmdareApp:
     opts = SessionOptions(targets=[srv.target_url(i) for i in range(n)], refresh=0.2, read_only=True,
                           silent_after=2)  # fmt: skip
     return CmdareApp(opts, MonitorSession(opts))
-
-
-async def wait_for(pilot, predicate, timeout: float = 15.0) -> None:  # noqa: ANN001
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < end, "condition not met in time"
-        await pilot.pause(0.05)
 
 
 def badges(app: CmdareApp) -> str:

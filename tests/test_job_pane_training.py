@@ -4,7 +4,6 @@ written by torch's SummaryWriter, in the real app driven by its Pilot."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from rich.console import Console
@@ -14,6 +13,7 @@ torch_tb = pytest.importorskip("torch.utils.tensorboard")
 from cmdare.tui.app import CmdareApp  # noqa: E402
 from cmdare.tui.options import SessionOptions  # noqa: E402
 from cmdare.tui.panes.job import JobPane, summary_grid  # noqa: E402
+from tests.pilot_app import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +24,6 @@ def _write(d, first: int, last: int) -> None:
         w.add_scalar("train/loss", 3.0 / (i + 1), 10 * i, walltime=1_700_000_000.0 + i)
         w.add_scalar("learning_rate", 0.05, 10 * i, walltime=1_700_000_000.0 + i)
     w.close()
-
-
-async def _until(pilot, cond, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "timed out"
-        await pilot.pause(0.1)
 
 
 async def test_job_pane_shows_loss_lr_and_a_loss_plot(tmp_path):
@@ -44,7 +37,7 @@ async def test_job_pane_shows_loss_lr_and_a_loss_plot(tmp_path):
             st = app.state
             return "" if st is None or st.job() is None or st.job().training is None else "ok"
 
-        await _until(pilot, lambda: summary_text() == "ok")
+        await wait_for(pilot, lambda: summary_text() == "ok")
         job = app.state.job()
         assert job.training.loss == pytest.approx(3.0 / 20) and job.training.learning_rate == pytest.approx(
             0.05
@@ -52,7 +45,7 @@ async def test_job_pane_shows_loss_lr_and_a_loss_plot(tmp_path):
         await asyncio.to_thread(_write, run, 20, 40)
         # The writer flushes as it goes: a poll may read the file half-written (loss 0.12 at step 240),
         # and the next poll reads the rest. Wait for the last value the writer logged.
-        await _until(pilot, lambda: app.state.job().training.loss == pytest.approx(3.0 / 40))
+        await wait_for(pilot, lambda: app.state.job().training.loss == pytest.approx(3.0 / 40))
         assert len(app.state.job().training.loss_points) >= 2
         while pane.plot_kind != "loss":
             pane.next_plot()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cmdare.tui.panes.alerts import evidence_rows, evidence_value
 from cmdare.tui.widgets.table import FilterTable
-from tests.test_app_pilot import fast_demo_app, wait_for
+from tests.pilot_app import fast_demo_app, wait_for
 
 
 async def test_planner_columns_carry_units_and_the_alert_names_its_measurements():

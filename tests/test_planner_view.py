@@ -21,7 +21,7 @@ from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.inputs import RuleInputs
 from cmdare.planner.view import PlannerView
 from cmdare.planner.view_json import planner_view_json
-from tests.test_app_pilot import fast_demo_app, wait_for
+from tests.pilot_app import fast_demo_app, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "docs" / "planner_view.schema.json").read_text("utf-8"))

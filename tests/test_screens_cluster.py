@@ -14,7 +14,7 @@ from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.exposition import parse_exposition
 from cmdare.tui.panes.cluster import COLUMNS
 from cmdare.tui.widgets.table import FilterTable
-from tests.test_app_pilot import fast_demo_app, wait_for
+from tests.pilot_app import fast_demo_app, wait_for
 
 
 def test_exporter_page_states_its_start_time_and_the_parser_keeps_the_oldest():

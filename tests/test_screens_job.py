@@ -10,7 +10,7 @@ import pytest
 from textual_plotext import PlotextPlot
 
 from cmdare.tui.widgets.plots import nodes_shown, nodes_title
-from tests.test_app_pilot import fast_demo_app, wait_for
+from tests.pilot_app import fast_demo_app, wait_for
 
 
 def test_nodes_shown_keeps_the_slowest():

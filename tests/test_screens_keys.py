@@ -14,7 +14,7 @@ from textual.widgets._footer import FooterKey
 from cmdare.tui.help_screen import HelpScreen, key_label
 from cmdare.tui.widgets.footer import FitFooter, fit, key_width
 from cmdare.tui.widgets.table import FilterTable, Row
-from tests.test_app_pilot import fast_demo_app, wait_for
+from tests.pilot_app import fast_demo_app, wait_for
 
 PANE_KEYS = {"1": ("Cluster", "/"), "2": ("Job", "p"), "3": ("Planner", "enter"), "4": ("Alerts", "enter")}
 

@@ -7,7 +7,7 @@ import pytest
 from textual.containers import VerticalScroll
 
 from cmdare.tui.widgets.explain import ExplainScreen
-from tests.test_app_pilot import fast_demo_app, wait_for
+from tests.pilot_app import fast_demo_app, wait_for
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])

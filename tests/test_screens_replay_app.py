@@ -13,7 +13,7 @@ from textual.widgets._footer import FooterKey
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
-from tests.test_app_pilot import wait_for
+from tests.pilot_app import wait_for
 
 RECORDED_GAP = 0.2  # seconds between recorded polls
 

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 
 from cmdare.tui.widgets.table import FilterTable, Row
-from tests.test_app_pilot import fast_demo_app, wait_for
+from tests.pilot_app import fast_demo_app, wait_for
 
 COLUMNS = [(f"C{i}", 12) for i in range(12)]
 

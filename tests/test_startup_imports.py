@@ -176,7 +176,7 @@ async def test_the_start_up_gc_pause_ends_with_the_first_data_frame():
     cluster) turns it back on once its first data frame is drawn, and mounts the Job pane's plot."""
     import gc
 
-    from tests.test_app_pilot import fast_demo_app, wait_for
+    from tests.pilot_app import fast_demo_app, wait_for
 
     app = fast_demo_app(first_revocation_s=1000)
     gc.disable()

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.netns_relay import Outside, available
+from tests.pilot_app import wait_for
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -63,13 +64,6 @@ def throttled_ddp(tmp_path: Path) -> Iterator[list[str]]:
         proc.wait(timeout=10)
 
 
-async def _until(pilot, cond, timeout: float) -> None:  # noqa: ANN001
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, "timed out"
-        await pilot.pause(0.5)
-
-
 async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: list[str]) -> None:
     from cmdare.tui.app import CmdareApp
     from cmdare.tui.options import SessionOptions
@@ -82,7 +76,7 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
             st = app.state
             return st is not None and any(a.kind == "allreduce-bound" for a in st.alerts)
 
-        await _until(pilot, flagged, timeout=150)
+        await wait_for(pilot, flagged, timeout=150)
         job = app.state.job()
         assert job.sync == "sync-allreduce"
         shares = [n.allreduce_seconds / (n.step_seconds + n.allreduce_seconds) for n in job.nodes]
@@ -124,7 +118,7 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
             plan = jv.plan if jv is not None else None
             return plan is not None and plan.table is not None and plan.calibration_samples > 0
 
-        await _until(pilot, ranked, timeout=60)
+        await wait_for(pilot, ranked, timeout=60)
         plan = app.state.planner.job(job.name).plan
         cur = plan.table.current
         assert (cur["gpu"], cur["nodes"], cur["gpus_per_node"], cur["ps"]) == ("T4", 1, 2, 0)
