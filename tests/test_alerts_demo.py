@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
+
+pytestmark = pytest.mark.slow
 
 
 async def test_demo_raises_ps_saturation_with_evidence_and_fix():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.help_screen import HelpScreen
@@ -10,6 +12,8 @@ from cmdare.tui.panes.planner import PIPELINE_COLUMNS
 from cmdare.tui.session import MonitorSession
 from cmdare.tui.widgets.table import FilterTable
 from tests.pilot_app import fast_demo_app, wait_for
+
+pytestmark = pytest.mark.slow
 
 
 async def test_panes_show_live_demo_data():

@@ -4,6 +4,7 @@ literal text in tables, toasts and explain windows (never as markup, never as a 
 
 from __future__ import annotations
 
+import pytest
 from rich.text import Text
 
 from cmdare.tui.app import CmdareApp
@@ -14,6 +15,8 @@ from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable
 from tests.hostile_text_server import HOSTILE, HostileServer
 from tests.pilot_app import wait_for
+
+pytestmark = pytest.mark.slow
 
 
 def hostile_app(srv: HostileServer, n: int = 3) -> CmdareApp:

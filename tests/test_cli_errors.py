@@ -15,6 +15,8 @@ from cmdare.tui import cli
 from cmdare.tui.cli_args import PRICE_MODES
 from tests.cli_harness import run_main
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 EX = REPO / "examples"
 EXE = str(Path(sys.executable).with_name("cmdare-tui"))

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from cmdare.tui import cli
 from tests.cli_harness import HOSTILE, check_discipline, leftovers, run_main
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -10,6 +10,8 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.exposition import parse_exposition
 from cmdare.demo.geo import GeoPipelineDemo
 
+pytestmark = pytest.mark.slow
+
 
 def test_slow_link_sets_the_pipeline_period():
     demo = GeoPipelineDemo()

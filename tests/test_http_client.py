@@ -15,6 +15,8 @@ import pytest
 
 from cmdare.collectors import http_client
 
+pytestmark = pytest.mark.slow
+
 
 class _Hello(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802

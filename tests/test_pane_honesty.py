@@ -3,9 +3,13 @@ app on the real demo cluster, driven by its Pilot; and the evidence formatter on
 
 from __future__ import annotations
 
+import pytest
+
 from cmdare.tui.panes.alerts import evidence_rows, evidence_value
 from cmdare.tui.widgets.table import FilterTable
 from tests.pilot_app import fast_demo_app, wait_for
+
+pytestmark = pytest.mark.slow
 
 
 async def test_planner_columns_carry_units_and_the_alert_names_its_measurements():

@@ -12,6 +12,8 @@ import pytest
 
 from cmdare.tui.commands import UsageError, plan
 
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples/workload-resnet32.toml"
 KEYS = {"gpu", "workers", "ps", "region", "provisioning", "steps_per_sec", "hours_p50", "hours_p90", "cost_usd_p50",
         "cost_usd_p90", "p_revocation", "expected_revocations", "pareto", "price_source"}  # fmt: skip

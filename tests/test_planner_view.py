@@ -23,6 +23,8 @@ from cmdare.planner.view import PlannerView
 from cmdare.planner.view_json import planner_view_json
 from tests.pilot_app import fast_demo_app, wait_for
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "docs" / "planner_view.schema.json").read_text("utf-8"))
 JOB = "resnet32-p100"

@@ -15,6 +15,8 @@ from cmdare.collectors.pricing import load_price_book
 from cmdare.collectors.pricing.cache import cache_path, read_cache, write_cache
 from tests.catalog_server import CatalogServer, gpu_sku, host_sku, sku
 
+pytestmark = pytest.mark.slow
+
 US = ["us-central1", "us-east1"]
 
 

@@ -19,6 +19,8 @@ import pytest
 
 from tests.test_readonly_mode import fresh_env, tree
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 EXE = str(Path(sys.executable).with_name("cmdare-tui"))
 METRICS = "# TYPE up gauge\nup 1\n"

@@ -15,6 +15,8 @@ from cmdare.collectors import writes
 from cmdare.tui.help_screen import HelpScreen
 from tests.test_tui_snapshots import fixed_app
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 XDG = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME")
 

@@ -25,6 +25,8 @@ from cmdare.collectors.store import Store
 from tests.hostile_server import HostileProcess
 from tests.prom_server import FakePromAPI
 
+pytestmark = pytest.mark.slow
+
 TIMEOUT_S = 1.0
 
 

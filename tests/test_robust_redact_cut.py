@@ -19,6 +19,8 @@ from cmdare.collectors.store import Store
 from cmdare.tui import cli
 from tests.hostile_server import HostileProcess
 
+pytestmark = pytest.mark.slow
+
 TOKEN = "Q7vK2xZp9LmW4tRbHy3N"  # no 4-character piece of it occurs in ordinary text
 OFFSETS = range(0, 301)
 

@@ -14,6 +14,8 @@ from cmdare.tui import cli
 from tests.fault_server import FaultServer
 from tests.prom_server import FakePromAPI
 
+pytestmark = pytest.mark.slow
+
 TOKEN = "SENTINEL-TOKEN-7f3a9c"
 PASSWORD = "SENTINEL-PW-41b2"
 EMPTY = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()

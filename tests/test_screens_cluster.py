@@ -16,6 +16,8 @@ from cmdare.tui.panes.cluster import COLUMNS
 from cmdare.tui.widgets.table import FilterTable
 from tests.pilot_app import fast_demo_app, wait_for
 
+pytestmark = pytest.mark.slow
+
 
 def test_exporter_page_states_its_start_time_and_the_parser_keeps_the_oldest():
     before = time.time()

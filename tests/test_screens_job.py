@@ -12,6 +12,8 @@ from textual_plotext import PlotextPlot
 from cmdare.tui.widgets.plots import nodes_shown, nodes_title
 from tests.pilot_app import fast_demo_app, wait_for
 
+pytestmark = pytest.mark.slow
+
 
 def test_nodes_shown_keeps_the_slowest():
     assert nodes_shown(["a", "b", "c"], [3.0, None, 1.0], 2) == (["b", "c"], [0.0, 1.0])

@@ -16,6 +16,8 @@ from cmdare.tui.widgets.footer import FitFooter, fit, key_width
 from cmdare.tui.widgets.table import FilterTable, Row
 from tests.pilot_app import fast_demo_app, wait_for
 
+pytestmark = pytest.mark.slow
+
 PANE_KEYS = {"1": ("Cluster", "/"), "2": ("Job", "p"), "3": ("Planner", "enter"), "4": ("Alerts", "enter")}
 
 

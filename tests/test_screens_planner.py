@@ -11,6 +11,8 @@ from cmdare.tui.panes.planner import RANKED_COLUMNS
 from cmdare.tui.widgets.table import FilterTable
 from tests.pilot_app import fast_demo_app, wait_for
 
+pytestmark = pytest.mark.slow
+
 REGIONS = ["us-east1", "us-central1", "us-west1", "europe-west1", "europe-west4", "asia-east1", "us-east4",
            "us-east-1", "us-east-2", "eu-central-1", "ap-northeast-1", "asia-southeast1"]  # fmt: skip
 

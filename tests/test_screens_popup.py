@@ -9,6 +9,8 @@ from textual.containers import VerticalScroll
 from cmdare.tui.widgets.explain import ExplainScreen
 from tests.pilot_app import fast_demo_app, wait_for
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_explanation_title_and_hint_stay_visible(size):

@@ -15,6 +15,8 @@ from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
 from tests.pilot_app import wait_for
 
+pytestmark = pytest.mark.slow
+
 RECORDED_GAP = 0.2  # seconds between recorded polls
 
 

@@ -11,6 +11,8 @@ from textual.app import App, ComposeResult
 from cmdare.tui.widgets.table import FilterTable, Row
 from tests.pilot_app import fast_demo_app, wait_for
 
+pytestmark = pytest.mark.slow
+
 COLUMNS = [(f"C{i}", 12) for i in range(12)]
 
 

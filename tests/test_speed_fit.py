@@ -10,6 +10,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 import fit_speed_model  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 sys.path.remove(str(REPO / "scripts"))
 
 

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 DEFERRED = (
     "plotext",  # the Job pane's plot: mounted just after the first data frame
     "textual_plotext",

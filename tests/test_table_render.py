@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from rich.console import Console
 from rich.padding import Padding
 from rich.segment import Segment
@@ -22,6 +23,8 @@ from textual.widgets import DataTable
 
 from cmdare.tui.widgets.line_table import plain_cell
 from cmdare.tui.widgets.table import FilterTable, Row
+
+pytestmark = pytest.mark.slow
 
 COLUMNS = [
     ("Status", 9),

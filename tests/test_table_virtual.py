@@ -6,12 +6,15 @@ nothing. A real FilterTable in a real Textual app (Pilot); and the Cluster pane'
 
 from __future__ import annotations
 
+import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from cmdare.tui.widgets.table import FilterTable, Row
+
+pytestmark = pytest.mark.slow
 
 COLUMNS = [("Task", 12), ("Rate", 8), ("Role", 8)] + [(f"Col {i}", 10) for i in range(8)]
 N = 10_000

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from cmdare.tui.panes.job import JobPane
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable
 from tests.test_tui_snapshots import fixed_app
+
+pytestmark = pytest.mark.slow
 
 
 def keys_of(table: FilterTable) -> list[str]:

@@ -16,6 +16,8 @@ from cmdare.tui.app import CmdareApp
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
 
+pytestmark = pytest.mark.slow
+
 T0 = 1_700_000_000.0
 # ResNet-32 on P100 as in demo/data/demo_calibration.json (from ../shared/data/cmdare); the
 # per-worker speed 5.4 steps/s is what 8 workers behind one saturated PS show there (≈43 steps/s).
