@@ -20,6 +20,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -29,9 +30,21 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
 
 def free_port() -> int:
+    """A port on 127.0.0.1 free a moment ago, for a server started next (another process could take it in
+    between: a server that binds port 0 itself and says which it got is safer; see :func:`refused_port`
+    for a port nothing must answer on)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def refused_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections for the block: bound and not listening, so no other
+    process can take it meanwhile (a port found free and closed could be taken before it is used)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 class PromServer:

@@ -11,7 +11,7 @@ import pytest
 from cmdare.collectors import tf_config
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.tui.cli import main
-from tests.prom_server import free_port
+from tests.prom_server import refused_port
 
 NODE_KEYS = {
     "name",
@@ -149,5 +149,6 @@ def test_snapshot_with_logs(capsys, tmp_path):
 
 
 def test_snapshot_exits_1_when_no_source_answered(capsys):
-    code, doc = _snapshot(capsys, "--target", f"http://127.0.0.1:{free_port()}/metrics")
+    with refused_port() as port:
+        code, doc = _snapshot(capsys, "--target", f"http://127.0.0.1:{port}/metrics")
     assert code == 1

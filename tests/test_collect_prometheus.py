@@ -19,7 +19,7 @@ from cmdare.collectors.prometheus_api import PrometheusAPISource, values_query
 from cmdare.collectors.prometheus_auth import read_token
 from cmdare.collectors.samples import TaskState
 from cmdare.collectors.store import Store
-from tests.prom_server import FakePromAPI, free_port, prometheus_server  # noqa: F401 (fixture)
+from tests.prom_server import FakePromAPI, free_port, prometheus_server, refused_port  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -120,7 +120,8 @@ async def test_api_timeout_and_refused():
     with FakePromAPI(_doc(data={"resultType": "vector", "result": []}), delay=2.0) as fake:
         (p,) = await _poll(PrometheusAPISource(fake.url, timeout=0.3))
     assert not p.ok and "timed out" in p.error
-    (p,) = await _poll(PrometheusAPISource(f"http://127.0.0.1:{free_port()}"))
+    with refused_port() as port:
+        (p,) = await _poll(PrometheusAPISource(f"http://127.0.0.1:{port}"))
     assert not p.ok and "connect" in p.error
 
 

@@ -18,7 +18,7 @@ from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
-from tests.prom_server import free_port
+from tests.prom_server import refused_port
 
 GOOD = b"# TYPE cmdare_worker_steps_total counter\ncmdare_worker_steps_total 5\n"
 PAGES: dict[str, tuple[int, str, bytes, float]] = {  # path → status, content type, body, delay (s)
@@ -109,9 +109,10 @@ async def test_wrong_content_type_json_is_refused(faulty):
 
 
 async def test_connection_refused_and_dns_failure():
-    refused = ScrapeTarget(f"http://127.0.0.1:{free_port()}/metrics")
-    dns = ScrapeTarget("http://nonexistent.invalid/metrics")
-    (a, b), _ = await _poll([refused, dns], timeout=3.0)
+    with refused_port() as port:
+        refused = ScrapeTarget(f"http://127.0.0.1:{port}/metrics")
+        dns = ScrapeTarget("http://nonexistent.invalid/metrics")
+        (a, b), _ = await _poll([refused, dns], timeout=3.0)
     assert not a.ok and a.error == "connection refused"
     assert not b.ok and b.error == "DNS lookup failed"
 

@@ -13,7 +13,7 @@ import pytest
 from cmdare.collectors import tf_config
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.tui.cli import main
-from tests.prom_server import free_port
+from tests.prom_server import refused_port
 
 # tensorflow.org/tutorials/distribute/parameter_server_training (ports filled in)
 PS_STRATEGY = {
@@ -91,7 +91,8 @@ def _snapshot(capsys, *flags: str) -> tuple[int, dict | None]:
 
 def test_an_evaluator_tf_config_does_not_break_an_explicit_source(capsys, monkeypatch):
     monkeypatch.setenv("TF_CONFIG", json.dumps(EVALUATOR))
-    code, doc = _snapshot(capsys, "--prometheus", f"http://127.0.0.1:{free_port()}")
+    with refused_port() as port:
+        code, doc = _snapshot(capsys, "--prometheus", f"http://127.0.0.1:{port}")
     assert code == 1 and doc is not None  # nothing answered (no server there): not a usage error
 
 

@@ -18,16 +18,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.prom_server import free_port
+
 pytestmark = pytest.mark.slow
 
 EXE = str(Path(sys.executable).with_name("cmdare-tui"))
 SECRET = "hunter2sekret"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _children(pid: int) -> list[int]:
@@ -57,7 +53,7 @@ def _cmdline(pid: int) -> str:
 
 @pytest.fixture
 def server(isolated_home: Path):
-    port = _free_port()
+    port = free_port()
     # a Prometheus URL with a password (given by environment, as the docs advise): the sessions must
     # get it, but never on a command line
     env = {**os.environ, "PROMETHEUS_URL": f"http://admin:{SECRET}@127.0.0.1:9/"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -12,17 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.prom_server import free_port
+
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_serve_answers_on_loopback_with_a_read_only_app(isolated_home):
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).with_name("cmdare-tui")
     proc = subprocess.Popen(
         [str(exe), "serve", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
