@@ -26,6 +26,8 @@ from cmdare.collectors.store import Store
 from cmdare.tui import cli
 from tests.hostile_server import HostileProcess
 
+pytestmark = pytest.mark.slow
+
 # '/', '+' and '=' make its URL-encoded form differ; no 4-character piece of it is ordinary text
 TOKEN = "Gq7/Vx2+Kp9zLw4=Tb8nRj3Y"
 USER, PASSWORD = "ops", "Zr5/Hw8+Qn2vXk6"
