@@ -35,11 +35,13 @@ from cmdare.planner.risk_cost.ranking_notes import (
     Bander,
     RowBand,
     collapse_twins,
+    fold_regions,
     make_bander,
     price_date_label,
     region_notes,
 )
 from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.switching import Switching, switching, with_switching, worth_switching
 from cmdare.planner.risk_cost.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.speed_model import SpeedModel
@@ -206,6 +208,7 @@ class ShapeTable:
         self.columns = columns
         self.explainer = explainer
         self.bander = bander
+        self.switch_basis: dict[str, str] = {}  # where the switching terms come from (rank_shapes sets it)
         self.order = order
         self.objective = objective
         self.terms = terms
@@ -255,7 +258,7 @@ class ShapeTable:
 
     def filter(self, mask: np.ndarray) -> ShapeTable:
         """A view keeping rows where ``mask`` (over all rows) is true."""
-        return type(self)(
+        out = type(self)(
             self.columns,
             self.order,
             self.objective,
@@ -264,6 +267,56 @@ class ShapeTable:
             self.explainer,
             self.bander,
         )
+        out.switch_basis = self.switch_basis
+        return out
+
+    def members(self, i: int) -> list[int]:
+        """Rows folded into row ``i`` (identical but for the region), best-ranked first; [] when none."""
+        rep = self.columns.get("folded_into")
+        if rep is None:
+            return []
+        idx = np.flatnonzero((rep == i) & (np.arange(rep.size) != i))
+        return [int(x) for x in idx]
+
+    def switch_terms(self, i: int) -> list[tuple[str, float, str]]:
+        """Row ``i``'s switching terms: (name, seconds, source) — what moving the job there costs in time."""
+        c = self.columns
+        if "switch_s" not in c or i == 0:
+            return []
+        b = self.switch_basis
+        kind = str(c["switch_kind"][i])
+        start = "request overhead (server start + join; the job trains meanwhile)" if kind == "scale" else (
+            "server start" + (", the dataset's copy overlapping it" if float(c["switch_copy_s"][i]) > 0 else ""))
+        out = [
+            (start, float(c["switch_start_s"][i]), b.get("overheads", "")),
+            ("framework restart " + ("(warm re-rendezvous)" if kind == "elastic" else "(cold)"),
+             float(c["switch_restart_s"][i]), b.get("overheads", "")),
+            ("redo the steps since the last checkpoint", float(c["switch_redo_s"][i]), b.get("redo", "")),
+        ]  # fmt: skip
+        if float(c["switch_copy_s"][i]) > 0:
+            out.append(("dataset copy to the new region", float(c["switch_copy_s"][i]), b.get("copy", "")))
+        return out
+
+    def switch_words(self, i: int) -> str:
+        """'switch 4m10s, $0.31 (restart)' or, for a row below "stay", 'not worth switching: saves …,
+        switching costs …'; 'stay' for the current shape."""
+        c = self.columns
+        if i == 0:
+            return "stay (the current shape)"
+        if "switch_s" not in c:
+            return ""
+        sw_s, sw_usd = float(c["switch_s"][i]), float(c["switch_usd"][i])
+        money = f", ${sw_usd:.2f}" if np.isfinite(sw_usd) else ""
+        cost = f"switch {_dur(sw_s)}{money} ({c['switch_kind'][i]})"
+        if bool(c["worth_switching"][i]):
+            return cost
+        saved_s = (float(c["hours_p50"][0]) - float(c["hours_p50"][i])) * 3600.0 + sw_s
+        c0, c1 = float(c["cost_usd_p50"][0]), float(c["cost_usd_p50"][i])
+        saved = f"saves {_dur(saved_s)}" if saved_s > 0 else "no faster"
+        if np.isfinite(c0) and np.isfinite(c1):
+            usd = c0 - (c1 - sw_usd)
+            saved += f" and ${usd:.2f}" if usd > 0 else ", no cheaper"
+        return f"not worth switching: {saved} before its {cost}"
 
     def band(self, i: int) -> RowBand | None:
         """Row ``i``'s P10–P90 steps/s and extrapolation, or None without the speed model's band API."""
@@ -308,6 +361,7 @@ class ShapeTable:
         seconds["ps"] += max(base - unsaturated, 0.0)
         seconds["checkpoint"] = float(self.terms["checkpoint"][i])
         seconds["revocation"] = float(self.terms["revocation"][i])
+        seconds["switch"] = float(self.terms["switch"][i]) if "switch" in self.terms else 0.0
         total = sum(seconds.values()) or 1.0
         shares = {k: v / total for k, v in seconds.items()}
         return Explanation(row, seconds, shares, max(shares, key=shares.get), str(row["bottleneck"]))
@@ -335,9 +389,9 @@ def rank_shapes(
     w_usd, ps_usd = prices.lookup(
         cols["gpu"], cols["region"], cols["provisioning"], workload.allowed.ps_provisioning
     )
-    keep = np.isfinite(w_usd) & np.isfinite(ps_usd)
+    keep = (np.isfinite(w_usd) & np.isfinite(ps_usd)) | has_risk_curve(rev, cols["gpu"], cols["region"])
     keep[0] = True  # the current shape stays, priced or not (its costs are then NaN: "price unknown")
-    if keep.sum() < 2 and not np.isfinite(w_usd[0] + ps_usd[0]):
+    if not np.any(np.isfinite(w_usd + ps_usd)):
         cur = workload.current
         raise UnpricedShapeError(
             f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
@@ -346,16 +400,63 @@ def rank_shapes(
     cols = {k: v[keep] for k, v in cols.items()}
     w_usd, ps_usd = w_usd[keep], ps_usd[keep]
     speed = _speeds(workload, speed_model, cols)
-    tc = estimate(_shape_columns(workload, cols, speed, w_usd, ps_usd, prices), run_settings(workload, overheads),
-                  overheads, rev)  # fmt: skip
-    columns = _result_columns(workload, cols, speed, tc, prices)
-    columns["feasible"] = feasible_rows(workload, columns)
-    columns["score"] = score_rows(columns, objective)
+    shape_cols = _shape_columns(workload, cols, speed, w_usd, ps_usd, prices)
+    tc = estimate(shape_cols, run_settings(workload, overheads), overheads, rev)
+    hourly = cols["workers"] * w_usd + cols["ps"] * ps_usd
+    sw = switching(workload, cols, speed["steps_per_sec"], hourly, w_usd, overheads)
+    tc = with_switching(tc, sw)
+    columns = {**_result_columns(workload, cols, speed, tc, prices), **sw.columns()}
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
         "revocation": tc.seconds_revocation,
+        "switch": sw.seconds,
     }
+    columns, terms, order = finish_table(workload, columns, terms, objective)
+    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
+    table = ShapeTable(
+        columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
+    )
+    table.switch_basis = switch_basis(sw)
+    return table
+
+
+def _dur(seconds: float) -> str:
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def has_risk_curve(rev: RevocationModel, gpu: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """Per row: the revocation model has a curve fitted for this GPU in this region (such a shape is ranked
+    with "price unknown" when the book has no price for it, never dropped)."""
+    keys = np.char.add(np.char.add(gpu.astype(str), "/"), region.astype(str))
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return np.array([k in rev.curves_ for k in uniq], dtype=bool)[inverse.ravel()]
+
+
+def switch_basis(sw: Switching) -> dict[str, str]:
+    """Where the switching terms come from, for the explanation."""
+    return {
+        "redo": sw.redo_basis,
+        "copy": f"{sw.copy.gbps:g} Gbit/s, {sw.copy.source}",
+        "overheads": "CM-DARE measurements, planner/data/overheads.json (server start: startup_time; "
+        "framework restart: tf_restart_cold_warm_seconds.csv; request: + replacement_worker_join_time_seconds.csv)",
+    }
+
+
+def finish_table(workload: Workload, columns: dict[str, np.ndarray], terms: dict[str, np.ndarray],
+                 objective: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+    """What every ranked table (PS or synchronous) does once its figures are in: feasibility, score, whether a
+    switch pays, spot/preemptible twins collapsed, the Pareto front, the order, and rows identical but for the
+    region folded into one (the others stay in the columns, out of the order). Returns (columns, terms,
+    order)."""
+    columns["feasible"] = feasible_rows(workload, columns)
+    columns["score"] = score_rows(columns, objective)
+    columns["worth_switching"] = worth_switching(columns)
     twins, alias = collapse_twins(columns)
     columns["also_provisioning"] = alias
     columns = {k: v[twins] for k, v in columns.items()}
@@ -363,11 +464,14 @@ def rank_shapes(
     columns["pareto"] = pareto_mask(
         np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
     )
-    order = np.lexsort((columns["score"], ~columns["feasible"]))
-    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
-    return ShapeTable(
-        columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
-    )
+    unpriced = ~np.isfinite(columns["cost_usd_p50"].astype(float))
+    later = unpriced if objective != "time" else np.zeros_like(unpriced)
+    order = np.lexsort((columns["score"], later, ~columns["feasible"]))
+    rep, regions = fold_regions(columns, order)
+    columns["folded_into"] = rep
+    columns["regions"] = regions
+    order = order[rep[order] == order]
+    return columns, terms, order
 
 
 def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:
@@ -407,18 +511,20 @@ def run_settings(workload: Workload, overheads: Overheads) -> RunSettings:
 
 
 def egress_usd(workload: Workload, cols: dict[str, np.ndarray], prices: PriceTable) -> np.ndarray:
-    """USD of reading the dataset (``dataset_gb`` × epochs) from ``data_region`` — by default the
-    current shape's region, where the data lives now — into each shape's region."""
+    """USD of copying the dataset (``dataset_gb``, once: a move copies it before training there,
+    :mod:`~cmdare.planner.risk_cost.switching`) from ``data_region`` — by default the current shape's region,
+    where the data lives now — into each shape's region."""
     o = workload.options
     cross = cols["region"] != (o.data_region or workload.current.region)
-    return np.where(cross, o.dataset_gb * (workload.target.epochs or 1.0) * prices.egress_usd_per_gb, 0.0)
+    return np.where(cross, o.dataset_gb * prices.egress_usd_per_gb, 0.0)
 
 
 def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
                    w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
     egress = egress_usd(workload, cols, prices)
     return ShapeColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["workers"], cols["ps"],
-                        speed["steps_per_sec"], speed["degraded"], w_usd, ps_usd, egress)  # fmt: skip
+                        speed["steps_per_sec"], speed["degraded"], w_usd, ps_usd, egress,
+                        np.zeros(cols["gpu"].size))  # fmt: skip  (server starts: in the switching terms)
 
 
 def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
@@ -478,4 +584,5 @@ def score_rows(c: dict[str, np.ndarray], objective: str) -> np.ndarray:
         ref = float(np.nanmedian(c["cost_usd_p50"]))
     k = c["cost_usd_p50"] / max(ref, 1e-12)
     base = {"time": t, "cost": k, "balanced": t * k}[objective]
+    base = np.where(np.isfinite(base), base, t)  # price unknown: ranked by time (after the priced rows)
     return base + 1e-6 * c["expected_revocations"]

@@ -13,15 +13,12 @@ Speed: per-GPU compute from the speed model (one worker's ``compute`` term) plus
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from cmdare.planner.risk_cost.overheads import Overheads
-from cmdare.planner.risk_cost.ranking_notes import (
-    Bander,
-    RowBand,
-    collapse_twins,
-)
+from cmdare.planner.risk_cost.ranking_notes import Bander, RowBand
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.shapes import (
     OBJECTIVES,
@@ -29,13 +26,14 @@ from cmdare.planner.risk_cost.shapes import (
     ShapeTable,
     UnpricedShapeError,
     egress_usd,
-    feasible_rows,
+    finish_table,
+    has_risk_curve,
     outcome_columns,
-    pareto_mask,
     run_settings,
-    score_rows,
+    switch_basis,
     worker_counts,
 )
+from cmdare.planner.risk_cost.switching import switching, with_switching
 from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync
 from cmdare.planner.risk_cost.time_cost import PriceTable
 from cmdare.planner.risk_cost.workload import Workload
@@ -123,6 +121,7 @@ class SyncShapeTable(ShapeTable):
     params: SyncParams | None = None
 
     def filter(self, mask: np.ndarray) -> SyncShapeTable:
+        """A view keeping rows where ``mask`` is true (with the all-reduce knobs)."""
         out = super().filter(mask)
         out.params = self.params  # type: ignore[attr-defined]
         return out  # type: ignore[return-value]
@@ -136,6 +135,7 @@ class SyncShapeTable(ShapeTable):
             "network": base * float(c["exposed_s"][i]) / step,
             "checkpoint": float(t["checkpoint"][i]),
             "revocation": float(t["revocation"][i]),
+            "switch": float(t["switch"][i]) if "switch" in t else 0.0,
         }
         total = sum(seconds.values()) or 1.0
         shares = {k: v / total for k, v in seconds.items()}
@@ -169,9 +169,9 @@ def rank_sync_shapes(
     rev = revocation_model.with_start_hour(workload.options.start_hour)
     cols = enumerate_sync(workload)
     usd = node_prices(price_book, cols)
-    keep = np.isfinite(usd)
+    keep = np.isfinite(usd) | has_risk_curve(rev, cols["gpu"], cols["region"])
     keep[0] = True
-    if keep.sum() < 2 and not np.isfinite(usd[0]):
+    if not np.any(np.isfinite(usd)):
         cur = workload.current
         raise UnpricedShapeError(
             f"the price book prices neither {cur.gpu} nodes in {cur.region} nor any alternative"
@@ -188,29 +188,26 @@ def rank_sync_shapes(
     gpus = (cols["nodes"] * cols["gpus_per_node"]).astype(float)
     per_cur = gpus / float(workload.current.workers)
     fewer_per_cur = np.maximum(gpus - cols["gpus_per_node"], 0) / float(workload.current.workers)
-    sc = SyncColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["nodes"], full.steps_per_sec * per_cur,
-                     np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0), usd, egress)  # fmt: skip
+    v_cur = full.steps_per_sec * per_cur
+    sc = SyncColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["nodes"], v_cur,
+                     np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0), usd, egress,
+                     np.zeros(usd.size))  # fmt: skip  (server starts: in the switching terms)
     stc = estimate_sync(sc, run_settings(workload, overheads), overheads, rev, workload.parallel.elastic)
-    columns = _columns(workload, cols, full, stc, prices, egress)
+    sw = switching(workload, cols, v_cur, cols["nodes"] * usd, usd, overheads)
+    stc = replace(stc, figures=with_switching(stc.figures, sw))
+    columns = {**_columns(workload, cols, full, stc, prices, egress), **sw.columns()}
     columns["band_ref_sps"] = band_ref
-    columns["feasible"] = feasible_rows(workload, columns)
-    columns["score"] = score_rows(columns, objective)
     tc = stc.figures
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
         "revocation": tc.seconds_revocation,
+        "switch": sw.seconds,
     }
-    twins, alias = collapse_twins(columns)
-    columns["also_provisioning"] = alias
-    columns = {k: v[twins] for k, v in columns.items()}
-    terms = {k: v[twins] for k, v in terms.items()}
-    columns["pareto"] = pareto_mask(
-        np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
-    )
-    order = np.lexsort((columns["score"], ~columns["feasible"]))
+    columns, terms, order = finish_table(workload, columns, terms, objective)
     table = SyncShapeTable(columns, order, objective, terms, bander=_bander(workload, speed_model))
     table.params = p
+    table.switch_basis = switch_basis(sw)
     return table
 
 

@@ -57,6 +57,7 @@ class SyncColumns:
     degraded_steps_per_sec: np.ndarray  # with one node fewer (0 for one node)
     node_usd_per_hour: np.ndarray  # one node with all its GPUs
     egress_usd: np.ndarray
+    started: np.ndarray | None = None  # server starts billed per shape (1, None = all; 0 = billed elsewhere)
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ def estimate_sync(
     t50, t90 = base + ckpt + q50 * pen, base + ckpt + q90 * pen
     request, start = _per_pair(overheads, cols.gpu, cols.provisioning)
     start_usd = n * start * cols.node_usd_per_hour / 3600.0
+    if cols.started is not None:
+        start_usd = start_usd * cols.started
     replace_usd = request * cols.node_usd_per_hour / 3600.0  # per revocation
 
     def cost(seconds: np.ndarray, revs: np.ndarray) -> np.ndarray:

@@ -44,6 +44,7 @@ class ShapeColumns:
     worker_usd_per_hour: np.ndarray  # price of one worker node
     ps_usd_per_hour: np.ndarray  # price of one PS node
     egress_usd: np.ndarray  # cross-region data transfer for the whole run
+    started: np.ndarray | None = None  # server starts billed per shape (1, None = all; 0 = billed elsewhere)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,8 @@ def estimate(
         n * _start_seconds(overheads, cols.gpu, cols.provisioning) * cols.worker_usd_per_hour
         + ps * ps_start * cols.ps_usd_per_hour
     ) / 3600.0
+    if cols.started is not None:
+        start_usd = start_usd * cols.started
     replace_usd = (
         k_w * request * cols.worker_usd_per_hour + k_ps * ps_request * cols.ps_usd_per_hour
     ) / 3600.0

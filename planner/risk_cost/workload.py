@@ -8,7 +8,8 @@ Schema (issue 6; keys marked * are extensions)::
     [current]  gpu, workers, ps, region, provisioning (spot|preemptible|standard)
     [allowed]  gpus, regions, max_workers, max_ps, provisionings*, ps_provisioning* (default "standard")
     [options]* checkpoint_interval_steps (default: every checkpoint_interval_s = 600 s), start_hour (0-23, local hour the job starts),
-               latency_ms (default 0.3), warm_restart (bool), data_region, dataset_gb
+               latency_ms (default 0.3), warm_restart (bool), data_region, dataset_gb, since_checkpoint_s
+               (seconds since the job's last checkpoint: the work a switch redoes; default half an interval)
     [parallel]* mode ("ps" default | "sync": synchronous all-reduce, DDP/Horovod), gpus_per_node (current
                shape's, default 1), max_gpus_per_node (default: the current), nic_tier ("default" | "fast":
                gVNIC / Tier_1 where the GPU's VMs offer it), elastic (bool, default true: torchrun elastic
@@ -83,6 +84,8 @@ class Options:
     warm_restart: bool = False
     data_region: str | None = None
     dataset_gb: float = 0.0
+    # seconds since the job's last checkpoint (a live job's measurement); None = half an interval, expected
+    since_checkpoint_s: float | None = None
 
 
 PARALLEL_MODES = ("ps", "sync")
@@ -162,6 +165,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
         "warm_restart": (bool, False),
         "data_region": (str, False),
         "dataset_gb": ((int, float), False),
+        "since_checkpoint_s": ((int, float), False),
     },
     "parallel": {
         "mode": (str, False),
@@ -379,6 +383,9 @@ def _options(v: dict[str, Any], loc: _Locator) -> Options:
     hour = v.get("start_hour")
     if hour is not None and not 0 <= hour <= 23:
         raise loc.error("must be an hour 0-23", "options", "start_hour")
+    since = v.get("since_checkpoint_s")
+    if since is not None and not 0 <= since < 1e9:
+        raise loc.error("must be seconds >= 0", "options", "since_checkpoint_s")
     if v.get("dataset_gb", 0) < 0 or v.get("latency_ms", 0.3) < 0:
         raise loc.error(
             "must be >= 0", "options", "dataset_gb" if v.get("dataset_gb", 0) < 0 else "latency_ms"
@@ -391,4 +398,5 @@ def _options(v: dict[str, Any], loc: _Locator) -> Options:
         warm_restart=bool(v.get("warm_restart", False)),
         data_region=v.get("data_region"),
         dataset_gb=float(v.get("dataset_gb", 0.0)),
+        since_checkpoint_s=None if since is None else float(since),
     )
