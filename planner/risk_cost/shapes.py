@@ -312,11 +312,14 @@ class ShapeTable:
             return cost
         saved_s = (float(c["hours_p50"][0]) - float(c["hours_p50"][i])) * 3600.0 + sw_s
         c0, c1 = float(c["cost_usd_p50"][0]), float(c["cost_usd_p50"][i])
-        saved = f"saves {_dur(saved_s)}" if saved_s > 0 else "no faster"
-        if np.isfinite(c0) and np.isfinite(c1):
-            usd = c0 - (c1 - sw_usd)
-            saved += f" and ${usd:.2f}" if usd > 0 else ", no cheaper"
-        return f"not worth switching: {saved} before its {cost}"
+        priced = np.isfinite(c0) and np.isfinite(c1)
+        if self.objective == "cost" and priced:
+            saved = f"saves ${max(c0 - c1 + sw_usd, 0.0):.2f} of training"
+        elif self.objective == "balanced" and priced:
+            saved = f"time × cost {float(c['score'][i]) / float(c['score'][0]):.2f} of staying's with it"
+        else:
+            saved = f"saves {_dur(max(saved_s, 0.0))} of training"
+        return f"not worth switching: {saved}; {cost}"
 
     def band(self, i: int) -> RowBand | None:
         """Row ``i``'s P10–P90 steps/s and extrapolation, or None without the speed model's band API."""

@@ -124,17 +124,22 @@ def switching(
     redo_steps, basis = steps_since_checkpoint(workload, float(v[0]))
     n = cols["gpu"].size
     gpu, region, prov = (cols[k].astype(str) for k in ("gpu", "region", "provisioning"))
-    same_place = (gpu == cur.gpu) & (region == cur.region) & (prov == cur.provisioning)
+    # spot and preemptible are one GCP mechanism (same SKUs, same VMs): no move between them
+    same_place = (
+        (gpu == cur.gpu) & (region == cur.region) & (_kind(prov) == _kind(np.array([cur.provisioning]))[0])
+    )
     sync = "nodes" in cols
     if sync:
         gpn = workload.parallel.gpus_per_node
         units = cols["nodes"].astype(float)
         now_units = float(max(cur.workers // gpn, 1))
         gentle = same_place & (cols["gpus_per_node"] == gpn) & bool(workload.parallel.elastic)
+        same = same_place & (cols["gpus_per_node"] == gpn) & (units == now_units)
     else:
         units = cols["workers"].astype(float)
         now_units = float(cur.workers)
         gentle = same_place & (cols["ps"] == cur.ps)
+        same = gentle & (units == now_units)
     start = _per_gpu_prov(gpu, prov, overheads.server_start)
     moving = region != (o.data_region or cur.region)
     copy_s = np.where(moving, o.dataset_gb * 8.0 / copy.gbps, 0.0)
@@ -142,6 +147,7 @@ def switching(
     cold, warm = overheads.framework_restart(False), overheads.framework_restart(True)
     kind = np.where(gentle, "elastic" if sync else "scale", "restart").astype(object)
     kind[0] = "stay"
+    kind[same] = "stay"  # the current shape, or its spot/preemptible twin
     start_s = np.where(gentle, 0.0, start)
     restart_s = np.where(gentle, warm if sync else 0.0, cold)
     redo_s = np.where(gentle & (not sync), 0.0, redo)
@@ -157,10 +163,14 @@ def switching(
         usd = np.where(gentle, added * unit_usd * request / 3600.0, usd)
     elif np.any(gentle):  # elastic: the added nodes are billed while they start
         usd = np.where(gentle, usd + added * unit_usd * start / 3600.0, usd)
-    zero = np.zeros(1)
+    stay = kind == "stay"
     for arr in (seconds, usd, start_s, restart_s, redo_s, copy_s):
-        arr[:1] = zero
+        arr[stay] = 0.0
     return Switching(seconds, usd, kind, start_s, restart_s, redo_s, copy_s, redo_steps, basis, copy)
+
+
+def _kind(prov: np.ndarray) -> np.ndarray:
+    return np.where(np.isin(prov, ("spot", "preemptible")), "transient", prov)
 
 
 def _per_gpu_prov(gpu: np.ndarray, prov: np.ndarray, fn: object) -> np.ndarray:
