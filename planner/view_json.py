@@ -197,7 +197,26 @@ def ranked_row_json(table: ShapeTable, i: int, rank: int | None) -> dict[str, An
         "delta_time": num(dt, 4),
         "delta_cost": num(dc, 4),
         "delta_risk": num(dr, 4),
+        "regions": list(table.columns["regions"][i]) if "regions" in table.columns else [r.region],
+        "switch": switch_json(table, i),
         **sync_fields_json(r),
+    }
+
+
+def switch_json(table: ShapeTable, i: int) -> dict[str, Any] | None:
+    """What moving the job to row ``i`` costs (seconds, USD; its terms with their sources), whether the move
+    pays (``worth``: false when the row, the switch included, does not beat staying) and the words on
+    screen; null for a table without switching terms."""
+    c = table.columns
+    if "switch_s" not in c:
+        return None
+    return {
+        "kind": str(c["switch_kind"][i]),
+        "seconds": num(c["switch_s"][i], 1),
+        "usd": num(c["switch_usd"][i], 4),
+        "worth": bool(c["worth_switching"][i]),
+        "words": table.switch_words(i),
+        "terms": [{"term": k, "seconds": num(v, 1), "source": src} for k, v, src in table.switch_terms(i)],
     }
 
 

@@ -104,7 +104,9 @@ def test_unpriced_current_shape_is_price_unknown_and_the_alternatives_are_ranked
     priced = [r for r in rows if r["cost_usd_p50"] is not None]  # valid JSON: null, not NaN
     unpriced = rows[len(priced) :]
     assert all(r["cost_usd_p50"] > 0 for r in priced) and len(priced) > 100
-    assert unpriced and all(r["cost_usd_p50"] is None for r in unpriced) and any(r["current"] for r in unpriced)
+    assert (
+        unpriced and all(r["cost_usd_p50"] is None for r in unpriced) and any(r["current"] for r in unpriced)
+    )
     assert {r["gpu"] for r in unpriced} == {"K80"}  # K80: fitted curves, no price in today's book
     assert _run(["--workload", str(icac), "--prices", "study-era", "--json", "--top", "2"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -123,12 +125,18 @@ def test_a_shape_with_a_risk_curve_but_no_price_is_ranked_by_time_with_price_unk
     assert _run(["--workload", str(w), "--json", "--top", "0", "--objective", "time"]) == 0
     rows = json.loads(capsys.readouterr().out)
     k80 = [r for r in rows if r["gpu"] == "K80" and r["region"] == "europe-west1"]
-    assert k80 and all(r["cost_usd_p50"] is None and r["p_revocation"] > 0 for r in k80 if r["provisioning"] != "standard")
+    assert k80 and all(
+        r["cost_usd_p50"] is None and r["p_revocation"] > 0 for r in k80 if r["provisioning"] != "standard"
+    )
     hours = [r["hours_p50"] for r in rows]
-    assert hours == sorted(hours) or all(not r["feasible"] for r in rows[hours.index(max(hours)) :])  # by time
+    assert hours == sorted(hours) or all(
+        not r["feasible"] for r in rows[hours.index(max(hours)) :]
+    )  # by time
     _run(["--workload", str(w), "--top", "0", "--objective", "time"])
     lines = capsys.readouterr().out.splitlines()
-    rows_k80 = [lines[k + 1] for k in _ranked(lines) if lines[k].split()[1] == "K80" and "europe-west1" in lines[k]]
+    rows_k80 = [
+        lines[k + 1] for k in _ranked(lines) if lines[k].split()[1] == "K80" and "europe-west1" in lines[k]
+    ]
     assert rows_k80 and all("price unknown: ranked by time" in d for d in rows_k80)
 
 

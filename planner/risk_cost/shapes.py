@@ -285,8 +285,14 @@ class ShapeTable:
             return []
         b = self.switch_basis
         kind = str(c["switch_kind"][i])
-        start = "request overhead (server start + join; the job trains meanwhile)" if kind == "scale" else (
-            "server start" + (", the dataset's copy overlapping it" if float(c["switch_copy_s"][i]) > 0 else ""))
+        start = (
+            "request overhead (server start + join; the job trains meanwhile)"
+            if kind == "scale"
+            else (
+                "server start"
+                + (", the dataset's copy overlapping it" if float(c["switch_copy_s"][i]) > 0 else "")
+            )
+        )
         out = [
             (start, float(c["switch_start_s"][i]), b.get("overheads", "")),
             ("framework restart " + ("(warm re-rendezvous)" if kind == "elastic" else "(cold)"),
@@ -525,9 +531,19 @@ def egress_usd(workload: Workload, cols: dict[str, np.ndarray], prices: PriceTab
 def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
                    w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
     egress = egress_usd(workload, cols, prices)
-    return ShapeColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["workers"], cols["ps"],
-                        speed["steps_per_sec"], speed["degraded"], w_usd, ps_usd, egress,
-                        np.zeros(cols["gpu"].size))  # fmt: skip  (server starts: in the switching terms)
+    return ShapeColumns(
+        cols["gpu"],
+        cols["region"],
+        cols["provisioning"],
+        cols["workers"],
+        cols["ps"],
+        speed["steps_per_sec"],
+        speed["degraded"],
+        w_usd,
+        ps_usd,
+        egress,
+        np.zeros(cols["gpu"].size),
+    )  # fmt: skip  (server starts: in the switching terms)
 
 
 def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],

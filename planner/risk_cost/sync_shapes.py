@@ -189,9 +189,17 @@ def rank_sync_shapes(
     per_cur = gpus / float(workload.current.workers)
     fewer_per_cur = np.maximum(gpus - cols["gpus_per_node"], 0) / float(workload.current.workers)
     v_cur = full.steps_per_sec * per_cur
-    sc = SyncColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["nodes"], v_cur,
-                     np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0), usd, egress,
-                     np.zeros(usd.size))  # fmt: skip  (server starts: in the switching terms)
+    sc = SyncColumns(
+        cols["gpu"],
+        cols["region"],
+        cols["provisioning"],
+        cols["nodes"],
+        v_cur,
+        np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0),
+        usd,
+        egress,
+        np.zeros(usd.size),
+    )  # fmt: skip  (server starts: in the switching terms)
     stc = estimate_sync(sc, run_settings(workload, overheads), overheads, rev, workload.parallel.elastic)
     sw = switching(workload, cols, v_cur, cols["nodes"] * usd, usd, overheads)
     stc = replace(stc, figures=with_switching(stc.figures, sw))

@@ -143,7 +143,12 @@ class ExplainScreen(ModalScreen[None]):
         )
         if r.region_note:
             t.add_row("Region move", r.region_note)
+        regions = list(table.columns["regions"][i]) if "regions" in table.columns else []
+        if len(regions) > 1:
+            t.add_row("Regions", f"the same figures in {', '.join(regions)} (one row; x lists them)")
         t.add_row("vs current", "this is the current shape" if i == 0 else table.delta(i))
+        for label, value in switching_rows(table, i):
+            t.add_row(label, value)
         try:
             ex = table.explain(i)
         except ValueError as exc:
@@ -155,6 +160,17 @@ class ExplainScreen(ModalScreen[None]):
             t,
             ex.text() + f"\nprices: {r.price_source}, {r.price_date}",
         )
+
+
+def switching_rows(table: ShapeTable, i: int) -> list[tuple[str, str]]:
+    """What moving the job to row ``i`` costs — the verdict, then each term with its source (issue 30); the
+    row's time and cost above include it."""
+    words = table.switch_words(i)
+    if not words:
+        return []
+    out = [("Switching", words + ("" if i == 0 else " — included in the time and cost above"))]
+    out += [(f"  {name}", f"{duration(sec)} · {source}") for name, sec, source in table.switch_terms(i)]
+    return out
 
 
 def boundary_wire_rows(b: LiveBoundary) -> list[tuple[str, str]]:
