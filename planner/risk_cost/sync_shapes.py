@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from cmdare.planner.risk_cost.checkpointing import interval_columns
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.ranking_notes import Bander, RowBand
 from cmdare.planner.risk_cost.revocation import RevocationModel
@@ -35,7 +36,7 @@ from cmdare.planner.risk_cost.shapes import (
 )
 from cmdare.planner.risk_cost.switching import switching, with_switching
 from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync
-from cmdare.planner.risk_cost.time_cost import PriceTable
+from cmdare.planner.risk_cost.time_cost import PriceTable, write_seconds
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, sync_step
 from cmdare.planner.speed.interconnect import NODE_SIZES, node_links
@@ -200,10 +201,13 @@ def rank_sync_shapes(
         egress,
         np.zeros(usd.size),
     )  # fmt: skip  (server starts: in the switching terms)
-    stc = estimate_sync(sc, run_settings(workload, overheads), overheads, rev, workload.parallel.elastic)
+    run = run_settings(workload, overheads)
+    stc = estimate_sync(sc, run, overheads, rev, workload.parallel.elastic)
+    ckpt = interval_columns(stc.figures, run, write_seconds(run, overheads), v_cur,
+                            lambda other: estimate_sync(sc, other, overheads, rev, workload.parallel.elastic).figures)  # fmt: skip
     sw = switching(workload, cols, v_cur, cols["nodes"] * usd, usd, overheads)
     stc = replace(stc, figures=with_switching(stc.figures, sw))
-    columns = {**_columns(workload, cols, full, stc, prices, egress), **sw.columns()}
+    columns = {**_columns(workload, cols, full, stc, prices, egress), **sw.columns(), **ckpt}
     columns["band_ref_sps"] = band_ref
     tc = stc.figures
     terms = {

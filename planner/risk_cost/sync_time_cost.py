@@ -42,6 +42,7 @@ from cmdare.planner.risk_cost.time_cost import (
     TimeCost,
     poisson_quantile,
     revocation_curves,
+    write_seconds,
 )
 
 
@@ -110,7 +111,7 @@ def estimate_sync(
     curves = revocation_curves(revocations, cols.gpu, cols.region, cols.provisioning)
     base = run.steps / v
     interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v
-    ckpt = run.steps / interval * float(overheads.checkpoint_cost(run.checkpoint_mb))
+    ckpt = run.steps / interval * write_seconds(run, overheads)
     pen_r, pen_e, pen = penalties(cols, run, overheads, elastic)
     total = base + ckpt
     for _ in range(FIXED_POINT_PASSES):
@@ -146,6 +147,7 @@ def estimate_sync(
         per_node_risk=1.0 - surv,
         penalty_worker_s=pen,
         penalty_ps_s=np.zeros_like(base),
+        redo_events=k,  # every revocation stops the job: back to its last checkpoint
     )
     policy = np.where(pen_e < pen_r, "elastic", "restart")
     return SyncTimeCost(figures, policy, pen_r, pen_e)

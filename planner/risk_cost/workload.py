@@ -86,6 +86,9 @@ class Options:
     dataset_gb: float = 0.0
     # seconds since the job's last checkpoint (a live job's measurement); None = half an interval, expected
     since_checkpoint_s: float | None = None
+    checkpoint_write_s: float | None = (
+        None  # measured seconds to write one (None: the CM-DARE fit on its size)
+    )
 
 
 PARALLEL_MODES = ("ps", "sync")

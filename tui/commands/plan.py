@@ -25,7 +25,8 @@ JSON_KEYS = (
     "price_source", "price_as_of", "price_date", "hours_expected", "cost_usd_expected", "per_node_risk",
     "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
     "extrapolation", "current", "delta", "regions", "switch_s", "switch_usd", "switch_kind", "worth_switching",
-    "switch", "index",
+    "switch", "index", "ckpt_interval_s", "ckpt_optimal_s", "ckpt_mtbf_s", "ckpt_write_s", "ckpt_saves_s",
+    "ckpt_saves_usd",
 )  # fmt: skip
 SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy")  # added for [parallel] mode = "sync"
 SYNC_NOTE = (
@@ -237,9 +238,9 @@ def _detail(table: Any, r: dict[str, object]) -> str:
     costs (or that it is not worth it), its speed band, the regions it stands for."""
     i = int(r["index"])  # type: ignore[call-overload]
     words = [table.switch_words(i)]
-    if r["delta"] == "current shape":  # the reference line: where "stay" ranks
+    if r["delta"] == "current shape":  # the reference line: where "stay" ranks, when to checkpoint
         rank = next((k + 1 for k, x in enumerate(table.view) if int(x) == 0), None)
-        words = [f"current shape, ranked #{rank}" if rank else "current shape"]
+        words = [f"current shape, ranked #{rank}" if rank else "current shape", table.checkpoint_words(0)]
     elif i != 0:
         words.insert(0, ("★ " if r["pareto"] else "") + str(r["delta"]))
     regions = list(r.get("regions") or [])  # type: ignore[call-overload]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -149,6 +150,8 @@ class ExplainScreen(ModalScreen[None]):
         t.add_row("vs current", "this is the current shape" if i == 0 else table.delta(i))
         for label, value in switching_rows(table, i):
             t.add_row(label, value)
+        if table.checkpoint_words(i):
+            t.add_row("Checkpoints", checkpoint_explained(table, i))
         try:
             ex = table.explain(i)
         except ValueError as exc:
@@ -160,6 +163,18 @@ class ExplainScreen(ModalScreen[None]):
             t,
             ex.text() + f"\nprices: {r.price_source}, {r.price_date}",
         )
+
+
+def checkpoint_explained(table: ShapeTable, i: int) -> str:
+    """Row ``i``'s optimum checkpoint interval, how it is made and what it rests on."""
+    from cmdare.planner.risk_cost.checkpointing import METHOD
+
+    c = table.columns
+    mtbf, write = float(c["ckpt_mtbf_s"][i]), float(c["ckpt_write_s"][i])
+    if not math.isfinite(mtbf):
+        return table.checkpoint_words(i)
+    return (f"{table.checkpoint_words(i)} · {METHOD}: a restart-forcing revocation every {duration(mtbf)} "
+            f"expected, {write:.1f} s to write one")  # fmt: skip
 
 
 def switching_rows(table: ShapeTable, i: int) -> list[tuple[str, str]]:
