@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from cmdare.planner.geo.geo_live import LiveBoundary
     from cmdare.planner.job_plan import GpuMix, ShapeOutlook
     from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.risk_cost.shapes import ShapeTable
@@ -84,6 +85,7 @@ class JobPlannerView:
     pipeline: PipelineView | None = None
     cost: CostView | None = None
     goal: JobGoal | None = None
+    checkpoint: WorkAtRisk | None = None  # work at risk since the last checkpoint, and when to checkpoint
 
     @property
     def ranked(self) -> ShapeTable | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.risk_cost.shapes import RankedRow, ShapeTable
@@ -94,6 +95,29 @@ def job_json(j: JobPlannerView, ranking_rows: int = RANKING_ROWS) -> dict[str, A
         ],
         "ranking": ranking_json(j.plan, ranking_rows),
         "pipeline": pipeline_json(j.pipeline),
+        "checkpoint": checkpoint_json(j.checkpoint),
+    }
+
+
+def checkpoint_json(r: WorkAtRisk | None) -> dict[str, Any] | None:
+    """The job's work at risk since its last checkpoint and the optimum interval (seconds, USD)."""
+    if r is None:
+        return None
+    return {
+        "since_s": num(r.since_s, 1),
+        "revocation_now_s": num(r.revocation_now_s, 1),
+        "revocation_now_usd": num(r.revocation_now_usd, 4),
+        "interval_s": num(r.interval_s, 1),
+        "interval_basis": r.interval_basis,
+        "write_s": num(r.write_s, 2),
+        "write_basis": r.write_basis,
+        "optimal_s": num(r.optimal_s, 1),
+        "saves_s": num(r.saves_s, 1),
+        "saves_usd": num(r.saves_usd, 4),
+        "mtbf_s": num(r.mtbf_s, 1),
+        "overdue": bool(r.overdue),
+        "overdue_factor": r.overdue_factor,
+        "method": r.method,
     }
 
 

@@ -30,6 +30,7 @@ from cmdare.tui.format import (
     money,
     num,
     rate,
+    risk_words,
 )
 from cmdare.tui.session import MonitorState
 
@@ -144,6 +145,9 @@ def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
         )
     elif c is not None:
         out.append(f"Cost unknown: {c.unpriced[0] if c.unpriced else 'no price yet'} ({dated})")
+    if view.checkpoint is not None:
+        value, note = risk_words(view.checkpoint)
+        out.append(f"At risk: {value} ({note})")
     if view.plan is not None and view.plan.table is None and view.plan.note:
         out.append(f"Plans: none ({view.plan.note})")
     return out

@@ -30,6 +30,7 @@ import numpy as np
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.time_cost import RunSettings, TimeCost
+from cmdare.planner.risk_cost.workload import Options
 
 METHOD = "Daly 2006 higher-order optimum (Young 1974 to first order), hazard averaged over the run"
 #: ``checkpoint-overdue`` is raised when the work at risk passes this many optimum intervals (stated choice:
@@ -104,6 +105,18 @@ class CheckpointFacts:
     def since(self, now: float) -> float | None:
         """Seconds since the job's last checkpoint at ``now`` (None: none seen)."""
         return None if self.last_at is None else max(now - self.last_at, 0.0)
+
+    def options(self, now: float, base: Options | None = None) -> Options:
+        """Planner options for a live job: what it measured of its checkpoints (time since the last, write
+        time, interval) in place of the defaults."""
+        base = base or Options()
+        return replace(
+            base,
+            since_checkpoint_s=self.since(now),
+            checkpoint_write_s=self.write_s,
+            checkpoint_interval_s=self.interval_s or base.checkpoint_interval_s,
+            checkpoint_interval_steps=None if self.interval_s else base.checkpoint_interval_steps,
+        )
 
 
 @dataclass(frozen=True)
