@@ -17,7 +17,7 @@ from cmdare.collectors.store import Store
 from cmdare.planner.job_plan import ShapeOutlook, network_of, outlook
 from cmdare.planner.live_plan import LivePlan, LivePlanner
 from cmdare.planner.overview import JobView
-from cmdare.planner.risk_cost.checkpointing import CheckpointFacts, WorkAtRisk, work_at_risk
+from cmdare.planner.risk_cost.checkpointing import CheckpointFacts, WorkAtRisk, ranking_row, work_at_risk
 from cmdare.planner.risk_cost.cost_meter import CostMeter, CostView
 from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine
 from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, JobGoal, rule_inputs, shipped_overheads
@@ -132,9 +132,7 @@ class Analysis:
         if not workers:
             return None
         ref = next((n for n in workers if n.role == "chief"), workers[0])
-        row = None
-        if table is not None and "ckpt_optimal_s" in table.columns:
-            row = {k: float(table.columns[k][0]) for k in table.columns if k.startswith("ckpt_")}
+        row = ranking_row(table)
         mb = job.facts.model.checkpoint_mb or shipped_overheads().checkpoint_mb(job.facts.model.params or 0.0)
         return work_at_risk(CheckpointFacts.of(job), now, shipped_overheads(), ref.gpu,
                             ref.provisioning or "standard", cost.usd_per_hour if cost else None, row, mb)  # fmt: skip

@@ -107,8 +107,16 @@ class PlannerView:
 
     def with_plans(self, plans: Mapping[str, LivePlan]) -> PlannerView:
         """This view with the rankings in ``plans`` (job → plan) in place of those it holds."""
-        jobs = tuple(replace(j, plan=plans.get(j.job, j.plan)) for j in self.jobs)
-        return replace(self, jobs=jobs)
+        from cmdare.planner.risk_cost.checkpointing import ranking_row  # numpy: not at start-up
+
+        def renewed(j: JobPlannerView) -> JobPlannerView:
+            plan = plans.get(j.job, j.plan)
+            risk = j.checkpoint
+            if risk is not None and plan is not None:  # the optimum interval of the newer ranking
+                risk = risk.with_ranking(ranking_row(plan.table))
+            return replace(j, plan=plan, checkpoint=risk)
+
+        return replace(self, jobs=tuple(renewed(j) for j in self.jobs))
 
     def job(self, name: str | None) -> JobPlannerView | None:
         """The view of job ``name`` (None for an unknown job or None)."""

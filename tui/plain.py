@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -33,6 +34,9 @@ from cmdare.tui.format import (
     risk_words,
 )
 from cmdare.tui.session import MonitorState
+
+if TYPE_CHECKING:
+    from cmdare.planner.risk_cost.shapes import ShapeTable
 
 PIPE_WIDTH = 80  # columns when stdout is not a terminal and COLUMNS is not set
 MIN_WIDTH, MAX_WIDTH = 40, 1000  # COLUMNS outside these bounds is taken as the nearer bound
@@ -181,7 +185,7 @@ def plans_table(view: JobPlannerView) -> Table | None:
         risk = f"{r.p_revocation:.2f}" + ("" if cur else f" ({dr:+.2f})".replace("-", "−"))
         _row(
             t,
-            "now" if cur else f"#{k}",
+            "now" if cur else f"#{k}" + ("" if _worth(table, i) else " ✗ not worth switching"),
             r.shape,
             f"{r.region} {r.provisioning}" + (" (a move)" if r.region_note else ""),
             hours(r.hours_p50),
@@ -190,6 +194,12 @@ def plans_table(view: JobPlannerView) -> Table | None:
             risk,
         )
     return t
+
+
+def _worth(table: ShapeTable, i: int) -> bool:
+    """Whether switching to row ``i`` pays for itself (True without switching figures)."""
+    c = table.columns.get("worth_switching")
+    return True if c is None else bool(c[i])
 
 
 def _pct(x: float) -> str:

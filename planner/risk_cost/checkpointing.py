@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.time_cost import RunSettings, TimeCost
 from cmdare.planner.risk_cost.workload import Options
+
+if TYPE_CHECKING:
+    from cmdare.planner.risk_cost.shapes import ShapeTable
 
 METHOD = "Daly 2006 higher-order optimum (Young 1974 to first order), hazard averaged over the run"
 #: ``checkpoint-overdue`` is raised when the work at risk passes this many optimum intervals (stated choice:
@@ -139,6 +143,14 @@ class WorkAtRisk:
     method: str = METHOD
     overdue_factor: float = OVERDUE_FACTOR
 
+    def with_ranking(self, table_row: dict[str, float] | None) -> WorkAtRisk:
+        """These figures with the optimum interval of a (newer) ranking's current-shape row."""
+        if not table_row:
+            return self
+        return replace(self, optimal_s=table_row.get("ckpt_optimal_s"), saves_s=table_row.get("ckpt_saves_s"),
+                       saves_usd=table_row.get("ckpt_saves_usd"), mtbf_s=table_row.get("ckpt_mtbf_s"),
+                       write_s=table_row.get("ckpt_write_s") or self.write_s)  # fmt: skip
+
     @property
     def overdue(self) -> bool:
         """The work at risk is past the stated factor × the optimum interval."""
@@ -177,11 +189,12 @@ def work_at_risk(
     else:
         write = float(overheads.checkpoint_cost(checkpoint_mb or 0.0))
         wbasis = "CM-DARE fit 3.65 s + 0.0199 s/MB (overheads.json)"
-    row = table_row or {}
+    bare = WorkAtRisk(since, cost, usd, interval, basis, write, wbasis, None, None, None, None)
+    return bare.with_ranking(table_row)
 
-    def get(k: str) -> float | None:
-        x = row.get(k)
-        return None if x is None else float(x)
 
-    return WorkAtRisk(since, cost, usd, interval, basis, get("ckpt_write_s") or write, wbasis,
-                      get("ckpt_optimal_s"), get("ckpt_saves_s"), get("ckpt_saves_usd"), get("ckpt_mtbf_s"))  # fmt: skip
+def ranking_row(table: ShapeTable | None) -> dict[str, float] | None:
+    """The ``ckpt_*`` figures of a ranking's current shape (row 0), or None without them."""
+    if table is None or "ckpt_optimal_s" not in table.columns:
+        return None
+    return {k: float(table.columns[k][0]) for k in table.columns if k.startswith("ckpt_")}

@@ -302,9 +302,9 @@ class ShapeTable:
             )
         )
         out = [
-            (start, float(c["switch_start_s"][i]), b.get("overheads", "")),
+            (start, float(c["switch_start_s"][i]), b.get("request" if kind == "scale" else "start", "")),
             ("framework restart " + ("(warm re-rendezvous)" if kind == "elastic" else "(cold)"),
-             float(c["switch_restart_s"][i]), b.get("overheads", "")),
+             float(c["switch_restart_s"][i]), b.get("restart", "")),
             ("redo the steps since the last checkpoint", float(c["switch_redo_s"][i]), b.get("redo", "")),
         ]  # fmt: skip
         if float(c["switch_copy_s"][i]) > 0:
@@ -478,8 +478,10 @@ def switch_basis(sw: Switching) -> dict[str, str]:
     return {
         "redo": sw.redo_basis,
         "copy": f"{sw.copy.gbps:g} Gbit/s, {sw.copy.source}",
-        "overheads": "CM-DARE measurements, planner/data/overheads.json (server start: startup_time; "
-        "framework restart: tf_restart_cold_warm_seconds.csv; request: + replacement_worker_join_time_seconds.csv)",
+        "start": "CM-DARE server start-up, overheads.json server_start_s (data/processed_data/startup_time)",
+        "restart": "CM-DARE TensorFlow restart, overheads.json framework_restart_s (tf_restart_cold_warm_seconds.csv)",
+        "request": "CM-DARE server start + replacement join, overheads.json (startup_time, "
+        "replacement_worker_join_time_seconds.csv); the study's time-to-finish estimator",
     }
 
 
