@@ -212,6 +212,7 @@ def ranked_row_json(table: ShapeTable, i: int, rank: int | None) -> dict[str, An
         "hours_p50": num(r.hours_p50, 4),
         "cost_usd_p50": num(r.cost_usd_p50, 4),
         "p_revocation": num(r.p_revocation, 4),
+        **risk_band_json(table, i),
         "steps_per_sec": num(r.steps_per_sec, 4),
         "steps_per_sec_p10": num(band.p10, 4) if band is not None else None,
         "steps_per_sec_p90": num(band.p90, 4) if band is not None else None,
@@ -224,6 +225,25 @@ def ranked_row_json(table: ShapeTable, i: int, rank: int | None) -> dict[str, An
         "regions": list(table.columns["regions"][i]) if "regions" in table.columns else [r.region],
         "switch": switch_json(table, i),
         **sync_fields_json(r),
+    }
+
+
+def risk_band_json(table: ShapeTable, i: int) -> dict[str, Any]:
+    """Row ``i``'s P(≥1 revocation) band across the lifetime periods, each period's figure, and the period the
+    headline figure comes from (nulls for a table without periods)."""
+    c = table.columns
+    if "p_revocation_low" not in c:
+        return {
+            "p_revocation_low": None,
+            "p_revocation_high": None,
+            "p_revocation_periods": {},
+            "risk_period": None,
+        }
+    return {
+        "p_revocation_low": num(c["p_revocation_low"][i], 4),
+        "p_revocation_high": num(c["p_revocation_high"][i], 4),
+        "p_revocation_periods": {str(k): num(v, 4) for k, v in c["p_revocation_periods"][i].items()},
+        "risk_period": table.risk_period_name or None,
     }
 
 

@@ -67,6 +67,18 @@ class Bathtub:
 
 
 @dataclass(frozen=True)
+class Period:
+    """One vendored lifetime period: its curves (fitted on its data alone, same keys as the main fit) and,
+    per GPU × region cell, the servers seen ``n`` and revoked before 24 h ``k``."""
+
+    name: str
+    label: str
+    source: str
+    curves: dict[str, Bathtub]
+    cells: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class _Posterior:
     events: float  # observed revocations (hazard events)
     exposure: float  # Σ H_base(observed ages), dimensionless
@@ -87,6 +99,8 @@ class RevocationModel:
         self.hour_of_day_: dict[str, np.ndarray] = {}
         self.provenance_: dict[str, object] = {}
         self.posteriors_: dict[str, _Posterior] = {}
+        self.periods_: dict[str, Period] = {}  # each vendored lifetime period, fitted on its own data
+        self.period_ = ""  # the period ``curves_`` come from
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -101,7 +115,26 @@ class RevocationModel:
         }
         model.hour_of_day_ = {k: np.asarray(v, dtype=float) for k, v in params["hour_of_day"].items()}
         model.provenance_ = dict(params.get("provenance", {}))
+        for name, p in params.get("periods", {}).items():
+            curves = {k: Bathtub(v["a"], v["tau1"], v["b"], v["tau2"], tau0) for k, v in p["curves"].items()}
+            cells = {k: (int(v["n"]), int(v["k"])) for k, v in p["curves"].items() if "n" in v}
+            model.periods_[name] = Period(
+                name, str(p.get("label", name)), str(p.get("source", "")), curves, cells
+            )
+        model.period_ = str(params.get("main_period", ""))
         return model
+
+    def for_period(self, name: str) -> RevocationModel:
+        """A copy whose curves are period ``name``'s (its own data alone), with the same start hour and the
+        same learned history (the hazard scale is then learned against that period's curves)."""
+        other = self.with_start_hour(self.start_hour)
+        other.curves_, other.period_ = self.periods_[name].curves, name
+        return other
+
+    def period_label(self, name: str | None = None) -> str:
+        """'CM-DARE (ICDCS 2020) lifetime CDFs' for a period name (default: the one this model's curves are)."""
+        p = self.periods_.get(name or self.period_)
+        return p.label if p is not None else "published fit"
 
     @classmethod
     def load(cls, prior_weight: float = 20.0, start_hour: int | None = None) -> RevocationModel:
@@ -114,6 +147,7 @@ class RevocationModel:
         other = RevocationModel(self.prior_weight, start_hour)
         other.curves_, other.hour_of_day_ = self.curves_, self.hour_of_day_
         other.provenance_, other.posteriors_ = self.provenance_, dict(self.posteriors_)
+        other.periods_, other.period_ = self.periods_, self.period_
         return other
 
     # ----------------------------------------------------------------- learning
@@ -238,10 +272,10 @@ def _renewal(surv: np.ndarray) -> np.ndarray:
     return m
 
 
-# ~80 KB a table (3 arrays over a 7-day grid). A ranking reads one table per GPU x region curve (16)
-# and transient kind; every learned lifetime makes a new hazard scale, so older tables must age out:
-# 512 entries let a long session grow by ~41 MB (the soak's slow rise), 64 bound it at ~5 MB.
-@lru_cache(maxsize=64)
+# ~80 KB a table (3 arrays over a 7-day grid). A ranking reads one table per GPU x region curve (16),
+# transient kind and lifetime period (2); every learned lifetime makes a new hazard scale, so older tables
+# must age out: 512 entries let a long session grow by ~41 MB (the soak's slow rise), 128 bound it at ~10 MB.
+@lru_cache(maxsize=128)
 def _hazard_table(
     curve: Bathtub, provisioning: str, scale: float, start_hour: int | None, tod: tuple[float, ...] | None
 ) -> _HazardTable:

@@ -42,6 +42,7 @@ from cmdare.planner.risk_cost.ranking_notes import (
     region_notes,
 )
 from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.risk_periods import band_columns, period_risks
 from cmdare.planner.risk_cost.switching import Switching, switching, with_switching, worth_switching
 from cmdare.planner.risk_cost.time_cost import (
     PriceTable,
@@ -217,6 +218,9 @@ class ShapeTable:
         self.explainer = explainer
         self.bander = bander
         self.switch_basis: dict[str, str] = {}  # where the switching terms come from (rank_shapes sets it)
+        self.risk_period_name = ""  # the lifetime period the headline P(≥1 revocation) comes from
+        self.risk_period = "published fit"  # … in words
+        self.risk_labels: dict[str, str] = {}  # every period's name → its words
         self.order = order
         self.objective = objective
         self.terms = terms
@@ -276,6 +280,8 @@ class ShapeTable:
             self.bander,
         )
         out.switch_basis = self.switch_basis
+        out.risk_period_name, out.risk_period = self.risk_period_name, self.risk_period
+        out.risk_labels = self.risk_labels
         return out
 
     def members(self, i: int) -> list[int]:
@@ -310,6 +316,26 @@ class ShapeTable:
         if float(c["switch_copy_s"][i]) > 0:
             out.append(("dataset copy to the new region", float(c["switch_copy_s"][i]), b.get("copy", "")))
         return out
+
+    def risk_cell(self, i: int) -> str:
+        """Row ``i``'s P(≥1 revocation) as a band across the lifetime periods, ``0.20–0.53`` (9 characters), or
+        one figure when the periods agree (to 0.01) or the table has no periods."""
+        c = self.columns
+        if "p_revocation_low" not in c:
+            return f"{float(c['p_revocation'][i]):.2f}"
+        lo, hi = float(c["p_revocation_low"][i]), float(c["p_revocation_high"][i])
+        return f"{lo:.2f}" if round(hi, 2) == round(lo, 2) else f"{lo:.2f}–{hi:.2f}"
+
+    def risk_words(self, i: int) -> str:
+        """'P(≥1 revocation) 0.53 (CM-DARE (ICDCS 2020) lifetime CDFs); other periods: icac-2019-02 0.20' —
+        which period the headline figure comes from, and the others'."""
+        c = self.columns
+        main = f"P(≥1 revocation) {float(c['p_revocation'][i]):.2f} ({self.risk_period})"
+        per = c["p_revocation_periods"][i] if "p_revocation_periods" in c else {}
+        others = [
+            f"{self.risk_labels.get(k, k)} {v:.2f}" for k, v in per.items() if k != self.risk_period_name
+        ]
+        return main + ("; fitted on other periods: " + ", ".join(others) if others else "")
 
     def checkpoint_words(self, i: int) -> str:
         """'checkpoint every 4m45s (optimum): saves 14s, $0.01 against every 10m00s' — the interval that
@@ -440,7 +466,10 @@ def rank_shapes(
     hourly = cols["workers"] * w_usd + cols["ps"] * ps_usd
     sw = switching(workload, cols, speed["steps_per_sec"], hourly, w_usd, overheads)
     tc = with_switching(tc, sw)
-    columns = {**_result_columns(workload, cols, speed, tc, prices), **sw.columns(), **ckpt}
+    risks = period_risks(rev, cols, tc.seconds_expected / 3600.0, cols["workers"], cols["ps"],
+                         workload.allowed.ps_provisioning)  # fmt: skip
+    columns = {**_result_columns(workload, cols, speed, tc, prices), **sw.columns(), **ckpt,
+               **band_columns(tc.p_revocation, risks)}  # fmt: skip
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
@@ -453,6 +482,8 @@ def rank_shapes(
         columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
     )
     table.switch_basis = switch_basis(sw)
+    table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
+    table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
     return table
 
 

@@ -21,6 +21,7 @@ from cmdare.planner.risk_cost.checkpointing import interval_columns
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.ranking_notes import Bander, RowBand
 from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.risk_periods import band_columns, period_risks
 from cmdare.planner.risk_cost.shapes import (
     OBJECTIVES,
     Explanation,
@@ -207,7 +208,9 @@ def rank_sync_shapes(
                             lambda other: estimate_sync(sc, other, overheads, rev, workload.parallel.elastic).figures)  # fmt: skip
     sw = switching(workload, cols, v_cur, cols["nodes"] * usd, usd, overheads)
     stc = replace(stc, figures=with_switching(stc.figures, sw))
-    columns = {**_columns(workload, cols, full, stc, prices, egress), **sw.columns(), **ckpt}
+    risks = period_risks(rev, cols, stc.figures.seconds_expected / 3600.0, cols["nodes"])
+    columns = {**_columns(workload, cols, full, stc, prices, egress), **sw.columns(), **ckpt,
+               **band_columns(stc.figures.p_revocation, risks)}  # fmt: skip
     columns["band_ref_sps"] = band_ref
     tc = stc.figures
     terms = {
@@ -220,6 +223,8 @@ def rank_sync_shapes(
     table = SyncShapeTable(columns, order, objective, terms, bander=_bander(workload, speed_model))
     table.params = p
     table.switch_basis = switch_basis(sw)
+    table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
+    table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
     return table
 
 

@@ -26,7 +26,7 @@ JSON_KEYS = (
     "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
     "extrapolation", "current", "delta", "regions", "switch_s", "switch_usd", "switch_kind", "worth_switching",
     "switch", "index", "ckpt_interval_s", "ckpt_optimal_s", "ckpt_mtbf_s", "ckpt_write_s", "ckpt_saves_s",
-    "ckpt_saves_usd",
+    "ckpt_saves_usd", "p_revocation_low", "p_revocation_high", "p_revocation_periods", "p_revocation_period",
 )  # fmt: skip
 SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy")  # added for [parallel] mode = "sync"
 SYNC_NOTE = (
@@ -151,6 +151,7 @@ def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
         row["regions"] = list(row["regions"])
         row["switch"] = table.switch_words(int(i))
         row["index"] = int(i)
+        row["p_revocation_period"] = table.risk_period_name
         rows.append({k: row[k] for k in JSON_KEYS + (SYNC_KEYS if _is_sync(table) else ())})
     return rows
 
@@ -240,7 +241,8 @@ def _detail(table: Any, r: dict[str, object]) -> str:
     words = [table.switch_words(i)]
     if r["delta"] == "current shape":  # the reference line: where "stay" ranks, when to checkpoint
         rank = next((k + 1 for k, x in enumerate(table.view) if int(x) == 0), None)
-        words = [f"current shape, ranked #{rank}" if rank else "current shape", table.checkpoint_words(0)]
+        words = [f"current shape, ranked #{rank}" if rank else "current shape", table.risk_words(0),
+                 table.checkpoint_words(0)]  # fmt: skip
     elif i != 0:
         words.insert(0, ("★ " if r["pareto"] else "") + str(r["delta"]))
     regions = list(r.get("regions") or [])  # type: ignore[call-overload]
@@ -277,7 +279,7 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "", width
         lines.append(ROW_FMT.format(
             label, r["gpu"], a, b, _region_cell(r), _prov_code(r),
             f"{r['steps_per_sec']:.1f}", f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}",
-            _num(r["cost_usd_p50"], ".2f"), f"{r['p_revocation']:.2f}",
+            _num(r["cost_usd_p50"], ".2f"), table.risk_cell(int(r["index"])),  # type: ignore[call-overload]
         ).rstrip())  # fmt: skip
         lines += _wrap(_detail(table, r), width, DETAIL_INDENT)
     for region, words in moves.items():

@@ -132,7 +132,7 @@ def _ranked_row(table: ShapeTable, i: int, member: bool = False) -> Row:
     cells = (Text(shape, style=style), hours(r.hours_p50), short_money(r.cost_usd_p50),
              "now" if cur else delta_pct(dt), "now" if cur else ("n/a" if dc is None else delta_pct(dc)), region, prov,
              BOUND_CODE.get(bound, bound[:5]), "now" if cur else f"{dr:+.2f}".replace("-", "−"),
-             f"{r.p_revocation:.2f}", rate(r.steps_per_sec))  # fmt: skip
+             table.risk_cell(i), rate(r.steps_per_sec))  # fmt: skip
     sort = (shape[2:], r.hours_p50, r.cost_usd_p50 or 0.0, dt, dc, r.region, r.provisioning,
             bound, dr, r.p_revocation, r.steps_per_sec)  # fmt: skip
     return Row(str(i), cells, sort)

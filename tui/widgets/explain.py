@@ -139,9 +139,7 @@ class ExplainScreen(ModalScreen[None]):
         t.add_row("Time", f"p50 {duration(r.hours_p50 * 3600)}, p90 {duration(r.hours_p90 * 3600)}")
         t.add_row("Cost", f"p50 {money(r.cost_usd_p50)}, p90 {money(r.cost_usd_p90)}"
                   if r.cost_usd_p50 is not None else "price unknown in this book")  # fmt: skip
-        t.add_row(
-            "Revocation", f"P(≥1 revocation) {r.p_revocation:.2f}, expected {r.expected_revocations:.2f}"
-        )
+        t.add_row("Revocation", f"{table.risk_words(i)}; expected revocations {r.expected_revocations:.2f}")
         if r.region_note:
             t.add_row("Region move", r.region_note)
         regions = list(table.columns["regions"][i]) if "regions" in table.columns else []
