@@ -132,7 +132,7 @@ class Analysis:
         if not workers:
             return None
         ref = next((n for n in workers if n.role == "chief"), workers[0])
-        row = ranking_row(table)
+        row = ranking_row(table.columns if table is not None else None)
         mb = job.facts.model.checkpoint_mb or shipped_overheads().checkpoint_mb(job.facts.model.params or 0.0)
         return work_at_risk(CheckpointFacts.of(job), now, shipped_overheads(), ref.gpu,
                             ref.provisioning or "standard", cost.usd_per_hour if cost else None, row, mb)  # fmt: skip

@@ -113,7 +113,7 @@ class PlannerView:
             plan = plans.get(j.job, j.plan)
             risk = j.checkpoint
             if risk is not None and plan is not None:  # the optimum interval of the newer ranking
-                risk = risk.with_ranking(ranking_row(plan.table))
+                risk = risk.with_ranking(ranking_row(plan.table.columns if plan.table is not None else None))
             return replace(j, plan=plan, checkpoint=risk)
 
         return replace(self, jobs=tuple(renewed(j) for j in self.jobs))

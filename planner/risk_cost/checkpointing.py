@@ -22,9 +22,8 @@ the optimum interval."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,9 +31,6 @@ from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.time_cost import RunSettings, TimeCost
 from cmdare.planner.risk_cost.workload import Options
-
-if TYPE_CHECKING:
-    from cmdare.planner.risk_cost.shapes import ShapeTable
 
 METHOD = "Daly 2006 higher-order optimum (Young 1974 to first order), hazard averaged over the run"
 #: ``checkpoint-overdue`` is raised when the work at risk passes this many optimum intervals (stated choice:
@@ -193,8 +189,8 @@ def work_at_risk(
     return bare.with_ranking(table_row)
 
 
-def ranking_row(table: ShapeTable | None) -> dict[str, float] | None:
-    """The ``ckpt_*`` figures of a ranking's current shape (row 0), or None without them."""
-    if table is None or "ckpt_optimal_s" not in table.columns:
+def ranking_row(columns: Mapping[str, np.ndarray] | None) -> dict[str, float] | None:
+    """The ``ckpt_*`` figures of a ranked table's current shape (row 0 of its ``columns``), or None."""
+    if columns is None or "ckpt_optimal_s" not in columns:
         return None
-    return {k: float(table.columns[k][0]) for k in table.columns if k.startswith("ckpt_")}
+    return {k: float(columns[k][0]) for k in columns if k.startswith("ckpt_")}

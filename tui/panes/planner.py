@@ -49,9 +49,9 @@ OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7),
 # the row's explanation names both in full). "P(≥1 rev)" is the chance of at least one revocation during the
 # run. A region marked † is a move (egress for the stated dataset, capacity not guaranteed: see its explanation).
 # Shape's first mark: ▶ the current shape, ★ on the Pareto front, ✗ not worth switching (with its switching cost
-# the row does not beat staying). A Region "+N" stands for N more regions with the same figures: ``x`` lists them
-# beneath it (└), ``enter`` names them.
-RANKED_COLUMNS = (("Shape", 13), ("Time", 6), ("Cost", 7), ("Δtime", 5), ("Δcost", 5), ("Region", 8),
+# the row does not beat staying). A Region ending in "+" stands for more regions with the same figures: ``x`` lists
+# them beneath it (└), ``enter`` names them.
+RANKED_COLUMNS = (("Shape", 13), ("Time", 6), ("Cost", 7), ("Δtime", 5), ("Δcost", 5), ("Region", 6),
                   ("Prov", 5), ("Bound", 5), ("Δrisk", 5), ("P(≥1 rev)", 9), ("Steps/s", 7))  # fmt: skip
 BOUND_CODE = {"compute": "comp", "network": "net"}
 # A pipeline boundary: its verdict, then its wire time read left to right — MB per micro-batch × 8 ÷ the
@@ -124,7 +124,10 @@ def _ranked_row(table: ShapeTable, i: int, member: bool = False) -> Row:
     mark = "└" if member else ("▶" if cur else ("✗" if not worth else ("★" if r.pareto else " ")))
     shape = f"{mark} {r.shape}"
     more = len(table.columns["regions"][i]) - 1 if "regions" in table.columns and not member else 0
-    region = region_code(r.region) + (f"+{more}" if more else "") + ("†" if r.region_note else "")
+    move = "†" if r.region_note else ""
+    region = region_code(r.region) + ("+" if more else "") + move
+    if len(region) > 6:  # a long code: the explanation and ``x`` still name the other regions
+        region = region_code(r.region) + move
     prov = "s/pre" if r.also_provisioning else provisioning_code(r.provisioning)
     bound = r.bottleneck
     dt, dc, dr = deltas(table, i)
