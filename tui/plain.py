@@ -151,7 +151,7 @@ def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
         out.append(f"Cost unknown: {c.unpriced[0] if c.unpriced else 'no price yet'} ({dated})")
     if view.checkpoint is not None:
         value, note = risk_words(view.checkpoint)
-        out.append(f"At risk: {value} ({note})")
+        out.append(f"At risk since the last checkpoint: {value} ({note})")
     if view.plan is not None and view.plan.table is None and view.plan.note:
         out.append(f"Plans: none ({view.plan.note})")
     return out

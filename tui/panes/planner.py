@@ -167,7 +167,14 @@ class PlannerPane(Vertical):
 
     KEYS_HELP = (("enter", "Explain the row"), ("x", "List the regions a row stands for"))
     BINDINGS = [
-        Binding("x", "expand", "Regions", tooltip="List the regions a row stands for", id="planner.expand")
+        Binding(
+            "x",
+            "expand",
+            "Regions",
+            tooltip="List the regions a row stands for",
+            show=False,
+            id="planner.expand",
+        )
     ]
 
     def __init__(self, **kw: Any) -> None:
