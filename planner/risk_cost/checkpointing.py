@@ -47,7 +47,7 @@ def daly_interval(write_s: float | np.ndarray, mtbf_s: np.ndarray) -> np.ndarray
         x = d / (2.0 * m)
         tau = np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d
     tau = np.where(d < 2.0 * m, tau, m)
-    return np.where(np.isfinite(m), np.maximum(tau, d), np.inf)
+    return np.where(np.isfinite(m), tau, np.inf)
 
 
 def interval_columns(
