@@ -40,11 +40,9 @@ def test_daly_is_young_to_first_order_and_the_mtbf_when_writes_are_slow():
 def test_the_optimum_minimises_the_shapes_expected_time():
     from cmdare.collectors.pricing import load_book
     from cmdare.planner.risk_cost.revocation import RevocationModel
-    from cmdare.planner.risk_cost.shapes import rank_shapes
+    from cmdare.planner.risk_cost.shapes import enumerate_shapes, rank_shapes
     from cmdare.planner.risk_cost.workload import load_workload
     from cmdare.planner.speed.speed_model import SpeedModel
-
-    from cmdare.planner.risk_cost.shapes import enumerate_shapes
 
     w = load_workload(EXAMPLES / "workload-resnet32.toml")
     model, book, rev = SpeedModel.load(), load_book("offline"), RevocationModel.load()

@@ -72,12 +72,12 @@ def test_explanation_lists_the_switching_terms_with_their_sources(tmp_path, mode
     booted = Overheads.load().server_start(
         str(table.columns["gpu"][move]), str(table.columns["provisioning"][move])
     )
-    assert "overlapping" in start and terms[start][0] == pytest.approx(booted)  # overheads.json
+    assert "∥ data copy" in start and terms[start][0] == pytest.approx(booted)  # overheads.json
     assert "startup_time" in terms[start][1]
-    assert "tf_restart_cold_warm_seconds.csv" in terms["framework restart (cold)"][1]
-    assert terms["framework restart (cold)"][0] == pytest.approx(81.97)
-    assert "half the 600 s checkpoint interval" in terms["redo the steps since the last checkpoint"][1]
-    copy_s, copy_src = terms["dataset copy to the new region"]
+    assert "tf_restart_cold_warm_seconds.csv" in terms["restart, cold"][1]
+    assert terms["restart, cold"][0] == pytest.approx(81.97)
+    assert "half the 600 s checkpoint interval" in terms["redo since checkpoint"][1]
+    copy_s, copy_src = terms["dataset copy"]
     assert (
         copy_s == pytest.approx(20 * 8 / 1.44)
         and "wan_links.csv" in copy_src

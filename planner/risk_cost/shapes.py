@@ -293,28 +293,25 @@ class ShapeTable:
         return [int(x) for x in idx]
 
     def switch_terms(self, i: int) -> list[tuple[str, float, str]]:
-        """Row ``i``'s switching terms: (name, seconds, source) — what moving the job there costs in time."""
+        """Row ``i``'s switching terms: (name, seconds, source) — what moving the job there costs in time (a
+        region move's dataset copy runs while the servers start: ∥)."""
         c = self.columns
         if "switch_s" not in c or i == 0:
             return []
         b = self.switch_basis
         kind = str(c["switch_kind"][i])
+        copy = float(c["switch_copy_s"][i]) > 0
         start = (
-            "request overhead (server start + join; the job trains meanwhile)"
-            if kind == "scale"
-            else (
-                "server start"
-                + (", the dataset's copy overlapping it" if float(c["switch_copy_s"][i]) > 0 else "")
-            )
+            "request (start + join)" if kind == "scale" else "server start" + (" ∥ data copy" if copy else "")
         )
         out = [
             (start, float(c["switch_start_s"][i]), b.get("request" if kind == "scale" else "start", "")),
-            ("framework restart " + ("(warm re-rendezvous)" if kind == "elastic" else "(cold)"),
-             float(c["switch_restart_s"][i]), b.get("restart", "")),
-            ("redo the steps since the last checkpoint", float(c["switch_redo_s"][i]), b.get("redo", "")),
+            ("restart, " + ("warm (elastic)" if kind == "elastic" else "cold"), float(c["switch_restart_s"][i]),
+             b.get("restart", "")),
+            ("redo since checkpoint", float(c["switch_redo_s"][i]), b.get("redo", "")),
         ]  # fmt: skip
-        if float(c["switch_copy_s"][i]) > 0:
-            out.append(("dataset copy to the new region", float(c["switch_copy_s"][i]), b.get("copy", "")))
+        if copy:
+            out.append(("dataset copy", float(c["switch_copy_s"][i]), b.get("copy", "")))
         return out
 
     def risk_cell(self, i: int) -> str:
