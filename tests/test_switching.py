@@ -143,3 +143,20 @@ def test_rows_identical_but_for_the_region_are_one_row_listing_the_regions(tmp_p
     assert ns.func(ns) == 0
     rows = json.loads(capsys.readouterr().out)
     assert any(len(r["regions"]) > 1 for r in rows) and all(r["regions"][0] == r["region"] for r in rows)
+
+
+def test_the_pane_lists_a_folded_rows_regions_beneath_it_when_expanded(tmp_path, models):
+    from cmdare.tui.panes.planner import ranked_rows
+
+    speed, book, rev = models
+    table = rank_sync_shapes(load_workload(_ddp(tmp_path, 20000)), speed, book, rev, "time")
+    rows = ranked_rows(table, n=len(table))
+    folded = next(int(r.key) for r in rows if len(table.columns["regions"][int(r.key)]) > 1)
+    cell = str(next(r for r in rows if r.key == str(folded)).cells[5])
+    assert cell.rstrip("†").endswith("+")  # Region: stands for more regions
+    open_rows = ranked_rows(table, n=len(table), expanded=frozenset({folded}))
+    keys = [r.key for r in open_rows]
+    at = keys.index(str(folded))
+    members = table.members(folded)
+    assert keys[at + 1 : at + 1 + len(members)] == [str(j) for j in members]
+    assert all(str(open_rows[at + 1 + k].cells[0]).startswith("└") for k in range(len(members)))
