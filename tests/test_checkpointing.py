@@ -156,3 +156,28 @@ def test_snapshot_json_carries_the_work_at_risk_and_the_optimum_interval(checkpo
     assert rows[0]["risk_period"] == "cmdare-2020" and set(rows[0]["p_revocation_periods"]) >= {
         "icac-2019-02"
     }
+
+
+def test_checkpoint_overdue_is_raised_past_the_stated_factor_of_the_optimum():
+    from cmdare.collectors.samples import JobFacts
+    from cmdare.planner.overview import JobView
+    from cmdare.planner.rules.alerts import AlertContext, AlertEngine
+    from cmdare.planner.rules.bottlenecks import DEFAULT_RULES
+    from cmdare.planner.rules.inputs import RuleInputs, frozen_map
+
+    o = Overheads.load()
+    row = {"ckpt_optimal_s": 300.0, "ckpt_saves_s": 20.0, "ckpt_saves_usd": 0.05, "ckpt_mtbf_s": 9000.0,
+           "ckpt_write_s": 2.0}  # fmt: skip
+    job = JobView("j", JobFacts(job="j"), 10.0, None, 100.0, 600.0, [])
+    engine = AlertEngine(DEFAULT_RULES, raise_after=1, clear_after=1)
+
+    def alerts(now: float) -> list:
+        risk = work_at_risk(CheckpointFacts(last_at=1_000.0), now, o, "P100", "spot", 7.2, row)
+        return [a for a in engine.evaluate(AlertContext(now, [job], RuleInputs(work_at_risk=frozen_map({"j": risk}))))
+                if a.kind == "checkpoint-overdue"]  # fmt: skip
+
+    assert alerts(1_000.0 + 2 * 300.0 - 1) == []  # within 2x the optimum
+    (a,) = alerts(1_000.0 + 2 * 300.0 + 60)
+    assert a.subject == "j" and "past 2× the optimum interval 5m00s" in a.message and "$" in a.message
+    assert a.fix.startswith("checkpoint now, then every 5m00s") and a.evidence["since_checkpoint_s"] == 660
+    assert "last checkpoint (exporter or logs)" in a.evidence["measured"]
