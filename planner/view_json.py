@@ -183,6 +183,9 @@ def ranking_json(plan: LivePlan | None, n: int = RANKING_ROWS) -> dict[str, Any]
         "price_source": plan.price_source,
         "price_date": plan.price_date or plan.price_as_of,
         "current_priced": table.current_priced if table is not None else None,
+        "risk_period_weights": {k: num(v, 4) for k, v in table.risk_weights.items()}
+        if table is not None
+        else {},
         "note": plan.note,
         "rows": [],
     }

@@ -92,3 +92,15 @@ def test_the_benchmark_prints_in_period_and_cross_period_coverage(capsys):
     )
     assert "P100  CM-DARE (ICDCS 2020) 0.54 (4 cells) · Feb 2019 (ICAC 2019 log) 0.20 (4 cells)" in out
     assert sys.modules.get("scipy") is not None  # the band uses scipy's beta quantiles
+
+
+def test_own_lifetimes_say_which_period_the_cluster_resembles():
+    lives = _module("scripts/fit_revocation_model.py").parse_icac_lifetime_log(LOG.read_text())
+    assert RevocationModel.load().period_weights() == {}  # nothing learned yet
+    learned = RevocationModel.load().update(lives)
+    w = learned.period_weights()
+    assert w["icac-2019-02"] > 0.99 and learned.learned() == len(lives)  # the log is the 2019 period
+    # each period's hazard scale is learned against its own curves: the 2019 period already fits its own log
+    own = learned.for_period("icac-2019-02").hazard_scale("P100", "us-east1")[0]
+    main = learned.hazard_scale("P100", "us-east1")[0]
+    assert abs(own - 1.0) < abs(main - 1.0)

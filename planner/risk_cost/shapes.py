@@ -221,6 +221,8 @@ class ShapeTable:
         self.risk_period_name = ""  # the lifetime period the headline P(≥1 revocation) comes from
         self.risk_period = "published fit"  # … in words
         self.risk_labels: dict[str, str] = {}  # every period's name → its words
+        self.risk_weights: dict[str, float] = {}  # period → how well it explains the cluster's own lifetimes
+        self.risk_learned = 0  # lifetimes of this cluster learned from
         self.order = order
         self.objective = objective
         self.terms = terms
@@ -281,7 +283,11 @@ class ShapeTable:
         )
         out.switch_basis = self.switch_basis
         out.risk_period_name, out.risk_period = self.risk_period_name, self.risk_period
-        out.risk_labels = self.risk_labels
+        out.risk_labels, out.risk_weights, out.risk_learned = (
+            self.risk_labels,
+            self.risk_weights,
+            self.risk_learned,
+        )
         return out
 
     def members(self, i: int) -> list[int]:
@@ -324,15 +330,20 @@ class ShapeTable:
         return f"{lo:.2f}" if round(hi, 2) == round(lo, 2) else f"{lo:.2f}–{hi:.2f}"
 
     def risk_words(self, i: int) -> str:
-        """'P(≥1 revocation) 0.53 (CM-DARE (ICDCS 2020) lifetime CDFs); other periods: icac-2019-02 0.20' —
-        which period the headline figure comes from, and the others'."""
+        """'P(≥1 revocation) 0.53 (CM-DARE (ICDCS 2020)); fitted on other periods: Feb 2019 (…) 0.20' — which
+        period the headline figure comes from, the others', and the period the cluster's own lifetimes favour."""
         c = self.columns
         main = f"P(≥1 revocation) {float(c['p_revocation'][i]):.2f} ({self.risk_period})"
         per = c["p_revocation_periods"][i] if "p_revocation_periods" in c else {}
         others = [
             f"{self.risk_labels.get(k, k)} {v:.2f}" for k, v in per.items() if k != self.risk_period_name
         ]
-        return main + ("; fitted on other periods: " + ", ".join(others) if others else "")
+        words = main + ("; fitted on other periods: " + ", ".join(others) if others else "")
+        if self.risk_weights:  # the cluster's own lifetimes: which period they resemble
+            best = max(self.risk_weights, key=self.risk_weights.get)
+            words += (f"; this cluster's {self.risk_learned} lifetimes favour {self.risk_labels.get(best, best)} "
+                      f"({self.risk_weights[best]:.0%}) and scale every period's hazard")  # fmt: skip
+        return words
 
     def checkpoint_words(self, i: int) -> str:
         """'checkpoint every 4m45s (optimum): saves 14s, $0.01 against every 10m00s' — the interval that
@@ -481,6 +492,7 @@ def rank_shapes(
     table.switch_basis = switch_basis(sw)
     table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
     table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
+    table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()
     return table
 
 

@@ -225,6 +225,7 @@ def rank_sync_shapes(
     table.switch_basis = switch_basis(sw)
     table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
     table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
+    table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()
     return table
 
 
