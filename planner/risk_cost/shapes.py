@@ -526,12 +526,13 @@ def switch_basis(sw: Switching) -> dict[str, str]:
 
 
 def finish_table(workload: Workload, columns: dict[str, np.ndarray], terms: dict[str, np.ndarray],
-                 objective: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+                 objective: str, fits: np.ndarray | None = None,
+                 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:  # fmt: skip
     """What every ranked table (PS or synchronous) does once its figures are in: feasibility, score, whether a
     switch pays, spot/preemptible twins collapsed, the Pareto front, the order, and rows identical but for the
     region folded into one (the others stay in the columns, out of the order). Returns (columns, terms,
-    order)."""
-    columns["feasible"] = feasible_rows(workload, columns)
+    order). ``fits``: rows whose model fits the GPUs' memory (others are infeasible; None: all fit)."""
+    columns["feasible"] = feasible_rows(workload, columns) & (True if fits is None else fits)
     columns["score"] = score_rows(columns, objective)
     columns["worth_switching"] = worth_switching(columns)
     twins, alias = collapse_twins(columns)

@@ -28,10 +28,11 @@ JSON_KEYS = (
     "switch", "index", "ckpt_interval_s", "ckpt_optimal_s", "ckpt_mtbf_s", "ckpt_write_s", "ckpt_saves_s",
     "ckpt_saves_usd", "p_revocation_low", "p_revocation_high", "p_revocation_periods", "p_revocation_period",
 )  # fmt: skip
-SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy")  # added for [parallel] mode = "sync"
+SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy", "memory")  # [parallel] mode = sync | fsdp
 SYNC_NOTE = (
     "sync: steps/s of each shape's own global batch (its GPUs × batch); time and cost train the same examples; "
-    "P10–P90 bands are those of the compute term, the all-reduce rests on link figures (not measured)"
+    "P10–P90 bands cover the compute term and the scaling (residuals of published multi-GPU results); links at "
+    "their published achieved bus bandwidth (not measured here); shapes the model does not fit are not ranked"
 )
 #: Text columns, each with its unit: P(≥1 revocation) is the chance of at least one revocation in the run.
 TEXT_HEADER = ("#", "gpu", "wrk", "ps", "region", "prov", "steps/s", "h p50", "h p90", "$ p50", "P(≥1 rev)",
@@ -286,6 +287,8 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "", width
         lines += _wrap(f"† {region}: {words}", width)
     if sync:
         lines += _wrap(SYNC_NOTE, width)
+        if getattr(table, "memory_note", ""):
+            lines += _wrap(f"memory: {table.memory_note}", width)
     lines += _wrap(_unpriced_note(table, rows), width) if _unpriced_note(table, rows) else []
     if rows and all(r["region"] != cur["region"] for r in rows):
         lines += _wrap(_best_at_home(table), width)
