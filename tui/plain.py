@@ -182,7 +182,7 @@ def plans_table(view: JobPlannerView) -> Table | None:
         r = table.ranked_row(i)
         dt, dc, dr = shape_deltas(table, i)
         cur = i == 0
-        risk = f"{r.p_revocation:.2f}" + ("" if cur else f" ({dr:+.2f})".replace("-", "−"))
+        risk = table.risk_cell(i) + ("" if cur else f" ({dr:+.2f})".replace("-", "−"))
         _row(
             t,
             "now" if cur else f"#{k}" + ("" if _worth(table, i) else " ✗ not worth switching"),
