@@ -299,16 +299,16 @@ def _unpriced_note(table: Any, rows: list[dict[str, object]]) -> str:
     """Shapes kept for their revocation fit although the book has no price, when none of them is shown."""
     import numpy as np
 
-    cost = table.columns["cost_usd_p50"][table.view].astype(float)
-    n = int(np.count_nonzero(~np.isfinite(cost)))
-    shown = sum(1 for r in rows if r.get("cost_usd_p50") is None)
-    if n == 0 or shown:
+    cost = table.columns["cost_usd_p50"].astype(float)
+    unpriced = [int(x) for x in table.view if int(x) != 0 and not np.isfinite(cost[int(x)])]
+    if not unpriced or any(r.get("cost_usd_p50") is None and not r.get("current") for r in rows):
         return ""
-    i = next(int(x) for x in table.view if not np.isfinite(float(table.columns["cost_usd_p50"][int(x)])))
-    r = table.row(i)
-    return (f"{n} shape(s) with a fitted revocation curve but no price in this book are ranked by time after "
-            f"the priced ones (--top 0 lists them): the fastest, {r['gpu']} in {r['region']}, "
-            f"{r['hours_p50']:.2f} h p50, P(≥1 rev) {r['p_revocation']:.2f}, price unknown")  # fmt: skip
+    r = table.row(unpriced[0])
+    where = "among the priced ones" if table.objective == "time" else "after the priced ones"
+    return (f"{len(unpriced)} shape(s) with a fitted revocation curve but no price in this book are ranked by time "
+            f"{where} (--top 0 lists them): the best, {r['workers']}×{r['gpu']} {r['provisioning']} in {r['region']}, "
+            f"{r['hours_p50']:.2f} h p50, "
+            f"P(≥1 rev) {r['p_revocation']:.2f}, price unknown")  # fmt: skip
 
 
 def _best_at_home(table: Any) -> str:
