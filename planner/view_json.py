@@ -262,6 +262,7 @@ def switch_json(table: ShapeTable, i: int) -> dict[str, Any] | None:
         "seconds": num(c["switch_s"][i], 1),
         "usd": num(c["switch_usd"][i], 4),
         "worth": bool(c["worth_switching"][i]),
+        "egress": table.egress_words(i) or None,
         "words": table.switch_words(i),
         "terms": [{"term": k, "seconds": num(v, 1), "source": src} for k, v, src in table.switch_terms(i)],
     }

@@ -83,6 +83,10 @@ def test_explanation_lists_the_switching_terms_with_their_sources(tmp_path, mode
         and "wan_links.csv" in copy_src
         and "1.44" in table.switch_basis["copy"]
     )
+    assert (
+        table.egress_words(move)
+        == "$0.40 for the dataset's copy at $0.02/GB (GCP inter-region within a continent, background.md §2)"
+    )
     ex = table.explain(move)
     assert ex.seconds["switch"] == pytest.approx(float(table.columns["switch_s"][move]))
     assert table.explain(0).seconds["switch"] == 0.0 and table.switch_words(0).startswith("stay")

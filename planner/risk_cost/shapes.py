@@ -360,6 +360,13 @@ class ShapeTable:
             f"checkpoint every {_dur(tau)} (optimum): saves {_dur(saves_s)}{money} against every {_dur(now)}"
         )
 
+    def egress_words(self, i: int) -> str:
+        """'$3.00 for the dataset's copy at $0.02/GB (…)' for a region move with a stated dataset, else ''."""
+        usd = float(self.columns["egress_usd"][i]) if "egress_usd" in self.columns else 0.0
+        if not usd > 0 or i == 0:
+            return ""
+        return f"${usd:.2f} for the dataset's copy at {self.switch_basis.get('egress', 'the egress rate')}"
+
     def switch_words(self, i: int) -> str:
         """'switch 4m10s, $0.31 (restart)' or, for a row below "stay", 'not worth switching: saves …,
         switching costs …'; 'stay' for the current shape."""
@@ -489,7 +496,7 @@ def rank_shapes(
     table = ShapeTable(
         columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
     )
-    table.switch_basis = switch_basis(sw)
+    table.switch_basis = switch_basis(sw, prices)
     table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
     table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
     table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()
@@ -513,9 +520,15 @@ def has_risk_curve(rev: RevocationModel, gpu: np.ndarray, region: np.ndarray) ->
     return np.array([k in rev.curves_ for k in uniq], dtype=bool)[inverse.ravel()]
 
 
-def switch_basis(sw: Switching) -> dict[str, str]:
-    """Where the switching terms come from, for the explanation."""
+def switch_basis(sw: Switching, prices: PriceTable) -> dict[str, str]:
+    """Where the switching terms come from, for the explanation (``egress``: the rate a move's dataset copy
+    is priced at, the book's or the default)."""
+    own = getattr(prices.book, "egress_usd_per_gb", None)
+    rate = f"${prices.egress_usd_per_gb:g}/GB " + (
+        f"({prices.source} price book)" if own else "(GCP inter-region within a continent, background.md §2)"
+    )
     return {
+        "egress": rate,
         "redo": sw.redo_basis,
         "copy": f"{sw.copy.gbps:g} Gbit/s, {sw.copy.source}",
         "start": "CM-DARE server start-up, overheads.json server_start_s (data/processed_data/startup_time)",

@@ -296,7 +296,7 @@ def rank_sync_shapes(
     columns, terms, order = finish_table(workload, columns, terms, objective, fits[keep])
     table = SyncShapeTable(columns, order, objective, terms, bander=_bander(workload, speed_model))
     table.params = p
-    table.switch_basis = switch_basis(sw)
+    table.switch_basis = switch_basis(sw, prices)
     table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
     table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
     table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()

@@ -184,6 +184,8 @@ def switching_rows(table: ShapeTable, i: int) -> list[tuple[str, str]]:
         return []
     out = [("Switching", words + ("" if i == 0 else " — included in the time and cost above"))]
     out += [(f"  {name}", f"{duration(sec)} · {source}") for name, sec, source in table.switch_terms(i)]
+    if table.egress_words(i):
+        out.append(("  egress", table.egress_words(i)))
     return out
 
 
