@@ -181,3 +181,30 @@ def test_checkpoint_overdue_is_raised_past_the_stated_factor_of_the_optimum():
     assert a.subject == "j" and "past 2× the optimum interval 5m00s" in a.message and "$" in a.message
     assert a.fix.startswith("checkpoint now, then every 5m00s") and a.evidence["since_checkpoint_s"] == 660
     assert "last checkpoint (exporter or logs)" in a.evidence["measured"]
+
+
+def test_a_failed_write_records_no_checkpoint_and_a_bad_since_is_one_clear_line(tmp_path):
+    from prometheus_client import generate_latest
+
+    from cmdare.tui.commands import UsageError
+    from cmdare.tui.commands.plan import build_table
+
+    exp = TrainingExporter("j", "chief", "worker-0")
+    with pytest.raises(OSError), exp.checkpoint():
+        raise OSError("disk full")
+    page = generate_latest(exp.registry).decode()
+    assert (
+        "cmdare_checkpoint_seconds_count 0.0" in page
+        and "cmdare_last_checkpoint_timestamp_seconds 0.0" in page
+    )
+    exp.checkpoint_done(3.5, at=1_700_000_000.0)
+    page = generate_latest(exp.registry).decode()
+    assert (
+        "cmdare_checkpoint_seconds_count 1.0" in page
+        and "cmdare_last_checkpoint_timestamp_seconds 1.7e+09" in page
+    )
+    w = tmp_path / "w.toml"
+    text = (EXAMPLES / "workload-resnet32.toml").read_text()
+    w.write_text(text.replace("[options]", "[options]\nsince_checkpoint_s = -5"))
+    with pytest.raises(UsageError, match=r"options\.since_checkpoint_s: must be seconds >= 0"):
+        build_table(w, "balanced")
