@@ -31,6 +31,10 @@ async def test_explain_switching_regions_and_work_at_risk_on_screen():
         await pilot.pause(1.2)  # one more refresh renders the ranking
         table = app.query_one("#ranked-table", FilterTable)
         ranked = app.state.planner.job(JOB).ranked
+        stay = [int(i) for i in ranked.view].index(0) + 1
+        assert f"stay #{stay}" in str(
+            app.query_one("#pane-planner").border_subtitle
+        )  # where keeping it ranks
         moved = next(int(i) for i in ranked.view if int(i) != 0)
         table.move_cursor(row=next(k for k, r in enumerate(table.shown()) if r.key == str(moved)))
         await pilot.press("enter")

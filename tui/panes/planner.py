@@ -141,6 +141,12 @@ def _ranked_row(table: ShapeTable, i: int, member: bool = False) -> Row:
     return Row(str(i), cells, sort)
 
 
+def stay_rank(table: ShapeTable) -> str:
+    """' · stay #5': where keeping the current shape ranks (switching costs counted); '' when it is not ranked."""
+    at = [k for k, x in enumerate(table.view[: TOP_N * 10]) if int(x) == 0]
+    return f" · stay #{at[0] + 1}" if at else ""
+
+
 def short_money(usd: Any) -> str:
     """Cost in at most 6 characters: ``$2.88``, ``$123``, ``$1,234``; "unknown" without a price."""
     if usd is None or not math.isfinite(float(usd)):
@@ -228,7 +234,7 @@ class PlannerPane(Vertical):
                 ranked_rows(ranked, expanded=self._expanded)
             )
             self.border_subtitle = (
-                f"ranked by {ranked.objective} · {price_note(ranked.ranked_row(0))}"
+                f"ranked by {ranked.objective}{stay_rank(ranked)} · {price_note(ranked.ranked_row(0))}"
                 + ("" if ranked.current_priced else " · current shape: price unknown")
                 + calibration_note(view.plan if (view := self._view(state)) is not None else None)
             )
