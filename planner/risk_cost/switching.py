@@ -32,6 +32,7 @@ copy runs at the low end of the published GCP inter-region rate (``planner/data/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -173,10 +174,11 @@ def _kind(prov: np.ndarray) -> np.ndarray:
     return np.where(np.isin(prov, ("spot", "preemptible")), "transient", prov)
 
 
-def _per_gpu_prov(gpu: np.ndarray, prov: np.ndarray, fn: object) -> np.ndarray:
+def _per_gpu_prov(gpu: np.ndarray, prov: np.ndarray, fn: Callable[[str, str], float]) -> np.ndarray:
+    """``fn(gpu, provisioning)`` per row, one call per distinct pair."""
     keys = np.char.add(np.char.add(gpu, "|"), prov)
     uniq, inverse = np.unique(keys, return_inverse=True)
-    values = np.array([fn(*k.rsplit("|", 1)) for k in uniq], dtype=float)  # type: ignore[operator]
+    values = np.array([fn(*k.rsplit("|", 1)) for k in uniq], dtype=float)
     return values[inverse.ravel()]
 
 
