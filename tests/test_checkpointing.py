@@ -208,3 +208,17 @@ def test_a_failed_write_records_no_checkpoint_and_a_bad_since_is_one_clear_line(
     w.write_text(text.replace("[options]", "[options]\nsince_checkpoint_s = -5"))
     with pytest.raises(UsageError, match=r"options\.since_checkpoint_s: must be seconds >= 0"):
         build_table(w, "balanced")
+
+
+def test_a_stated_write_time_sets_the_optimum(tmp_path):
+    from cmdare.tui.commands.plan import build_table
+
+    text = (EXAMPLES / "workload-resnet32.toml").read_text()
+    w = tmp_path / "w.toml"
+    w.write_text(text.replace("[options]", "[options]\ncheckpoint_write_s = 40"))
+    slow = build_table(w, "balanced")
+    fast = build_table(EXAMPLES / "workload-resnet32.toml", "balanced")
+    assert slow.columns["ckpt_write_s"][0] == 40.0
+    # Daly: the optimum grows with the write time (about as its square root)
+    ratio = slow.columns["ckpt_optimal_s"][0] / fast.columns["ckpt_optimal_s"][0]
+    assert 2.5 < ratio < 4.0

@@ -9,7 +9,8 @@ Schema (issue 6; keys marked * are extensions)::
     [allowed]  gpus, regions, max_workers, max_ps, provisionings*, ps_provisioning* (default "standard")
     [options]* checkpoint_interval_steps (default: every checkpoint_interval_s = 600 s), start_hour (0-23, local hour the job starts),
                latency_ms (default 0.3), warm_restart (bool), data_region, dataset_gb, since_checkpoint_s
-               (seconds since the job's last checkpoint: the work a switch redoes; default half an interval)
+               (seconds since the job's last checkpoint: the work a switch redoes; default half an interval),
+               checkpoint_write_s (measured seconds to write one; default the CM-DARE fit on its size)
     [parallel]* mode ("ps" default | "sync": synchronous all-reduce, DDP/Horovod | "fsdp": sharded data
                parallel, ZeRO-3), zero_stage (sync mode: 0 = DDP, 1 or 2 = ZeRO-1/2 optimizer/gradient
                sharding), precision ("fp32" | "tf32" | "fp16"/"bf16"), transport ("tcp" | "rdma"), hop_us
@@ -186,6 +187,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
         "data_region": (str, False),
         "dataset_gb": ((int, float), False),
         "since_checkpoint_s": ((int, float), False),
+        "checkpoint_write_s": ((int, float), False),
     },
     "parallel": {
         "mode": (str, False),
@@ -425,6 +427,7 @@ def _allowed(v: dict[str, Any], current: Shape, loc: _Locator) -> Allowed:
 def _options(v: dict[str, Any], loc: _Locator) -> Options:
     _positive(v, "checkpoint_interval_steps", "options", loc)
     _positive(v, "checkpoint_interval_s", "options", loc)
+    _positive(v, "checkpoint_write_s", "options", loc)
     hour = v.get("start_hour")
     if hour is not None and not 0 <= hour <= 23:
         raise loc.error("must be an hour 0-23", "options", "start_hour")
@@ -444,4 +447,5 @@ def _options(v: dict[str, Any], loc: _Locator) -> Options:
         data_region=v.get("data_region"),
         dataset_gb=float(v.get("dataset_gb", 0.0)),
         since_checkpoint_s=None if since is None else float(since),
+        checkpoint_write_s=None if v.get("checkpoint_write_s") is None else float(v["checkpoint_write_s"]),
     )
