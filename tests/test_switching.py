@@ -147,6 +147,13 @@ def test_rows_identical_but_for_the_region_are_one_row_listing_the_regions(tmp_p
     assert ns.func(ns) == 0
     rows = json.loads(capsys.readouterr().out)
     assert any(len(r["regions"]) > 1 for r in rows) and all(r["regions"][0] == r["region"] for r in rows)
+    moved = next(
+        r for r in rows if r["switch_kind"] == "restart"
+    )  # plan --json carries the terms and sources
+    assert {t["term"] for t in moved["switch_terms"]} >= {"restart, cold", "redo since checkpoint"}
+    assert (
+        sum(t["seconds"] for t in moved["switch_terms"]) >= moved["switch_s"] - 1
+    )  # copy overlaps the start
 
 
 def test_the_pane_lists_a_folded_rows_regions_beneath_it_when_expanded(tmp_path, models):

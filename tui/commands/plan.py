@@ -25,7 +25,7 @@ JSON_KEYS = (
     "price_source", "price_as_of", "price_date", "hours_expected", "cost_usd_expected", "per_node_risk",
     "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
     "extrapolation", "current", "delta", "regions", "switch_s", "switch_usd", "switch_kind", "worth_switching",
-    "switch", "index", "ckpt_interval_s", "ckpt_optimal_s", "ckpt_mtbf_s", "ckpt_write_s", "ckpt_saves_s",
+    "switch", "switch_terms", "switch_egress", "index", "ckpt_interval_s", "ckpt_optimal_s", "ckpt_mtbf_s", "ckpt_write_s", "ckpt_saves_s",
     "ckpt_saves_usd", "p_revocation_low", "p_revocation_high", "p_revocation_periods", "p_revocation_period",
 )  # fmt: skip
 SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy", "memory")  # [parallel] mode = sync | fsdp
@@ -151,6 +151,10 @@ def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
         row.update(band_keys(table, int(i)))
         row["regions"] = list(row["regions"])
         row["switch"] = table.switch_words(int(i))
+        row["switch_terms"] = [
+            {"term": k, "seconds": round(v, 1), "source": src} for k, v, src in table.switch_terms(int(i))
+        ]
+        row["switch_egress"] = table.egress_words(int(i)) or None
         row["index"] = int(i)
         row["p_revocation_period"] = table.risk_period_name
         rows.append({k: row[k] for k in JSON_KEYS + (SYNC_KEYS if _is_sync(table) else ())})
