@@ -363,6 +363,14 @@ def node_view(
 
 
 CHECKPOINT_WINDOW_S = 3600.0  # the checkpoint interval is measured over the last hour (two or more writes)
+MAX_CHECKPOINT_WRITE_S = (
+    86400.0  # a mean write time beyond a day is not a measurement (a page's value refused)
+)
+
+
+def _within(x: float, bound: float) -> float | None:
+    """``x`` when finite and within (0, bound], else None."""
+    return float(x) if math.isfinite(x) and 0 < x <= bound else None
 
 
 def _checkpoints(ts: TaskSeries, now: float) -> dict[str, float | None]:
@@ -381,7 +389,9 @@ def _checkpoints(ts: TaskSeries, now: float) -> dict[str, float | None]:
             interval = (b[0] - a[0]) / (b[1] - a[1]) or None
     return {
         "last_checkpoint_at": last if last is not None and 1e9 < last <= now + 60 else None,
-        "checkpoint_seconds": _finite(total / count) if total is not None and count else None,
+        "checkpoint_seconds": _within(total / count, MAX_CHECKPOINT_WRITE_S)
+        if total is not None and count
+        else None,
         "checkpoint_interval_s": interval,
     }
 

@@ -249,9 +249,14 @@ class ShapeTable:
             out[k] = round(float(out[k]), 4)
         for k in ("cost_usd_expected", "cost_usd_p50", "cost_usd_p90", "steps_per_sec", "score"):
             out[k] = round(float(out[k]), 4)
-        for k in ("p_revocation", "expected_revocations", "per_node_risk", "egress_usd"):
+        for k in ("p_revocation", "expected_revocations", "per_node_risk", "egress_usd", "p_revocation_low",
+                  "p_revocation_high", "switch_usd", "ckpt_saves_usd"):  # fmt: skip
             if k in out:
                 out[k] = round(float(out[k]), 4)
+        for k in ("switch_s", "switch_start_s", "switch_restart_s", "switch_redo_s", "switch_copy_s",
+                  "ckpt_interval_s", "ckpt_optimal_s", "ckpt_mtbf_s", "ckpt_write_s", "ckpt_saves_s"):  # fmt: skip
+            if k in out:
+                out[k] = round(float(out[k]), 2)
         for k, v in out.items():  # an unpriced current shape: "price unknown", not NaN (invalid JSON)
             if isinstance(v, float) and not np.isfinite(v):
                 out[k] = None
