@@ -13,7 +13,9 @@ second band, also by the period's spread over the regions of the same GPU (regio
 says; drift between periods may be of that size). In-period coverage: how many cells' own figure the band
 holds (the fit and its uncertainty); cross-period coverage: how many of the *other* period's figures it holds
 (the out-of-sample check). The band the planner shows (lowest to highest across both periods' curves) is
-fitted on both, so only its width is printed."""
+fitted on both, so only its width is printed. A third band scales the fitted period's figure by the drift the
+*other* GPUs show between the periods (leave-one-GPU-out): what lifetimes of other GPUs seen on a cluster would
+say of this one."""
 
 from __future__ import annotations
 
@@ -61,6 +63,31 @@ def coverage(fit: str, score: str, cells: dict[str, dict], regional: bool) -> tu
     return held, len(common), misses
 
 
+def drift_coverage(fit: str, score: str, cells: dict[str, dict]) -> tuple[int, int, list[str]]:
+    """Like :func:`coverage`, the band scaled by the drift between the periods seen on the *other* GPUs
+    (leave-one-GPU-out: the ratio of their mean shares revoked before 24 h, lowest to highest) — what a
+    cluster's own lifetimes of other GPUs would tell the planner about this one."""
+    gpus = sorted({k.split("/")[0] for k in set(cells[fit]) & set(cells[score])})
+
+    def mean(p: str, g: str) -> float:
+        return float(np.mean([v[0] for k, v in cells[p].items() if k.startswith(g + "/")]))
+
+    ratio = {g: mean(score, g) / max(mean(fit, g), 1e-9) for g in gpus}
+    held, misses = 0, []
+    common = sorted(set(cells[fit]) & set(cells[score]))
+    for key in common:
+        g = key.split("/")[0]
+        others = [ratio[o] for o in gpus if o != g]
+        _, n, p = cells[fit][key]
+        lo, hi = band(min(p * min(others), 1.0), n)[0], band(min(p * max(others), 1.0), n)[1]
+        x = cells[score][key][0]
+        if lo - 1e-9 <= x <= hi + 1e-9:
+            held += 1
+        else:
+            misses.append(f"{key} {x:.2f} outside {lo:.2f}–{hi:.2f}")
+    return held, len(common), misses
+
+
 def main() -> int:
     model = RevocationModel.load()
     names = list(model.periods_)
@@ -83,6 +110,15 @@ def main() -> int:
                 cross, n_cross, misses = coverage(fit, score, cells, regional)
                 print(f"  fit on {model.period_label(fit)}: in-period {own}/{n_own} cells, "
                       f"cross-period ({model.period_label(score)}) {cross}/{n_cross} cells")  # fmt: skip
+                for m in misses:
+                    print(f"    miss: {m}")
+    print("Band: fit ± Jeffreys 10–90 %, scaled by the drift the other GPUs show between the periods")
+    for fit in names:
+        for score in names:
+            if score != fit:
+                held, n, misses = drift_coverage(fit, score, cells)
+                print(f"  fit on {model.period_label(fit)}: cross-period ({model.period_label(score)}) {held}/{n} cells "
+                      "(drift from the other GPUs)")  # fmt: skip
                 for m in misses:
                     print(f"    miss: {m}")
     both = sorted(set(cells[names[0]]) & set(cells[names[-1]]))
