@@ -28,6 +28,7 @@ from cmdare.planner.speed.speed_model import SpeedModel
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PS = 4
+STALLED_NOTE = "the job is stalled (no task up): no new plans until a task answers again"
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,17 @@ class LivePlanner:
         cache.key, cache.ranked_at = key, now
         return cache.plan
 
+    def stalled_plan(self, job: JobView) -> LivePlan:
+        """What the planner says of a stalled job (no task up): no ranking, and why."""
+        return LivePlan(job.name, None, None, 0, None, 1.0, 1.0, getattr(self.price_book, "source", "?"),
+                        getattr(self.price_book, "as_of", "?"), STALLED_NOTE,
+                        price_date_label(self.price_book))  # fmt: skip
+
     def update(self, job: JobView, now: float) -> LivePlan:
+        """The job's plan: ranked again when what it rests on changed (none while the job is stalled)."""
+        if job.stalled:  # a dead job's rate is a past figure: nothing to calibrate or rank on
+            self._jobs.pop(job.name, None)  # ranked afresh (calibrated anew) once a task answers again
+            return self.stalled_plan(job)
         cache = self._jobs.setdefault(job.name, _JobCache())
         if is_sync(job):
             return self._update_sync(job, cache, now)

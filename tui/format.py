@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
@@ -55,6 +56,19 @@ def duration_until(seconds: float) -> float:
     s = int(round(seconds))
     step = 1 if s < HOUR else MINUTE if s < DAY else HOUR
     return s // step * step + step - 0.5
+
+
+def clock(t: float) -> str:
+    """A Unix time as the local time of day, ``HH:MM`` (when something happened)."""
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+def stalled_phrase(job: Any) -> str:
+    """'stalled since 10:42 (no task up; last 9.6 steps/s at 10:42)': a stalled job's speed is a past
+    figure, said as one (the Job pane, the snapshot)."""
+    since = clock(job.stalled_since)
+    last = f"; last {rate(job.last_steps_per_sec)} steps/s at {since}" if job.last_steps_per_sec else ""
+    return f"stalled since {since} (no task up{last})"
 
 
 def money(usd: float | None) -> str:

@@ -30,6 +30,7 @@ from cmdare.tui.format import (
     money,
     num,
     rate,
+    stalled_phrase,
 )
 from cmdare.tui.session import MonitorState
 
@@ -99,7 +100,7 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     console.print(Text(
         f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {speed_phrase(job)}"
         f"{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
-        f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
+        f"{num(job.global_step, 0)}, ETA {'none (stalled)' if job.stalled else duration(job.eta_seconds)}"
     ))  # fmt: skip
     view = planner.job(job.name)
     if view is not None:
@@ -122,6 +123,8 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
 def speed_phrase(job: JobView) -> str:
     """'42.2 steps/s measured'; a pipeline whose iteration outlasts a second says s/iteration, and one whose
     rate window saw no iteration finish says so instead of "0.0 steps/s" (as the Job pane does)."""
+    if job.stalled:
+        return stalled_phrase(job)
     sps = job.steps_per_sec
     if job.sync != "pipeline" or sps is None or sps >= 1:
         return f"{rate(sps)} steps/s measured"

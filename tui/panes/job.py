@@ -17,7 +17,7 @@ from textual.widgets import Static
 
 from cmdare.planner.live_sync import is_sync, measured_split
 from cmdare.planner.overview import JobView, TrainingFigures
-from cmdare.tui.format import duration, money, num, rate
+from cmdare.tui.format import duration, money, num, rate, stalled_phrase
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import (
     PLOTS,
@@ -76,7 +76,10 @@ def summary_grid(
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     grid.add_row("Job", _cell(job.name, job.facts.model.name or "unknown network"))  # Text: never markup
-    grid.add_row(*speed_row(job.steps_per_sec, points, job.rate_basis))
+    if job.stalled:  # no task up: the last rate is a past figure, not the job's speed
+        grid.add_row("Steps/s", _cell("–", stalled_phrase(job), "bold"))
+    else:
+        grid.add_row(*speed_row(job.steps_per_sec, points, job.rate_basis))
     view = state.planner.job(job.name)
     pred = view.prediction if view is not None else None
     if pred is not None:
@@ -127,6 +130,8 @@ def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
 
 
 def _eta_note(job: JobView, state: MonitorState) -> str:
+    if job.stalled:
+        return "none while the job is stalled"
     if job.eta_seconds is None:
         return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
     deadline = state.planner.deadline_hours

@@ -24,6 +24,7 @@ from cmdare.planner.view import JobPlannerView
 from cmdare.planner.view_json import shape_deltas as deltas
 from cmdare.tui.format import (
     calibration_words,
+    clock,
     delta_pct,
     hours,
     pct,
@@ -200,8 +201,11 @@ class PlannerPane(Vertical):
         self._set_mode("outlook")
         rows: list[ShapeOutlook] = list(view.outlook) if view is not None else []
         self.query_one("#planner-table", FilterTable).set_rows(outlook_rows(rows) if rows else [])
+        job = state.job()
+        stalled = f"stalled since {clock(job.stalled_since)}: no new plans · " if job and job.stalled else ""
         self.border_subtitle = Text(
-            ("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape"
+            stalled
+            + (("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape")
         )
 
     def _set_mode(self, mode: str) -> None:
