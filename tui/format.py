@@ -64,11 +64,10 @@ def clock(t: float) -> str:
 
 
 def stalled_phrase(job: Any) -> str:
-    """'stalled since 10:42 (no task up; last 9.6 steps/s at 10:42)': a stalled job's speed is a past
+    """'stalled since 10:42 (no task up; last measured 9.6 steps/s)': a stalled job's speed is a past
     figure, said as one (the Job pane, the snapshot)."""
-    since = clock(job.stalled_since)
-    last = f"; last {rate(job.last_steps_per_sec)} steps/s at {since}" if job.last_steps_per_sec else ""
-    return f"stalled since {since} (no task up{last})"
+    last = f"; last measured {rate(job.last_steps_per_sec)} steps/s" if job.last_steps_per_sec else ""
+    return f"stalled since {clock(job.stalled_since)} (no task up{last})"
 
 
 def money(usd: float | None) -> str:
