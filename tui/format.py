@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cmdare.planner.overview import JobView
 
 STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
 SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
@@ -63,7 +66,7 @@ def clock(t: float) -> str:
     return time.strftime("%H:%M", time.localtime(t))
 
 
-def stalled_phrase(job: Any) -> str:
+def stalled_phrase(job: JobView) -> str:
     """'stalled since 10:42 (no task up; last measured 9.6 steps/s)': a stalled job's speed is a past
     figure, said as one (the Job pane, the snapshot)."""
     last = f"; last measured {rate(job.last_steps_per_sec)} steps/s" if job.last_steps_per_sec else ""

@@ -32,6 +32,9 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)
     fix: str | None = None  # suggested fix with its predicted effect
     raise_after: int | None = None  # override the engine's default hysteresis for this kind
+    # True: the condition is inside its rule's hysteresis band (past the clear line, short of the raise
+    # line): it keeps a raised flag up and never counts toward raising one
+    holds: bool = False
 
 
 @dataclass
@@ -200,6 +203,8 @@ class AlertEngine:
     def evaluate(self, ctx: AlertContext) -> list[Alert]:
         """Run every rule once; returns the active alerts, most severe first."""
         findings = self._findings(ctx)
+        for key in [k for k, f in findings.items() if f.holds and k not in self.active]:
+            del findings[key]  # inside the band with no flag up: as good as false
         for key, f in findings.items():
             self._false.pop(key, None)
             self._true[key] = self._true.get(key, 0) + 1
