@@ -21,7 +21,7 @@ from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.ranking_notes import price_date_label
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.shapes import ShapeTable, UnpricedShapeError, rank_shapes
-from cmdare.planner.risk_cost.workload import Allowed, Options, Shape, Target, Workload
+from cmdare.planner.risk_cost.workload import ASSUMED_REGION, Allowed, Options, Shape, Target, Workload
 from cmdare.planner.speed.calibration import Calibration
 from cmdare.planner.speed.speed_model import SpeedModel
 
@@ -80,7 +80,7 @@ def workload_for_job(
         return None, "no target step count (cmdare_job_info target_steps or config) to plan time and cost for"
     remaining = max(1, int(job.facts.target_steps - (job.global_step or 0)))
     workers = [n for n in job.nodes if n.role in ("worker", "chief")]
-    region = _dominant(Counter(n.region for n in workers if n.region)) or "us-central1"
+    region = _dominant(Counter(n.region for n in workers if n.region)) or ASSUMED_REGION
     prov = _dominant(Counter(n.provisioning for n in workers if n.provisioning)) or "standard"
     gpu, count = max(shape.gpus, key=lambda g: g[1])
     book_gpus = set(price_book.gpus())

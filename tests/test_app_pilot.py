@@ -93,7 +93,7 @@ async def test_planner_pane_ranks_alternatives_calibrated_on_the_live_job():
         )
         await pilot.pause(1.2)  # one more refresh renders the ranking
         pane = app.query_one("#pane-planner")
-        assert "ranked by" in pane.border_subtitle and "prices offline" in pane.border_subtitle
+        assert "ranked by" in pane.border_subtitle and "offline prices" in pane.border_subtitle
         assert "calibrated on" in pane.border_subtitle
         table = app.state.planner.job("resnet32-p100").ranked
         cur = table.current

@@ -141,9 +141,10 @@ def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
     if c is not None and c.usd_per_hour is not None:
         unpriced = f"; {c.unpriced_tasks:,} task(s) unpriced" if c.unpriced_tasks else ""
         budget = f"; budget {money(c.budget_usd)}" if c.budget_usd is not None else ""
+        assumed = "".join(f"; {a}" for a in c.assumed)
         out.append(
             f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
-            f"({dated}){unpriced}{budget}"
+            f"({dated}){unpriced}{budget}{assumed}"
         )
     elif c is not None:
         out.append(f"Cost unknown: {c.unpriced[0] if c.unpriced else 'no price yet'} ({dated})")

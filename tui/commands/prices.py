@@ -97,7 +97,7 @@ def _table(book: Any, rows: list[Any]) -> None:
     from rich.table import Table
     from rich.text import Text  # names from a price source are data, never markup
 
-    title = f"GCP GPU node prices, USD/h — {book.source} ({book.as_of})"
+    title = f"GCP GPU node prices, USD/h — {_dated(book)}"
     table = Table(title=Text(title), caption=Text(book.reason or "preemptible = spot price (same SKUs)"))
     for name in ("GPU", "×", "region", "provisioning", "node $/h", "GPU $/h", "host $/h"):
         table.add_column(name, justify="right" if "$" in name or name == "×" else "left")
@@ -129,6 +129,20 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         _table(book, rows)
-    if book.reason and args.json:
-        print(f"prices: {book.source} ({book.as_of}): {book.reason}", file=sys.stderr)
+    live = not args.offline and args.prices == "live"
+    if live and book.source != "live" and (book.source != "cache" or book.reason):  # fell back: say so
+        print(
+            f"prices: live prices not used: {book.reason or 'unavailable'} ({_dated(book)})", file=sys.stderr
+        )
+    elif book.reason and args.json:  # the table has it as its caption
+        print(f"prices: {_dated(book)}: {book.reason}", file=sys.stderr)
     return 0
+
+
+def _dated(book: Any) -> str:
+    """'offline prices, price date unknown (derived …)' / 'live prices, fetched …': the words every view
+    uses for a book's source and the date of its prices."""
+    from cmdare.planner.view import PriceSource
+
+    src = PriceSource.of(book)
+    return f"{src.source} prices, {src.date}" if src is not None else "no price book"

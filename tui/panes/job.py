@@ -151,6 +151,8 @@ def _cost_cell(cost: CostView | None) -> Text:
         note = f"budget {money(cost.budget_usd)}, {duration((cost.budget_left_hours or 0) * 3600)} left"
     if not cost.complete:
         note = f"{cost.unpriced_tasks:,} task(s) unpriced; " + note
+    if cost.assumed:
+        note += "; " + "; ".join(cost.assumed)
     return _cell(value, note)
 
 
