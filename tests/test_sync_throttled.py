@@ -130,8 +130,11 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
         assert table.row_count >= 2 and "1×2×T4" in str(table.get_row_at(0)[0])  # nodes × GPUs/node × GPU
         from cmdare.tui.panes.planner import PlannerPane
 
-        subtitle = str(app.query_one(PlannerPane).border_subtitle)
-        assert "calibrated on 2 ranks' measured split" in subtitle and "not yet calibrated" not in subtitle
+        from cmdare.tui.format import calibration_words
+
+        subtitle = str(app.query_one(PlannerPane).border_subtitle)  # fitted to the pane: short forms
+        assert "calibrated" in subtitle and "not calibrated" not in subtitle and "not yet" not in subtitle
+        assert "calibrated on 2 ranks' measured split" in calibration_words(plan)
         table.focus()
         await pilot.press("enter")
         await pilot.pause(0.5)
