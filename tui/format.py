@@ -61,6 +61,13 @@ def duration_until(seconds: float) -> float:
     return s // step * step + step - 0.5
 
 
+def gpu_label(gpu: str, owns_gpu: bool, role: str) -> str:
+    """What a task's GPU column says: its ``gpu`` label, "GPU" when DCGM saw GPUs it did not name,
+    "CPU" for a parameter server that names none (a CPU node, as the planner prices it), else
+    "unknown" (a pending target or a log that did not say is not a CPU task for all we know)."""
+    return gpu or ("GPU" if owns_gpu else "CPU" if role == "ps" else "unknown")
+
+
 def clock(t: float) -> str:
     """A Unix time as the local time of day, ``HH:MM`` (when something happened)."""
     return time.strftime("%H:%M", time.localtime(t))

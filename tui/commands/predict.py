@@ -14,11 +14,28 @@ from pathlib import Path
 from cmdare.collectors import writes
 from cmdare.tui.commands import UsageError
 
-__all__ = ["register", "run", "HELP"]
+__all__ = ["register", "run", "OUTPUT_HELP"]
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024  # a prediction table, not a data set: larger input is refused
 
-HELP = """\
+# What each output column means, in the order they are written (planner/predict_csv.py OUTPUT_COLUMNS, then
+# the sync column; a test holds the two together): ``predict --help`` lists them without loading the models
+OUTPUT_HELP = {
+    "steps_per_sec": "predicted cluster steps/s (the expected value)",
+    "steps_per_sec_p10": "P10 of the band (out-of-sample residuals)",
+    "steps_per_sec_p90": "P90 of the band",
+    "extrapolation": "none | network | gpu | ps | workers (| allreduce): how the shape lies outside the measured domain",
+    "examples_per_sec": "steps/s × batch_size (sync rows: × workers, every GPU takes a batch a step)",
+    "bottleneck": "gpu | ps | network (sync rows: compute | network | interconnect)",
+    "ps_utilization": "the parameter servers' busy share, 0-1 (empty on sync rows)",
+    "allreduce_share": "sync rows: the share of a step spent in all-reduce, 0-1 (only with a mode column)",
+}
+
+
+def _help() -> str:
+    """The command's description: its input columns, its output columns and examples."""
+    outputs = "\n".join(f"  {c:<18} {what}" for c, what in OUTPUT_HELP.items())
+    return f"""\
 Predict the training speed of the cluster shape on each row of a CSV file (UTF-8).
 
 input columns (header row required; other columns are kept as they are):
@@ -27,13 +44,15 @@ input columns (header row required; other columns are kept as they are):
   params       parameter count (> 0)
   batch_size   examples per step on each worker (integer >= 1)
   gpu          a GPU type (K80, P100, V100, T4, ...) or a mix such as V100:1+P100:1+K80:2
-  workers      worker count (equals the mix's total when gpu is a mix)
-  ps           parameter-server count (integer >= 1)
+  workers      worker count (equals the mix's total when gpu is a mix; sync rows: GPUs in all)
+  ps           parameter-server count (integer >= 1; sync rows: 0)
+optional (synchronous all-reduce rows): mode (sync), gpus_per_node, nic_gbps
 
 output: every input column, then
-  steps_per_sec, examples_per_sec, bottleneck (gpu | ps | network), ps_utilization (0-1)
+{outputs}
 
-example: cmdare-tui predict --input examples/predict.csv
+examples: cmdare-tui predict --input examples/predict.csv
+          cmdare-tui predict --input examples/predict-sync.csv
 """
 
 
@@ -42,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "predict",
         help="predict cluster training speed for the shapes in a CSV file",
-        description=HELP,
+        description=_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--input", required=True, type=Path, metavar="FILE.csv", help="input CSV (UTF-8)")
