@@ -10,6 +10,7 @@ Data is printed as rich ``Text``, never parsed as markup (the console has markup
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from rich import box
@@ -31,6 +32,7 @@ from cmdare.tui.format import (
     money,
     num,
     rate,
+    region_code,
     stalled_phrase,
 )
 from cmdare.tui.session import MonitorState
@@ -73,9 +75,21 @@ def _row(table: Table, *cells: str) -> None:
     table.add_row(*map(Text, cells))
 
 
+_TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")  # spaces at a line's end, before its closing style codes
+
+
 def print_overview(state: MonitorState, console: Console | None = None) -> None:
-    """Print the overview of a state as a report, for cron jobs and dumb terminals."""
+    """Print the overview of a state as a report, for cron jobs and dumb terminals; no line ends in
+    spaces (Rich pads wrapped lines and table cells to the width)."""
     console = console or plain_console()
+    with console.capture() as cap:
+        _overview(state, console)
+    lines = (_TRAILING.sub(r"\1", line) for line in cap.get().splitlines())
+    console.file.write("".join(f"{line}\n" for line in lines))
+
+
+def _overview(state: MonitorState, console: Console) -> None:
+    """The report's parts, printed to ``console`` (captured by :func:`print_overview`)."""
     if state.read_only:
         console.print("READ-ONLY: nothing is written")
     if state.demo:
@@ -118,6 +132,8 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     plans = plans_table(view) if view is not None else None
     if plans is not None:
         console.print(plans)
+    if view is not None and view.pipeline is not None and view.pipeline.boundaries:
+        console.print(pipeline_table(view))
     console.print(cluster_table(job, now))
 
 
@@ -149,7 +165,14 @@ def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
         )
     elif c is not None:
         out.append(f"Cost unknown: {c.unpriced[0] if c.unpriced else 'no price yet'} ({dated})")
-    if view.plan is not None and view.plan.table is None and view.plan.note:
+    if (
+        view.pipeline is not None
+    ):  # a pipeline job: its measured WAN boundaries (pipeline_table), as the Planner
+        p = view.pipeline
+        out.append(f"Pipeline: {len(p.boundaries)} WAN boundaries measured, {p.wan_bound} WAN-bound "
+                   "(cmdare-tui plan --geo ranks placements)" if p.boundaries else
+                   "Pipeline: no WAN boundary measured yet (the stages' compute and bytes sent need more polls)")  # fmt: skip
+    elif view.plan is not None and view.plan.table is None and view.plan.note:
         out.append(f"Plans: none ({view.plan.note})")
     return out
 
@@ -189,6 +212,32 @@ def plans_table(view: JobPlannerView) -> Table | None:
             "–" if cur else _pct(dt),
             "–" if cur else ("n/a" if dc is None else _pct(dc)),
             risk,
+        )
+    return t
+
+
+def pipeline_table(view: JobPlannerView) -> Table:
+    """A pipeline job's measured WAN boundaries, the Planner pane's pipeline columns: the datacenters
+    (region codes, as in the app),
+    the verdict, megabytes a micro-batch, the link's Gbit/s (or ≥ what was sent), wire and compute
+    seconds a micro-batch, the receiver's wait and what was sent."""
+    assert view.pipeline is not None
+    dc = dict(view.pipeline.dc)
+    t = _table("WAN boundaries", ("Boundary", "DCs", "Verdict", "MB/mb", "Link Gb/s", "Wire s/mb", "Compute s",
+                                  "Wait", "Sent Gb/s"))  # fmt: skip
+    for b in view.pipeline.boundaries:
+        link = f"{b.link_gbps:.2f}" if b.link_gbps is not None else f"≥{b.measured_gbps:.2f}"
+        _row(
+            t,
+            f"{b.from_stage}->{b.to_stage}",
+            f"{region_code(dc.get(b.from_stage, '?'))}→{region_code(dc.get(b.to_stage, '?'))}",
+            "WAN-bound" if b.wan_bound else "ok",
+            f"{b.bytes_per_microbatch / 1e6:.1f}",
+            link,
+            ("≤" if b.link_gbps is None else "") + f"{b.transfer_seconds:.3f}",
+            f"{b.max_stage_compute_seconds:.3f}",
+            "–" if b.wait_share is None else f"{b.wait_share:.0%}",
+            f"{b.measured_gbps:.2f}",
         )
     return t
 
