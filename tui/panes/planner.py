@@ -214,8 +214,12 @@ class PlannerPane(Vertical):
             view = self._view(state)
             self._subtitle = [
                 (f"ranked by {ranked.objective}", f"by {ranked.objective}"),
+                *(
+                    []
+                    if ranked.current_priced
+                    else [("current shape: price unknown", "current: price unknown")]
+                ),
                 price_notes(ranked.ranked_row(0)),
-                *([] if ranked.current_priced else [("current shape: price unknown", "current unpriced")]),
                 calibration_notes(view.plan if view is not None else None),
             ]
             self._fit()
