@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PS = 4
 STALLED_NOTE = "the job is stalled (no task up): no new plans until a task answers again"
+FINISHED_NOTE = "the job finished (target step reached, no task up): nothing left to plan"
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,7 @@ class LivePlanner:
     def stalled_plan(self, job: JobView) -> LivePlan:
         """What the planner says of a stalled job (no task up): no ranking, and why."""
         return LivePlan(job.name, None, None, 0, None, 1.0, 1.0, getattr(self.price_book, "source", "?"),
-                        getattr(self.price_book, "as_of", "?"), STALLED_NOTE,
+                        getattr(self.price_book, "as_of", "?"), FINISHED_NOTE if job.finished else STALLED_NOTE,
                         price_date_label(self.price_book))  # fmt: skip
 
     def update(self, job: JobView, now: float) -> LivePlan:

@@ -132,6 +132,12 @@ class JobView:
         """Whether the job has answered before and no task of it is up now (it is not training)."""
         return self.stalled_since is not None
 
+    @property
+    def finished(self) -> bool:
+        """Whether the job is stalled with its target step reached (it ended, rather than died)."""
+        target = self.facts.target_steps
+        return self.stalled and bool(target) and (self.global_step or 0) >= target
+
     def memo(self, name: str, compute: Callable[[JobView], T]) -> T:
         """``compute(self)``, once per view: the rules, the planner and the panes ask the same things of
         a job's 10,000 nodes in one refresh (its shape, its ranks, their split...)."""
@@ -218,6 +224,7 @@ class JobView:
             "sync_how": self.sync_how,
             "rate_basis": self.rate_basis or None,
             "stalled_since": self.stalled_since,
+            "finished": self.finished,
             "last_steps_per_sec": _finite(self.last_steps_per_sec),
             "nodes": [n.to_json(now) for n in self.nodes],
             "training": None

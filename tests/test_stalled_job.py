@@ -91,7 +91,7 @@ async def test_pytorch_ps_job_ended_by_sigterm_leaves_no_rank_and_reads_stalled(
             await wait_for(pilot, lambda: "region us-central1 assumed for 3 task(s)" in _summary(app))
             assert "/h" in next(line for line in _summary(app).splitlines() if line.startswith("Cost"))
             start = app.state.cycles
-            await wait_for(pilot, lambda: app.state.cycles >= start + 12)  # 4 raise-and-clear spans
+            await wait_for(pilot, lambda: app.state.cycles >= start + 8)  # past raise_after (3) twice over
             flagged = {(a.kind, a.subject) for a in app.state.alert_history}
             assert not {s for k, s in flagged if k == "straggler" and "/" in s}, flagged
 
@@ -143,3 +143,24 @@ async def test_planner_stops_ranking_a_stalled_job() -> None:
         assert app.session.analysis.live_plans[name].table is None
         await wait_for(pilot, lambda: app.state.planner.job(name).plan.note == STALLED_NOTE)
         assert app.state.planner.job(name).ranked is None
+
+
+def test_a_job_past_its_target_with_no_task_up_reads_finished_not_stalled() -> None:
+    from cmdare.collectors.pricing import load_offline_book
+    from cmdare.collectors.samples import JobFacts
+    from cmdare.planner.live_plan import FINISHED_NOTE, LivePlanner
+    from cmdare.planner.overview import JobView
+    from cmdare.planner.speed.speed_model import SpeedModel
+    from cmdare.tui.format import stalled_phrase
+
+    def job(step: float) -> JobView:
+        return JobView("j", JobFacts("j", target_steps=1000), None, None, step, None, [], stalled_since=1.8e9,
+                       last_steps_per_sec=9.6)  # fmt: skip
+
+    done, dead = job(1000.0), job(400.0)
+    assert done.finished and not dead.finished and dead.stalled
+    assert stalled_phrase(done).startswith(f"finished: target step reached, no task up since {clock(1.8e9)}")
+    assert stalled_phrase(dead) == f"stalled since {clock(1.8e9)} (no task up; last measured 9.6 steps/s)"
+    assert done.to_json(0.0)["finished"] is True and dead.to_json(0.0)["finished"] is False
+    planner = LivePlanner(SpeedModel.load(), load_offline_book())
+    assert planner.update(done, 0.0).note == FINISHED_NOTE and planner.update(dead, 0.0).note == STALLED_NOTE

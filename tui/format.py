@@ -75,8 +75,10 @@ def clock(t: float) -> str:
 
 def stalled_phrase(job: JobView) -> str:
     """'stalled since 10:42 (no task up; last measured 9.6 steps/s)': a stalled job's speed is a past
-    figure, said as one (the Job pane, the snapshot)."""
+    figure, said as one (the Job pane, the snapshot); a job past its target step says it finished."""
     last = f"; last measured {rate(job.last_steps_per_sec)} steps/s" if job.last_steps_per_sec else ""
+    if job.finished:  # its target step reached: it ended rather than died
+        return f"finished: target step reached, no task up since {clock(job.stalled_since)}{last}"
     return f"stalled since {clock(job.stalled_since)} (no task up{last})"
 
 

@@ -115,7 +115,7 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     console.print(Text(
         f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {speed_phrase(job)}"
         f"{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
-        f"{num(job.global_step, 0)}, ETA {'none (stalled)' if job.stalled else duration(job.eta_seconds)}"
+        f"{num(job.global_step, 0)}, ETA {_eta(job)}"
     ))  # fmt: skip
     view = planner.job(job.name)
     if view is not None:
@@ -135,6 +135,13 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     if view is not None and view.pipeline is not None and view.pipeline.boundaries:
         console.print(pipeline_table(view))
     console.print(cluster_table(job, now))
+
+
+def _eta(job: JobView) -> str:
+    """The ETA, or why there is none (a stalled or finished job has no speed to finish at)."""
+    if job.stalled:
+        return "none (finished)" if job.finished else "none (stalled)"
+    return duration(job.eta_seconds)
 
 
 def speed_phrase(job: JobView) -> str:

@@ -131,7 +131,7 @@ def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
 
 def _eta_note(job: JobView, state: MonitorState) -> str:
     if job.stalled:
-        return "none while the job is stalled"
+        return "none: the job finished" if job.finished else "none while the job is stalled"
     if job.eta_seconds is None:
         return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
     deadline = state.planner.deadline_hours

@@ -240,7 +240,10 @@ class PlannerPane(Vertical):
         rows: list[ShapeOutlook] = list(view.outlook) if view is not None else []
         self.query_one("#planner-table", FilterTable).set_rows(outlook_rows(rows) if rows else [])
         job = state.job()
-        stalled = f"stalled since {clock(job.stalled_since)}: no new plans · " if job and job.stalled else ""
+        stalled = ""
+        if job is not None and job.stalled:
+            stalled = "finished" if job.finished else f"stalled since {clock(job.stalled_since)}"
+            stalled += ": no new plans · "
         self.border_subtitle = Text(
             stalled
             + (("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape")
