@@ -39,11 +39,11 @@ def test_a_job_without_regions_is_priced_where_the_planner_plans_it():
     t4 = book.node_price("T4", 1, ASSUMED_REGION, "standard").usd_per_hour
     ps = book.ps_node_price(ASSUMED_REGION, "standard").usd_per_hour
     assert cost.complete and cost.usd_per_hour == pytest.approx(2 * t4 + ps)
-    assert cost.assumed == (f"region {ASSUMED_REGION} assumed for 3 task(s) that name none",)
+    assert cost.assumed == (f"{ASSUMED_REGION} assumed (3 task(s) name no region)",)
     w, why = workload_for_job(job, book)
     assert why is None and w.current.region == ASSUMED_REGION  # the planner's shape: the same region
     cell = str(_cost_cell(cost))
-    assert f"region {ASSUMED_REGION} assumed" in cell and " in ;" not in cell
+    assert f"{ASSUMED_REGION} assumed; no budget set" in cell and " in ;" not in cell
 
 
 def test_a_cpu_labelled_worker_is_a_cpu_node_and_no_message_has_a_blank_region():

@@ -91,9 +91,7 @@ class CostMeter:
             self._accrued[job.name] = self._accrued.get(job.name, 0.0) + r0 * max(now - t0, 0.0) / 3600.0
             self._last[job.name] = (now, rate)
             assumed = (
-                (f"region {ASSUMED_REGION} assumed for {unlabelled:,} task(s) that name none",)
-                if unlabelled
-                else ()
+                (f"{ASSUMED_REGION} assumed ({unlabelled:,} task(s) name no region)",) if unlabelled else ()
             )
             out[job.name] = CostView(
                 job.name, self._accrued[job.name], rate if priced else None, self.budget_usd,

@@ -151,8 +151,10 @@ def _cost_cell(cost: CostView | None) -> Text:
         note = f"budget {money(cost.budget_usd)}, {duration((cost.budget_left_hours or 0) * 3600)} left"
     if not cost.complete:
         note = f"{cost.unpriced_tasks:,} task(s) unpriced; " + note
-    if cost.assumed:
-        note += "; " + "; ".join(cost.assumed)
+    if (
+        cost.assumed
+    ):  # first: it qualifies the figure itself (the pane's note is short; the snapshot has it whole)
+        note = "; ".join([*(a.split(" (", 1)[0] for a in cost.assumed), note])
     return _cell(value, note)
 
 
