@@ -87,3 +87,25 @@ def test_the_planner_subtitle_keeps_its_words_and_fits_the_width():
         text = fit_subtitle(parts, width)
         assert len(text) <= width and "price date unknown" in text and "calibrated" in text, (width, text)
     assert fit_subtitle(parts, 80) == "ranked by balanced · offline prices, price date unknown · calibrated"
+
+
+async def test_a_fix_prices_a_job_without_regions_as_the_cost_meter_does(shared_dir):
+    """The eta-slip fix's $/h for tasks that name no region: the assumed region's price (the same fix
+    as for tasks labelled with it), not a placeholder."""
+    from dataclasses import replace
+
+    from alert_sim import Harness, SimCluster, load_curves
+
+    from cmdare.planner.rules.bottlenecks import JobGoal
+
+    k80 = {g: load_curves()[(g, "ResNet-32")] for g in ("K80", "P100")}
+    fixes = []
+    for regions in ([ASSUMED_REGION] * 2, [""] * 2):
+        sim = SimCluster("ResNet-32", k80, ["P100"] * 2, seed=1, job="j", regions=regions)
+        sim.facts = replace(sim.facts, target_steps=200_000)
+        h = Harness(sim)
+        h.goals = {"j": JobGoal(deadline_at=h.clock.now() + 2 * 3600)}
+        for _ in range(5):
+            alerts = await h.refresh()
+        fixes.append(next(a.fix for a in alerts if a.kind == "eta-slip"))
+    assert fixes[0] == fixes[1] and "$" in fixes[1], fixes
