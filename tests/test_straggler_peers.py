@@ -104,6 +104,8 @@ def test_evidence_mappings_and_empty_labels_read_as_words():
         == "link_gbps 1.5 Gbit/s; wait_seconds 250 ms"
     )
     assert "{" not in evidence_value("x", [{"a": 1}])
+    gains = {"gradient compression 2×": 0.46, "larger buckets": 0.1}  # allreduce-bound's evidence
+    assert evidence_value("predicted_gains", gains) == "gradient compression 2× +46%; larger buckets +10%"
 
 
 def _fields(n: NodeView) -> dict:
