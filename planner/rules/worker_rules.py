@@ -113,6 +113,7 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
         if not slow:
             continue
         peers = len(workers) - 1
+        raised = sum(1 for ratio, _, _ in slow if ratio >= th.straggler_ratio)  # past the raise line
         gpus, regions = Counter(map(_GPU, workers)), Counter(map(_REGION, workers))  # the peers' usual
         undecided: tuple[float, NodeView, float] | None = None
         for ratio, w, med in slow[:STRAGGLERS_SHOWN]:
@@ -121,9 +122,7 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
             if causes[0][0] == "unexplained" and peers < th.straggler_min_peers:
                 undecided = undecided or (ratio, w, med)
                 continue
-            out.append(
-                _straggler(ctx, job, book, th, (ratio, w, med), causes, (gpu, region), peers, len(slow))
-            )
+            out.append(_straggler(ctx, job, book, th, (ratio, w, med), causes, (gpu, region), peers, raised))
         if undecided is not None:
             out.append(_too_few_peers(job, workers, undecided, th))
     return out
@@ -179,7 +178,7 @@ def _straggler(
         "peer_gpu": gpu,
         "peer_region": region,
         "peers": peers,
-        "stragglers": stragglers,  # in all; the STRAGGLERS_SHOWN slowest are flagged
+        "stragglers": stragglers,  # at or past the raise ratio, in all; the STRAGGLERS_SHOWN slowest are flagged
     }
     than = f"its {peers} peers' median" if peers > 1 else "its peer"
     msg = f"{w.name} steps {ratio:.2f}× slower than {than}: {words}"
