@@ -110,3 +110,17 @@ def test_evidence_mappings_and_empty_labels_read_as_words():
 
 def _fields(n: NodeView) -> dict:
     return {k: getattr(n, k) for k in NodeView.__slots__}
+
+
+def test_a_sync_straggler_holds_inside_the_band_too():
+    from cmdare.planner.rules.sync_rules import sync_straggler_rule
+
+    def job(ratio: float) -> JobView:
+        ranks = [NodeView(**{**_fields(_worker(f"worker-{i}", 0.01 * (ratio if i == 1 else 1.0))),
+                             "allreduce_seconds": 0.002, "rank": str(i)}) for i in range(2)]  # fmt: skip
+        return JobView("ddp", JobFacts("ddp"), 60.0, None, 100.0, None, ranks, sync="sync-allreduce")
+
+    eng = AlertEngine([sync_straggler_rule], raise_after=3, clear_after=3)
+    ratios = [1.4] * 3 + [1.2, 1.25] * 4 + [1.05] * 3
+    active = [bool(eng.evaluate(AlertContext(float(i), [job(r)]))) for i, r in enumerate(ratios)]
+    assert active == [False, False, True] + [True] * 8 + [True, True, False]
