@@ -46,7 +46,7 @@ def test_text_output(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Mon
     monkeypatch.setenv("COLUMNS", "300")
     _run(["--workload", str(EXAMPLE), "--top", "3"])
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("objective balanced") and "prices offline" in out[0]
+    assert out[0].startswith("objective balanced") and "offline prices, " in out[0]
     assert out[2].split()[0] == "cur" and out[3].startswith(" " * 6 + "current shape, ranked #")
     ranked = _ranked(out)
     assert len(ranked) == 3 and "time" in out[ranked[0] + 1]  # each row's details beneath it
