@@ -144,8 +144,8 @@ def _ranked_row(table: ShapeTable, i: int, member: bool = False) -> Row:
 
 def stay_rank(table: ShapeTable) -> str:
     """'stay #5': where keeping the current shape ranks (switching costs counted); '' when it is not ranked."""
-    at = [k for k, x in enumerate(table.view[: TOP_N * 10]) if int(x) == 0]
-    return f"stay #{at[0] + 1}" if at else ""
+    at = (table.view == 0).nonzero()[0]
+    return f"stay #{int(at[0]) + 1}" if at.size else ""
 
 
 def short_money(usd: Any) -> str:
@@ -179,12 +179,13 @@ def calibration_notes(plan: LivePlan | None) -> tuple[str, ...]:
 
 
 def fit_subtitle(parts: Sequence[tuple[str, ...]], width: int) -> str:
-    """``parts`` (each: its forms, longest first) joined by ' · ', each part as long as the width lets
-    it be: the last parts give way first, so that the subtitle is never cut by the border."""
+    """``parts`` (each: its forms, longest first; an empty form leaves the part out) joined by ' · ', each part
+    as long as the width lets it be: the last parts give way first, so that the subtitle is never cut by the
+    border."""
     chosen = [0] * len(parts)
 
     def text() -> str:
-        return " · ".join(p[i] for p, i in zip(parts, chosen, strict=True))
+        return " · ".join(x for x in (p[i] for p, i in zip(parts, chosen, strict=True)) if x)  # "": left out
 
     for level in range(1, max(map(len, parts), default=1)):  # one step shorter at a time, last part first
         for k in reversed(range(len(parts))):
@@ -269,7 +270,7 @@ class PlannerPane(Vertical):
             stay = stay_rank(ranked)
             self._subtitle = [
                 (f"ranked by {ranked.objective}", f"by {ranked.objective}"),
-                *([(stay, stay)] if stay else []),
+                *([(stay, "")] if stay else []),  # where "stay" ranks: left out when the width is short
                 *(
                     []
                     if ranked.current_priced
