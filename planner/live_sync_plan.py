@@ -21,7 +21,15 @@ from cmdare.planner.live_sync import (
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_shapes import SyncShapeTable, compute_seconds, rank_sync_shapes
-from cmdare.planner.risk_cost.workload import Allowed, Options, Parallel, Shape, Target, Workload
+from cmdare.planner.risk_cost.workload import (
+    ASSUMED_REGION,
+    Allowed,
+    Options,
+    Parallel,
+    Shape,
+    Target,
+    Workload,
+)
 from cmdare.planner.speed.allreduce import SyncParams
 from cmdare.planner.speed.speed_model import SpeedModel
 
@@ -51,7 +59,7 @@ def sync_workload_for_job(
     if not f.target_steps:
         return None, shape, "no target step count (cmdare_job_info target_steps) to plan time and cost for"
     rs = ranks(job, up_only=False)
-    region = _dominant([n.region for n in rs], "us-central1")
+    region = _dominant([n.region for n in rs], ASSUMED_REGION)
     prov = _dominant([n.provisioning for n in rs], "standard")
     gpus = tuple(sorted(set(price_book.gpus()) | {shape.gpu}))  # type: ignore[attr-defined]
     regions = tuple(sorted(set(price_book.regions()) | {region}))  # type: ignore[attr-defined]
@@ -86,11 +94,15 @@ def rank_live_sync(
     price_book: object,
     revocations: RevocationModel,
     objective: str = "balanced",
+    options: Options | None = None,
 ) -> tuple[SyncShapeTable | None, Workload | None, MeasuredSplit | None, str | None]:
-    """(ranked table, workload, the measured split it was calibrated on, note) for a live sync job."""
+    """(ranked table, workload, the measured split it was calibrated on, note) for a live sync job;
+    ``options``: the planner options (a live job's measured checkpoints) in place of the defaults."""
     w, shape, why = sync_workload_for_job(job, price_book)
     if w is None or shape is None:
         return None, None, None, why
+    if options is not None:
+        w = replace(w, options=options)
     split = measured_split(job)
     p = live_sync_params(job, w, shape, split, speed_model) if split else None
     table = rank_sync_shapes(w, speed_model, price_book, revocations, objective, calibrated=p,

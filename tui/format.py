@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cmdare.planner.overview import JobView
+    from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
 
 STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
 SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
@@ -55,6 +60,27 @@ def duration_until(seconds: float) -> float:
     s = int(round(seconds))
     step = 1 if s < HOUR else MINUTE if s < DAY else HOUR
     return s // step * step + step - 0.5
+
+
+def gpu_label(gpu: str, owns_gpu: bool, role: str) -> str:
+    """What a task's GPU column says: its ``gpu`` label, "GPU" when DCGM saw GPUs it did not name,
+    "CPU" for a parameter server that names none (a CPU node, as the planner prices it), else
+    "unknown" (a pending target or a log that did not say is not a CPU task for all we know)."""
+    return gpu or ("GPU" if owns_gpu else "CPU" if role == "ps" else "unknown")
+
+
+def clock(t: float) -> str:
+    """A Unix time as the local time of day, ``HH:MM`` (when something happened)."""
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+def stalled_phrase(job: JobView) -> str:
+    """'stalled since 10:42 (no task up; last measured 9.6 steps/s)': a stalled job's speed is a past
+    figure, said as one (the Job pane, the snapshot); a job past its target step says it finished."""
+    last = f"; last measured {rate(job.last_steps_per_sec)} steps/s" if job.last_steps_per_sec else ""
+    if job.finished:  # its target step reached: it ended rather than died
+        return f"finished: target step reached, no task up since {clock(job.stalled_since)}{last}"
+    return f"stalled since {clock(job.stalled_since)} (no task up{last})"
 
 
 def money(usd: float | None) -> str:
@@ -156,3 +182,25 @@ def calibration_words(plan: Any) -> str:
     return (
         f"calibrated on {plan.calibration_samples} samples (residual {100 * plan.calibration_residual:.0f}%)"
     )
+
+
+def risk_words(risk: WorkAtRisk) -> tuple[str, str]:
+    """(value, note) of a job's work at risk: '4m12s · revocation now 6m40s $0.31' (time since the last
+    checkpoint, what a revocation now costs) and 'checkpoint every 3m18s (optimum, Daly), now every 10m00s';
+    the same words in the Job pane and the plain report."""
+    if risk.since_s is None:
+        value = "no checkpoint seen"
+    else:
+        usd = f" {money(risk.revocation_now_usd)}" if risk.revocation_now_usd is not None else ""
+        value = f"{duration(risk.since_s)} · revocation now {duration(risk.revocation_now_s)}{usd}"
+    if risk.optimal_s is None:
+        note = "optimum interval: after the first ranking"
+    elif not math.isfinite(risk.optimal_s):
+        note = "never revoked: no optimum from revocations"
+    else:
+        note = f"checkpoint every {duration(risk.optimal_s)} (optimum, Daly), now every {duration(risk.interval_s)}"
+    if risk.since_s is None:
+        note = "exporter.checkpoint() or a log field marks one · " + note
+        if risk.overdue:
+            note = f"overdue (> {risk.overdue_factor:g}× optimum) · " + note
+    return value, note
