@@ -28,10 +28,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # the repository root: helpers import as tests.*
 
 from adversarial_values import ATTACKS as VALUE_ATTACKS  # noqa: E402
-from hostile_server import HostileProcess  # noqa: E402
+
+from tests.hostile_server import HostileProcess  # noqa: E402
 
 TIMEOUT_S = 2.0  # per poll, the app's default
 LIMIT_S = 60.0  # an attack that has not ended by then hangs

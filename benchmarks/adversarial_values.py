@@ -262,10 +262,10 @@ async def _tfrecord(url: str, attack: str) -> Result:
 # --- one absurd Catalog price -----------------------------------------------------------------------
 async def _price(url: str, attack: str) -> Result:
     """One SKU priced 1e300 (units past int64) beside healthy ones, through the real Catalog client."""
-    from catalog_server import CatalogServer, gpu_sku, host_sku
     from google.auth.credentials import AnonymousCredentials
 
     from cmdare.collectors.pricing import load_price_book
+    from tests.catalog_server import CatalogServer, gpu_sku, host_sku
 
     us = ["us-central1"]
     bad = {"units1e300": (10**300, 0), "9e18": (9 * 10**18, 0)}[attack]
@@ -300,8 +300,8 @@ ATTACKS: dict[str, tuple[str, Attack, str]] = {
 
 
 if __name__ == "__main__":  # one attack in this process, against a server of tests/hostile_server.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from hostile_server import HostileProcess
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.hostile_server import HostileProcess
 
     with HostileProcess() as srv:
         for name in sys.argv[1:] or ATTACKS:

@@ -37,12 +37,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-
-from alert_sim import Harness, SimCluster, SimPipeline, load_curves  # noqa: E402
+sys.path.insert(0, str(REPO))  # the repository root: helpers import as tests.*
 
 from cmdare.collectors.pricing import load_offline_book  # noqa: E402
 from cmdare.planner.rules.thresholds import Thresholds  # noqa: E402
+from tests.alert_sim import Harness, SimCluster, SimPipeline, load_curves  # noqa: E402
 
 MODELS = ("ResNet-15", "ResNet-32", "Shake-Shake-small", "Shake-Shake-big")
 ONSET = 20
@@ -251,7 +250,7 @@ def _group_table(group: str, ours: list[Outcome], base: list[Outcome]) -> bool:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from alert_sim import CURVES_CSV
+    from tests.alert_sim import CURVES_CSV
 
     path = (
         Path(args.shared) / "data/cmdare/derived/cluster_speed_vs_workers.csv" if args.shared else CURVES_CSV

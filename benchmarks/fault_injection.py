@@ -23,9 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-
-from fault_server import EXPECT  # noqa: E402
+sys.path.insert(0, str(REPO))  # the repository root: helpers import as tests.*
 
 from cmdare.collectors import metrics as M  # noqa: E402
 from cmdare.collectors.lifecycle import Lifecycle  # noqa: E402
@@ -33,6 +31,7 @@ from cmdare.collectors.poller import Poller  # noqa: E402
 from cmdare.collectors.recorder import Recorder  # noqa: E402
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
+from tests.fault_server import EXPECT  # noqa: E402
 
 TIMEOUT_S = 1.0  # per poll (the app default is 2 s); the server stalls 5 s on timeout/drip faults
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))  # the repository root: helpers import as tests.*
 
 RSS_LIMIT_MB = 300.0
 LIMIT_S = 240.0
@@ -79,7 +79,7 @@ async def prom_tasks(tmp: Path) -> tuple[str, int]:
 
 
 async def prom_rows(tmp: Path) -> tuple[str, int]:
-    from hostile_server import HostileProcess
+    from tests.hostile_server import HostileProcess
 
     with HostileProcess() as srv:
         return await _session(_opts(prometheus=f"http://127.0.0.1:{srv.port}/p/rows120000"), 2)
@@ -118,7 +118,7 @@ async def tb_files(tmp: Path) -> tuple[str, int]:
 
 
 async def big_labels(tmp: Path) -> tuple[str, int]:
-    from hostile_server import HostileProcess
+    from tests.hostile_server import HostileProcess
 
     with HostileProcess() as srv:
         return await _session(_opts(targets=[f"http://127.0.0.1:{srv.port}/t/biglabels"] * 1), 3)

@@ -28,11 +28,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))  # the repository root: helpers import as tests.*
 
 from exporter_farm import Farm, raise_fd_limit  # noqa: E402
-from prom_server import PromServer  # noqa: E402
 from scrape_scale import main_thread_cpu  # noqa: E402
+
+from tests.prom_server import PromServer  # noqa: E402
 
 TARGET_CPU = 0.10
 TARGET_REFRESH_S = 0.200
