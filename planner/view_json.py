@@ -160,6 +160,7 @@ def ranking_json(plan: LivePlan | None, n: int = RANKING_ROWS) -> dict[str, Any]
         "price_date": plan.price_date or plan.price_as_of,
         "current_priced": table.current_priced if table is not None else None,
         "note": plan.note,
+        "search_note": (table.search_note or None) if table is not None else None,
         "rows": [],
     }
     if table is None:

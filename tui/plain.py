@@ -116,6 +116,8 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     plans = plans_table(view) if view is not None else None
     if plans is not None:
         console.print(plans)
+        if view is not None and view.ranked is not None and view.ranked.search_note:
+            console.print(Text(view.ranked.search_note))
     console.print(cluster_table(job, now))
 
 

@@ -182,6 +182,7 @@ class PlannerPane(Vertical):
             self.border_subtitle = (
                 f"ranked by {ranked.objective} · {price_note(ranked.ranked_row(0))}"
                 + ("" if ranked.current_priced else " · current shape: price unknown")
+                + (f" · {ranked.search_note}" if ranked.search_note else "")
                 + calibration_note(view.plan if (view := self._view(state)) is not None else None)
             )
             return
