@@ -1,0 +1,93 @@
+"""Issue 27 item 2: one hostile DCGM page (GPU and UUID labels past the label cap) must cost at most its own
+host's columns: never the refresh, never the healthy target beside it. Against real parts: the project's
+exporter, a DCGM page served over HTTP (dcgm_page.py: MOCK of NVIDIA's exporter, no GPU here), the real
+``snapshot`` command, and Debian's Prometheus for the node-detail path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from dcgm_page import DcgmServer, Gpu, page
+from prom_server import prometheus_server  # noqa: F401 (fixture)
+
+from cmdare.collectors import hostdetail as H
+from cmdare.collectors.exporter import TrainingExporter
+
+LONG_UUID = "GPU-" + "7" * 300  # past the 200-character label cap
+LONG_INDEX = "1" * 250
+V100 = "Tesla V100-SXM2-16GB"
+
+
+@pytest.fixture
+def hostile_host() -> Iterator[tuple[TrainingExporter, DcgmServer]]:
+    """A worker declaring the long UUID as its GPU, and a DCGM page on its host with that GPU (80 %) and
+    one whose index label is 250 characters long."""
+    dcgm = DcgmServer(
+        page([Gpu(0, LONG_UUID, V100, 80.0, 12000, 4160), Gpu(LONG_INDEX, "GPU-2", V100, 40.0, 1, 2)], "h")  # type: ignore[arg-type]
+    )
+    exp = TrainingExporter("j", "worker", "0", gpu_ids=LONG_UUID)
+    exp.start(0, addr="127.0.0.1")
+    for i in range(20):
+        exp.step(0.01, examples=32)
+        exp.set_global_step(i)
+    yield exp, dcgm
+    exp.stop()
+    dcgm.close()
+
+
+def _snapshot(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "cmdare.tui.cli", "snapshot", "--read-only", "--json", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def _worker(out: str) -> dict:
+    doc = json.loads(out)
+    return next(n for j in doc["jobs"] for n in j["nodes"] if n["name"] == "worker-0")
+
+
+def test_devices_in_passes_over_a_cut_key() -> None:
+    cut = H.DEV_PREFIX + "0|GPU-" + "7" * 190  # no closing brace: cut on the way
+    good = H.DEV_PREFIX + "1|GPU-1}DCGM_FI_DEV_GPU_UTIL"
+    assert H.devices_in([cut, good, "dcgm{dev=", H.DEV_PREFIX + "}x"]) == ["1|GPU-1"]
+
+
+def test_device_ids_are_bounded_and_still_match_the_declared_gpu() -> None:
+    dev = H.device_id({"gpu": LONG_INDEX, "UUID": LONG_UUID, "GPU_I_ID": "x}|y"})
+    assert len(dev) <= 3 * H.ID_PART_CHARS + 2 and dev.count("|") == 1 and "}" not in dev
+    other = H.device_id(
+        {"gpu": "0", "UUID": LONG_UUID[:150] + "8" + LONG_UUID[151:]}
+    )  # same head, another GPU
+    assert other != H.device_id({"gpu": "0", "UUID": LONG_UUID})
+    assert H.owned_devices([dev, other], LONG_UUID) == [dev]
+
+
+def test_snapshot_beside_a_hostile_dcgm_page_keeps_every_figure(hostile_host) -> None:
+    """Direct scrape: the worker and the DCGM page with 300-character labels. It failed before with
+    "unexpected ValueError" (exit 1): the series key was cut past its ``}``."""
+    exp, dcgm = hostile_host
+    p = _snapshot("--target", f"http://127.0.0.1:{exp.port}/metrics", "--target", f"http://{dcgm.addr}/metrics",
+                  "--samples", "2", "--interval", "0.2")  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "unexpected" not in p.stderr
+    w = _worker(p.stdout)
+    assert w["status"] == "up" and w["gpu_util"] == 80.0 and w["gpu_mem_used_mib"] == 12000.0
+
+
+async def test_prometheus_node_detail_of_a_hostile_dcgm_page(prometheus_server, hostile_host) -> None:  # noqa: F811
+    """The same page read by Debian's Prometheus: node detail (read beside the tasks, so a later sample)
+    joins it to the worker by host."""
+    import asyncio
+
+    exp, dcgm = hostile_host
+    prom = prometheus_server([f"127.0.0.1:{exp.port}", dcgm.addr])
+    await asyncio.to_thread(prom.wait_for_targets, 2)
+    await asyncio.to_thread(prom.wait_for, "DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) >= 2)
+    p = await asyncio.to_thread(_snapshot, "--prometheus", prom.url, "--samples", "3", "--interval", "0.5")
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "unexpected" not in p.stderr
+    w = _worker(p.stdout)
+    assert w["status"] == "up" and w["gpu_util"] == 80.0
