@@ -105,6 +105,10 @@ SPARSE_SWEEPS = 2.5  # a large fleet's rates reach back this many sweep periods 
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 # a background read (node detail, a large fleet's columns) may take this many refresh timeouts
 BACKGROUND_TIMEOUT_FACTOR = 3
+# a target Prometheus no longer names is reported gone ("no longer in Prometheus") for this long, then
+# forgotten: the lifecycle has called it silent or revoked by then, and a long session's churn of spot
+# VMs (a new address each) does not pile up as failed polls and identities
+FORGET_AFTER_S = 600.0
 
 
 @dataclass
@@ -146,6 +150,7 @@ class PrometheusAPISource:
         max_bytes: int = DEFAULT_MAX_BYTES,
         detail_tasks: int = NODE_DETAIL_TASKS,
         focus_from: int = FOCUS_FROM,
+        forget_after_s: float = FORGET_AFTER_S,
     ) -> None:
         self.display = public_url(url.rstrip("/"))
         self.base = self.display  # credentials in the URL go in a header, never in a logged URL
@@ -158,6 +163,10 @@ class PrometheusAPISource:
         # above this many tasks, identities, task values and node detail are read less often
         self.detail_tasks = detail_tasks
         self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
+        self.forget_after_s = forget_after_s
+        self._gone: dict[tuple[str, str], float] = {}  # known targets no longer named → since when (clock)
+        self.replaced = 0  # tasks met again at a new address (a replacement VM), this session
+        self._inherited: set[str] = set()  # source names a replacement carries on from its old address
         self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
@@ -511,7 +520,7 @@ class PrometheusAPISource:
             msg = redact_cut(f"Prometheus {self.display}: {exc}", 200, self._secrets())
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
-        targets = self._targets(infos) if infos is not None else self._reuse_targets(values, ups)
+        targets = self._targets(infos, clock.now()) if infos is not None else self._reuse_targets(values, ups)
         if targets is None:  # a task we have not met: ask who it is now
             try:
                 async with asyncio.timeout(self.timeout):
@@ -522,7 +531,7 @@ class PrometheusAPISource:
                 )
                 log.warning("%s", msg)
                 return self._all_failed(msg, clock, t0)
-            targets = self._targets(infos)
+            targets = self._targets(infos, clock.now())
         if infos is not None:
             self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
         now = clock.now()
@@ -603,7 +612,7 @@ class PrometheusAPISource:
             if k == T_KEY and i in current and i not in down
         }
 
-    def _targets(self, infos: list[dict]) -> dict[tuple[str, str], _Target]:
+    def _targets(self, infos: list[dict], now: float) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
         for r in infos:
             labels = r.get("metric", {})
@@ -612,12 +621,53 @@ class PrometheusAPISource:
             if cached is None or cached[0] != labels:  # a new task, or its labels changed
                 cached = self._infos[ident] = (labels, _info(labels))
             out[ident] = _Target(cached[1])
-            self._known[ident] = cached[1]
+        self._follow(out, now)
+        for ident, tg in out.items():
+            self._known[ident] = tg.info
         self._current = set(out)
         if len(out) > self.focus_from:
             self.fleet_reader.know({i: info for (_, i), info in ((k, t.info) for k, t in out.items())})
             self._full_due = False  # a fleet's newcomers are read in detail next refresh, not all tasks
         return out
+
+    def _follow(self, named: dict[tuple[str, str], _Target], now: float) -> None:
+        """Identity follows a task across addresses. A known target Prometheus no longer names whose
+        task (job and name) another target now answers for was replaced (a spot VM's successor keeps the
+        name, gets a new address): the new target carries on under the old one's source name (the same
+        task to the lifecycle: up, not revoked, no extra row) and the old address is forgotten at once.
+        Any other target no longer named is forgotten after :attr:`forget_after_s`."""
+        by_key = {tg.info.key: ident for ident, tg in named.items()}
+        for ident in [i for i in self._known if i not in named]:
+            successor = by_key.get(self._known[ident].key)
+            if successor is not None and successor not in self._known:
+                source, key = self._source(ident), self._known[ident].key
+                self._drop(ident)
+                self._names[successor] = (source, host_name(successor[1]))
+                self._inherited.add(source)
+                self._backfilled.add(successor)  # its history is the task's, read at the old address
+                self.replaced += 1
+                log.info("%s: %s moved from %s to %s (replaced)", self.display, key, ident[1], successor[1])
+            elif now - self._gone.setdefault(ident, now) > self.forget_after_s:
+                self._drop(ident)
+        for ident in named.keys() & self._gone.keys():  # named again
+            del self._gone[ident]
+        self._backfilled.intersection_update(named.keys() | self._known.keys())
+
+    def _drop(self, ident: tuple[str, str]) -> None:
+        """Forget a target: its identity, its cached labels and names, its history read and its last scrape."""
+        names = self._names.get(ident)
+        if names is not None:
+            self._inherited.discard(names[0])
+        for book in (self._known, self._infos, self._names, self._seen, self._gone):
+            book.pop(ident, None)  # type: ignore[attr-defined]
+        self._backfilled.discard(ident)
+
+    @property
+    def identity_note(self) -> str | None:
+        """How many tasks moved to a new address this session ("replaced"), for the status line."""
+        if not self.replaced:
+            return None
+        return f"{self.replaced:,} task(s) replaced (same name, new address): followed, not revoked"
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
         valid = M.valid_value
@@ -725,8 +775,11 @@ class PrometheusAPISource:
         names = self._names.get(ident)
         if names is None:
             if len(self._names) > 4 * max(caps.current().tasks, len(self._known)):
-                self._names.clear()  # bounded: targets come and go over a long session
-            names = self._names[ident] = (f"{self.display}#{ident[1]}", host_name(ident[1]))
+                self._names = {i: n for i, n in self._names.items() if i in self._known}  # bounded
+            source = f"{self.display}#{ident[1]}"
+            if source in self._inherited:  # an old address back, for another task than its successor
+                source += "#again"
+            names = self._names[ident] = (source, host_name(ident[1]))
         return names
 
 
