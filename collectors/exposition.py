@@ -295,6 +295,8 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             dropped += 1
     out.values.update({k: v for k, v in dcgm.values().items() if M.valid_value(k, v)})
     out.gpu_model = dcgm.model
+    if dcgm.note:
+        out.notes.append(dcgm.note)
     if out.info is None and default_info is not None:
         out.info = default_info
     if dropped:

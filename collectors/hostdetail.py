@@ -48,17 +48,36 @@ def device_id(labels: Mapping[str, str]) -> str:
     return f"{id_part(labels.get('gpu', '?'))}{':' + mig if mig else ''}|{id_part(labels.get('UUID', ''))}"
 
 
+MAX_DEVICES = 64  # GPU devices read of one host (8 GPUs with 7 MIG instances each: 56; 3 series each stay
+# under the 256 series a task may have); the rest ignored
+
+
 class DcgmFold:
-    """Accumulates DCGM samples of one page (or one Prometheus answer) per device."""
+    """Accumulates DCGM samples of one page (or one Prometheus answer) per device, at most
+    :data:`MAX_DEVICES` of them (a page announcing 100,000 GPUs costs what 64 do, and says so)."""
 
     def __init__(self) -> None:
         self.devices: dict[str, dict[str, float]] = {}
         self.model = ""
+        self.ignored = 0  # samples of devices past MAX_DEVICES
 
     def add(self, name: str, labels: Mapping[str, str], value: float) -> None:
-        dev = self.devices.setdefault(device_id(labels), {})
+        dev_id = device_id(labels)
+        dev = self.devices.get(dev_id)
+        if dev is None:
+            if len(self.devices) >= MAX_DEVICES:
+                self.ignored += 1
+                return
+            dev = self.devices[dev_id] = {}
         dev[name] = value
         self.model = self.model or labels.get("modelName", "")
+
+    @property
+    def note(self) -> str | None:
+        """What the device cap left out, for the host's status ("" when nothing)."""
+        if not self.ignored:
+            return None
+        return f"GPU detail: more than {MAX_DEVICES} devices reported, {self.ignored:,} sample(s) past them ignored"
 
     def values(self) -> dict[str, float]:
         """Per-device keys plus the host-wide folded keys."""

@@ -166,6 +166,8 @@ class PrometheusAPISource:
         self.forget_after_s = forget_after_s
         self._gone: dict[tuple[str, str], float] = {}  # known targets no longer named → since when (clock)
         self.replaced = 0  # tasks met again at a new address (a replacement VM), this session
+        self._detail_note: str | None = None  # why the last node detail read has no (whole) answer
+        self._failure = ""  # why the last background read failed
         self._inherited: set[str] = set()  # source names a replacement carries on from its old address
         self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
@@ -432,7 +434,7 @@ class PrometheusAPISource:
         except PrometheusAPIError as exc:
             return str(exc)
         except TimeoutError:
-            return "timed out"
+            return f"timed out after {self.timeout * BACKGROUND_TIMEOUT_FACTOR:g} s"
         except Exception as exc:  # e.g. the session closed its client meanwhile
             return f"{type(exc).__name__}: {exc}"
 
@@ -442,6 +444,7 @@ class PrometheusAPISource:
             return False, None
         out = None if task.cancelled() else task.result()
         if isinstance(out, str):
+            self._failure = redact_cut(out, 160, self._secrets())  # the status line says it too
             log.warning("%s", redact_cut(f"Prometheus {self.display}: {what}: {out}", 300, self._secrets()))
             return True, None
         return True, out
@@ -498,6 +501,7 @@ class PrometheusAPISource:
         ended, out = self._finished(self._node_task, "node detail")
         if ended:
             self._node_task = None
+            self._detail_note = None if out is not None else f"node detail: {self._failure}"
         return out or []
 
     async def aclose(self) -> None:
@@ -561,7 +565,11 @@ class PrometheusAPISource:
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
-        polls += host_polls(node_rows, self.display, now, skew if note else 0.0)
+        hosts = host_polls(node_rows, self.display, now, skew if note else 0.0)
+        if node_rows:
+            cut = [f"{p.host}: {p.error}" for p in hosts if p.error]
+            self._detail_note = f"{len(cut):,} host(s): {cut[0]}" if cut else None
+        polls += hosts
         self.cap_note = self._cap_notes()
         return polls
 
@@ -663,11 +671,18 @@ class PrometheusAPISource:
         self._backfilled.discard(ident)
 
     @property
-    def identity_note(self) -> str | None:
-        """How many tasks moved to a new address this session ("replaced"), for the status line."""
-        if not self.replaced:
-            return None
-        return f"{self.replaced:,} task(s) replaced (same name, new address): followed, not revoked"
+    def status_note(self) -> str | None:
+        """For the status line: node detail that failed or was cut (the last read), fleet column values
+        ignored (the last read), and how many tasks moved to a new address this session ("replaced")."""
+        replaced = (
+            self.replaced
+            and f"{self.replaced:,} task(s) replaced (same name, new address): followed, not revoked"
+        )
+        bad = self.fleet_reader.implausible
+        columns = (
+            bad and f"fleet columns: {bad:,} implausible value(s) ignored (negative, not finite or past 1e30)"
+        )
+        return _join(self._detail_note, columns or None, replaced or None)
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
         valid = M.valid_value

@@ -15,11 +15,16 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, DcgmFold, host_name
+from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, MAX_DEVICES, DcgmFold, host_name
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 KEY_LABEL = "cmdare_key"
 T_KEY = "__scrape_time"
+# the DCGM device indices read (0-99, or none): a page announcing 100,000 GPUs costs the server what 100 do
+# (0.2 s instead of 10 s a query on a loaded test machine); no host has a hundred GPUs
+GPU_INDEX = "[0-9]{0,2}"
+# how many DCGM series an instance has (the answer holds at most MAX_DEVICES of each metric)
+DCGM_COUNT_KEY = "__dcgm_series"
 
 # (series key, aggregation, metric, extra matchers)
 _NODE_AGGREGATES = (
@@ -52,7 +57,8 @@ def exact_instances(instances: Iterable[str], escape: Callable[[str], str] = re.
 
 def host_query(hosts: Iterable[str]) -> str:
     """One ``or`` query for the detail of ``hosts``: node aggregates by instance (tagged with
-    ``cmdare_key``), raw DCGM series, and every instance's scrape time."""
+    ``cmdare_key``), raw DCGM series (device indices 0-99, at most :data:`MAX_DEVICES` of each metric an
+    instance, and their count), and every instance's scrape time."""
     inst = instance_matcher(hosts)
     parts = []
     for key, agg, metric, extra in _NODE_AGGREGATES:
@@ -61,7 +67,9 @@ def host_query(hosts: Iterable[str]) -> str:
             f'label_replace({agg} by (instance) ({metric}{{{sel}}}), "{KEY_LABEL}", "{key}", "", "")'
         )
     names = "|".join(sorted(DCGM_NAMES))
-    parts.append(f'{{__name__=~"{names}",{inst}}}')
+    dcgm = f'{{__name__=~"{names}",{inst},gpu=~"{GPU_INDEX}"}}'
+    parts.append(f"topk by (instance, __name__) ({MAX_DEVICES}, {dcgm})")  # a 100,000-GPU page: bounded rows
+    parts.append(f'label_replace(count by (instance) ({dcgm}), "{KEY_LABEL}", "{DCGM_COUNT_KEY}", "", "")')
     parts.append(
         f'label_replace(max by (instance) (timestamp(up{{{inst}}})), "{KEY_LABEL}", "{T_KEY}", "", "")'
     )
@@ -83,6 +91,8 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
     dcgm: dict[str, DcgmFold] = {}
     times: dict[str, dict[str, float]] = {}
     counters: dict[str, str] = {}  # host -> the instance its counters come from
+    dcgm_series: dict[str, float] = {}  # host -> DCGM series its instances have (counted by the server)
+    dcgm_read: dict[str, int] = {}  # host -> DCGM rows the answer holds
     for r in rows:
         labels: Mapping[str, str] = r.get("metric", {})
         val = _number(r.get("value", [0, ""])[1])
@@ -93,11 +103,14 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
         key, name = labels.get(KEY_LABEL, ""), labels.get("__name__", "")
         if key == T_KEY:
             times.setdefault(host, {})[inst] = val
+        elif key == DCGM_COUNT_KEY:
+            dcgm_series[host] = dcgm_series.get(host, 0.0) + val
         elif key and M.valid_value(key, val):  # a bad value goes, never the host
             values.setdefault(host, {})[key] = val
             counters.setdefault(host, inst)
         elif name in DCGM_NAMES and M.valid_value(name, val):
             dcgm.setdefault(host, DcgmFold()).add(name, labels, val)
+            dcgm_read[host] = dcgm_read.get(host, 0) + 1
     out = []
     for host in sorted(set(values) | set(dcgm)):
         vals = dict(values.get(host, {}))
@@ -107,6 +120,10 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
         ts = times.get(host, {})
         t = ts.get(counters.get(host, ""), max(ts.values(), default=math.nan)) - skew
         info = TaskInfo(job=HOST_JOB, task=host, role="node", gpu=fold.model if fold else "")
+        series, read = dcgm_series.get(host, 0.0), dcgm_read.get(host, 0)
+        note = fold.note if fold is not None else None
+        if series > read:  # the server held back past MAX_DEVICES of a metric
+            note = f"GPU detail: {read:,} of {series:,.0f} DCGM series read (at most {MAX_DEVICES} devices a host)"
         out.append(
             TaskPoll(
                 f"{source}#host/{host}",
@@ -114,6 +131,7 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
                 True,
                 info=info,
                 values=vals,
+                error=note,
                 host=host,
                 host_only=True,
             )

@@ -455,6 +455,8 @@ def _task_views(
         if ts is None:
             continue  # a pending target: an unanswered row, made on every call
         flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
+        if key in lifecycle.duplicate_ranks:  # another task of the job claims its rank
+            flags += ("duplicate-rank",)
         view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags)
         old = cache.views.get(key)
         if old is view:

@@ -15,6 +15,7 @@ from dcgm_page import DcgmServer, Gpu, page
 from prom_server import prometheus_server  # noqa: F401 (fixture)
 
 from cmdare.collectors import hostdetail as H
+from cmdare.collectors import metrics as M
 from cmdare.collectors.exporter import TrainingExporter
 
 LONG_UUID = "GPU-" + "7" * 300  # past the 200-character label cap
@@ -86,8 +87,92 @@ async def test_prometheus_node_detail_of_a_hostile_dcgm_page(prometheus_server, 
     prom = prometheus_server([f"127.0.0.1:{exp.port}", dcgm.addr])
     await asyncio.to_thread(prom.wait_for_targets, 2)
     await asyncio.to_thread(prom.wait_for, "DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) >= 2)
-    p = await asyncio.to_thread(_snapshot, "--prometheus", prom.url, "--samples", "3", "--interval", "0.5")
+    p = await asyncio.to_thread(_snapshot, "--prometheus", prom.url, "--samples", "4", "--interval", "0.5")
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and "unexpected" not in p.stderr
     w = _worker(p.stdout)
     assert w["status"] == "up" and w["gpu_util"] == 80.0
+
+
+# --- issue 27, degraded list: a page announcing 100,000 GPUs, fleet columns of 1e308, ranks claimed twice ---
+def _many_gpus(n: int) -> str:
+    lines = []
+    for name in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"):
+        lines += [f"# TYPE {name} gauge", *(f'{name}{{gpu="{i}",UUID="GPU-{i}"}} 5' for i in range(n))]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_page_with_more_gpus_than_a_host_has_is_read_up_to_the_cap_and_says_so() -> None:
+    from cmdare.collectors.exposition import parse_exposition
+    from cmdare.collectors.samples import TaskInfo
+
+    parsed = parse_exposition(_many_gpus(5000), TaskInfo("hosts", "h", role="node"))
+    assert parsed.values[M.K_GPU_COUNT] == H.MAX_DEVICES
+    assert any(f"more than {H.MAX_DEVICES} devices" in n for n in parsed.notes)
+
+
+async def test_prometheus_node_detail_of_a_host_with_thousands_of_gpus_is_bounded_and_said(prometheus_server):  # noqa: F811
+    """Debian's Prometheus scrapes a DCGM page of 2,000 GPUs: node detail asks for device indices up to 99
+    and at most MAX_DEVICES of each metric, and the status line says the host was cut."""
+    import asyncio
+
+    dcgm = DcgmServer(_many_gpus(2000))
+    exp = TrainingExporter("j", "worker", "0", gpu="V100")
+    exp.start(0, addr="127.0.0.1")
+    try:
+        prom = prometheus_server([f"127.0.0.1:{exp.port}", dcgm.addr])
+        await asyncio.to_thread(prom.wait_for_targets, 2)
+        await asyncio.to_thread(
+            prom.wait_for, "count(DCGM_FI_DEV_FB_USED)", lambda r: bool(r) and r[0]["value"][1] == "2000"
+        )
+        p = await asyncio.to_thread(
+            _snapshot, "--prometheus", prom.url, "--samples", "4", "--interval", "0.5"
+        )
+    finally:
+        exp.stop()
+        dcgm.close()
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    said = " ".join(s["message"] for s in doc["sources"])
+    assert f"of 300 DCGM series read (at most {H.MAX_DEVICES} devices a host)" in said, said  # indices 0-99
+
+
+def test_fleet_columns_bound_their_values() -> None:
+    import warnings
+
+    from cmdare.collectors.prometheus_fleet import FleetColumns
+    from cmdare.collectors.samples import TaskInfo
+
+    tasks = {f"10.0.0.{i}:9400": TaskInfo("big", f"worker-{i}") for i in range(4)}
+    cols = FleetColumns(tasks)
+    rows = [
+        {"metric": {"instance": k}, "value": [0, v]}
+        for k, v in zip(tasks, ("1e308", "1e308", "2", "-1"), strict=True)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warning fails the test
+        cols.take("steps", rows, 1.0)
+        fleet = cols.fleet()
+    assert cols.implausible == 3
+    assert fleet is not None and fleet.roles[0].steps_per_sec == 2.0
+
+
+def test_four_targets_claiming_rank_zero_are_flagged_and_said() -> None:
+    exporters = [
+        TrainingExporter("ddp", "worker", str(i), gpu="V100", sync="sync-allreduce", rank=0) for i in range(4)
+    ]
+    for e in exporters:
+        e.start(0, addr="127.0.0.1")
+        e.step(0.01, examples=32)
+    try:
+        targets = [a for e in exporters for a in ("--target", f"http://127.0.0.1:{e.port}/metrics")]
+        p = _snapshot(*targets, "--samples", "2", "--interval", "0.2")
+    finally:
+        for e in exporters:
+            e.stop()
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    nodes = [n for j in doc["jobs"] for n in j["nodes"]]
+    assert len(nodes) == 4 and all("duplicate-rank" in n["flags"] for n in nodes)
+    said = " ".join(s["message"] for s in doc["sources"])
+    assert "ddp: 4 tasks claim rank 0" in said
