@@ -168,7 +168,9 @@ class PrometheusAPISource:
         self.replaced = 0  # tasks met again at a new address (a replacement VM), this session
         self._detail_note: str | None = None  # why the last node detail read has no (whole) answer
         self._failure = ""  # why the last background read failed
-        self._inherited: set[str] = set()  # source names a replacement carries on from its old address
+        self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
+        # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
+        self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
         self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
@@ -639,36 +641,68 @@ class PrometheusAPISource:
         return out
 
     def _follow(self, named: dict[tuple[str, str], _Target], now: float) -> None:
-        """Identity follows a task across addresses. A known target Prometheus no longer names whose
-        task (job and name) another target now answers for was replaced (a spot VM's successor keeps the
-        name, gets a new address): the new target carries on under the old one's source name (the same
-        task to the lifecycle: up, not revoked, no extra row) and the old address is forgotten at once.
-        Any other target no longer named is forgotten after :attr:`forget_after_s`."""
+        """Identity follows a task across addresses (``named``: this identity read's targets). A known task
+        no longer at its address that another address now answers for was replaced (a spot VM's successor
+        keeps the name, gets a new address): the new address carries on under the old one's source name (the
+        same task to the lifecycle: up, not revoked, no extra row) and the old address is forgotten at once.
+        An address that answers for another task now (addresses are reused) gets a source name of its own;
+        the task it had, found nowhere, is reported gone (:meth:`_missing`) like any target no longer named,
+        and forgotten after :attr:`forget_after_s`."""
         by_key = {tg.info.key: ident for ident, tg in named.items()}
-        for ident in [i for i in self._known if i not in named]:
-            successor = by_key.get(self._known[ident].key)
-            if successor is not None and successor not in self._known:
-                source, key = self._source(ident), self._known[ident].key
-                self._drop(ident)
-                self._names[successor] = (source, host_name(successor[1]))
-                self._inherited.add(source)
-                self._backfilled.add(successor)  # its history is the task's, read at the old address
-                self.replaced += 1
-                log.info("%s: %s moved from %s to %s (replaced)", self.display, key, ident[1], successor[1])
+        known = self._known
+        moved = [(i, info) for i, info in known.items() if i not in named or named[i].info.key != info.key]
+        sources = {i: self._source(i) for i, _ in moved}  # before any of them is handed on
+        carry: list[tuple[tuple[str, str], str, str, str]] = []  # (successor, source, task, old address)
+        for ident, info in moved:
+            successor = by_key.get(info.key)
+            here = known.get(successor) if successor is not None else None
+            if successor is not None and (here is None or here.key != info.key):  # it moved
+                carry.append((successor, sources[ident], info.key, ident[1]))
+                if ident in named:
+                    self._release(ident)
+                else:
+                    self._drop(ident)
+            elif ident in named:  # its address answers for another task now, and it is found nowhere
+                self._release(ident)
+                if len(self._lost) < caps.current().tasks:
+                    self._lost[info.key] = (info, sources[ident], now)
             elif now - self._gone.setdefault(ident, now) > self.forget_after_s:
                 self._drop(ident)
+        for key in [k for k in self._lost if k in by_key]:  # a task reported gone, back at a new address
+            info, source, _ = self._lost.pop(key)
+            successor = by_key[key]
+            if (here := known.get(successor)) is None or here.key != key:
+                self._release(successor)
+                carry.append((successor, source, key, ""))
+        for successor, source, key, was in carry:  # once every old name is released (two tasks may swap)
+            self._carry_on(successor, source, key, was)
         for ident in named.keys() & self._gone.keys():  # named again
             del self._gone[ident]
-        self._backfilled.intersection_update(named.keys() | self._known.keys())
+        self._backfilled.intersection_update(named.keys() | known.keys())
+
+    def _carry_on(self, successor: tuple[str, str], source: str, key: str, was: str) -> None:
+        """``successor`` answers for the task that was known under ``source``: it takes the name on."""
+        self._names[successor] = (source, host_name(successor[1]))
+        self._in_use[source] = successor
+        self._backfilled.add(successor)  # its history is the task's, read at the old address
+        self.replaced += 1
+        log.info(
+            "%s: %s moved%s to %s (replaced)", self.display, key, f" from {was}" if was else "", successor[1]
+        )
+
+    def _release(self, ident: tuple[str, str]) -> None:
+        """Forget what was made for the task at ``ident`` (its source name, last scrape, history mark)."""
+        names = self._names.pop(ident, None)
+        if names is not None and self._in_use.get(names[0]) == ident:
+            del self._in_use[names[0]]
+        self._seen.pop(ident, None)
+        self._backfilled.discard(ident)
 
     def _drop(self, ident: tuple[str, str]) -> None:
         """Forget a target: its identity, its cached labels and names, its history read and its last scrape."""
-        names = self._names.get(ident)
-        if names is not None:
-            self._inherited.discard(names[0])
-        for book in (self._known, self._infos, self._names, self._seen, self._gone):
+        self._release(ident)
+        for book in (self._known, self._infos, self._gone):
             book.pop(ident, None)  # type: ignore[attr-defined]
-        self._backfilled.discard(ident)
 
     @property
     def status_note(self) -> str | None:
@@ -771,6 +805,13 @@ class PrometheusAPISource:
                     elapsed=clock.monotonic() - t0,
                 )
             )
+        now = clock.now()
+        for key, (info, source, since) in list(self._lost.items()):  # displaced from a reused address
+            if now - since > self.forget_after_s:
+                del self._lost[key]
+                continue
+            why = "no longer in Prometheus (its address answers for another task)"
+            out.append(TaskPoll(source, now, False, info=info, error=why, elapsed=clock.monotonic() - t0))
         return out
 
     def _all_failed(self, msg: str, clock: Clock, t0: float) -> list[TaskPoll]:
@@ -786,14 +827,19 @@ class PrometheusAPISource:
         return self._names_of(ident)[0]
 
     def _names_of(self, ident: tuple[str, str]) -> tuple[str, str]:
-        """A target's source name and host, made once per target (asked every refresh for each)."""
+        """A target's source name and host, made once per target (asked every refresh for each). A name
+        another target carries on (a task that moved away from this address) is not given twice."""
         names = self._names.get(ident)
         if names is None:
             if len(self._names) > 4 * max(caps.current().tasks, len(self._known)):
                 self._names = {i: n for i, n in self._names.items() if i in self._known}  # bounded
-            source = f"{self.display}#{ident[1]}"
-            if source in self._inherited:  # an old address back, for another task than its successor
-                source += "#again"
+                self._in_use = {n[0]: i for i, n in self._names.items()}
+            source = base = f"{self.display}#{ident[1]}"
+            n = 1
+            while self._in_use.get(source, ident) != ident:
+                n += 1
+                source = f"{base}#{n}"
+            self._in_use[source] = ident
             names = self._names[ident] = (source, host_name(ident[1]))
         return names
 

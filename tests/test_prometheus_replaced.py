@@ -90,3 +90,23 @@ async def test_a_task_at_a_new_address_is_the_same_task_and_a_gone_one_ages_out(
     assert any(not p.ok and p.info and p.info.name == "ps-0" for c in polls for p in c.polls)
     last = polls[-1]
     assert len(last.polls) == 3 and last.answered == 3, [(p.source, p.error) for p in last.polls]
+
+
+def test_names_follow_tasks_when_addresses_are_swapped_and_reused() -> None:
+    """Addresses are reused: two tasks swap theirs, then one address answers for a new task while the
+    task it had is found nowhere (reported gone under its own name), then comes back elsewhere. Each task
+    keeps its source name throughout (the identity read alone: no server needed for this bookkeeping)."""
+    src = PrometheusAPISource("http://127.0.0.1:9", forget_after_s=10.0)
+
+    def read(where: dict[str, str], now: float) -> dict[str, str]:
+        rows = [
+            {"metric": {"instance": i, "job": "j", "task": t, "role": "worker"}} for i, t in where.items()
+        ]
+        return {tg.info.name: src._source(i) for i, tg in src._targets(rows, now).items()}
+
+    first = read({"a:1": "w1", "c:1": "w2", "d:1": "w3"}, 0.0)
+    assert read({"a:1": "w2", "c:1": "w1", "d:1": "w3"}, 1.0) == first and src.replaced == 2
+    reused = read({"a:1": "w4", "c:1": "w1", "d:1": "w3"}, 2.0)
+    assert reused["w4"] not in first.values() and list(src._lost) == ["j/w2"]
+    assert read({"a:1": "w4", "c:1": "w1", "e:1": "w3", "f:1": "w2"}, 3.0) == {**first, "w4": reused["w4"]}
+    assert src.replaced == 4 and not src._lost and ("", "d:1") not in src._known  # d's task moved to e
