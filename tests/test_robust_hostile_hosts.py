@@ -78,22 +78,6 @@ def test_snapshot_beside_a_hostile_dcgm_page_keeps_every_figure(hostile_host) ->
     assert w["status"] == "up" and w["gpu_util"] == 80.0 and w["gpu_mem_used_mib"] == 12000.0
 
 
-async def test_prometheus_node_detail_of_a_hostile_dcgm_page(prometheus_server, hostile_host) -> None:  # noqa: F811
-    """The same page read by Debian's Prometheus: node detail (read beside the tasks, so a later sample)
-    joins it to the worker by host."""
-    import asyncio
-
-    exp, dcgm = hostile_host
-    prom = prometheus_server([f"127.0.0.1:{exp.port}", dcgm.addr])
-    await asyncio.to_thread(prom.wait_for_targets, 2)
-    await asyncio.to_thread(prom.wait_for, "DCGM_FI_DEV_GPU_UTIL", lambda r: len(r) >= 2)
-    p = await asyncio.to_thread(_snapshot, "--prometheus", prom.url, "--samples", "4", "--interval", "0.5")
-    assert p.returncode == 0, p.stderr
-    assert "Traceback" not in p.stderr and "unexpected" not in p.stderr
-    w = _worker(p.stdout)
-    assert w["status"] == "up" and w["gpu_util"] == 80.0
-
-
 # --- issue 27, degraded list: a page announcing 100,000 GPUs, fleet columns of 1e308, ranks claimed twice ---
 def _many_gpus(n: int) -> str:
     lines = []
@@ -111,30 +95,35 @@ def test_a_page_with_more_gpus_than_a_host_has_is_read_up_to_the_cap_and_says_so
     assert any(f"more than {H.MAX_DEVICES} devices" in n for n in parsed.notes)
 
 
-async def test_prometheus_node_detail_of_a_host_with_thousands_of_gpus_is_bounded_and_said(prometheus_server):  # noqa: F811
-    """Debian's Prometheus scrapes a DCGM page of 2,000 GPUs: node detail asks for device indices up to 99
-    and at most MAX_DEVICES of each metric, and the status line says the host was cut."""
+async def test_prometheus_node_detail_of_hostile_dcgm_pages(prometheus_server, hostile_host) -> None:  # noqa: F811
+    """Debian's Prometheus scrapes the hostile page beside the worker (host 127.0.0.1) and a page of 2,000 GPUs
+    beside another worker (127.0.0.2): node detail joins the first to the worker (it failed before: exit 1,
+    "unexpected ValueError"); of the second it asks for device indices up to 99 and at most MAX_DEVICES of
+    each metric, and the status line says the host was cut."""
     import asyncio
 
-    dcgm = DcgmServer(_many_gpus(2000))
-    exp = TrainingExporter("j", "worker", "0", gpu="V100")
-    exp.start(0, addr="127.0.0.1")
+    exp, dcgm = hostile_host
+    many = DcgmServer(_many_gpus(2000), "127.0.0.2")
+    other = TrainingExporter("j", "worker", "1", gpu="V100")  # a task on that host
+    other.start(0, addr="127.0.0.2")
     try:
-        prom = prometheus_server([f"127.0.0.1:{exp.port}", dcgm.addr])
-        await asyncio.to_thread(prom.wait_for_targets, 2)
+        prom = prometheus_server([f"127.0.0.1:{exp.port}", dcgm.addr, many.addr, f"127.0.0.2:{other.port}"])
+        await asyncio.to_thread(prom.wait_for_targets, 4)
         await asyncio.to_thread(
-            prom.wait_for, "count(DCGM_FI_DEV_FB_USED)", lambda r: bool(r) and r[0]["value"][1] == "2000"
+            prom.wait_for, "count(DCGM_FI_DEV_FB_USED)", lambda r: bool(r) and r[0]["value"][1] == "2002"
         )
         p = await asyncio.to_thread(
-            _snapshot, "--prometheus", prom.url, "--samples", "4", "--interval", "0.5"
+            _snapshot, "--prometheus", prom.url, "--samples", "4", "--interval", "0.5", "--timeout", "5"
         )
     finally:
-        exp.stop()
-        dcgm.close()
+        many.close()
+        other.stop()
     assert p.returncode == 0, p.stderr
-    doc = json.loads(p.stdout)
-    said = " ".join(s["message"] for s in doc["sources"])
-    assert f"of 300 DCGM series read (at most {H.MAX_DEVICES} devices a host)" in said, said  # indices 0-99
+    assert "Traceback" not in p.stderr and "unexpected" not in p.stderr
+    w = _worker(p.stdout)
+    assert w["status"] == "up" and w["gpu_util"] == 80.0
+    said = " ".join(s["message"] for s in json.loads(p.stdout)["sources"])
+    assert f"127.0.0.2: GPU detail: {3 * H.MAX_DEVICES} of 300 DCGM series read" in said, said  # indices 0-99
 
 
 def test_fleet_columns_bound_their_values() -> None:
