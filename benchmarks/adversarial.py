@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import resource
 import sqlite3
 import subprocess
@@ -271,7 +272,11 @@ async def _many_ps(url: str, attack: str) -> Result:
     if "Top 3 plans" not in out:
         return "no plans ranked", ""
     tried = "PS counts tried" in out
-    return "", f"exit {rc}, plans ranked{', PS counts tried said' if tried else ''}"
+    shape = re.search(r"· ([\d,]+) PS", out)
+    return (
+        "",
+        f"exit {rc}, {shape.group(1) if shape else '?'} PS tasks, plans ranked{', PS counts tried said' if tried else ''}",
+    )
 
 
 def _dcgm_text(gpus: int, uuid_chars: int = 0, names: int = 3) -> str:
