@@ -15,7 +15,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, MAX_DEVICES, DcgmFold, host_name
+from cmdare.collectors.hostdetail import (
+    DCGM_NAMES,
+    HOST_JOB,
+    MAX_DEVICES,
+    DcgmFold,
+    device_id,
+    forget_memory,
+    host_name,
+)
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 KEY_LABEL = "cmdare_key"
@@ -93,6 +101,8 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
     counters: dict[str, str] = {}  # host -> the instance its counters come from
     dcgm_series: dict[str, float] = {}  # host -> DCGM series its instances have (counted by the server)
     dcgm_read: dict[str, int] = {}  # host -> DCGM rows the answer holds
+    refused: dict[str, list[str]] = {}  # host -> why each of its implausible values was refused
+    bad_memory: dict[str, set[str]] = {}  # host -> DCGM devices with a value refused
     for r in rows:
         labels: Mapping[str, str] = r.get("metric", {})
         val = _number(r.get("value", [0, ""])[1])
@@ -105,17 +115,25 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
             times.setdefault(host, {})[inst] = val
         elif key == DCGM_COUNT_KEY:
             dcgm_series[host] = dcgm_series.get(host, 0.0) + val
-        elif key and M.valid_value(key, val):  # a bad value goes, never the host
-            values.setdefault(host, {})[key] = val
-            counters.setdefault(host, inst)
-        elif name in DCGM_NAMES and M.valid_value(name, val):
-            dcgm.setdefault(host, DcgmFold()).add(name, labels, val)
-            dcgm_read[host] = dcgm_read.get(host, 0) + 1
+        elif key or name in DCGM_NAMES:  # a bad value goes (said), never the host
+            if not key:
+                dcgm_read[host] = dcgm_read.get(host, 0) + 1
+            why = M.value_refusal(key or M.device_key(name), val)  # a DCGM value: one device's
+            if why is not None:
+                refused.setdefault(host, []).append(why)
+                if name in (M.GPU_FB_USED.name, M.GPU_FB_FREE.name):  # the device's memory goes whole
+                    bad_memory.setdefault(host, set()).add(device_id(labels))
+            elif key:
+                values.setdefault(host, {})[key] = val
+                counters.setdefault(host, inst)
+            else:
+                dcgm.setdefault(host, DcgmFold()).add(name, labels, val)
     out = []
-    for host in sorted(set(values) | set(dcgm)):
+    for host in sorted(set(values) | set(dcgm) | set(refused)):
         vals = dict(values.get(host, {}))
         fold = dcgm.get(host)
         if fold is not None:
+            forget_memory(fold, bad_memory.get(host, set()))
             vals.update(fold.values())
         ts = times.get(host, {})
         t = ts.get(counters.get(host, ""), max(ts.values(), default=math.nan)) - skew
@@ -131,9 +149,16 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
                 True,
                 info=info,
                 values=vals,
-                error=note,
                 host=host,
                 host_only=True,
+                error="; ".join(n for n in (_refused_note(refused.get(host)), note) if n) or None,
             )
         )
     return out
+
+
+def _refused_note(why: list[str] | None) -> str | None:
+    """One line on a host's implausible values refused (the first named), or None."""
+    if not why:
+        return None
+    return f"{len(why)} implausible value(s) refused: {why[0]}"
