@@ -220,8 +220,8 @@ def _cli_verdict(rc: int, out: str, err: str) -> str:
     return ""
 
 
-def many_ps_recording(path: Path, n_ps: int, claimants: int = 0) -> None:
-    """A recording of a job with model facts, 4 workers and ``n_ps`` PSs (3 cycles); ``claimants``: as
+def many_ps_recording(path: Path, n_ps: int, claimants: int = 0, cycles: int = 3) -> None:
+    """A recording of a job with model facts, 4 workers and ``n_ps`` PSs (``cycles`` of them); ``claimants``: as
     many more polls of ps-0 in cycle 2, each from its own source (one PS announced 200,000 times)."""
     from cmdare.collectors.poller import Cycle
     from cmdare.collectors.recorder import Recorder
@@ -229,7 +229,7 @@ def many_ps_recording(path: Path, n_ps: int, claimants: int = 0) -> None:
 
     facts = JobFacts("big", ModelSpec("ResNet-32", 1.4e11, 4.6e5, 128), 64000)
     rec = Recorder(path, interval=2.0)
-    for c in range(3):
+    for c in range(cycles):
         t = 1.7e9 + 2 * c
         polls = [
             TaskPoll(f"w{i}", t, True, job_facts=facts, values={"cmdare_global_step": 100 * c,

@@ -114,3 +114,24 @@ def test_the_recorder_writes_at_most_cycle_polls_a_cycle_and_says_so(tmp_path: P
     (errors,) = c.execute("SELECT source_errors FROM cycles").fetchone()
     c.close()
     assert n == 10 and "only the first 10 of 25 polls recorded" in json.loads(errors)["recording"]
+
+
+async def test_the_planner_pane_says_which_ps_counts_it_tried(tmp_path: Path) -> None:
+    """The real app (Pilot) replaying the 300-PS job: the Planner pane's subtitle names the PS counts tried."""
+    from cmdare.tui.app import CmdareApp
+    from cmdare.tui.options import SessionOptions
+    from cmdare.tui.panes.planner import PlannerPane
+    from cmdare.tui.session import MonitorSession
+    from tests.test_app_pilot import wait_for
+
+    path = tmp_path / "rec.sqlite"
+    many_ps_recording(path, 300, cycles=30)  # the app ranks in the background: the next refresh shows it
+    opts = SessionOptions(replay=str(path), replay_speed=4.0, read_only=True)
+    app = CmdareApp(opts, MonitorSession(opts))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.state is not None and getattr(app.state.planner.job("big"), "ranked", None) is not None,
+                       timeout=60)  # fmt: skip
+        await pilot.press("3")
+        pane = app.query_one(PlannerPane)
+        await wait_for(pilot, lambda: "PS counts tried" in str(pane.border_subtitle), timeout=20)
+        assert "1–16, then about 25% apart up to 300" in str(pane.border_subtitle)
