@@ -166,7 +166,7 @@ class PrometheusAPISource:
         self.forget_after_s = forget_after_s
         self._gone: dict[tuple[str, str], float] = {}  # known targets no longer named → since when (clock)
         self.replaced = 0  # tasks met again at a new address (a replacement VM), this session
-        self._detail_note: str | None = None  # why the last node detail read has no (whole) answer
+        self._detail_note: str | None = None  # why the last node detail read has no answer
         self._failure = ""  # why the last background read failed
         self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
@@ -567,11 +567,7 @@ class PrometheusAPISource:
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
-        hosts = host_polls(node_rows, self.display, now, skew if note else 0.0)
-        if node_rows:
-            cut = [f"{p.host}: {p.error}" for p in hosts if p.error]
-            self._detail_note = f"{len(cut):,} host(s): {cut[0]}" if cut else None
-        polls += hosts
+        polls += host_polls(node_rows, self.display, now, skew if note else 0.0)  # a host cut says so itself
         self.cap_note = self._cap_notes()
         return polls
 
@@ -706,7 +702,7 @@ class PrometheusAPISource:
 
     @property
     def status_note(self) -> str | None:
-        """For the status line: node detail that failed or was cut (the last read), fleet column values
+        """For the status line: node detail that failed (the last read: refused, timed out), fleet column values
         ignored (the last read), and how many tasks moved to a new address this session ("replaced")."""
         replaced = (
             self.replaced

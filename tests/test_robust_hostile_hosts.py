@@ -115,6 +115,9 @@ async def test_prometheus_node_detail_of_hostile_dcgm_pages(prometheus_server, h
         p = await asyncio.to_thread(
             _snapshot, "--prometheus", prom.url, "--samples", "4", "--interval", "0.5", "--timeout", "5"
         )
+        refused = await _node_detail_note(
+            prom.url, max_bytes=20_000
+        )  # the tasks' answers fit, node detail not
     finally:
         many.close()
         other.stop()
@@ -124,6 +127,30 @@ async def test_prometheus_node_detail_of_hostile_dcgm_pages(prometheus_server, h
     assert w["status"] == "up" and w["gpu_util"] == 80.0
     said = " ".join(s["message"] for s in json.loads(p.stdout)["sources"])
     assert f"127.0.0.2: GPU detail: {3 * H.MAX_DEVICES} of 300 DCGM series read" in said, said  # indices 0-99
+    assert (
+        refused is not None and refused.startswith("node detail: body larger than") and "refused" in refused
+    )
+
+
+async def _node_detail_note(url: str, max_bytes: int) -> str | None:
+    """What the status line says of node detail once it has been read (a few refreshes)."""
+    import asyncio
+
+    from cmdare.collectors.poller import Poller
+    from cmdare.collectors.prometheus_api import PrometheusAPISource
+    from cmdare.collectors.store import Store
+
+    src = PrometheusAPISource(url, max_bytes=max_bytes, timeout=5.0)
+    poller = Poller([src], Store(), interval=0)
+    try:
+        for _ in range(20):
+            cycle = await poller.poll_once()
+            if note := cycle.notes.get(src.display):
+                return note
+            await asyncio.sleep(0.3)
+        return None
+    finally:
+        await poller.aclose()
 
 
 def test_fleet_columns_bound_their_values() -> None:
