@@ -12,21 +12,38 @@ naming the row.
 Synchronous rows (:mod:`cmdare.planner.predict_sync`): optional columns ``mode`` (``sync``),
 ``gpus_per_node`` and ``nic_gbps``; ``workers`` = GPUs in all, ``ps`` = 0. A file with a ``mode`` column
 gets an ``allreduce_share`` output column too; files without one are read and written as before.
+
+A header that names a column twice is refused (which of the two would a row mean?). Rows are read in
+chunks of :data:`CHUNK_ROWS`, each checked whole before any of it is written, and predicted on arrays:
+one :meth:`~cmdare.planner.speed.speed_model.SpeedModel.predict_shapes` and one
+:func:`~cmdare.planner.speed.speed_band.shape_bands` per network in the chunk for one-GPU-type rows;
+GPU mixes and sync rows one at a time, each distinct shape once.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+
+import numpy as np
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.collectors.untrusted import clean_text
 from cmdare.planner.predict_sync import SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
-from cmdare.planner.speed.speed_band import speed_band
+from cmdare.planner.speed.speed_band import shape_bands, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
 
-__all__ = ["PredictInputError", "REQUIRED_COLUMNS", "OUTPUT_COLUMNS", "parse_gpu_mix", "predict_csv_text"]
+__all__ = [
+    "PredictInputError",
+    "REQUIRED_COLUMNS",
+    "OUTPUT_COLUMNS",
+    "parse_gpu_mix",
+    "predict_csv_lines",
+    "predict_csv_text",
+]
 
 REQUIRED_COLUMNS = ("model", "model_flops", "params", "batch_size", "gpu", "workers", "ps")
 OUTPUT_COLUMNS = (
@@ -41,6 +58,8 @@ OUTPUT_COLUMNS = (
 
 
 FIELD_LIMIT = 1000  # characters kept of one CSV field (the rest is cut, with an ellipsis)
+CHUNK_ROWS = 20_000  # rows checked, predicted and written together (memory stays that of one chunk)
+MEMO_LIMIT = 100_000  # distinct mixed or sync shapes remembered (the memo starts again past it)
 
 # Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
 LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3}
@@ -111,31 +130,101 @@ def _shape(row: dict[str, str], where: str) -> tuple[dict[str, int], int, int]:
     return mix, workers, ps
 
 
-def _predict_row(model: SpeedModel, row: dict[str, str], where: str) -> dict[str, str]:
-    network = ModelSpec(
+def _network(row: dict[str, str], where: str) -> ModelSpec:
+    return ModelSpec(
         name=(row.get("model") or "").strip(),
         model_flops=_number(row, "model_flops", where),
         params=_number(row, "params", where),
         batch_size=int(_number(row, "batch_size", where, integer=True)),
     )
-    try:
-        if is_sync(row):
-            return {**row, **predict_sync_row(model, network, row)}
-    except SyncRowError as exc:
-        raise PredictInputError(f"{where}: {exc}") from None
-    mix, _, ps = _shape(row, where)
+
+
+def _fields(x: float, p10: float, p90: float, extrapolation: str, examples: float, bottleneck: str,
+            ps_utilization: float) -> dict[str, str]:  # fmt: skip
+    """A PS row's output columns, formatted."""
+    return {
+        "steps_per_sec": f"{x:.6g}",
+        "steps_per_sec_p10": f"{p10:.6g}",
+        "steps_per_sec_p90": f"{p90:.6g}",
+        "extrapolation": extrapolation,
+        "examples_per_sec": f"{examples:.6g}",
+        "bottleneck": bottleneck,
+        "ps_utilization": f"{ps_utilization:.4f}",
+    }
+
+
+def _predict_mix(model: SpeedModel, network: ModelSpec, mix: dict[str, int], ps: int) -> dict[str, str]:
+    """A PS row of a GPU mix, one at a time (the vectorised path takes one GPU type a row)."""
     pred = model.predict(network, mix, ps=ps)
     band = speed_band(model, network, mix, ps=ps, prediction=pred)
-    return {
-        **row,
-        "steps_per_sec": f"{pred.steps_per_sec:.6g}",
-        "steps_per_sec_p10": f"{band.p10:.6g}",
-        "steps_per_sec_p90": f"{band.p90:.6g}",
-        "extrapolation": band.extrapolation,
-        "examples_per_sec": f"{pred.examples_per_sec:.6g}",
-        "bottleneck": pred.bottleneck,
-        "ps_utilization": f"{pred.ps_utilization:.4f}",
-    }
+    return _fields(pred.steps_per_sec, band.p10, band.p90, band.extrapolation, pred.examples_per_sec,
+                   pred.bottleneck, pred.ps_utilization)  # fmt: skip
+
+
+class _Chunk:
+    """One chunk's rows, checked, and their outputs filled in by network on arrays."""
+
+    def __init__(self, model: SpeedModel, memo: dict[tuple[object, ...], dict[str, str]]) -> None:
+        self.model, self.memo = model, memo
+        self.rows: list[dict[str, str]] = []
+        self.out: list[dict[str, str] | None] = []
+        self.groups: dict[
+            tuple[str, float, float, int], tuple[ModelSpec, list[tuple[int, str, int, int]]]
+        ] = {}
+
+    def add(self, row: dict[str, str], where: str) -> None:
+        """Check one (cleaned) row and plan its prediction; raises :class:`PredictInputError`."""
+        network = _network(row, where)
+        key = (network.name, network.model_flops, network.params, network.batch_size)
+        try:
+            sync = is_sync(row)
+        except SyncRowError as exc:
+            raise PredictInputError(f"{where}: {exc}") from None
+        i = len(self.rows)
+        self.rows.append(row)
+        if sync:
+            shape = (
+                "sync",
+                key,
+                *(row.get(c) for c in ("gpu", "workers", "ps", "gpus_per_node", "nic_gbps")),
+            )
+            self.out.append(self._memo(shape, lambda: predict_sync_row(self.model, network, row), where))
+            return
+        mix, workers, ps = _shape(row, where)
+        if len(mix) == 1:
+            self.groups.setdefault(key, (network, []))[1].append((i, next(iter(mix)), workers, ps))
+            self.out.append(None)
+        else:
+            shape = ("mix", key, tuple(sorted(mix.items())), ps)
+            self.out.append(self._memo(shape, lambda: _predict_mix(self.model, network, mix, ps), where))
+
+    def _memo(
+        self, key: tuple[object, ...], make: Callable[[], dict[str, str]], where: str
+    ) -> dict[str, str]:
+        if key not in self.memo:
+            if len(self.memo) >= MEMO_LIMIT:
+                self.memo.clear()
+            try:
+                self.memo[key] = make()
+            except SyncRowError as exc:
+                raise PredictInputError(f"{where}: {exc}") from None
+        return self.memo[key]
+
+    def results(self) -> Iterator[dict[str, str]]:
+        """Each row with its output columns, in order."""
+        for network, members in self.groups.values():
+            idx, gpu, workers, ps = (np.array(c) for c in zip(*members, strict=True))
+            with np.errstate(all="ignore"):  # bounded inputs; an overflow shows as inf in its cell
+                pred = self.model.predict_shapes(network, gpu, workers, ps)
+                band = shape_bands(self.model, network, gpu, workers, ps, steps_per_sec=pred["steps_per_sec"])
+            cols = zip(pred["steps_per_sec"].tolist(), band["steps_per_sec_p10"].tolist(),
+                       band["steps_per_sec_p90"].tolist(), band["extrapolation"].tolist(),
+                       pred["examples_per_sec"].tolist(), pred["bottleneck"].tolist(),
+                       pred["ps_utilization"].tolist(), strict=True)  # fmt: skip
+            for i, values in zip(idx.tolist(), cols, strict=True):
+                self.out[i] = _fields(*values)
+        for row, out in zip(self.rows, self.out, strict=True):
+            yield {**row, **(out or {})}
 
 
 def clean_row(row: dict[str, str]) -> dict[str, str]:
@@ -144,23 +233,57 @@ def clean_row(row: dict[str, str]) -> dict[str, str]:
     return {k: clean_text(v, FIELD_LIMIT) if v is not None else v for k, v in row.items()}
 
 
-def predict_csv_text(text: str, model: SpeedModel | None = None) -> str:
-    """Predict every row of CSV ``text``; returns the output CSV text (``\\n`` line ends)."""
-    model = model or SpeedModel.load()
-    reader = csv.DictReader(io.StringIO(text))
-    header = [clean_text(h, FIELD_LIMIT) for h in reader.fieldnames or []]
-    reader.fieldnames = header
+def _check_header(header: list[str]) -> None:
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise PredictInputError(f"header (line 1): missing column(s) {', '.join(missing)}")
+    seen: dict[str, int] = {}
+    for n, name in enumerate(header, start=1):
+        if name in seen:
+            raise PredictInputError(
+                f"header (line 1): column {name!r} appears twice (columns {seen[name]} and {n}): "
+                "which one a row means is not known"
+            )
+        seen[name] = n
+
+
+def predict_csv_lines(
+    lines: Iterable[str], write: Callable[[str], object], model: SpeedModel | None = None
+) -> int:
+    """Predict every row of the CSV ``lines``, handing the output CSV to ``write`` a chunk at a time
+    (``\\n`` line ends); returns the rows predicted. A bad row raises :class:`PredictInputError`
+    before anything of its chunk is written."""
+    model = model or SpeedModel.load()
+    reader = csv.DictReader(lines)
+    header = [clean_text(h, FIELD_LIMIT) for h in reader.fieldnames or []]
+    _check_header(header)
+    reader.fieldnames = header
     extra = ("allreduce_share",) if "mode" in header else ()
     out_cols = header + [c for c in (*OUTPUT_COLUMNS, *extra) if c not in header]
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=out_cols, lineterminator="\n", extrasaction="ignore")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=out_cols, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
-    for i, row in enumerate(reader, start=1):
-        where = f"row {i} (line {reader.line_num})"
-        if None in row:
-            raise PredictInputError(f"{where}: more fields than header columns")
-        writer.writerow(_predict_row(model, clean_row(row), where))
-    return out.getvalue()
+    memo: dict[tuple[object, ...], dict[str, str]] = {}
+    n = 0
+    rows = iter(reader)
+    while True:
+        chunk = _Chunk(model, memo)
+        for row in islice(rows, CHUNK_ROWS):
+            n += 1
+            where = f"row {n} (line {reader.line_num})"
+            if None in row:
+                raise PredictInputError(f"{where}: more fields than header columns")
+            chunk.add(clean_row(row), where)
+        writer.writerows(chunk.results())
+        write(buf.getvalue())
+        buf.seek(0)
+        buf.truncate()
+        if len(chunk.rows) < CHUNK_ROWS:
+            return n
+
+
+def predict_csv_text(text: str, model: SpeedModel | None = None) -> str:
+    """Predict every row of CSV ``text``; returns the output CSV text (``\\n`` line ends)."""
+    out: list[str] = []
+    predict_csv_lines(io.StringIO(text), out.append, model)
+    return "".join(out)

@@ -149,17 +149,71 @@ def ps_gain_band(
 
 
 def shape_bands(
-    model: SpeedModel, network: ModelSpec, gpu: np.ndarray, workers: np.ndarray, ps: np.ndarray
+    model: SpeedModel,
+    network: ModelSpec,
+    gpu: np.ndarray,
+    workers: np.ndarray,
+    ps: np.ndarray,
+    latency_ms: float = REF_LATENCY_MS,
+    steps_per_sec: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Vectorised :func:`speed_band` over homogeneous shapes (``gpu[i]`` × ``workers[i]``, ``ps[i]``)."""
+    """Vectorised :func:`speed_band` over homogeneous shapes (``gpu[i]`` × ``workers[i]``, ``ps[i]``):
+    the same categories, widths and label, computed on arrays (``steps_per_sec``: the shapes'
+    :meth:`~SpeedModel.predict_shapes` speeds when already known)."""
     gpu = np.asarray(gpu).astype(str)
-    workers, ps = np.asarray(workers, dtype=int), np.asarray(ps, dtype=int)
-    p10, p90 = np.empty(gpu.size), np.empty(gpu.size)
-    label = np.empty(gpu.size, dtype=object)
-    cache: dict[tuple[str, int, int], SpeedBand] = {}
-    for i, key in enumerate(zip(gpu.tolist(), workers.tolist(), ps.tolist(), strict=True)):
-        if key not in cache:
-            cache[key] = speed_band(model, network, {key[0]: key[1]}, ps=key[2])
-        band = cache[key]
-        p10[i], p90[i], label[i] = band.p10, band.p90, band.extrapolation
-    return {"steps_per_sec_p10": p10, "steps_per_sec_p90": p90, "extrapolation": label.astype(str)}
+    workers, ps = np.asarray(workers, dtype=float), np.asarray(ps, dtype=float)
+    if steps_per_sec is None:
+        steps_per_sec = model.predict_shapes(network, gpu, workers, ps, latency_ms)["steps_per_sec"]
+    x = np.asarray(steps_per_sec, dtype=float)
+    dom = model.domain_
+    known = model._resolve(network).known
+    names, inverse = np.unique(gpu, return_inverse=True)
+    canonical = [get_gpu(g).name for g in names]
+    measured_gpus = set(dom.get("gpus", ()))
+    max_ps_by = dict(dom.get("max_ps", {}))
+    max_ps = np.array(
+        [
+            int(
+                max_ps_by.get(f"{c}/{known.name if known is not None else '?'}", dom.get("default_max_ps", 1))
+            )
+            for c in canonical
+        ]  # fmt: skip
+    )[inverse]
+    max_workers = int(dom.get("max_workers", 8))
+    present = {  # in speed_band's order: the first of equally wide bands names it
+        "network": np.full(x.size, known is None),
+        "gpu": ~np.array([c in measured_gpus for c in canonical])[inverse],
+        "workers": workers > max_workers,
+    }
+    present = {"none": ~np.logical_or.reduce(list(present.values())), **present, "ps": ps > max_ps}
+    lo, hi = np.full((5, x.size), np.nan), np.full((5, x.size), np.nan)
+    for k, c in enumerate(present):
+        rows = present[c]
+        if not rows.any():
+            continue
+        q10, q90, _ = _q(model, c)
+        xs = x[rows]
+        if c == "workers" and model.intervals_.get(c, {}).get("per_octave"):
+            octaves = np.log2(workers[rows] / max_workers)
+            r10, r90, _ = _q(model, "none")
+            lo[k, rows], hi[k, rows] = (
+                xs * np.exp(np.minimum(r10, q10 * octaves)),
+                xs * np.exp(np.maximum(r90, q90 * octaves)),
+            )
+        elif c == "ps":
+            r10, r90, _ = _q(model, "none")
+            args = (network, gpu[rows], workers[rows], ps[rows], latency_ms)
+            worst = model.predict_shapes(*args, placement="worst")["steps_per_sec"]
+            best = model.predict_shapes(*args, placement="balanced")["steps_per_sec"]
+            lo[k, rows] = np.minimum(xs * math.exp(q10), worst * math.exp(r10))
+            hi[k, rows] = np.maximum(xs * math.exp(q90), best * math.exp(r90))
+        else:
+            lo[k, rows], hi[k, rows] = xs * math.exp(q10), xs * math.exp(q90)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        width = np.where(np.isnan(lo), -np.inf, np.log(hi / lo))
+    label = np.array(list(present))[np.argmax(width, axis=0)]
+    return {
+        "steps_per_sec_p10": np.fmin(np.nanmin(lo, axis=0), x),
+        "steps_per_sec_p90": np.fmax(np.nanmax(hi, axis=0), x),
+        "extrapolation": label,
+    }

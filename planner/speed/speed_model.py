@@ -262,6 +262,7 @@ class SpeedModel:
         workers: np.ndarray,
         ps: np.ndarray,
         latency_ms: float = REF_LATENCY_MS,
+        placement: str = "round-robin",
     ) -> dict[str, np.ndarray]:
         """Vectorised :meth:`predict` over homogeneous shapes (``gpu[i]`` × ``workers[i]``, ``ps[i]``)."""
         gpu = np.asarray(gpu).astype(str)
@@ -271,7 +272,7 @@ class SpeedModel:
         names, inverse = np.unique(gpu, return_inverse=True)
         zs = np.array([self._worker_z(net, g, latency_ms)[:2] for g in names]).reshape(-1, 2)
         comp, lat = zs[inverse, 0], zs[inverse, 1]
-        s, s_w = self._ps_seconds(net, ps_arr)
+        s, s_w = self._ps_seconds(net, ps_arr, placement=placement)
         rate = workers / (comp + lat + s_w)
         cap = 1.0 / s
         x = blend(rate, cap, self.params_["blend_p"])
