@@ -21,9 +21,12 @@ without its newline is left until the writer finishes it.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,12 +110,16 @@ class JsonlSource:
 
     def _read_new(self) -> bytes:
         st = self.path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO put in its place would block the poll for ever
+            raise OSError(errno.EINVAL, "not a regular file")
         ident = (st.st_dev, st.st_ino)
         if self._inode is not None and (ident != self._inode or st.st_size < self.offset):
             log.info("jsonl %s was replaced or truncated: reading from the start", self.path)
             self.offset, self._skipping = 0, False
         self._inode = ident
-        with self.path.open("rb") as fh:
+        with open(self.path, "rb", opener=_nonblocking) as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced between the two looks
+                raise OSError(errno.EINVAL, "not a regular file")
             fh.seek(self.offset)
             return fh.read(READ_CHUNK_BYTES)
 
@@ -259,3 +266,8 @@ class JsonlSource:
             )
             for task in self._tasks.values()
         ]
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    """Open without blocking on a FIFO (the regular-file check then refuses it)."""
+    return os.open(path, flags | os.O_NONBLOCK)

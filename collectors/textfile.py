@@ -19,7 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["DEFAULT_LIMIT", "TextFileError", "TextFileMissing", "open_small_text", "read_small_text"]
+__all__ = [
+    "DEFAULT_LIMIT",
+    "TextFileError",
+    "TextFileMissing",
+    "file_problem",
+    "open_small_text",
+    "read_small_text",
+]
 
 DEFAULT_LIMIT = 4 * 1024 * 1024
 
@@ -39,6 +46,20 @@ def _kind(mode: int) -> str:
         if test(mode):
             return name
     return "a special file"
+
+
+def file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be read as a file (``"a FIFO, not a regular file"``, ``"no such file"``,
+    ``"not readable"``), or None when it is a readable regular file. Nothing is opened."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "no such file"
+    except (OSError, ValueError) as exc:  # a name too long, an embedded NUL, a loop of symlinks
+        return f"cannot read ({getattr(exc, 'strerror', None) or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{_kind(st.st_mode)}, not a regular file"
+    return None if os.access(path, os.R_OK) else "not readable (permission denied)"
 
 
 def _size_words(limit: int) -> str:

@@ -1,0 +1,180 @@
+"""Reading an SQLite database without writing a byte anywhere, and without losing what its ``-wal``
+holds (a recording being written, or left by a crash).
+
+SQLite writes even to read: a WAL-mode database opened ``mode=ro`` gets ``-shm`` and ``-wal`` files
+beside it; ``immutable=1`` writes none but reads the main file alone, so every cycle still in the
+``-wal`` is lost (both measured: ``tests/test_replay_private.py``). :func:`open_private` reads the
+database this way instead:
+
+* no ``-wal``, or none of its frames committed: the main file holds everything; it is opened
+  ``immutable=1`` (nothing written, nothing read into memory);
+* else a private image in memory: the main file, then every page of the ``-wal``'s committed
+  transactions put in its place (frames read in order, each checked as SQLite checks it: the
+  header's salts and the running checksum; the last commit frame gives the size), handed to
+  SQLite with ``deserialize``. Nothing is written, the original is never touched, and the image is
+  a snapshot of the moment it was opened.
+
+The image costs its size in memory (twice, briefly), so it is bounded (:data:`IMAGE_LIMIT`); past the
+bound :class:`ImageTooLarge` says how large it would be, and the caller decides (the replay then reads
+the main file alone and says what it left out, or lets SQLite read the ``-wal`` outside read-only mode).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import struct
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["IMAGE_LIMIT", "ImageTooLarge", "WalContent", "open_immutable", "open_private", "wal_content"]
+
+IMAGE_LIMIT = 96 * 1024 * 1024  # bytes of a private image (held twice while SQLite takes it in)
+_WAL_MAGIC = (0x377F0682, 0x377F0683)  # checksums little- / big-endian
+_WAL_HEADER, _FRAME_HEADER = 32, 24
+
+
+class ImageTooLarge(Exception):
+    """The private image of a database with committed ``-wal`` frames would exceed the limit."""
+
+    def __init__(self, path: Path, size: int, limit: int, frames: int) -> None:
+        super().__init__(
+            f"{path}: its -wal holds {frames:,} committed page(s); a private copy would take "
+            f"{size / 2**20:.0f} MiB (more than {limit / 2**20:.0f} MiB)"
+        )
+        self.size, self.limit, self.frames = size, limit, frames
+
+
+@dataclass(frozen=True)
+class WalContent:
+    """What a ``-wal`` file adds to its database: the committed pages (page number → offset of its
+    data in the ``-wal``), the database's size in pages after the last commit, and the page size."""
+
+    pages: dict[int, int]
+    db_pages: int
+    page_size: int
+    frames: int  # committed frames read (a page written twice counts twice)
+    salts: bytes  # the header's salts when read (a restarted -wal has new ones)
+
+
+def _checksum(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
+    """SQLite's WAL checksum of ``data`` (a multiple of 8 bytes), continued from ``(s0, s1)``."""
+    words = struct.unpack(f"{'>' if big else '<'}{len(data) // 4}I", data)
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def wal_content(wal: Path, max_bytes: int = IMAGE_LIMIT) -> WalContent | None:
+    """The committed content of the ``-wal`` file ``wal`` (None: no such file, not a WAL, or nothing
+    committed). Frames past the first one that fails its salt or checksum are not SQLite's either;
+    at most ``max_bytes`` of the file are read (later frames are left out as if not committed)."""
+    try:
+        fh = open(wal, "rb", opener=_nonblocking)  # noqa: SIM115 - closed by the with below
+    except OSError:
+        return None
+    with fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        head = fh.read(_WAL_HEADER)
+        if len(head) < _WAL_HEADER:
+            return None
+        magic, version, page_size, _, salt1, salt2, c0, c1 = struct.unpack(">8I", head)
+        if magic not in _WAL_MAGIC or page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
+            return None
+        big = magic & 1 == 1
+        s = _checksum(head[:24], 0, 0, big)
+        if s != (c0, c1):
+            return None
+        pages: dict[int, int] = {}
+        pending: dict[int, int] = {}
+        db_pages, frames, seen, offset = 0, 0, 0, _WAL_HEADER
+        while offset + _FRAME_HEADER + page_size <= max_bytes:
+            frame = fh.read(_FRAME_HEADER + page_size)
+            if len(frame) < _FRAME_HEADER + page_size:
+                break
+            page, commit, f_salt1, f_salt2, f0, f1 = struct.unpack(">6I", frame[:_FRAME_HEADER])
+            if (f_salt1, f_salt2) != (salt1, salt2) or page < 1:
+                break
+            s = _checksum(frame[:8], *s, big)
+            s = _checksum(frame[_FRAME_HEADER:], *s, big)
+            if s != (f0, f1):
+                break
+            pending[page] = offset + _FRAME_HEADER
+            seen += 1
+            if commit:  # a transaction's last frame: everything up to here is committed
+                pages.update(pending)
+                pending.clear()
+                db_pages, frames = commit, seen
+            offset += _FRAME_HEADER + page_size
+    if not pages:
+        return None
+    return WalContent(pages, db_pages, page_size, frames, head[16:24])
+
+
+def _uri(path: Path, query: str) -> str:
+    return f"file:{urllib.parse.quote(str(path.absolute()))}?{query}"
+
+
+def open_immutable(path: Path) -> sqlite3.Connection:
+    """``path`` opened ``immutable=1``: nothing written, no lock taken, the main file alone read."""
+    return sqlite3.connect(_uri(path, "immutable=1"), uri=True, check_same_thread=False)
+
+
+def open_private(path: str | os.PathLike[str], limit: int = IMAGE_LIMIT) -> sqlite3.Connection:
+    """The database at ``path`` with its ``-wal``'s committed transactions, read without writing
+    anything (see the module's docstring); raises :class:`ImageTooLarge`, ``OSError`` and
+    ``sqlite3.Error``. A ``-wal`` restarted while it was read (a live writer's checkpoint) is read again."""
+    p = Path(path)
+    wal_path = Path(f"{p}-wal")
+    for _ in range(3):
+        wal = wal_content(wal_path, max_bytes=limit + _WAL_HEADER + limit // 512 * _FRAME_HEADER)
+        if wal is None:
+            return open_immutable(p)
+        size = wal.db_pages * wal.page_size
+        if size > limit:
+            raise ImageTooLarge(p, size, limit, wal.frames)
+        image = _image(p, wal_path, wal)
+        if image is not None:
+            break
+    else:
+        raise sqlite3.DatabaseError(f"{p}: its -wal kept changing while it was read")
+    image[18:20] = b"\x01\x01"  # a rollback-journal database now: an in-memory one has no WAL
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    try:
+        conn.deserialize(image)
+        del image
+        conn.execute("PRAGMA query_only = 1")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _image(p: Path, wal_path: Path, wal: WalContent) -> bytearray | None:
+    """The main file with the committed ``-wal`` pages in place; None when the ``-wal`` was
+    restarted meanwhile (its header changed: the offsets no longer hold those pages)."""
+    image = bytearray(wal.db_pages * wal.page_size)
+    view = memoryview(image)
+    with open(p, "rb", opener=_nonblocking) as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise sqlite3.DatabaseError(f"{p}: not a regular file")
+        fh.readinto(view)  # a shorter main file leaves zeros: those pages are in the -wal
+    with open(wal_path, "rb", opener=_nonblocking) as fh:
+        head = fh.read(_WAL_HEADER)
+        for page, at in wal.pages.items():
+            if page <= wal.db_pages:
+                fh.seek(at)
+                start = (page - 1) * wal.page_size
+                fh.readinto(view[start : start + wal.page_size])
+        fh.seek(0)
+        same = fh.read(_WAL_HEADER) == head and head[16:24] == wal.salts
+    view.release()
+    return image if same else None
+
+
+def _nonblocking(name: str, flags: int) -> int:
+    return os.open(name, flags | os.O_NONBLOCK)
