@@ -40,7 +40,9 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("cmdare-tui"))
 
 
-CACHE_LIMIT = 16 * 1024 * 1024  # a larger file is not a cache the app wrote: refused, the prices fetched again
+CACHE_LIMIT = (
+    16 * 1024 * 1024
+)  # a larger file is not a cache the app wrote: refused, the prices fetched again
 
 
 def cache_path(cache_dir: Path, endpoint: str | None) -> Path:
