@@ -37,14 +37,13 @@ _WAL_HEADER, _FRAME_HEADER = 32, 24
 
 
 class ImageTooLarge(Exception):
-    """The private image of a database with committed ``-wal`` frames would exceed the limit."""
+    """The private image of a database with a non-empty ``-wal`` would exceed the limit."""
 
-    def __init__(self, path: Path, size: int, limit: int, frames: int) -> None:
+    def __init__(self, path: Path, what: str, size: int, limit: int) -> None:
         super().__init__(
-            f"{path}: its -wal holds {frames:,} committed page(s); a private copy would take "
-            f"{size / 2**20:.0f} MiB (more than {limit / 2**20:.0f} MiB)"
+            f"{path}: a private copy would take {size / 2**20:.1f} MiB ({what}; the limit is {limit / 2**20:.1f} MiB)"
         )
-        self.size, self.limit, self.frames = size, limit, frames
+        self.size, self.limit = size, limit
 
 
 @dataclass(frozen=True)
@@ -68,16 +67,18 @@ def _checksum(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
     return s0, s1
 
 
-def wal_content(wal: Path, max_bytes: int = IMAGE_LIMIT) -> WalContent | None:
+def wal_content(wal: Path) -> WalContent | None:
     """The committed content of the ``-wal`` file ``wal`` (None: no such file, not a WAL, or nothing
     committed). Frames past the first one that fails its salt or checksum are not SQLite's either;
-    at most ``max_bytes`` of the file are read (later frames are left out as if not committed)."""
+    frames written after the file's size was taken are left for a later look (the content read
+    ends at a commit: a consistent snapshot)."""
     try:
         fh = open(wal, "rb", opener=_nonblocking)  # noqa: SIM115 - closed by the with below
     except OSError:
         return None
     with fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
             return None
         head = fh.read(_WAL_HEADER)
         if len(head) < _WAL_HEADER:
@@ -92,7 +93,7 @@ def wal_content(wal: Path, max_bytes: int = IMAGE_LIMIT) -> WalContent | None:
         pages: dict[int, int] = {}
         pending: dict[int, int] = {}
         db_pages, frames, seen, offset = 0, 0, 0, _WAL_HEADER
-        while offset + _FRAME_HEADER + page_size <= max_bytes:
+        while offset + _FRAME_HEADER + page_size <= st.st_size:
             frame = fh.read(_FRAME_HEADER + page_size)
             if len(frame) < _FRAME_HEADER + page_size:
                 break
@@ -124,19 +125,26 @@ def open_immutable(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(_uri(path, "immutable=1"), uri=True, check_same_thread=False)
 
 
-def open_private(path: str | os.PathLike[str], limit: int = IMAGE_LIMIT) -> sqlite3.Connection:
+def open_private(path: str | os.PathLike[str], limit: int | None = None) -> sqlite3.Connection:
     """The database at ``path`` with its ``-wal``'s committed transactions, read without writing
     anything (see the module's docstring); raises :class:`ImageTooLarge`, ``OSError`` and
-    ``sqlite3.Error``. A ``-wal`` restarted while it was read (a live writer's checkpoint) is read again."""
+    ``sqlite3.Error``. ``limit``: the image's size at most (default :data:`IMAGE_LIMIT`). A ``-wal`` restarted while it was read (a live writer's checkpoint) is read again."""
     p = Path(path)
+    limit = IMAGE_LIMIT if limit is None else limit
     wal_path = Path(f"{p}-wal")
     for _ in range(3):
-        wal = wal_content(wal_path, max_bytes=limit + _WAL_HEADER + limit // 512 * _FRAME_HEADER)
+        try:
+            wal_size = os.stat(wal_path).st_size
+        except OSError:
+            return open_immutable(p)
+        if wal_size > 2 * limit:  # its checksums alone would take seconds to go through
+            raise ImageTooLarge(p, f"its -wal is {wal_size / 2**20:.1f} MiB", wal_size, limit)
+        wal = wal_content(wal_path)
         if wal is None:
             return open_immutable(p)
         size = wal.db_pages * wal.page_size
         if size > limit:
-            raise ImageTooLarge(p, size, limit, wal.frames)
+            raise ImageTooLarge(p, f"{wal.frames:,} committed page(s) in its -wal", size, limit)
         image = _image(p, wal_path, wal)
         if image is not None:
             break
