@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import check_discipline, run_main
-from test_tmux_hostile import PrivateTmux, _assert_clean_stream
+from test_tmux_hostile import PrivateTmux, assert_clean_stream
 
 REPO = Path(__file__).resolve().parents[1]
 EX = REPO / "examples"
@@ -80,7 +80,7 @@ def test_workload_escapes_in_a_real_terminal(tmp_path: Path):
         t.go()
         t.wait_for(lambda s: "ALL-DONE" in s, timeout=180)  # a hang bound, not a speed target
         raw = t.raw.read_bytes()
-        _assert_clean_stream(raw)
+        assert_clean_stream(raw)
         assert b"\x1b]0;" + TITLE.encode() not in raw and b"\x1b]52;" not in raw
         assert "␛]52;c;aGk=␇".encode() in raw  # shown, not obeyed
         assert TITLE not in t.fmt("#{pane_title}")
