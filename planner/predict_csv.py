@@ -25,13 +25,12 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
 
 import numpy as np
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.collectors.untrusted import clean_text
-from cmdare.planner.predict_sync import SyncRowError, is_sync, predict_sync_row
+from cmdare.planner.predict_sync import PS_MODES, SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_band import shape_bands, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
@@ -254,32 +253,145 @@ def predict_csv_lines(
     (``\\n`` line ends); returns the rows predicted. A bad row raises :class:`PredictInputError`
     before anything of its chunk is written."""
     model = model or SpeedModel.load()
-    reader = csv.DictReader(lines)
-    header = [clean_text(h, FIELD_LIMIT) for h in reader.fieldnames or []]
+    reader = csv.reader(lines)
+    header = [clean_text(h, FIELD_LIMIT) for h in next(reader, None) or []]
     _check_header(header)
-    reader.fieldnames = header
     extra = ("allreduce_share",) if "mode" in header else ()
     out_cols = header + [c for c in (*OUTPUT_COLUMNS, *extra) if c not in header]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=out_cols, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(out_cols)
     memo: dict[tuple[object, ...], dict[str, str]] = {}
     n = 0
-    rows = iter(reader)
     while True:
-        chunk = _Chunk(model, memo)
-        for row in islice(rows, CHUNK_ROWS):
+        batch: list[tuple[str, list[str]]] = []  # (where, fields)
+        for fields in reader:
+            if not fields:  # a blank line is no row
+                continue
             n += 1
             where = f"row {n} (line {reader.line_num})"
-            if None in row:
+            if len(fields) > len(header):
                 raise PredictInputError(f"{where}: more fields than header columns")
-            chunk.add(clean_row(row), where)
-        writer.writerows(chunk.results())
+            batch.append((where, fields))
+            if len(batch) == CHUNK_ROWS:
+                break
+        writer.writerows(_chunk(model, header, out_cols, batch, memo))
         write(buf.getvalue())
         buf.seek(0)
         buf.truncate()
-        if len(chunk.rows) < CHUNK_ROWS:
+        if len(batch) < CHUNK_ROWS:
             return n
+
+
+_NUMBERS = ("model_flops", "params", "batch_size", "workers", "ps")
+_INTEGERS = ("batch_size", "workers", "ps")
+
+
+def _clean_fields(fields: list[str], width: int) -> list[str]:
+    """A row's fields cleaned (:func:`clean_row`) and padded to ``width`` with empty ones; a row of
+    printable ASCII within the field limit (almost every row) is told by one scan and kept."""
+    joined = "".join(fields)
+    if not (joined.isascii() and joined.isprintable() and len(joined) <= FIELD_LIMIT):
+        fields = [clean_text(f, FIELD_LIMIT) for f in fields]
+    return fields + [""] * (width - len(fields))
+
+
+def _chunk(
+    model: SpeedModel,
+    header: list[str],
+    out_cols: list[str],
+    batch: list[tuple[str, list[str]]],
+    memo: dict[tuple[object, ...], dict[str, str]],
+) -> list[list[str]]:
+    """The output rows of one chunk. The rows of one GPU type are checked and predicted on arrays;
+    GPU mixes and sync rows one at a time (memoised). Any row the array path cannot take as it is
+    sends the whole chunk down the row-by-row path, which names the first bad row exactly."""
+    rows = [_clean_fields(f, len(header)) for _, f in batch]
+    try:
+        out = _chunk_on_arrays(model, header, out_cols, batch, rows, memo)
+    except (ValueError, KeyError, OverflowError):
+        out = None
+    if out is not None:
+        return out
+    chunk = _Chunk(model, memo)  # row by row: raises PredictInputError naming the row
+    for (where, _), fields in zip(batch, rows, strict=True):
+        chunk.add(dict(zip(header, fields, strict=True)), where)
+    return [[r.get(c, "") for c in out_cols] for r in chunk.results()]
+
+
+def _chunk_on_arrays(
+    model: SpeedModel,
+    header: list[str],
+    out_cols: list[str],
+    batch: list[tuple[str, list[str]]],
+    rows: list[list[str]],
+    memo: dict[tuple[object, ...], dict[str, str]],
+) -> list[list[str]] | None:
+    """:func:`_chunk` for rows that need no message: None (or a ValueError) when one of them is bad."""
+    pos = {c: i for i, c in enumerate(header)}
+    mode_at, gpu_at = pos.get("mode"), pos["gpu"]
+    fast: list[int] = []  # one GPU type, PS mode
+    slow: list[int] = []  # a mix or a sync row
+    for k, r in enumerate(rows):
+        text = r[gpu_at]
+        if (mode_at is not None and r[mode_at].strip().lower() not in PS_MODES) or ":" in text or "+" in text:
+            slow.append(k)
+        else:
+            fast.append(k)
+    values = {c: np.array([float(rows[k][pos[c]]) for k in fast], dtype=float) for c in _NUMBERS}
+    for c, v in values.items():
+        ok = (v > 0) & (v <= LIMITS.get(c, np.inf)) & (v >= MINIMUMS.get(c, 0.0))  # NaN fails, inf is over
+        if c in _INTEGERS:
+            ok &= v == np.floor(v)
+        if not ok.all():
+            return None
+    gpus = [_one_gpu(rows[k][gpu_at].strip()) for k in fast]
+    out = [r + [""] * (len(out_cols) - len(r)) for r in rows]
+    put = [out_cols.index(c) for c in OUTPUT_COLUMNS]
+    groups: dict[tuple[str, float, float, int], list[int]] = {}
+    names = [rows[k][pos["model"]].strip() for k in fast]
+    for j, key in enumerate(zip(names, values["model_flops"].tolist(), values["params"].tolist(),
+                                values["batch_size"].astype(int).tolist(), strict=True)):  # fmt: skip
+        groups.setdefault(key, []).append(j)
+    for (name, flops, params, batch_size), members in groups.items():
+        network = ModelSpec(name=name, model_flops=flops, params=params, batch_size=batch_size)
+        at = np.array(members)
+        gpu = np.array([gpus[j] for j in members])
+        workers, ps = values["workers"][at].astype(int), values["ps"][at].astype(int)
+        with np.errstate(all="ignore"):  # bounded inputs; an overflow shows as inf in its cell
+            pred = model.predict_shapes(network, gpu, workers, ps)
+            band = shape_bands(model, network, gpu, workers, ps, steps_per_sec=pred["steps_per_sec"])
+        cols = zip(pred["steps_per_sec"].tolist(), band["steps_per_sec_p10"].tolist(),
+                   band["steps_per_sec_p90"].tolist(), band["extrapolation"].tolist(),
+                   pred["examples_per_sec"].tolist(), pred["bottleneck"].tolist(),
+                   pred["ps_utilization"].tolist(), strict=True)  # fmt: skip
+        for j, (x, p10, p90, ext, ex, bn, util) in zip(members, cols, strict=True):
+            row = out[fast[j]]
+            for i, cell in zip(put, (f"{x:.6g}", f"{p10:.6g}", f"{p90:.6g}", ext, f"{ex:.6g}", bn, f"{util:.4f}"),
+                               strict=True):  # fmt: skip
+                row[i] = cell
+    if slow:
+        chunk = _Chunk(model, memo)
+        for k in slow:
+            chunk.add(dict(zip(header, rows[k], strict=True)), batch[k][0])
+        for k, r in zip(slow, chunk.results(), strict=True):
+            out[k] = [r.get(c, "") for c in out_cols]
+    return out
+
+
+_GPU_NAMES: dict[str, str] = {}
+
+
+def _one_gpu(text: str) -> str:
+    """The catalogue name of one GPU type (remembered); raises UnknownGpuError (a ValueError)."""
+    name = _GPU_NAMES.get(text)
+    if name is None:
+        if not text:
+            raise ValueError("missing gpu")
+        name = get_gpu(text).name
+        if len(_GPU_NAMES) < 10_000:
+            _GPU_NAMES[text] = name
+    return name
 
 
 def predict_csv_text(text: str, model: SpeedModel | None = None) -> str:
