@@ -58,7 +58,7 @@ def _argv(name: str, path: Path) -> list[str]:
 @pytest.mark.parametrize("name", ["ps-region", "ps-data-region", "sync-region", "sync-data-region", "geo-dc"])
 def test_workload_escapes_reach_stdout_as_visible_text(tmp_path: Path, name: str):
     path = hostile_files(tmp_path)[name]
-    for extra in ([], ["--json"]):
+    for extra in ([], ["--json"]) if name == "ps-region" else ([],):  # --json: one case (its encoder escapes)
         r = subprocess.run([EXE, *_argv(name, path), *extra], capture_output=True, timeout=120, env=ENV)
         assert r.returncode == 0, r.stderr
         text = (r.stdout + r.stderr).decode()
