@@ -9,6 +9,7 @@ the ``-wal`` holds."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import sqlite3
@@ -74,6 +75,12 @@ def _sqlite_count(path: Path, tmp: Path) -> int:
     c.close()
     shutil.rmtree(ref)
     return n
+
+
+@pytest.fixture(autouse=True)
+def _no_log_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No log file handler another in-process test left behind (read-only mode would refuse it)."""
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
 
 
 def _replayed(path: Path) -> tuple[int, list[str], str]:
