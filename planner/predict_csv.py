@@ -9,9 +9,12 @@ residuals, :mod:`cmdare.planner.speed.speed_band`), ``extrapolation`` (``none`` 
 ``examples_per_sec``, ``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError`
 naming the row.
 
-Synchronous rows (:mod:`cmdare.planner.predict_sync`): optional columns ``mode`` (``sync``),
-``gpus_per_node`` and ``nic_gbps``; ``workers`` = GPUs in all, ``ps`` = 0. A file with a ``mode`` column
-gets an ``allreduce_share`` output column too; files without one are read and written as before.
+Synchronous rows (:mod:`cmdare.planner.predict_sync`): optional columns ``mode`` (``sync`` | ``fsdp`` |
+``zero1`` | ``zero2``), ``gpus_per_node``, ``nic_gbps``, ``transport``, ``precision``, ``bucket_mb``, ``hop_us``,
+``activation_gb``, ``recompute``; ``workers`` = GPUs in all, ``ps`` = 0. A file with a ``mode`` column gets the
+output columns ``allreduce_share``, ``compute_s``, ``algorithm``, ``memory_gb`` and ``memory`` too; files
+without one are read and written as before. An optional ``tensors`` column (parameter tensors) is read by both
+models: the PS model otherwise estimates it from the study's CIFAR networks.
 
 A header that names a column twice is refused (which of the two would a row mean?). Rows are read in
 chunks of :data:`CHUNK_ROWS`, each checked whole before any of it is written, and predicted on arrays:
@@ -30,7 +33,7 @@ import numpy as np
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.collectors.untrusted import clean_text
-from cmdare.planner.predict_sync import PS_MODES, SyncRowError, is_sync, predict_sync_row
+from cmdare.planner.predict_sync import PS_MODES, SYNC_COLUMNS, SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_band import shape_bands, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
@@ -61,7 +64,7 @@ CHUNK_ROWS = 20_000  # rows checked, predicted and written together (memory stay
 MEMO_LIMIT = 100_000  # distinct mixed or sync shapes remembered (the memo starts again past it)
 
 # Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
-LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3}
+LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3, "tensors": 1e7}
 # Lower bounds of counts: a parameter count below one took the speed model to 0 steps/s (and 0/0 in its band)
 MINIMUMS = {"params": 1.0}
 
@@ -135,6 +138,9 @@ def _network(row: dict[str, str], where: str) -> ModelSpec:
         model_flops=_number(row, "model_flops", where),
         params=_number(row, "params", where),
         batch_size=int(_number(row, "batch_size", where, integer=True)),
+        tensors=int(_number(row, "tensors", where, integer=True))
+        if (row.get("tensors") or "").strip()
+        else None,
     )
 
 
@@ -168,13 +174,13 @@ class _Chunk:
         self.rows: list[dict[str, str]] = []
         self.out: list[dict[str, str] | None] = []
         self.groups: dict[
-            tuple[str, float, float, int], tuple[ModelSpec, list[tuple[int, str, int, int]]]
+            tuple[str, float, float, int, int | None], tuple[ModelSpec, list[tuple[int, str, int, int]]]
         ] = {}
 
     def add(self, row: dict[str, str], where: str) -> None:
         """Check one (cleaned) row and plan its prediction; raises :class:`PredictInputError`."""
         network = _network(row, where)
-        key = (network.name, network.model_flops, network.params, network.batch_size)
+        key = (network.name, network.model_flops, network.params, network.batch_size, network.tensors)
         try:
             sync = is_sync(row)
         except SyncRowError as exc:
@@ -182,11 +188,7 @@ class _Chunk:
         i = len(self.rows)
         self.rows.append(row)
         if sync:
-            shape = (
-                "sync",
-                key,
-                *(row.get(c) for c in ("gpu", "workers", "ps", "gpus_per_node", "nic_gbps")),
-            )
+            shape = ("sync", tuple(row.items()))  # every column a sync row may read, and the rest
             self.out.append(self._memo(shape, lambda: predict_sync_row(self.model, network, row), where))
             return
         mix, workers, ps = _shape(row, where)
@@ -256,7 +258,7 @@ def predict_csv_lines(
     reader = csv.reader(lines)
     header = [clean_text(h, FIELD_LIMIT) for h in next(reader, None) or []]
     _check_header(header)
-    extra = ("allreduce_share",) if "mode" in header else ()
+    extra = SYNC_COLUMNS if "mode" in header else ()
     out_cols = header + [c for c in (*OUTPUT_COLUMNS, *extra) if c not in header]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -329,12 +331,17 @@ def _chunk_on_arrays(
 ) -> list[list[str]] | None:
     """:func:`_chunk` for rows that need no message: None (or a ValueError) when one of them is bad."""
     pos = {c: i for i, c in enumerate(header)}
-    mode_at, gpu_at = pos.get("mode"), pos["gpu"]
+    mode_at, gpu_at, tensors_at = pos.get("mode"), pos["gpu"], pos.get("tensors")
     fast: list[int] = []  # one GPU type, PS mode
     slow: list[int] = []  # a mix or a sync row
     for k, r in enumerate(rows):
         text = r[gpu_at]
-        if (mode_at is not None and r[mode_at].strip().lower() not in PS_MODES) or ":" in text or "+" in text:
+        if (
+            (mode_at is not None and r[mode_at].strip().lower() not in PS_MODES)
+            or (tensors_at is not None and r[tensors_at].strip())  # a network of its own: row by row
+            or ":" in text
+            or "+" in text
+        ):
             slow.append(k)
         else:
             fast.append(k)
