@@ -11,15 +11,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from cli_harness import check_discipline, run_main
+from test_readonly_mode import fresh_env
 from test_tmux_hostile import PrivateTmux, assert_clean_stream
+
+from cmdare.collectors.clock import SystemClock
+from cmdare.collectors.jsonl import JsonlSource
 
 REPO = Path(__file__).resolve().parents[1]
 EX = REPO / "examples"
@@ -154,3 +160,31 @@ def test_a_bad_row_after_many_leaves_the_output_untouched(tmp_path: Path):
     check_discipline(code, err, allowed=(2,))
     assert "row 45001 (line 45002)" in err and out.read_text() == "before\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv"]
+
+
+async def test_a_jsonl_log_replaced_by_a_fifo_is_a_failed_poll_not_a_hang(tmp_path: Path):
+    log = tmp_path / "train.jsonl"
+    log.write_text('{"job": "j", "task": "w0", "step": 1}\n')
+    src = JsonlSource(log)
+    async with httpx.AsyncClient() as client:
+        (first,) = await src.poll(client, SystemClock())
+        log.unlink()
+        os.mkfifo(log)  # a writer that never comes: a plain open() would wait for ever
+        (second,) = await asyncio.wait_for(src.poll(client, SystemClock()), 60)  # a hang bound
+    assert first.ok and not second.ok and second.error == "cannot read log: not a regular file"
+
+
+def test_price_files_that_are_fifos_fall_back_in_one_line(tmp_path: Path):
+    """The price cache and GOOGLE_APPLICATION_CREDENTIALS are files too: google.auth opens the latter
+    plainly (a FIFO blocked ``prices`` for ever)."""
+    home = tmp_path / "home"
+    env = fresh_env(home)
+    cache = Path(env["XDG_CACHE_HOME"]) / "cmdare-tui"
+    cache.mkdir(parents=True)
+    os.mkfifo(cache / "gcp_prices_default.json")
+    os.mkfifo(tmp_path / "creds.json")
+    env["GOOGLE_APPLICATION_CREDENTIALS"] = str(tmp_path / "creds.json")
+    r = subprocess.run([EXE, "prices", "--read-only", "--json", "--gpu", "V100", "--region", "us-central1"],
+                       capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert r.returncode == 0 and json.loads(r.stdout)
+    assert r.stderr.count("\n") == 1 and "creds.json: a FIFO, not a regular file" in r.stderr
