@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 __all__ = [
     "DEFAULT_LIMIT",
+    "LINE_LIMIT",
     "TextFileError",
     "TextFileMissing",
     "file_problem",
@@ -139,30 +140,39 @@ def read_small_text(path: str | os.PathLike[str], limit: int = DEFAULT_LIMIT, en
         raise TextFileError(f"{p}: not UTF-8 text (byte {exc.start})") from None
 
 
+LINE_LIMIT = 1024 * 1024  # bytes of one line read by :func:`open_small_text` (default)
+
+
 @contextmanager
 def open_small_text(
-    path: str | os.PathLike[str], limit: int = DEFAULT_LIMIT, encoding: str = "utf-8"
+    path: str | os.PathLike[str],
+    limit: int = DEFAULT_LIMIT,
+    encoding: str = "utf-8",
+    line_limit: int = LINE_LIMIT,
 ) -> Iterator[Iterator[str]]:
     """``path``'s lines (each with its ``\\n``), read and decoded one at a time (for a file too large
     to hold twice, a CSV), with the same checks as :func:`read_small_text`; bytes that are not
-    ``encoding`` raise :class:`TextFileError` naming the line and byte. ``utf-8-sig`` drops a BOM."""
+    ``encoding`` raise :class:`TextFileError` naming the line and byte, and so does a line over
+    ``line_limit`` bytes (a 64 MiB line held as text takes up to four times that). ``utf-8-sig`` drops a BOM."""
     p = Path(path)
     with io.BufferedReader(_open_regular(p, limit), 1 << 16) as fh:
-        yield _lines(fh, encoding, p)
+        yield _lines(fh, encoding, p, line_limit)
 
 
-def _lines(fh: io.BufferedReader, encoding: str, p: Path) -> Iterator[str]:
+def _lines(fh: io.BufferedReader, encoding: str, p: Path, line_limit: int) -> Iterator[str]:
     """The decoded lines of ``fh`` (UTF-8 never has the byte 0x0A inside a character: lines split safely)."""
     first, rest = encoding, "utf-8" if encoding == "utf-8-sig" else encoding
     no = 0
     while True:
         try:
-            line = fh.readline()
+            line = fh.readline(line_limit + 1)
         except OSError as exc:
             raise TextFileError(f"{p}: cannot read ({exc.strerror or type(exc).__name__})") from None
         if not line:
             return
         no += 1
+        if len(line) > line_limit:
+            raise TextFileError(f"{p}: line {no} is longer than {_size_words(line_limit)}")
         try:
             yield line.decode(first if no == 1 else rest)
         except UnicodeDecodeError as exc:

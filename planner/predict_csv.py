@@ -61,6 +61,7 @@ OUTPUT_COLUMNS = (
 
 FIELD_LIMIT = 1000  # characters kept of one CSV field (the rest is cut, with an ellipsis)
 CHUNK_ROWS = 20_000  # rows checked, predicted and written together (memory stays that of one chunk)
+ROW_LIMIT = 1024 * 1024  # characters of one row, its lines together (a predict row is a few dozen)
 MEMO_LIMIT = 100_000  # distinct mixed or sync shapes remembered (the memo starts again past it)
 
 # Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
@@ -255,7 +256,8 @@ def predict_csv_lines(
     (``\\n`` line ends); returns the rows predicted. A bad row raises :class:`PredictInputError`
     before anything of its chunk is written."""
     model = model or SpeedModel.load()
-    reader = csv.reader(lines)
+    fed = _Fed(lines)
+    reader = csv.reader(fed)
     header = [clean_text(h, FIELD_LIMIT) for h in next(reader, None) or []]
     _check_header(header)
     extra = SYNC_COLUMNS if "mode" in header else ()
@@ -268,6 +270,7 @@ def predict_csv_lines(
     while True:
         batch: list[tuple[str, list[str]]] = []  # (where, fields)
         for fields in reader:
+            fed.chars = 0  # each row's own text is bounded, however many lines it spans
             if not fields:  # a blank line is no row
                 continue
             n += 1
@@ -283,6 +286,27 @@ def predict_csv_lines(
         buf.truncate()
         if len(batch) < CHUNK_ROWS:
             return n
+
+
+class _Fed:
+    """The lines the csv reader takes, counted: a row whose text passes :data:`ROW_LIMIT` characters
+    (a quoted field open across a million lines makes a million fields) is refused as it grows."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.lines, self.chars, self.line = iter(lines), 0, 0
+
+    def __iter__(self) -> _Fed:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.lines)
+        self.chars += len(line)
+        self.line += 1
+        if self.chars > ROW_LIMIT:
+            raise PredictInputError(
+                f"line {self.line}: a row longer than {ROW_LIMIT:,} characters (a quoted field left open?)"
+            )
+        return line
 
 
 _NUMBERS = ("model_flops", "params", "batch_size", "workers", "ps")

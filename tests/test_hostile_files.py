@@ -188,3 +188,15 @@ def test_price_files_that_are_fifos_fall_back_in_one_line(tmp_path: Path):
                        capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
     assert r.returncode == 0 and json.loads(r.stdout)
     assert r.stderr.count("\n") == 1 and "creds.json: a FIFO, not a regular file" in r.stderr
+
+
+@pytest.mark.parametrize("shape", ["one long line", "a quoted field open across lines"])
+def test_a_row_too_long_is_refused_before_it_grows(tmp_path: Path, shape: str):
+    """A 64 MiB line held as text takes up to 256 MiB; a quoted field open across lines made one field a
+    line (a 20 MB file peaked at 314 MB)."""
+    head = "model,model_flops,params,batch_size,gpu,workers,ps\n"
+    body = "a" * 3_000_000 + "\U0001f600\n" if shape == "one long line" else '"x' + '\n","x' * 400_000 + '"\n'
+    (tmp_path / "long.csv").write_text(head + body)
+    code, stdout, err = run_main(["predict", "--input", str(tmp_path / "long.csv")])
+    check_discipline(code, err, allowed=(2,))
+    assert stdout == "" and ("line 2 is longer than 1 MiB" in err or "a row longer than 1,048,576" in err)
