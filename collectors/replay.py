@@ -199,6 +199,7 @@ class ReplaySource:
         self.ended = False  # set once the recording has no more cycles
         self.conn, note = _open(self.path)
         self._opening_notes = [note] if note else []  # said with the first cycle
+        self._left_out = note  # and at the end
         self._played = self._skipped = self._polls = 0
         try:
             meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
@@ -363,6 +364,8 @@ class ReplaySource:
             return ReplayFinished(
                 f"recording ended ({n:,} cycles: {self._played:,} replayed, {self._skipped:,} unreadable, skipped)"
             )
+        if self._left_out:
+            return ReplayFinished(f"recording ended ({n:,} cycles replayed; {self._left_out})")
         return ReplayFinished(f"recording ended cleanly ({n:,} cycles replayed)")
 
     def _note(self, text: str) -> TaskPoll:

@@ -21,6 +21,7 @@ the main file alone and says what it left out, or lets SQLite read the ``-wal`` 
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import stat
@@ -28,10 +29,16 @@ import struct
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy loads with the first -wal read, not with the replay's module
+    import numpy as np
 
 __all__ = ["IMAGE_LIMIT", "ImageTooLarge", "WalContent", "open_immutable", "open_private", "wal_content"]
 
-IMAGE_LIMIT = 96 * 1024 * 1024  # bytes of a private image (held twice while SQLite takes it in)
+IMAGE_LIMIT = (
+    64 * 1024 * 1024
+)  # bytes of a private image (held twice while SQLite takes it in: 128 MiB at most)
 _WAL_MAGIC = (0x377F0682, 0x377F0683)  # checksums little- / big-endian
 _WAL_HEADER, _FRAME_HEADER = 32, 24
 
@@ -65,6 +72,41 @@ def _checksum(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
         s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
         s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
     return s0, s1
+
+
+@functools.cache
+def _powers(pairs: int) -> tuple[np.ndarray, ...]:
+    """The entries ``A, B, C, D`` of ``M^j`` for ``j = 0..pairs`` (``M = [[1, 1], [1, 2]]``, mod 2^32), as
+    uint64: one step of the checksum is ``(s0, s1) ← M·(s0, s1) + (x, x + y)``."""
+    import numpy as np
+
+    out = np.empty((4, pairs + 1), dtype=np.uint64)
+    a, b, c, d = 1, 0, 0, 1
+    for j in range(pairs + 1):
+        out[:, j] = (a, b, c, d)
+        a, b, c, d = (
+            (a + c) & 0xFFFFFFFF,
+            (b + d) & 0xFFFFFFFF,
+            (a + 2 * c) & 0xFFFFFFFF,
+            (b + 2 * d) & 0xFFFFFFFF,
+        )
+    return tuple(out)
+
+
+def _checksum_page(data: bytes, s0: int, s1: int, big: bool) -> tuple[int, int]:
+    """:func:`_checksum` of a page, on arrays: ``s_n = M^n·s_0 + Σ M^(n-k)·v_k``, summed in uint64 whose
+    wrap-around keeps every result mod 2^32 exact (2^32 divides 2^64)."""
+    import numpy as np
+
+    words = np.frombuffer(data, dtype=">u4" if big else "<u4").astype(np.uint64)
+    x, xy = words[0::2], words[0::2] + words[1::2]
+    n = x.size
+    a, b, c, d = (p[n - 1 :: -1] for p in _powers(n))  # M^(n-k) for k = 1..n
+    a_n, b_n, c_n, d_n = (int(p[n]) for p in _powers(n))
+    with np.errstate(over="ignore"):
+        t0 = int((a * x + b * xy).sum(dtype=np.uint64))
+        t1 = int((c * x + d * xy).sum(dtype=np.uint64))
+    return (a_n * s0 + b_n * s1 + t0) & 0xFFFFFFFF, (c_n * s0 + d_n * s1 + t1) & 0xFFFFFFFF
 
 
 def wal_content(wal: Path) -> WalContent | None:
@@ -101,7 +143,7 @@ def wal_content(wal: Path) -> WalContent | None:
             if (f_salt1, f_salt2) != (salt1, salt2) or page < 1:
                 break
             s = _checksum(frame[:8], *s, big)
-            s = _checksum(frame[_FRAME_HEADER:], *s, big)
+            s = _checksum_page(frame[_FRAME_HEADER:], *s, big)
             if s != (f0, f1):
                 break
             pending[page] = offset + _FRAME_HEADER
@@ -114,6 +156,29 @@ def wal_content(wal: Path) -> WalContent | None:
     if not pages:
         return None
     return WalContent(pages, db_pages, page_size, frames, head[16:24])
+
+
+def _last_commit_bytes(wal: Path, size: int) -> int:
+    """The database size the ``-wal``'s last whole frame gives when it ends a transaction of this
+    ``-wal`` (its salts), else 0: a look at two headers, no checksum."""
+    try:
+        with open(wal, "rb", opener=_nonblocking) as fh:
+            head = fh.read(_WAL_HEADER)
+            if len(head) < _WAL_HEADER:
+                return 0
+            page_size = struct.unpack(">I", head[8:12])[0]
+            if page_size < 512 or page_size > 65536:
+                return 0
+            frames = (size - _WAL_HEADER) // (_FRAME_HEADER + page_size)
+            if frames < 1:
+                return 0
+            fh.seek(_WAL_HEADER + (frames - 1) * (_FRAME_HEADER + page_size))
+            frame = fh.read(_FRAME_HEADER)
+    except OSError:
+        return 0
+    if len(frame) < _FRAME_HEADER or frame[8:16] != head[16:24]:
+        return 0
+    return struct.unpack(">I", frame[4:8])[0] * page_size
 
 
 def _uri(path: Path, query: str) -> str:
@@ -139,6 +204,9 @@ def open_private(path: str | os.PathLike[str], limit: int | None = None) -> sqli
             return open_immutable(p)
         if wal_size > 2 * limit:  # its checksums alone would take seconds to go through
             raise ImageTooLarge(p, f"its -wal is {wal_size / 2**20:.1f} MiB", wal_size, limit)
+        claimed = _last_commit_bytes(wal_path, wal_size)
+        if claimed > limit:  # what the last frame says, before seconds of checksums confirm it
+            raise ImageTooLarge(p, "the size the -wal's last commit gives", claimed, limit)
         wal = wal_content(wal_path)
         if wal is None:
             return open_immutable(p)
