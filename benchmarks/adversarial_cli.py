@@ -12,7 +12,7 @@ Target: every row held, peak RSS <= 300 MB.
 
 Issue 27's file cases: escape sequences in a workload's ``[current] region`` / ``[options] data_region``
 (PS and sync), every file flag given a FIFO or ``/dev/zero``, a predict CSV with two ``model`` columns,
-250,000 predict rows, a crashed WAL recording replayed read-only (by flag, environment and config:
+250,000 predict rows, a 60 MB line and a quote left open for 60 MB, a crashed WAL recording replayed read-only (by flag, environment and config:
 nothing may be written beside it), a damaged recording, and ``--timeout 60`` against a target that
 answers in 5.5 s (httpx's default 5 s capped it).
 """
@@ -35,29 +35,57 @@ TIMEOUT_S = 60.0
 RSS_LIMIT_MB = 300.0
 
 
-def run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, bytes, bytes, float, float]:
-    """(status, stdout, stderr, seconds, peak RSS MB) of one process, its RSS from wait4."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [EXE, *argv], cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL
-        )
-        deadline = t0 + TIMEOUT_S
+# Each attack is started by a small helper process, not by this one: a child's peak RSS (ru_maxrss) starts
+# at its parent's resident size when it is forked, and this process grows to tens of MB building the files.
+SPAWNER = r"""
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
+    with open(job["out"], "wb") as out, open(job["err"], "wb") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(job["argv"], cwd=job["cwd"], env=job["env"], stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL)
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
+                code = os.waitstatus_to_exitcode(status)
                 break
-            if time.perf_counter() > deadline:
+            if time.perf_counter() > t0 + job["timeout"]:
                 proc.kill()
                 pid, status, usage = os.wait4(proc.pid, 0)
-                status = -1
+                code = -1
                 break
             time.sleep(0.02)
         proc.returncode = 0  # reaped here: keep Popen from waiting again
-        out.seek(0)
-        err.seek(0)
-        code = os.waitstatus_to_exitcode(status) if status != -1 else -1
-        return code, out.read(), err.read(), time.perf_counter() - t0, usage.ru_maxrss / 1024
+    print(json.dumps([code, time.perf_counter() - t0, usage.ru_maxrss / 1024]), flush=True)
+"""
+
+
+class Spawner:
+    """The helper process that starts each attack (see :data:`SPAWNER`)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, bytes, bytes, float, float]:
+        """(status, stdout, stderr, seconds, peak RSS MB) of one ``cmdare-tui`` process."""
+        import json
+
+        with tempfile.TemporaryDirectory() as tmp:
+            out, err = Path(tmp) / "out", Path(tmp) / "err"
+            job = {"argv": [EXE, *argv], "cwd": str(cwd), "env": env, "out": str(out), "err": str(err),
+                   "timeout": TIMEOUT_S}  # fmt: skip
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.flush()
+            code, secs, mb = json.loads(self.proc.stdout.readline())
+            return code, out.read_bytes(), err.read_bytes(), secs, mb
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
 Attack = tuple[str, list[str], set[int], Callable[[], bool], dict[str, str]]
@@ -147,6 +175,13 @@ def file_attacks(d: Path, slow_url: str) -> list[Attack]:
             for i in range(250_000)
         ),
         "ro.toml": "read_only = true\n",
+        "longline.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n"
+        + "a" * 60_000_000
+        + "\U0001f600\n",
+        "openquote.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n"
+        + '"x'
+        + '\n","x' * 12_000_000
+        + '"\n',
     }
     for name, text in files.items():
         (d / name).write_text(text)
@@ -175,6 +210,8 @@ def file_attacks(d: Path, slow_url: str) -> list[Attack]:
     out += [
         ("predict: two model columns", ["predict", "--input", f"{p}/twomodel.csv"], {2}, none, {}),
         ("predict: 250,000 rows", ["predict", "--input", f"{p}/rows250k.csv"], {0}, none, {}),
+        ("predict: a 60 MB line ending in 😀", ["predict", "--input", f"{p}/longline.csv"], {2}, none, {}),
+        ("predict: a quote open for 60 MB", ["predict", "--input", f"{p}/openquote.csv"], {2}, none, {}),
         ("replay WAL recording --read-only", [*replay, "--read-only"], {0}, unchanged, {}),
         ("replay WAL recording, env read-only", replay, {0}, unchanged, {"CMDARE_READ_ONLY": "1"}),
         ("replay WAL recording, config r-o", [*replay, "--config", f"{p}/ro.toml"], {0}, unchanged, {}),
@@ -414,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         (d / "home").mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "CMDARE_", "PROMETHEUS_"))}
         env.update(HOME=str(d / "home"), TERM="xterm-256color")
-        _, _, _, base_s, base_mb = run(["--version"], d, env)
+        spawner = Spawner()
+        _, _, _, base_s, base_mb = spawner.run(["--version"], d, env)
         print(f"baseline `cmdare-tui --version`: {base_s:.2f} s, {base_mb:.0f} MB peak RSS")
         print(
             f"{'attack':<36} {'verdict':<9} {'exit':>4} {'time s':>7} {'×base':>6} {'RSS MB':>7} {'×base':>6}"
@@ -422,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         slow = SlowExporter()
         failed, suite = 0, attacks(d, slow.url)
         for name, args, allowed, clean, extra in suite:
-            code, out, err, secs, mb = run(args, d, {**env, **extra})
+            code, out, err, secs, mb = spawner.run(args, d, {**env, **extra})
             v = verdict(code, out, err, allowed, clean())
             v = "failed" if mb > RSS_LIMIT_MB else v
             failed += v != "held"
@@ -430,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name:<36} {v:<9} {code:>4} {secs:>7.2f} {secs / base_s:>6.1f} {mb:>7.0f} {mb / base_mb:>6.1f}"
             )
         slow.server.shutdown()
+        spawner.close()
         failed += serve_suite(d, env)
         total = len(suite) + 3
         print(f"{failed} of {total} attacks not held" if failed else f"all {total} attacks held")
