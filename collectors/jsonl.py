@@ -25,7 +25,6 @@ import errno
 import json
 import logging
 import math
-import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tensorboard import scalar_key
+from cmdare.collectors.textfile import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +117,7 @@ class JsonlSource:
             log.info("jsonl %s was replaced or truncated: reading from the start", self.path)
             self.offset, self._skipping = 0, False
         self._inode = ident
-        with open(self.path, "rb", opener=_nonblocking) as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced between the two looks
-                raise OSError(errno.EINVAL, "not a regular file")
+        with open_regular(self.path) as fh:  # a FIFO put there between the two looks: refused too
             fh.seek(self.offset)
             return fh.read(READ_CHUNK_BYTES)
 
@@ -266,8 +264,3 @@ class JsonlSource:
             )
             for task in self._tasks.values()
         ]
-
-
-def _nonblocking(path: str, flags: int) -> int:
-    """Open without blocking on a FIFO (the regular-file check then refuses it)."""
-    return os.open(path, flags | os.O_NONBLOCK)
