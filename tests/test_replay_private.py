@@ -263,3 +263,30 @@ def test_read_only_replay_in_the_app_writes_nothing(tmp_path: Path):
         t.kill()
     assert tree(home) == before
     assert sorted(os.listdir(rec.parent)) == ["r.sqlite", "r.sqlite-wal"]
+
+
+def test_the_app_checks_a_recording_in_read_only_mode_already(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The app checks --replay while it reads its flags: read-only mode (here from the environment) is on
+    by then, so a -wal too large to copy is not handed to SQLite (which would write a -shm beside it)."""
+    from cmdare.tui import cli
+
+    (tmp_path / "copy").mkdir()
+    rec = crashed_copy(tmp_path, tmp_path / "copy" / "r.sqlite")
+    monkeypatch.setattr(sqlite_image, "IMAGE_LIMIT", 4096)
+    monkeypatch.setenv("CMDARE_READ_ONLY", "1")
+    real = cli.session_options
+
+    def checked_then_stop(args: object) -> object:  # the app itself is not started: the check is the point
+        real(args)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(cli, "session_options", checked_then_stop)
+    before = tree(rec.parent)
+    try:
+        with pytest.raises(SystemExit):
+            cli.run_app(cli.build_parser().parse_args(["--replay", str(rec)]))
+    finally:
+        writes.set_read_only(False)
+    assert tree(rec.parent) == before

@@ -107,6 +107,7 @@ def run_app(args: argparse.Namespace) -> int:
     gc.disable()  # start-up allocates much and frees little: the app collects again after its first frame
     from cmdare.tui.app import CmdareApp
 
+    writes.set_read_only(bool(getattr(args, "read_only", False)))  # already while the flags are checked
     opts = session_options(args)
     writes.set_read_only(opts.read_only)
     setup_logging(args.log_level, to_stderr=False)  # never stderr under a full-screen UI
