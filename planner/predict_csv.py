@@ -229,12 +229,6 @@ class _Chunk:
             yield {**row, **(out or {})}
 
 
-def clean_row(row: dict[str, str]) -> dict[str, str]:
-    """The row's fields as text safe on a terminal (control, bidi and zero-width characters shown
-    visibly, each field at most :data:`FIELD_LIMIT` characters): input fields are copied to the output."""
-    return {k: clean_text(v, FIELD_LIMIT) if v is not None else v for k, v in row.items()}
-
-
 def _check_header(header: list[str]) -> None:
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
@@ -314,8 +308,10 @@ _INTEGERS = ("batch_size", "workers", "ps")
 
 
 def _clean_fields(fields: list[str], width: int) -> list[str]:
-    """A row's fields cleaned (:func:`clean_row`) and padded to ``width`` with empty ones; a row of
-    printable ASCII within the field limit (almost every row) is told by one scan and kept."""
+    """A row's fields as text safe on a terminal (control, bidi and zero-width characters shown visibly,
+    each field at most :data:`FIELD_LIMIT` characters: input fields are copied to the output), padded to
+    ``width`` with empty ones; a row of printable ASCII within the field limit (almost every row) is
+    told by one scan and kept."""
     joined = "".join(fields)
     if not (joined.isascii() and joined.isprintable() and len(joined) <= FIELD_LIMIT):
         fields = [clean_text(f, FIELD_LIMIT) for f in fields]
