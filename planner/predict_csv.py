@@ -62,7 +62,7 @@ OUTPUT_COLUMNS = (
 FIELD_LIMIT = 1000  # characters kept of one CSV field (the rest is cut, with an ellipsis)
 CHUNK_ROWS = 20_000  # rows checked, predicted and written together (memory stays that of one chunk)
 ROW_LIMIT = 1024 * 1024  # characters of one row, its lines together (a predict row is a few dozen)
-MEMO_LIMIT = 100_000  # distinct mixed or sync shapes remembered (the memo starts again past it)
+MEMO_LIMIT = 20_000  # distinct mixed or sync shapes remembered (~1 kB each; the memo starts again past it)
 
 # Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
 LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3, "tensors": 1e7}
