@@ -5,7 +5,8 @@ in this process on a sample of the same rows, same run), with peak RSS.
     python benchmarks/predict_rows.py [--quick]      # --quick: 100,000 rows only
 
 The rows: three networks (ResNet-32 as measured, an unnamed one, Shake-Shake), every GPU of the
-catalogue, 1-64 workers and 1-8 PS; 5 % GPU mixes and 5 % synchronous rows (a seeded draw). Issue 27
+catalogue, 1-64 workers and 1-8 PS; 5 % GPU mixes and 5 % synchronous rows (a seeded draw); then 20,000
+distinct GPU mixes (each one a shape of its own: no memo helps). Issue 27
 measured 41.7 CPU-s for 100,000 rows and 696 s for 1,000,000 before; target: vectorised again (the
 per-row path's CPU per row ≥ 10× the new one's), peak RSS ≤ 300 MB.
 """
@@ -49,15 +50,24 @@ def rows(n: int, seed: int = 27) -> str:
     return out.getvalue()
 
 
-def baseline_cpu_per_row() -> float:
-    """CPU seconds per row of the per-row path, on :data:`SAMPLE` rows (after one warm-up row)."""
+def mixed_rows(n: int, seed: int = 28) -> str:
+    """``n`` rows of distinct three-GPU mixes (ResNet-32)."""
+    rng, out = random.Random(seed), io.StringIO()
+    for i in range(n):
+        a, b, c = rng.randint(1, 30), rng.randint(1, 30), rng.randint(1, 30)
+        out.write(f"ResNet-32,1658696889,1857722,128,V100:{a}+P100:{b}+K80:{c},{a + b + c},{1 + i % 8},,\n")
+    return out.getvalue()
+
+
+def baseline_cpu_per_row(data: str | None = None) -> float:
+    """CPU seconds per row of the per-row path, on ``data`` (default :data:`SAMPLE` rows), after one warm-up row."""
     import _predict_before
 
-    text = HEADER + rows(SAMPLE)
+    text = HEADER + (data if data is not None else rows(SAMPLE))
     _predict_before.predict_csv_text(HEADER + text.splitlines()[1] + "\n")
     t0 = time.process_time()
     _predict_before.predict_csv_text(text)
-    return (time.process_time() - t0) / SAMPLE
+    return (time.process_time() - t0) / (len(text.splitlines()) - 1)
 
 
 def run_cli(path: Path) -> tuple[int, float, float, float, int]:
@@ -98,6 +108,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"baseline/new {ratio:.1f}× (target ≥ 10×); peak RSS {mb:.0f} MB (target ≤ {RSS_LIMIT_MB:.0f}): "
                   f"{'PASS' if ok else 'MISS'}")  # fmt: skip
             path.unlink()
+        mixes = Path(tmp) / "mixes.csv"
+        mixes.write_text(HEADER + mixed_rows(20_000))
+        base_mix = baseline_cpu_per_row(mixed_rows(2_000))
+        code, cpu, wall, mb, _ = run_cli(mixes)
+        per_row = max(cpu - start_cpu, 1e-9) / 20_000
+        ok = code == 0 and base_mix / per_row >= 10
+        failed += not ok
+        print(f"   20,000 distinct GPU mixes: exit {code}, {cpu:.1f} s CPU ({wall:.1f} s wall), {per_row * 1e6:.1f} µs a row "
+              f"vs {base_mix * 1e6:.0f} µs per row before: {base_mix / per_row:.1f}× (target ≥ 10×); peak RSS {mb:.0f} MB: "
+              f"{'PASS' if ok else 'MISS'}")  # fmt: skip
     return 1 if failed else 0
 
 

@@ -35,7 +35,7 @@ from cmdare.collectors.samples import ModelSpec
 from cmdare.collectors.untrusted import clean_text
 from cmdare.planner.predict_sync import PS_MODES, SYNC_COLUMNS, SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
-from cmdare.planner.speed.speed_band import shape_bands, speed_band
+from cmdare.planner.speed.speed_band import mix_bands, shape_bands, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
 
 __all__ = [
@@ -352,15 +352,11 @@ def _chunk_on_arrays(
     """:func:`_chunk` for rows that need no message: None (or a ValueError) when one of them is bad."""
     pos = {c: i for i, c in enumerate(header)}
     mode_at, gpu_at, tensors_at = pos.get("mode"), pos["gpu"], pos.get("tensors")
-    fast: list[int] = []  # one GPU type, PS mode
-    slow: list[int] = []  # a mix or a sync row
+    fast: list[int] = []  # PS mode: one GPU type or a mix
+    slow: list[int] = []  # a sync row, a row with its own tensor count
     for k, r in enumerate(rows):
-        text = r[gpu_at]
-        if (
-            (mode_at is not None and r[mode_at].strip().lower() not in PS_MODES)
-            or (tensors_at is not None and r[tensors_at].strip())  # a network of its own: row by row
-            or ":" in text
-            or "+" in text
+        if (mode_at is not None and r[mode_at].strip().lower() not in PS_MODES) or (
+            tensors_at is not None and r[tensors_at].strip()
         ):
             slow.append(k)
         else:
@@ -372,7 +368,11 @@ def _chunk_on_arrays(
             ok &= v == np.floor(v)
         if not ok.all():
             return None
-    gpus = [_one_gpu(rows[k][gpu_at].strip()) for k in fast]
+    workers_of = values["workers"].astype(int).tolist()
+    found = [_mix(rows[k][gpu_at].strip(), n) for k, n in zip(fast, workers_of, strict=True)]
+    mixes = [m for m in found if m is not None]
+    if len(mixes) < len(found):
+        return None  # a mix that does not add up to its workers: the row-by-row path says so
     out = [r + [""] * (len(out_cols) - len(r)) for r in rows]
     put = [out_cols.index(c) for c in OUTPUT_COLUMNS]
     groups: dict[tuple[str, float, float, int], list[int]] = {}
@@ -382,21 +382,16 @@ def _chunk_on_arrays(
         groups.setdefault(key, []).append(j)
     for (name, flops, params, batch_size), members in groups.items():
         network = ModelSpec(name=name, model_flops=flops, params=params, batch_size=batch_size)
-        at = np.array(members)
-        gpu = np.array([gpus[j] for j in members])
-        workers, ps = values["workers"][at].astype(int), values["ps"][at].astype(int)
+        one = [j for j in members if len(mixes[j]) == 1]
+        many = [j for j in members if len(mixes[j]) > 1]
         with np.errstate(all="ignore"):  # bounded inputs; an overflow shows as inf in its cell
-            pred = model.predict_shapes(network, gpu, workers, ps)
-            band = shape_bands(model, network, gpu, workers, ps, steps_per_sec=pred["steps_per_sec"])
-        cols = zip(pred["steps_per_sec"].tolist(), band["steps_per_sec_p10"].tolist(),
-                   band["steps_per_sec_p90"].tolist(), band["extrapolation"].tolist(),
-                   pred["examples_per_sec"].tolist(), pred["bottleneck"].tolist(),
-                   pred["ps_utilization"].tolist(), strict=True)  # fmt: skip
-        for j, (x, p10, p90, ext, ex, bn, util) in zip(members, cols, strict=True):
-            row = out[fast[j]]
-            for i, cell in zip(put, (f"{x:.6g}", f"{p10:.6g}", f"{p90:.6g}", ext, f"{ex:.6g}", bn, f"{util:.4f}"),
-                               strict=True):  # fmt: skip
-                row[i] = cell
+            for part, outputs in ((one, _one_type), (many, _mixed)):
+                if part:
+                    cells = outputs(model, network, [mixes[j] for j in part], values["ps"][part])
+                    for j, row_cells in zip(part, cells, strict=True):
+                        row = out[fast[j]]
+                        for i, cell in zip(put, row_cells, strict=True):
+                            row[i] = cell
     if slow:
         chunk = _Chunk(model, memo)
         for k in slow:
@@ -404,6 +399,62 @@ def _chunk_on_arrays(
         for k, r in zip(slow, chunk.results(), strict=True):
             out[k] = [r.get(c, "") for c in out_cols]
     return out
+
+
+def _cells(pred: dict[str, np.ndarray], band: dict[str, np.ndarray]) -> list[tuple[str, ...]]:
+    """The output cells of predicted rows, in :data:`OUTPUT_COLUMNS`' order."""
+    cols = zip(pred["steps_per_sec"].tolist(), band["steps_per_sec_p10"].tolist(),
+               band["steps_per_sec_p90"].tolist(), band["extrapolation"].tolist(),
+               pred["examples_per_sec"].tolist(), pred["bottleneck"].tolist(),
+               pred["ps_utilization"].tolist(), strict=True)  # fmt: skip
+    return [(f"{x:.6g}", f"{p10:.6g}", f"{p90:.6g}", ext, f"{ex:.6g}", bn, f"{util:.4f}")
+            for x, p10, p90, ext, ex, bn, util in cols]  # fmt: skip
+
+
+def _one_type(
+    model: SpeedModel, network: ModelSpec, mixes: list[dict[str, int]], ps: np.ndarray
+) -> list[tuple[str, ...]]:
+    """Rows of one GPU type each: :meth:`~SpeedModel.predict_shapes` and :func:`shape_bands`."""
+    gpu = np.array([next(iter(m)) for m in mixes])
+    workers = np.array([next(iter(m.values())) for m in mixes])
+    ps_i = ps.astype(int)
+    pred = model.predict_shapes(network, gpu, workers, ps_i)
+    return _cells(pred, shape_bands(model, network, gpu, workers, ps_i, steps_per_sec=pred["steps_per_sec"]))
+
+
+def _mixed(
+    model: SpeedModel, network: ModelSpec, mixes: list[dict[str, int]], ps: np.ndarray
+) -> list[tuple[str, ...]]:
+    """Rows of GPU mixes: :meth:`~SpeedModel.predict_mixes` and :func:`mix_bands`, each row's GPUs in
+    its own order (the order :meth:`~SpeedModel.predict` sums them in)."""
+    names = sorted({g for m in mixes for g in m})
+    index = {g: i for i, g in enumerate(names)}
+    width = max(len(m) for m in mixes)
+    gpu_at, count_at = np.zeros((len(mixes), width), dtype=int), np.zeros((len(mixes), width))
+    for i, m in enumerate(mixes):
+        for j, (g, c) in enumerate(m.items()):
+            gpu_at[i, j], count_at[i, j] = index[g], c
+    ps_i = ps.astype(int)
+    pred = model.predict_mixes(network, names, gpu_at, count_at, ps_i)
+    return _cells(pred, mix_bands(model, network, names, gpu_at, count_at, ps_i, pred["steps_per_sec"]))
+
+
+_MIXES: dict[str, dict[str, int]] = {}
+
+
+def _mix(text: str, workers: int) -> dict[str, int] | None:
+    """The GPUs of a row as ``{name: count}`` (a bare name: ``workers`` of it), or None when a mix's
+    counts do not add up to ``workers``; raises ValueError (UnknownGpuError) for a bad name."""
+    if ":" not in text and "+" not in text:
+        return {_one_gpu(text): workers}
+    mix = _MIXES.get(text)
+    if mix is None:
+        mix = parse_gpu_mix(text)
+        if len(_MIXES) < 10_000:
+            _MIXES[text] = mix
+    if len(mix) == 1 and ":" not in text:
+        return {next(iter(mix)): workers}
+    return mix if sum(mix.values()) == workers else None
 
 
 _GPU_NAMES: dict[str, str] = {}

@@ -21,7 +21,7 @@ Public API (used by ``predict``, the planner and the rules):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +35,7 @@ __all__ = [
     "GainBand",
     "SpeedBand",
     "extrapolations",
+    "mix_bands",
     "ps_gain_band",
     "shape_bands",
     "speed_band",
@@ -164,25 +165,70 @@ def shape_bands(
     workers, ps = np.asarray(workers, dtype=float), np.asarray(ps, dtype=float)
     if steps_per_sec is None:
         steps_per_sec = model.predict_shapes(network, gpu, workers, ps, latency_ms)["steps_per_sec"]
-    x = np.asarray(steps_per_sec, dtype=float)
+    names, inverse = np.unique(gpu, return_inverse=True)
+    sets = [frozenset((get_gpu(g).name,)) for g in names]
+
+    def at(rows: np.ndarray, placement: str) -> np.ndarray:
+        args = (network, gpu[rows], workers[rows], ps[rows], latency_ms)
+        return model.predict_shapes(*args, placement=placement)["steps_per_sec"]
+
+    return _bands(model, network, np.asarray(steps_per_sec, dtype=float), sets, inverse, workers, ps, at)
+
+
+def mix_bands(
+    model: SpeedModel,
+    network: ModelSpec,
+    names: list[str],
+    gpu_at: np.ndarray,
+    count_at: np.ndarray,
+    ps: np.ndarray,
+    steps_per_sec: np.ndarray,
+    latency_ms: float = REF_LATENCY_MS,
+) -> dict[str, np.ndarray]:
+    """Vectorised :func:`speed_band` over GPU mixes laid out as :meth:`SpeedModel.predict_mixes` takes
+    them (``steps_per_sec``: its speeds)."""
+    gpu_at, count_at = np.asarray(gpu_at, dtype=int), np.asarray(count_at, dtype=float)
+    ps = np.asarray(ps, dtype=float)
+    canonical = [get_gpu(g).name for g in names]
+    keys = [frozenset(canonical[g] for g, c in zip(gs, cs, strict=True) if c > 0)
+            for gs, cs in zip(gpu_at.tolist(), count_at.tolist(), strict=True)]  # fmt: skip
+    sets = list(dict.fromkeys(keys))
+    index = {k: i for i, k in enumerate(sets)}
+    inverse = np.array([index[k] for k in keys], dtype=int)
+
+    def at(rows: np.ndarray, placement: str) -> np.ndarray:
+        args = (network, names, gpu_at[rows], count_at[rows], ps[rows], latency_ms)
+        return model.predict_mixes(*args, placement=placement)["steps_per_sec"]
+
+    workers = count_at.sum(axis=1)
+    return _bands(model, network, np.asarray(steps_per_sec, dtype=float), sets, inverse, workers, ps, at)
+
+
+def _bands(
+    model: SpeedModel,
+    network: ModelSpec,
+    x: np.ndarray,
+    sets: list[frozenset[str]],
+    inverse: np.ndarray,
+    workers: np.ndarray,
+    ps: np.ndarray,
+    at: Callable[[np.ndarray, str], np.ndarray],
+) -> dict[str, np.ndarray]:
+    """:func:`speed_band`'s categories, widths and label on arrays: row ``i`` runs the GPU types
+    ``sets[inverse[i]]``; ``at(rows, placement)`` predicts those rows under another placement."""
     dom = model.domain_
     known = model._resolve(network).known
-    names, inverse = np.unique(gpu, return_inverse=True)
-    canonical = [get_gpu(g).name for g in names]
     measured_gpus = set(dom.get("gpus", ()))
     max_ps_by = dict(dom.get("max_ps", {}))
+    net_name = known.name if known is not None else "?"
+    default_max_ps = dom.get("default_max_ps", 1)
     max_ps = np.array(
-        [
-            int(
-                max_ps_by.get(f"{c}/{known.name if known is not None else '?'}", dom.get("default_max_ps", 1))
-            )
-            for c in canonical
-        ]  # fmt: skip
+        [int(max_ps_by.get(f"{'+'.join(sorted(k))}/{net_name}", default_max_ps)) for k in sets]
     )[inverse]
     max_workers = int(dom.get("max_workers", 8))
     present = {  # in speed_band's order: the first of equally wide bands names it
         "network": np.full(x.size, known is None),
-        "gpu": ~np.array([c in measured_gpus for c in canonical])[inverse],
+        "gpu": ~np.array([k <= measured_gpus for k in sets])[inverse],
         "workers": workers > max_workers,
     }
     present = {"none": ~np.logical_or.reduce(list(present.values())), **present, "ps": ps > max_ps}
@@ -202,9 +248,7 @@ def shape_bands(
             )
         elif c == "ps":
             r10, r90, _ = _q(model, "none")
-            args = (network, gpu[rows], workers[rows], ps[rows], latency_ms)
-            worst = model.predict_shapes(*args, placement="worst")["steps_per_sec"]
-            best = model.predict_shapes(*args, placement="balanced")["steps_per_sec"]
+            worst, best = at(rows, "worst"), at(rows, "balanced")
             lo[k, rows] = np.minimum(xs * math.exp(q10), worst * math.exp(r10))
             hi[k, rows] = np.maximum(xs * math.exp(q90), best * math.exp(r90))
         else:
