@@ -1,11 +1,11 @@
 """``--replay FILE``: play a recording back as a source, at any speed, with pause and step.
 
 The file is opened without writing anything, its ``-wal`` included (:mod:`cmdare.collectors.sqlite_image`),
-and refused when it cannot be played (:func:`check_usable`); the end says how much was played. Each ``poll`` returns the polls of the next recorded cycle and sets the
-session's :class:`ManualClock` to that cycle's recorded time, so rates, uptimes and alerts come out
-exactly as they did live. Pacing: the source waits ``recorded gap / speed`` of real time between
-cycles (``speed=0`` or ``math.inf`` means as fast as possible); while paused it waits for
-``resume()`` or ``step()``.
+and refused when it cannot be played (:func:`check_usable`); the end says how much was played. Each
+``poll`` returns the polls of the next recorded cycle and sets the session's :class:`ManualClock` to
+that cycle's recorded time, so rates, uptimes and alerts come out exactly as they did live. Pacing:
+the source waits ``recorded gap / speed`` of real time between cycles (``speed=0`` or ``math.inf``
+means as fast as possible); while paused it waits for ``resume()`` or ``step()``.
 
 A recording is untrusted input: a cycle with a non-finite or absurd time is skipped, a malformed or
 oversized row is skipped (each with a note: a failed poll of the source ``<file>#replay`` and a log
@@ -126,8 +126,8 @@ def check_usable(conn: sqlite3.Connection, p: Path) -> None:
         raise RecordingError(f"{p}: not a usable recording (no cycle recorded)")
     if conn.execute("SELECT 1 FROM polls LIMIT 1").fetchone() is None:
         raise RecordingError(f"{p}: not a usable recording (no poll recorded)")
-    for cycle in ends:  # the ends of a large file read as a replay reads them
-        conn.execute(_ROWS, (cycle, 1 << 62)).fetchall()
+    for cycle in ends:  # the ends of a large file read as a replay reads them (as many rows as it reads)
+        conn.execute(_ROWS, (cycle, caps.current().cycle_polls + 1)).fetchall()
 
 
 def _json(text: str | None) -> object:
