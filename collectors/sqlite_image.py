@@ -36,9 +36,7 @@ if TYPE_CHECKING:  # numpy loads with the first -wal read, not with the replay's
 
 __all__ = ["IMAGE_LIMIT", "ImageTooLarge", "WalContent", "open_immutable", "open_private", "wal_content"]
 
-IMAGE_LIMIT = (
-    64 * 1024 * 1024
-)  # bytes of a private image (held twice while SQLite takes it in: 128 MiB at most)
+IMAGE_LIMIT = 64 * 1024 * 1024  # bytes of a private image (held twice while SQLite takes it in)
 _WAL_MAGIC = (0x377F0682, 0x377F0683)  # checksums little- / big-endian
 _WAL_HEADER, _FRAME_HEADER = 32, 24
 
@@ -193,7 +191,8 @@ def open_immutable(path: Path) -> sqlite3.Connection:
 def open_private(path: str | os.PathLike[str], limit: int | None = None) -> sqlite3.Connection:
     """The database at ``path`` with its ``-wal``'s committed transactions, read without writing
     anything (see the module's docstring); raises :class:`ImageTooLarge`, ``OSError`` and
-    ``sqlite3.Error``. ``limit``: the image's size at most (default :data:`IMAGE_LIMIT`). A ``-wal`` restarted while it was read (a live writer's checkpoint) is read again."""
+    ``sqlite3.Error``. ``limit``: the image's size at most (default :data:`IMAGE_LIMIT`). A ``-wal``
+    restarted while it was read (a live writer's checkpoint) is read again."""
     p = Path(path)
     limit = IMAGE_LIMIT if limit is None else limit
     wal_path = Path(f"{p}-wal")
