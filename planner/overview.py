@@ -59,6 +59,11 @@ class NodeView:
     allreduce_seconds: float | None = None  # sync jobs: mean exposed all-reduce of one step (measured)
     rank: str = ""  # sync jobs: global rank and rank on its node, as the exporter declares them
     local_rank: str = ""
+    last_checkpoint_at: float | None = (
+        None  # Unix s the task's last checkpoint was written (exporter or logs)
+    )
+    checkpoint_seconds: float | None = None  # mean time to write one (cmdare_checkpoint_seconds, measured)
+    checkpoint_interval_s: float | None = None  # mean time between its checkpoints over the last hour
 
     def uptime_s(self, now: float) -> float | None:
         """Seconds since the task's current lifetime began, at ``now`` (None unless up). The view
@@ -375,7 +380,42 @@ def node_view(
         else None,
         rank=i.rank,
         local_rank=i.local_rank,
+        **_checkpoints(ts, now),
     )
+
+
+CHECKPOINT_WINDOW_S = 3600.0  # the checkpoint interval is measured over the last hour (two or more writes)
+MAX_CHECKPOINT_WRITE_S = (
+    86400.0  # a mean write time beyond a day is not a measurement (a page's value refused)
+)
+
+
+def _within(x: float, bound: float) -> float | None:
+    """``x`` when finite and within (0, bound], else None."""
+    return float(x) if math.isfinite(x) and 0 < x <= bound else None
+
+
+def _checkpoints(ts: TaskSeries, now: float) -> dict[str, float | None]:
+    """The task's last checkpoint (a plausible Unix time, not ahead of ``now`` by more than a minute), its mean
+    write time and, with two or more writes in the last hour, the mean interval between them."""
+    last = ts.latest(M.K_LAST_CHECKPOINT)
+    total, count = ts.latest(M.K_CHECKPOINT_SECONDS_SUM), ts.latest(M.K_CHECKPOINT_SECONDS_COUNT)
+    interval = None
+    if count and count >= 2:
+        times, values = ts.window_values(M.K_CHECKPOINT_SECONDS_COUNT, CHECKPOINT_WINDOW_S)
+        pts = [(t, v) for t, v in zip(times, values, strict=True) if v == v]
+        # between the first and the last point where the count grew (a write seen): whole intervals only
+        grew = [k for k in range(1, len(pts)) if pts[k][1] > pts[k - 1][1]]
+        if len(grew) >= 2 and pts[grew[-1]][1] > pts[grew[0]][1]:
+            a, b = pts[grew[0]], pts[grew[-1]]
+            interval = (b[0] - a[0]) / (b[1] - a[1]) or None
+    return {
+        "last_checkpoint_at": last if last is not None and 1e9 < last <= now + 60 else None,
+        "checkpoint_seconds": _within(total / count, MAX_CHECKPOINT_WRITE_S)
+        if total is not None and count
+        else None,
+        "checkpoint_interval_s": interval,
+    }
 
 
 def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
