@@ -4,6 +4,7 @@ Job panes show and what ``snapshot --json`` prints. Pure computation: no I/O, no
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 from collections import Counter
@@ -17,6 +18,7 @@ from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
 from cmdare.collectors.store import TRAINING_KEYS, JobSeries, Store, TaskSeries
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
 STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
@@ -329,6 +331,22 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     )
 
 
+_BAD_HOSTS: set[str] = set()  # hosts whose detail could not be read (logged once each)
+
+
+def _host_figures_or_none(ts: TaskSeries, host: TaskSeries | None, window: float) -> HostFigures:
+    """:func:`host_figures`, or none for this task when its host's detail cannot be read: one hostile
+    host page costs that host's columns, never the refresh of every job."""
+    try:
+        return host_figures(ts, host, window)
+    except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:
+        name = host.info.task if host is not None else ts.info.key
+        if name not in _BAD_HOSTS and len(_BAD_HOSTS) < 1000:
+            _BAD_HOSTS.add(name)
+            log.warning("host detail of %s unreadable, left out: %s: %s", name, type(exc).__name__, exc)
+        return HostFigures()
+
+
 def node_view(
     ts: TaskSeries,
     status: NodeStatus | None,
@@ -341,7 +359,7 @@ def node_view(
     state = status.state.value if status else TaskState.UP.value
     up = state == TaskState.UP.value
     net_in, net_out = _net(ts, host, window)
-    hf = host_figures(ts, host, window) if up else HostFigures()
+    hf = _host_figures_or_none(ts, host, window) if up else HostFigures()
     started = _started(ts, status, now)
     return NodeView(
         name=i.name,
@@ -499,6 +517,8 @@ def _task_views(
         if ts is None:
             continue  # a pending target: an unanswered row, made on every call
         flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
+        if key in lifecycle.duplicate_ranks:  # another task of the job claims its rank
+            flags += ("duplicate-rank",)
         view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags)
         old = cache.views.get(key)
         if old is view:
