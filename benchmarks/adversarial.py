@@ -297,7 +297,7 @@ def _dcgm_text(gpus: int, uuid_chars: int = 0, names: int = 3) -> str:
 async def _dcgm(url: str, attack: str) -> Result:
     """``snapshot`` of a healthy target beside a hostile DCGM page: 300-character UUIDs, or 100,000 GPUs
     (one metric: under the 8 MiB page cap)."""
-    from dcgm_page import DcgmServer
+    from tests.dcgm_page import DcgmServer
 
     text = (
         _dcgm_text(1, 300) if attack == "long" else _dcgm_text(100_000).split("# TYPE DCGM_FI_DEV_FB_USED")[0]
@@ -381,14 +381,13 @@ async def _rank_zero(url: str, attack: str) -> Result:
 async def _replaced(url: str, attack: str) -> Result:
     """Debian's Prometheus (file-based discovery): worker-1's VM replaced at a new address, 4 refreshes
     later. Skipped (held, said) where prometheus is not installed."""
-    from prom_server import PROMETHEUS, PromServer
-
     from cmdare.collectors.exporter import TrainingExporter
     from cmdare.collectors.lifecycle import Lifecycle
     from cmdare.collectors.poller import Poller
     from cmdare.collectors.prometheus_api import PrometheusAPISource
     from cmdare.collectors.samples import TaskState
     from cmdare.collectors.store import Store
+    from tests.prom_server import PROMETHEUS, PromServer
 
     if not Path(PROMETHEUS).exists():
         return "", "skipped: prometheus not installed"

@@ -20,12 +20,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli_harness import check_discipline, run_main
-from test_readonly_mode import fresh_env
-from test_tmux_hostile import PrivateTmux, assert_clean_stream
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.jsonl import JsonlSource
+from tests.cli_harness import check_discipline, run_main
+from tests.test_readonly_mode import fresh_env
+from tests.test_tmux_hostile import PrivateTmux, assert_clean_stream
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 EX = REPO / "examples"

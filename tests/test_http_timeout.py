@@ -11,11 +11,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+import pytest
 
 from cmdare.collectors.http_client import new_client
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
+
+pytestmark = pytest.mark.slow
 
 DELAY_S = 5.5  # past httpx's default 5 s
 PAGE = b'# TYPE cmdare_task_info gauge\ncmdare_task_info{job="j",task="worker-0",role="worker"} 1\n'

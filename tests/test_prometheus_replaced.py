@@ -9,7 +9,7 @@ import json
 import time
 from pathlib import Path
 
-from prom_server import prometheus_server  # noqa: F401 (fixture)
+import pytest
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
@@ -18,6 +18,9 @@ from cmdare.collectors.poller import Poller
 from cmdare.collectors.prometheus_api import PrometheusAPISource
 from cmdare.collectors.samples import TaskState
 from cmdare.collectors.store import Store
+from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.slow
 
 ROLES = {"worker-0": "chief", "worker-1": "worker", "worker-2": "worker", "ps-0": "ps"}
 

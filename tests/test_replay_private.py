@@ -19,8 +19,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_readonly_mode import fresh_env, tree
-from test_tmux_hostile import PrivateTmux
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors import sqlite_image, writes
@@ -29,6 +27,10 @@ from cmdare.collectors.poller import Cycle
 from cmdare.collectors.recorder import Recorder, RecordingError
 from cmdare.collectors.replay import ReplayFinished, ReplaySource, open_recording
 from cmdare.collectors.samples import TaskInfo, TaskPoll
+from tests.test_readonly_mode import fresh_env, tree
+from tests.test_tmux_hostile import PrivateTmux
+
+pytestmark = pytest.mark.slow
 
 EXE = str(Path(sys.executable).with_name("cmdare-tui"))
 CYCLES = 6  # recorded and closed (in the main file); as many again only in the -wal

@@ -11,12 +11,14 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from dcgm_page import DcgmServer, Gpu, page
-from prom_server import prometheus_server  # noqa: F401 (fixture)
 
 from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
 from cmdare.collectors.exporter import TrainingExporter
+from tests.dcgm_page import DcgmServer, Gpu, page
+from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.slow
 
 LONG_UUID = "GPU-" + "7" * 300  # past the 200-character label cap
 LONG_INDEX = "1" * 250

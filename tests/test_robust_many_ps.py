@@ -22,6 +22,8 @@ from cmdare.collectors import caps  # noqa: E402
 from cmdare.collectors.samples import TaskInfo, TaskPoll  # noqa: E402
 from cmdare.planner.risk_cost.shapes import EVERY_PS_UP_TO, ps_counts, ps_search_note  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 
 def test_ps_counts_are_dense_then_geometric_and_bounded() -> None:
     assert list(ps_counts(4, 2)) == [1, 2, 3, 4]
@@ -122,7 +124,7 @@ async def test_the_planner_pane_says_which_ps_counts_it_tried(tmp_path: Path) ->
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.panes.planner import PlannerPane
     from cmdare.tui.session import MonitorSession
-    from tests.test_app_pilot import wait_for
+    from tests.pilot_app import wait_for
 
     path = tmp_path / "rec.sqlite"
     many_ps_recording(path, 300, cycles=30)  # the app ranks in the background: the next refresh shows it
