@@ -212,11 +212,7 @@ async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once
 async def test_large_cluster_node_detail_joins_from_between_refreshes(prometheus_server):  # noqa: F811
     """Node detail (node_exporter/DCGM: the server's costly query at scale) runs between refreshes,
     never inside one, and its rates reach every task through its host (sampled less often, still known)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from exporter_farm import Farm  # ~300 node_exporter/DCGM/job series per target, one process
+    from benchmarks.exporter_farm import Farm  # ~300 node_exporter/DCGM/job series per target, one process
 
     with Farm(3) as farm:
         targets = [u.removeprefix("http://").removesuffix("/metrics") for u in farm.urls]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
@@ -19,12 +17,8 @@ from cmdare.planner.speed.speed_band import (
 )
 from cmdare.planner.speed.speed_cv import CATEGORIES, residuals
 from cmdare.planner.speed.speed_model import SpeedModel
+from scripts import fit_speed_model
 from tests.conftest import REPO
-
-sys.path.insert(0, str(REPO / "scripts"))
-import fit_speed_model  # noqa: E402
-
-sys.path.remove(str(REPO / "scripts"))
 
 MODEL = SpeedModel.load()
 RES32 = ModelSpec("ResNet-32", 1658696889, 1857722)

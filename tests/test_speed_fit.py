@@ -1,18 +1,15 @@
 """The shipped speed model reproduces from the vendored data (data/cmdare), within a stated tolerance."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from scripts import fit_speed_model
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-import fit_speed_model  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-sys.path.remove(str(REPO / "scripts"))
 
 
 def test_fit_script_reproduces_shipped_params():
