@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.prom_server import free_port
+from tests.serve_process import start_serve
 
 pytestmark = pytest.mark.slow
 
@@ -53,19 +53,10 @@ def _cmdline(pid: int) -> str:
 
 @pytest.fixture
 def server(isolated_home: Path):
-    port = free_port()
     # a Prometheus URL with a password (given by environment, as the docs advise): the sessions must
     # get it, but never on a command line
     env = {**os.environ, "PROMETHEUS_URL": f"http://admin:{SECRET}@127.0.0.1:9/"}
-    argv = [EXE, "serve", "--port", str(port), "--max-sessions", "1"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read()
-            break
-        except OSError:
-            time.sleep(0.2)
+    proc, port = start_serve(["--max-sessions", "1"], env=env)
     yield proc, port
     proc.terminate()
     proc.communicate(timeout=20)

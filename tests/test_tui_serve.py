@@ -5,32 +5,20 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.prom_server import free_port
+from tests.serve_process import start_serve
 
 pytestmark = pytest.mark.slow
 
 
 def test_serve_answers_on_loopback_with_a_read_only_app(isolated_home):
-    port = free_port()
-    exe = Path(sys.executable).with_name("cmdare-tui")
-    proc = subprocess.Popen(
-        [str(exe), "serve", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    proc, port = start_serve([])
     try:
-        body = ""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read().decode()
-                break
-            except OSError:
-                time.sleep(0.3)
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
         assert "cmdare-tui" in body and "<html" in body.lower()
         if shutil.which("ss"):  # iproute2: which addresses the server listens on
             listening = subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout
