@@ -29,6 +29,7 @@ COMMANDS = {
     "prices": "cmdare.tui.commands.prices",
     "plan": "cmdare.tui.commands.plan",
     "serve": "cmdare.tui.commands.serve",
+    "rules": "cmdare.tui.commands.rules",
 }
 
 
