@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cmdare.collectors import metrics as M
 from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.planner.job_plan import NO_GPU_NAMES
 from cmdare.planner.overview import WORKER_ROLES
@@ -124,8 +125,8 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
     ``gpu``, ``region``, ``host``) and per job (``cmdare_job``)."""
     sel = o.selector
     w = _dur(o.window_s)
-    info = f"cmdare_task_info{{{sel}}}" if sel else "cmdare_task_info"
-    job_info = "cmdare_job_info"
+    info = f"{M.TASK_INFO.name}{{{sel}}}" if sel else M.TASK_INFO.name
+    job_info = M.JOB_INFO.name
     ident = "instance, cmdare_job, task, role, gpu, region, host"
 
     def renamed(expr: str) -> str:  # the exporter's job: `job` with honor_labels, else `exported_job`
@@ -139,7 +140,7 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
     workers = f'role=~"{_re(WORKER_ROLES)}"'
     gpu_owner = f'gpu!~"(?i){_re({n for n in NO_GPU_NAMES if n})}|"'
     host_of = 'label_replace({m}, "host", "$1", "instance", "(.*):[0-9]+")'
-    node_cpu = host_of.format(m=f'rate(node_cpu_seconds_total{{mode!="idle"}}[{w}])')
+    node_cpu = host_of.format(m=f'rate({M.NODE_CPU_SAMPLE}{{mode!="idle"}}[{w}])')
     return [
         Rule("cmdare:task_info", f"max by ({ident}) ({renamed(info)})"),
         Rule(
@@ -147,51 +148,55 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             f"max by ({ident}) ({renamed(f'last_over_time({info}[10m])')})",
         ),
         Rule("cmdare:job_info", f"max by (cmdare_job, sync) ({renamed(job_info)})"),
-        Rule("cmdare:task_steps:rate", f"sum by (instance) (rate(cmdare_worker_steps_total[{w}])) {join}"),
+        Rule("cmdare:task_steps:rate", f"sum by (instance) (rate({M.K_WORKER_STEPS}[{w}])) {join}"),
         Rule(
             "cmdare:task_step_seconds:mean",
-            f"(sum by (instance) (rate(cmdare_step_seconds_sum[{w}])) / sum by (instance) "
-            f"(rate(cmdare_step_seconds_count[{w}]) > 0)) {join}",
+            f"(sum by (instance) (rate({M.K_STEP_SECONDS_SUM}[{w}])) / sum by (instance) "
+            f"(rate({M.K_STEP_SECONDS_COUNT}[{w}]) > 0)) {join}",
         ),
         Rule(
             "cmdare:task_allreduce_seconds:mean",
-            f"(sum by (instance) (rate(cmdare_allreduce_seconds_sum[{w}])) / sum by (instance) "
-            f"(rate(cmdare_allreduce_seconds_count[{w}]) > 0)) {join}",
+            f"(sum by (instance) (rate({M.K_ALLREDUCE_SECONDS_SUM}[{w}])) / sum by (instance) "
+            f"(rate({M.K_ALLREDUCE_SECONDS_COUNT}[{w}]) > 0)) {join}",
         ),
-        Rule(  # step seconds × own steps/s: the share of wall time a worker computes
+        Rule(  # step seconds × own steps/s: the share of wall time a worker computes; only for a task that ran
+            # a whole window before this one (a rate over a series' first window is extrapolated low)
             "cmdare:task_compute_share:ratio",
-            f"cmdare:task_step_seconds:mean{{{workers}}} * on (instance) group_left () cmdare:task_steps:rate",
+            f"cmdare:task_step_seconds:mean{{{workers}}} * on (instance) group_left () cmdare:task_steps:rate "
+            f"and on (instance) count_over_time({M.K_WORKER_STEPS}[{w}] offset {w})",
         ),
         Rule(  # DCGM utilisation of the task's host, 0-1 (GPU-owning workers only)
             "cmdare:task_gpu_busy:ratio",
             f"cmdare:task_info{{{workers},{gpu_owner}}} * on (host) group_left () "
-            f"(avg by (host) ({host_of.format(m='DCGM_FI_DEV_GPU_UTIL')}) / 100)",
+            f"(avg by (host) ({host_of.format(m=M.GPU_UTIL.name)}) / 100)",
         ),
         Rule(  # the busier direction, Gbit/s
             "cmdare:ps_nic:gbps",
-            f"max by (instance) (rate(cmdare_ps_bytes_total[{w}])) * 8 / 1e9 {ps_join}",
+            f"max by (instance) (rate({M.PS_BYTES_SAMPLE}[{w}])) * 8 / 1e9 {ps_join}",
         ),
         Rule(  # busy CPUs ÷ the PS node's vCPUs: node_exporter of the host, else the process's own CPU
             "cmdare:ps_cpu:ratio",
             f'(cmdare:task_info{{role="ps"}} * on (host) group_left () (sum by (host) '
-            f"({node_cpu})) / {PS_SHAPE.vcpus}) "
-            f"or ((sum by (instance) (rate(process_cpu_seconds_total[{w}])) / {PS_SHAPE.vcpus}) {ps_join})",
+            f"({node_cpu})) / {PS_SHAPE.vcpus:g}) "
+            f"or ((sum by (instance) (rate({M.K_PROCESS_CPU}[{w}])) / {PS_SHAPE.vcpus:g}) {ps_join})",
         ),
         Rule(  # 1 while the cloud says the instance is being preempted
-            "cmdare:task_preempted", f"max by (instance) (cmdare_instance_preempted) {join}"
+            "cmdare:task_preempted", f"max by (instance) ({M.PREEMPTED.name}) {join}"
         ),
         Rule(  # seconds since the task's step counter last moved (within the last hour)
             "cmdare:task_seconds_since_step",
-            f"(time() - max by (instance) (max_over_time(timestamp(changes(cmdare_worker_steps_total[{w}]) > 0)"
+            f"(time() - max by (instance) (max_over_time(timestamp(changes({M.K_WORKER_STEPS}[{w}]) > 0)"
             f"[1h:{_dur(o.interval_s)}]))) {join}",
         ),
         Rule(  # async PS: the sum of the workers' rates; sync all-reduce: the global step's rate
             "cmdare:job_steps:rate",
             f"(sum by (cmdare_job) (cmdare:task_steps:rate{{{workers}}}) unless on (cmdare_job) "
-            f'cmdare:job_info{{sync="sync-allreduce"}}) or (max by (cmdare_job) (deriv(cmdare_global_step[{w}]) '
-            f"{join}) and on (cmdare_job) cmdare:job_info{{sync=\"sync-allreduce\"}})",
+            f'cmdare:job_info{{sync="sync-allreduce"}}) or (max by (cmdare_job) (deriv({M.GLOBAL_STEP.name}[{w}]) '
+            f'{join}) and on (cmdare_job) cmdare:job_info{{sync="sync-allreduce"}})',
         ),
-        Rule("cmdare:job_workers:count", f"count by (cmdare_job) (cmdare:task_step_seconds:mean{{{workers}}})"),
+        Rule(
+            "cmdare:job_workers:count", f"count by (cmdare_job) (cmdare:task_step_seconds:mean{{{workers}}})"
+        ),
         Rule(
             "cmdare:job_worker_step_seconds:median",
             f"quantile by (cmdare_job) (0.5, cmdare:task_step_seconds:mean{{{workers}}})",
@@ -230,18 +235,18 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
     ]
 
 
-def _q(metric: str) -> str:
-    """An annotation fragment reading one job-level figure through the engine's ``query`` template function."""
+def _q(metric: str, fmt: str = 'printf "%.2f"') -> str:
+    """An annotation fragment reading one job-level figure through the engine's ``query`` template function
+    (``not measured`` when the job has none)."""
     return (
-        f'{{{{ with printf "{metric}{{cmdare_job=\'%s\'}}" $labels.cmdare_job | query }}}}'
-        f"{{{{ if . }}}}{{{{ . | first | value | printf \"%.2f\" }}}}{{{{ else }}}}not measured{{{{ end }}}}{{{{ end }}}}"
+        f"{{{{ with printf \"{metric}{{cmdare_job='%s'}}\" $labels.cmdare_job | query }}}}"
+        f"{{{{ . | first | value | {fmt} }}}}{{{{ else }}}}not measured{{{{ end }}}}"
     )
 
 
 def alerting_rules(o: RuleOptions) -> list[Rule]:
     """One alert per verdict the engine judges; labels ``kind`` (the app's verdict) and ``origin``."""
     th, i = o.thresholds, o.interval_s
-    workers = f'role=~"{_re(WORKER_ROLES)}"'
     ps_busy = (
         f"(cmdare:job_ps_nic:gbps >= {th.ps_traffic_high_gbps:g} or cmdare:job_ps_cpu:ratio >= "
         f"{th.ps_cpu_util_max:g})"
@@ -273,14 +278,14 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
             'label_replace(cmdare:task_preempted{role=~"ps|chief"} == 1, "severity", "critical", "", "") or '
             'label_replace(cmdare:task_preempted{role!~"ps|chief"} == 1, "severity", "warning", "", "")',
             None,
-            "{{ $labels.task }} ({{ $labels.gpu }}) of {{ $labels.cmdare_job }} revoked: the cloud sent a "
+            "{{ $labels.task }} ({{ with $labels.gpu }}{{ . }}{{ else }}CPU{{ end }}) of {{ $labels.cmdare_job }} revoked: the cloud sent a "
             "preemption notice (cmdare_instance_preempted = 1)",
             "request a replacement node (or let the instance group do so); a PS or chief loss stalls the job",
             evidence="measured: lifecycle: preemption notice",
         ),
         alert(
             "CmdareNodeSilent",
-            '(max by (instance) (up == 0) * on (instance) group_left (cmdare_job, task, role, gpu, region, host) '
+            "(max by (instance) (up == 0) * on (instance) group_left (cmdare_job, task, role, gpu, region, host) "
             "cmdare:task_info:last_seen)",
             "warning",
             "{{ $labels.task }} of {{ $labels.cmdare_job }} does not answer: its scrapes fail "
@@ -296,12 +301,13 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
             "warning",
             "parameter server saturated (judged from measurements; the app's test against the speed model's "
             "compute-bound rate rests on a model and is left to it): workers compute "
-            + _q("cmdare:job_compute_share:median")
-            + " of the time (ratio); the busiest PS moves "
+            + _q("cmdare:job_compute_share:median", "humanizePercentage")
+            + " of the time (median); the busiest PS moves "
             + _q("cmdare:job_ps_nic:gbps")
-            + f" Gbit/s each way (≥ {th.ps_traffic_high_gbps:g}, line rate {PS_NIC_GBPS:g}); PS CPU "
-            + _q("cmdare:job_ps_cpu:ratio")
-            + " (ratio of its vCPUs); input starvation is not ruled out",
+            + f" Gbit/s each way (threshold {th.ps_traffic_high_gbps:g} Gbit/s, line rate {PS_NIC_GBPS:g} Gbit/s);"
+            + f" PS CPU (share of its {PS_SHAPE.vcpus:g} vCPUs): "
+            + _q("cmdare:job_ps_cpu:ratio", "humanizePercentage")
+            + "; input starvation is not ruled out",
             "add a parameter server (gain not predictable without the speed model: `cmdare-tui` shows it)",
             evidence=f"thresholds: compute share < {th.ps_efficiency_max:g} with PS traffic ≥ "
             f"{th.ps_traffic_high_gbps:g} Gbit/s or CPU ≥ {th.ps_cpu_util_max:g}; or NIC ≥ "
@@ -312,7 +318,7 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
             f"cmdare:task_step_seconds:peer_ratio >= {th.straggler_ratio:g} and on (cmdare_job) "
             f"(cmdare:job_workers:count >= {min_workers})",
             "warning",
-            "{{ $labels.task }} steps {{ $value | printf \"%.2f\" }}× slower than the median of "
+            '{{ $labels.task }} steps {{ $value | printf "%.2f" }}× slower than the median of '
             "{{ $labels.cmdare_job }}'s workers (step seconds "
             + _q("cmdare:job_worker_step_seconds:median")
             + f" s median; threshold {th.straggler_ratio:g}×)",
@@ -369,27 +375,32 @@ def render(o: RuleOptions) -> str:
         "# cmdare-tui bottleneck rules (generated by `cmdare-tui rules`; regenerate rather than edit).",
         f"# Evaluation interval {_dur(o.interval_s)} (≈ the app's refresh), rate window {_dur(o.window_s)}"
         f"{', selector {' + _comment(o.selector) + '}' if o.selector else ''}.",
-        "# Hysteresis as the app's: for: = (refreshes to raise − 1) × interval; keep_firing_for: ="
-        " (refreshes to clear − 1) × interval.",
+        "# Hysteresis as the app's: for: = (refreshes to raise − 1) × interval; "
+        + (
+            "keep_firing_for: = (refreshes to clear − 1) × interval."
+            if o.engine == "prometheus"
+            else "no clear hysteresis (this vmalert variant leaves keep_firing_for out): an alert clears on "
+            "the first false evaluation."
+        ),
         "# Left to the app (cmdare-tui), with the reason:",
         *(f"#   {kind}: {why}" for kind, why in LEFT_TO_APP.items()),
         f"# Thresholds: {json.dumps(_threshold_summary(th), sort_keys=True)}",
         "groups:",
     ]
     out = list(head)
-    for name, rules in (("cmdare-figures", recording_rules(o)), ("cmdare-verdicts", alerting_rules(o))):
-        out += [f"  - name: {name}", f"    interval: {_dur(o.interval_s)}", "    rules:"]
-        for r in rules:
-            out.append(f"      - {'alert' if r.alert else 'record'}: {r.name}")
-            out.append(f"        expr: {_s(r.expr)}")
-            if r.alert:
-                out.append(f"        for: {_dur(r.for_s)}")
-                if r.keep_firing_s and o.engine == "prometheus":
-                    out.append(f"        keep_firing_for: {_dur(r.keep_firing_s)}")
-            for key, mapping in (("labels", r.labels), ("annotations", r.annotations)):
-                if mapping:
-                    out.append(f"        {key}:")
-                    out += [f"          {k}: {_s(v)}" for k, v in mapping.items()]
+    # one group: its rules run in order at each evaluation, so a verdict reads the figures of the same instant
+    out += ["  - name: cmdare-bottlenecks", f"    interval: {_dur(o.interval_s)}", "    rules:"]
+    for r in [*recording_rules(o), *alerting_rules(o)]:
+        out.append(f"      - {'alert' if r.alert else 'record'}: {r.name}")
+        out.append(f"        expr: {_s(r.expr)}")
+        if r.alert:
+            out.append(f"        for: {_dur(r.for_s)}")
+            if r.keep_firing_s and o.engine == "prometheus":
+                out.append(f"        keep_firing_for: {_dur(r.keep_firing_s)}")
+        for key, mapping in (("labels", r.labels), ("annotations", r.annotations)):
+            if mapping:
+                out.append(f"        {key}:")
+                out += [f"          {k}: {_s(v)}" for k, v in mapping.items()]
     return "\n".join(out) + "\n"
 
 

@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
 
     interval, window = _seconds("--interval", args.interval), _seconds("--window", args.window)
     if window < 2 * interval:
-        raise UsageError(f"rules: --window ({args.window}) must be at least twice --interval ({args.interval})")
+        raise UsageError(
+            f"rules: --window ({args.window}) must be at least twice --interval ({args.interval})"
+        )
     text = render(
         RuleOptions(
             selector=selector_matchers(args.selector),
