@@ -104,7 +104,7 @@ def alertmanager(workdir: Path, webhook_url: str) -> Process:
     )
     port = free_port()
     argv = [ALERTMANAGER, f"--config.file={cfg}", f"--storage.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}", f"--cluster.listen-address=", "--log.level=warn"]  # fmt: skip
+            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address=", "--log.level=warn"]  # fmt: skip
     return Process(argv, port, workdir, "/-/ready", "alertmanager")
 
 
