@@ -5,11 +5,13 @@ vmalert accepts its vmalert variant, and the thresholds and ``for:`` durations a
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 from cli_harness import check_discipline, run_main
 
@@ -132,3 +134,51 @@ def test_bad_input_is_one_line_and_exit_2(argv):
     code, _, err = run_main(argv)
     check_discipline(code, err, (2,))
     assert code == 2
+
+
+async def test_engine_alerts_are_read_cleaned_and_merged_with_the_apps_once():
+    """``--prometheus``: the engine's firing alerts (``ALERTS``) beside the app's, marked by origin; a label
+    value from the server is cleaned where it enters (an escape sequence becomes visible text)."""
+    from prom_server import FakePromAPI
+
+    from cmdare.collectors.http_client import new_client
+    from cmdare.collectors.prometheus_api import ENGINE_ORIGIN, PrometheusAPISource
+    from cmdare.planner.rules.alerts import Alert
+    from cmdare.planner.rules.engine_alerts import merge_engine_alerts
+
+    def row(**labels: str) -> dict:
+        return {"metric": {"__name__": "ALERTS", "alertstate": "firing", "origin": ENGINE_ORIGIN, **labels},
+                "value": [1, "1"]}  # fmt: skip
+
+    rows = [
+        row(
+            alertname="CmdareStraggler", kind="straggler", cmdare_job="j", task="worker-3", severity="warning"
+        ),
+        row(alertname="CmdarePsSaturation", kind="ps-saturation", cmdare_job="j", severity="warning"),
+        row(
+            alertname="CmdareNodeRevoked",
+            kind="node-revoked",
+            cmdare_job="j",
+            task="w\x1b]52;c;aGk=\x07",
+            severity="critical",
+        ),  # fmt: skip
+        row(alertname="CmdareStraggler", kind="straggler", cmdare_job="other-job", task="w1"),
+    ]
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}}).encode()
+    with FakePromAPI(body) as fake:
+        client = new_client(httpx.Limits(max_connections=4))
+        got = await PrometheusAPISource(fake.url, "").engine_alerts(client)
+        await client.aclose()
+    assert len(got) == 4 and "\x1b" not in got[2]["task"] and "␛" in got[2]["task"]
+    own = [
+        Alert("straggler", "j/worker-3", "warning", "app's words", {}, "replace worker-3", 1.0, 1.0),
+        Alert("ps-saturation", "j/ps-0", "warning", "app's words", {}, None, 1.0, 1.0),
+    ]
+    merged = merge_engine_alerts(own, got, {"j"}, 2.0)
+    assert [(a.kind, a.subject, a.origin) for a in merged] == [
+        ("straggler", "j/worker-3", "app+engine"),
+        ("ps-saturation", "j/ps-0", "app+engine"),
+        ("node-revoked", f"j/{got[2]['task']}", "engine"),
+    ]  # once each; the other job's alert is not this app's
+    assert merged[0].message == "app's words" and own[0].origin == "app"  # the app's own left as they were
+    assert merged[2].severity == "critical" and "CmdareNodeRevoked" in merged[2].message

@@ -28,7 +28,9 @@ from sim_exporter import SimExporters, SimSync
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.http_client import new_client
+from cmdare.collectors.prometheus_api import PrometheusAPISource
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.planner.rules.engine_alerts import merge_engine_alerts
 from cmdare.planner.rules.engine_rules import ALERT_KINDS, RuleOptions, render
 
 INTERVAL = 1.0  # scrape, evaluation and the app's refresh (s)
@@ -102,16 +104,24 @@ async def test_engines_agree_with_the_app_on_every_scenario(tmp_path):
                 interval=INTERVAL,
             )
             seen: dict[str, set] = {}
+            last: list = []
             deadline = time.monotonic() + 45
             while time.monotonic() < deadline:
                 t0 = time.monotonic()
-                seen["app"] = app_set(await app.refresh())
+                last = await app.refresh()
+                seen["app"] = app_set(last)
                 seen["prometheus"] = engine_set(await asyncio.to_thread(prom.firing))
                 seen["alertmanager"] = engine_set(hook.firing())
                 if all(s == EXPECTED for s in seen.values()):
                     break
                 await asyncio.sleep(max(0.0, INTERVAL - (time.monotonic() - t0)))
+            # the app reads the engine's alerts (--prometheus): each shown once, marked as raised by both
+            src = PrometheusAPISource(prom.url, "")
+            rows = await src.engine_alerts(client)
+            merged = merge_engine_alerts(last, rows, {j.name for j in app.jobs}, time.time())
             await client.aclose()
+            assert app_set(merged) == EXPECTED and len(merged) == len(last)
+            assert {a.origin for a in merged if a.kind in ALERT_KINDS.values()} == {"app+engine"}
             for name, got in seen.items():
                 assert got == EXPECTED, (name, got, seen)
             # vmalert evaluates the same file, but its recording rules are read back through VictoriaMetrics:

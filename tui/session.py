@@ -117,6 +117,7 @@ class MonitorSession:
         self._extra_sources = extra_sources or []
         self._demo_factory = demo_factory or _default_demo
         self.poller: Poller | None = None
+        self._engine_rows: list[dict[str, str]] = []  # firing alerts of the generated rules (--prometheus)
         self.plan: SourcePlan | None = None
         self.price_book: object | None = None  # set by the app after loading; else the offline book
         self.analysis: Analysis | None = None  # the planner's pipeline, loaded after the first frame
@@ -156,7 +157,24 @@ class MonitorSession:
         """Poll once, update the store and the planner, and return the new state."""
         assert self.poller is not None, "start() first"
         cycle = await self.poller.poll_once()
+        self._engine_rows = await self._engine_alerts()
         return self.analyse(cycle)
+
+    async def _engine_alerts(self) -> list[dict[str, str]]:
+        """The firing alerts of the generated rules (``cmdare-tui rules``) on each Prometheus-API source,
+        their labels cleaned (none when no source is one, or the server does not answer: logged)."""
+        from cmdare.collectors.prometheus_api import PrometheusAPIError, PrometheusAPISource
+
+        rows: list[dict[str, str]] = []
+        assert self.poller is not None
+        for src in self.poller.sources:
+            if isinstance(src, PrometheusAPISource):
+                try:
+                    async with asyncio.timeout(src.timeout):
+                        rows += await src.engine_alerts(self.poller.client())
+                except (PrometheusAPIError, TimeoutError) as exc:
+                    log.info("engine alerts from %s: %s", src.display, redact_cut(str(exc), 200))
+        return rows
 
     def analyse(self, cycle: Cycle) -> MonitorState:
         """The state after a poll. The first poll shows what was measured at once; the planner
@@ -172,6 +190,10 @@ class MonitorSession:
                 engine = self._analysis()
                 planner, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
                 history = list(engine.alerts.history)
+                if self._engine_rows:  # the rule engine's alerts beside the app's, marked by origin
+                    from cmdare.planner.rules.engine_alerts import merge_engine_alerts
+
+                    alerts = merge_engine_alerts(alerts, self._engine_rows, {j.name for j in jobs}, now)
             except Exception as exc:  # the measurements still show; the planner's failure is a status
                 log.exception("planner failed")
                 sources.append(

@@ -45,6 +45,7 @@ class Alert:
     raised_at: float
     updated_at: float
     cleared_at: float | None = None
+    origin: str = "app"  # who raised it: "app", "engine" (the generated Prometheus rules) or "app+engine"
 
     @property
     def active(self) -> bool:
@@ -60,6 +61,7 @@ class Alert:
             "fix": self.fix,
             "raised_at": self.raised_at,
             "cleared_at": self.cleared_at,
+            "origin": self.origin,
         }
 
 

@@ -29,6 +29,7 @@ from typing import Literal
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.pricing.shapes import PS_SHAPE
+from cmdare.collectors.prometheus_api import ENGINE_ORIGIN
 from cmdare.planner.job_plan import NO_GPU_NAMES
 from cmdare.planner.overview import WORKER_ROLES
 from cmdare.planner.rules.ps_rules import PS_NIC_GBPS
@@ -259,7 +260,7 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
         kind = ALERT_KINDS[name]
         # a task is silent after `silent_after` failed scrapes (the app's lifecycle), then flagged at once
         extra = (o.silent_after - 1) * i if kind == "node-silent" else 0.0
-        labels = {"kind": kind, "origin": "cmdare-rules"}
+        labels = {"kind": kind, "origin": ENGINE_ORIGIN}
         if severity:
             labels["severity"] = severity
         return Rule(

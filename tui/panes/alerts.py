@@ -62,6 +62,15 @@ def evidence_value(key: str, value: Any) -> str:
     return f"{text} {unit}".rstrip()
 
 
+ORIGIN_WORDS = {"app": "the app", "engine": "the rule engine (cmdare-tui rules, via --prometheus)",
+                "app+engine": "the app and the rule engine"}  # fmt: skip
+
+
+def kind_with_origin(kind: str, origin: str) -> str:
+    """The Kind cell: the verdict, and who raised it when the rule engine did (``straggler · engine``)."""
+    return kind if origin == "app" else f"{kind} · {origin}"
+
+
 def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
     """Detail rows: what the verdict rests on first, then every other figure with its unit."""
     rows = []
@@ -102,7 +111,8 @@ class AlertsPane(Vertical):
         if a is None:
             return
         rows = [("Severity", f"{SEVERITY_SYMBOL.get(a.severity, '?')} {a.severity}"), ("Subject", a.subject),
-                ("Kind", a.kind), ("Message", a.message), ("Fix", a.fix or "–")]  # fmt: skip
+                ("Kind", a.kind), ("Raised by", ORIGIN_WORDS.get(a.origin, a.origin)), ("Message", a.message),
+                ("Fix", a.fix or "–")]  # fmt: skip
         rows += evidence_rows(a.evidence)
         state = "active" if a.active else "cleared"
         self.app.push_screen(
@@ -120,11 +130,12 @@ class AlertsPane(Vertical):
             )
             msg = a.message + (f" → {a.fix}" if a.fix else "")
             subject = a.subject.split("/", 1)[-1]
+            kind = kind_with_origin(a.kind, a.origin)
             rows.append(
                 Row(
                     f"{a.kind}:{a.subject}",
-                    (sev, subject, msg, a.kind),
-                    (SEVERITY_RANK.get(a.severity, 9), subject, msg, a.kind),
+                    (sev, subject, msg, kind),
+                    (SEVERITY_RANK.get(a.severity, 9), subject, msg, kind),
                 )
             )
         past = [a for a in reversed(state.alert_history) if not a.active][:50]
