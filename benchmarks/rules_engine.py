@@ -19,7 +19,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -91,6 +90,17 @@ class FleetPage:
         self.server.server_close()
 
 
+def _own_metrics(url: str) -> dict[str, float]:
+    """The rule group's figures from Prometheus' own ``/metrics`` page."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("prometheus_rule_group_last_") and "cmdare-bottlenecks" in line:
+            out[line.split("{", 1)[0]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def measure(tasks: int, evaluations: int, workdir: Path) -> dict[str, float]:
     page = FleetPage(tasks)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -112,16 +122,12 @@ def measure(tasks: int, evaluations: int, workdir: Path) -> dict[str, float]:
         deadline = time.monotonic() + (evaluations + 8) * INTERVAL_S * 3
         while len(durations) < evaluations and time.monotonic() < deadline:
             time.sleep(INTERVAL_S / 2)
-            res = prom.query(
-                'prometheus_rule_group_last_duration_seconds{rule_group=~".*cmdare-bottlenecks"}'
-            )
-            ts = prom.query(
-                'prometheus_rule_group_last_evaluation_timestamp_seconds{rule_group=~".*cmdare-bottlenecks"}'
-            )
+            own = _own_metrics(prom.url)  # Prometheus' figures about itself (its /metrics page)
             firing = prom.query('count(ALERTS{alertstate="firing"})')
-            if res and ts and ts[0]["value"][1] != last_eval and firing:  # warmed up: alerts fire
-                last_eval = ts[0]["value"][1]
-                durations.append(float(res[0]["value"][1]))
+            stamp = own.get("prometheus_rule_group_last_evaluation_timestamp_seconds")
+            if stamp and stamp != last_eval and firing:  # warmed up: alerts fire
+                last_eval = stamp
+                durations.append(own["prometheus_rule_group_last_duration_seconds"])
         series = prom.query("scrape_samples_scraped")
         alerts = prom.query('count by (alertname) (ALERTS{alertstate="firing"})')
         return {
