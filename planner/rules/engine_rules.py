@@ -252,9 +252,10 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
         f"(cmdare:job_ps_nic:gbps >= {th.ps_traffic_high_gbps:g} or cmdare:job_ps_cpu:ratio >= "
         f"{th.ps_cpu_util_max:g})"
     )
-    # workers a straggler is told among: the app's minimum, and (when the thresholds have it) one more than
-    # the peers an unexplained straggler needs
-    min_workers = max(th.straggler_min_workers, 2, getattr(th, "straggler_min_peers", 0) + 1)
+    # workers a straggler is told among: the app's minimum, and one more than the peers an unexplained
+    # straggler needs
+    min_workers = max(th.straggler_min_workers, 2, th.straggler_min_peers + 1)
+    clear_ratio = min(th.straggler_clear_ratio, th.straggler_ratio)
 
     def alert(name: str, expr: str, severity: str | None, summary: str, fix: str, **ann: str) -> Rule:
         kind = ALERT_KINDS[name]
@@ -316,13 +317,15 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
         ),
         alert(
             "CmdareStraggler",
-            f"cmdare:task_step_seconds:peer_ratio >= {th.straggler_ratio:g} and on (cmdare_job) "
-            f"(cmdare:job_workers:count >= {min_workers})",
+            # raised at the raise ratio, held down to the clear ratio (the app's band): the engine's own ALERTS
+            f"(cmdare:task_step_seconds:peer_ratio >= {th.straggler_ratio:g} or (cmdare:task_step_seconds:peer_ratio"
+            f' >= {clear_ratio:g} and on (cmdare_job, task) ALERTS{{alertname="CmdareStraggler",alertstate="firing"}}))'
+            f" and on (cmdare_job) (cmdare:job_workers:count >= {min_workers})",
             "warning",
             '{{ $labels.task }} steps {{ $value | printf "%.2f" }}× slower than the median of '
             "{{ $labels.cmdare_job }}'s workers (step seconds "
             + _q("cmdare:job_worker_step_seconds:median")
-            + f" s median; threshold {th.straggler_ratio:g}×)",
+            + f" s median; raised at {th.straggler_ratio:g}×, held until below {clear_ratio:g}×)",
             "replace {{ $labels.task }} (or the node it runs on) with a worker like its peers",
             evidence=f"measured: worker step time (histogram) over {_dur(o.window_s)}; the median includes "
             "the task itself (the app uses its peers' median)",
@@ -408,6 +411,6 @@ def render(o: RuleOptions) -> str:
 def _threshold_summary(th: Thresholds) -> dict[str, float | int]:
     """The thresholds the generated rules read (so a reader of the file sees them in one place)."""
     keys = ("ps_efficiency_max", "ps_traffic_high_gbps", "ps_nic_util_max", "ps_cpu_util_max", "straggler_ratio",
-            "straggler_min_workers", "allreduce_share_max", "gpu_util_max", "busy_share_max", "raise_after",
-            "clear_after")  # fmt: skip
+            "straggler_clear_ratio", "straggler_min_workers", "straggler_min_peers", "allreduce_share_max",
+            "gpu_util_max", "busy_share_max", "raise_after", "clear_after")  # fmt: skip
     return {k: getattr(th, k) for k in keys}
