@@ -128,6 +128,10 @@ def measure(tasks: int, evaluations: int, workdir: Path) -> dict[str, float]:
             if stamp and stamp != last_eval and firing:  # warmed up: alerts fire
                 last_eval = stamp
                 durations.append(own["prometheus_rule_group_last_duration_seconds"])
+        with urllib.request.urlopen(f"{prom.url}/api/v1/rules", timeout=10) as r:
+            rules_doc = json.load(r)
+        costly = sorted(((float(x.get("evaluationTime", 0)), x["name"]) for g in rules_doc["data"]["groups"]
+                         for x in g["rules"]), reverse=True)[:3]  # fmt: skip
         series = prom.query("scrape_samples_scraped")
         alerts = prom.query('count by (alertname) (ALERTS{alertstate="firing"})')
         return {
@@ -136,6 +140,7 @@ def measure(tasks: int, evaluations: int, workdir: Path) -> dict[str, float]:
             "eval_s": statistics.median(durations) if durations else float("nan"),
             "evaluations": len(durations),
             "alerts": {a["metric"]["alertname"]: int(float(a["value"][1])) for a in alerts},
+            "costliest": ", ".join(f"{name} {t * 1e3:.0f} ms" for t, name in costly),
         }
     finally:
         prom.stop()
@@ -155,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             r = rows[-1]
             print(f"{r['tasks']:>7,} tasks  {r['series']:>9,.0f} series  rule group {r['eval_s'] * 1e3:8.1f} ms"
                   f"  ({r['evaluations']} evaluations)  x{r['eval_s'] / rows[0]['eval_s']:.1f} of {sizes[0]:,} tasks"
-                  f"  firing {json.dumps(r['alerts'])}", flush=True)  # fmt: skip
+                  f"  firing {json.dumps(r['alerts'])}; costliest rules: {r['costliest']}", flush=True)  # fmt: skip
     return 0
 
 
