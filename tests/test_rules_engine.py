@@ -184,3 +184,34 @@ async def test_engine_alerts_are_read_cleaned_and_merged_with_the_apps_once():
     ]  # once each; the other job's alert is not this app's
     assert merged[0].message == "app's words" and own[0].origin == "app"  # the app's own left as they were
     assert merged[2].severity == "critical" and "CmdareNodeRevoked" in merged[2].message
+
+
+async def test_the_alerts_pane_marks_each_alert_by_origin():
+    """The Alerts pane (the real widget in a headless app): the Kind column says who raised each alert."""
+    from textual.app import App, ComposeResult
+
+    from cmdare.planner.rules.alerts import Alert
+    from cmdare.tui.panes.alerts import AlertsPane
+    from cmdare.tui.session import MonitorState
+    from cmdare.tui.widgets.table import FilterTable
+
+    alerts = [
+        Alert("straggler", "j/worker-3", "warning", "slow", {}, None, 1.0, 1.0, origin="app+engine"),
+        Alert("node-revoked", "j/worker-1", "critical", "engine only", {}, None, 1.0, 1.0, origin="engine"),
+        Alert("input-bound", "j", "warning", "app only", {}, None, 1.0, 1.0),
+    ]
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield AlertsPane()
+
+    app = Host()
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.query_one(AlertsPane).update_state(MonitorState(2.0, 2, [], alerts, [], [], False, True))
+        await pilot.pause()
+        kinds = {r.key: r.cells[3] for r in app.query_one(FilterTable).shown()}
+    assert kinds == {
+        "straggler:j/worker-3": "straggler · app+engine",
+        "node-revoked:j/worker-1": "node-revoked · engine",
+        "input-bound:j": "input-bound",
+    }
