@@ -53,6 +53,8 @@ LEFT_TO_APP: dict[str, str] = {
     "against the slowest stage's compute, pairing stages across data centres: left to the app",
     "eta-slip": "needs the user's deadline (the app's goals), which the metrics do not carry: left to the app",
     "cost-overrun": "needs the user's budget and the price book ($/h per node): left to the app",
+    "checkpoint-overdue": "needs the optimum checkpoint interval of the job's shape (the revocation model and "
+    "the checkpoint cost: planner/risk_cost/checkpointing.py): left to the app",
     "ps-saturation (model)": "the test against the speed model's compute-bound rate needs the model's "
     "prediction: the engine judges from measurements only (workers' compute share and PS NIC / CPU)",
 }
