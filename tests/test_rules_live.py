@@ -32,6 +32,8 @@ from cmdare.collectors.prometheus_api import PrometheusAPISource
 from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
 from cmdare.planner.rules.engine_alerts import merge_engine_alerts
 from cmdare.planner.rules.engine_rules import ALERT_KINDS, RuleOptions, render
+from cmdare.tui.options import SessionOptions
+from cmdare.tui.session import MonitorSession
 
 INTERVAL = 1.0  # scrape, evaluation and the app's refresh (s)
 PER_TASK = {"node-revoked", "node-silent", "straggler"}  # the other verdicts' subject is the job
@@ -124,6 +126,19 @@ async def test_engines_agree_with_the_app_on_every_scenario(tmp_path):
             assert {a.origin for a in merged if a.kind in ALERT_KINDS.values()} == {"app+engine"}
             for name, got in seen.items():
                 assert got == EXPECTED, (name, got, seen)
+            # the app's own session with --prometheus: the engine's alerts in its state, marked by origin
+            session = MonitorSession(SessionOptions(prometheus=prom.url, refresh=INTERVAL, read_only=True))
+            session.start()
+            try:
+                for _ in range(3):
+                    state = await session.refresh()
+                    await asyncio.sleep(INTERVAL)
+            finally:
+                await session.aclose()
+            engine_marked = {
+                (a.kind, a.subject) for a in state.alerts if a.origin in ("engine", "app+engine")
+            }
+            assert app_set([a for a in state.alerts if (a.kind, a.subject) in engine_marked]) == EXPECTED
             # vmalert evaluates the same file, but its recording rules are read back through VictoriaMetrics:
             # a verdict resting on a chain of them (straggler, ps-saturation) may not have fired yet. What it
             # raises is one of the app's verdicts, never a false alarm.
