@@ -1,17 +1,25 @@
 """Tail a JSON-lines metric log: one JSON object per line, appended by a training script.
 
-Recognised fields (all optional except a step or a contract key)::
+Recognised fields (all optional except a step or a contract key; the keys, and the dialects of
+MMEngine, detectron2, Lightning and Hugging Face, are one table in :mod:`cmdare.collectors.logkeys`)::
 
     {"time": 1700000000.5, "job": "resnet", "task": "worker-0", "role": "worker",
      "step": 1200, "examples": 153600, "loss": 0.41, "cmdare_worker_steps_total": 600}
 
-* ``time`` / ``wall_time`` / ``t``: seconds since the epoch when the line was written (default: the
-  poll time). Rates use these times, so they are exact even when polls are irregular.
-* ``step`` / ``global_step``: the global step (also used as the task's step counter when the line
-  has no ``worker_steps``/``cmdare_worker_steps_total``).
+* ``time`` / ``wall_time`` / ``t`` / ``timestamp`` (ISO-8601 text too): seconds since the epoch when
+  the line was written (default: the poll time). Rates use these times, so they are exact even when
+  polls are irregular. A ``time`` under 11.6 days is a duration (MMEngine's and detectron2's seconds
+  per iteration): kept as a scalar, the line timed when read, and said on the status line.
+* ``step`` / ``global_step`` / ``iteration`` / ``iter`` / ``update`` / ``epoch`` (the first present):
+  the global step (also used as the task's step counter when the line has no
+  ``worker_steps``/``cmdare_worker_steps_total``). A line whose step goes back without a training loss
+  (an evaluation record stamped with the epoch) keeps its figures but not its step; with a loss it is
+  a restart from a checkpoint: counted, and the step follows it.
 * ``examples``: cumulative examples processed; ``worker_steps``: cumulative local steps.
 * any series key of the metric contract (``cmdare_global_step``, ``node_network_receive_bytes_total``…)
-  is taken as is; every other number becomes ``scalar{tag=<name>}``.
+  is taken as is; every other number becomes ``scalar{tag=<name>}``, nested objects with dotted names
+  (``train.loss``); the loss shown is the total by name (``total_loss``, ``loss``, ``train/loss``) before
+  any component (``loss_cls``). What is not understood (text, lists) is named on the status line.
 
 A line that is not a JSON object (garbage, a line cut short by a crash, nesting deeper than 1,024
 levels, a line over 1 MiB) is skipped and counted; the source keeps going. A time that is not a
@@ -33,6 +41,7 @@ import orjson
 from cmdare.collectors import caps as C
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, plausible_time
+from cmdare.collectors.logkeys import Record, describe, read_record
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tensorboard import scalar_key
 
@@ -43,15 +52,8 @@ MAX_LINE_BYTES = 1024 * 1024  # assumption: a "line" longer than 1 MiB without a
 MAX_TAGS = 64  # scalars taken from one line (``[caps] tags_per_task`` bounds a task's, over its life)
 MAX_OVER_NAMES = 1_000_000  # task names past the tasks cap remembered (to say how many were dropped)
 MAX_DROPPED_TAGS = 1000  # tag names past a task's cap remembered, per task
-_TIME_FIELDS = ("time", "wall_time", "t", "timestamp")
-_ID_FIELDS = ("job", "task", "role", "gpu", "region", "zone", "provisioning", "dc", "stage")
-_CONTRACT_KEYS = frozenset({M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_GPU_UTIL, *M.COUNTER_KEYS})
-_ALIASES = {
-    "step": M.K_GLOBAL_STEP,
-    "global_step": M.K_GLOBAL_STEP,
-    "examples": M.K_EXAMPLES,
-    "worker_steps": M.K_WORKER_STEPS,
-}
+MAX_NOTED_KEYS = 100  # keys not understood remembered (the status line names the first few)
+NOTE_POLLS = 5  # a note on how the log is read stays on the status line this many polls after news
 
 
 @dataclass
@@ -59,18 +61,10 @@ class _Task:
     info: TaskInfo
     t: float = math.nan
     values: dict[str, float] = field(default_factory=dict)
+    restarts: int = 0  # times the step went back with training figures (a restart from a checkpoint)
     explicit_steps: bool = False  # the log carries its own worker step counter
     tags: int = 0  # logged scalar tags kept (``[caps] tags_per_task``)
     tags_dropped: set[str] = field(default_factory=set)  # tags past the cap (bounded by the line cap)
-
-
-def _number(x: object) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return None
-    try:
-        return float(x) if math.isfinite(x) else None
-    except OverflowError:  # an integer beyond float range
-        return None
 
 
 def load_line(raw: bytes) -> object | None:
@@ -104,6 +98,10 @@ class JsonlSource:
         self._bad_times = 0  # implausible times met by the current poll
         self._over: set[str] = set()  # tasks named past the tasks cap (up to MAX_OVER_NAMES)
         self.cap_note: str | None = None  # what the caps dropped (the poller shows it)
+        self._not_understood: dict[str, str] = {}  # keys of the log not understood, and why
+        self._durations: set[str] = set()  # keys read as seconds per iteration
+        self._step_keys: set[str] = set()  # keys the step was read from
+        self._fresh_notes = 0  # polls left to say how the log is read
 
     def _read_new(self) -> bytes:
         st = self.path.stat()
@@ -140,11 +138,20 @@ class JsonlSource:
         obj = load_line(raw)
         if not isinstance(obj, dict):
             return False
-        ident = {k: str(obj[k]) for k in _ID_FIELDS if isinstance(obj.get(k), str | int) and str(obj[k])}
-        values = self._values(obj)
+        return self.apply_record(obj, now)
+
+    def apply_record(self, obj: dict, now: float) -> bool:
+        """Fold one logged record (a JSON line, or a record of another log format read through
+        :mod:`cmdare.collectors.logkeys`) into its task; False when it carries nothing to show."""
+        rec = read_record(obj, MAX_TAGS)
+        self._learn(rec)
+        values = dict(rec.values)
+        values.update({scalar_key(k): x for k, x in rec.logged.items()})
+        training = M.training_keys(rec.logged)
+        values.update(training)
         if not values:
             return False
-        info = TaskInfo(**{**self.default_info.__dict__, **ident})
+        info = TaskInfo(**{**self.default_info.__dict__, **rec.ident})
         task = self._tasks.get(info.key)
         if task is None:
             if len(self._tasks) >= C.current().tasks:  # past the cap: counted, not kept
@@ -153,16 +160,57 @@ class JsonlSource:
                 return True
             task = self._tasks[info.key] = _Task(info)
         task.info = info
-        t = next((v for k in _TIME_FIELDS if (v := _number(obj.get(k))) is not None), now)
-        if not plausible_time(t):
+        t = now if rec.t is None else rec.t
+        if rec.bad_time or not plausible_time(t):
             self._bad_times += 1
             t = now
+        step = values.get(M.K_GLOBAL_STEP)
+        current = task.values.get(M.K_GLOBAL_STEP)
+        if step is not None and current is not None and step < current:
+            if M.K_LOSS not in training:
+                # an evaluation record stamped with the epoch (MMEngine) or an older step: its figures
+                # are kept, the step and the iteration timings stay the training's
+                for k in (M.K_GLOBAL_STEP, *(scalar_key(d) for d in rec.durations)):
+                    values.pop(k, None)
+                step = None
+            else:  # training again from an earlier step: a restart from a checkpoint
+                task.restarts += 1
         task.t = t if math.isnan(task.t) else max(task.t, t)
         task.explicit_steps |= M.K_WORKER_STEPS in values
-        if not task.explicit_steps and M.K_GLOBAL_STEP in values:
-            values[M.K_WORKER_STEPS] = values[M.K_GLOBAL_STEP]  # the global step is the job's step counter
+        if not task.explicit_steps and step is not None:
+            values[M.K_WORKER_STEPS] = step  # the global step is the job's step counter
         task.values.update(self._within_tags(task, values))
         return True
+
+    def _learn(self, rec: Record) -> None:
+        """Remember what a record showed of its dialect: keys not understood and durations read as
+        seconds per iteration are said on the status line (for a few polls after they first appear)."""
+        for key, why in rec.not_understood.items():
+            if key not in self._not_understood and len(self._not_understood) < MAX_NOTED_KEYS:
+                self._not_understood[key] = why
+                self._fresh_notes = NOTE_POLLS
+        for key in rec.durations:
+            if key not in self._durations:
+                self._durations.add(key)
+                self._fresh_notes = NOTE_POLLS
+        if rec.step_key and rec.step_key not in self._step_keys:
+            self._step_keys.add(rec.step_key)
+            self._fresh_notes = NOTE_POLLS
+
+    def _dialect_note(self) -> str | None:
+        """What the status line says of how the log was read (for ``NOTE_POLLS`` polls after news)."""
+        if self._fresh_notes <= 0:
+            return None
+        self._fresh_notes -= 1
+        notes = []
+        if self._durations:
+            keys = ", ".join(sorted(self._durations))
+            notes.append(f"{keys} read as seconds per iteration (records timed when read)")
+        if self._step_keys and "step" not in self._step_keys:
+            notes.append(f"step from {', '.join(sorted(self._step_keys))}")
+        if self._not_understood:
+            notes.append(describe(self._not_understood))
+        return "; ".join(notes) or None
 
     @staticmethod
     def _within_tags(task: _Task, values: dict[str, float]) -> dict[str, float]:
@@ -195,22 +243,6 @@ class JsonlSource:
             )
         return "; ".join(notes) or None
 
-    def _values(self, obj: dict) -> dict[str, float]:
-        out: dict[str, float] = {}
-        logged: dict[str, float] = {}  # other numbers by name: loss, lr… (metrics.training_keys)
-        n_scalars = 0
-        for k, v in obj.items():
-            x = _number(v)
-            if x is None or k in _TIME_FIELDS or k in _ID_FIELDS:
-                continue
-            key = _ALIASES.get(k) or (k if k in _CONTRACT_KEYS else None)
-            if key is None and n_scalars < MAX_TAGS:
-                key, n_scalars, logged[k] = scalar_key(k), n_scalars + 1, x
-            if key is not None:
-                out[key] = x
-        out.update(M.training_keys(logged))
-        return out
-
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         t0 = clock.monotonic()
         try:
@@ -232,6 +264,7 @@ class JsonlSource:
         notes = [
             f"{bad} bad or truncated line(s) skipped" if bad else "",
             f"{self._bad_times} implausible time(s) ignored" if self._bad_times else "",
+            self._dialect_note() or "",
         ]
         note = "; ".join(n for n in notes if n) or None
         if note:
