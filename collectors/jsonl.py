@@ -1,4 +1,7 @@
-"""Tail a JSON-lines metric log: one JSON object per line, appended by a training script.
+"""Tail a JSON-lines metric log: one JSON object per line, appended by a training script. The same
+source reads Lightning's ``CSVLogger`` file (``*.csv``: a header row, then one row per logging call;
+read again from the start when Lightning rewrites it with a new column) and Hugging Face's
+``trainer_state.json`` (its ``log_history``, read again whenever the Trainer rewrites the file).
 
 Recognised fields (all optional except a step or a contract key; the keys, and the dialects of
 MMEngine, detectron2, Lightning and Hugging Face, are one table in :mod:`cmdare.collectors.logkeys`)::
@@ -29,6 +32,7 @@ without its newline is left until the writer finishes it.
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import math
@@ -52,6 +56,8 @@ MAX_LINE_BYTES = 1024 * 1024  # assumption: a "line" longer than 1 MiB without a
 MAX_TAGS = 64  # scalars taken from one line (``[caps] tags_per_task`` bounds a task's, over its life)
 MAX_OVER_NAMES = 1_000_000  # task names past the tasks cap remembered (to say how many were dropped)
 MAX_DROPPED_TAGS = 1000  # tag names past a task's cap remembered, per task
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # assumption: a trainer_state.json of 64 MiB is no training log
+TRAINER_STATE = "trainer_state.json"  # Hugging Face Trainer's state, with its log_history
 MAX_NOTED_KEYS = 100  # keys not understood remembered (the status line names the first few)
 NOTE_POLLS = 5  # a note on how the log is read stays on the status line this many polls after news
 
@@ -82,6 +88,14 @@ def load_line(raw: bytes) -> object | None:
         return None
 
 
+def _cell(text: str) -> float | str:
+    """A CSV cell: a number when it reads as one (Lightning writes ``0.5``, ``1e-05``, ``nan``)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 class JsonlSource:
     """Tails one JSON-lines file; one :class:`TaskPoll` per (job, task) named in it."""
 
@@ -102,17 +116,73 @@ class JsonlSource:
         self._durations: set[str] = set()  # keys read as seconds per iteration
         self._step_keys: set[str] = set()  # keys the step was read from
         self._fresh_notes = 0  # polls left to say how the log is read
+        name = self.path.name.lower()
+        self.kind = "csv" if name.endswith(".csv") else "document" if name == TRAINER_STATE else "lines"
+        self._csv_header: list[str] | None = None  # a CSV log's column names
+        self._csv_header_raw = b""
+        self._doc_sig: tuple[int, int, int] | None = None  # the document last read (inode, size, mtime)
+        self._doc_done = 0  # log_history entries read
+        self._doc_first: object = None  # its first entry (another run's document starts differently)
 
     def _read_new(self) -> bytes:
         st = self.path.stat()
         ident = (st.st_dev, st.st_ino)
         if self._inode is not None and (ident != self._inode or st.st_size < self.offset):
             log.info("jsonl %s was replaced or truncated: reading from the start", self.path)
-            self.offset, self._skipping = 0, False
+            self._restart_reading()
         self._inode = ident
         with self.path.open("rb") as fh:
+            if self.kind == "csv" and self.offset:  # Lightning rewrites the file when a new column comes
+                head = fh.readline(MAX_LINE_BYTES)
+                if head != self._csv_header_raw:
+                    log.info("csv %s has a new header: reading from the start", self.path)
+                    self._restart_reading()
             fh.seek(self.offset)
             return fh.read(READ_CHUNK_BYTES)
+
+    def _restart_reading(self) -> None:
+        self.offset, self._skipping = 0, False
+        self._csv_header, self._csv_header_raw = None, b""
+
+    def _line(self, raw: bytes) -> dict | None:
+        """One line as a record: a JSON object, or a CSV row under the file's header."""
+        if self.kind != "csv":
+            obj = load_line(raw)
+            return obj if isinstance(obj, dict) else None
+        try:
+            cells = next(csv.reader([raw.decode("utf-8", "replace").rstrip("\r")]))
+        except (csv.Error, StopIteration):
+            return None
+        if self._csv_header is None:  # the header row: a record of nothing
+            self._csv_header, self._csv_header_raw = cells, raw + b"\n"
+            return {}
+        if len(cells) != len(self._csv_header):
+            return None
+        return {k: _cell(v) for k, v in zip(self._csv_header, cells, strict=True) if v != ""}
+
+    def _read_document(self, now: float) -> int:
+        """Hugging Face ``trainer_state.json`` (one JSON document, rewritten at every save): its
+        ``log_history`` entries past those already read; returns 1 when the document is unreadable."""
+        st = self.path.stat()
+        sig = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if sig == self._doc_sig:
+            return 0
+        if st.st_size > MAX_DOCUMENT_BYTES:
+            self._doc_sig = sig
+            return 1
+        doc = load_line(self.path.read_bytes())
+        history = doc.get("log_history") if isinstance(doc, dict) else None
+        if not isinstance(history, list):
+            return 1  # a document cut short while written: read again when it changes
+        self._doc_sig = sig
+        first = history[0] if history else None
+        if len(history) < self._doc_done or first != self._doc_first:  # a new run in its place
+            self._doc_done = 0
+        for entry in history[self._doc_done :]:
+            if isinstance(entry, dict):
+                self.apply_record(entry, now)
+        self._doc_done, self._doc_first = len(history), first
+        return 0
 
     def _consume(self, buf: bytes, now: float) -> int:
         """Apply every complete line; returns the number of bad lines skipped."""
@@ -135,10 +205,10 @@ class JsonlSource:
         return bad
 
     def _apply(self, raw: bytes, now: float) -> bool:
-        obj = load_line(raw)
-        if not isinstance(obj, dict):
+        obj = self._line(raw)
+        if obj is None:
             return False
-        return self.apply_record(obj, now)
+        return obj == {} or self.apply_record(obj, now)
 
     def apply_record(self, obj: dict, now: float) -> bool:
         """Fold one logged record (a JSON line, or a record of another log format read through
@@ -245,8 +315,12 @@ class JsonlSource:
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         t0 = clock.monotonic()
+        self._bad_times = 0
         try:
-            buf = self._read_new()
+            if self.kind == "document":
+                bad = self._read_document(clock.now())
+            else:
+                bad = self._consume(self._read_new(), clock.now())
         except OSError as exc:
             return [
                 TaskPoll(
@@ -257,8 +331,6 @@ class JsonlSource:
                     error=f"cannot read log: {exc.strerror or type(exc).__name__}",
                 )
             ]
-        self._bad_times = 0
-        bad = self._consume(buf, clock.now())
         self.bad_lines += bad
         self.cap_note = self._cap_note()
         notes = [
