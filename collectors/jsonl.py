@@ -68,6 +68,7 @@ class _Task:
     t: float = math.nan
     values: dict[str, float] = field(default_factory=dict)
     restarts: int = 0  # times the step went back with training figures (a restart from a checkpoint)
+    base: float = 0.0  # the step the current timeline began at
     explicit_steps: bool = False  # the log carries its own worker step counter
     tags: int = 0  # logged scalar tags kept (``[caps] tags_per_task``)
     tags_dropped: set[str] = field(default_factory=set)  # tags past the cap (bounded by the line cap)
@@ -243,12 +244,14 @@ class JsonlSource:
                 for k in (M.K_GLOBAL_STEP, *(scalar_key(d) for d in rec.durations)):
                     values.pop(k, None)
                 step = None
-            else:  # training again from an earlier step: a restart from a checkpoint
-                task.restarts += 1
+            else:  # training again from an earlier step: a restart from a checkpoint (a new timeline:
+                task.restarts += 1  # its step counter starts again from 0, as a counter's reset)
+                task.base = step
+                values[M.K_LOG_RESTARTS] = float(task.restarts)
         task.t = t if math.isnan(task.t) else max(task.t, t)
         task.explicit_steps |= M.K_WORKER_STEPS in values
         if not task.explicit_steps and step is not None:
-            values[M.K_WORKER_STEPS] = step  # the global step is the job's step counter
+            values[M.K_WORKER_STEPS] = step - task.base  # the global step is the job's step counter
         task.values.update(self._within_tags(task, values))
         return True
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from cmdare.collectors.metrics import K_PREEMPTED
+from cmdare.collectors.metrics import K_LOG_RESTARTS, K_PREEMPTED
 from cmdare.collectors.samples import Lifetime, TaskInfo, TaskPoll, TaskState
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,8 @@ class NodeStatus:
     cause: str = ""  # for revoked: preempted | vanished
     preempted_seen: bool = False
     started: float = 0.0  # start of the current lifetime
-    restarts: int = 0  # how many times this task came back after being revoked
+    restarts: int = 0  # how many times this task came back after being revoked, or restarted (its logs)
+    log_restarts: int = 0  # restarts from a checkpoint its logs showed (cmdare_log_restarts)
 
     def __setattr__(self, name: str, value: object) -> None:
         old = self.__dict__.get(name, _UNSET)
@@ -167,9 +168,14 @@ class Lifecycle:
             node = self.nodes[key] = NodeStatus(info=poll.info, since=poll.t, started=poll.t)
             node.preempted_seen = preempted
             node.last_error = poll.error
+            node.restarts = node.log_restarts = int(poll.values.get(K_LOG_RESTARTS, 0))
             return [Transition(key, None, TaskState.UP, poll.t, "first seen")]
         node.info = poll.info
         node.failures, node.last_error = 0, poll.error
+        logged = poll.values.get(K_LOG_RESTARTS)
+        if logged is not None and logged > node.log_restarts:  # its logs say it restarted from a checkpoint
+            node.restarts += int(logged - node.log_restarts)  # (the same server: its lifetime goes on)
+            node.log_restarts = int(logged)
         if preempted:
             node.preempted_seen = True
             return self._set(

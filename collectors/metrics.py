@@ -112,6 +112,12 @@ LEARNING_RATE = MetricDef("cmdare_learning_rate", "gauge", "", "Learning rate, a
 EXAMPLES_RATE = MetricDef(
     "cmdare_examples_per_second", "gauge", "examples/s", "Examples per second, as the job logs it."
 )
+LOG_RESTARTS = MetricDef(
+    "cmdare_log_restarts",
+    "gauge",
+    "",
+    "Restarts from a checkpoint seen in a task's logs (its step went back in a new event file or line).",
+)
 
 # Sample names of the labelled counters (one series key per label value, below) and of node_exporter's CPU.
 PS_BYTES_SAMPLE = f"{PS_BYTES.name}_total"
@@ -152,6 +158,7 @@ K_PROCESS_START = PROCESS_START.name
 K_LOSS = LOSS.name
 K_LEARNING_RATE = LEARNING_RATE.name
 K_EXAMPLES_RATE = EXAMPLES_RATE.name
+K_LOG_RESTARTS = LOG_RESTARTS.name
 
 COUNTER_KEYS = frozenset(
     {

@@ -3,10 +3,11 @@ detectron2's ``metrics.json`` (``time`` is seconds per iteration), plain dicts w
 ISO-8601 timestamps, Lightning's ``CSVLogger`` and Hugging Face's ``trainer_state.json``.
 
 MMEngine and detectron2 are too heavy to install here (mmcv / CUDA builds): their writers are
-reproduced byte for byte from their source (``mmengine.visualization.LocalVisBackend.add_scalars`` →
+reproduced byte for byte from their source, and so is transformers' ``TrainerState.save_to_json`` (see
+its test for why) (``mmengine.visualization.LocalVisBackend.add_scalars`` →
 ``mmengine.fileio.dump``: ``json.dump(d, f)`` then ``"\\n"``, file opened ``a+``; ``detectron2.utils.events
 .JSONWriter.write``: ``json.dumps(d, sort_keys=True) + "\\n"``), with the keys their loggers put in a
-record. Lightning's ``CSVLogger`` and transformers' ``TrainerState.save_to_json`` are the real libraries.
+record. Lightning's ``CSVLogger`` is the real library.
 Every case is read through the app's own path (poller → store → lifecycle → ``build_jobs``) and its
 steps/s compared with the writer's own truth."""
 
@@ -183,19 +184,31 @@ async def test_lightning_csv_logger_rewrites_with_new_columns(tmp_path):
     assert p.values[M.K_LOSS] == pytest.approx(1 / 12) and p.values[scalar_key("val_loss")] == 0.7
 
 
+def _hf_save_to_json(path: Path, log_history: list[dict], global_step: int) -> None:
+    """``transformers.TrainerState.save_to_json``: ``json.dumps(dataclasses.asdict(self), indent=2,
+    sort_keys=True) + "\\n"`` written with mode ``w`` (transformers 4.40-5.x), here with the state's fields
+    a Trainer run has (installing transformers here pulls in click, whose presence makes httpx import
+    rich at start-up: the architecture test forbids that)."""
+    state = {"best_global_step": None, "best_metric": None, "best_model_checkpoint": None, "epoch": global_step / 100,
+             "eval_steps": 500, "global_step": global_step, "is_hyper_param_search": False, "is_local_process_zero": True,
+             "is_world_process_zero": True, "log_history": log_history, "logging_steps": 5, "max_steps": 100,
+             "num_input_tokens_seen": 0, "num_train_epochs": 1, "save_steps": 500, "stateful_callbacks": {},
+             "total_flos": 0, "train_batch_size": 8, "trial_name": None, "trial_params": None}  # fmt: skip
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+
 async def test_hugging_face_trainer_state_log_history(tmp_path):
-    tc = pytest.importorskip("transformers.trainer_callback")
-    state = tc.TrainerState()
     path = tmp_path / "trainer_state.json"
     src = JsonlSource(path, job="hf")
     clock = ManualClock(T0)
     poller = Poller([src], Store(), clock=clock, interval=1.0)
+    history: list[dict] = []
     for i in range(10):  # 5 steps/s, logging_steps=5, the state saved each second
         step = 5 * (i + 1)
-        state.global_step = step
         # Trainer.log: {**logs, "epoch": …, "step": global_step}
-        state.log_history.append({"loss": 2.0 - i / 10, "grad_norm": 1.5, "learning_rate": 5e-5, "epoch": step / 100, "step": step})  # fmt: skip
-        state.save_to_json(str(path))
+        history.append({"loss": 2.0 - i / 10, "grad_norm": 1.5, "learning_rate": 5e-5, "epoch": step / 100, "step": step})  # fmt: skip
+        _hf_save_to_json(path, history, step)
         cycle = await poller.poll_once()
         clock.advance(1.0)
     (job,) = build_jobs(poller.store, poller.lifecycle, clock.now())
