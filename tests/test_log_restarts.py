@@ -24,6 +24,7 @@ from cmdare.collectors.poller import Poller  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
 from cmdare.collectors.tensorboard import TensorBoardSource  # noqa: E402
 from cmdare.planner.overview import build_jobs  # noqa: E402
+from cmdare.tui.panes.cluster_rows import node_cells  # noqa: E402
 
 T0 = 1_790_000_000.0
 
@@ -62,6 +63,7 @@ async def test_static_restart_matches_event_accumulator_and_is_counted(tmp_path)
     assert step == 1300 and "restarted from step 1,000" in p.error
     (job,) = build_jobs(poller.store, poller.lifecycle, clock.now())
     assert job.nodes[0].restarts == 1
+    assert "↻1" in str(node_cells(job.nodes[0], [], clock.now())[0])  # the Cluster row says it
 
 
 async def test_live_restart_follows_the_new_timeline_and_rates_it(tmp_path):

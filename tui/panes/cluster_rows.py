@@ -52,7 +52,10 @@ def used_of(used: float | None, total: float | None, unit: float) -> str:
 
 def node_cells(n: NodeView, marks: Sequence[str], now: float) -> tuple[object, ...]:
     """The cells of a task's row (made when the row is painted; uptime at ``now``)."""
-    status = Text(f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
+    again = f" ↻{n.restarts}" if n.restarts else ""  # came back after a revocation, or restarted (its logs)
+    status = Text(
+        f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}{again}", style=STATUS_STYLE.get(n.status, "")
+    )
     flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
     cpu = f"{n.cpu_pct:.0f}%" if n.cpu_pct is not None else "–"
