@@ -325,15 +325,13 @@ class JsonlSource:
             else:
                 bad = self._consume(self._read_new(), clock.now())
         except OSError as exc:
-            return [
-                TaskPoll(
-                    str(self.path),
-                    clock.now(),
-                    False,
-                    info=self.default_info,
-                    error=f"cannot read log: {exc.strerror or type(exc).__name__}",
-                )
-            ]
+            error = f"cannot read log: {exc.strerror or type(exc).__name__}"
+            if self._tasks:  # the tasks it named fail (and turn silent), no other row appears
+                return [
+                    TaskPoll(f"{self.path}#{task.info.task}", clock.now(), False, info=task.info, error=error)
+                    for task in self._tasks.values()
+                ]
+            return [TaskPoll(str(self.path), clock.now(), False, error=error)]
         self.bad_lines += bad
         self.cap_note = self._cap_note()
         notes = [
@@ -344,13 +342,12 @@ class JsonlSource:
         note = "; ".join(n for n in notes if n) or None
         if note:
             log.warning("jsonl %s: %s", self.path, note)
-        if not self._tasks:
+        if not self._tasks:  # not a task yet: no identity (its lines may name other tasks), so no row
             return [
                 TaskPoll(
                     str(self.path),
                     clock.now(),
                     False,
-                    info=self.default_info,
                     error=note or "no metric lines yet",
                     elapsed=clock.monotonic() - t0,
                 )

@@ -216,3 +216,25 @@ async def test_hugging_face_trainer_state_log_history(tmp_path):
     assert p.values[M.K_GLOBAL_STEP] == 50 and p.values[M.K_LOSS] == pytest.approx(1.1)
     assert p.values[M.K_LEARNING_RATE] == 5e-5
     assert job.steps_per_sec == pytest.approx(5.0, rel=0.01)
+
+
+async def test_an_empty_log_at_start_leaves_no_phantom_row(tmp_path):
+    """Issue 31, item 7: a JSON-lines file empty when polling starts, then naming its own task."""
+    log = tmp_path / "train.jsonl"
+    log.write_text("")
+    clock = ManualClock(T0)
+    poller = Poller([JsonlSource(log)], Store(), clock=clock, interval=1.0)
+    for i in range(5):  # silent_after polls of "no metric lines yet"
+        cycle = await poller.poll_once()
+        clock.advance(1.0)
+    assert "no metric lines yet" in cycle.polls[0].error
+    for i in range(3):
+        with log.open("a") as f:
+            f.write(
+                json.dumps({"time": clock.now(), "job": "resnet", "task": "worker-0", "step": 10 * i}) + "\n"
+            )
+        await poller.poll_once()
+        clock.advance(1.0)
+    (job,) = build_jobs(poller.store, poller.lifecycle, clock.now())
+    assert job.name == "resnet" and [n.name for n in job.nodes] == ["worker-0"]
+    assert list(poller.lifecycle.nodes) == ["resnet/worker-0"]
