@@ -27,7 +27,8 @@ MMEngine, detectron2, Lightning and Hugging Face, are one table in :mod:`cmdare.
 A line that is not a JSON object (garbage, a line cut short by a crash, nesting deeper than 1,024
 levels, a line over 1 MiB) is skipped and counted; the source keeps going. A time that is not a
 plausible epoch time (non-finite, negative, in milliseconds) is ignored with a note. A last line
-without its newline is left until the writer finishes it.
+without its newline is left until the writer finishes it. A task whose log stays silent past its
+own cadence (or whose newest line is long past) is finished ("finished: … last line at HH:MM").
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import csv
 import json
 import logging
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +46,7 @@ import orjson
 
 from cmdare.collectors import caps as C
 from cmdare.collectors import metrics as M
-from cmdare.collectors.clock import Clock, plausible_time
+from cmdare.collectors.clock import Clock, clock_time, plausible_time
 from cmdare.collectors.logkeys import Record, describe, read_record
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tensorboard import scalar_key
@@ -58,6 +60,8 @@ MAX_OVER_NAMES = 1_000_000  # task names past the tasks cap remembered (to say h
 MAX_DROPPED_TAGS = 1000  # tag names past a task's cap remembered, per task
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024  # assumption: a trainer_state.json of 64 MiB is no training log
 TRAINER_STATE = "trainer_state.json"  # Hugging Face Trainer's state, with its log_history
+IDLE_AFTER_S = 150.0  # no new line for this long (until the log's own cadence is known): finished
+OLD_RUN_S = 600.0  # assumption: a newest line this old by its own time is a finished run
 MAX_NOTED_KEYS = 100  # keys not understood remembered (the status line names the first few)
 NOTE_POLLS = 5  # a note on how the log is read stays on the status line this many polls after news
 
@@ -69,6 +73,10 @@ class _Task:
     values: dict[str, float] = field(default_factory=dict)
     restarts: int = 0  # times the step went back with training figures (a restart from a checkpoint)
     base: float = 0.0  # the step the current timeline began at
+    new_lines: int = 0  # lines read since the last poll
+    idle_polls: int = 0  # polls in a row without a new line
+    last_new: float = math.nan  # clock.monotonic() of the last poll that read a new line
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=8))  # between polls with new lines
     explicit_steps: bool = False  # the log carries its own worker step counter
     tags: int = 0  # logged scalar tags kept (``[caps] tags_per_task``)
     tags_dropped: set[str] = field(default_factory=set)  # tags past the cap (bounded by the line cap)
@@ -102,8 +110,16 @@ class JsonlSource:
 
     name = "jsonl"
 
-    def __init__(self, path: str | Path, *, job: str | None = None, task: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        job: str | None = None,
+        task: str | None = None,
+        idle_after_s: float = IDLE_AFTER_S,
+    ) -> None:
         self.path = Path(path)
+        self.idle_after_s = idle_after_s
         self.default_info = TaskInfo(job=job or self.path.stem, task=task or self.path.stem, role="chief")
         self.offset = 0
         self.bad_lines = 0  # total lines skipped since start
@@ -249,6 +265,7 @@ class JsonlSource:
                 task.base = step
                 values[M.K_LOG_RESTARTS] = float(task.restarts)
         task.t = t if math.isnan(task.t) else max(task.t, t)
+        task.new_lines += 1
         task.explicit_steps |= M.K_WORKER_STEPS in values
         if not task.explicit_steps and step is not None:
             values[M.K_WORKER_STEPS] = step - task.base  # the global step is the job's step counter
@@ -352,15 +369,31 @@ class JsonlSource:
                     elapsed=clock.monotonic() - t0,
                 )
             ]
-        return [
-            TaskPoll(
-                f"{self.path}#{task.info.task}",
-                task.t,
-                True,
-                info=task.info,
-                values=dict(task.values),
-                error=note,
-                elapsed=clock.monotonic() - t0,
+        return [self._task_poll(task, clock, note, clock.monotonic() - t0) for task in self._tasks.values()]
+
+    def _task_poll(self, task: _Task, clock: Clock, note: str | None, elapsed: float) -> TaskPoll:
+        """A task's poll; a task whose log stayed silent past its own cadence (twice its slowest recent
+        gap between lines, ``idle_after_s`` until three are known) is finished, and so is one whose
+        newest line is older than ``OLD_RUN_S`` by its own time."""
+        now = clock.monotonic()
+        if task.new_lines and not math.isnan(task.last_new):
+            task.gaps.append(now - task.last_new)
+        if task.new_lines or math.isnan(task.last_new):
+            task.idle_polls, task.last_new = 0, now
+        else:
+            task.idle_polls += 1
+        task.new_lines = 0
+        src = f"{self.path}#{task.info.task}"
+        idle = now - task.last_new
+        limit = 2.0 * max(task.gaps) if len(task.gaps) >= 3 else self.idle_after_s
+        if task.idle_polls > 0 and idle >= limit:
+            last = (
+                f"last line at {clock_time(task.t)}, step {task.values.get(M.K_GLOBAL_STEP, math.nan):,.0f}"
             )
-            for task in self._tasks.values()
-        ]
+            error = "; ".join(filter(None, [f"finished: no new line for {idle:.0f} s ({last})", note]))
+            return TaskPoll(
+                src, clock.now(), False, info=task.info, error=error, elapsed=elapsed, finished=True
+            )
+        old = clock.now() - task.t >= max(OLD_RUN_S, limit)
+        return TaskPoll(src, task.t, True, info=task.info, values=dict(task.values), error=note,
+                        elapsed=elapsed, finished=old)  # fmt: skip

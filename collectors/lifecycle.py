@@ -169,7 +169,10 @@ class Lifecycle:
             node.preempted_seen = preempted
             node.last_error = poll.error
             node.restarts = node.log_restarts = int(poll.values.get(K_LOG_RESTARTS, 0))
-            return [Transition(key, None, TaskState.UP, poll.t, "first seen")]
+            first = [Transition(key, None, TaskState.UP, poll.t, "first seen")]
+            if poll.finished:  # an old run read for the first time
+                return first + self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
+            return first
         node.info = poll.info
         node.failures, node.last_error = 0, poll.error
         logged = poll.values.get(K_LOG_RESTARTS)
@@ -185,7 +188,9 @@ class Lifecycle:
             node.restarts += 1
             node.started, node.preempted_seen = poll.t, False
             return self._set(node, key, TaskState.UP, poll.t, "replacement is up")
-        if node.state is TaskState.SILENT:
+        if poll.finished:
+            return self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
+        if node.state in (TaskState.SILENT, TaskState.FINISHED):
             return self._set(node, key, TaskState.UP, poll.t, "answering again")
         return []
 
@@ -202,6 +207,8 @@ class Lifecycle:
         node.last_error = poll.error
         if node.state is TaskState.REVOKED:
             return []
+        if poll.finished:  # the source knows its writer is done: no N polls to wait
+            return self._set(node, key, TaskState.FINISHED, poll.t, poll.error or "finished")
         if node.failures >= self.silent_after and node.preempted_seen:
             return self._set(
                 node, key, TaskState.REVOKED, poll.t, "gone after preemption notice", cause="preempted"

@@ -17,11 +17,12 @@
   to 64 MiB, larger ones are skipped with a note, once: one whose end lies past the file's end, a
   CRC-valid 1 GiB length say, is waited for without reading the file again); events with a
   non-finite or absurd wall time are rejected with a note. Nothing stops the tail silently.
-* **A run that stops writing turns silent**: a poll with no new event, longer after the last one
+* **A run that stops writing is finished**: a poll with no new event, longer after the last one
   than twice the longest of the run's recent gaps between new events (its own flush cadence), or
   ``idle_after_s`` (150 s: writers flush every 120 s by default) until three gaps are known, is a
-  failed poll saying so; the lifecycle then calls the task silent after its usual number (N) of
-  failed polls.
+  failed poll marked ``finished`` ("finished: … last event at HH:MM"); the lifecycle shows the task
+  finished at once (up again at its next event). A run whose newest event is older than
+  ``OLD_RUN_S`` on the reader's clock is finished from its first read (its values are shown).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pathlib import Path
 import httpx
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.clock import Clock
+from cmdare.collectors.clock import Clock, clock_time
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tbproto import Event, ProtoError, decode_event
@@ -60,6 +61,9 @@ IDLE_AFTER_S = 150.0  # no new event for this long (and a poll): the run has sto
 PROGRESS_MIN_BYTES = 1  # any bytes left while the reader runs: the poll says it is behind
 NOTE_POLLS = 5  # a note (records skipped, events rejected) stays in the run's status this many polls
 HEAD_BYTES = 64  # compared on every poll to notice a file rewritten in place
+OLD_RUN_S = (
+    600.0  # assumption: a newest event this old on the reader's clock is a finished run (skew is less)
+)
 MAX_WALL_TIME = 1e11  # seconds since the epoch (year 5138): a larger wall time is corruption
 
 
@@ -361,8 +365,14 @@ class TensorBoardSource:
             return TaskPoll(src, clock.now(), False, error=error, elapsed=elapsed)
         idle = now - run.last_new
         if progress is None and run.idle_polls > 0 and idle >= self._idle_limit(run):
-            error = "; ".join([f"no new event for {idle:.0f} s (last at step {run.step:,.0f})", *notes])
-            return TaskPoll(src, clock.now(), False, info=run.info, error=error, elapsed=elapsed)
+            # the writer stayed silent past its own cadence: the run is finished (or hung: it says when)
+            last = f"last event at {clock_time(run.wall_time)}, step {run.step:,.0f}"
+            error = "; ".join([f"finished: no new event for {idle:.0f} s ({last})", *notes])
+            return TaskPoll(
+                src, clock.now(), False, info=run.info, error=error, elapsed=elapsed, finished=True
+            )
+        # a run whose newest event is long past on the reader's clock is an old run, finished
+        old = progress is None and clock.now() - run.wall_time >= max(OLD_RUN_S, self._idle_limit(run))
         # the step counter of the current timeline: after a restart it starts again from 0 (a counter's
         # reset), so the rate counts the new timeline's steps, never the jump back
         values = {M.K_GLOBAL_STEP: run.step, M.K_WORKER_STEPS: run.step - run.base}
@@ -384,6 +394,7 @@ class TensorBoardSource:
             error="; ".join(notes) or None,
             elapsed=elapsed,
             catching_up=progress is not None,
+            finished=old,
         )
 
     def _idle_limit(self, run: _Run) -> float:

@@ -141,6 +141,11 @@ class JobView:
             out[status] = out.get(status, 0) + count
         return out
 
+    @property
+    def finished(self) -> bool:
+        """Every task of the job is a finished log run (its writers are done)."""
+        return bool(self.nodes) and self.counts.get(TaskState.FINISHED.value, 0) == len(self.nodes)
+
     def workers(self) -> tuple[NodeView, ...]:
         """The workers (and the chief), in the nodes' order."""
         return self._workers

@@ -224,7 +224,7 @@ async def test_an_empty_log_at_start_leaves_no_phantom_row(tmp_path):
     log.write_text("")
     clock = ManualClock(T0)
     poller = Poller([JsonlSource(log)], Store(), clock=clock, interval=1.0)
-    for i in range(5):  # silent_after polls of "no metric lines yet"
+    for _ in range(5):  # silent_after polls of "no metric lines yet"
         cycle = await poller.poll_once()
         clock.advance(1.0)
     assert "no metric lines yet" in cycle.polls[0].error

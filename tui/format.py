@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
+STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○", "finished": "■"}
 SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
 
 

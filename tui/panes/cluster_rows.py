@@ -35,7 +35,13 @@ if TYPE_CHECKING:
 COLUMNS = (("Status", 9), ("Task", 9), ("Role", 6), ("Steps/s", 7), ("GPU", 5), ("CPU", 4), ("Mem", 7),
            ("GPU%", 4), ("Prov", 7), ("Flag", 18), ("GPU mem", 8), ("Up", 6), ("Region", 12), ("Step ms", 7),
            ("Net in", 9))  # fmt: skip
-STATUS_STYLE = {"up": "green", "silent": "yellow", "revoked": "red bold", "pending": "dim"}
+STATUS_STYLE = {
+    "up": "green",
+    "silent": "yellow",
+    "revoked": "red bold",
+    "pending": "dim",
+    "finished": "blue",
+}
 
 
 def gpu_name(n: NodeView) -> str:
