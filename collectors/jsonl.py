@@ -137,6 +137,7 @@ class JsonlSource:
         self.kind = "csv" if name.endswith(".csv") else "document" if name == TRAINER_STATE else "lines"
         self._csv_header: list[str] | None = None  # a CSV log's column names
         self._csv_header_raw = b""
+        self._replay_to = 0  # a rewritten CSV: rows before this offset were read already
         self._doc_sig: tuple[int, int, int] | None = None  # the document last read (inode, size, mtime)
         self._doc_done = 0  # log_history entries read
         self._doc_first: object = None  # its first entry (another run's document starts differently)
@@ -153,6 +154,8 @@ class JsonlSource:
                 head = fh.readline(MAX_LINE_BYTES)
                 if head != self._csv_header_raw:
                     log.info("csv %s has a new header: reading from the start", self.path)
+                    # the rows already read come again under the new header: no restart, no step back
+                    self._replay_to = self.offset + len(head) - len(self._csv_header_raw)
                     self._restart_reading()
             fh.seek(self.offset)
             return fh.read(READ_CHUNK_BYTES)
@@ -254,7 +257,7 @@ class JsonlSource:
         step = values.get(M.K_GLOBAL_STEP)
         current = task.values.get(M.K_GLOBAL_STEP)
         if step is not None and current is not None and step < current:
-            if M.K_LOSS not in training:
+            if M.K_LOSS not in training or self.offset < self._replay_to:
                 # an evaluation record stamped with the epoch (MMEngine) or an older step: its figures
                 # are kept, the step and the iteration timings stay the training's
                 for k in (M.K_GLOBAL_STEP, *(scalar_key(d) for d in rec.durations)):

@@ -182,6 +182,7 @@ async def test_lightning_csv_logger_rewrites_with_new_columns(tmp_path):
     assert seen == [10 * (i + 1) for i in range(12)]
     assert job.steps_per_sec == pytest.approx(20.0, rel=0.01)
     assert p.values[M.K_LOSS] == pytest.approx(1 / 12) and p.values[scalar_key("val_loss")] == 0.7
+    assert job.nodes[0].restarts == 0 and M.K_LOG_RESTARTS not in p.values  # the rewrite is no restart
 
 
 def _hf_save_to_json(path: Path, log_history: list[dict], global_step: int) -> None:
