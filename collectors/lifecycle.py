@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
+from cmdare.collectors.clock import clock_time
 from cmdare.collectors.metrics import K_LOG_RESTARTS, K_PREEMPTED
 from cmdare.collectors.samples import Lifetime, TaskInfo, TaskPoll, TaskState
 
@@ -171,6 +172,7 @@ class Lifecycle:
             node.restarts = node.log_restarts = int(poll.values.get(K_LOG_RESTARTS, 0))
             first = [Transition(key, None, TaskState.UP, poll.t, "first seen")]
             if poll.finished:  # an old run read for the first time
+                node.last_error = poll.error or f"finished: last event at {clock_time(poll.t)}"
                 return first + self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
             return first
         node.info = poll.info
@@ -189,6 +191,7 @@ class Lifecycle:
             node.started, node.preempted_seen = poll.t, False
             return self._set(node, key, TaskState.UP, poll.t, "replacement is up")
         if poll.finished:
+            node.last_error = poll.error or f"finished: last event at {clock_time(poll.t)}"
             return self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
         if node.state in (TaskState.SILENT, TaskState.FINISHED):
             return self._set(node, key, TaskState.UP, poll.t, "answering again")

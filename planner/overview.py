@@ -59,6 +59,7 @@ class NodeView:
     allreduce_seconds: float | None = None  # sync jobs: mean exposed all-reduce of one step (measured)
     rank: str = ""  # sync jobs: global rank and rank on its node, as the exporter declares them
     local_rank: str = ""
+    ended_at: float | None = None  # a finished log run: its last event's time (shown for an uptime)
 
     def uptime_s(self, now: float) -> float | None:
         """Seconds since the task's current lifetime began, at ``now`` (None unless up). The view
@@ -357,6 +358,7 @@ def node_view(
         net_in_bps=_finite(net_in) if up else None,
         net_out_bps=_finite(net_out) if up else None,
         started_at=started if up and started and math.isfinite(started) else None,
+        ended_at=ts.last_seen if state == TaskState.FINISHED.value and math.isfinite(ts.last_seen) else None,
         last_error=status.last_error if status else None,
         restarts=status.restarts if status else 0,
         cause=status.cause if status else "",

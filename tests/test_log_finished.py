@@ -40,7 +40,12 @@ async def test_an_old_tensorboard_run_is_finished_from_its_first_read(tmp_path):
     (job,) = build_jobs(poller.store, poller.lifecycle, clock.now())
     by = {n.name: n for n in job.nodes}
     assert by["old"].status == "finished" and by["old"].uptime_s(clock.now()) is None  # was up, 20 min uptime
-    assert str(node_cells(by["old"], [], clock.now())[0]).startswith("■ finished")
+    cells = node_cells(by["old"], [], clock.now())
+    assert str(cells[0]).startswith("■ finished")
+    assert (
+        f"@{time.strftime('%H:%M', time.localtime(T0 - 20 * 60 + 4.9))}" in cells
+    )  # when it ended, for an uptime
+    assert by["old"].last_error.startswith("finished: last event at ")
     assert by["live"].status == "up" and not job.finished
 
 

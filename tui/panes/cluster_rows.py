@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from cmdare.collectors.clock import clock_time
 from cmdare.planner.overview import JobView, NodeView
 from cmdare.tui.format import (
     STATUS_SYMBOL,
@@ -57,6 +58,11 @@ def used_of(used: float | None, total: float | None, unit: float) -> str:
     return f"{used / unit:.1f}/{total / unit:.0f}G"
 
 
+def up_cell(n: NodeView, now: float) -> str:
+    """The Up column: the uptime, or ``@10:42`` (its last event) for a finished log run."""
+    return duration(n.uptime_s(now)) if n.ended_at is None else f"@{clock_time(n.ended_at)}"
+
+
 def node_cells(n: NodeView, marks: Sequence[str], now: float) -> tuple[object, ...]:
     """The cells of a task's row (made when the row is painted; uptime at ``now``)."""
     again = f" ↻{n.restarts}" if n.restarts else ""  # came back after a revocation, or restarted (its logs)
@@ -69,7 +75,7 @@ def node_cells(n: NodeView, marks: Sequence[str], now: float) -> tuple[object, .
     gpu_pct = f"{n.gpu_util:.0f}%" if n.gpu_util is not None else "–"
     cells = (status, n.name, n.role, rate(n.steps_per_sec), gpu_name(n), cpu,
              used_of(n.mem_used_bytes, n.mem_total_bytes, 2**30), gpu_pct, provisioning(n.provisioning), flag,
-             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s(now)), region_code(n.region),
+             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), up_cell(n, now), region_code(n.region),
              num(step_ms, 0), bytes_rate(n.net_in_bps))  # fmt: skip
     return cells
 
