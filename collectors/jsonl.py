@@ -19,6 +19,8 @@ MMEngine, detectron2, Lightning and Hugging Face, are one table in :mod:`cmdare.
   (an evaluation record stamped with the epoch) keeps its figures but not its step; with a loss it is
   a restart from a checkpoint: counted, and the step follows it.
 * ``examples``: cumulative examples processed; ``worker_steps``: cumulative local steps.
+* a field naming a checkpoint (``checkpoint``, ``ckpt``, ``checkpoint_path``…, any value but null, false,
+  0 or "") marks a checkpoint written at the line's time (``cmdare_last_checkpoint_timestamp_seconds``).
 * any series key of the metric contract (``cmdare_global_step``, ``node_network_receive_bytes_total``…)
   is taken as is; every other number becomes ``scalar{tag=<name>}``, nested objects with dotted names
   (``train.loss``); the loss shown is the total by name (``total_loss``, ``loss``, ``train/loss``) before
@@ -34,9 +36,11 @@ own cadence (or whose newest line is long past) is finished ("finished: … last
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import logging
 import math
+import stat
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +54,7 @@ from cmdare.collectors.clock import Clock, clock_time, plausible_time
 from cmdare.collectors.logkeys import Record, describe, read_record
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tensorboard import scalar_key
+from cmdare.collectors.textfile import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -144,12 +149,14 @@ class JsonlSource:
 
     def _read_new(self) -> bytes:
         st = self.path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO put in its place would block the poll for ever
+            raise OSError(errno.EINVAL, "not a regular file")
         ident = (st.st_dev, st.st_ino)
         if self._inode is not None and (ident != self._inode or st.st_size < self.offset):
             log.info("jsonl %s was replaced or truncated: reading from the start", self.path)
             self._restart_reading()
         self._inode = ident
-        with self.path.open("rb") as fh:
+        with open_regular(self.path) as fh:  # a FIFO put there between the two looks: refused too
             if self.kind == "csv" and self.offset:  # Lightning rewrites the file when a new column comes
                 head = fh.readline(MAX_LINE_BYTES)
                 if head != self._csv_header_raw:
@@ -184,13 +191,16 @@ class JsonlSource:
         """Hugging Face ``trainer_state.json`` (one JSON document, rewritten at every save): its
         ``log_history`` entries past those already read; returns 1 when the document is unreadable."""
         st = self.path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO put in its place would block the poll for ever
+            raise OSError(errno.EINVAL, "not a regular file")
         sig = (st.st_ino, st.st_size, st.st_mtime_ns)
         if sig == self._doc_sig:
             return 0
         if st.st_size > MAX_DOCUMENT_BYTES:
             self._doc_sig = sig
             return 1
-        doc = load_line(self.path.read_bytes())
+        with open_regular(self.path) as fh:  # a FIFO put there between the two looks: refused too
+            doc = load_line(fh.read(MAX_DOCUMENT_BYTES + 1))
         history = doc.get("log_history") if isinstance(doc, dict) else None
         if not isinstance(history, list):
             return 1  # a document cut short while written: read again when it changes
@@ -239,7 +249,8 @@ class JsonlSource:
         values.update({scalar_key(k): x for k, x in rec.logged.items()})
         training = M.training_keys(rec.logged)
         values.update(training)
-        if not values:
+        checkpoint = any(M.is_checkpoint_tag(k) and v not in (None, False, "", 0) for k, v in obj.items())
+        if not values and not checkpoint:
             return False
         info = TaskInfo(**{**self.default_info.__dict__, **rec.ident})
         task = self._tasks.get(info.key)
@@ -269,6 +280,8 @@ class JsonlSource:
                 values[M.K_LOG_RESTARTS] = float(task.restarts)
         task.t = t if math.isnan(task.t) else max(task.t, t)
         task.new_lines += 1
+        if checkpoint:  # a checkpoint written at the line's time (the work since it is at risk)
+            values[M.K_LAST_CHECKPOINT] = max(t, task.values.get(M.K_LAST_CHECKPOINT, t))
         task.explicit_steps |= M.K_WORKER_STEPS in values
         if not task.explicit_steps and step is not None:
             values[M.K_WORKER_STEPS] = step - task.base  # the global step is the job's step counter

@@ -43,7 +43,11 @@ ALIASES = {
     "examples": M.K_EXAMPLES,
     "worker_steps": M.K_WORKER_STEPS,
 }
-CONTRACT_KEYS = frozenset({M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_GPU_UTIL, *M.COUNTER_KEYS})
+CONTRACT_KEYS = frozenset(
+    {M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_GPU_UTIL, M.K_LAST_CHECKPOINT, *M.COUNTER_KEYS}
+)
+# Keys naming a checkpoint written (``checkpoint``, ``ckpt``, ``checkpoint_path``…: metrics.is_checkpoint_tag)
+# are read by the source as an event, whatever their value: never "not understood".
 
 MIN_EPOCH_S = 1e8  # 1973-03-03: a smaller "time" is no wall-clock time a log was written at
 MAX_DURATION_S = 1e6  # 11.6 days: a larger "time" is no one iteration's duration
@@ -157,7 +161,7 @@ def read_record(obj: dict, max_scalars: int) -> Record:
             continue
         x = number(v)
         if x is None:
-            if isinstance(v, str) and k not in rec.not_understood:
+            if isinstance(v, str) and k not in rec.not_understood and not M.is_checkpoint_tag(k):
                 rec.not_understood[k] = "text"
             continue
         if k == rec.step_key:

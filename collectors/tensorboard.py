@@ -7,7 +7,9 @@
 * **Events** are decoded by :mod:`cmdare.collectors.tbproto` (every scalar encoding TensorBoard reads).
   The event ``step`` is the global step; its increase over the events' own wall times is the run's
   steps/s, so ``cmdare_global_step`` and ``cmdare_worker_steps_total`` both carry it and rates come
-  out right without poll jitter. Every scalar is kept as ``scalar{tag=<tag>}`` (a writer
+  out right without poll jitter. An event logging a checkpoint tag (``checkpoint``, ``ckpt_seconds``…,
+  :func:`cmdare.collectors.metrics.is_checkpoint_tag`) marks a checkpoint written at its wall time
+  (``cmdare_last_checkpoint_timestamp_seconds``). Every scalar is kept as ``scalar{tag=<tag>}`` (a writer
   subfolder's tags prefixed by it, e.g. ``validation/epoch_loss``); loss, learning rate and logged
   examples/s also as ``cmdare_loss`` etc. (:func:`cmdare.collectors.metrics.training_keys`).
 * **Reading never blocks a poll**: files are read in the source's own thread (nice +10), 256 KiB
@@ -47,6 +49,7 @@ from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tbproto import Event, ProtoError, decode_event
 from cmdare.collectors.tbruns import EVENT_PREFIX, find_runs, run_name, sub_prefix
+from cmdare.collectors.textfile import open_regular
 from cmdare.collectors.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 
 __all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
@@ -109,6 +112,7 @@ class _Run:
     restarted: set[Path] = field(default_factory=set)  # files that began a new timeline
     base: float = 0.0  # the step the current timeline began at (0 before any restart)
     orphaned: int = 0  # events of an abandoned timeline discarded (as TensorBoard's purge does)
+    checkpoint_at: float = math.nan  # wall time of the newest event logging a checkpoint tag
 
 
 class TensorBoardSource:
@@ -177,7 +181,7 @@ class TensorBoardSource:
         if tail.broken or tail.offset >= tail.size:
             return False
         try:
-            with path.open("rb") as fh:
+            with open_regular(path) as fh:  # a FIFO put in its place would block the reader for ever
                 fh.seek(tail.offset)
                 buf = fh.read(min(max(READ_CHUNK_BYTES, tail.need), MAX_RECORD_BYTES + 16))
         except OSError as exc:
@@ -208,7 +212,7 @@ class TensorBoardSource:
     def _apply(self, run: _Run, events: list[Event], prefix: str, path: Path) -> None:
         """Fold a chunk's events into the run: summarised without the lock, merged under it (the
         event loop takes the lock to report, so it is held for a few dict updates only)."""
-        rejected, new, top, latest = 0, 0, None, {}
+        rejected, new, top, latest, ckpt = 0, 0, None, {}, math.nan
         main = prefix == ""  # the run's own folder: a newer file there may restart the timeline
         with self._lock:
             later = _later_firsts(run, path) if main else {}
@@ -230,6 +234,8 @@ class TensorBoardSource:
             new += 1
             if top is None or (ev.step, ev.wall_time) > top:
                 top = (ev.step, ev.wall_time)
+            if any(M.is_checkpoint_tag(tag) for tag in ev.scalars) and not ev.wall_time <= ckpt:
+                ckpt = ev.wall_time  # the event's time is when the checkpoint was written
             for tag, val in ev.scalars.items():
                 old = latest.get(tag)
                 if old is None or ev.step >= old[0]:
@@ -237,6 +243,9 @@ class TensorBoardSource:
         if main and first is not None and highest is not None:
             self._timeline(run, path, first, highest, orphans, by)
         capped = self._merge(run, new, top, {prefix + tag: sv for tag, sv in latest.items()})
+        if not math.isnan(ckpt) and not ckpt <= run.checkpoint_at:
+            with self._lock:
+                run.checkpoint_at = ckpt
         if capped:
             self._note(run, f"more than {MAX_TAGS} scalar tags: {capped} not kept")
         if rejected:
@@ -380,6 +389,8 @@ class TensorBoardSource:
             values[M.K_LOG_RESTARTS] = float(len(run.restarted))
         values.update({scalar_key(k): v for k, v in run.scalars.items()})
         values.update(M.training_keys(run.scalars))
+        if not math.isnan(run.checkpoint_at):
+            values[M.K_LAST_CHECKPOINT] = run.checkpoint_at
         bad = [k for k, v in values.items() if not M.valid_value(k, v)]  # e.g. 1e38 or a negative step
         if bad:
             notes.append(f"{len(bad)} value(s) out of range dropped")
@@ -441,7 +452,7 @@ def _background() -> None:
 
 def _head(path: Path) -> bytes:
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             return fh.read(HEAD_BYTES)
     except OSError:
         return b""

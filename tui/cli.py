@@ -107,6 +107,7 @@ def run_app(args: argparse.Namespace) -> int:
     gc.disable()  # start-up allocates much and frees little: the app collects again after its first frame
     from cmdare.tui.app import CmdareApp
 
+    writes.set_read_only(bool(getattr(args, "read_only", False)))  # already while the flags are checked
     opts = session_options(args)
     writes.set_read_only(opts.read_only)
     setup_logging(args.log_level, to_stderr=False)  # never stderr under a full-screen UI
@@ -198,11 +199,12 @@ def _silence_stdout() -> None:
 
 
 def _say(message: str) -> None:
-    """One line on stderr: the message with control characters and newlines made visible, redacted."""
+    """One line on stderr: the message redacted, then through the one sanitiser (control characters,
+    newlines and bidi controls made visible) and cut to a message's length."""
     from cmdare.collectors.redaction import redact
+    from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
 
-    line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in redact(message))
-    print(f"cmdare-tui: error: {line[:500]}", file=sys.stderr)
+    print(f"cmdare-tui: error: {clean_text(redact(message), MESSAGE_LIMIT)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
