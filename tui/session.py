@@ -273,6 +273,11 @@ class MonitorSession:
         behind = [p for p in cycle.polls if p.ok and p.catching_up]  # answered, but not up to date yet
         answered -= len(behind)
         note = f", {len(behind)} catching up" if behind else ""
+        # log runs whose writers are done: no failure, said with when they ended (below)
+        done = [p for p in cycle.polls if not p.ok and p.finished]
+        if done:
+            total -= len(done)
+            note += f", {len(done):,} finished"
         if cycle.unchanged:  # up, not scraped since the last refresh: nothing new to read
             answered, total = answered + cycle.unchanged, total + cycle.unchanged
             note += f", {cycle.unchanged:,} unchanged since the last refresh"
@@ -287,12 +292,13 @@ class MonitorSession:
             )
         for note in self.plan.notes if self.plan else []:  # TF_CONFIG remarks (tui/sources.py)
             out.append(SourceStatus("tf_config", "ignored" not in note and "share" not in note, note))
-        failed = [p for p in cycle.polls if not p.ok]
+        failed = [p for p in cycle.polls if not p.ok and not p.finished]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
         if len(failed) > MAX_FAILURES_SHOWN:
             out.append(SourceStatus("targets", False, f"… {len(failed) - MAX_FAILURES_SHOWN} more failing"))
         remarks = [p for p in cycle.polls if p.ok and p.error and not p.catching_up]  # answered, with a note
+        remarks += done
         for p in remarks[: max(0, MAX_FAILURES_SHOWN - len(failed))]:
             out.append(SourceStatus(p.source, True, f"{p.source}: {p.error}"))
         if (ranks := self.lifecycle.rank_note) is not None:  # launchers given the same RANK

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from cmdare.collectors.clock import clock_time
 from cmdare.planner.overview import JobView, NodeView
 from cmdare.tui.format import (
     STATUS_SYMBOL,
@@ -36,7 +37,13 @@ if TYPE_CHECKING:
 COLUMNS = (("Status", 9), ("Task", 9), ("Role", 6), ("Steps/s", 7), ("GPU", 5), ("CPU", 4), ("Mem", 7),
            ("GPU%", 4), ("Prov", 7), ("Flag", 18), ("GPU mem", 8), ("Up", 6), ("Region", 12), ("Step ms", 7),
            ("Net in", 9))  # fmt: skip
-STATUS_STYLE = {"up": "green", "silent": "yellow", "revoked": "red bold", "pending": "dim"}
+STATUS_STYLE = {
+    "up": "green",
+    "silent": "yellow",
+    "revoked": "red bold",
+    "pending": "dim",
+    "finished": "blue",
+}
 
 
 def gpu_name(n: NodeView) -> str:
@@ -51,16 +58,24 @@ def used_of(used: float | None, total: float | None, unit: float) -> str:
     return f"{used / unit:.1f}/{total / unit:.0f}G"
 
 
+def up_cell(n: NodeView, now: float) -> str:
+    """The Up column: the uptime, or ``@10:42`` (its last event) for a finished log run."""
+    return duration(n.uptime_s(now)) if n.ended_at is None else f"@{clock_time(n.ended_at)}"
+
+
 def node_cells(n: NodeView, marks: Sequence[str], now: float) -> tuple[object, ...]:
     """The cells of a task's row (made when the row is painted; uptime at ``now``)."""
-    status = Text(f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
+    again = f" ↻{n.restarts}" if n.restarts else ""  # came back after a revocation, or restarted (its logs)
+    status = Text(
+        f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}{again}", style=STATUS_STYLE.get(n.status, "")
+    )
     flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
     cpu = f"{n.cpu_pct:.0f}%" if n.cpu_pct is not None else "–"
     gpu_pct = f"{n.gpu_util:.0f}%" if n.gpu_util is not None else "–"
     cells = (status, n.name, n.role, rate(n.steps_per_sec), gpu_name(n), cpu,
              used_of(n.mem_used_bytes, n.mem_total_bytes, 2**30), gpu_pct, provisioning(n.provisioning), flag,
-             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s(now)), region_code(n.region),
+             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), up_cell(n, now), region_code(n.region),
              num(step_ms, 0), bytes_rate(n.net_in_bps))  # fmt: skip
     return cells
 

@@ -108,7 +108,11 @@ def summary_grid(
     grid.add_row("Global step", _cell(step, "measured"))
     grid.add_row("ETA", _cell(duration(job.eta_seconds), _eta_note(job, state)))
     c = job.counts
-    grid.add_row("Tasks", _cell(f"{c['up']} up · {c['silent']} silent · {c['revoked']} revoked"))
+    done = c.get("finished", 0)
+    tasks = f"{c['up']} up · {c['silent']} silent · {c['revoked']} revoked" + (
+        f" · {done} finished" if done else ""
+    )
+    grid.add_row("Tasks", _cell(tasks))
     grid.add_row("Cost", _cost_cell(cost, job.stalled))
     risk = view.checkpoint if view is not None else None
     if risk is not None:
