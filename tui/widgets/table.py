@@ -95,13 +95,13 @@ class FilterTable(LineTable):
         self._show(keep)
 
     def _label_columns(self) -> None:
-        """The sorted column's label ends in its arrow (a narrow column shortens its label)."""
+        """The sorted column's label ends in its arrow (the column widens to hold it)."""
         for i, column in enumerate(self.columns.values()):
             shown = column.key
-            if i == self.view.sort_col:  # a narrow column shortens its label, never loses the arrow
-                arrow = "▼" if self.view.reverse else "▲"
-                shown = column.key[: column.width - 2] + " " + arrow if column.width >= 3 else arrow
+            if i == self.view.sort_col:
+                shown += " ▼" if self.view.reverse else " ▲"
             column.label = Text(shown)
+        self.fit_columns()
         self.refresh_header()
 
     # --- actions -----------------------------------------------------------------------------
