@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
@@ -232,6 +232,20 @@ class CmdareApp(App[int]):
     def _send_focus(self) -> None:
         """Tell the session which tasks are on screen (a large fleet reads them in detail)."""
         self.session.set_focus(self.query_one("#pane-cluster", ClusterPane).visible_keys())
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """``enter`` (or a click on the cursor row) in the Cluster table: the task's detail."""
+        if event.data_table.id != "cluster-table" or self.state is None:
+            return
+        from cmdare.tui.widgets.task_detail import task_detail_screen
+
+        job, _, name = str(event.row_key.value).partition("/")
+        view = next((n for j in self.state.jobs if j.name == job for n in j.nodes if n.name == name), None)
+        if view is None:
+            return
+        store, lifecycle = self.session.store, self.session.lifecycle
+        ts = store.tasks.get(f"{job}/{name}")
+        self.push_screen(task_detail_screen(view, job, lifecycle, ts, self.state.t))
 
     def on_filter_table_scrolled(self, event: FilterTable.Scrolled) -> None:
         """The Cluster table scrolled: the rows now on screen are read in detail from the next poll on."""
