@@ -90,7 +90,7 @@ class CmdareApp(App[int]):
         Binding("3", "show_pane('planner')", "Planner", show=False, id="app.pane3"),
         Binding("4", "show_pane('alerts')", "Alerts", show=False, id="app.pane4"),
         Binding("n", "next_job", "Next job", tooltip="Follow the next job", id="app.next_job"),
-        Binding("space", "replay_pause", "Pause", tooltip="Replay: pause/resume", id="app.replay_pause"),
+        Binding("space", "pause", "Pause", tooltip="Pause / resume polling (a replay: playback)", id="app.pause"),
         Binding("full_stop", "replay_step", "Step", tooltip="Replay: one poll, pause", id="app.replay_step"),
         Binding("plus", "replay_speed(2.0)", "Faster", tooltip="Replay: faster (×2)", id="app.replay_faster"),
         Binding("minus", "replay_speed(0.5)", "Slower", tooltip="Replay: slower (÷2)", id="app.replay_slower"),
@@ -254,6 +254,7 @@ class CmdareApp(App[int]):
 
     def _render_badges(self) -> None:
         line = status_line(
+            paused=self._replay is None and self.session.polling_paused,
             read_only=self.read_only,
             demo=self.session.is_demo,
             replay=self._replay,
@@ -262,7 +263,7 @@ class CmdareApp(App[int]):
             refresh=self.options.refresh,
         )
         self.query_one("#badges", Static).update(line)
-        paused = self._replay is not None and self._replay.paused
+        paused = self._paused()
         if paused != self._shown_paused:  # the footer's space reads Pause or Resume
             self._shown_paused = paused
             self.refresh_bindings()
@@ -304,16 +305,22 @@ class CmdareApp(App[int]):
         name = action.split("(")[0].rsplit(".", 1)[-1]
         if name == "next_plot" and PANES[self._current][0] == "job":
             return 80
+        if name == "pause" and self._replay is None:
+            return 60 if self._paused() else 42  # live: below the table's keys (while paused: Resume)
         if name == "next_pane" and self.query_one("#panes").has_class("-compact"):
             return 30
         return FOOTER_RANK.get(name, 50)
 
     def footer_label(self, action: str, description: str) -> str:
         """A key's word in the footer now: the replay's space reads "Resume" while paused."""
-        rp = self._replay
-        if action.endswith("replay_pause") and rp is not None and rp.paused:
+        if action.endswith(".pause") and self._paused():
             return "Resume"
         return description
+
+    def _paused(self) -> bool:
+        """Whether polling (or the replay) is paused."""
+        rp = self._replay
+        return rp.paused if rp is not None else self.session.polling_paused
 
     # --- actions -------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -321,6 +328,8 @@ class CmdareApp(App[int]):
         replay controls exist only while a recording plays."""
         if action.startswith("replay_"):
             return self._replay is not None and not self._replay.ended
+        if action == "pause":
+            return self._replay is None or not self._replay.ended
         if action == "refresh_now" and self._replay is not None:
             return False  # a recording has nothing to poll now
         return not (action in WRITE_ACTIONS and self.read_only)
@@ -330,11 +339,17 @@ class CmdareApp(App[int]):
         plan = self.session.plan
         return plan.replay if plan is not None else None
 
-    def action_replay_pause(self) -> None:
+    def action_pause(self) -> None:
+        """``space``: pause or resume polling (a replay: its playback). What was being read when
+        the key came is held off the screen until play resumes."""
         rp = self._replay
         if rp is not None:
             rp.resume() if rp.paused else rp.pause()
-            self._render_badges()
+        elif self.session.polling_paused:
+            self.session.resume_polling()
+        else:
+            self.session.pause_polling()
+        self._render_badges()
 
     def action_replay_step(self) -> None:
         if self._replay is not None:

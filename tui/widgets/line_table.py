@@ -443,6 +443,10 @@ class LineTable(ScrollView, can_focus=True):
         meta = event.style.meta
         self._set_hover(True, meta.get("row", self._hover_row))
         row = meta.get("row")
+        if row == HEADER and not meta.get("out_of_bounds") and meta.get("column") is not None:
+            self.header_clicked(meta["column"])
+            event.stop()
+            return
         if row is None or row == HEADER:
             return
         again = row == self._cursor
@@ -450,6 +454,9 @@ class LineTable(ScrollView, can_focus=True):
         if again:
             self.select_cursor_row()
         event.stop()
+
+    def header_clicked(self, column: int) -> None:
+        """A click on the label of ``column`` (a table that sorts answers it)."""
 
     def _set_hover(self, on: bool, row: int) -> None:
         """Highlight (or not) the mouse's row; repaint the lines that change."""

@@ -12,9 +12,12 @@ BADGE = "reverse bold"
 
 
 def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str | None,
-                state: Any | None, refresh: float) -> Text:  # fmt: skip
-    """The line for these facts (``replay``: a ReplaySource or None; ``state``: a MonitorState)."""
+                state: Any | None, refresh: float, paused: bool = False) -> Text:  # fmt: skip
+    """The line for these facts (``replay``: a ReplaySource or None; ``state``: a MonitorState;
+    ``paused``: live polling paused)."""
     line = Text()
+    if paused:
+        line.append(" PAUSED ", "reverse bold yellow").append(" ")
     if read_only:
         line.append(" READ-ONLY ", BADGE).append(" ")
     if demo:
@@ -24,7 +27,8 @@ def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str
     if problem:
         line.append(f"⚠ {problem}", "bold red").append(" · ")
     if state is not None:
-        polled = "" if replay is not None else f"poll #{state.cycles} every {refresh:g}s · "
+        every = "paused (space resumes)" if paused else f"every {refresh:g}s"
+        polled = "" if replay is not None else f"poll #{state.cycles} {every} · "
         line.append(polled + " · ".join(s.message for s in state.sources))
     else:
         line.append(f"polling every {refresh:g}s…")

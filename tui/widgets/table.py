@@ -37,6 +37,7 @@ class FilterTable(LineTable):
         Binding("slash", "filter", "Filter", id="table.filter"),
         Binding("s", "sort_next", "Sort", id="table.sort"),
         Binding("S", "sort_reverse", "Reverse sort", show=False, id="table.reverse"),
+        Binding("c", "columns", "Columns", tooltip="Columns: sort by, show, hide", show=False, id="table.columns"),
     ]
 
     class FilterRequested(Message):
@@ -115,10 +116,25 @@ class FilterTable(LineTable):
         self.post_message(self.FilterRequested(self))
 
     def action_sort_next(self) -> None:
-        """``s``: sort by the next column (ascending; unknown values last)."""
-        v = self.view
-        v.sort_col = 0 if v.sort_col is None else (v.sort_col + 1) % len(self.columns)
+        """``s``: sort by the next column shown (ascending; unknown values last)."""
+        v, n = self.view, len(self.columns)
+        shown = [i for i, c in enumerate(self.columns.values()) if c.width] or list(range(n))
+        after = [i for i in shown if v.sort_col is None or i > v.sort_col]
+        v.sort_col = after[0] if after else shown[0]
         v.reverse = False
+        self._sorted()
+
+    def action_columns(self) -> None:
+        """``c``: the column chooser (sort by any column, show or hide columns)."""
+        from cmdare.tui.widgets.column_chooser import ColumnChooser
+
+        self.app.push_screen(ColumnChooser(self))
+
+    def header_clicked(self, column: int) -> None:
+        """A click on a column's label sorts by it; a second click reverses the order."""
+        v = self.view
+        v.reverse = not v.reverse if v.sort_col == column else False
+        v.sort_col = column
         self._sorted()
 
     def action_sort_reverse(self) -> None:
