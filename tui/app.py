@@ -90,7 +90,7 @@ class CmdareApp(App[int]):
         Binding("3", "show_pane('planner')", "Planner", show=False, id="app.pane3"),
         Binding("4", "show_pane('alerts')", "Alerts", show=False, id="app.pane4"),
         Binding("n", "next_job", "Next job", tooltip="Follow the next job", id="app.next_job"),
-        Binding("space", "pause", "Pause", tooltip="Pause / resume polling (a replay: playback)", id="app.pause"),
+        Binding("space", "pause", "Pause", tooltip="Pause / resume polling", id="app.pause"),
         Binding("full_stop", "replay_step", "Step", tooltip="Replay: one poll, pause", id="app.replay_step"),
         Binding("plus", "replay_speed(2.0)", "Faster", tooltip="Replay: faster (×2)", id="app.replay_faster"),
         Binding("minus", "replay_speed(0.5)", "Slower", tooltip="Replay: slower (÷2)", id="app.replay_slower"),
@@ -422,10 +422,10 @@ class CmdareApp(App[int]):
         allowed = lambda action: self.check_action(action, ()) is not False  # noqa: E731
         own = list(getattr(pane, "KEYS_HELP", ()))
         tables = pane.query(FilterTable)
-        if tables:
-            own += binding_rows(tables.first().BINDINGS, self._keys, allowed)
+        table_keys = binding_rows(tables.first().BINDINGS, self._keys, allowed) if tables else None
         app_keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
-        return help_sections(PANES[index][1], own, app_keys, [t for _, t, _ in PANES], self._keys, allowed)
+        titles = [t for _, t, _ in PANES]
+        return help_sections(PANES[index][1], own, app_keys, titles, self._keys, allowed, table_keys)
 
     def _focused_pane_index(self) -> int:
         """The pane holding the focus (a click may have moved it), else the one last shown."""

@@ -36,9 +36,11 @@ def binding_rows(
 
 
 def help_sections(pane: str, pane_keys: list[KeyRow], everywhere: list[Binding], pane_titles: list[str],
-                  keymap: dict[str, str], allowed: Callable[[str], bool]) -> list[Section]:  # fmt: skip
+                  keymap: dict[str, str], allowed: Callable[[str], bool],
+                  table_keys: list[KeyRow] | None = None) -> list[Section]:  # fmt: skip
     """The focused ``pane``'s keys first, then the app's (``everywhere``): its pane-switching keys
-    as one row, the command palette last."""
+    as one row, the command palette last; then, for a pane with a table, the table's keys
+    (``table_keys`` after :data:`NAVIGATION`) and the mouse; last the legend of symbols."""
     jumps = [b for b in everywhere if b.action.startswith("show_pane")]
     rows = binding_rows([b for b in everywhere if b not in jumps], keymap, allowed)
     if jumps:
@@ -46,7 +48,27 @@ def help_sections(pane: str, pane_keys: list[KeyRow], everywhere: list[Binding],
             3, ("/".join(key_label(keymap.get(b.id or "", b.key)) for b in jumps), " ".join(pane_titles))
         )
     rows.append(("ctrl+p", "Command palette"))
-    return [(f"{pane} pane", pane_keys), ("Everywhere", rows)]
+    tables = [("In tables", NAVIGATION + table_keys), ("Mouse", MOUSE)] if table_keys is not None else []
+    return [(f"{pane} pane", pane_keys), ("Everywhere", rows), *tables, ("Symbols and abbreviations", LEGEND)]
+
+
+# Keys of every table that no binding id names (tui/widgets/line_table.py); the rest come from the bindings
+NAVIGATION: list[KeyRow] = [("↑ ↓", "Row up / down"), ("← →", "Scroll sideways"), ("PgUp PgDn", "Page up / down"),
+                            ("Home End", "Left / right edge"), ("ctrl+Home", "First row"), ("ctrl+End", "Last row"),
+                            ("enter", "Open the row")]  # fmt: skip
+MOUSE: list[KeyRow] = [("click", "Focus; cursor to the row"), ("click again", "Open the row"),
+                       ("click label", "Sort; again: reverse"), ("wheel", "Scroll; shift sideways"),
+                       ("drag bar", "Scroll a long table")]  # fmt: skip
+LEGEND: list[KeyRow] = [("●", "up: answered the last poll"), ("◌", "silent: stopped answering"),
+                        ("✖", "revoked: preempted or gone"), ("○", "pending: never answered"),
+                        ("⚑", "a flag raised on the task"), ("‼ ▲ ℹ", "critical / warning / info"),
+                        ("▶", "Planner: the current shape"), ("★", "Planner: best trade-off"),
+                        ("†", "a move to another region"), ("▲ ▼", "sorted column: up / down"),
+                        ("usc1", "region: us-central1"), ("euw4", "region: europe-west4"),
+                        ("pre", "preemptible"), ("od", "on-demand (standard)"), ("spot", "spot"),
+                        ("comp", "bound by compute"), ("net", "bound by the network"),
+                        ("ps", "bound by the PS; role PS"), ("Δ", "against the current shape"),
+                        ("–", "not measured / unknown")]  # fmt: skip
 
 
 def key_grid(keys: list[KeyRow]) -> Table:

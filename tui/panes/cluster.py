@@ -161,7 +161,7 @@ class ClusterPane(Vertical):
     """The Cluster pane: a per-role summary line, then one row per task of every job."""
 
     DEFAULT_CSS = "ClusterPane > #cluster-summary { height: 1; width: 1fr; }"
-    KEYS_HELP = (("enter", "Task detail: address, labels, error, series"),)  # (the help screen)
+    KEYS_HELP = (("enter", "Task detail and its series"),)  # (the help screen)
 
     def __init__(self, *children: Widget, **kw: Any) -> None:
         super().__init__(*children, **kw)

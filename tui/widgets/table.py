@@ -30,14 +30,14 @@ class FilterTable(LineTable):
     key) survive refreshes."""
 
     BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False, id="table.down"),
-        Binding("k", "cursor_up", "Up", show=False, id="table.up"),
-        Binding("g", "scroll_top", "Top", show=False, id="table.top"),
-        Binding("G", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
-        Binding("slash", "filter", "Filter", id="table.filter"),
-        Binding("s", "sort_next", "Sort", id="table.sort"),
+        Binding("j", "cursor_down", "Down", tooltip="Row down", show=False, id="table.down"),
+        Binding("k", "cursor_up", "Up", tooltip="Row up", show=False, id="table.up"),
+        Binding("g", "scroll_top", "Top", tooltip="First row", show=False, id="table.top"),
+        Binding("G", "scroll_bottom", "Bottom", tooltip="Last row", show=False, id="table.bottom"),
+        Binding("slash", "filter", "Filter", tooltip="Filter rows (esc clears)", id="table.filter"),
+        Binding("s", "sort_next", "Sort", tooltip="Sort by the next column", id="table.sort"),
         Binding("S", "sort_reverse", "Reverse sort", show=False, id="table.reverse"),
-        Binding("c", "columns", "Columns", tooltip="Columns: sort by, show, hide", show=False, id="table.columns"),
+        Binding("c", "columns", "Columns", tooltip="Columns: sort, show, hide", show=False, id="table.columns"),
     ]
 
     class FilterRequested(Message):
