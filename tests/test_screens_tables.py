@@ -16,7 +16,8 @@ COLUMNS = [(f"C{i}", 12) for i in range(12)]
 
 def rows(n: int, tick: int, extra: str = "") -> list[Row]:
     return [
-        Row(f"r{i}{extra}", tuple(f"cell-{i}-{j}-{tick if j == 3 else 0}" for j in range(12))) for i in range(n)
+        Row(f"r{i}{extra}", tuple(f"cell-{i}-{j}-{tick if j == 3 else 0}" for j in range(12)))
+        for i in range(n)
     ]
 
 

@@ -362,7 +362,8 @@ class CmdareApp(App[int]):
             self._render_badges()
 
     def action_next_job(self) -> None:
-        """Follow the next job in the Job and Planner panes (the Cluster pane lists every job)."""
+        """Follow the next job in the Job and Planner panes; the Cluster pane (every job's tasks, a Job
+        column) puts its cursor on the job's first task."""
         if self.state is None or len(self.state.jobs) < 2:
             return
         names = [j.name for j in self.state.jobs]
@@ -370,6 +371,7 @@ class CmdareApp(App[int]):
         i = names.index(current.name) if current is not None and current.name in names else -1
         self._selected_job = names[(i + 1) % len(names)]
         self.apply_state(self.state)
+        self.query_one("#cluster-table", FilterTable).move_to_prefix(f"{self._selected_job}/")
         self.notify(f"following job {self._selected_job}", timeout=2, markup=False)
 
     def action_next_pane(self) -> None:

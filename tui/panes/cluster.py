@@ -179,7 +179,9 @@ class ClusterPane(Vertical):
         screen repainted where their cells (uptimes included) changed, the summary counted view by view."""
         rows = self._rows.update(state)
         table = self.query_one(FilterTable)
-        table.set_absent({"Job"} if len(state.jobs) < 2 else set())  # one job: its name on every row says nothing
+        table.set_absent(
+            {"Job"} if len(state.jobs) < 2 else set()
+        )  # one job: its name on every row says nothing
         table.set_rows(rows, recheck=True)  # uptimes count on in the same rows
         if self._rows.gone or self._rows.new or self._summary is None:
             self._tally.swap(self._rows.gone, self._rows.new)

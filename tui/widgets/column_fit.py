@@ -18,7 +18,9 @@ ELLIPSIS = "…"
 Span = tuple[int, int]  # [start, end) of the characters that tell a value from its neighbours
 
 
-def natural_widths(labels: Sequence[str], rows: Iterable[Sequence[str]], collapse: Sequence[bool]) -> list[int]:
+def natural_widths(
+    labels: Sequence[str], rows: Iterable[Sequence[str]], collapse: Sequence[bool]
+) -> list[int]:
     """Per column: its widest cell or its label; 0 for a column that may ``collapse`` and whose cells
     are all empty (or when there are no rows)."""
     widest = [0] * len(labels)
@@ -137,4 +139,3 @@ def fitting_floor(floor: int, label: str) -> int:
 
 
 __all__ = ["ELLIPSIS", "cut_text", "distinct_spans", "fit_widths", "fitting_floor", "natural_widths"]
-

@@ -135,7 +135,9 @@ class LineTable(ScrollView, can_focus=True):
         self.fit_through = list(self.columns).index(fit_through) if fit_through is not None else None
         self.hidden: set[str] = set()  # columns the user chose not to see
         self.absent: set[str] = set()  # columns the pane does not show now (they would say nothing)
-        self._measured: dict[str, tuple[tuple[Any, ...], tuple[int, ...]]] = {}  # row key -> (values, cell widths)
+        self._measured: dict[
+            str, tuple[tuple[Any, ...], tuple[int, ...]]
+        ] = {}  # row key -> (values, cell widths)
         self._keep: dict[int, dict[str, Span]] = {}  # cut column -> value -> what tells it apart
         self._rows: Sequence[Row] = ()
         self._cursor = 0
@@ -219,7 +221,9 @@ class LineTable(ScrollView, can_focus=True):
         widest = [max(col, default=0) for col in zip(*widths, strict=False)][:n] if widths else []
         widest += [0] * (n - len(widest))
         natural = [
-            0 if c.key in self.hidden or c.key in self.absent or (c.key in self.collapse and w == 0) else max(w, cell_len(c.label.plain))
+            0
+            if c.key in self.hidden or c.key in self.absent or (c.key in self.collapse and w == 0)
+            else max(w, cell_len(c.label.plain))
             for c, w in zip(columns, widest, strict=True)
         ]
         floors = [fitting_floor(c.floor, c.label.plain) for c in columns]

@@ -37,7 +37,9 @@ class FilterTable(LineTable):
         Binding("slash", "filter", "Filter", tooltip="Filter rows (esc clears)", id="table.filter"),
         Binding("s", "sort_next", "Sort", tooltip="Sort by the next column", id="table.sort"),
         Binding("S", "sort_reverse", "Reverse sort", show=False, id="table.reverse"),
-        Binding("c", "columns", "Columns", tooltip="Columns: sort, show, hide", show=False, id="table.columns"),
+        Binding(
+            "c", "columns", "Columns", tooltip="Columns: sort, show, hide", show=False, id="table.columns"
+        ),
     ]
 
     class FilterRequested(Message):
@@ -77,6 +79,12 @@ class FilterTable(LineTable):
         keep = self.current_key()
         if self.view.set_rows(rows, cells_moved=recheck) or recheck:
             self._show(keep, recheck)
+
+    def move_to_prefix(self, prefix: str) -> None:
+        """Put the cursor on the first row shown whose key starts with ``prefix`` (none: stays)."""
+        at = next((i for i, r in enumerate(self.view.shown) if r.key.startswith(prefix)), None)
+        if at is not None:
+            self.move_cursor(row=at)
 
     def shown(self) -> list[Row]:
         """The rows as displayed: filtered, then sorted."""

@@ -119,8 +119,12 @@ def task_rows(view: NodeView, job: str, status: NodeStatus | None, source: str |
     rows += [
         ("State", state),
         ("Last error", view.last_error or "none"),
-        ("Lifetime", f"up {duration(view.uptime_s(now))} since {clock(view.started_at)}"
-                     if view.started_at is not None else "not running"),  # fmt: skip
+        (
+            "Lifetime",
+            f"up {duration(view.uptime_s(now))} since {clock(view.started_at)}"
+            if view.started_at is not None
+            else "not running",
+        ),  # fmt: skip
         ("Restarts", str(view.restarts)),
         ("Past lifetimes", f"{len(past)}: {lifetime_words(past)}" if past else "none"),
     ]
