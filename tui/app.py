@@ -247,6 +247,12 @@ class CmdareApp(App[int]):
         ts = store.tasks.get(f"{job}/{name}")
         self.push_screen(task_detail_screen(view, job, lifecycle, ts, self.state.t))
 
+    def on_filter_table_columns_requested(self, event: FilterTable.ColumnsRequested) -> None:
+        """``c`` in a table: the column chooser (sort by any column, show or hide columns)."""
+        from cmdare.tui.widgets.column_chooser import ColumnChooser
+
+        self.push_screen(ColumnChooser(event.table))
+
     def on_filter_table_scrolled(self, event: FilterTable.Scrolled) -> None:
         """The Cluster table scrolled: the rows now on screen are read in detail from the next poll on."""
         if event.table.id == "cluster-table":
@@ -313,7 +319,7 @@ class CmdareApp(App[int]):
 
     def footer_label(self, action: str, description: str) -> str:
         """A key's word in the footer now: the replay's space reads "Resume" while paused."""
-        if action.endswith(".pause") and self._paused():
+        if action.rsplit(".", 1)[-1] == "pause" and self._paused():
             return "Resume"
         return description
 

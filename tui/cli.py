@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 
 from cmdare.tui.cli_args import add_global_args, hoist_command
@@ -36,6 +37,11 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
 
+
+# How long a lone ESC waits for the rest of an escape sequence (Textual's default: 100 ms, so `esc` took
+# 100+ ms to answer). Terminals send a sequence in one write; 25 ms is what tmux (10 ms) and vim users
+# set. The user's own ESCDELAY wins.
+ESCAPE_DELAY_MS = 25
 
 # What `cmdare-tui --help` says after the flags: the app's keys (tui/app.py BINDINGS and the tables';
 # tests/test_screens_habits.py holds every app key to a line here) and three ways to start.
@@ -130,6 +136,7 @@ def run_app(args: argparse.Namespace) -> int:
     from cmdare.collectors import writes
 
     gc.disable()  # start-up allocates much and frees little: the app collects again after its first frame
+    os.environ.setdefault("ESCDELAY", str(ESCAPE_DELAY_MS))  # read when Textual is first imported
     from cmdare.tui.app import CmdareApp
 
     opts = session_options(args)
@@ -210,8 +217,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -87,7 +87,8 @@ def key_grid(keys: list[KeyRow]) -> Table:
 
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
+    HelpScreen { align: center middle; background: $background; }
+    /* opaque: a see-through modal re-tints every cell of the screen below it at each paint (issue 28) */
     HelpScreen > VerticalScroll { width: 78; max-width: 100%; height: auto; max-height: 100%;
         border: round $accent; background: $surface; padding: 0 1; }
     HelpScreen .heading { text-style: bold; color: $accent; }

@@ -22,7 +22,8 @@ class ColumnChooser(ModalScreen[None]):
     """Sort by, show and hide the columns of one table."""
 
     DEFAULT_CSS = """
-    ColumnChooser { align: center middle; }
+    ColumnChooser { align: center middle; background: $background; }
+    /* opaque: a see-through modal re-tints every cell of the screen below it at each paint (issue 28) */
     ColumnChooser > Vertical { width: 44; max-width: 100%; height: auto; max-height: 100%;
         border: round $accent; background: $surface; padding: 0 1; }
     ColumnChooser OptionList { height: auto; max-height: 20; border: none; padding: 0; }

@@ -49,6 +49,13 @@ class FilterTable(LineTable):
             super().__init__()
             self.table = table
 
+    class ColumnsRequested(Message):
+        """Posted when ``c`` asks for the column chooser of this table."""
+
+        def __init__(self, table: FilterTable) -> None:
+            super().__init__()
+            self.table = table
+
     class Scrolled(Message):
         """Posted when the rows on screen may have changed (the table scrolled)."""
 
@@ -133,10 +140,8 @@ class FilterTable(LineTable):
         self._sorted()
 
     def action_columns(self) -> None:
-        """``c``: the column chooser (sort by any column, show or hide columns)."""
-        from cmdare.tui.widgets.column_chooser import ColumnChooser
-
-        self.app.push_screen(ColumnChooser(self))
+        """``c``: ask for the column chooser (the app opens it: tui/widgets/column_chooser.py)."""
+        self.post_message(self.ColumnsRequested(self))
 
     def header_clicked(self, column: int) -> None:
         """A click on a column's label sorts by it; a second click reverses the order."""
