@@ -281,13 +281,13 @@ def measure_toolong(runs: int) -> Scenario | None:
     log.write_text("".join(f"2026-12-03 10:00:{i % 60:02d} INFO line {i} of the log\n" for i in range(5000)))
     ctl = Control(f"{tl} {log}", (120, 40))
     try:
-        ctl.wait_screen(lambda s: "line 10 of the log" in plain(s))
+        ctl.wait_screen(lambda s: "of the log" in plain(s))  # it opens at the end (tailing)
         sc = Scenario("toolong cursor down/up", [])
         last = ctl.screen()[0]
         for i in range(runs):
             time.sleep(random.uniform(0.1, 0.5))
             before = last
-            sc.samples.append(ctl.key("Down" if i % 2 == 0 else "Up", lambda s, b=before: s != b))
+            sc.samples.append(ctl.key("Up" if i % 2 == 0 else "Down", lambda s, b=before: s != b))
             last = ctl.screen()[0]
         return sc
     finally:

@@ -289,8 +289,13 @@ class CmdareApp(App[int]):
         return [self.query_one(f"#pane-{pid}") for pid, _, _ in PANES]
 
     def _show(self, index: int) -> None:
+        """Show pane ``index`` (compact: only it). Its display is set, not a class: a class toggled on
+        a pane restyled its whole subtree (most of a pane switch's time, issue 28)."""
+        compact = self.query_one("#panes").has_class("-compact")
         for i, pane in enumerate(self._panes()):
-            pane.set_class(i == index, "-shown")
+            shown = not compact or i == index
+            if pane.display != shown:
+                pane.display = shown
         tabs = [
             f"[reverse bold] {i + 1} {t} [/]" if i == index else f" {i + 1} {t} "
             for i, (_, t, _) in enumerate(PANES)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -71,18 +70,31 @@ LEGEND: list[KeyRow] = [("●", "up: answered the last poll"), ("◌", "silent: 
                         ("–", "not measured / unknown")]  # fmt: skip
 
 
-def key_grid(keys: list[KeyRow]) -> Table:
-    """Two columns of keys (the whole help fits 80×24)."""
-    table = Table.grid(padding=(0, 1))
+HELP_WIDTH = 74  # the help's text width: 78 columns less its border and padding (fits 80x24)
+KEY_STYLE = "bold cyan"
+
+
+def key_grid(keys: list[KeyRow], width: int = HELP_WIDTH) -> Text:
+    """Two columns of keys as one Text (keys never cut; a description too long for its half ends in
+    "…"). Plain text lines, not a Rich table: the help opens in a fraction of the time (issue 28)."""
+    out = Text()
     half = (len(keys) + 1) // 2
-    widest = max((len(k) for k, _ in keys), default=1)
-    for _ in range(2):
-        table.add_column(style="bold cyan", no_wrap=True, min_width=widest)  # keys are never cut
-        table.add_column(no_wrap=True, overflow="ellipsis")
-    for i in range(half):
-        right = keys[half + i] if half + i < len(keys) else ("", "")
-        table.add_row(*map(Text, (*keys[i], *right)))
-    return table
+    pairs = [(keys[i], keys[half + i] if half + i < len(keys) else ("", "")) for i in range(half)]
+    kw = max((len(k) for k, _ in keys), default=1)
+    left_room = (width - 1) // 2 - kw - 1
+    dw = min(max((len(d) for (_, d), _ in pairs), default=0), left_room)
+    right_room = width - (kw + 1 + dw + 1) - kw - 1
+    for i, ((k1, d1), (k2, d2)) in enumerate(pairs):
+        if i:
+            out.append("\n")
+        out.append(k1.ljust(kw), KEY_STYLE).append(" " + fitted(d1, dw).ljust(dw) + " ")
+        out.append(k2.ljust(kw) if k2 else "", KEY_STYLE).append((" " + fitted(d2, right_room)) if k2 else "")
+    return out
+
+
+def fitted(text: str, room: int) -> str:
+    """``text`` in ``room`` characters (its end cut to "…")."""
+    return text if len(text) <= room else text[: max(room - 1, 0)] + "…"
 
 
 class HelpScreen(ModalScreen[None]):
@@ -91,7 +103,6 @@ class HelpScreen(ModalScreen[None]):
     /* opaque: a see-through modal re-tints every cell of the screen below it at each paint (issue 28) */
     HelpScreen > VerticalScroll { width: 78; max-width: 100%; height: auto; max-height: 100%;
         border: round $accent; background: $surface; padding: 0 1; }
-    HelpScreen .heading { text-style: bold; color: $accent; }
     """
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close help", id="help.close")]
 
@@ -102,13 +113,18 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(Text("cmdare-tui — keys (esc closes)", style="bold"))
-            for heading, keys in self.sections:
-                if keys:
-                    yield Static(Text(heading), classes="heading")
-                    yield Static(key_grid(keys))
-            if self._notes:
-                yield Static(Text("\n".join(self._notes)))
+            yield Static(help_text(self.sections, self._notes))
+
+
+def help_text(sections: list[Section], notes: list[str]) -> Text:
+    """The whole help as one Text: a title, each section's heading and its keys, then the notes."""
+    text = Text("cmdare-tui — keys (esc closes)", style="bold")
+    for heading, keys in sections:
+        if keys:
+            text.append("\n" + heading + "\n", "bold underline").append_text(key_grid(keys))
+    if notes:
+        text.append("\n" + "\n".join(notes))
+    return text
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)
