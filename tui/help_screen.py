@@ -117,13 +117,13 @@ class HelpScreen(ModalScreen[None]):
 
 
 def help_text(sections: list[Section], notes: list[str]) -> Text:
-    """The whole help as one Text: a title, each section's heading and its keys, then the notes."""
+    """The whole help as one Text: a title, the notes (read-only…), each section's heading and keys."""
     text = Text("cmdare-tui — keys (esc closes)", style="bold")
+    if notes:
+        text.append("\n" + "\n".join(notes))
     for heading, keys in sections:
         if keys:
             text.append("\n" + heading + "\n", "bold underline").append_text(key_grid(keys))
-    if notes:
-        text.append("\n" + "\n".join(notes))
     return text
 
     def action_dismiss(self) -> None:  # type: ignore[override]
