@@ -268,7 +268,7 @@ class CmdareApp(App[int]):
             state=self.state,
             refresh=self.options.refresh,
         )
-        self.query_one("#badges", Static).update(line)
+        self.query_one("#badges", Static).update(line, layout=False)  # one line, always: no layout
         paused = self._paused()
         if paused != self._shown_paused:  # the footer's space reads Pause or Resume
             self._shown_paused = paused
