@@ -45,6 +45,7 @@ SGR = re.compile(r"\x1b\[[0-9;]*m")
 ECHO = r"""
 import os, sys, tty
 tty.setraw(0)
+os.write(1, b"echo ready")
 n = 0
 while True:
     c = os.read(0, 64)
@@ -247,7 +248,7 @@ def measure_echo(runs: int) -> Scenario:
     """The harness's own floor: a program that echoes each key."""
     ctl = Control(f"{sys.executable} -c '{ECHO}'", (80, 24))
     try:
-        ctl.wait_screen(lambda s: True)
+        ctl.wait_screen(text_check("echo ready"))  # raw mode on: each key is read alone
         sc = Scenario("echo (baseline)", [])
         for i in range(runs):
             time.sleep(random.uniform(0.1, 0.3))
