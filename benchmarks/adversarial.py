@@ -4,6 +4,10 @@ measured in the same run. Loopback only (tests/hostile_server.py, in its own pro
 
     python benchmarks/adversarial.py [--quick] [--only bomb2,nan]
 
+Issue 27's cases on secrets and values (secrets echoed into cut fields, implausible host values, a
+counter jump, an all-reduce 50x the step, a 1 GiB TFRecord length, an absurd price) live in
+``benchmarks/adversarial_values.py``.
+
 Per attack: held (every promise kept), degraded (kept, but slower than the poll timeout or more than
 100 MB more than the baseline's memory), or failed (a traceback or a raised source, a healthy target lost, a
 secret fragment or an escape byte in the output, peak RSS over 300 MB, or no end within the limit).
@@ -26,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from adversarial_values import ATTACKS as VALUE_ATTACKS  # noqa: E402
 from hostile_server import HostileProcess  # noqa: E402
 
 TIMEOUT_S = 2.0  # per poll, the app's default
@@ -212,6 +217,7 @@ ATTACKS: dict[str, tuple[str, Attack, str]] = {
     "absurd_times": ("recording", _recording, "absurd_times"),
     "huge_cycle": ("recording", _recording, "huge_cycle"),
 }
+ATTACKS.update(VALUE_ATTACKS)  # issue 27: secrets through cut fields, implausible values, prices
 
 
 def child(name: str, port: int) -> None:

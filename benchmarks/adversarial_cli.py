@@ -108,6 +108,10 @@ def attacks(d: Path) -> list[tuple[str, list[str], set[int], Callable[[], bool]]
         ("serve --host 0.0.0.0 (no flag)", ["serve", "--host", "0.0.0.0"], {2}, none),
         ("serve --dry-run with a password", ["serve", "--dry-run", "--prometheus", "http://u:hunter2@127.0.0.1:9"], {0},
          none),
+        ("serve --allow-origin 'http://[::1'", ["serve", "--dry-run", "--allow-origin", "http://[::1"], {2}, none),
+        ("serve --host unresolvable", ["serve", "--host", "no-such-host.invalid", "--allow-remote"], {2}, none),
+        ("serve --record (ignored once)", ["serve", "--dry-run", "--record", f"{p}/serve.db"], {2},
+         lambda: not (d / "serve.db").exists()),
     ]  # fmt: skip
 
 
@@ -144,7 +148,8 @@ def _hwm_mb(pids: list[int]) -> float:
 
 
 async def _serve_attacks(port: int, server_pid: int) -> list[tuple[str, bool, str]]:
-    """Against a real `serve --max-sessions 4`: a cross-origin page, 12 sessions at once, abrupt drops."""
+    """Against a real `serve --max-sessions 4`: a cross-origin page, a same-origin page's focus/blur and huge
+    resize, 12 sessions at once, abrupt drops."""
     import asyncio
 
     import aiohttp
@@ -157,6 +162,36 @@ async def _serve_attacks(port: int, server_pid: int) -> list[tuple[str, bool, st
             rows.append(("serve: cross-origin WebSocket", False, "accepted"))
         except aiohttp.WSServerHandshakeError as exc:
             rows.append(("serve: cross-origin WebSocket", exc.status == 403, f"HTTP {exc.status}"))
+        # a same-origin page: one-item envelopes (a click, a tab switch), then a 20,000 x 20,000 terminal asked for
+        ws = await s.ws_connect(f"{base}/ws?width=80&height=24", headers={"Origin": base})
+        await ws.receive(timeout=60)
+        for envelope in (["focus"], ["blur"], ["resize", {"width": 20000, "height": 20000}], ["ping", "1"]):
+            await ws.send_json(envelope)
+        alive = False
+        for _ in range(10_000):  # frames until the pong: the session read every message and lives
+            msg = await ws.receive(timeout=60)
+            if msg.type not in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
+                break
+            if msg.type == aiohttp.WSMsgType.TEXT and "pong" in msg.data:
+                alive = True
+                break
+        drawn = False  # until the app draws its capped size's last row
+        while alive and not drawn:
+            try:
+                msg = await ws.receive(timeout=60)
+            except TimeoutError:
+                break
+            raw = msg.data if isinstance(msg.data, bytes) else str(msg.data).encode()
+            drawn = b"\x1b[200;" in raw
+        mb = max(_hwm_mb([k]) for k in _tree(server_pid)[1:]) if len(_tree(server_pid)) > 1 else 0.0
+        rows.append(("serve: focus/blur, resize 20000x20000", alive and mb <= RSS_LIMIT_MB,
+                     f"session {'alive' if alive else 'ended'}, drew {'500x200' if drawn else '?'}, "
+                     f"its peak RSS {mb:.0f} MB"))  # fmt: skip
+        await ws.close()
+        for _ in range(100):
+            if len(_tree(server_pid)) == 1:
+                break
+            await asyncio.sleep(0.1)
         opened, refused = [], 0
         for _ in range(12):
             try:

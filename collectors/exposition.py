@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold
+from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold, device_id, forget_memory
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo
 from cmdare.collectors.untrusted import label_limit
@@ -259,6 +259,8 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
     dcgm = DcgmFold()
     seen: set[tuple[str, object]] = set()
     dropped = dupes = long = 0
+    why: str | None = None  # the first refusal with a range to name
+    bad_memory: set[str] = set()  # DCGM devices with a memory value refused: their memory left out whole
     limit = label_limit()
     for name, labels, raw, value, stamp in samples:
         if len(raw or "") > limit or (raw is None and labels and max(map(len, labels.values())) > limit):
@@ -280,9 +282,16 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             dropped += 1
             continue
         if name in DCGM_NAMES:
-            dcgm.add(name, labels or {}, value)
+            if M.valid_value(M.device_key(name), value):  # one device's: refused before it is folded
+                dcgm.add(name, labels or {}, value)
+            else:
+                dropped += 1
+                why = why or M.value_refusal(M.device_key(name), value)
+                if name in (M.GPU_FB_USED.name, M.GPU_FB_FREE.name):
+                    bad_memory.add(device_id(labels or {}))
         elif name in _WANTED:
             _fold(name, labels or {}, value, acc)
+    forget_memory(dcgm, bad_memory)
     for key, vals in acc.items():
         if key in (M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_MEM_TOTAL, M.K_MEM_AVAIL):
             value = max(vals)
@@ -293,12 +302,20 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             out.values[key] = value
         else:
             dropped += 1
-    out.values.update({k: v for k, v in dcgm.values().items() if M.valid_value(k, v)})
+            why = why or M.value_refusal(key, value)
+    for k, v in dcgm.values().items():
+        if M.valid_value(k, v):
+            out.values[k] = v
+        else:
+            dropped += 1
+            why = why or M.value_refusal(k, v)
     out.gpu_model = dcgm.model
     if out.info is None and default_info is not None:
         out.info = default_info
     if dropped:
-        out.notes.append(f"{dropped} non-finite or implausible value(s) ignored")
+        out.notes.append(
+            f"{dropped} non-finite or implausible value(s) ignored" + (f", e.g. {why}" if why else "")
+        )
     if dupes:
         out.notes.append(f"{dupes} duplicate series ignored")
     if long:

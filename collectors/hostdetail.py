@@ -136,3 +136,14 @@ def host_name(url: str) -> str:
     if s.startswith("["):
         return s[1:].split("]", 1)[0].lower()
     return (s.rpartition(":")[0] if s.count(":") == 1 else s).lower() or s.lower()
+
+
+_MEMORY_NAMES = (M.GPU_FB_USED.name, M.GPU_FB_FREE.name)
+
+
+def forget_memory(fold: DcgmFold, devices: set[str]) -> None:
+    """Drop the memory figures of ``devices`` whose used or free memory was refused: half a
+    device's memory would make its total (used + free) wrong."""
+    for dev in devices:
+        for name in _MEMORY_NAMES:
+            fold.devices.get(dev, {}).pop(name, None)

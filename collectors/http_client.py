@@ -13,6 +13,8 @@ import zlib
 
 import httpx
 
+from cmdare.collectors.redaction import redact_cut
+
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
@@ -84,17 +86,17 @@ def _mib(n: int) -> str:
 
 def _decoder(encoding_header: str) -> zlib._Decompress | None:
     """A zlib decompressor for the response's one content coding (None: identity)."""
-    codings = [c.strip().lower() for c in encoding_header.split(",") if c.strip()]
-    codings = [c for c in codings if c != "identity"]
+    codings = [c.strip() for c in encoding_header.split(",") if c.strip()]
+    codings = [c for c in codings if c.lower() != "identity"]  # as sent: redacted before any change
     if len(codings) > 1:
-        raise BodyError(f"stacked content codings ({', '.join(codings)[:40]}) refused")
+        raise BodyError(f"stacked content codings ({redact_cut(', '.join(codings), 40)}) refused")
     if not codings:
         return None
-    if codings[0] in ("gzip", "x-gzip"):
+    if codings[0].lower() in ("gzip", "x-gzip"):
         return zlib.decompressobj(zlib.MAX_WBITS | 16)
-    if codings[0] == "deflate":
+    if codings[0].lower() == "deflate":
         return zlib.decompressobj()
-    raise BodyError(f"unsupported content coding {codings[0][:20]!r}")
+    raise BodyError(f"unsupported content coding {redact_cut(codings[0], 20)!r}")
 
 
 async def read_body(resp: httpx.Response, max_bytes: int, budget: Budget | None = None) -> bytearray:

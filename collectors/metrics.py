@@ -188,9 +188,108 @@ MAX_ABS_VALUE = 1e30
 
 
 def valid_value(key: str, x: float) -> bool:
-    """Whether a value from outside may enter the store: finite, within ±:data:`MAX_ABS_VALUE`, and
-    not negative for a counter. Sources drop any other value (with a note), never the whole poll."""
-    return math.isfinite(x) and abs(x) <= MAX_ABS_VALUE and not (x < 0 and is_counter_key(key))
+    """Whether a value from outside may enter the store: finite, within ±:data:`MAX_ABS_VALUE`, not
+    negative for a counter, and within its kind's range (:data:`VALUE_BOUNDS`). Sources drop any
+    other value (with a note), never the whole poll."""
+    if not (math.isfinite(x) and abs(x) <= MAX_ABS_VALUE) or (x < 0 and is_counter_key(key)):
+        return False
+    bound = value_bound(key)
+    return bound is None or bound.low <= x <= bound.high
+
+
+# --- plausible ranges per metric kind -------------------------------------------------------------
+# A value outside its kind's range is refused where it enters, with a note naming it (never the poll).
+# Bounds are definitions where the metric has one (a percentage, a ratio, memory available <= the
+# memory there is) and otherwise physical bounds set well above the largest machines rented today.
+GPU_MEMORY_MAX_MIB = (
+    1024 * 1024
+)  # assumption: 1 TiB a GPU, over 3x the largest GPU memory sold (288 GB HBM3E)
+GPUS_PER_HOST_MAX = 64  # assumption: devices one DCGM exporter reports (8 GPUs x 7 MIG instances, rounded up)
+# assumption: 64 TiB, twice the largest cloud VMs' memory (32 TB: GCP X4 and EC2 U7in-32tb High Memory)
+HOST_MEMORY_MAX_BYTES = 64 * 2**40
+# assumption: 1.6 TB/s = 4 x 3,200 Gbit/s, the fastest NIC bandwidth of a cloud GPU VM (EC2 P5's 3,200 Gbps
+# EFA; GCP A3 High 1,000 Gbps: planner/data/interconnect.csv); x4 because node_exporter's sum over
+# devices counts one byte on each of a physical NIC, a bond, a bridge and a veth
+NIC_MAX_BYTES_PER_S = 4 * 3200e9 / 8
+# assumption: CPU seconds per second, twice the most vCPUs of a cloud VM (1,920: GCP X4)
+CPU_MAX_SECONDS_PER_S = 4096.0
+DEVICE_KEY_PREFIX = "dcgm{dev="  # a DCGM device's own keys: ``dcgm{dev=<id>}<name>`` (hostdetail.DEV_PREFIX)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The plausible range of one kind of value: ``low`` ≤ x ≤ ``high`` (in ``unit``), and why."""
+
+    what: str
+    low: float
+    high: float
+    unit: str
+    why: str
+
+    def refusal(self, x: float, prefix: str = "") -> str:
+        """One line naming a value this bound refuses."""
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{prefix}{self.what} {x:.3g}{unit} refused (outside {self.low:g}–{self.high:.3g}{unit}: {self.why})"
+
+
+_PERCENT = Bound("GPU utilisation", 0.0, 100.0, "%", "a percentage")
+_GPU_MIB = Bound("GPU memory", 0.0, GPU_MEMORY_MAX_MIB, "MiB", "over 3x the largest GPU memory sold")
+_HOST_BYTES = Bound("host memory", 0.0, HOST_MEMORY_MAX_BYTES, "B", "twice the largest cloud VM's")
+VALUE_BOUNDS: dict[str, Bound] = {
+    K_GPU_UTIL: _PERCENT,
+    GPU_GR_ACTIVE.name: Bound("GPU engine activity", 0.0, 1.0, "", "a ratio"),
+    K_GPU_FB_USED: _GPU_MIB,
+    K_GPU_FB_FREE: _GPU_MIB,
+    K_MEM_TOTAL: _HOST_BYTES,
+    K_MEM_AVAIL: _HOST_BYTES,
+    K_GPU_COUNT: Bound("GPU count", 0.0, GPUS_PER_HOST_MAX, "", "devices one exporter reports"),
+}
+# the host-wide sums over a host's devices (hostdetail.fold_devices): as many GPUs' worth
+_FOLDED_BOUNDS = {
+    k: Bound(b.what, b.low, b.high * GPUS_PER_HOST_MAX, b.unit, f"{GPUS_PER_HOST_MAX} GPUs' worth")
+    for k, b in VALUE_BOUNDS.items()
+    if k in (K_GPU_FB_USED, K_GPU_FB_FREE)
+}
+_NIC = Bound("traffic", 0.0, NIC_MAX_BYTES_PER_S, "B/s", "4x the fastest cloud VM NIC, 3,200 Gbit/s")
+_CPU = Bound("CPU", 0.0, CPU_MAX_SECONDS_PER_S, "CPU-s/s", "twice the most vCPUs of a cloud VM")
+RATE_BOUNDS: dict[str, Bound] = {
+    K_NET_RX: _NIC,
+    K_NET_TX: _NIC,
+    K_PS_IN: _NIC,
+    K_PS_OUT: _NIC,
+    K_CPU_BUSY: _CPU,
+    K_CPU_ALL: _CPU,
+    K_PROCESS_CPU: _CPU,
+}
+
+
+def value_bound(key: str) -> Bound | None:
+    """The plausible range of the values of series ``key`` (None: only finiteness and sign)."""
+    if key.startswith(DEVICE_KEY_PREFIX):  # one device's value: the name follows the device id
+        return VALUE_BOUNDS.get(key.rpartition("}")[2])
+    return _FOLDED_BOUNDS.get(key) or VALUE_BOUNDS.get(key)
+
+
+def rate_bound(key: str) -> Bound | None:
+    """The physical bound of the per-second rate of counter ``key`` (None: unbounded)."""
+    return _NIC if key.startswith(K_STAGE_BYTES_PREFIX) else RATE_BOUNDS.get(key)
+
+
+def device_key(name: str, device: str = "") -> str:
+    """The series key of one DCGM device's value ``name`` (``dcgm{dev=<id>}<name>``)."""
+    return f"{DEVICE_KEY_PREFIX}{device}}}{name}"
+
+
+def value_refusal(key: str, x: float) -> str | None:
+    """Why value ``x`` of ``key`` is refused (one line), or None when it is plausible."""
+    if not math.isfinite(x) or abs(x) > MAX_ABS_VALUE:
+        return f"{key} {x:.3g} refused (not a finite number up to {MAX_ABS_VALUE:g})"
+    if x < 0 and is_counter_key(key):
+        return f"{key} {x:.3g} refused (a counter is never negative)"
+    bound = value_bound(key)
+    if bound is not None and not bound.low <= x <= bound.high:
+        return bound.refusal(x)
+    return None
 
 
 # --- log scalar tags -> training figures --------------------------------------------------------

@@ -23,6 +23,7 @@ from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
 from cmdare.collectors.jobrate import fleet_rate, job_rate
 from cmdare.collectors.lifecycle import Lifecycle, Transition
+from cmdare.collectors.plausibility import checked
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskPoll, TaskState
 from cmdare.collectors.store import Store, TaskSeries
@@ -119,7 +120,8 @@ class Poller:
         truncations = self._truncations()
         polls = self.lifecycle.resolve([p for ps in admitted for p in ps])
         errors = {s.name: e for s, (_, e) in zip(self.sources, results, strict=True) if e}
-        for p in polls:
+        for i, p in enumerate(polls):
+            polls[i] = p = checked(p, self.store)  # implausible values refused, with a note
             self.store.add(p)
             if not p.ok:
                 log.info("poll %s: %s", p.source, p.error)

@@ -14,6 +14,7 @@ import orjson
 from cmdare.collectors import caps
 from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.http_client import Budget
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts
 
 # JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
@@ -89,7 +90,9 @@ def decode(
         raise PrometheusAPIError(f"HTTP {status}: unexpected JSON")
     if doc.get("status") != "success":
         kind, err = str(doc.get("errorType", "error")), str(doc.get("error", "no message"))
-        raise PrometheusAPIError(f"{kind[:40]}: {err}")  # cut only after redaction, by the caller
+        raise PrometheusAPIError(
+            f"{redact_cut(kind, 40)}: {err}"
+        )  # the rest cut after redaction, by the caller
     data = doc.get("data") or {}
     if (
         not isinstance(data, dict)
@@ -97,7 +100,7 @@ def decode(
         or not isinstance(data.get("result"), list)
     ):
         kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise PrometheusAPIError(f"unexpected result type {str(kind)[:20]!r}")
+        raise PrometheusAPIError(f"unexpected result type {redact_cut(str(kind), 20)!r}")
     result = data["result"]
     limit = caps.current().rows_per_answer
     if len(result) > limit:

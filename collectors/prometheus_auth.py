@@ -1,6 +1,6 @@
 """Credentials for a Prometheus server: a bearer token (from a file or ``$PROMETHEUS_TOKEN``) or
-user:password from the URL, each sent only in the ``Authorization`` header and hidden from reprs,
-tracebacks and logs; and the server's URL as it may be shown (no credentials, no query)."""
+user:password from the URL, each sent only in the ``Authorization`` header, hidden from reprs,
+tracebacks and logs, and remembered for redaction (:mod:`cmdare.collectors.redaction`); and the server's URL as it may be shown (no credentials, no query)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from cmdare.collectors.redaction import remember, remember_basic
 from cmdare.collectors.textfile import read_small_text
 
 TOKEN_ENV = "PROMETHEUS_TOKEN"
@@ -23,6 +24,7 @@ class BearerToken:
 
     def __init__(self, value: str) -> None:
         self._value = value
+        remember(value)  # redacted from every text from now on, whatever field a server echoes it in
 
     def header(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._value}"}
@@ -41,6 +43,7 @@ class BasicAuth:
 
     def __init__(self, user: str, password: str) -> None:
         self._user, self._password = user, password
+        remember_basic(unquote(user), unquote(password))  # and the base64 a server may echo bare
 
     def header(self) -> dict[str, str]:
         raw = f"{unquote(self._user)}:{unquote(self._password)}".encode()

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, DcgmFold, host_name
+from cmdare.collectors.hostdetail import DCGM_NAMES, HOST_JOB, DcgmFold, device_id, forget_memory, host_name
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 KEY_LABEL = "cmdare_key"
@@ -83,6 +83,8 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
     dcgm: dict[str, DcgmFold] = {}
     times: dict[str, dict[str, float]] = {}
     counters: dict[str, str] = {}  # host -> the instance its counters come from
+    refused: dict[str, list[str]] = {}  # host -> why each of its implausible values was refused
+    bad_memory: dict[str, set[str]] = {}  # host -> DCGM devices with a value refused
     for r in rows:
         labels: Mapping[str, str] = r.get("metric", {})
         val = _number(r.get("value", [0, ""])[1])
@@ -93,16 +95,23 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
         key, name = labels.get(KEY_LABEL, ""), labels.get("__name__", "")
         if key == T_KEY:
             times.setdefault(host, {})[inst] = val
-        elif key and M.valid_value(key, val):  # a bad value goes, never the host
-            values.setdefault(host, {})[key] = val
-            counters.setdefault(host, inst)
-        elif name in DCGM_NAMES and M.valid_value(name, val):
-            dcgm.setdefault(host, DcgmFold()).add(name, labels, val)
+        elif key or name in DCGM_NAMES:  # a bad value goes (said), never the host
+            why = M.value_refusal(key or M.device_key(name), val)  # a DCGM value: one device's
+            if why is not None:
+                refused.setdefault(host, []).append(why)
+                if name in (M.GPU_FB_USED.name, M.GPU_FB_FREE.name):  # the device's memory goes whole
+                    bad_memory.setdefault(host, set()).add(device_id(labels))
+            elif key:
+                values.setdefault(host, {})[key] = val
+                counters.setdefault(host, inst)
+            else:
+                dcgm.setdefault(host, DcgmFold()).add(name, labels, val)
     out = []
-    for host in sorted(set(values) | set(dcgm)):
+    for host in sorted(set(values) | set(dcgm) | set(refused)):
         vals = dict(values.get(host, {}))
         fold = dcgm.get(host)
         if fold is not None:
+            forget_memory(fold, bad_memory.get(host, set()))
             vals.update(fold.values())
         ts = times.get(host, {})
         t = ts.get(counters.get(host, ""), max(ts.values(), default=math.nan)) - skew
@@ -116,6 +125,14 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
                 values=vals,
                 host=host,
                 host_only=True,
+                error=_refused_note(refused.get(host)),
             )
         )
     return out
+
+
+def _refused_note(why: list[str] | None) -> str | None:
+    """One line on a host's implausible values refused (the first named), or None."""
+    if not why:
+        return None
+    return f"{len(why)} implausible value(s) refused: {why[0]}"

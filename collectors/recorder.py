@@ -1,6 +1,9 @@
 """``--record FILE``: append every poll cycle to an SQLite database (a :class:`Poller` sink).
 
 * WAL journal, one transaction per cycle: a crash loses at most the cycle being written.
+* The WAL is checkpointed into the main file as the recording goes (the first cycle at once, then at most
+  every :data:`CHECKPOINT_EVERY_S`) and at :meth:`Recorder.close`: a copy of the ``.sqlite`` alone, without its
+  ``-wal``, is a recording of all but the last seconds even after a crash (SIGKILL), and all of it once closed.
 * Schema versioned in ``meta``; a file of another version is refused, never migrated in place.
 * Failed polls, state transitions and closed server lifetimes are recorded too.
 * No secrets: sources are stored without user:password or query strings, and the Prometheus
@@ -22,12 +25,15 @@ from pathlib import Path
 from cmdare.collectors import writes
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Cycle
-from cmdare.collectors.redaction import redact_optional
+from cmdare.collectors.redaction import redact_cut, redact_optional
 from cmdare.collectors.samples import TaskPoll
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+# How stale the main file may be behind its WAL while recording (a copy without the -wal misses at most this).
+# A passive checkpoint of a few cycles' pages takes milliseconds; it never waits for a reader.
+CHECKPOINT_EVERY_S = 5.0
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cycles (
@@ -61,7 +67,7 @@ def check_version(conn: sqlite3.Connection, path: str | Path) -> None:
         raise RecordingError(f"{path}: not a cmdare recording (no schema version)")
     if str(row[0]).strip() != str(SCHEMA_VERSION):  # a hostile file may hold anything here
         raise RecordingError(
-            f"{path}: recording schema {str(row[0])[:20]!r}, this version reads {SCHEMA_VERSION}"
+            f"{path}: recording schema {redact_cut(str(row[0]), 20)!r}, this version reads {SCHEMA_VERSION}"
         )
 
 
@@ -96,10 +102,15 @@ class Recorder:
         self.conn = writes.open_sqlite(self.path, writable=True)
         try:
             self._init(interval)
+            self.checkpoint()  # the file alone is a recording from the start
         except BaseException:
             self.conn.close()
             raise
         self._lifetimes_written = len(lifecycle.lifetimes) if lifecycle else 0
+        self.closed = False
+        self.cycles = 0  # cycles written by this recorder
+        self._checkpointed_at = time.monotonic()
+        self._checkpointed_cycles = 0
 
     def _init(self, interval: float | None) -> None:
         c = self.conn
@@ -125,8 +136,12 @@ class Recorder:
     def __call__(self, cycle: Cycle) -> None:
         self.record(cycle)
 
-    def record(self, cycle: Cycle) -> int:
-        """Write one cycle in one transaction; returns its id."""
+    def record(self, cycle: Cycle) -> int | None:
+        """Write one cycle in one transaction; returns its id (None once closed: a poll that ended after
+        the app began to quit is not written to a closed file)."""
+        if self.closed:
+            log.debug("recording %s closed: a late cycle not written", self.path)
+            return None
         c = self.conn
         with c:
             errors = {scrub(k): scrub(v) for k, v in cycle.source_errors.items()}
@@ -147,7 +162,20 @@ class Recorder:
                 ],
             )
             self._write_lifetimes(cid)
+        self.cycles += 1
+        now = time.monotonic()
+        if self._checkpointed_cycles == 0 or now - self._checkpointed_at >= CHECKPOINT_EVERY_S:
+            self.checkpoint()
+            self._checkpointed_at, self._checkpointed_cycles = now, self.cycles
         return cid
+
+    def checkpoint(self) -> None:
+        """Copy what the WAL holds into the main file (passive: never waits for a reader; a failure is logged,
+        the recording goes on in the WAL)."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            log.warning("recording %s: checkpoint failed: %s", self.path, exc)
 
     def _write_lifetimes(self, cid: int | None, *, running: bool = False) -> None:
         if self.lifecycle is None:
@@ -162,10 +190,36 @@ class Recorder:
         )
 
     def close(self) -> None:
-        """Write the still-running lifetimes (``end`` NULL, cause ``running``) and close the file."""
+        """Write the still-running lifetimes (``end`` NULL, cause ``running``), move the whole WAL into the main
+        file and close it: the ``.sqlite`` alone is then the complete recording. Once; later calls do nothing."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             with self.conn:
                 self._write_lifetimes(None, running=True)
         except sqlite3.Error as exc:
             log.error("recording %s: could not write final lifetimes: %s", self.path, exc)
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            log.error("recording %s: final checkpoint failed: %s", self.path, exc)
         self.conn.close()
+
+
+def checkpoint_file(path: str | Path) -> None:
+    """Checkpoint a recording's WAL through a connection of its own: the last resort of a process that must exit
+    at once (a forced quit, from another thread) while its recorder may be mid-write. Committed cycles reach the
+    main file; the one being written stays out."""
+    try:
+        conn = writes.open_sqlite(path, writable=True)
+    except (OSError, sqlite3.Error) as exc:  # read-only mode (ReadOnlyError) included
+        log.error("recording %s: not checkpointed on a forced exit: %s", path, exc)
+        return
+    try:
+        conn.execute("PRAGMA busy_timeout = 500")
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    except sqlite3.Error as exc:
+        log.error("recording %s: not checkpointed on a forced exit: %s", path, exc)
+    finally:
+        conn.close()

@@ -29,6 +29,7 @@ from cmdare.collectors import caps, writes
 from cmdare.collectors.clock import Clock, ManualClock, plausible_time
 from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.recorder import RecordingError, check_version
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 log = logging.getLogger(__name__)
@@ -214,7 +215,7 @@ class ReplaySource:
             "SELECT t, substr(source_errors, 1, ?) FROM cycles WHERE id = ?", (MAX_JSON_CHARS, cycle_id)
         ).fetchone()
         if not isinstance(t, int | float) or not plausible_time(t):
-            raise ValueError(f"cycle {cycle_id}: implausible time {str(t)[:24]}, skipped")
+            raise ValueError(f"cycle {cycle_id}: implausible time {redact_cut(str(t), 24)}, skipped")
         polls, bad = [], 0
         cap = caps.current().cycle_polls  # [caps] cycle_polls: the rest of the cycle is not read
         rows = self.conn.execute(_ROWS, (cycle_id, cap + 1)).fetchall()
@@ -258,7 +259,9 @@ class ReplaySource:
                 return self.read_cycle(cid), notes
             except (ValueError, TypeError, sqlite3.Error) as exc:
                 notes.append(
-                    str(exc)[:160] if isinstance(exc, ValueError) else f"cycle {cid}: unreadable, skipped"
+                    redact_cut(str(exc), 160)
+                    if isinstance(exc, ValueError)
+                    else f"cycle {cid}: unreadable, skipped"
                 )
                 self._pos += 1
         return None, notes
@@ -311,4 +314,8 @@ def _source_errors(text: str | None) -> dict[str, str]:
         obj = _json(text)
     except ValueError:
         return {"replay": "unreadable source errors"}
-    return {str(k)[:200]: str(v)[:300] for k, v in obj.items()} if isinstance(obj, dict) else {}
+    return (
+        {redact_cut(str(k), 200): redact_cut(str(v), 300) for k, v in obj.items()}
+        if isinstance(obj, dict)
+        else {}
+    )

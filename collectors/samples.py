@@ -12,6 +12,7 @@ from enum import StrEnum
 from operator import attrgetter
 from typing import Any
 
+from cmdare.collectors.redaction import SECRET_FORMS, holds_secret
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_keys, clean_text, label_limit
 
 _TEXT_TYPES = frozenset({"str", "str | None"})
@@ -37,7 +38,13 @@ def _clean_fields(obj: Any, limit: int) -> None:
         joined: str | None = "".join(filter(None, values))
     except TypeError:  # not all text (e.g. a number in a hostile recording)
         joined = None
-    if joined is not None and len(joined) <= limit and joined.isascii() and joined.isprintable():
+    if (
+        joined is not None
+        and len(joined) <= limit
+        and joined.isascii()
+        and joined.isprintable()
+        and not (SECRET_FORMS and holds_secret(joined))  # a credential reflected into a label
+    ):
         return
     for name, value in zip(names, values, strict=True):
         clean = value if value is None else clean_text(value, limit)

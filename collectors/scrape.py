@@ -19,7 +19,7 @@ from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
 from cmdare.collectors.hostdetail import HOST_JOB, host_name, is_host_key
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, BodyTooLarge, new_client, read_body
-from cmdare.collectors.redaction import install_log_filters, redact
+from cmdare.collectors.redaction import install_log_filters, redact, remember_url
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,12 @@ __all__ = ["BodyTooLarge", "ScrapeSource", "ScrapeTarget", "scrape"]
 class ScrapeTarget:
     url: str
     default_info: TaskInfo | None = None  # identity when the endpoint carries no cmdare_task_info
+
+    def __post_init__(self) -> None:
+        if (
+            "@" in self.url or "?" in self.url
+        ):  # a password or a token= the page may echo: redacted everywhere
+            remember_url(self.url)
 
 
 _UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}

@@ -20,6 +20,7 @@ from cmdare.collectors.metrics import (
     K_LOSS,
     K_STAGE_MICROBATCHES,
     is_counter_key,
+    rate_bound,
 )
 from cmdare.collectors.samples import JobFacts, RoleFigures, TaskInfo, TaskPoll
 
@@ -216,6 +217,10 @@ class TaskSeries:
             self.first_seen = t
         self.last_seen = t
 
+    def last_value(self, key: str) -> float | None:
+        """``key``'s value at the newest point (None when that point did not read it)."""
+        return None if self._last_values is None else self._last_values.get(key)
+
     def derived(self, name: str, compute: Callable[[TaskSeries], object]) -> object:
         """``compute(self)``, computed once per new point (e.g. a host's GPU detail, which every
         task on the host asks for)."""
@@ -309,7 +314,8 @@ class TaskSeries:
 
     def rate(self, key: str, seconds: float) -> float | None:
         """Per-second rate of a counter (or of a gauge that only grows, like the global step)
-        over the window, divided by the *measured* time between the first and last samples; a
+        over the window, divided by the *measured* time between the first and last samples (None
+        over the key's physical bound, :func:`~cmdare.collectors.metrics.rate_bound`); a
         series with fewer than two samples in the window (read less often than the others) takes
         its last two within ``SPARSE_STRETCH`` windows. Computed once per new point (panes, job
         totals and rules ask for the same rates)."""
@@ -323,6 +329,9 @@ class TaskSeries:
         if len(v) >= 2 and t[-1] > t[0]:
             counter = is_counter_key(key) or key.endswith("global_step")
             out = (_increase(v) if counter else v[-1] - v[0]) / (t[-1] - t[0])
+            bound = rate_bound(key)
+            if bound is not None and out > bound.high:  # a jump no NIC or CPU makes: refused (the
+                out = None  # poll that brought it said so, collectors/plausibility.py)
         self._memo[memo_key] = out
         return out
 
@@ -473,6 +482,12 @@ class Store:
         if poll.job_facts is not None and not poll.host_only:
             self.job(poll.info.job).facts = poll.job_facts
         return ts
+
+    def series_of(self, poll: TaskPoll) -> TaskSeries | None:
+        """The series ``poll`` would be added to, if it exists yet."""
+        if poll.info is None:
+            return None
+        return self.hosts.get(poll.host) if poll.host_only else self.tasks.get(poll.info.key)
 
     def set_sparse_window(self, seconds: float) -> None:
         """Rates of series read less often than their window reach back ``seconds`` for their last two

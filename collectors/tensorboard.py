@@ -14,8 +14,9 @@
   at a time, round robin over files, offering the GIL every 256 records; a poll waits for it at
   most ``poll_budget_s`` and reports what has been read, with "reading 31% of 48 MB" and
   ``catching_up`` while anything is left to read. A record larger than the chunk is read whole (up
-  to 64 MiB, larger ones are skipped with a note); events with a non-finite or absurd wall time are
-  rejected with a note. Nothing stops the tail silently.
+  to 64 MiB, larger ones are skipped with a note, once: one whose end lies past the file's end, a
+  CRC-valid 1 GiB length say, is waited for without reading the file again); events with a
+  non-finite or absurd wall time are rejected with a note. Nothing stops the tail silently.
 * **A run that stops writing turns silent**: a poll with no new event, longer after the last one
   than twice the longest of the run's recent gaps between new events (its own flush cadence), or
   ``idle_after_s`` (150 s: writers flush every 120 s by default) until three gaps are known, is a
@@ -41,6 +42,7 @@ import httpx
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tbproto import Event, ProtoError, decode_event
 from cmdare.collectors.tbruns import find_runs, run_name, sub_prefix
@@ -77,6 +79,9 @@ class _FileTail:
     need: int = 0  # bytes of a record longer than one chunk, to read at once
     broken: str = ""  # why the rest of the file cannot be read (said on every poll of its run)
     head: bytes = b""  # the file's first bytes: a file rewritten in place is read again
+    # where reading stopped when a skipped record's end lies past the file's end (0: none): the file
+    # is rewritten only when it shrinks below this; until it reaches ``offset`` nothing is read again
+    skip_from: int = 0
 
 
 @dataclass
@@ -142,10 +147,11 @@ class TensorBoardSource:
                 except OSError as exc:
                     self._note(self._runs[run_dir], f"{path.name}: {exc.strerror or type(exc).__name__}")
                     continue
-                if tail.offset and (tail.size < tail.offset or _head(path)[: len(tail.head)] != tail.head):
+                read_to = tail.skip_from or tail.offset  # a skip past the end is no shrinking
+                if tail.offset and (tail.size < read_to or _head(path)[: len(tail.head)] != tail.head):
                     # rewritten: tensorboardX names files by the second, so a second writer replaces it
                     self._note(self._runs[run_dir], f"{path.name}: file rewritten, read again from the start")
-                    tail.offset, tail.need, tail.broken, tail.head = 0, 0, "", b""
+                    tail.offset, tail.need, tail.broken, tail.head, tail.skip_from = 0, 0, "", b"", 0
                 todo.append((path, run_dir))
         while todo and not self._stop.is_set():
             todo = [(p, r) for p, r in todo if self._read_chunk(p, r)]
@@ -181,6 +187,10 @@ class TensorBoardSource:
         self._apply(run, events, sub_prefix(path, run_dir), path)
         if tail.offset == 0:
             tail.head = buf[:HEAD_BYTES]
+        if tail.offset + res.consumed > tail.size:  # a skipped record ends past the file's end: wait
+            tail.skip_from = tail.offset + len(buf)  # for the file to reach its end, reading nothing
+        else:
+            tail.skip_from = 0
         tail.offset += res.consumed
         tail.need = res.need
         return res.consumed > 0 and tail.offset < tail.size
@@ -266,7 +276,7 @@ class TensorBoardSource:
             log.error("tensorboard reader failed: %s: %s", type(exc).__name__, exc)
             with self._lock:
                 for run in self._runs.values():
-                    run.notes.append(f"reader failed: {type(exc).__name__}: {exc}"[:160])
+                    run.notes.append(redact_cut(f"reader failed: {type(exc).__name__}: {exc}", 160))
 
     def _progress(self, run: _Run) -> str | None:
         tails = [self._tails[p] for p in run.files if p in self._tails]

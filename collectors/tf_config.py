@@ -24,6 +24,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape import ScrapeTarget
 
@@ -96,7 +97,7 @@ _HOST = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+(?:%[A-Za-z0-9._-]+)?\]")  
 def _split(endpoint: str) -> tuple[str, int]:
     host, sep, port = endpoint.rpartition(":")
     if not sep or not host or not port.isdigit() or not _HOST.fullmatch(host):
-        raise TFConfigError(f"TF_CONFIG endpoint is not host:port: {endpoint[:200]!r}")
+        raise TFConfigError(f"TF_CONFIG endpoint is not host:port: {redact_cut(endpoint, 200)!r}")
     return host.strip("[]"), int(port)
 
 

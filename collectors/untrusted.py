@@ -13,6 +13,9 @@ What it does, character by character (one character in, one out, so lengths and 
   zero-width and other format characters, line/paragraph separators and lone surrogates (from
   undecodable bytes) become ``�``.
 * The result is at most ``limit`` characters; a longer text is cut and ends with ``…``.
+* A credential this process holds (:data:`cmdare.collectors.redaction.SECRET_FORMS`: a token
+  reflected into a label value, say) becomes ``***`` *before* the cut, and a cut through one trims
+  its head: no fragment of 4 characters or more is left.
 
 Markup is *not* escaped here: ``[link=…]`` is plain text to everything that renders data as
 ``rich.text.Text`` (the TUI and ``snapshot`` never parse markup from data).
@@ -29,7 +32,7 @@ import logging
 import re
 from typing import Any
 
-from cmdare.collectors.redaction import redact
+from cmdare.collectors.redaction import SECRET_FORMS, holds_secret, redact, trim_secret_head
 
 __all__ = [
     "LABEL_LIMIT",
@@ -97,11 +100,26 @@ def clean_text(value: object, limit: int | None = None) -> str:
             value = bytes(value[: limit * 4]).decode("utf-8", errors="replace")
         else:
             value = str(value)  # numbers, str subclasses (StrEnum): a plain str from here on
+    if SECRET_FORMS and holds_secret(value[: limit + len(SECRET_FORMS[0])]):
+        return _without_secrets(value, limit)
     if len(value) <= limit:
         if value.isascii() and value.isprintable():
             return value
         return _clean_slow(value)
     return _clean_slow(value[: max(limit - 1, 0)]) + ELLIPSIS  # cut first: cost and cache bounded
+
+
+def _without_secrets(value: str, limit: int) -> str:
+    """:func:`clean_text` of a ``value`` holding a credential: redacted first, then cut. Only the
+    part that can show is read (the limit plus the longest credential form: every credential that
+    starts before the cut lies within it); the head of one cut at that window's end is trimmed."""
+    window = value[: limit + len(SECRET_FORMS[0])]
+    text = redact(window)
+    if len(window) < len(value):  # more follows: the window's end may cut a credential
+        text = trim_secret_head(text)
+    if len(window) < len(value) or len(text) > limit:
+        return _clean_slow(text[: max(limit - 1, 0)]) + ELLIPSIS
+    return _clean_slow(text)
 
 
 def clean_optional(value: object | None, limit: int = MESSAGE_LIMIT) -> str | None:
@@ -118,7 +136,12 @@ def clean_keys(values: dict[str, float], limit: int | None = None) -> dict[str, 
         joined = "".join(values)
     except TypeError:  # a key that is not text (a hostile recording)
         joined = "\x00"
-    if joined.isascii() and joined.isprintable() and (len(joined) <= limit or max(map(len, values)) <= limit):
+    if (
+        joined.isascii()
+        and joined.isprintable()
+        and (len(joined) <= limit or max(map(len, values)) <= limit)
+        and not (SECRET_FORMS and holds_secret(joined))
+    ):
         return values
     return {clean_text(k, limit): v for k, v in values.items()}
 

@@ -4,7 +4,10 @@ measured compute / exposed all-reduce split, and the all-reduce model calibrated
 * shape: GPUs per node = the most ranks sharing one ``local_rank`` numbering (max ``local_rank`` + 1), nodes =
   ranks ÷ that (ranks without a ``local_rank`` count one node each); GPU = the ranks' most common label;
 * measured: the medians over up ranks of ``cmdare_step_seconds`` (compute) and ``cmdare_allreduce_seconds``
-  (exposed all-reduce), each the histogram's mean over the step window;
+  (exposed all-reduce), each the histogram's mean over the step window; a rank whose compute and
+  exposed all-reduce add up to more than the time between its steps (its own steps/s over the same
+  window, :data:`STEP_PERIOD_SLACK` allowed) measured neither: it is refused, and said
+  (:func:`allreduce_refusals`);
 * calibration (:func:`~cmdare.planner.speed.allreduce.calibrate`): the scales that make the model's current
   shape show exactly the measured split, so alternative shapes are predicted from this job's own times.
 """
@@ -22,6 +25,10 @@ if TYPE_CHECKING:  # the model (and numpy) load with the planner, not with the J
     from cmdare.planner.speed.allreduce import SyncParams, SyncTerms
 
 SYNC = "sync-allreduce"
+# assumption: compute + exposed all-reduce a step (histogram means over the step window) may exceed the
+# time between a rank's steps (1 / its steps/s over the same window) by this factor at most: steps
+# straddling the window's edges, not more. An all-reduce 50x the step time (issue 27) is far past it.
+STEP_PERIOD_SLACK = 1.5
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class MeasuredSplit:
     compute_s: float
     exposed_s: float
     ranks: int
+    refused: int = 0  # ranks whose figures did not fit their own step period (allreduce_refusals)
 
     @property
     def share(self) -> float:
@@ -94,16 +102,46 @@ def measured_split(job: JobView) -> MeasuredSplit | None:
 
 
 def _measured_split(job: JobView) -> MeasuredSplit | None:
-    both = [
-        (n.step_seconds, n.allreduce_seconds)
-        for n in ranks(job)
-        if n.step_seconds and n.allreduce_seconds is not None
-    ]
+    measured = [n for n in ranks(job) if n.step_seconds and n.allreduce_seconds is not None]
+    both = [(n.step_seconds, n.allreduce_seconds) for n in measured if _fits_its_steps(n)]
     if not both:
         return None
     c = statistics.median(b[0] for b in both)
     e = statistics.median(b[1] for b in both)  # type: ignore[misc]
-    return MeasuredSplit(float(c), float(e), len(both))
+    return MeasuredSplit(float(c), float(e), len(both), len(measured) - len(both))
+
+
+def _fits_its_steps(n: NodeView) -> bool:
+    """Whether a rank's compute and exposed all-reduce a step fit the time between its steps (True
+    when it has no step rate to compare with)."""
+    rate = n.steps_per_sec
+    return (
+        not rate
+        or rate <= 0
+        or (n.step_seconds or 0.0) + (n.allreduce_seconds or 0.0) <= STEP_PERIOD_SLACK / rate
+    )
+
+
+def allreduce_refusals(job: JobView) -> tuple[str, ...]:
+    """One line per rank whose all-reduce figures were refused (see :func:`measured_split`); once per view."""
+    return job.memo("allreduce refusals", _allreduce_refusals)
+
+
+def _allreduce_refusals(job: JobView) -> tuple[str, ...]:
+    return tuple(
+        f"{n.name}: compute {n.step_seconds * 1e3:,.0f} ms + all-reduce {n.allreduce_seconds * 1e3:,.0f} ms a step"
+        f" beside {n.steps_per_sec:.3g} steps/s ({1e3 / n.steps_per_sec:,.0f} ms a step)"
+        for n in ranks(job)
+        if n.step_seconds and n.allreduce_seconds is not None and n.steps_per_sec and not _fits_its_steps(n)
+    )
+
+
+def refusal_note(job: JobView) -> str | None:
+    """The all-reduce figures refused, in one line (the first rank named), or None."""
+    refused = allreduce_refusals(job)
+    if not refused:
+        return None
+    return f"all-reduce of {len(refused)} rank(s) refused, longer than their steps ({refused[0]})"
 
 
 def shape_terms(
@@ -117,8 +155,8 @@ def shape_terms(
 
     links = node_links(shape.gpu, shape.gpus_per_node, tier)
     a = lambda x: np.array([x], dtype=float)  # noqa: E731
-    return sync_step(a(compute_s), params, a(shape.nodes), a(shape.gpus_per_node), a(links.intra_gbps),
-                     a(links.nic_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
+    return sync_step(a(compute_s), params, a(shape.nodes), a(shape.gpus_per_node), a(links.intra_bus_gbps),
+                     a(links.nic_bus_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
 
 
 def calibrated(
@@ -126,9 +164,10 @@ def calibrated(
 ) -> SyncParams:
     """The all-reduce model anchored on the job: its own compute as the compute term (``compute_scale``
     relative to a model compute of 1 s) and the comm scale that reproduces the measured exposed time."""
+    from dataclasses import replace
+
     from cmdare.planner.speed.allreduce import SyncParams, calibrate
 
     base = p or SyncParams()
-    raw = shape_terms(shape, job.facts.model.params, 1.0, SyncParams(base.bucket_bytes, base.backward_share,
-                                                                base.bytes_per_param, base.compression))  # fmt: skip
+    raw = shape_terms(shape, job.facts.model.params, 1.0, replace(base, compute_scale=1.0, comm_scale=1.0))
     return calibrate(split.compute_s, split.exposed_s, raw, base)

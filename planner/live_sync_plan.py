@@ -9,7 +9,15 @@ from collections import Counter
 from dataclasses import replace
 
 from cmdare.planner.job_plan import owns_gpu
-from cmdare.planner.live_sync import MeasuredSplit, SyncShape, calibrated, measured_split, ranks, sync_shape
+from cmdare.planner.live_sync import (
+    MeasuredSplit,
+    SyncShape,
+    calibrated,
+    measured_split,
+    ranks,
+    refusal_note,
+    sync_shape,
+)
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_shapes import SyncShapeTable, compute_seconds, rank_sync_shapes
@@ -85,10 +93,15 @@ def rank_live_sync(
         return None, None, None, why
     split = measured_split(job)
     p = live_sync_params(job, w, shape, split, speed_model) if split else None
-    table = rank_sync_shapes(w, speed_model, price_book, revocations, objective, calibrated=p)
-    note = (
-        None if split else "not calibrated yet: no rank reports cmdare_allreduce_seconds (link figures only)"
-    )
+    table = rank_sync_shapes(w, speed_model, price_book, revocations, objective, calibrated=p,
+                             calibration_ranks=split.ranks if split else 0)  # fmt: skip
+    refused = refusal_note(job)  # ranks whose all-reduce is longer than their own steps
+    if split is not None:
+        note = refused
+    elif refused:
+        note = f"not calibrated: {refused} (link figures only)"
+    else:
+        note = "not calibrated yet: no rank reports cmdare_allreduce_seconds (link figures only)"
     return table, w, split, note
 
 

@@ -272,7 +272,7 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     mem = next((x for x in src if x.has(M.K_MEM_TOTAL)), None)
     total = mem.latest(M.K_MEM_TOTAL) if mem else None
     avail = mem.latest(M.K_MEM_AVAIL) if mem else None
-    used = total - avail if total is not None and avail is not None else None
+    used = total - avail if total is not None and avail is not None and avail <= total else None
     return _gpu_figures(ts, host, HostFigures(_finite(cpu), _finite(used), _finite(total)))
 
 

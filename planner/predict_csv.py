@@ -9,9 +9,12 @@ residuals, :mod:`cmdare.planner.speed.speed_band`), ``extrapolation`` (``none`` 
 ``examples_per_sec``, ``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError`
 naming the row.
 
-Synchronous rows (:mod:`cmdare.planner.predict_sync`): optional columns ``mode`` (``sync``),
-``gpus_per_node`` and ``nic_gbps``; ``workers`` = GPUs in all, ``ps`` = 0. A file with a ``mode`` column
-gets an ``allreduce_share`` output column too; files without one are read and written as before.
+Synchronous rows (:mod:`cmdare.planner.predict_sync`): optional columns ``mode`` (``sync`` | ``fsdp`` |
+``zero1`` | ``zero2``), ``gpus_per_node``, ``nic_gbps``, ``transport``, ``precision``, ``bucket_mb``, ``hop_us``,
+``activation_gb``, ``recompute``; ``workers`` = GPUs in all, ``ps`` = 0. A file with a ``mode`` column gets the
+output columns ``allreduce_share``, ``compute_s``, ``algorithm``, ``memory_gb`` and ``memory`` too; files
+without one are read and written as before. An optional ``tensors`` column (parameter tensors) is read by both
+models: the PS model otherwise estimates it from the study's CIFAR networks.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import io
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.collectors.untrusted import clean_text
-from cmdare.planner.predict_sync import SyncRowError, is_sync, predict_sync_row
+from cmdare.planner.predict_sync import SYNC_COLUMNS, SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_band import speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
@@ -43,7 +46,7 @@ OUTPUT_COLUMNS = (
 FIELD_LIMIT = 1000  # characters kept of one CSV field (the rest is cut, with an ellipsis)
 
 # Upper bounds of a plausible row (beyond them the model only extrapolates into overflow).
-LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3}
+LIMITS = {"model_flops": 1e16, "params": 1e13, "batch_size": 1e6, "workers": 1e4, "ps": 1e3, "tensors": 1e7}
 # Lower bounds of counts: a parameter count below one took the speed model to 0 steps/s (and 0/0 in its band)
 MINIMUMS = {"params": 1.0}
 
@@ -117,6 +120,9 @@ def _predict_row(model: SpeedModel, row: dict[str, str], where: str) -> dict[str
         model_flops=_number(row, "model_flops", where),
         params=_number(row, "params", where),
         batch_size=int(_number(row, "batch_size", where, integer=True)),
+        tensors=int(_number(row, "tensors", where, integer=True))
+        if (row.get("tensors") or "").strip()
+        else None,
     )
     try:
         if is_sync(row):
@@ -153,7 +159,7 @@ def predict_csv_text(text: str, model: SpeedModel | None = None) -> str:
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise PredictInputError(f"header (line 1): missing column(s) {', '.join(missing)}")
-    extra = ("allreduce_share",) if "mode" in header else ()
+    extra = SYNC_COLUMNS if "mode" in header else ()
     out_cols = header + [c for c in (*OUTPUT_COLUMNS, *extra) if c not in header]
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=out_cols, lineterminator="\n", extrasaction="ignore")

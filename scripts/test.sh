@@ -2,7 +2,8 @@
 # Set up everything the test suite needs on a fresh machine, then run it (README's second command).
 # - Debian packages: prometheus (real server for the collector tests), prometheus-node-exporter (real
 #   node detail for the conformance tests), tmux (real-terminal tests), iproute2 (tc: a throttled network
-#   namespace for the DDP all-reduce test), openssl (a self-signed certificate for the TLS test)
+#   namespace for the DDP all-reduce test), openssl (a self-signed certificate for the TLS test), chromium
+#   (headless, driven over its DevTools protocol: `serve` tested in a real browser)
 # - a virtualenv in .venv with the project, its test extras and the CPU build of PyTorch (example job)
 # Exit status is pytest's: non-zero on any failure, including "no tests collected" (5).
 set -euo pipefail
@@ -14,6 +15,7 @@ command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-nod
 command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing Debian packages: ${need_apt[*]}"

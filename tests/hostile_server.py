@@ -8,10 +8,15 @@ attack on a scraper or on a Prometheus API client.
 Targets (``/t/<attack>``): ``ok``, ``bomb2`` (3.5 kB, ``Content-Encoding: gzip, gzip``, 4 GiB
 inflated), ``bomb1`` (one gzip, 1 GiB inflated), ``huge`` (60 MB, streamed), ``slowloris`` (headers
 one byte every 0.5 s), ``garbage``, ``slowparse<mib>`` (8 MiB by default that the parser is slow on), ``nan`` (NaN/inf/huge/negative values and job facts), ``biglabels``
-(1 MB label values), ``esc`` (ESC sequences in labels). Prometheus API (``/p/<attack>/api/v1/query``):
+(1 MB label values), ``implausible`` (GPU utilisation 5e28 %, 1e29 MiB, MemAvailable > MemTotal), ``esc`` (ESC sequences in labels). Prometheus API (``/p/<attack>/api/v1/query``):
 ``ok``, ``rows<n>`` (``n`` value rows; 250,000 by default: more than allowed), ``bytes`` (100 MB), ``badjson``, ``deep`` (nesting
 100,000 deep), ``nanrows``, ``bomb2``, ``echo<k>`` (an error whose text holds the bearer token
-received, at offset ``k``). ``GET /methods`` lists the method of every request so far (JSON).
+received, at offset ``k``); the credential received (a bearer token, or the bare base64 of basic
+auth) echoed into the fields that are cut short: ``etype<k>`` (``errorType``), ``rtype<k>``
+(``resultType``), ``cenc<k>`` (``Content-Encoding``), each after ``k`` characters, ``urlenc`` (the
+error, URL-encoded) and ``label<k>`` (every task label value). A scrape target ``/t/echo-<where>``
+echoes the ``token=`` of its URL into ``cenc`` or ``label``. ``GET /methods`` lists the method of
+every request so far (JSON).
 """
 
 from __future__ import annotations
@@ -67,6 +72,22 @@ def slow_page(mib: int = 8) -> bytes:
     prometheus_client's parser, which takes about 0.5 s a MiB over it."""
     line = 'node_cpu_seconds_total{cpu="0",mode="idle"} 1 # {a="b"} 1\n'
     return (page() + line * ((mib << 20) // len(line) - 100)).encode()
+
+
+def _implausible_page() -> str:
+    """A task page with its host's detail out of every range: GPU utilisation 5e28 % on one GPU (50 %
+    on the other), 1e29 MiB of GPU memory, and more memory available than the host has."""
+    dcgm = "".join(
+        f'{name}{{gpu="{g}",UUID="GPU-{g}",modelName="NVIDIA A100-SXM4-40GB"}} {v}\n'
+        for g, util, used in ((0, "5e28", "1e29"), (1, "50", "20000"))
+        for name, v in (
+            ("DCGM_FI_DEV_GPU_UTIL", util),
+            ("DCGM_FI_DEV_FB_USED", used),
+            ("DCGM_FI_DEV_FB_FREE", "20000"),
+        )
+    )
+    node = "node_memory_MemTotal_bytes 8e9\nnode_memory_MemAvailable_bytes 9e9\n"
+    return page(extra=dcgm + node)
 
 
 def _vector(rows: list[dict]) -> bytes:
@@ -128,6 +149,16 @@ def _prom_rows(kind: str, query: str) -> bytes:
     )
 
 
+def _label_rows(kind: str, query: str, credential: str) -> bytes:
+    """The ``ok`` answers, the task's identity with ``credential`` in every label value (after
+    ``k`` characters: ``label<k>``)."""
+    if not query.startswith("cmdare_task_info"):
+        return _prom_rows("ok", query)
+    v = "x" * int(kind[5:] or 0) + credential
+    labels = {"job": "j" + v, "instance": "h:1", "task": "w" + v, "gpu": v, "region": v, "zone": v}
+    return _vector([{"metric": {"__name__": "cmdare_task_info", **labels}, "value": [time.time(), "1"]}])
+
+
 class HostileServer:
     def __init__(self, port: int = 0) -> None:
         self.port = port
@@ -154,7 +185,9 @@ class HostileServer:
                 if int(headers.get("content-length", 0) or 0):
                     await reader.readexactly(int(headers["content-length"]))
                 path, _, query = target.partition("?")
-                headers[":query"] = urllib.parse.parse_qs(query).get("query", [""])[0]
+                params = urllib.parse.parse_qs(query)
+                headers[":query"] = params.get("query", [""])[0]
+                headers[":token"] = params.get("token", [""])[0]
                 if not await self._route(path, headers, writer):
                     return
         except (
@@ -191,6 +224,8 @@ class HostileServer:
         if path == "/methods":
             await self._send(writer, json.dumps(self.methods).encode(), ctype="application/json")
             return True
+        if len(parts) >= 2 and parts[0] == "t" and parts[1].startswith("echo-"):
+            return await self._echo_target(parts[1][5:], headers[":token"], writer)
         if len(parts) >= 2 and parts[0] == "t":
             return await self._target(parts[1], writer)
         if len(parts) >= 2 and parts[0] == "p":
@@ -202,6 +237,7 @@ class HostileServer:
         simple: dict[str, Callable[[], str]] = {
             "ok": page,
             "nan": _nan_page,
+            "implausible": _implausible_page,
             "biglabels": lambda: page(extra=f'cmdare_global_step{{x="{"A" * (1 << 20)}"}} 5\n'),
             "esc": lambda: page(task="w\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J"),
         }
@@ -238,9 +274,44 @@ class HostileServer:
             await self._send(writer, b"no such attack", status=404)
         return True
 
+    async def _echo_target(self, where: str, token: str, writer: asyncio.StreamWriter) -> bool:
+        """A scrape target echoing the ``token=`` of its own URL (``cenc``: as its content coding,
+        ``label``: in its task name)."""
+        if where == "cenc":
+            await self._send(writer, page().encode(), encoding="x" * 6 + token)
+        else:
+            await self._send(writer, page(task="w-" + token).encode())
+        return True
+
+    async def _echo_credential(self, kind: str, credential: str, writer: asyncio.StreamWriter) -> bool:
+        """``credential`` echoed into a field the client cuts short (see the module docstring)."""
+        js = "application/json"
+        k = int("".join(c for c in kind if c.isdigit()) or 0)
+        pad = "x" * k
+        if kind.startswith("etype"):
+            doc = {"status": "error", "errorType": pad + credential, "error": "no"}
+            await self._send(writer, json.dumps(doc).encode(), status=400, ctype=js)
+        elif kind.startswith("rtype"):
+            doc = {"status": "success", "data": {"resultType": pad + credential, "result": []}}
+            await self._send(writer, json.dumps(doc).encode(), ctype=js)
+        elif kind.startswith("cenc"):
+            await self._send(writer, _vector([]), ctype=js, encoding=pad + credential)
+        elif kind == "urlenc":
+            err = "refused " + urllib.parse.quote(credential, safe="")
+            doc = {"status": "error", "errorType": "bad_data", "error": err}
+            await self._send(writer, json.dumps(doc).encode(), status=400, ctype=js)
+        else:  # label<k>: every label value of the task's identity carries it
+            return False
+        return True
+
     async def _prom(self, kind: str, headers: dict[str, str], writer: asyncio.StreamWriter) -> bool:
         js = "application/json"
-        if kind.startswith("echo"):
+        credential = headers.get("authorization", "").partition(" ")[2]
+        if kind.startswith(("etype", "rtype", "cenc", "urlenc")):
+            return await self._echo_credential(kind, credential, writer)
+        if kind.startswith("label"):
+            await self._send(writer, _label_rows(kind, headers[":query"], credential), ctype=js)
+        elif kind.startswith("echo"):
             token = headers.get("authorization", "").partition(" ")[2]
             err = "x" * int(kind[4:] or 0) + token + " was refused"
             body = json.dumps({"status": "error", "errorType": "bad_data", "error": err}).encode()

@@ -366,3 +366,29 @@ async def test_values_out_of_range_are_dropped_with_a_note(tmp_path):
     (p,) = await TensorBoardSource(tmp_path, job="j", poll_budget_s=30).poll(None, ManualClock())  # type: ignore[arg-type]
     assert p.ok and p.values[M.K_LOSS] == 0.5 and scalar_key("huge") not in p.values
     assert "1 value(s) out of range dropped" in p.error
+
+
+async def test_a_crc_valid_1_gib_length_is_skipped_once_not_read_again_every_poll(tmp_path, monkeypatch):
+    """A length prefix of 1 GiB whose CRC holds, in a file far shorter: the record is skipped once,
+    with a note, and the file is neither taken as rewritten nor read again on later polls."""
+    from cmdare.collectors import tensorboard
+
+    reads: list[int] = []
+    real = tensorboard.read_records
+    monkeypatch.setattr(
+        tensorboard, "read_records", lambda buf, **kw: reads.append(len(buf)) or real(buf, **kw)
+    )
+    length = struct.pack("<Q", 1 << 30)
+    f = tmp_path / "events.out.tfevents.1.host"
+    _write(f, [event(100.0, 10, loss=1.0), event(102.0, 20, loss=0.5)])
+    with f.open("ab") as fh:
+        fh.write(length + struct.pack("<I", masked_crc32c(length)) + b"z" * 4096)
+    src = TensorBoardSource(tmp_path, job="j", poll_budget_s=30)
+    errors = []
+    for _ in range(6):
+        (p,) = await src.poll(None, ManualClock())  # type: ignore[arg-type]
+        errors.append(p.error or "")
+    assert p.ok and p.values[M.K_GLOBAL_STEP] == 20 and p.values[M.K_LOSS] == 0.5
+    text = " ".join(errors)
+    assert "record of 1,073,741,824 bytes" in text and "rewritten" not in text
+    assert len(reads) == 1  # read once: later polls read nothing (the record's end is not there yet)

@@ -164,3 +164,63 @@ def test_stopping_the_server_ends_every_session(server):
     while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(Path(f"/proc/{k}").exists() and "cmdare" in _cmdline(k) for k in kids)
+
+
+def test_bad_serve_flags_get_one_line_and_exit_2(isolated_home: Path):
+    """Issue 27: a broken --allow-origin and a --host that does not resolve ended in "unexpected …" (exit 1);
+    --record was ignored without a word; a port already taken said nothing before the server's first line."""
+    from cli_harness import check_discipline, run_main
+
+    src = ["--target", "http://127.0.0.1:9/metrics"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        cases = [
+            (["serve", *src, "--allow-origin", "http://[::1", "--dry-run"], "--allow-origin"),
+            (["serve", *src, "--allow-origin", "http://127.0.0.1:8000/page", "--dry-run"], "without a path"),
+            (["serve", *src, "--host", "no-such-host.invalid", "--allow-remote"], "does not resolve"),
+            (["serve", *src, "--port", str(taken.getsockname()[1])], "cannot listen"),
+            (["serve", *src, "--record", str(isolated_home / "r.sqlite"), "--dry-run"], "--record"),
+        ]
+        for argv, words in cases:
+            code, out, err = run_main(argv)
+            check_discipline(code, err, allowed=(2,))
+            assert words in err and not out, (argv, err)
+    assert not (isolated_home / "r.sqlite").exists()
+
+
+def test_every_message_textual_js_sends_keeps_the_session(server):
+    """textual.js sends one-item envelopes (["focus"], ["blur"]) that ended the session (issue 28 item 1); a kind
+    the server does not know and a resize without numbers are ignored; a message that is not a JSON list ends it."""
+    proc, port = server
+    base = f"http://127.0.0.1:{port}"
+
+    async def talk() -> tuple[list[str], bool]:
+        async with aiohttp.ClientSession() as s:
+            ws = await s.ws_connect(f"{base}/ws?width=80&height=24", headers={"Origin": base})
+            await ws.receive(timeout=30)  # the app's first frame
+            for envelope in (["focus"], ["blur"], ["focus"], ["selection", {}], ["resize", {"width": "80"}],
+                             ["resize", {"width": True, "height": 2}], ["stdin", "r"], ["ping", "42"]):  # fmt: skip
+                await ws.send_json(envelope)
+            texts = []
+            while not any(
+                "pong" in t for t in texts
+            ):  # everything before the ping was read, the session alive
+                msg = await ws.receive(timeout=30)
+                assert msg.type in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY), msg
+                if msg.type == aiohttp.WSMsgType.TEXT:
+                    texts.append(msg.data)
+            await ws.send_str("not json")
+            while (msg := await ws.receive(timeout=30)).type in (
+                aiohttp.WSMsgType.TEXT,
+                aiohttp.WSMsgType.BINARY,
+            ):
+                pass
+            return texts, msg.type in (
+                aiohttp.WSMsgType.CLOSE,
+                aiohttp.WSMsgType.CLOSED,
+                aiohttp.WSMsgType.CLOSING,
+            )
+
+    texts, closed = asyncio.run(talk())
+    assert '["pong", "42"]' in texts and closed

@@ -18,7 +18,8 @@ from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync, penalties
 from cmdare.planner.risk_cost.time_cost import RunSettings
 from cmdare.planner.risk_cost.workload import WorkloadError, load_workload, parse_workload
-from cmdare.planner.speed.allreduce import SyncParams, calibrate, exposed_seconds, ring_seconds, sync_step
+from cmdare.planner.speed.allreduce import SyncParams, calibrate, exposed_seconds, sync_step
+from cmdare.planner.speed.collectives import allreduce_parts
 from cmdare.planner.speed.interconnect import links, node_links
 from cmdare.tui.commands import UsageError, plan
 
@@ -29,12 +30,18 @@ A = lambda *x: np.array(x, dtype=float)  # noqa: E731
 
 def test_ring_sends_two_n_minus_one_over_n_of_the_gradients() -> None:
     s, gbps = 100e6, 10.0
-    t = ring_seconds(A(s, s, s), A(1, 2, 64), A(gbps, gbps, gbps), A(0, 0, 0), A(1, 1, 1))
-    wire = s * 8 / (gbps * 1e9)
-    assert t[0] == 0.0
-    assert t[1] == pytest.approx(1.0 * wire) and t[2] == pytest.approx(2 * 63 / 64 * wire)
-    hops = ring_seconds(A(0), A(8), A(gbps), A(1e-3), A(3))  # 2(N-1) hops per bucket
-    assert hops[0] == pytest.approx(3 * 14 * 1e-3)
+    zero = A(0, 0, 0)
+    wire, lat, algo = allreduce_parts(A(s, s, s), A(1, 2, 64), A(1, 1, 1), A(gbps, gbps, gbps), A(gbps, gbps, gbps),
+                                      zero, zero, A(1, 1, 1))  # fmt: skip
+    one = s * 8 / (gbps * 1e9)
+    assert wire[0] == 0.0 and algo[0] == "none"
+    assert wire[1] == pytest.approx(
+        1.0 * one
+    )  # two nodes: the tree's S through the NIC, as the ring's 2(N−1)/N
+    assert wire[2] == pytest.approx(2 * 63 / 64 * one)  # 3+ nodes: the tree moves as much as the ring
+    _, hops, algo = allreduce_parts(A(0), A(1), A(8), A(gbps), A(gbps), A(1e-3), A(1e-3), A(3))
+    # no bytes: latency alone, 2 log2(8) tree steps a bucket beat the ring's 2(N−1)
+    assert algo[0] == "tree" and hops[0] == pytest.approx(3 * 2 * 3 * 1e-3) and hops[0] < 3 * 2 * 7 * 1e-3
 
 
 def test_only_the_last_bucket_is_sure_to_be_exposed() -> None:
@@ -60,7 +67,8 @@ def test_calibration_reproduces_the_measured_split() -> None:
     for measured in (0.004, 0.05, 0.3):  # hidden-tail branch, and the overlap-limited branch
         p = calibrate(0.25, measured, raw, SyncParams())
         again = _terms(4, 1, 16, p)
-        assert again.compute[0] == pytest.approx(0.25) and again.exposed[0] == pytest.approx(measured)
+        waited = again.exposed[0] + again.straggler[0]  # a rank's all-reduce time includes its wait
+        assert again.compute[0] == pytest.approx(0.25) and waited == pytest.approx(measured)
 
 
 def test_link_figures_name_their_sources() -> None:
@@ -138,16 +146,14 @@ def test_plan_ranks_sync_shapes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "beyond the measured domain: allreduce" not in text
     assert (
         "sync: steps/s of each shape's own global batch" in text
-        and "bands are those of the compute term" in text
+        and "bands cover the compute term and the scaling" in text
     )
 
 
-def test_explain_says_a_sync_band_is_the_compute_terms() -> None:
+def test_explain_says_a_sync_band_covers_compute_and_scaling() -> None:
     from cmdare.tui.widgets.explain import band_scope
 
-    assert band_scope("allreduce").startswith(
-        ", the compute term's band (the all-reduce rests on link figures"
-    )
+    assert band_scope("allreduce").startswith(", compute and scaling band (published scaling residuals")
     assert band_scope("gpu") == ", beyond the measured domain: gpu" and band_scope("none") == ""
 
 

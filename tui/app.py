@@ -79,6 +79,9 @@ class CmdareApp(App[int]):
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = [  # short labels for the footer; the help screen shows the tooltip (the long form)
         Binding("q", "quit", "Quit", id="app.quit"),
+        # ctrl+c quits as in any terminal program (Textual's own ctrl+c only says which key quits); with text
+        # selected in the filter or on screen, the copy bound there comes first
+        Binding("ctrl+c", "quit", show=False, id="app.quit_ctrl_c"),
         Binding("question_mark", "help", "Help", tooltip="This help", id="app.help"),
         Binding("tab", "next_pane", "Pane", tooltip="Next pane", id="app.next_pane", priority=True),
         Binding("shift+tab", "prev_pane", "Previous pane", show=False, id="app.prev_pane", priority=True),
@@ -267,6 +270,7 @@ class CmdareApp(App[int]):
             problem=self._problem,
             state=self.state,
             refresh=self.options.refresh,
+            recording=self.session.recording,
         )
         self.query_one("#badges", Static).update(line, layout=False)  # one line, always: no layout
         paused = self._paused()
@@ -474,11 +478,13 @@ class CmdareApp(App[int]):
                 yield cmd
 
     async def action_quit(self) -> None:
-        """Quit at once: close the poller; stop the demo exporters in a thread for at most 1 s
-        (each socketserver takes ~0.3 s to shut down; their threads are daemons and end with us)."""
+        """Quit at once: close the poller, the recorder (the recording complete in its file) and the replay;
+        stop the demo exporters in a thread for at most 1 s (each socketserver takes ~0.3 s to shut down;
+        their threads are daemons and end with us). ``q``, ctrl+c, SIGTERM, SIGHUP and SIGINT all come here."""
         self._stop.set()
         if self.session.poller is not None:
             await self.session.poller.aclose()
+        self.session.close_sources()
         demo = self.session.demo
         if demo is not None:
             try:
@@ -486,3 +492,8 @@ class CmdareApp(App[int]):
             except TimeoutError:
                 log.info("demo cluster still stopping; exiting anyway")
         self.exit(self.signal_exit_code, return_code=self.signal_exit_code)
+
+    def emergency_close(self) -> None:
+        """The last words of a forced exit (tui/signals.py, from its watchdog thread): the recording's committed
+        cycles moved into its file."""
+        self.session.emergency_close()

@@ -150,7 +150,10 @@ def run_app(args: argparse.Namespace) -> int:
         keys=cfg.keys if cfg else None,
         prices=args.prices,
     )
-    app.run()
+    try:
+        app.run()
+    finally:  # however the app ended (a crash included): the recording closed, complete in its file
+        app.session.close_sources()
     return int(app.return_code or 0)
 
 

@@ -22,7 +22,11 @@ GLOBAL_FLAGS = {"--read-only": 0, "--prices": 1, "--log-level": 1, "--config": 1
 
 def url(value: str) -> str:
     """An http(s) URL with a host and, if given, a port in 1-65535."""
-    p = urlparse(value)
+    try:
+        p = urlparse(value)
+        p.hostname  # noqa: B018 - an unclosed IPv6 bracket is found here, not by urlparse
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL (bad host): {value!r}") from None
     if p.scheme not in ("http", "https") or not p.hostname:
         raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r}")
     try:

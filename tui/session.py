@@ -15,6 +15,7 @@ from cmdare.collectors.caps import configure as configure_caps
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
+from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.overview import JobView, OverviewCache, build_jobs
@@ -24,6 +25,8 @@ from cmdare.tui.options import SessionOptions
 from cmdare.tui.sources import SourcePlan, build_sources
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from cmdare.collectors.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
@@ -206,7 +209,9 @@ class MonitorSession:
             except Exception as exc:  # the measurements still show; the planner's failure is a status
                 log.exception("planner failed")
                 sources.append(
-                    SourceStatus("planner", False, f"planner unavailable: {type(exc).__name__}: {exc}"[:200])
+                    SourceStatus(
+                        "planner", False, redact_cut(f"planner unavailable: {type(exc).__name__}: {exc}", 200)
+                    )
                 )
         self.state = MonitorState(
             t=now,
@@ -365,13 +370,33 @@ class MonitorSession:
             else:
                 await asyncio.sleep(0)  # the replay waits for its own gaps; let the screen draw
 
+    @property
+    def recording(self) -> Path | None:
+        """The file this session records to (``--record``), while it does."""
+        recorder = self.plan.recorder if self.plan is not None else None
+        return recorder.path if recorder is not None and not recorder.closed else None
+
+    def close_sources(self) -> None:
+        """Close the recorder (its WAL moved into the file: the ``.sqlite`` alone is the whole recording) and the
+        replay. Every way out calls it; the second call does nothing."""
+        if self.plan is not None:
+            self.plan.close()
+
+    def emergency_close(self) -> None:
+        """For a process about to exit at once, from any thread: the recording's committed cycles checkpointed
+        into its main file through a connection of their own (the recorder may be mid-write)."""
+        recorder = self.plan.recorder if self.plan is not None else None
+        if recorder is not None and not recorder.closed:
+            from cmdare.collectors.recorder import checkpoint_file
+
+            checkpoint_file(recorder.path)
+
     async def aclose(self) -> None:
         """Wait for a running ranking (5 s at most), close the poller and the sources (recorder, replay), stop the demo."""
         if self._ranking is not None and not self._ranking.done():
             await asyncio.wait([self._ranking], timeout=5)
         if self.poller is not None:
             await self.poller.aclose()
-        if self.plan is not None:
-            self.plan.close()
+        self.close_sources()
         if self.demo is not None:
             self.demo.stop()

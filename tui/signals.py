@@ -57,7 +57,14 @@ def install_quit_signals(app: Any) -> None:
 
 
 def force_exit(app: Any, code: int) -> None:
-    """Reset the terminal's modes by hand (never blocking: it may be gone) and exit now."""
+    """Reset the terminal's modes by hand (never blocking: it may be gone), let the app save what it records
+    (``app.emergency_close``) and exit now."""
+    last_words = getattr(app, "emergency_close", None)
+    if last_words is not None:
+        try:
+            last_words()
+        except Exception as exc:  # noqa: BLE001 - exiting regardless
+            log.error("forced exit: %s", exc)
     fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else 1
     try:
         os.set_blocking(fd, False)

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from cmdare.collectors.redaction import redact_cut
 from cmdare.tui.cli_args import add_read_only_arg, positive_float, url
 from cmdare.tui.commands import UsageError
 from cmdare.tui.options import SessionOptions
@@ -34,7 +35,7 @@ def readable_file(value: str) -> str:
     except (OSError, ValueError):  # e.g. a name too long for the file system, an embedded NUL
         ok = False
     if not ok:
-        raise argparse.ArgumentTypeError(f"not a readable file: {value[:200]!r}")
+        raise argparse.ArgumentTypeError(f"not a readable file: {redact_cut(value, 200)!r}")
     return value
 
 
@@ -45,7 +46,7 @@ def directory(value: str) -> str:
     except (OSError, ValueError):  # e.g. a name too long for the file system, an embedded NUL
         ok = False
     if not ok:
-        raise argparse.ArgumentTypeError(f"not a directory: {value[:200]!r}")
+        raise argparse.ArgumentTypeError(f"not a directory: {redact_cut(value, 200)!r}")
     return value
 
 

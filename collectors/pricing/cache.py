@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from cmdare.collectors import writes
 from cmdare.collectors.pricing.book import RateKey
+from cmdare.collectors.pricing.skus import MAX_USD_PER_UNIT_HOUR
 
 __all__ = ["CachedRates", "cache_path", "default_cache_dir", "read_cache", "write_cache"]
 
@@ -56,6 +58,8 @@ def read_cache(path: Path) -> CachedRates | None:
         rates = {(k, n, r, p): float(v) for k, n, r, p, v in data["rates"]}
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    # a rate no SKU could have (a file edited by hand, say) goes alone, never the cache
+    rates = {k: v for k, v in rates.items() if math.isfinite(v) and 0.0 <= v <= MAX_USD_PER_UNIT_HOUR}
     if fetched.tzinfo is None:
         fetched = fetched.replace(tzinfo=UTC)
     return CachedRates(rates, fetched) if rates else None

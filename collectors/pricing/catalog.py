@@ -4,6 +4,7 @@ Uses the *sync* ``CloudCatalogClient`` with the REST transport — blocking, so 
 worker thread (the async REST client does not work). Every page request has a timeout, and
 retries (429 / 503 only) are bounded by the same deadline, so a broken endpoint fails fast.
 Errors come back as :class:`CatalogError` with a short message that never contains a credential.
+A SKU whose price the client cannot parse is dropped alone, with a note (:mod:`sku_pages`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from cmdare.collectors.pricing import sku_pages
 from cmdare.collectors.pricing.skus import ParsedCatalog, parse_skus
-from cmdare.collectors.redaction import redact
+from cmdare.collectors.redaction import redact, remember
 
 __all__ = ["COMPUTE_SERVICE", "CatalogError", "fetch_rates", "scrub"]
 
@@ -33,7 +35,10 @@ def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
 
 def _token_of(credentials: Any) -> tuple[str, ...]:
     token = getattr(credentials, "token", None)
-    return (token,) if isinstance(token, str) and token else ()
+    if isinstance(token, str) and token:
+        remember(token)  # redacted from every text from now on
+        return (token,)
+    return ()
 
 
 def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
@@ -85,8 +90,10 @@ def fetch_rates(
     secrets = _token_of(credentials)
     say = progress or (lambda _msg: None)
     pages = 0
+    unparsable: list[str] = []  # SKUs dropped from their page before the client parsed it
     try:
         client = _make_client(credentials, endpoint)
+        sku_pages.install(client, unparsable)
         pager = client.list_skus(
             request=ListSkusRequest(parent=COMPUTE_SERVICE, page_size=5000),
             retry=_retry(timeout),
@@ -103,6 +110,10 @@ def fetch_rates(
         _LOG.info("Catalog API fetch failed after %d page(s): %s", pages, message)
         raise CatalogError(message) from None
     parsed = parse_skus(skus)
+    if unparsable:
+        parsed.notes.append(
+            f"refused {len(unparsable)} SKU(s) with an unreadable price (e.g. {unparsable[0]})"
+        )
     _LOG.info("Catalog API: %d SKUs on %d page(s), %d priced", parsed.seen, pages, parsed.used)
     if not any(key[0] == "gpu" for key in parsed.rates):
         detail = "; ".join(parsed.notes) or f"{parsed.seen} SKUs, none a known GPU"

@@ -11,10 +11,14 @@ USD per hour (per GiB-hour for RAM).
 Currency: USD is used as is; another currency is converted with the SKU's
 ``currencyConversionRate`` (USD → that currency, so USD = price / rate) when the rate is > 0,
 otherwise the SKU is refused and a note says so.
+
+Plausibility: a rate outside $0–:data:`MAX_USD_PER_UNIT_HOUR` per unit-hour (a price of 1e300, or
+one inflated by a tiny conversion rate) is refused alone, with a note naming it; the others stay.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -49,6 +53,9 @@ _HOST = re.compile(
     r"^(?:spot preemptible |preemptible )?(n1 predefined|a2|a3|a4|g2) instance (core|ram)\b", re.IGNORECASE
 )
 _USAGE = {"OnDemand": "standard", "Preemptible": "spot"}
+# assumption: no GPU, vCPU or GiB of RAM costs more an hour: ~80x the dearest rate of the offline
+# book (an H100 in europe-west4, $12.74/h: collectors/pricing/data/gcp_offline_book.csv)
+MAX_USD_PER_UNIT_HOUR = 1000.0
 # usageUnit → factor to multiply a per-unit price by to get USD per hour (per GiB-hour).
 _TIME = {"h": 1.0, "hr": 1.0, "min": 60.0, "s": 3600.0, "d": 1.0 / 24.0}
 _SIZE = {"GiBy": 1.0, "MiBy": 1024.0, "GBy": 1.073741824}  # per unit → per GiB
@@ -101,7 +108,13 @@ def _first_tier_price(expr: Any) -> tuple[float, str] | None:
 
 
 def _sku_rates(
-    sku: Any, kind: str, name: str, out: ParsedCatalog, refused: dict[str, int], converted: set[str]
+    sku: Any,
+    kind: str,
+    name: str,
+    out: ParsedCatalog,
+    refused: dict[str, int],
+    converted: set[str],
+    implausible: list[str],
 ) -> bool:
     prov = _USAGE.get(sku.category.usage_type)
     if prov is None or sku.category.resource_family != "Compute" or not sku.pricing_info:
@@ -121,8 +134,12 @@ def _sku_rates(
         price /= rate
         converted.add(currency)
     regions = [r for r in sku.service_regions if r]
+    rate = price * factor
+    if regions and not (math.isfinite(rate) and 0.0 <= rate <= MAX_USD_PER_UNIT_HOUR):
+        implausible.append(f"{kind} {name} in {regions[0]}: ${rate:.3g}/h")
+        return False
     for region in regions:
-        out.rates.setdefault((kind, name, region, prov), price * factor)
+        out.rates.setdefault((kind, name, region, prov), rate)
     return bool(regions)
 
 
@@ -134,13 +151,19 @@ def parse_skus(skus: Iterable[Any]) -> ParsedCatalog:
     out = ParsedCatalog()
     refused: dict[str, int] = {}
     converted: set[str] = set()
+    implausible: list[str] = []
     for sku in skus:
         out.seen += 1
         kind_name = classify(sku.description)
         if kind_name is None:
             continue
-        if _sku_rates(sku, *kind_name, out, refused, converted):
+        if _sku_rates(sku, *kind_name, out, refused, converted, implausible):
             out.used += 1
+    if implausible:
+        out.notes.append(
+            f"refused {len(implausible)} SKU price(s) outside $0–{MAX_USD_PER_UNIT_HOUR:,.0f} an hour"
+            f" (e.g. {implausible[0]})"
+        )
     for currency, n in sorted(refused.items()):
         out.notes.append(f"refused {n} SKU(s) priced in {currency} without a currency conversion rate")
     for currency in sorted(converted):

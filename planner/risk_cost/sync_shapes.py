@@ -6,13 +6,18 @@ Same table, columns, bands and Pareto front as PS shapes (:mod:`~cmdare.planner.
 elastic, the cheaper per revocation: :mod:`~cmdare.planner.risk_cost.sync_time_cost`) and ``nic_gbps``.
 ``[target] steps`` are global steps of the current shape (a global batch of ``workers × batch_size``): a shape
 of N GPUs trains the same examples in proportionally fewer (N > N_cur) or more of its own steps.
-Speed: per-GPU compute from the speed model (one worker's ``compute`` term) plus the exposed all-reduce
-(:mod:`cmdare.planner.speed.allreduce`), calibrated by ``SyncParams`` when a live job measured it.
+Speed: per-GPU compute without parameter-server terms (:mod:`cmdare.planner.speed.sync_compute`) plus the
+wait for the slowest GPU and the exposed collective (:mod:`cmdare.planner.speed.allreduce`: DDP all-reduce,
+ZeRO-1/2, or FSDP's all-gathers and reduce-scatter), calibrated by ``SyncParams`` when a live job measured it.
+Memory: a shape whose per-GPU model states and activations exceed the GPU's memory
+(:mod:`cmdare.planner.speed.memory_fit`) is never ranked; the current shape stays, marked infeasible, and
+``memory_note`` says "does not fit: needs X GB a GPU, has Y".
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -41,17 +46,23 @@ from cmdare.planner.risk_cost.time_cost import PriceTable
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, sync_step
 from cmdare.planner.speed.interconnect import NODE_SIZES, node_links
+from cmdare.planner.speed.memory_fit import memory_need
 from cmdare.planner.speed.speed_model import SpeedModel
+from cmdare.planner.speed.sync_band import compute_spread, sync_band
+from cmdare.planner.speed.sync_compute import sync_compute
 
 GPUS_PER_NODE = NODE_SIZES
 
 
 def sync_params(workload: Workload, calibrated: SyncParams | None = None) -> SyncParams:
-    """The all-reduce knobs of a workload (bucket, compression), with a live job's calibration scales."""
+    """The collective's knobs of a workload (bucket, compression, sharding, hop latency), with a live job's
+    calibration scales."""
     par = workload.parallel
     base = calibrated or SyncParams()
-    return SyncParams(par.bucket_mb * 2**20, base.backward_share, base.bytes_per_param, par.compression,
-                      base.compute_scale, base.comm_scale)  # fmt: skip
+    mixed_fsdp = par.sharding != "ddp" and par.precision == "fp16"  # ZeRO/FSDP move fp16/bf16: 2 B a value
+    return replace(base, bucket_bytes=par.bucket_mb * 2**20, compression=par.compression, mode=par.sharding,
+                   bytes_per_param=2.0 if mixed_fsdp else base.bytes_per_param,
+                   hop_s=None if par.hop_us is None else par.hop_us * 1e-6)  # fmt: skip
 
 
 def enumerate_sync(workload: Workload) -> dict[str, np.ndarray]:
@@ -73,15 +84,53 @@ def enumerate_sync(workload: Workload) -> dict[str, np.ndarray]:
 
 
 def compute_seconds(model: SpeedModel, workload: Workload, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(one GPU's compute seconds per step — the speed model's one-worker ``compute`` term —, the one-worker
-    PS-shape steps/s its band is quoted around) per row."""
+    """(one GPU's compute seconds per step without PS terms, :func:`~cmdare.planner.speed.sync_compute.sync_compute`;
+    the one-worker PS-shape steps/s the study networks' compute band is quoted around) per row."""
     net = workload.model
     names, inverse = np.unique(gpus.astype(str), return_inverse=True)
     lat = workload.options.latency_ms
-    preds = [model.predict(net, {g: 1}, 1, lat) for g in names]
-    per = np.asarray([p.terms["compute"] for p in preds], dtype=float)
-    ref = np.asarray([p.steps_per_sec for p in preds], dtype=float)
+    prec = workload.parallel.precision
+    per = np.asarray([sync_compute(model, net, g, prec).seconds for g in names], dtype=float)
+    ref = np.asarray([model.predict(net, {g: 1}, 1, lat).steps_per_sec for g in names], dtype=float)
     return per[inverse], ref[inverse]
+
+
+def _anchored_on_running(
+    workload: Workload, cols: dict[str, np.ndarray], live: bool
+) -> tuple[Workload, str | None]:
+    """A running job's shape fits (it runs): when the activation estimate says otherwise, its activations are
+    capped at what the current shape has room for; when the model states alone exceed the GPU (the job shards in
+    a way the workload does not say), (workload, note) with memory left unchecked."""
+    par, m = workload.parallel, workload.model
+    if not live or par.activation_gb is not None:
+        return workload, None
+    gpu, n = str(cols["gpu"][0]), int(cols["nodes"][0] * cols["gpus_per_node"][0])
+    need = memory_need(m.params, gpu, n, par.sharding, par.precision, m.model_flops, None, par.recompute)
+    if need.fits:
+        return workload, None
+    room = need.has_gb - need.states_gb
+    if room <= 0:
+        return (
+            workload,
+            f"not checked: the running job holds more than {par.sharding}'s states estimate allows",
+        )
+    return replace(workload, parallel=replace(par, activation_gb=room)), None
+
+
+def memory_columns(workload: Workload, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, list[str]]:
+    """(fits?, verdict) per row: per-GPU model states and activations against the GPU's memory."""
+    par, m = workload.parallel, workload.model
+    cache: dict[tuple[str, int], tuple[bool, str]] = {}
+    fits, words = [], []
+    for gpu, n in zip(cols["gpu"].tolist(), (cols["nodes"] * cols["gpus_per_node"]).tolist(), strict=True):
+        key = (str(gpu), int(n))
+        if key not in cache:
+            need = memory_need(m.params, key[0], key[1], par.sharding, par.precision, m.model_flops,
+                               par.activation_gb, par.recompute)  # fmt: skip
+            cache[key] = (need.fits, need.verdict())
+        fits.append(cache[key][0])
+        words.append(cache[key][1])
+    return np.asarray(fits, dtype=bool), words
 
 
 def sync_terms(
@@ -90,11 +139,11 @@ def sync_terms(
     """All-reduce terms of each row's shape with ``nodes`` nodes (the links of its GPU and node size)."""
     tier = workload.parallel.nic_tier
     keys = sorted({(str(a), int(b)) for a, b in zip(cols["gpu"], cols["gpus_per_node"], strict=True)})
-    table = {k: node_links(k[0], k[1], tier) for k in keys}
+    table = {k: node_links(k[0], k[1], tier, transport=workload.parallel.transport) for k in keys}
     pick = [table[(str(a), int(b))] for a, b in zip(cols["gpu"], cols["gpus_per_node"], strict=True)]
     arr = lambda name: np.array([getattr(x, name) for x in pick], dtype=float)  # noqa: E731
-    return sync_step(compute, workload.model.params, nodes, cols["gpus_per_node"], arr("intra_gbps"),
-                     arr("nic_gbps"), arr("intra_latency_s"), arr("nic_latency_s"), p)  # fmt: skip
+    return sync_step(compute, workload.model.params, nodes, cols["gpus_per_node"], arr("intra_bus_gbps"),
+                     arr("nic_bus_gbps"), arr("intra_latency_s"), arr("nic_latency_s"), p)  # fmt: skip
 
 
 def node_prices(book: object, cols: dict[str, np.ndarray]) -> np.ndarray:
@@ -115,16 +164,20 @@ def node_prices(book: object, cols: dict[str, np.ndarray]) -> np.ndarray:
 
 
 class SyncShapeTable(ShapeTable):
-    """A :class:`ShapeTable` of synchronous shapes: explained by compute vs exposed all-reduce; a row's band
-    is the speed model's relative P10–P90 band of one worker of its GPU (the compute it rests on), applied to
-    its steps/s; ``allreduce`` marks the all-reduce term as resting on link figures, not measurements.
-    ``params``: the all-reduce knobs and calibration the rows were predicted with."""
+    """A :class:`ShapeTable` of synchronous shapes: explained by compute vs the all-reduce call (exposed
+    collective + wait for the slowest GPU); a row's band covers compute and scaling (:meth:`band`);
+    ``allreduce`` marks a study network's row, ``network`` a FLOPs-based one. ``params``: the collective's knobs
+    and calibration the rows were predicted with."""
 
     params: SyncParams | None = None
+    memory_note: str = ""  # "current shape does not fit: …" / "N shapes left out: …"
+    known_network: bool = False  # a network of the study: its compute band is the speed model's
+    calibration_ranks: int = 0  # measuring ranks the live calibration rests on (0 = none: not calibrated)
 
     def filter(self, mask: np.ndarray) -> SyncShapeTable:
         out = super().filter(mask)
-        out.params = self.params  # type: ignore[attr-defined]
+        for name in ("params", "memory_note", "known_network", "calibration_ranks"):
+            setattr(out, name, getattr(self, name))
         return out  # type: ignore[return-value]
 
     def explain(self, i: int) -> Explanation:
@@ -133,7 +186,7 @@ class SyncShapeTable(ShapeTable):
         seconds = {
             "compute": base * float(c["compute_s"][i]) / step,
             "ps": 0.0,
-            "network": base * float(c["exposed_s"][i]) / step,
+            "network": base * (float(c["exposed_s"][i]) + float(c["wait_s"][i])) / step,  # all-reduce call
             "checkpoint": float(t["checkpoint"][i]),
             "revocation": float(t["revocation"][i]),
         }
@@ -143,14 +196,25 @@ class SyncShapeTable(ShapeTable):
         return Explanation(row, seconds, shares, max(shares, key=shares.get), str(row["bottleneck"]))
 
     def band(self, i: int) -> RowBand | None:
-        if self.bander is None:
-            return None
-        b = self.bander(str(self.columns["gpu"][i]), 1, 1)
-        if b is None:
-            return None
-        x, one = float(self.columns["steps_per_sec"][i]), float(self.columns["band_ref_sps"][i])
-        extra = "allreduce" if b.extrapolation == "none" else b.extrapolation
-        return RowBand(x * b.p10 / one, x * b.p90 / one, extra)
+        """Compute spread (the speed model's one-worker band for a study network, the published efficiencies'
+        spread otherwise; none on the GPU a live job measured its compute on) plus the scaling residuals of
+        published results (:func:`~cmdare.planner.speed.sync_band.sync_band`), narrowed by the live ranks."""
+        c = self.columns
+        x, gpus = float(c["steps_per_sec"][i]), int(c["workers"][i])
+        # a live job measured its own GPU's compute; another GPU's is the model's ratio to it (its spread stays)
+        measured = self.calibration_ranks > 0 and str(c["gpu"][i]) == str(c["gpu"][0])
+        extra, c_band = "allreduce", None
+        if not measured and self.known_network:
+            b = self.bander(str(c["gpu"][i]), 1, 1) if self.bander is not None else None
+            if b is None:
+                return None
+            one = float(c["band_ref_sps"][i])
+            c_band = (math.log(b.p10 / one), math.log(b.p90 / one))
+            extra = "allreduce" if b.extrapolation == "none" else b.extrapolation
+        elif not measured:
+            c_band, extra = compute_spread()[:2], "network"
+        band = sync_band(c_band, gpus, self.calibration_ranks)
+        return RowBand(x * band.low, x * band.high, extra)
 
 
 def rank_sync_shapes(
@@ -161,6 +225,7 @@ def rank_sync_shapes(
     objective: str = "balanced",
     overheads: Overheads | None = None,
     calibrated: SyncParams | None = None,
+    calibration_ranks: int = 0,
 ) -> SyncShapeTable:
     """Enumerate, estimate and rank synchronous shapes (see the module docstring)."""
     if objective not in OBJECTIVES:
@@ -168,8 +233,17 @@ def rank_sync_shapes(
     overheads = overheads or Overheads.load()
     rev = revocation_model.with_start_hour(workload.options.start_hour)
     cols = enumerate_sync(workload)
+    workload, live_memory = _anchored_on_running(workload, cols, calibrated is not None)
+    fits, verdicts = memory_columns(workload, cols)
+    if live_memory is not None:  # a running job's states alone exceed the estimate: its scheme is not DDP's
+        fits[:] = True
+    memory_note = live_memory or ("" if fits[0] else f"current shape {verdicts[0]}")
+    left_out = int((~fits[1:]).sum())
+    if left_out:
+        memory_note = "; ".join(x for x in (memory_note, f"{left_out} shapes left out: the model does not fit "
+                                            f"their GPUs ({verdicts[1:][int(np.argmin(fits[1:]))]})") if x)  # fmt: skip
     usd = node_prices(price_book, cols)
-    keep = np.isfinite(usd)
+    keep = np.isfinite(usd) & fits
     keep[0] = True
     if keep.sum() < 2 and not np.isfinite(usd[0]):
         cur = workload.current
@@ -193,7 +267,8 @@ def rank_sync_shapes(
     stc = estimate_sync(sc, run_settings(workload, overheads), overheads, rev, workload.parallel.elastic)
     columns = _columns(workload, cols, full, stc, prices, egress)
     columns["band_ref_sps"] = band_ref
-    columns["feasible"] = feasible_rows(workload, columns)
+    columns["feasible"] = feasible_rows(workload, columns) & fits[keep]
+    columns["memory"] = np.asarray(verdicts, dtype=object)[keep].astype(str)
     columns["score"] = score_rows(columns, objective)
     tc = stc.figures
     terms = {
@@ -211,6 +286,9 @@ def rank_sync_shapes(
     order = np.lexsort((columns["score"], ~columns["feasible"]))
     table = SyncShapeTable(columns, order, objective, terms, bander=_bander(workload, speed_model))
     table.params = p
+    table.memory_note = memory_note
+    table.known_network = speed_model._resolve(workload.model).known is not None
+    table.calibration_ranks = calibration_ranks
     return table
 
 
@@ -240,6 +318,7 @@ def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc:
         "comm_share": t.comm_share,
         "compute_s": t.compute,
         "exposed_s": t.exposed,
+        "wait_s": t.straggler if t.straggler is not None else np.zeros(n),
         "step_s": t.step,
         "policy": stc.policy,  # type: ignore[attr-defined]
         **outcome_columns(workload, cols, tc, prices, egress),

@@ -2,14 +2,18 @@
 
 Schema (issue 6; keys marked * are extensions)::
 
-    [model]    name, model_flops, params, batch_size (default: the study's 128), checkpoint_mb*
+    [model]    name, model_flops, params, batch_size (default: the study's 128), checkpoint_mb*, tensors*
                (read into :class:`cmdare.collectors.samples.ModelSpec`, which gives the units)
     [target]   steps | (epochs* and dataset_size*), deadline_hours, budget_usd
     [current]  gpu, workers, ps, region, provisioning (spot|preemptible|standard)
     [allowed]  gpus, regions, max_workers, max_ps, provisionings*, ps_provisioning* (default "standard")
     [options]* checkpoint_interval_steps (default: every checkpoint_interval_s = 600 s), start_hour (0-23, local hour the job starts),
                latency_ms (default 0.3), warm_restart (bool), data_region, dataset_gb
-    [parallel]* mode ("ps" default | "sync": synchronous all-reduce, DDP/Horovod), gpus_per_node (current
+    [parallel]* mode ("ps" default | "sync": synchronous all-reduce, DDP/Horovod | "fsdp": sharded data
+               parallel, ZeRO-3), zero_stage (sync mode: 0 = DDP, 1 or 2 = ZeRO-1/2 optimizer/gradient
+               sharding), precision ("fp32" | "tf32" | "fp16"/"bf16"), transport ("tcp" | "rdma"), hop_us
+               (per-step NIC latency instead of the published one), activation_gb (per-GPU activation peak),
+               recompute (bool: activation recomputation), gpus_per_node (current
                shape's, default 1), max_gpus_per_node (default: the current), nic_tier ("default" | "fast":
                gVNIC / Tier_1 where the GPU's VMs offer it), elastic (bool, default true: torchrun elastic
                shrink and re-grow allowed), bucket_mb (default 25, DDP's), compression (default 1)
@@ -85,7 +89,7 @@ class Options:
     dataset_gb: float = 0.0
 
 
-PARALLEL_MODES = ("ps", "sync")
+PARALLEL_MODES = ("ps", "sync", "fsdp")
 MAX_GPUS_PER_NODE = 16  # the largest GCP GPU VMs (a2-megagpu-16g)
 # DDP's bucket_cap_mb is 25 by default; below ~10 kB a bucket holds a few hundred fp32 values and the
 # model's per-bucket hop latencies only overflow (1e-300 MB gave 5.7e12 hours)
@@ -105,10 +109,22 @@ class Parallel:
     elastic: bool = True
     bucket_mb: float = 25.0
     compression: float = 1.0
+    precision: str = "fp32"
+    transport: str = "tcp"
+    hop_us: float | None = None
+    activation_gb: float | None = None
+    recompute: bool = False
+    zero_stage: int = 0
 
     @property
     def sync(self) -> bool:
-        return self.mode == "sync"
+        """Synchronous data parallel (all-reduce or sharded): every GPU takes every step."""
+        return self.mode in ("sync", "fsdp")
+
+    @property
+    def sharding(self) -> str:
+        """ddp | zero1 | zero2 | fsdp: how model states are divided over the GPUs."""
+        return "fsdp" if self.mode == "fsdp" else ("ddp", "zero1", "zero2")[self.zero_stage]
 
 
 @dataclass(frozen=True)
@@ -131,6 +147,7 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
         "params": ((int, float), True),
         "batch_size": (int, False),
         "checkpoint_mb": ((int, float), False),
+        "tensors": (int, False),
     },
     "target": {
         "steps": (int, False),
@@ -171,6 +188,12 @@ _SCHEMA: dict[str, dict[str, tuple[type | tuple[type, ...], bool]]] = {
         "elastic": (bool, False),
         "bucket_mb": ((int, float), False),
         "compression": ((int, float), False),
+        "precision": (str, False),
+        "transport": (str, False),
+        "hop_us": ((int, float), False),
+        "activation_gb": ((int, float), False),
+        "recompute": (bool, False),
+        "zero_stage": (int, False),
     },
 }
 _REQUIRED_TABLES = ("model", "target", "current")
@@ -236,7 +259,9 @@ def parse_workload(text: str, source: str = "<string>") -> Workload:
 
 
 MAX_NODES = 4096  # [allowed] max_workers / max_ps
-MAX_NUMBER = 1e15  # any number in a workload file (larger ones only overflow the models)
+MAX_NUMBER = (
+    1e16  # any number in a workload file (larger ones only overflow the models; predict's model_flops limit)
+)
 
 
 def _check_keys(data: dict[str, Any], loc: _Locator) -> None:
@@ -277,7 +302,7 @@ def _positive(values: dict[str, Any], key: str, table: str, loc: _Locator) -> No
 
 
 def _model(v: dict[str, Any], loc: _Locator) -> ModelSpec:
-    for key in ("model_flops", "params", "batch_size", "checkpoint_mb"):
+    for key in ("model_flops", "params", "batch_size", "checkpoint_mb", "tensors"):
         _positive(v, key, "model", loc)
     if v["params"] < 1:  # a count: below one the speed model's terms reach 0 steps/s (and 0/0 in its band)
         raise loc.error("must be at least 1 (a parameter count)", "model", "params")
@@ -285,6 +310,7 @@ def _model(v: dict[str, Any], loc: _Locator) -> ModelSpec:
     return ModelSpec(
         v["name"], float(v["model_flops"]), float(v["params"]), int(v.get("batch_size", 0)),
         checkpoint_mb=None if ckpt is None else float(ckpt),
+        tensors=None if v.get("tensors") is None else int(v["tensors"]),
     )  # fmt: skip
 
 
@@ -317,10 +343,26 @@ def _parallel(v: dict[str, Any], loc: _Locator) -> Parallel:
         raise loc.error("must be >= 1 (a compression ratio)", "parallel", "compression")
     if v.get("bucket_mb", MIN_BUCKET_MB) < MIN_BUCKET_MB:
         raise loc.error(f"must be at least {MIN_BUCKET_MB:g} (MB)", "parallel", "bucket_mb")
+    from cmdare.planner.speed.sync_compute import canonical_precision
+
+    try:
+        precision = canonical_precision(str(v.get("precision", "fp32")))
+    except ValueError:
+        raise loc.error("must be fp32, tf32, fp16 or bf16", "parallel", "precision") from None
+    if v.get("transport", "tcp") not in ("tcp", "rdma"):
+        raise loc.error("must be tcp or rdma", "parallel", "transport")
+    if v.get("zero_stage", 0) not in (0, 1, 2) or (mode == "fsdp" and v.get("zero_stage", 0)):
+        raise loc.error("must be 0, 1 or 2 in sync mode (fsdp is ZeRO-3)", "parallel", "zero_stage")
+    for key, high in (("hop_us", 1e6), ("activation_gb", 1e5)):
+        if key in v and not 0 <= v[key] <= high:  # NaN fails too
+            raise loc.error(f"must be 0..{high:g}", "parallel", key)
     g = int(v.get("gpus_per_node", 1))
+    hop, act = v.get("hop_us"), v.get("activation_gb")
     return Parallel(
         mode, g, max(int(v.get("max_gpus_per_node", g)), g), v.get("nic_tier", "default"),
         bool(v.get("elastic", True)), float(v.get("bucket_mb", 25.0)), float(v.get("compression", 1.0)),
+        precision, v.get("transport", "tcp"), None if hop is None else float(hop),
+        None if act is None else float(act), bool(v.get("recompute", False)), int(v.get("zero_stage", 0)),
     )  # fmt: skip
 
 

@@ -38,7 +38,10 @@ from cmdare.planner.speed.allreduce import SyncParams
 from cmdare.planner.speed.interconnect import NODE_SIZES, tiers_of
 
 MEASURED = ["rank compute time (cmdare_step_seconds)", "rank exposed all-reduce (cmdare_allreduce_seconds)"]
-MODEL = ["all-reduce model (ring 2(N−1)/N, bucket overlap) calibrated on this job's measured split"]
+MODEL = [
+    "synchronous model (NCCL ring or hierarchical tree at published achieved bus bandwidth, bucket overlap, the"
+    " wait for the slowest rank) calibrated on this job's measured split"
+]
 NOT_MEASURED = [
     "link speed (the calibration stands in for it)",
     "how the exposed time splits into bandwidth and per-message latency (the calibration puts it on bandwidth)",

@@ -1,46 +1,67 @@
-"""Step time of synchronous data-parallel training (DDP, Horovod): compute plus the exposed all-reduce.
+"""Step time of synchronous data-parallel training (DDP, Horovod, ZeRO, FSDP): compute, the wait for the slowest
+GPU and the exposed collective.
 
 Terms (seconds per global step; every GPU takes every step):
 
-* ``compute`` — one GPU's forward + backward + update on its own batch (the per-GPU speed model, or
-  the live job's measured ``cmdare_step_seconds``);
-* ``allreduce`` — ring all-reduce of the gradients, ``S = params × bytes_per_param / compression``
-  bytes over ``N = nodes × gpus_per_node`` GPUs: each GPU sends and receives ``2(N−1)/N × S`` bytes
-  through the ring's slowest link (the node's NIC when the ring leaves the node, else the GPUs'
-  PCIe/NVLink; :mod:`cmdare.planner.speed.interconnect`), plus ``2(N−1)`` hop latencies per bucket;
+* ``compute`` — one GPU's forward + backward + update on its own batch, without parameter-server terms
+  (:mod:`cmdare.planner.speed.sync_compute`, or the live job's measured ``cmdare_step_seconds``);
+* ``allreduce`` — the gradients' collective, ``S = params × bytes_per_param / compression`` bytes over
+  ``N = nodes × gpus_per_node`` GPUs, as NCCL runs it (:mod:`cmdare.planner.speed.collectives`: ring or
+  hierarchical tree, whichever is faster for the bucket, at the links' *achieved* bus bandwidth and published
+  per-step latency; the callers pass achieved rates, :class:`~cmdare.planner.speed.interconnect.NodeLinks`).
+  ``mode="fsdp"`` (ZeRO-3): all-gather of the parameters in forward and again in backward plus a
+  reduce-scatter of the gradients, 1.5 × the bytes of an all-reduce; ``zero1``/``zero2`` move the bytes of an
+  all-reduce (reduce-scatter + all-gather), as DDP;
+* ``straggler`` — every GPU waits for the slowest: with each GPU's step time jittering within ±``straggler_cv``
+  of its mean (bounded, uniform), the slowest of ``N`` is on average ``compute × cv × (N−1)/(N+1)`` above the
+  mean: 0 for one GPU, a third of ``cv`` for two, approaching ``cv`` for many;
 * ``exposed`` — the part backward does not hide: gradients go in ``k = ⌈S₀ / bucket⌉`` buckets (``S₀``
   uncompressed: DDP buckets gradient tensors, a compression hook shrinks each bucket) and a
   bucket's all-reduce starts as soon as backward has produced it, so all but the last bucket overlap
   the rest of backward (``backward_share × compute × (1 − 1/k)``); the last bucket never overlaps:
-  ``exposed = max(allreduce − overlap, allreduce / k)``.
+  ``exposed = max(allreduce − overlap, allreduce / k)``. FSDP prefetches the next unit's all-gather during the
+  current unit's compute, so its overlap spans forward and backward (``compute × (1 − 1/k)``).
 
-``step = compute + exposed``; weak-scaling factor (same batch per GPU) = ``compute / step``.
+``step = compute + straggler + exposed``; weak-scaling factor (same batch per GPU) = ``compute / step``.
 
 Calibration (:func:`calibrate`): from a live job's measured compute and exposed all-reduce, the scale
 of each term that makes this model reproduce it (``comm_scale`` multiplies the wire time, i.e. divides
 the link's line rate by the share achieved: protocol overhead, contention, a throttled network; the hop
-latencies stay as given). Vectorised over shapes (numpy).
+latencies stay as given); a rank's measured all-reduce time includes its wait for the slowest rank, so the
+job's own spread (``straggler_cv``) is taken from what the collective's least time leaves. Vectorised over
+shapes (numpy).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib import resources
 
 import numpy as np
+
+from cmdare.planner.speed.collectives import allreduce_parts
 
 __all__ = [
     "SyncParams",
     "SyncTerms",
-    "ring_parts",
-    "ring_seconds",
     "sync_step",
     "calibrate",
     "DDP_BUCKET_BYTES",
+    "SYNC_MODES",
+    "STRAGGLER_CV",
 ]
 
 DDP_BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket_cap_mb = 25
 BACKWARD_SHARE = 2.0 / 3.0  # backward ≈ 2 × forward FLOPs (the usual count: 2 matmuls per weight)
+SYNC_MODES = ("ddp", "fsdp", "zero1", "zero2")
+FSDP_TRAFFIC = 1.5  # ZeRO-3: all-gather (fwd) + all-gather (bwd) + reduce-scatter = 3 × (N−1)/N × S
+# Half-width of one GPU's step-time jitter relative to its mean: set on the fit half of the published scaling
+# results (benchmarks/allreduce_public.py --fit writes planner/data/sync_validation.json; the held-out half is
+# reported there, never used to set it)
+STRAGGLER_CV = float(json.loads(resources.files("cmdare.planner").joinpath("data/sync_validation.json")
+                                .read_text("utf-8"))["straggler_cv"])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -53,6 +74,9 @@ class SyncParams:
     compression: float = 1.0  # gradient compression ratio (1 = none)
     compute_scale: float = 1.0
     comm_scale: float = 1.0
+    mode: str = "ddp"  # ddp | fsdp (ZeRO-3) | zero1 | zero2
+    straggler_cv: float = STRAGGLER_CV
+    hop_s: float | None = None  # a per-step NIC latency to use instead of the published one (``hop_us``)
 
 
 @dataclass(frozen=True)
@@ -64,8 +88,10 @@ class SyncTerms:
     exposed: np.ndarray  # the part backward does not hide
     step: np.ndarray
     buckets: np.ndarray
-    link: np.ndarray  # "nic" | "intra" | "none": the ring's bottleneck
+    link: np.ndarray  # "nic" | "intra" | "none": the collective's bottleneck
     latency: np.ndarray  # the hop-latency part of ``allreduce`` (not scaled by ``comm_scale``)
+    straggler: np.ndarray | None = None  # seconds waiting for the slowest GPU
+    algorithm: np.ndarray | None = None  # "ring" | "tree" | "none"
 
     @property
     def steps_per_sec(self) -> np.ndarray:
@@ -73,27 +99,10 @@ class SyncTerms:
 
     @property
     def comm_share(self) -> np.ndarray:
-        """Exposed all-reduce's share of the step."""
-        return self.exposed / self.step
-
-
-def ring_parts(
-    grad_bytes: np.ndarray, n_gpus: np.ndarray, gbps: np.ndarray, hop_s: np.ndarray, buckets: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(wire, latency) seconds of a ring all-reduce of ``grad_bytes`` over ``n_gpus`` through links of
-    ``gbps`` (per direction): ``2(N−1)/N × S`` bytes each way, and ``2(N−1)`` hops per bucket."""
-    n = np.maximum(np.asarray(n_gpus, dtype=float), 1.0)
-    share = 2.0 * (n - 1.0) / n
-    wire = share * np.asarray(grad_bytes, dtype=float) * 8.0 / (np.asarray(gbps, dtype=float) * 1e9)
-    return wire, np.asarray(buckets, dtype=float) * 2.0 * (n - 1.0) * np.asarray(hop_s, dtype=float)
-
-
-def ring_seconds(
-    grad_bytes: np.ndarray, n_gpus: np.ndarray, gbps: np.ndarray, hop_s: np.ndarray, buckets: np.ndarray
-) -> np.ndarray:
-    """Ring all-reduce seconds (wire + latency, :func:`ring_parts`); 0 for one GPU."""
-    wire, lat = ring_parts(grad_bytes, n_gpus, gbps, hop_s, buckets)
-    return wire + lat
+        """The share of the step a rank spends in the all-reduce call (the exposed collective and the wait for
+        the slowest rank, as ``cmdare_allreduce_seconds`` measures it)."""
+        wait = self.straggler if self.straggler is not None else 0.0
+        return (self.exposed + wait) / self.step
 
 
 def exposed_seconds(
@@ -116,7 +125,8 @@ def sync_step(
     nic_latency_s: np.ndarray,
     p: SyncParams = SyncParams(),
 ) -> SyncTerms:
-    """Step terms of synchronous shapes (arrays broadcast together)."""
+    """Step terms of synchronous shapes (arrays broadcast together). ``intra_gbps``/``nic_gbps`` are the links'
+    achieved bus bandwidths and the latencies per collective step (:class:`NodeLinks` ``intra_bus_gbps`` …)."""
     nodes = np.asarray(nodes, dtype=float)
     g = np.asarray(gpus_per_node, dtype=float)
     n = nodes * g
@@ -124,29 +134,47 @@ def sync_step(
     grad = raw / max(p.compression, 1e-9)
     # DDP buckets the uncompressed gradient tensors; a compression hook shrinks each bucket's bytes
     buckets = np.broadcast_to(float(max(1, math.ceil(raw / p.bucket_bytes))), n.shape)
-    multi = nodes > 1
-    gbps = np.where(multi, np.minimum(nic_gbps, intra_gbps), intra_gbps)
-    hop = np.where(multi, nic_latency_s, intra_latency_s)
+    hop_nic = np.asarray(nic_latency_s, dtype=float) if p.hop_s is None else np.full(n.shape, p.hop_s)
+    traffic = FSDP_TRAFFIC if p.mode == "fsdp" else 1.0
     compute = np.asarray(compute_s, dtype=float) * p.compute_scale
-    wire, lat = ring_parts(grad, n, gbps, hop, buckets)
+    wire, lat, algo = allreduce_parts(grad, nodes, g, intra_gbps, nic_gbps, intra_latency_s, hop_nic, buckets,
+                                      traffic)  # fmt: skip
     ar = np.where(n > 1, wire * p.comm_scale + lat, 0.0)
-    exposed = exposed_seconds(ar, compute, buckets, p.backward_share)
+    share = 1.0 if p.mode == "fsdp" else p.backward_share
+    exposed = exposed_seconds(ar, compute, buckets, share)
+    nn = np.maximum(n, 1.0)
+    straggler = compute * p.straggler_cv * (nn - 1.0) / (nn + 1.0)
+    multi = nodes > 1
     link = np.where(n <= 1, "none", np.where(multi & (np.asarray(nic_gbps) < intra_gbps), "nic", "intra"))
-    return SyncTerms(compute, ar, exposed, compute + exposed, buckets, link, np.where(n > 1, lat, 0.0))
+    return SyncTerms(compute, ar, exposed, compute + straggler + exposed, buckets, link, np.where(n > 1, lat, 0.0),
+                     straggler, algo)  # fmt: skip
 
 
 def calibrate(
     measured_compute: float, measured_exposed: float, predicted: SyncTerms, p: SyncParams
 ) -> SyncParams:
     """``p`` with the scales that make ``predicted`` (the live job's own shape, one row, uncalibrated)
-    reproduce the measured compute and exposed all-reduce seconds per step."""
+    reproduce the measured compute and exposed all-reduce seconds per step (the latter = the wait for the
+    slowest rank + the exposed collective: ``straggler + exposed``)."""
     c0, k = float(predicted.compute[0]), float(predicted.buckets[0])
+    straggle0 = float(predicted.straggler[0]) if predicted.straggler is not None else 0.0
     lat0 = float(predicted.latency[0])
     wire0 = float(predicted.allreduce[0]) - lat0
+    share = 1.0 if p.mode == "fsdp" else p.backward_share
+    cv = p.straggler_cv
+    if c0 > 0 and straggle0 > 0 and measured_compute > 0:
+        # a rank's measured all-reduce time includes its wait for the slowest rank (not the links'): the
+        # model's wait at the measured compute, at most what the collective's least exposed time leaves
+        wait = measured_compute * straggle0 / c0
+        least = float(exposed_seconds(np.array([lat0 + 1e-3 * wire0]), np.array([measured_compute]),
+                                      np.array([k]), share)[0])  # fmt: skip
+        room = max(measured_exposed - least, 0.0)
+        cv = p.straggler_cv * min(1.0, room / wait)
+        measured_exposed -= min(wait, room)
     compute_scale = measured_compute / c0 if c0 > 0 and measured_compute > 0 else 1.0
     comm_scale = 1.0
     if wire0 > 0 and measured_exposed >= 0:
-        overlap = p.backward_share * measured_compute * (1.0 - 1.0 / max(k, 1.0))
+        overlap = share * measured_compute * (1.0 - 1.0 / max(k, 1.0))
         # exposed(x) = max(x − overlap, x / k) is increasing in x: invert it at the measurement
         x = (
             measured_exposed + overlap
@@ -154,6 +182,4 @@ def calibrate(
             else measured_exposed * k
         )
         comm_scale = max(x - lat0, 1e-3 * wire0) / wire0  # the achieved bandwidth; hop latency as given
-    return SyncParams(
-        p.bucket_bytes, p.backward_share, p.bytes_per_param, p.compression, compute_scale, comm_scale
-    )
+    return replace(p, compute_scale=compute_scale, comm_scale=comm_scale, straggler_cv=cv)

@@ -1,6 +1,9 @@
 """Link figures for synchronous all-reduce: GPU-to-GPU inside a node (PCIe, NVLink) and the VM's NIC
 between nodes (GCP's per-vCPU egress and its caps by tier), from ``planner/data/interconnect.csv``
-(every row names its public source; hop latencies are assumptions and say so).
+(every row names its public source), with the share of each line rate an all-reduce achieves and the latency
+of one collective step from published collective benchmarks (``collectives.csv``,
+:mod:`cmdare.planner.speed.collectives`). GCP's VMs reach each other over TCP (``tcp``); a cluster with
+InfiniBand/RoCE/EFA is ``rdma``.
 
 A node of ``g`` GPUs is the GPU's usual GCP host (``gpus.csv`` ``host_shape``) scaled ``g`` times: its
 vCPUs, hence its per-vCPU egress, grow with ``g`` up to the tier's cap. Units: Gbit/s per direction, s.
@@ -14,6 +17,7 @@ import io
 from dataclasses import dataclass
 from importlib import resources
 
+from cmdare.planner.speed.collectives import bus_fraction, hop_seconds
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 
 __all__ = ["Link", "NodeLinks", "links", "node_links", "tiers_of", "NIC_TIERS", "NODE_SIZES"]
@@ -64,13 +68,26 @@ class Link:
 
 @dataclass(frozen=True)
 class NodeLinks:
-    """The links of one node of ``gpus_per_node`` GPUs of one type."""
+    """The links of one node of ``gpus_per_node`` GPUs of one type: line rates (Gbit/s each way), and the
+    achieved all-reduce bus bandwidth and per-step latency of each (``collectives.csv``)."""
 
     intra_gbps: float
     intra_latency_s: float
     nic_gbps: float
     nic_latency_s: float
     tier: str  # the cap's row name (n1-cap, gvnic-100, a3-high)
+    intra_kind: str = "pcie"  # nvlink | pcie
+    transport: str = "tcp"  # tcp | rdma
+
+    @property
+    def intra_bus_gbps(self) -> float:
+        """The intra-node link's achieved all-reduce bus bandwidth."""
+        return self.intra_gbps * bus_fraction(self.intra_kind)
+
+    @property
+    def nic_bus_gbps(self) -> float:
+        """The NIC's achieved all-reduce bus bandwidth."""
+        return self.nic_gbps * bus_fraction(self.transport)
 
 
 @functools.cache
@@ -94,12 +111,15 @@ def tiers_of(gpu: str) -> tuple[str, ...]:
 
 
 def node_links(
-    gpu: str, gpus_per_node: int, tier: str = "default", nic_gbps: float | None = None
+    gpu: str, gpus_per_node: int, tier: str = "default", nic_gbps: float | None = None, transport: str = "tcp"
 ) -> NodeLinks:
     """The links of a node with ``gpus_per_node`` GPUs: the GPU's intra-node link, and its NIC: per-vCPU
     egress of ``gpus_per_node`` × the usual host's share per GPU (``gpus.csv``) up to the tier's cap, unless ``nic_gbps``
     (a measured or chosen NIC rate) is given. A name the GPU catalog does not know (a CPU job) gets the links
-    of a one-GPU N1 node (PCIe, n1-standard-8's 16 Gbit/s): the live calibration rescales them anyway."""
+    of a one-GPU N1 node (PCIe, n1-standard-8's 16 Gbit/s): the live calibration rescales them anyway.
+    Latencies are the published per-step figures of the link kinds (``collectives.csv``), not the line table's."""
+    if transport not in ("tcp", "rdma"):
+        raise ValueError(f"transport={transport!r} must be tcp or rdma")
     table = links()
     try:
         spec = get_gpu(gpu)
@@ -110,4 +130,7 @@ def node_links(
     cap = table[caps[min(NIC_TIERS.index(tier), len(caps) - 1)]] if tier in NIC_TIERS else table[caps[0]]
     per_gpu = spec.host_nic_gbps / max(1, spec.host_gpus)
     nic = nic_gbps if nic_gbps else min(per_gpu * max(1, gpus_per_node), cap.gbps)
-    return NodeLinks(intra.gbps, intra.latency_s, float(nic), cap.latency_s, cap.name)
+    kind = "nvlink" if intra.name.startswith("nvlink") else "pcie"
+    return NodeLinks(
+        intra.gbps, hop_seconds(kind), float(nic), hop_seconds(transport), cap.name, kind, transport
+    )

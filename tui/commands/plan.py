@@ -26,10 +26,11 @@ JSON_KEYS = (
     "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
     "extrapolation", "current", "delta",
 )  # fmt: skip
-SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy")  # added for [parallel] mode = "sync"
+SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy", "memory")  # [parallel] mode = sync | fsdp
 SYNC_NOTE = (
     "sync: steps/s of each shape's own global batch (its GPUs × batch); time and cost train the same examples; "
-    "P10–P90 bands are those of the compute term, the all-reduce rests on link figures (not measured)"
+    "P10–P90 bands cover the compute term and the scaling (residuals of published multi-GPU results); links at "
+    "their published achieved bus bandwidth (not measured here); shapes the model does not fit are not ranked"
 )
 #: Text columns, each with its unit: P(≥1 revocation) is the chance of at least one revocation in the run.
 TEXT_HEADER = ("#", "gpu", "wrk", "ps", "region", "prov", "steps/s", "h p50", "h p90", "$ p50", "P(≥1 rev)",
@@ -224,6 +225,8 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> st
     lines += [f"† {region}: {words}" for region, words in moves.items()]
     if sync:
         lines.append(SYNC_NOTE)
+        if getattr(table, "memory_note", ""):
+            lines.append(f"memory: {table.memory_note}")
     if rows and all(r["region"] != cur["region"] for r in rows):
         lines.append(_best_at_home(table))
     return "\n".join(lines)

@@ -22,16 +22,41 @@ HELP = """\
 Predict the training speed of the cluster shape on each row of a CSV file (UTF-8).
 
 input columns (header row required; other columns are kept as they are):
-  model        a free name (may be empty)
-  model_flops  the network's FLOPs per training step, as CM-DARE counts them (> 0)
+  model        a free name (may be empty); the study's CIFAR networks are recognised by name
+  model_flops  FLOPs per training step (> 0): as CM-DARE counts them for a PS row or a study network; for
+               any other network in a synchronous row, one GPU's forward + backward FLOPs on its batch
   params       parameter count (> 0)
-  batch_size   examples per step on each worker (integer >= 1)
-  gpu          a GPU type (K80, P100, V100, T4, ...) or a mix such as V100:1+P100:1+K80:2
-  workers      worker count (equals the mix's total when gpu is a mix)
-  ps           parameter-server count (integer >= 1)
+  batch_size   examples per step on each worker/GPU (integer >= 1)
+  gpu          a GPU type (K80, P100, V100, T4, ...); for a PS row also a mix such as V100:1+P100:1+K80:2
+  workers      PS rows: worker count (the mix's total when gpu is a mix); synchronous rows: GPUs in all
+  ps           parameter-server count (integer >= 1; 0 for a synchronous row)
+  tensors      optional: parameter tensors (else the catalogue's count or the study's CIFAR rule)
+synchronous rows (optional columns; a row with mode empty or ps is a PS row):
+  mode           sync (DDP / Horovod all-reduce) | fsdp (ZeRO-3) | zero1 | zero2 | ps
+  gpus_per_node  GPUs a node (default 1; workers must be a multiple)
+  nic_gbps       the node's NIC line rate, Gbit/s (default: the GPU's usual GCP node)
+  transport      tcp (default, GCP's VMs) | rdma (InfiniBand / RoCE / EFA)
+  precision      fp32 (default) | tf32 | fp16 | bf16 (amp)
+  bucket_mb      gradient bucket, MB (default 25, DDP's; Horovod's fusion buffer is 64)
+  hop_us         per-step NIC latency, microseconds (default: the published figure of the transport)
+  activation_gb  per-GPU activation peak, GB (default: a transformer estimate)
+  recompute      1 = activation recomputation (for that estimate)
+  measured_step_s  one GPU's measured seconds a step (a one-GPU run): the compute term, with no band of its own
 
 output: every input column, then
-  steps_per_sec, examples_per_sec, bottleneck (gpu | ps | network), ps_utilization (0-1)
+  steps_per_sec                       expected global steps/s
+  steps_per_sec_p10, steps_per_sec_p90  its P10-P90 band
+  extrapolation                       none | network | gpu | ps | workers (outside the measured domain);
+                                      allreduce (a sync row of a study network) | network (FLOPs-based)
+  examples_per_sec                    steps/s x batch (x GPUs for a synchronous row)
+  bottleneck                          compute | ps | network | interconnect | memory (does not fit)
+  ps_utilization                      0-1 (empty for a synchronous row)
+files with a mode column also get:
+  allreduce_share  a rank's share of the step in the all-reduce call (collective + wait for the slowest)
+  compute_s        one GPU's compute seconds a step
+  algorithm        ring | tree | none (the collective NCCL would pick)
+  memory_gb        per-GPU memory needed (model states + activations)
+  memory           "fits: needs X GB a GPU, has Y" or "does not fit: ..." (then no speed is given)
 
 example: cmdare-tui predict --input examples/predict.csv
 """

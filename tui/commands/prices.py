@@ -49,8 +49,12 @@ def register(subparsers: Any) -> None:
 
 
 def _check_endpoint(url: str) -> str:
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        parsed = urlparse(url)
+        host = parsed.hostname  # an unclosed IPv6 bracket raises (in one of the two)
+    except ValueError:
+        raise UsageError(f"--billing-endpoint must be an http(s) URL with a host, not {url!r}") from None
+    if parsed.scheme not in ("http", "https") or not host:
         raise UsageError(f"--billing-endpoint must be an http(s) URL with a host, not {url!r}")
     try:
         parsed.port  # noqa: B018 - raises ValueError on a bad port

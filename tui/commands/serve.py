@@ -2,8 +2,8 @@
 
 Safe by default: bound to 127.0.0.1 (another address needs ``--allow-remote`` and prints a warning),
 read-only unless ``--writable``, WebSockets only from the page's own origin (``--allow-origin`` adds
-others), at most ``--max-sessions`` app processes, each ended when its browser goes
-(:mod:`cmdare.tui.commands.serve_server`).
+others), at most ``--max-sessions`` app processes, each ended when its browser goes, each with a terminal of
+at most 500 × 200 cells (:mod:`cmdare.tui.commands.serve_server`).
 
 No secret goes on a command line (visible to every user in ``ps``): a flag whose value holds a
 credential (a URL with ``user:password@`` or a token in its query) reaches each session through the
@@ -17,7 +17,9 @@ import argparse
 import json
 import os
 import shlex
+import socket
 import sys
+from urllib.parse import urlsplit
 
 from cmdare.tui.commands import UsageError
 from cmdare.tui.source_flags import add_source_args, check_some_source
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if secret:
         os.environ[SESSION_ENV] = json.dumps(secret)  # inherited by each session, never on its command line
-    from cmdare.tui.commands.serve_server import SafeServer, is_loopback
+    from cmdare.tui.commands.serve_server import MAX_COLUMNS, MAX_ROWS, SafeServer, is_loopback
 
     mode = "read-only" if "--read-only" in command else "WRITABLE"
     shown = f"[{args.host}]" if ":" in args.host else args.host
@@ -127,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"cmdare-tui serve: WARNING: listening on {args.host}, not loopback: anyone who can reach this "
               f"machine's port {args.port} sees the app ({mode}) and your cluster's data. Prefer the default "
               "127.0.0.1 with an SSH tunnel (ssh -L).", file=sys.stderr)  # fmt: skip
-    print(f"cmdare-tui serve: http://{shown}:{args.port} ({mode}; at most {args.max_sessions} sessions); "
+    print(f"cmdare-tui serve: http://{shown}:{args.port} ({mode}; at most {args.max_sessions} sessions, "
+          f"each a terminal of at most {MAX_COLUMNS}×{MAX_ROWS}); "
           "Ctrl+C stops", file=sys.stderr)  # fmt: skip
     SafeServer(command, host=args.host, port=args.port, title="cmdare-tui", max_sessions=args.max_sessions,
                allowed_origins=tuple(args.allow_origin)).serve()  # fmt: skip
@@ -145,11 +148,35 @@ def _check(args: argparse.Namespace) -> None:
     if not is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"--host {args.host} is not loopback: anyone who reaches it sees the app; "
                          "add --allow-remote to confirm (or use an SSH tunnel to 127.0.0.1)")  # fmt: skip
+    if args.record:
+        raise UsageError("serve does not record (--record, or record in the config's [sources]): each browser "
+                         "session is an app of its own; record in a terminal (cmdare-tui --record FILE) and serve "
+                         "the recording (serve --replay FILE)")  # fmt: skip
     for origin in args.allow_origin:
         try:
             url(origin)
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"--allow-origin: {exc}") from None
+        if urlsplit(origin).path not in ("", "/") or urlsplit(origin).query:
+            raise UsageError(f"--allow-origin: an origin is scheme://host[:port], without a path: {origin!r}")
+    _check_listen(args.host, args.port, bind=not args.dry_run)
+
+
+def _check_listen(host: str, port: int, *, bind: bool) -> None:
+    """``host`` resolves and (``bind``) ``host:port`` can be listened on, as the server will (address reuse on);
+    else one line (UsageError). Checked before the server says where it listens."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise UsageError(f"--host {host!r} does not resolve to an address ({reason})") from None
+    for family, kind, proto, _, address in addresses if bind else ():
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise UsageError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
 
 
 def session_argv(argv: list[str], env: dict[str, str] | None = None) -> list[str]:

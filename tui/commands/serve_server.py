@@ -8,6 +8,12 @@ What the stock server does not do, and this subclass does:
 - **Session cap**: at most ``max_sessions`` app processes; more get HTTP 503.
 - **URLs that work** when bound to 0.0.0.0: the page's URLs are built from the request's own host.
 - **No directory index** of the static files.
+- **Its own page** (``serve_page.html``): everything it loads (script, styles, the terminal's font) comes from
+  this server; no outside host is asked for anything.
+- **Every message textual.js sends is understood**, the one-item ``["focus"]`` and ``["blur"]`` included (a
+  click or a tab switch must not end the session); a message that is not a JSON list naming its kind ends it.
+- **A capped terminal**: whatever size the page asks for (at connect or in a resize), the app is given at most
+  :data:`MAX_COLUMNS` × :data:`MAX_ROWS` cells (a page asking for 20,000 × 20,000 grew a session past 1.7 GB).
 - **Every session process ends** when its socket closes, however the client left: quit is asked
   for, then SIGTERM, then SIGKILL after ``grace`` seconds; the command runs under ``exec`` so the
   process ended is the app itself, not a shell; at shutdown every live session is ended the same way.
@@ -19,10 +25,9 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from typing import Any
+from pathlib import Path
 from urllib.parse import urlsplit
 
-import aiohttp_jinja2
 import jinja2
 from aiohttp import WSMsgType, web
 from textual_serve.app_service import AppService
@@ -31,6 +36,21 @@ from textual_serve.server import Server, to_int
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+PAGE = Path(__file__).with_name("serve_page.html")
+# The largest terminal a browser session gets: a 4K screen at a 12 px font is ~400 × 110 cells. Past this
+# the page's size is cut (an app's screen buffers grow with its cells).
+MAX_COLUMNS = 500
+MAX_ROWS = 200
+
+
+def terminal_size(width: object, height: object) -> tuple[int, int] | None:
+    """The size a session's app is given for a page's ``width`` × ``height`` (cells): each cut to 1 –
+    :data:`MAX_COLUMNS` / :data:`MAX_ROWS`; ``None`` when either is not a whole number."""
+    if isinstance(width, bool) or isinstance(height, bool):
+        return None
+    if not isinstance(width, int) or not isinstance(height, int):
+        return None
+    return min(max(width, 1), MAX_COLUMNS), min(max(height, 1), MAX_ROWS)
 
 
 def is_loopback(host: str) -> bool:
@@ -54,6 +74,7 @@ class SafeServer(Server):
         self.allowed_origins = {o.rstrip("/").lower() for o in allowed_origins}
         self.grace = grace
         self.sessions: set[AppService] = set()
+        self.page = jinja2.Environment(autoescape=True).from_string(PAGE.read_text(encoding="utf-8"))
 
     # --- checks ---------------------------------------------------------------------------------
     def host_ok(self, request: web.Request) -> bool:
@@ -75,7 +96,6 @@ class SafeServer(Server):
     # --- routes ---------------------------------------------------------------------------------
     async def _make_app(self) -> web.Application:
         app = web.Application()
-        aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
         app.add_routes([
             web.get("/", self.handle_index, name="index"),
             web.get("/ws", self.handle_websocket, name="websocket"),
@@ -100,13 +120,13 @@ class SafeServer(Server):
             raise web.HTTPForbidden(text="unexpected Host header")
         base = f"{request.scheme}://{request.host}"  # works when bound to 0.0.0.0
         ws = ("wss" if request.scheme == "https" else "ws") + base[base.index(":") :]
-        context: dict[str, Any] = {
-            "font_size": to_int(request.query.get("fontsize", "16"), 16),
-            "app_websocket_url": f"{ws}/ws",
-            "config": {"static": {"url": f"{base}/static/"}},
-            "application": {"name": self.title},
-        }
-        return aiohttp_jinja2.render_template("app_index.html", request, context)
+        html = self.page.render(
+            title=self.title,
+            font_size=min(max(to_int(request.query.get("fontsize", "16"), 16), 6), 64),
+            websocket_url=f"{ws}/ws",
+            static_url=f"{base}/static/",
+        )
+        return web.Response(text=html, content_type="text/html")
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         if not self.origin_ok(request):
@@ -122,8 +142,9 @@ class SafeServer(Server):
         self.sessions.add(service)
         try:
             await websocket.prepare(request)
-            await service.start(to_int(request.query.get("width", "80"), 80),
-                                to_int(request.query.get("height", "24"), 24))  # fmt: skip
+            size = terminal_size(to_int(request.query.get("width", "80"), 80),
+                                 to_int(request.query.get("height", "24"), 24)) or (80, 24)  # fmt: skip
+            await service.start(*size)
             await self._pump(websocket, service)
         except asyncio.CancelledError:
             pass
@@ -142,19 +163,23 @@ class SafeServer(Server):
                 await websocket.close()
 
     async def _pump(self, websocket: web.WebSocketResponse, service: AppService) -> None:
-        """Browser messages to the app; a malformed message ends the session."""
+        """Browser messages to the app. Each is a JSON list ``[kind, data?]``: ``["focus"]`` and ``["blur"]``
+        come without data; a kind this server does not know is ignored; a message that is not such a list
+        ends the session (no page of this server sends one)."""
         async for message in websocket:
             if message.type != WSMsgType.TEXT:
                 continue
             envelope = message.json()
-            if not isinstance(envelope, list) or len(envelope) < 2:
+            if not isinstance(envelope, list) or not envelope or not isinstance(envelope[0], str):
                 raise ValueError("malformed message")
-            kind, data = envelope[0], envelope[1]
+            kind, data = envelope[0], envelope[1] if len(envelope) > 1 else None
             if kind == "stdin" and isinstance(data, str):
                 await service.send_bytes(data.encode("utf-8"))
             elif kind == "resize" and isinstance(data, dict):
-                await service.set_terminal_size(int(data["width"]), int(data["height"]))
-            elif kind == "ping":
+                size = terminal_size(data.get("width"), data.get("height"))
+                if size is not None:
+                    await service.set_terminal_size(*size)
+            elif kind == "ping" and isinstance(data, str):
                 await websocket.send_json(["pong", data])
             elif kind == "blur":
                 await service.blur()

@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from cmdare.planner.live_sync import is_sync, measured_split
+from cmdare.planner.live_sync import is_sync, measured_split, refusal_note
 from cmdare.planner.overview import JobView, TrainingFigures
 from cmdare.tui.format import duration, money, num, rate
 from cmdare.tui.session import MonitorState
@@ -82,10 +82,15 @@ def summary_grid(
     if pred is not None:
         grid.add_row("Predicted", _cell(rate(pred.steps_per_sec), f"model, {pred.bottleneck}-bound"))
     split = measured_split(job) if is_sync(job) else None
+    refused = refusal_note(job) if is_sync(job) else None  # figures longer than the ranks' own steps
     if split is not None:  # synchronous all-reduce: how much of a step waits for the gradients
+        more = f"; {split.refused} rank(s) refused" if split.refused else ""
         grid.add_row(
-            "All-reduce", _cell(f"{split.share:.0%} of a step", f"measured, median of {split.ranks} ranks")
+            "All-reduce",
+            _cell(f"{split.share:.0%} of a step", f"measured, median of {split.ranks} ranks{more}"),
         )
+    elif refused:
+        grid.add_row("All-reduce", _cell("–", refused))
     if not _is_pipeline(job) or job.examples_per_sec:  # a pipeline (LM) job counts no images: hidden
         grid.add_row("Images/s" if not _is_pipeline(job) else "Examples/s", _examples_cell(job))
     tr = job.training

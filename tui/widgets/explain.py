@@ -30,11 +30,12 @@ class _Grid(Table):
 
 def band_scope(extrapolation: str) -> str:
     """What a band's ``extrapolation`` says after its P10–P90: nothing inside the measured domain; for a sync
-    row ("allreduce") that the band is the compute term's and the all-reduce rests on link figures."""
+    row ("allreduce") that the band covers compute and scaling (published residuals, the job's calibration)."""
     if extrapolation == "none":
         return ""
     if extrapolation == "allreduce":
-        return ", the compute term's band (the all-reduce rests on link figures, scaled by the job's calibration)"
+        return (", compute and scaling band (published scaling residuals; links at published achieved bandwidth, "
+                "scaled by the job's calibration)")  # fmt: skip
     return f", beyond the measured domain: {extrapolation}"
 
 

@@ -4,18 +4,25 @@ quote remote text, which is never parsed as markup."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 
+from cmdare.collectors.untrusted import clean_text
+
 BADGE = "reverse bold"
+REC_NAME_WIDTH = 28  # the top line keeps room for the poll count and the sources at 80 columns
 
 
 def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str | None,
-                state: Any | None, refresh: float, paused: bool = False) -> Text:  # fmt: skip
-    """The line for these facts (``replay``: a ReplaySource or None; ``state``: a MonitorState;
-    ``paused``: live polling paused)."""
+                state: Any | None, refresh: float, recording: Path | None = None,
+                paused: bool = False) -> Text:  # fmt: skip
+    """The line for these facts (``replay``: a ReplaySource or None; ``state``: a MonitorState; ``recording``:
+    the file ``--record`` writes to, while it does; ``paused``: live polling paused)."""
     line = Text()
+    if recording is not None:
+        line.append(" ● REC ", "reverse bold red").append(f" {recording_name(recording)} · ")
     if paused:
         line.append(" PAUSED ", "reverse bold yellow").append(" ")
     if read_only:
@@ -35,6 +42,16 @@ def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str
     if demo:
         line.append(" simulated cluster on loopback, calibrated from CM-DARE measurements")
     return line
+
+
+def recording_name(path: Path, width: int = REC_NAME_WIDTH) -> str:
+    """The recording's file name as the top line shows it: cleaned, and cut in the middle past ``width``
+    characters (its end, the distinguishing part of ``run-2026-12-03.sqlite``, stays)."""
+    name = clean_text(path.name, 1000)
+    if len(name) <= width:
+        return name
+    tail = (width - 1) * 2 // 3
+    return name[: width - 1 - tail] + "…" + name[-tail:]
 
 
 def replay_note(replay: Any) -> str:
