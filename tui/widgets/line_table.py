@@ -36,7 +36,7 @@ from cmdare.tui.widgets.table_rows import Row, plain, same_values, shown_cells
 EMPTY_CELL = Text(no_wrap=True, end="")  # what DataTable draws for an empty cell
 HEADER = -1  # the header's row index (as in DataTable's segment metadata)
 NULL = Style()
-FIT_ALL = 1_000  # up to this many rows, columns fit every row's cells; beyond, the rows on screen
+FIT_ALL = 500  # up to this many rows, columns fit every row's cells; beyond, the rows on screen
 
 
 class _Drawn(NamedTuple):
