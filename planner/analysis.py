@@ -99,7 +99,7 @@ class Analysis:
                 prediction=inputs.predicted.get(j.name),
                 band=self._band(j, outlooks.get(j.name)),
                 outlook=tuple(outlooks.get(j.name, ())),
-                plan=self.live_plans.get(j.name),
+                plan=self.live.stalled_plan(j) if j.stalled else self.live_plans.get(j.name),
                 pipeline=PipelineView(tuple(pipes[j.name][0]), frozen_map(pipes[j.name][1]))
                 if j.name in pipes
                 else None,

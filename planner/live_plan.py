@@ -21,13 +21,15 @@ from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.ranking_notes import price_date_label
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.shapes import ShapeTable, UnpricedShapeError, rank_shapes
-from cmdare.planner.risk_cost.workload import Allowed, Options, Shape, Target, Workload
+from cmdare.planner.risk_cost.workload import ASSUMED_REGION, Allowed, Options, Shape, Target, Workload
 from cmdare.planner.speed.calibration import Calibration
 from cmdare.planner.speed.speed_model import SpeedModel
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PS = 4
+STALLED_NOTE = "the job is stalled (no task up): no new plans until a task answers again"
+FINISHED_NOTE = "the job finished (target step reached, no task up): nothing left to plan"
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def workload_for_job(
         return None, "no target step count (cmdare_job_info target_steps or config) to plan time and cost for"
     remaining = max(1, int(job.facts.target_steps - (job.global_step or 0)))
     workers = [n for n in job.nodes if n.role in ("worker", "chief")]
-    region = _dominant(Counter(n.region for n in workers if n.region)) or "us-central1"
+    region = _dominant(Counter(n.region for n in workers if n.region)) or ASSUMED_REGION
     prov = _dominant(Counter(n.provisioning for n in workers if n.provisioning)) or "standard"
     gpu, count = max(shape.gpus, key=lambda g: g[1])
     book_gpus = set(price_book.gpus())
@@ -186,7 +188,17 @@ class LivePlanner:
         cache.key, cache.ranked_at = key, now
         return cache.plan
 
+    def stalled_plan(self, job: JobView) -> LivePlan:
+        """What the planner says of a stalled job (no task up): no ranking, and why."""
+        return LivePlan(job.name, None, None, 0, None, 1.0, 1.0, getattr(self.price_book, "source", "?"),
+                        getattr(self.price_book, "as_of", "?"), FINISHED_NOTE if job.finished else STALLED_NOTE,
+                        price_date_label(self.price_book))  # fmt: skip
+
     def update(self, job: JobView, now: float) -> LivePlan:
+        """The job's plan: ranked again when what it rests on changed (none while the job is stalled)."""
+        if job.stalled:  # a dead job's rate is a past figure: nothing to calibrate or rank on
+            self._jobs.pop(job.name, None)  # ranked afresh (calibrated anew) once a task answers again
+            return self.stalled_plan(job)
         cache = self._jobs.setdefault(job.name, _JobCache())
         if is_sync(job):
             return self._update_sync(job, cache, now)

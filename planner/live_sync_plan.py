@@ -21,7 +21,15 @@ from cmdare.planner.live_sync import (
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_shapes import SyncShapeTable, compute_seconds, rank_sync_shapes
-from cmdare.planner.risk_cost.workload import Allowed, Options, Parallel, Shape, Target, Workload
+from cmdare.planner.risk_cost.workload import (
+    ASSUMED_REGION,
+    Allowed,
+    Options,
+    Parallel,
+    Shape,
+    Target,
+    Workload,
+)
 from cmdare.planner.speed.allreduce import SyncParams
 from cmdare.planner.speed.speed_model import SpeedModel
 
@@ -51,7 +59,7 @@ def sync_workload_for_job(
     if not f.target_steps:
         return None, shape, "no target step count (cmdare_job_info target_steps) to plan time and cost for"
     rs = ranks(job, up_only=False)
-    region = _dominant([n.region for n in rs], "us-central1")
+    region = _dominant([n.region for n in rs], ASSUMED_REGION)
     prov = _dominant([n.provisioning for n in rs], "standard")
     gpus = tuple(sorted(set(price_book.gpus()) | {shape.gpu}))  # type: ignore[attr-defined]
     regions = tuple(sorted(set(price_book.regions()) | {region}))  # type: ignore[attr-defined]

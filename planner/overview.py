@@ -124,6 +124,19 @@ class JobView:
     sync: str = ""  # async-ps | sync-allreduce | pipeline ("" = one worker, or nothing measured yet)
     sync_how: str = ""  # declared | inferred
     rate_basis: str = ""  # where steps/s and examples/s come from when not the tasks' own samples
+    stalled_since: float | None = None  # no task up: when a task last answered (steps/s, ETA then None)
+    last_steps_per_sec: float | None = None  # a stalled job's last measured steps/s (a past figure)
+
+    @property
+    def stalled(self) -> bool:
+        """Whether the job has answered before and no task of it is up now (it is not training)."""
+        return self.stalled_since is not None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the job is stalled with its target step reached (it ended, rather than died)."""
+        target = self.facts.target_steps
+        return self.stalled and bool(target) and (self.global_step or 0) >= target
 
     def memo(self, name: str, compute: Callable[[JobView], T]) -> T:
         """``compute(self)``, once per view: the rules, the planner and the panes ask the same things of
@@ -204,12 +217,15 @@ class JobView:
             "model": self.facts.model.name,
             "steps_per_sec": _finite(self.steps_per_sec),
             "examples_per_sec": _finite(self.examples_per_sec),
-            "global_step": _finite(self.global_step),
+            "global_step": _step(self.global_step),
             "target_steps": self.facts.target_steps or None,
             "eta_seconds": _finite(self.eta_seconds),
             "sync": self.sync,
             "sync_how": self.sync_how,
-            "rate_basis": self.rate_basis,
+            "rate_basis": self.rate_basis or None,
+            "stalled_since": self.stalled_since,
+            "finished": self.finished,
+            "last_steps_per_sec": _finite(self.last_steps_per_sec),
             "nodes": [n.to_json(now) for n in self.nodes],
             "training": None
             if self.training is None
@@ -219,6 +235,12 @@ class JobView:
                 "logged_examples_per_sec": _finite(self.training.examples_per_sec),
             },
         }
+
+
+def _step(x: float | None) -> int | None:
+    """A step count as the integer it is (the store keeps floats), None when unknown."""
+    x = _finite(x)
+    return None if x is None else round(x)
 
 
 def _net(ts: TaskSeries, host: TaskSeries | None, window: float) -> tuple[float | None, float | None]:
@@ -524,12 +546,21 @@ def _job_view(
     gstep = _last_finite(js.tail("global_step", 1))
     ex = _last_finite(js.tail("examples_per_sec", 1))
     facts = js.facts or JobFacts(job=name)
+    members = store.members.get(name, {})
+    statuses = (k[4] for k in kinds) if kinds is not None else (n.status for n in nodes)
+    stalled_since = None
+    if members and TaskState.UP.value not in statuses:  # answered before, no task up now: not training
+        seen = [ts.last_seen for ts in members.values() if math.isfinite(ts.last_seen)]
+        stalled_since = max(seen) if seen else None
+    last_rate = None
+    if stalled_since is not None:  # the last rate is a past figure, not the job's speed now
+        last_rate, rate, ex = rate, None, None
     eta = None
     if facts.target_steps and gstep is not None and rate:
         eta = max(0.0, facts.target_steps - gstep) / rate
-    series = list(store.members.get(name, {}).values()) if store.logs_training else []
+    series = list(members.values()) if store.logs_training else []
     job = JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series), js.sync,
-                  js.sync_how, js.rate_basis)  # fmt: skip
+                  js.sync_how, js.rate_basis, stalled_since, last_rate)  # fmt: skip
     if kinds is not None:  # counted as the views changed (the same count as JobView._kinds would make)
         job.__dict__["_kinds"] = dict(kinds)
     return job

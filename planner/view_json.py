@@ -126,6 +126,7 @@ def cost_json(c: CostView | None) -> dict[str, Any] | None:
         "unpriced": list(c.unpriced),
         "unpriced_tasks": c.unpriced_tasks,
         "price_source": c.price_source,
+        "assumed": list(c.assumed),
     }
 
 

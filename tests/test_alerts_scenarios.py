@@ -51,7 +51,7 @@ async def test_one_worker_slowed_is_a_straggler_named_unexplained(curves):
         alerts = await h.refresh()
     assert kinds(alerts) == {("straggler", "sim/worker-3")}
     ev = alerts[0].evidence
-    assert ev["cause"] == "unexplained" and 1.4 < ev["ratio"] < 1.6
+    assert ev["causes"] == ["unexplained"] and 1.4 < ev["ratio"] < 1.6
     assert "worker-3" in alerts[0].message and "replace worker-3" in alerts[0].fix
 
 
@@ -67,7 +67,7 @@ async def test_a_slower_gpu_type_and_another_region_are_named(curves):
     h = Harness(sim)
     for _ in range(5):
         alerts = await h.refresh()
-    got = {a.subject: a.evidence["cause"] for a in alerts if a.kind == "straggler"}
+    got = {a.subject: a.evidence["causes"][0] for a in alerts if a.kind == "straggler"}
     assert got == {"sim/worker-3": "slower-gpu", "sim/worker-2": "other-region"}
     msg = next(a.message for a in alerts if a.subject == "sim/worker-3")
     assert "slower GPU type (K80 vs P100" in msg

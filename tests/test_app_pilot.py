@@ -93,8 +93,9 @@ async def test_planner_pane_ranks_alternatives_calibrated_on_the_live_job():
         )
         await pilot.pause(1.2)  # one more refresh renders the ranking
         pane = app.query_one("#pane-planner")
-        assert "ranked by" in pane.border_subtitle and "prices offline" in pane.border_subtitle
-        assert "calibrated on" in pane.border_subtitle
+        assert "by balanced" in pane.border_subtitle and "offline prices" in pane.border_subtitle
+        assert "calibrated" in pane.border_subtitle and "not calibrated" not in pane.border_subtitle
+        assert len(str(pane.border_subtitle)) <= pane.size.width - 6  # fitted, never cut by the border
         table = app.state.planner.job("resnet32-p100").ranked
         cur = table.current
         assert (cur["gpu"], cur["workers"], cur["ps"]) == ("P100", 8, 1)

@@ -3,6 +3,8 @@ app on the real demo cluster, driven by its Pilot; and the evidence formatter on
 
 from __future__ import annotations
 
+import re
+
 from test_app_pilot import fast_demo_app, wait_for
 
 from cmdare.tui.panes.alerts import evidence_rows, evidence_value
@@ -16,7 +18,7 @@ async def test_planner_columns_carry_units_and_the_alert_names_its_measurements(
                        timeout=30)  # fmt: skip
         await pilot.pause(1.2)
         pane = app.query_one("#pane-planner")
-        assert "undated (derived " in pane.border_subtitle  # the offline book's rows carry no price date
+        assert "price date unknown" in pane.border_subtitle  # the offline book's rows carry no price date
         labels = [str(c.label) for c in app.query_one("#ranked-table", FilterTable).columns.values()]
         assert "P(≥1 rev)" in labels and "Risk" not in labels
         table = app.query_one("#ranked-table", FilterTable)
@@ -74,7 +76,7 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
         assert "8×K80" in first[0] and first[2] == "unknown"
         assert table.row_count > 10 and str(table.get_row_at(1)[2]).startswith("$")
         assert str(table.get_row_at(1)[4]) == "n/a"  # Δcost: the current shape has no price
-        assert "current shape: price unknown" in pane.border_subtitle
+        assert re.search(r"current( shape)?: price unknown", str(pane.border_subtitle))  # fitted to the pane
 
 
 def test_explanation_of_a_ranked_row_states_the_band_units_region_move_and_one_bottleneck():

@@ -40,7 +40,7 @@ def test_top_zero_lists_every_shape(capsys: pytest.CaptureFixture[str]) -> None:
 def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     _run(["--workload", str(EXAMPLE), "--top", "3"])
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("objective balanced") and "prices offline" in out[0]
+    assert out[0].startswith("objective balanced") and "offline prices, " in out[0]
     assert (
         out[2].split()[0] == "cur" and len(out) == 8 and "time" in out[3]
     )  # + region-move note, best at home

@@ -134,7 +134,8 @@ def test_snapshot_report_fits_the_width_and_says_cost_prediction_and_top_plans(w
     for name in [f"worker-{i}" for i in range(8)] + ["ps-0", "stage-0", JOB]:
         assert re.search(rf"(^|\s){re.escape(name)}(\s|$|\))", text, re.M), name  # whole, never folded
     assert re.search(r"Cost \$[\d.]+ accrued while monitored, \$[\d.]+/h \(offline prices, ", text)
-    assert re.search(r"Predicted [\d.]+ steps/s \(P10–P90 [\d.]+–[\d.]+\)", text) and "model: " in text
+    assert re.search(r"Predicted [\d.]+ steps/s \(P10–P90 [\d.]+–[\d.]+\)", text)
+    assert re.search(r"model:\s", text)
     assert "Top 3 plans (ranked by" in text
     for rank in ("now", "#1", "#2", "#3"):
         assert re.search(rf"^{rank} +\d+×\w+·\d+PS", text, re.M), rank

@@ -9,7 +9,7 @@ import re
 import pytest
 from textual_plotext import PlotextPlot
 
-from cmdare.tui.widgets.plots import nodes_shown, nodes_title
+from cmdare.tui.widgets.plots import NODE_PLOT_CHROME, nodes_shown, nodes_title
 from tests.test_app_pilot import fast_demo_app, wait_for
 
 
@@ -35,12 +35,16 @@ async def test_per_worker_plot_says_k_of_n(size):
         await wait_for(pilot, lambda: "per worker" in getattr(plot, "shown_title", ""), timeout=20)
         await pilot.pause(0.3)
         n = len(app.state.job().workers())
-        room = plot.size.height - 5
+        room = plot.size.height - NODE_PLOT_CHROME
         drawn = plot.render().plain  # what the terminal shows (plotext drops a title wider than its canvas)
         if room < n:
             assert f"slowest {room} of {n}" in plot.shown_title and plot.shown_title in drawn, drawn
         else:
             assert "of" not in plot.shown_title and plot.shown_title in drawn
+        labelled = [line for line in drawn.splitlines() if "┤" in line]
+        bars = [line for line in drawn.splitlines() if "█" in line]
+        assert len(labelled) == min(room, n), drawn  # one row a bar, each with its worker's name
+        assert all("┤" in line for line in bars), drawn
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])

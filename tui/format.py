@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cmdare.planner.overview import JobView
 
 STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
 SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
@@ -55,6 +59,27 @@ def duration_until(seconds: float) -> float:
     s = int(round(seconds))
     step = 1 if s < HOUR else MINUTE if s < DAY else HOUR
     return s // step * step + step - 0.5
+
+
+def gpu_label(gpu: str, owns_gpu: bool, role: str) -> str:
+    """What a task's GPU column says: its ``gpu`` label, "GPU" when DCGM saw GPUs it did not name,
+    "CPU" for a parameter server that names none (a CPU node, as the planner prices it), else
+    "unknown" (a pending target or a log that did not say is not a CPU task for all we know)."""
+    return gpu or ("GPU" if owns_gpu else "CPU" if role == "ps" else "unknown")
+
+
+def clock(t: float) -> str:
+    """A Unix time as the local time of day, ``HH:MM`` (when something happened)."""
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+def stalled_phrase(job: JobView) -> str:
+    """'stalled since 10:42 (no task up; last measured 9.6 steps/s)': a stalled job's speed is a past
+    figure, said as one (the Job pane, the snapshot); a job past its target step says it finished."""
+    last = f"; last measured {rate(job.last_steps_per_sec)} steps/s" if job.last_steps_per_sec else ""
+    if job.finished:  # its target step reached: it ended rather than died
+        return f"finished: target step reached, no task up since {clock(job.stalled_since)}{last}"
+    return f"stalled since {clock(job.stalled_since)} (no task up{last})"
 
 
 def money(usd: float | None) -> str:

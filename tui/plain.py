@@ -10,6 +10,7 @@ Data is printed as rich ``Text``, never parsed as markup (the console has markup
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 from rich import box
@@ -26,10 +27,13 @@ from cmdare.tui.format import (
     bytes_rate,
     calibration_words,
     duration,
+    gpu_label,
     hours,
     money,
     num,
     rate,
+    region_code,
+    stalled_phrase,
 )
 from cmdare.tui.session import MonitorState
 
@@ -71,9 +75,21 @@ def _row(table: Table, *cells: str) -> None:
     table.add_row(*map(Text, cells))
 
 
+_TRAILING = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")  # spaces at a line's end, before its closing style codes
+
+
 def print_overview(state: MonitorState, console: Console | None = None) -> None:
-    """Print the overview of a state as a report, for cron jobs and dumb terminals."""
+    """Print the overview of a state as a report, for cron jobs and dumb terminals; no line ends in
+    spaces (Rich pads wrapped lines and table cells to the width)."""
     console = console or plain_console()
+    with console.capture() as cap:
+        _overview(state, console)
+    lines = (_TRAILING.sub(r"\1", line) for line in cap.get().splitlines())
+    console.file.write("".join(f"{line}\n" for line in lines))
+
+
+def _overview(state: MonitorState, console: Console) -> None:
+    """The report's parts, printed to ``console`` (captured by :func:`print_overview`)."""
     if state.read_only:
         console.print("READ-ONLY: nothing is written")
     if state.demo:
@@ -99,7 +115,7 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     console.print(Text(
         f"Job {job.name} ({job.facts.model.name or 'unknown network'}): {speed_phrase(job)}"
         f"{f' ({job.sync}, {job.sync_how})' if job.sync else ''}, global step "
-        f"{num(job.global_step, 0)}, ETA {duration(job.eta_seconds)}"
+        f"{num(job.global_step, 0)}, ETA {_eta(job)}"
     ))  # fmt: skip
     view = planner.job(job.name)
     if view is not None:
@@ -116,12 +132,23 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     plans = plans_table(view) if view is not None else None
     if plans is not None:
         console.print(plans)
+    if view is not None and view.pipeline is not None and view.pipeline.boundaries:
+        console.print(pipeline_table(view))
     console.print(cluster_table(job, now))
+
+
+def _eta(job: JobView) -> str:
+    """The ETA, or why there is none (a stalled or finished job has no speed to finish at)."""
+    if job.stalled:
+        return "none (finished)" if job.finished else "none (stalled)"
+    return duration(job.eta_seconds)
 
 
 def speed_phrase(job: JobView) -> str:
     """'42.2 steps/s measured'; a pipeline whose iteration outlasts a second says s/iteration, and one whose
     rate window saw no iteration finish says so instead of "0.0 steps/s" (as the Job pane does)."""
+    if job.stalled:
+        return stalled_phrase(job)
     sps = job.steps_per_sec
     if job.sync != "pipeline" or sps is None or sps >= 1:
         return f"{rate(sps)} steps/s measured"
@@ -138,13 +165,21 @@ def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
     if c is not None and c.usd_per_hour is not None:
         unpriced = f"; {c.unpriced_tasks:,} task(s) unpriced" if c.unpriced_tasks else ""
         budget = f"; budget {money(c.budget_usd)}" if c.budget_usd is not None else ""
+        assumed = "".join(f"; {a}" for a in c.assumed)
         out.append(
             f"Cost {money(c.accrued_usd)} accrued while monitored, {money(c.usd_per_hour)}/h "
-            f"({dated}){unpriced}{budget}"
+            f"({dated}){unpriced}{budget}{assumed}"
         )
     elif c is not None:
         out.append(f"Cost unknown: {c.unpriced[0] if c.unpriced else 'no price yet'} ({dated})")
-    if view.plan is not None and view.plan.table is None and view.plan.note:
+    if (
+        view.pipeline is not None
+    ):  # a pipeline job: its measured WAN boundaries (pipeline_table), as the Planner
+        p = view.pipeline
+        out.append(f"Pipeline: {len(p.boundaries)} WAN boundaries measured, {p.wan_bound} WAN-bound "
+                   "(cmdare-tui plan --geo ranks placements)" if p.boundaries else
+                   "Pipeline: no WAN boundary measured yet (the stages' compute and bytes sent need more polls)")  # fmt: skip
+    elif view.plan is not None and view.plan.table is None and view.plan.note:
         out.append(f"Plans: none ({view.plan.note})")
     return out
 
@@ -188,6 +223,32 @@ def plans_table(view: JobPlannerView) -> Table | None:
     return t
 
 
+def pipeline_table(view: JobPlannerView) -> Table:
+    """A pipeline job's measured WAN boundaries, the Planner pane's pipeline columns: the datacenters
+    (region codes, as in the app),
+    the verdict, megabytes a micro-batch, the link's Gbit/s (or ≥ what was sent), wire and compute
+    seconds a micro-batch, the receiver's wait and what was sent."""
+    assert view.pipeline is not None
+    dc = dict(view.pipeline.dc)
+    t = _table("WAN boundaries", ("Boundary", "DCs", "Verdict", "MB/mb", "Link Gb/s", "Wire s/mb", "Compute s",
+                                  "Wait", "Sent Gb/s"))  # fmt: skip
+    for b in view.pipeline.boundaries:
+        link = f"{b.link_gbps:.2f}" if b.link_gbps is not None else f"≥{b.measured_gbps:.2f}"
+        _row(
+            t,
+            f"{b.from_stage}->{b.to_stage}",
+            f"{region_code(dc.get(b.from_stage, '?'))}→{region_code(dc.get(b.to_stage, '?'))}",
+            "WAN-bound" if b.wan_bound else "ok",
+            f"{b.bytes_per_microbatch / 1e6:.1f}",
+            link,
+            ("≤" if b.link_gbps is None else "") + f"{b.transfer_seconds:.3f}",
+            f"{b.max_stage_compute_seconds:.3f}",
+            "–" if b.wait_share is None else f"{b.wait_share:.0%}",
+            f"{b.measured_gbps:.2f}",
+        )
+    return t
+
+
 def _pct(x: float) -> str:
     """A signed relative change: ``−38%``, ``+12%``."""
     return f"{x:+.0%}".replace("-", "−")
@@ -202,7 +263,7 @@ def cluster_table(job: JobView, now: float) -> Table:
             f"{STATUS_SYMBOL.get(n.status, '?')} {n.status}",
             n.name,
             n.role,
-            n.gpu or "CPU",
+            gpu_label(n.gpu, n.owns_gpu, n.role),
             f"{n.region or '–'} {n.provisioning or '–'}",
             rate(n.steps_per_sec),
             num(n.step_seconds * 1000 if n.step_seconds else None, 0),

@@ -81,6 +81,11 @@ def canonical_gpu(name: str) -> str:
     return _GPU_ALIASES.get(key, key)
 
 
+def _where(region: str) -> str:
+    """A region in a message; one not given is said so (never a blank)."""
+    return region or "no region (none given)"
+
+
 def _canonical_prov(provisioning: str) -> str:
     prov = _PROV_ALIASES.get(provisioning.strip().lower())
     if prov is None:
@@ -129,7 +134,7 @@ class PriceBook:
                     f"{name} has no prices in the {self.source} book (try load_study_era_book())"
                 )
             raise PriceNotFound(
-                f"no {rate_prov} price for {name} in {region}; the {self.source} book has {', '.join(where)}"
+                f"no {rate_prov} price for {name} in {_where(region)}; the {self.source} book has {', '.join(where)}"
             )
         host = self._host_price(shape, region, rate_prov)
         gpu_cost = gpu_rate * count
@@ -176,6 +181,6 @@ class PriceBook:
         if cpu is None or ram is None:
             raise PriceNotFound(
                 f"no {rate_prov} vCPU/RAM price for host series {shape.series} "
-                f"({shape.machine_type}) in {region} in the {self.source} book"
+                f"({shape.machine_type}) in {_where(region)} in the {self.source} book"
             )
         return shape.vcpus * cpu + shape.memory_gib * ram

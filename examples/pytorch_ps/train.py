@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -165,37 +166,70 @@ def run_rank(args: argparse.Namespace) -> None:
     exporter.stop()
 
 
+def _die_with_launcher() -> None:
+    """In a rank, before it runs: the kernel sends it SIGTERM when the launcher dies, however the
+    launcher dies (SIGKILL included), so that no rank trains on as an orphan (Linux: prctl)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _end(procs: list[subprocess.Popen], grace: float = 5.0) -> None:
+    """SIGTERM every rank still running, then SIGKILL whichever outlives ``grace`` seconds."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 def launch(args: argparse.Namespace) -> int:
-    """Start every rank as its own process and wait for them."""
-    procs = []
-    for rank in range(args.workers + 1):
-        cmd = [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--rank",
-            str(rank),
-            "--steps",
-            str(args.steps),
-            "--port-base",
-            str(args.port_base),
-            "--rpc-port",
-            str(args.rpc_port),
-            "--workers",
-            str(args.workers),
-            "--batch",
-            str(args.batch),
-            "--lr",
-            str(args.lr),
-            "--linger",
-            str(args.linger),
-        ]
-        procs.append(subprocess.Popen(cmd))
+    """Start every rank as its own process and wait for them. SIGTERM, SIGHUP or ctrl+c to the
+    launcher ends every rank (as torchrun does); a launcher killed outright takes its ranks with it."""
+    procs: list[subprocess.Popen] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
     try:
+        for rank in range(args.workers + 1):
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--rank",
+                str(rank),
+                "--steps",
+                str(args.steps),
+                "--port-base",
+                str(args.port_base),
+                "--rpc-port",
+                str(args.rpc_port),
+                "--workers",
+                str(args.workers),
+                "--batch",
+                str(args.batch),
+                "--lr",
+                str(args.lr),
+                "--linger",
+                str(args.linger),
+            ]
+            procs.append(subprocess.Popen(cmd, preexec_fn=_die_with_launcher))
         return max(p.wait() for p in procs)
     except KeyboardInterrupt:
-        for p in procs:
-            p.terminate()
         return 130
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    finally:
+        _end(procs)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -2,7 +2,9 @@
 
 Prices come from a :class:`~cmdare.collectors.pricing.PriceBook` (the shipped offline book unless the
 caller hands another). A task whose price is unknown is *not* guessed: the job's figure is then
-marked incomplete and says why. Time is the monitoring clock's, so the figure is "accrued while
+marked incomplete and says why. A task that names no region is priced in
+:data:`~cmdare.planner.risk_cost.workload.ASSUMED_REGION`, as the planner plans it (one price for one
+shape), and the view says so (``assumed``). Time is the monitoring clock's, so the figure is "accrued while
 monitored", not the bill since the job began."""
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
+from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.overview import JobView
+from cmdare.planner.risk_cost.workload import ASSUMED_REGION
 
 UNPRICED_NAMED = 10  # unpriced tasks named in a cost view (the rest are counted): 10,000 would cost a refresh
 
@@ -27,6 +31,7 @@ class CostView:
     unpriced: tuple[str, ...] = ()  # "task: reason" for the first UNPRICED_NAMED tasks left out
     price_source: str = ""
     unpriced_tasks: int = 0  # how many up tasks were left out in all
+    assumed: tuple[str, ...] = ()  # what the figure assumes (a region for tasks that named none)
 
     @property
     def complete(self) -> bool:
@@ -65,11 +70,12 @@ class CostMeter:
         out: dict[str, CostView] = {}
         seen: dict[tuple[bool, str, str, str], tuple[float | None, str | None]] = {}  # one book lookup a kind
         for job in jobs:
-            rate, priced, missing, bad = 0.0, 0, 0, {}
+            rate, priced, missing, bad, unlabelled = 0.0, 0, 0, {}, 0
             for (role, gpu, region, prov, up), count in job.kinds.items():  # one price lookup a kind
                 if not up:
                     continue
-                kind = (role == "ps" or not gpu, gpu, region, prov)
+                unlabelled += count if not region else 0
+                kind = (role == "ps" or not owns_gpu(gpu), gpu, region or ASSUMED_REGION, prov)
                 found = seen.get(kind)
                 if found is None:
                     found = seen[kind] = self.kind_rate(*kind)
@@ -84,9 +90,12 @@ class CostMeter:
             t0, r0 = self._last.get(job.name, (now, 0.0))
             self._accrued[job.name] = self._accrued.get(job.name, 0.0) + r0 * max(now - t0, 0.0) / 3600.0
             self._last[job.name] = (now, rate)
+            assumed = (
+                (f"{ASSUMED_REGION} assumed ({unlabelled:,} task(s) name no region)",) if unlabelled else ()
+            )
             out[job.name] = CostView(
                 job.name, self._accrued[job.name], rate if priced else None, self.budget_usd,
-                tuple(unpriced), str(getattr(self.book, "source", "")), missing,
+                tuple(unpriced), str(getattr(self.book, "source", "")), missing, assumed,
             )  # fmt: skip
         return out
 

@@ -91,6 +91,9 @@ class Options:
 
 PARALLEL_MODES = ("ps", "sync", "fsdp")
 MAX_GPUS_PER_NODE = 16  # the largest GCP GPU VMs (a2-megagpu-16g)
+# The region a job is planned and priced in when its tasks name none (an assumption, said as one where
+# it is used): the cost meter and the planner price one shape the same way.
+ASSUMED_REGION = "us-central1"
 # DDP's bucket_cap_mb is 25 by default; below ~10 kB a bucket holds a few hundred fp32 values and the
 # model's per-bucket hop latencies only overflow (1e-300 MB gave 5.7e12 hours)
 MIN_BUCKET_MB = 0.01

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmdare.planner.overview import JobView
+from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.inputs import RuleInputs
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,9 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)
     fix: str | None = None  # suggested fix with its predicted effect
     raise_after: int | None = None  # override the engine's default hysteresis for this kind
+    # True: the condition is inside its rule's hysteresis band (past the clear line, short of the raise
+    # line): it keeps a raised flag up and never counts toward raising one
+    holds: bool = False
 
 
 @dataclass
@@ -91,8 +94,8 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
                     if n.cause == "preempted"
                     else "it vanished while its peers run"
                 )
-                msg = f"{n.name} ({n.gpu or 'CPU'}, {n.provisioning or '?'}) revoked: {why}"
-                replace, source = _replacement_seconds(ctx, n.gpu, n.provisioning)
+                msg = f"{n.name} ({_gpu(n)}, {n.provisioning or '?'}) revoked: {why}"
+                replace, source = _replacement_seconds(ctx, n)
                 evidence: dict[str, Any] = {
                     "measured": [
                         "lifecycle: preemption notice"
@@ -101,7 +104,7 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
                     ],
                     "cause": n.cause,
                     "last_error": n.last_error,
-                    "gpu": n.gpu or "CPU",
+                    "gpu": _gpu(n),
                     "role": n.role,
                 }
                 if replace:
@@ -127,7 +130,7 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
                         {
                             "measured": ["lifecycle: scrapes failing"],
                             "last_error": n.last_error,
-                            "gpu": n.gpu or "CPU",
+                            "gpu": _gpu(n),
                             "role": n.role,
                         },
                         raise_after=1,
@@ -136,9 +139,15 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
     return out
 
 
-def _replacement_seconds(ctx: AlertContext, gpu: str, provisioning: str) -> tuple[float | None, str]:
-    """(seconds until a replacement trains again, where the figure comes from)."""
-    measured = ctx.inputs.replacement_seconds.get(gpu or "CPU")
+def _gpu(n: NodeView) -> str:
+    """A task's GPU in a flag: its label, "CPU" for a parameter server that names none, else "not given"."""
+    return n.gpu or ("CPU" if n.role == "ps" else "not given")
+
+
+def _replacement_seconds(ctx: AlertContext, n: NodeView) -> tuple[float | None, str]:
+    """(seconds until a replacement of ``n`` trains again, where the figure comes from)."""
+    gpu, provisioning = n.gpu, n.provisioning
+    measured = ctx.inputs.replacement_seconds.get(_gpu(n))  # keyed as the flags' evidence
     if measured:
         return float(measured), "measured"
     overheads = ctx.inputs.overheads
@@ -200,6 +209,8 @@ class AlertEngine:
     def evaluate(self, ctx: AlertContext) -> list[Alert]:
         """Run every rule once; returns the active alerts, most severe first."""
         findings = self._findings(ctx)
+        for key in [k for k, f in findings.items() if f.holds and k not in self.active]:
+            del findings[key]  # inside the band with no flag up: as good as false
         for key, f in findings.items():
             self._false.pop(key, None)
             self._true[key] = self._true.get(key, 0) + 1
@@ -237,5 +248,7 @@ class AlertEngine:
         spans: dict[str, list[float]] = {}
         for a in self.history:
             if a.kind == "node-revoked" and a.cleared_at is not None and a.cleared_at > a.raised_at:
-                spans.setdefault(str(a.evidence.get("gpu", "CPU")), []).append(a.cleared_at - a.raised_at)
+                spans.setdefault(str(a.evidence.get("gpu", "not given")), []).append(
+                    a.cleared_at - a.raised_at
+                )
         return {gpu: float(statistics.median(v)) for gpu, v in spans.items()}

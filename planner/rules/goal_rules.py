@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from cmdare.planner.overview import JobView
+from cmdare.planner.risk_cost.workload import ASSUMED_REGION
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import (
     basis,
@@ -35,8 +36,10 @@ def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | Non
     main = max(gpus, key=lambda g: gpus[g])
     ref = next(n for n in job.up_workers() if n.gpu == main)
     book = ctx.inputs.price_book
-    w_usd = price_usd_per_hour(book, "node_price", main, 1, ref.region, ref.provisioning or "standard") or 1.0
-    p_usd = price_usd_per_hour(book, "ps_node_price", ref.region) or 1.0
+    region = ref.region or ASSUMED_REGION  # where the cost meter and the planner price it too
+    w_price = price_usd_per_hour(book, "node_price", main, 1, region, ref.provisioning or "standard")
+    p_price = price_usd_per_hour(book, "ps_node_price", region)
+    w_usd, p_usd = w_price or 1.0, p_price or 1.0  # unpriced: a node counts as one (ranks, never shown)
     best = None
     for add_w in range(0, 2 * sum(gpus.values()) + 1):
         for add_ps in range(0, thresholds_of(ctx).ps_max_suggested - max(ps, 1) + 1):
@@ -50,7 +53,8 @@ def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | Non
         return None
     usd, add_w, add_ps, gain = best
     parts = [f"{add_w} {main} worker(s)"] * bool(add_w) + [f"{add_ps} PS"] * bool(add_ps)
-    money = f", +${usd:.2f}/h" if book is not None else ""
+    priced = (w_price is not None or not add_w) and (p_price is not None or not add_ps)
+    money = f", +${usd:.2f}/h" if book is not None and priced else ""
     err = thresholds_of(ctx).known_2ps_error
     band = "band: n/a until calibrated" + (f"; extra PS predicted with ~{err:.0%} error" if add_ps else "")
     return (

@@ -137,7 +137,8 @@ def allreduce_bound_rule(ctx: AlertContext) -> list[Finding]:
 
 
 def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
-    """The slowest rank of a sync job, when its compute is ≥ ``straggler_ratio`` × its peers' median."""
+    """The slowest rank of a sync job, when its compute is ≥ ``straggler_ratio`` × its peers' median;
+    raised, it holds until below ``straggler_clear_ratio`` (the band the PS straggler has too)."""
     th, out = thresholds_of(ctx), []
     for job in ctx.jobs:
         if not is_sync(job):
@@ -154,7 +155,7 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
         )
         c, e = float(slow.step_seconds), float(slow.allreduce_seconds)  # type: ignore[arg-type]
         ratio = c / med
-        if ratio < th.straggler_ratio:
+        if ratio < min(th.straggler_clear_ratio, th.straggler_ratio):  # in the band, a raised flag holds
             continue
         gain = (c + e) / (med + e) - 1
         evidence = {
@@ -171,5 +172,6 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
                "every rank waits for it at each all-reduce")  # fmt: skip
         fix = (f"replace {slow.name} (or the node it runs on): predicted {signed_pct(gain)} steps/s "
                "(measured step split; band: n/a)")  # fmt: skip
-        out.append(Finding("straggler", f"{job.name}/{slow.name}", "warning", msg, evidence, fix))
+        out.append(Finding("straggler", f"{job.name}/{slow.name}", "warning", msg, evidence, fix,
+                           holds=ratio < th.straggler_ratio))  # fmt: skip
     return out

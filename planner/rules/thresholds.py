@@ -51,7 +51,14 @@ class Thresholds:
 
     # --- straggler --------------------------------------------------------------------------------
     straggler_ratio: float = 1.3  # step time ≥ 1.3 × median of its peers (issue 8)
-    straggler_min_workers: int = 2
+    straggler_min_workers: int = 2  # sync jobs' ranks (sync_rules: compute time split from all-reduce)
+    # A raised straggler holds until its ratio falls below this (a band, not one line: a worker at
+    # 1.25-1.35x would otherwise raise and clear in turn). Assumption: half the raise margin.
+    straggler_clear_ratio: float = 1.15
+    # Peers an unexplained straggler is told against: with one peer, "slower than its peers' median" is
+    # one worker against another and either may be the odd one (two CPU workers sharing a loaded host
+    # took turns at 1.30-1.55x, issue 28); with two that agree, the third is the odd one. Assumption.
+    straggler_min_peers: int = 2
 
     # --- allreduce-bound (sync jobs) ---------------------------------------------------------------
     # exposed all-reduce ≥ 30% of a step: past Zhang et al. 2020's measured 64-GPU scaling factors of

@@ -96,58 +96,118 @@ def _slowest(workers: list[NodeView], ratio_min: float) -> list[tuple[float, Nod
 
 
 def straggler_rule(ctx: AlertContext) -> list[Finding]:
-    """A worker whose step time is ≥ ratio × the median of its peers'."""
+    """A worker whose step time is ≥ ratio × the median of its peers'. Raised, it holds until the ratio
+    falls below the clear ratio (a band: no flapping around one line). An unexplained one (same GPU
+    type and region as its peers) needs ``straggler_min_peers`` peers to be told apart: with fewer, the
+    job gets one info flag that says so (the same subject whichever worker is slower, so no flap)."""
     th, out = thresholds_of(ctx), []
     book = ctx.inputs.price_book
+    low = min(th.straggler_clear_ratio, th.straggler_ratio)
     for job in ctx.jobs:
         workers = [w for w in job.up_workers() if w.step_seconds]
         if job.sync == "sync-allreduce" or len(workers) < max(
             th.straggler_min_workers, 2
         ):  # sync: sync_rules
             continue
-        slow = _slowest(workers, th.straggler_ratio)
+        slow = _slowest(workers, low)
         if not slow:
             continue
+        peers = len(workers) - 1
+        raised = sum(1 for ratio, _, _ in slow if ratio >= th.straggler_ratio)  # past the raise line
         gpus, regions = Counter(map(_GPU, workers)), Counter(map(_REGION, workers))  # the peers' usual
+        undecided: tuple[float, NodeView, float] | None = None
         for ratio, w, med in slow[:STRAGGLERS_SHOWN]:
             gpu, region = _majority_without(gpus, w.gpu), _majority_without(regions, w.region)
             causes = _straggler_causes(ctx, job, w, gpu, region)
-            words = " and ".join(c[1] for c in causes)
-            own = w.steps_per_sec or 1.0 / w.step_seconds  # type: ignore[operator]
-            gain = own * (ratio - 1) / job.steps_per_sec if job.steps_per_sec else None
-            fix = f"replace {w.name} with a {gpu if owns_gpu(gpu) else 'CPU'} worker in {region}"
-            if gain is not None:
-                fix += f": predicted up to {signed_pct(gain)} steps/s"
-            a = node_usd_per_hour(book, w)
-            b = price_usd_per_hour(book, "node_price", gpu, 1, region, w.provisioning or "standard")
-            if a is not None and b is not None and abs(b - a) > 0.005:
-                fix += f", {b - a:+.2f} $/h"
-            evidence = {
-                **basis(["worker step time (histogram)", "peers' step times", "task labels (GPU, region)"]),
-                "step_seconds": round(w.step_seconds, 4),
-                "peer_median_step_seconds": round(med, 4),  # type: ignore[arg-type]
-                "ratio": round(ratio, 3),
-                "window_s": STEP_WINDOW_S,
-                "cause": causes[0][0],
-                "causes": [c[0] for c in causes],
-                "gpu": w.gpu,
-                "region": w.region,
-                "peer_gpu": gpu,
-                "peer_region": region,
-                "peers": len(workers) - 1,
-                "stragglers": len(slow),  # in all; the STRAGGLERS_SHOWN slowest are flagged
-            }
-            out.append(
-                Finding(
-                    "straggler",
-                    f"{job.name}/{w.name}",
-                    "warning",
-                    f"{w.name} steps {ratio:.2f}× slower than its peers' median: {words}",
-                    evidence,
-                    fix,
-                )
-            )
+            if causes[0][0] == "unexplained" and peers < th.straggler_min_peers:
+                undecided = undecided or (ratio, w, med)
+                continue
+            out.append(_straggler(ctx, job, book, th, (ratio, w, med), causes, (gpu, region), peers, raised))
+        if undecided is not None:
+            out.append(_too_few_peers(job, workers, undecided, th))
     return out
+
+
+def _worker_kind(gpu: str) -> str:
+    """'a P100 worker', 'a CPU worker', or 'another worker' when the peers' GPU is not labelled."""
+    if owns_gpu(gpu):
+        return f"a {gpu} worker"
+    return "a CPU worker" if gpu.strip().upper() == "CPU" else "another worker"
+
+
+def _straggler(
+    ctx: AlertContext,
+    job: JobView,
+    book: object,
+    th: Thresholds,
+    found: tuple[float, NodeView, float],
+    causes: list[tuple[str, str]],
+    usual: tuple[str, str],
+    peers: int,
+    stragglers: int,
+) -> Finding:
+    """The straggler flag of one worker: its ratio to its peers' median, every cause that fits, and a
+    fix whose every field is known (no region or GPU type is named that the tasks did not give)."""
+    ratio, w, med = found
+    gpu, region = usual
+    words = " and ".join(c[1] for c in causes)
+    own = w.steps_per_sec or 1.0 / w.step_seconds  # type: ignore[operator]
+    gain = own * (ratio - 1) / job.steps_per_sec if job.steps_per_sec else None
+    fix = f"replace {w.name} with {_worker_kind(gpu)}" + (f" in {region}" if region else "")
+    if gain is not None:
+        fix += f": predicted up to {signed_pct(gain)} steps/s"
+    a = node_usd_per_hour(book, w)
+    b = (
+        price_usd_per_hour(book, "node_price", gpu, 1, region, w.provisioning or "standard")
+        if region
+        else None
+    )
+    if a is not None and b is not None and abs(b - a) > 0.005:
+        fix += f", {b - a:+.2f} $/h"
+    evidence = {
+        **basis(["worker step time (histogram)", "peers' step times", "task labels (GPU, region)"]),
+        "step_seconds": round(w.step_seconds, 4),  # type: ignore[arg-type]
+        "peer_median_step_seconds": round(med, 4),
+        "ratio": round(ratio, 3),
+        "raise_ratio": th.straggler_ratio,
+        "clear_ratio": th.straggler_clear_ratio,
+        "window_s": STEP_WINDOW_S,
+        "causes": [c[0] for c in causes],
+        "gpu": w.gpu,
+        "region": w.region,
+        "peer_gpu": gpu,
+        "peer_region": region,
+        "peers": peers,
+        "stragglers": stragglers,  # at or past the raise ratio, in all; the STRAGGLERS_SHOWN slowest are flagged
+    }
+    than = f"its {peers} peers' median" if peers > 1 else "its peer"
+    msg = f"{w.name} steps {ratio:.2f}× slower than {than}: {words}"
+    if ratio < th.straggler_ratio:
+        msg += f" (held until below {th.straggler_clear_ratio:g}×)"
+    return Finding("straggler", f"{job.name}/{w.name}", "warning", msg, evidence, fix,
+                   holds=ratio < th.straggler_ratio)  # fmt: skip
+
+
+def _too_few_peers(
+    job: JobView, workers: list[NodeView], found: tuple[float, NodeView, float], th: Thresholds
+) -> Finding:
+    """One info flag for the job: its slowest worker lags, but with too few peers to tell whether it
+    is the odd one (the subject is the job, whichever worker is slower this refresh)."""
+    ratio, w, med = found
+    need = th.straggler_min_peers
+    others = ", ".join(p.name for p in workers if p is not w)
+    msg = (f"{w.name} steps {ratio:.2f}× slower than {others}: too few workers to tell a straggler "
+           f"({len(workers)} up; an unexplained straggler needs ≥ {need} peers, {need + 1} workers)")  # fmt: skip
+    evidence = {
+        **basis(["worker step time (histogram)", "peers' step times", "task labels (GPU, region)"]),
+        "step_seconds": round(w.step_seconds, 4),  # type: ignore[arg-type]
+        "peer_median_step_seconds": round(med, 4),
+        "ratio": round(ratio, 3),
+        "workers": len(workers),
+        "peers_needed": need,
+        "window_s": STEP_WINDOW_S,
+    }
+    return Finding("straggler", job.name, "info", msg, evidence, None, holds=ratio < th.straggler_ratio)
 
 
 # ----------------------------------------------------------------------------------- input-bound
@@ -186,9 +246,13 @@ def _gpu_workers(job: JobView) -> list[NodeView]:
 
 def input_bound_rule(ctx: AlertContext) -> list[Finding]:
     """GPUs busy well below capacity while the PS was measured not busy; when the PS load was not
-    measured, the message says the PS may be the cause too. Tasks without a GPU never count."""
+    measured, the message says the PS may be the cause too. Tasks without a GPU never count; "GPUs
+    busy" is said only of DCGM's utilisation (else: the workers' measured compute share, which a job
+    that declares a GPU but runs on CPUs also has). A sync all-reduce job is left to the sync rules."""
     th, out = thresholds_of(ctx), []
     for job in ctx.jobs:
+        if job.sync == "sync-allreduce":  # no PS, and ranks idle at each all-reduce: sync_rules' call
+            continue
         regions = {
             region
             for (role, gpu, region, _, up) in job.kinds
@@ -243,7 +307,9 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
                 "input-bound",
                 job.name,
                 "warning",
-                f"GPUs busy {share:.0%} of the time ({what}){tail}",
+                f"{'GPUs busy' if dcgm else 'workers compute'} {share:.0%} of the time ({what})"
+                + ("" if dcgm else "; GPU use not measured")
+                + tail,
                 evidence,
                 fix,
             )  # fmt: skip

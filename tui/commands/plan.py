@@ -181,10 +181,9 @@ def _band_words(r: dict[str, object]) -> str:
 
 
 def _price_words(cur: dict[str, object]) -> str:
-    """'offline (2019-02-15)' for a dated book; 'offline, price date unknown (derived …)' for an undated one."""
-    if str(cur["price_date"]).startswith("price date unknown"):
-        return f"{cur['price_source']}, {cur['price_date']}"
-    return f"{cur['price_source']} ({cur['price_as_of']})"
+    """'offline prices, price date unknown (derived …)', 'study-era prices, prices of 2019-02-15': the
+    words every view uses for the prices' source and date."""
+    return f"{cur['price_source']} prices, {cur['price_date'] or cur['price_as_of']}"
 
 
 def _prov_label(r: dict[str, object]) -> str:
@@ -200,7 +199,7 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> st
     region move, explained under the table (egress for the stated dataset, capacity not guaranteed)."""
     cur = table.current
     head = (
-        f"objective {table.objective} · {len(table)} shapes · prices {_price_words(cur)} · ★ = Pareto (time, cost, "
+        f"objective {table.objective} · {len(table)} shapes · {_price_words(cur)} · ★ = Pareto (time, cost, "
         "risk)"
     )
     fmt = "{:>3} {:<5} {:>3} {:>2} {:<14} {:<12} {:>8} {:>7} {:>7} {:>8} {:>9}  {}"

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 from cmdare.tui.cli_args import PRICE_MODES
 from cmdare.tui.commands import UsageError
 
-__all__ = ["register", "run"]
+__all__ = ["dated_prices", "fallback_line", "register", "run"]
 
 _FIELDS = (
     "gpu",
@@ -101,7 +101,7 @@ def _table(book: Any, rows: list[Any]) -> None:
     from rich.table import Table
     from rich.text import Text  # names from a price source are data, never markup
 
-    title = f"GCP GPU node prices, USD/h — {book.source} ({book.as_of})"
+    title = f"GCP GPU node prices, USD/h — {dated_prices(book)}"
     table = Table(title=Text(title), caption=Text(book.reason or "preemptible = spot price (same SKUs)"))
     for name in ("GPU", "×", "region", "provisioning", "node $/h", "GPU $/h", "host $/h"):
         table.add_column(name, justify="right" if "$" in name or name == "×" else "left")
@@ -133,6 +133,23 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         _table(book, rows)
-    if book.reason and args.json:
-        print(f"prices: {book.source} ({book.as_of}): {book.reason}", file=sys.stderr)
+    live = not args.offline and args.prices == "live"
+    if live and book.source != "live" and (book.source != "cache" or book.reason):  # fell back: say so
+        print(fallback_line(book), file=sys.stderr)
+    elif book.reason and args.json:  # the table has it as its caption
+        print(f"prices: {dated_prices(book)}: {book.reason}", file=sys.stderr)
     return 0
+
+
+def fallback_line(book: Any) -> str:
+    """The stderr line of a command that asked for live prices and got another book."""
+    return f"prices: live prices not used: {book.reason or 'unavailable'} ({dated_prices(book)})"
+
+
+def dated_prices(book: Any) -> str:
+    """'offline prices, price date unknown (derived …)' / 'live prices, fetched …': the words every view
+    uses for a book's source and the date of its prices."""
+    from cmdare.planner.view import PriceSource
+
+    src = PriceSource.of(book)
+    return f"{src.source} prices, {src.date}" if src is not None else "no price book"

@@ -38,7 +38,9 @@ async def _collect(args: argparse.Namespace):
     session = MonitorSession(session_options(args))
     book = await asyncio.to_thread(load_book, args.prices)  # --prices, as the app does
     if args.prices == "live" and book.source != "live" and book.reason:  # fell back: say why on stderr
-        print(f"prices: {book.source}: {book.reason}", file=sys.stderr)
+        from cmdare.tui.commands.prices import fallback_line
+
+        print(fallback_line(book), file=sys.stderr)
     session.set_price_book(book)
     session.start()
     state = None

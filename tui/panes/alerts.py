@@ -28,14 +28,21 @@ _SHARES = ("share", "util", "efficiency", "utilization")
 
 
 def evidence_value(key: str, value: Any) -> str:
-    """An evidence figure as words with its unit: ``None`` → "not measured", shares as %, gains signed,
-    Gbit/s, s, $; lists joined; other numbers to 4 significant digits (never a raw float repr)."""
+    """An evidence figure as words with its unit: ``None`` → "not measured", an empty label → "not
+    given", shares as %, gains signed, Gbit/s, s, $; lists joined; a mapping as ``key value`` pairs,
+    each value with its own unit (never a Python dict or a raw float repr)."""
     if value is None:
         return "not measured"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, dict):
+        pairs = [f"{k} {evidence_value(f'{key}_{k}' if _unit_of(str(k)) == '' else str(k), v)}"
+                 for k, v in value.items()]  # fmt: skip
+        return "; ".join(pairs) or "none"
     if isinstance(value, list | tuple):
-        return ", ".join(str(v) for v in value) or "none"
+        return ", ".join(evidence_value(key, v) if isinstance(v, dict) else str(v) for v in value) or "none"
+    if isinstance(value, str):
+        return value.strip() or "not given"
     if not isinstance(value, int | float):
         return str(value)
     if isinstance(value, float) and not math.isfinite(value):
@@ -44,14 +51,7 @@ def evidence_value(key: str, value: Any) -> str:
         return f"{value:+.0%}"
     if any(w in key for w in _SHARES):
         return f"{value:.0%}"
-    unit = next(
-        (
-            u
-            for suffix, u in _UNITS
-            if key.endswith(suffix) or (suffix in ("usd", "seconds") and suffix in key)
-        ),
-        "",
-    )
+    unit = _unit_of(key)
     if unit == "$":
         return f"${value:,.2f}"
     if unit == "$/h":
@@ -60,6 +60,18 @@ def evidence_value(key: str, value: Any) -> str:
         return f"{value * 1000:.3g} ms"
     text = f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
     return f"{text} {unit}".rstrip()
+
+
+def _unit_of(key: str) -> str:
+    """The unit an evidence key names ("" when none does)."""
+    return next(
+        (
+            u
+            for suffix, u in _UNITS
+            if key.endswith(suffix) or (suffix in ("usd", "seconds") and suffix in key)
+        ),
+        "",
+    )
 
 
 def evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:

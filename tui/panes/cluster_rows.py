@@ -21,6 +21,7 @@ from cmdare.tui.format import (
     bytes_rate,
     duration,
     duration_until,
+    gpu_label,
     num,
     provisioning,
     rate,
@@ -44,8 +45,8 @@ STATUS_STYLE = {"up": "green", "silent": "yellow", "revoked": "red bold", "pendi
 
 
 def gpu_name(n: NodeView) -> str:
-    """The task's GPU: its ``gpu`` label or the DCGM model's short name, else GPU / CPU."""
-    return n.gpu or ("GPU" if n.owns_gpu else "CPU")
+    """The task's GPU: its ``gpu`` label or the DCGM model's short name, else :func:`gpu_label`'s words."""
+    return gpu_label(n.gpu, n.owns_gpu, n.role)
 
 
 def used_of(used: float | None, total: float | None, unit: float) -> str:

@@ -17,7 +17,7 @@ from textual.widgets import Static
 
 from cmdare.planner.live_sync import is_sync, measured_split, refusal_note
 from cmdare.planner.overview import JobView, TrainingFigures
-from cmdare.tui.format import duration, money, num, rate
+from cmdare.tui.format import clock, duration, money, num, rate
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import (
     PLOTS,
@@ -76,7 +76,10 @@ def summary_grid(
     grid.add_column(style="bold", no_wrap=True, width=11)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     grid.add_row("Job", _cell(job.name, job.facts.model.name or "unknown network"))  # Text: never markup
-    grid.add_row(*speed_row(job.steps_per_sec, points, job.rate_basis))
+    if job.stalled:  # no task up: the last rate is a past figure, not the job's speed
+        grid.add_row("Steps/s", _stalled_cell(job))
+    else:
+        grid.add_row(*speed_row(job.steps_per_sec, points, job.rate_basis))
     view = state.planner.job(job.name)
     pred = view.prediction if view is not None else None
     if pred is not None:
@@ -105,8 +108,16 @@ def summary_grid(
     grid.add_row("ETA", _cell(duration(job.eta_seconds), _eta_note(job, state)))
     c = job.counts
     grid.add_row("Tasks", _cell(f"{c['up']} up · {c['silent']} silent · {c['revoked']} revoked"))
-    grid.add_row("Cost", _cost_cell(cost))
+    grid.add_row("Cost", _cost_cell(cost, job.stalled))
     return grid
+
+
+def _stalled_cell(job: JobView) -> Text:
+    """'stalled  since 10:42 · last 9.6 measured · no task up' (or 'finished  …'): the state first, so
+    that a narrow pane still shows it; the last rate said as past."""
+    last = f" · last {rate(job.last_steps_per_sec)} measured" if job.last_steps_per_sec else ""
+    word = "finished" if job.finished else "stalled"
+    return _cell(word, f"since {clock(job.stalled_since)}{last} · no task up", "bold yellow")
 
 
 def _is_pipeline(job: JobView) -> bool:
@@ -116,6 +127,8 @@ def _is_pipeline(job: JobView) -> bool:
 
 def _examples_cell(job: JobView) -> Text:
     """Examples/s measured from an examples counter, else as the job logs it."""
+    if job.stalled:
+        return _cell("–", "none while no task is up")
     logged = job.training.examples_per_sec if job.training else None
     if job.examples_per_sec is None and logged is not None:
         return _cell(examples(logged), "logged")
@@ -132,6 +145,8 @@ def _loss_points(tr: TrainingFigures | None) -> list[tuple[float, float]]:
 
 
 def _eta_note(job: JobView, state: MonitorState) -> str:
+    if job.stalled:
+        return "none: the job finished" if job.finished else "none while the job is stalled"
     if job.eta_seconds is None:
         return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
     deadline = state.planner.deadline_hours
@@ -141,7 +156,9 @@ def _eta_note(job: JobView, state: MonitorState) -> str:
     return f"deadline {deadline:g} h: " + ("on time" if late <= 0 else f"late by {duration(late * 3600)}")
 
 
-def _cost_cell(cost: CostView | None) -> Text:
+def _cost_cell(cost: CostView | None, stalled: bool = False) -> Text:
+    if stalled and cost is not None and cost.usd_per_hour is None:  # nothing up: nothing accrues now
+        return _cell(f"{money(cost.accrued_usd)} · $0/h", "accrued while monitored; no task up")
     if cost is None or cost.usd_per_hour is None:
         return _cell("–", cost.unpriced[0] if cost and cost.unpriced else "no price yet")
     value = f"{money(cost.accrued_usd)} · {money(cost.usd_per_hour)}/h"
@@ -151,6 +168,10 @@ def _cost_cell(cost: CostView | None) -> Text:
         note = f"budget {money(cost.budget_usd)}, {duration((cost.budget_left_hours or 0) * 3600)} left"
     if not cost.complete:
         note = f"{cost.unpriced_tasks:,} task(s) unpriced; " + note
+    if (
+        cost.assumed
+    ):  # first: it qualifies the figure itself (the pane's note is short; the snapshot has it whole)
+        note = "; ".join([*(a.split(" (", 1)[0] for a in cost.assumed), note])
     return _cell(value, note)
 
 

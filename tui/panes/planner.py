@@ -24,6 +24,7 @@ from cmdare.planner.view import JobPlannerView
 from cmdare.planner.view_json import shape_deltas as deltas
 from cmdare.tui.format import (
     calibration_words,
+    clock,
     delta_pct,
     hours,
     pct,
@@ -130,18 +131,48 @@ def short_money(usd: Any) -> str:
     return f"${float(usd):.2f}" if float(usd) < 100 else f"${float(usd):,.0f}"
 
 
-def price_note(row: RankedRow) -> str:
-    """'prices offline 2019-02-15', or 'prices offline, undated (derived 2026-11-30)' when the source rows
-    carry no price date."""
-    if row.price_date.startswith("price date unknown"):
-        return f"prices {row.price_source}, undated (derived {row.price_as_of})"
-    return f"prices {row.price_source} {row.price_as_of}"
+def price_notes(row: RankedRow) -> tuple[str, ...]:
+    """The prices' source and date in the words every view uses, longest first: 'offline prices, price
+    date unknown (derived 2026-11-30 from …)', then without the source of the derivation, then without
+    the derivation, then without 'prices' ('offline prices, prices of 2019-02-15' has one form)."""
+    full = f"{row.price_source} prices, {row.price_date}"
+    if not row.price_date.startswith("price date unknown"):
+        return (full,)
+    return (
+        full,
+        f"{row.price_source} prices, price date unknown (derived {row.price_as_of})",
+        (f"{row.price_source} prices, price date unknown"),
+    )
 
 
-def calibration_note(plan: LivePlan | None) -> str:
-    """' · calibrated on N samples (residual x%)' (a sync job: on its ranks' measured split), or
-    ' · model not yet calibrated on this job'."""
-    return " · " + calibration_words(plan)
+def calibration_notes(plan: LivePlan | None) -> tuple[str, ...]:
+    """'calibrated on N samples (residual x%)' (a sync job: on its ranks' measured split) or 'model not
+    yet calibrated on this job', then shorter forms."""
+    words = calibration_words(plan)
+    if "not yet" in words:
+        return words, "not calibrated"
+    return words, words.split(" (", 1)[0], "calibrated"
+
+
+def fit_subtitle(parts: Sequence[tuple[str, ...]], width: int) -> str:
+    """``parts`` (each: its forms, longest first) joined by ' · ', each part as long as the width lets
+    it be: the last parts give way first, so that the subtitle is never cut by the border."""
+    chosen = [0] * len(parts)
+
+    def text() -> str:
+        return " · ".join(p[i] for p, i in zip(parts, chosen, strict=True))
+
+    for level in range(1, max(map(len, parts), default=1)):  # one step shorter at a time, last part first
+        for k in reversed(range(len(parts))):
+            if len(text()) > width and level < len(parts[k]):
+                chosen[k] = level
+    for k in range(len(parts)):  # then what room is left goes back to the first parts
+        while chosen[k] > 0:
+            chosen[k] -= 1
+            if len(text()) > width:
+                chosen[k] += 1
+                break
+    return text()
 
 
 class PlannerPane(Vertical):
@@ -153,6 +184,7 @@ class PlannerPane(Vertical):
         super().__init__(**kw)
         self.mode = "outlook"
         self._state: MonitorState | None = None
+        self._subtitle: list[tuple[str, ...]] = []  # the ranked subtitle's parts (fitted to the width)
 
     def compose(self) -> ComposeResult:
         yield TableBox(FilterTable(OUTLOOK_COLUMNS, id="planner-table"), id="planner-outlook")
@@ -179,11 +211,18 @@ class PlannerPane(Vertical):
         if ranked is not None:
             self._set_mode("ranked")
             self.query_one("#ranked-table", FilterTable).set_rows(ranked_rows(ranked))
-            self.border_subtitle = (
-                f"ranked by {ranked.objective} · {price_note(ranked.ranked_row(0))}"
-                + ("" if ranked.current_priced else " · current shape: price unknown")
-                + calibration_note(view.plan if (view := self._view(state)) is not None else None)
-            )
+            view = self._view(state)
+            self._subtitle = [
+                (f"ranked by {ranked.objective}", f"by {ranked.objective}"),
+                *(
+                    []
+                    if ranked.current_priced
+                    else [("current shape: price unknown", "current: price unknown")]
+                ),
+                price_notes(ranked.ranked_row(0)),
+                calibration_notes(view.plan if view is not None else None),
+            ]
+            self._fit()
             return
         view = self._view(state)
         pipeline = view.pipeline if view is not None else None
@@ -200,9 +239,25 @@ class PlannerPane(Vertical):
         self._set_mode("outlook")
         rows: list[ShapeOutlook] = list(view.outlook) if view is not None else []
         self.query_one("#planner-table", FilterTable).set_rows(outlook_rows(rows) if rows else [])
+        job = state.job()
+        stalled = ""
+        if job is not None and job.stalled:
+            stalled = "finished" if job.finished else f"stalled since {clock(job.stalled_since)}"
+            stalled += ": no new plans · "
         self.border_subtitle = Text(
-            ("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape"
+            stalled
+            + (("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape")
         )
+
+    def _fit(self) -> None:
+        """The ranked subtitle at the pane's width (its border and corners take 6 columns)."""
+        width = self.size.width - 6 if self.size.width > 6 else 1000
+        self.border_subtitle = Text(fit_subtitle(self._subtitle, width))
+
+    def on_resize(self) -> None:
+        """Fit the ranked subtitle again to the new width."""
+        if self.mode == "ranked" and self._subtitle:
+            self._fit()
 
     def _set_mode(self, mode: str) -> None:
         if mode == self.mode:

@@ -155,7 +155,7 @@ class ExplainScreen(ModalScreen[None]):
         return cls(
             "Why this shape",
             t,
-            ex.text() + f"\nprices: {r.price_source}, {r.price_date}",
+            ex.text() + f"\n{r.price_source} prices, {r.price_date}",
         )
 
 

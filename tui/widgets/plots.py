@@ -21,7 +21,7 @@ PLOT_TITLES = {
 }
 
 
-NODE_PLOT_CHROME = 5  # plot rows that are not bars: title, frame, x ticks
+NODE_PLOT_CHROME = 4  # plot rows that are not bars: title, top and bottom frame, x ticks
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,9 @@ def draw_nodes(plot: PlotextPlot, names: Sequence[str], rates: Sequence[float | 
     )
     canvas = plot.size.width - max(map(len, shown)) - 3 if plot.size.width else 1 << 10  # bars' width
     _reset(plot, nodes_title(len(shown), len(names), canvas))
-    plot.plt.bar(shown, values, orientation="horizontal", width=0.3)
+    plot.plt.bar(shown, values, orientation="horizontal", width=0.1)
+    if plot.size.height and len(shown) < room:  # one row a bar (a wider scale drew a bar over 2-3 rows)
+        plot.plt.ylim(0.5, room + 0.5)
     plot.refresh()
     return None
 
