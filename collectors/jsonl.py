@@ -10,6 +10,8 @@ Recognised fields (all optional except a step or a contract key)::
 * ``step`` / ``global_step``: the global step (also used as the task's step counter when the line
   has no ``worker_steps``/``cmdare_worker_steps_total``).
 * ``examples``: cumulative examples processed; ``worker_steps``: cumulative local steps.
+* a field naming a checkpoint (``checkpoint``, ``ckpt``, ``checkpoint_path``…, any value but null, false,
+  0 or "") marks a checkpoint written at the line's time (``cmdare_last_checkpoint_timestamp_seconds``).
 * any series key of the metric contract (``cmdare_global_step``, ``node_network_receive_bytes_total``…)
   is taken as is; every other number becomes ``scalar{tag=<name>}``.
 
@@ -45,7 +47,9 @@ MAX_OVER_NAMES = 1_000_000  # task names past the tasks cap remembered (to say h
 MAX_DROPPED_TAGS = 1000  # tag names past a task's cap remembered, per task
 _TIME_FIELDS = ("time", "wall_time", "t", "timestamp")
 _ID_FIELDS = ("job", "task", "role", "gpu", "region", "zone", "provisioning", "dc", "stage")
-_CONTRACT_KEYS = frozenset({M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_GPU_UTIL, *M.COUNTER_KEYS})
+_CONTRACT_KEYS = frozenset(
+    {M.K_GLOBAL_STEP, M.K_PREEMPTED, M.K_GPU_UTIL, M.K_LAST_CHECKPOINT, *M.COUNTER_KEYS}
+)
 _ALIASES = {
     "step": M.K_GLOBAL_STEP,
     "global_step": M.K_GLOBAL_STEP,
@@ -142,7 +146,8 @@ class JsonlSource:
             return False
         ident = {k: str(obj[k]) for k in _ID_FIELDS if isinstance(obj.get(k), str | int) and str(obj[k])}
         values = self._values(obj)
-        if not values:
+        checkpoint = any(M.is_checkpoint_tag(k) and v not in (None, False, "", 0) for k, v in obj.items())
+        if not values and not checkpoint:
             return False
         info = TaskInfo(**{**self.default_info.__dict__, **ident})
         task = self._tasks.get(info.key)
@@ -158,6 +163,8 @@ class JsonlSource:
             self._bad_times += 1
             t = now
         task.t = t if math.isnan(task.t) else max(task.t, t)
+        if checkpoint:  # a checkpoint written at the line's time (the work since it is at risk)
+            values[M.K_LAST_CHECKPOINT] = max(t, task.values.get(M.K_LAST_CHECKPOINT, t))
         task.explicit_steps |= M.K_WORKER_STEPS in values
         if not task.explicit_steps and M.K_GLOBAL_STEP in values:
             values[M.K_WORKER_STEPS] = values[M.K_GLOBAL_STEP]  # the global step is the job's step counter

@@ -65,6 +65,10 @@ class Lifecycle:
     _owner: dict[str, str] = field(default_factory=dict)  # key -> the source that claimed it first
     _answered: dict[str, int] = field(default_factory=dict)  # source -> the last cycle it answered in
     _host_sources: set[str] = field(default_factory=set)  # node_exporter / DCGM targets
+    # synchronous jobs: keys of tasks that claim a rank another task of their job claims too (both
+    # answering in this cycle or the last one), and each ranked task's (job, rank, last cycle it answered)
+    duplicate_ranks: set[str] = field(default_factory=set)
+    _ranks: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     _cycle: int = 0
     # running lifetimes, made once a lifetime
     _running: dict[str, tuple[float, TaskInfo, Lifetime]] = field(default_factory=dict)
@@ -96,7 +100,43 @@ class Lifecycle:
             for k in (key, renamed)
         }
         self._dirty |= before ^ self.duplicates  # their flag changed
+        self._check_ranks(out)
         return out
+
+    def _check_ranks(self, polls: list[TaskPoll]) -> None:
+        """Flag tasks of one job that claim the same rank (four launchers all given RANK=0: every rank-based
+        figure would mix them up). Only ranked tasks are looked at; one gone 30 cycles is forgotten."""
+        for p in polls:
+            if p.ok and p.info is not None and p.info.rank and not p.host_only:
+                self._ranks[p.info.key] = (p.info.job, p.info.rank, self._cycle)
+        if not self._ranks:
+            return
+        if self._cycle % 30 == 0:
+            self._ranks = {k: v for k, v in self._ranks.items() if v[2] > self._cycle - 30}
+        claims: dict[tuple[str, str], list[str]] = {}
+        for key, (job, rank, cycle) in self._ranks.items():
+            if cycle >= self._cycle - 1:
+                claims.setdefault((job, rank), []).append(key)
+        before = self.duplicate_ranks
+        self.duplicate_ranks = {k for keys in claims.values() if len(keys) > 1 for k in keys}
+        if self.duplicate_ranks - before:
+            said = {self._ranks[k][:2] for k in self.duplicate_ranks - before}
+            for job, rank in sorted(said)[:10]:  # said once, when it starts
+                log.warning("job %s: %d tasks claim rank %s", job, len(claims[(job, rank)]), rank)
+        self._dirty |= before ^ self.duplicate_ranks
+
+    @property
+    def rank_note(self) -> str | None:
+        """One line on the ranks claimed twice (``job: N tasks claim rank R``), or None."""
+        if not self.duplicate_ranks:
+            return None
+        clash: dict[tuple[str, str], int] = {}
+        for key in self.duplicate_ranks:
+            job, rank, _ = self._ranks[key]
+            clash[(job, rank)] = clash.get((job, rank), 0) + 1
+        said = [f"{job}: {n} tasks claim rank {rank}" for (job, rank), n in sorted(clash.items())[:3]]
+        more = f" (+{len(clash) - 3} more)" if len(clash) > 3 else ""
+        return "; ".join(said) + more + " (flag duplicate-rank: check each launcher's RANK)"
 
     def _answered_now(self, source: str, host_only: bool) -> None:
         self._answered[source] = self._cycle

@@ -70,6 +70,18 @@ PS_BYTES = MetricDef(
     "Bytes a parameter server received (in) or sent (out).",
     ("direction",),
 )
+CHECKPOINT_SECONDS = MetricDef(
+    "cmdare_checkpoint_seconds",
+    "histogram",
+    "s",
+    "Time to write one checkpoint (its count is the checkpoints written).",
+)
+LAST_CHECKPOINT = MetricDef(
+    "cmdare_last_checkpoint_timestamp_seconds",
+    "gauge",
+    "s",
+    "Unix time the task's last checkpoint was written (the work since it is at risk).",
+)
 PREEMPTED = MetricDef(
     "cmdare_instance_preempted", "gauge", "", "1 when the cloud says this instance is being preempted."
 )
@@ -131,6 +143,9 @@ K_ALLREDUCE_SECONDS_COUNT = f"{ALLREDUCE_SECONDS.name}_count"
 K_PS_IN = f"{PS_BYTES_SAMPLE}{{direction=in}}"
 K_PS_OUT = f"{PS_BYTES_SAMPLE}{{direction=out}}"
 K_PREEMPTED = PREEMPTED.name
+K_CHECKPOINT_SECONDS_SUM = f"{CHECKPOINT_SECONDS.name}_sum"
+K_CHECKPOINT_SECONDS_COUNT = f"{CHECKPOINT_SECONDS.name}_count"
+K_LAST_CHECKPOINT = LAST_CHECKPOINT.name
 K_STAGE_COMPUTE = f"{STAGE_COMPUTE.name}_total"
 K_STAGE_WAIT = f"{STAGE_WAIT.name}_total"
 K_STAGE_MICROBATCHES = f"{STAGE_MICROBATCHES.name}_total"
@@ -161,6 +176,8 @@ COUNTER_KEYS = frozenset(
         K_STEP_SECONDS_COUNT,
         K_ALLREDUCE_SECONDS_SUM,
         K_ALLREDUCE_SECONDS_COUNT,
+        K_CHECKPOINT_SECONDS_SUM,
+        K_CHECKPOINT_SECONDS_COUNT,
         K_PS_IN,
         K_PS_OUT,
         K_STAGE_COMPUTE,
@@ -330,6 +347,16 @@ def log_scalar_kind(tag: str) -> tuple[str, int] | None:
     if _EXAMPLE_WORDS & set(words) and (_PER_SECOND_WORDS & set(words) or "throughput" in words):
         return "examples_per_sec", len(words)
     return None
+
+
+_CHECKPOINT_WORDS = frozenset({"checkpoint", "checkpoints", "ckpt", "checkpointed", "saved_checkpoint"})
+
+
+def is_checkpoint_tag(tag: str) -> bool:
+    """Whether a logged field or scalar tag marks a checkpoint written at the line's (event's) time:
+    ``checkpoint``, ``ckpt``, ``checkpoint_seconds``, ``train/checkpoint``… (an evaluation tag is not)."""
+    words = _words(tag)
+    return bool(_CHECKPOINT_WORDS & set(words)) and not any(w in _EVAL_WORDS for w in words)
 
 
 def training_keys(tags: dict[str, float]) -> dict[str, float]:

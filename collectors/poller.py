@@ -163,11 +163,17 @@ class Poller:
         return out
 
     def _notes(self) -> dict[str, str]:
-        """How each source read this cycle, when it says (a large fleet's focus and sweep), by name."""
+        """How each source read this cycle, when it says (a large fleet's focus and sweep; node detail
+        refused or cut, tasks followed to a new address), by name."""
         notes = {}
         for source in self.sources:
             note = getattr(source, "mode_note", None)
-            if note and getattr(source, "fleet", None) is not None:
+            if getattr(source, "fleet", None) is None:
+                note = None
+            note = "; ".join(
+                n for n in (note, getattr(source, "status_note", None)) if n
+            )  # e.g. tasks replaced
+            if note:
                 notes[getattr(source, "display", None) or source.name] = clean_text(note, MESSAGE_LIMIT)
         return notes
 

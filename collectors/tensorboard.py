@@ -7,7 +7,9 @@
 * **Events** are decoded by :mod:`cmdare.collectors.tbproto` (every scalar encoding TensorBoard reads).
   The event ``step`` is the global step; its increase over the events' own wall times is the run's
   steps/s, so ``cmdare_global_step`` and ``cmdare_worker_steps_total`` both carry it and rates come
-  out right without poll jitter. Every scalar is kept as ``scalar{tag=<tag>}`` (a writer
+  out right without poll jitter. An event logging a checkpoint tag (``checkpoint``, ``ckpt_seconds``…,
+  :func:`cmdare.collectors.metrics.is_checkpoint_tag`) marks a checkpoint written at its wall time
+  (``cmdare_last_checkpoint_timestamp_seconds``). Every scalar is kept as ``scalar{tag=<tag>}`` (a writer
   subfolder's tags prefixed by it, e.g. ``validation/epoch_loss``); loss, learning rate and logged
   examples/s also as ``cmdare_loss`` etc. (:func:`cmdare.collectors.metrics.training_keys`).
 * **Reading never blocks a poll**: files are read in the source's own thread (nice +10), 256 KiB
@@ -99,6 +101,7 @@ class _Run:
     idle_polls: int = 0  # polls in a row without a new event
     last_new: float = math.nan  # clock.monotonic() of the last poll that saw a new event
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=8))  # between polls with new events
+    checkpoint_at: float = math.nan  # wall time of the newest event logging a checkpoint tag
 
 
 class TensorBoardSource:
@@ -198,7 +201,7 @@ class TensorBoardSource:
     def _apply(self, run: _Run, events: list[Event], prefix: str, path: Path) -> None:
         """Fold a chunk's events into the run: summarised without the lock, merged under it (the
         event loop takes the lock to report, so it is held for a few dict updates only)."""
-        rejected, new, top, latest = 0, 0, None, {}
+        rejected, new, top, latest, ckpt = 0, 0, None, {}, math.nan
         for ev in events:
             if not (0.0 <= ev.wall_time <= MAX_WALL_TIME):  # NaN fails too
                 rejected += 1
@@ -208,11 +211,16 @@ class TensorBoardSource:
             new += 1
             if top is None or (ev.step, ev.wall_time) > top:
                 top = (ev.step, ev.wall_time)
+            if any(M.is_checkpoint_tag(tag) for tag in ev.scalars) and not ev.wall_time <= ckpt:
+                ckpt = ev.wall_time  # the event's time is when the checkpoint was written
             for tag, val in ev.scalars.items():
                 old = latest.get(tag)
                 if old is None or ev.step >= old[0]:
                     latest[tag] = (ev.step, val)
         capped = self._merge(run, new, top, {prefix + tag: sv for tag, sv in latest.items()})
+        if not math.isnan(ckpt) and not ckpt <= run.checkpoint_at:
+            with self._lock:
+                run.checkpoint_at = ckpt
         if capped:
             self._note(run, f"more than {MAX_TAGS} scalar tags: {capped} not kept")
         if rejected:
@@ -316,6 +324,8 @@ class TensorBoardSource:
         values = {M.K_GLOBAL_STEP: run.step, M.K_WORKER_STEPS: run.step}
         values.update({scalar_key(k): v for k, v in run.scalars.items()})
         values.update(M.training_keys(run.scalars))
+        if not math.isnan(run.checkpoint_at):
+            values[M.K_LAST_CHECKPOINT] = run.checkpoint_at
         bad = [k for k, v in values.items() if not M.valid_value(k, v)]  # e.g. 1e38 or a negative step
         if bad:
             notes.append(f"{len(bad)} value(s) out of range dropped")

@@ -17,7 +17,8 @@ from cmdare.collectors.store import Store
 from cmdare.planner.job_plan import ShapeOutlook, network_of, outlook
 from cmdare.planner.live_plan import LivePlan, LivePlanner
 from cmdare.planner.overview import JobView
-from cmdare.planner.risk_cost.cost_meter import CostMeter
+from cmdare.planner.risk_cost.checkpointing import CheckpointFacts, WorkAtRisk, ranking_row, work_at_risk
+from cmdare.planner.risk_cost.cost_meter import CostMeter, CostView
 from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine
 from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, JobGoal, rule_inputs, shipped_overheads
 from cmdare.planner.rules.inputs import frozen_map
@@ -90,6 +91,8 @@ class Analysis:
             goals=frozen_map(goals),
             link_capacity_gbps=frozen_map(self.link_capacity_gbps),
         )
+        risks = {j.name: r for j in jobs if (r := self._work_at_risk(j, now, cost.get(j.name))) is not None}
+        inputs = replace(inputs, work_at_risk=frozen_map(risks))
         ctx = AlertContext(now, jobs, inputs)
         pipes = pipelines(ctx)
         views = tuple(
@@ -105,6 +108,7 @@ class Analysis:
                 else None,
                 cost=cost.get(j.name),
                 goal=goals.get(j.name),
+                checkpoint=risks.get(j.name),
             )
             for j in jobs
         )
@@ -118,6 +122,20 @@ class Analysis:
             budget_usd=self.goals.budget_usd,
         )
         return view, self.alerts.evaluate(ctx)
+
+    def _work_at_risk(self, job: JobView, now: float, cost: CostView | None) -> WorkAtRisk | None:
+        """The job's work at risk and when to checkpoint (its ranking's current-shape row), or None for a job
+        with no GPU worker to plan for."""
+        plan = self.live_plans.get(job.name)
+        table = plan.table if plan is not None else None
+        workers = [n for n in job.nodes if n.role in ("worker", "chief") and n.gpu]
+        if not workers:
+            return None
+        ref = next((n for n in workers if n.role == "chief"), workers[0])
+        row = ranking_row(table.columns if table is not None else None)
+        mb = job.facts.model.checkpoint_mb or shipped_overheads().checkpoint_mb(job.facts.model.params or 0.0)
+        return work_at_risk(CheckpointFacts.of(job), now, shipped_overheads(), ref.gpu,
+                            ref.provisioning or "standard", cost.usd_per_hour if cost else None, row, mb)  # fmt: skip
 
     def _predictions(self, jobs: list[JobView]) -> dict[str, list[ShapeOutlook]]:
         """The current shape's prediction (first) and nearby shapes, per job with a known network and shape."""

@@ -18,6 +18,7 @@ from cmdare.planner.job_plan import current_shape, network_of
 from cmdare.planner.live_sync import is_sync, measured_split, sync_shape
 from cmdare.planner.live_sync_plan import live_scales, rank_live_sync
 from cmdare.planner.overview import JobView
+from cmdare.planner.risk_cost.checkpointing import CheckpointFacts
 from cmdare.planner.risk_cost.ranking_notes import price_date_label
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.shapes import ShapeTable, UnpricedShapeError, rank_shapes
@@ -177,8 +178,9 @@ class LivePlanner:
         table, w, split, note = None, None, None, None
         try:
             table, w, split, note = rank_live_sync(
-                job, self.speed_model, self.price_book, self.revocation, self.objective
-            )
+                job, self.speed_model, self.price_book, self.revocation, self.objective,
+                CheckpointFacts.of(job).options(now),
+            )  # fmt: skip
         except (ValueError, KeyError) as exc:  # UnpricedShapeError, an unknown GPU
             note = f"cannot rank sync shapes: {exc}"
         scales = live_scales(table)
@@ -206,6 +208,8 @@ class LivePlanner:
         c_scale = cal.compute_scale_ if cal and cal.samples else 1.0
         p_scale = cal.ps_scale_ if cal and cal.samples else 1.0
         w, why = workload_for_job(job, self.price_book)
+        if w is not None:  # the job's measured checkpoints: the work a switch redoes, when to checkpoint
+            w = replace(w, options=CheckpointFacts.of(job).options(now, w.options))
         # what would change the ranking: the shape, the prices, the remaining work (10% steps) and
         # the calibration (20% steps); small drifts wait for rank_every
         remaining = round(math.log(w.target.steps) / math.log(1.1)) if w else None

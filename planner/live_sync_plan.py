@@ -94,11 +94,15 @@ def rank_live_sync(
     price_book: object,
     revocations: RevocationModel,
     objective: str = "balanced",
+    options: Options | None = None,
 ) -> tuple[SyncShapeTable | None, Workload | None, MeasuredSplit | None, str | None]:
-    """(ranked table, workload, the measured split it was calibrated on, note) for a live sync job."""
+    """(ranked table, workload, the measured split it was calibrated on, note) for a live sync job;
+    ``options``: the planner options (a live job's measured checkpoints) in place of the defaults."""
     w, shape, why = sync_workload_for_job(job, price_book)
     if w is None or shape is None:
         return None, None, None, why
+    if options is not None:
+        w = replace(w, options=options)
     split = measured_split(job)
     p = live_sync_params(job, w, shape, split, speed_model) if split else None
     table = rank_sync_shapes(w, speed_model, price_book, revocations, objective, calibrated=p,

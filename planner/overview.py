@@ -4,6 +4,7 @@ Job panes show and what ``snapshot --json`` prints. Pure computation: no I/O, no
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 from collections import Counter
@@ -17,6 +18,7 @@ from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
 from cmdare.collectors.store import TRAINING_KEYS, JobSeries, Store, TaskSeries
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
 STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
@@ -59,6 +61,11 @@ class NodeView:
     allreduce_seconds: float | None = None  # sync jobs: mean exposed all-reduce of one step (measured)
     rank: str = ""  # sync jobs: global rank and rank on its node, as the exporter declares them
     local_rank: str = ""
+    last_checkpoint_at: float | None = (
+        None  # Unix s the task's last checkpoint was written (exporter or logs)
+    )
+    checkpoint_seconds: float | None = None  # mean time to write one (cmdare_checkpoint_seconds, measured)
+    checkpoint_interval_s: float | None = None  # mean time between its checkpoints over the last hour
 
     def uptime_s(self, now: float) -> float | None:
         """Seconds since the task's current lifetime began, at ``now`` (None unless up). The view
@@ -324,6 +331,22 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     )
 
 
+_BAD_HOSTS: set[str] = set()  # hosts whose detail could not be read (logged once each)
+
+
+def _host_figures_or_none(ts: TaskSeries, host: TaskSeries | None, window: float) -> HostFigures:
+    """:func:`host_figures`, or none for this task when its host's detail cannot be read: one hostile
+    host page costs that host's columns, never the refresh of every job."""
+    try:
+        return host_figures(ts, host, window)
+    except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:
+        name = host.info.task if host is not None else ts.info.key
+        if name not in _BAD_HOSTS and len(_BAD_HOSTS) < 1000:
+            _BAD_HOSTS.add(name)
+            log.warning("host detail of %s unreadable, left out: %s: %s", name, type(exc).__name__, exc)
+        return HostFigures()
+
+
 def node_view(
     ts: TaskSeries,
     status: NodeStatus | None,
@@ -336,7 +359,7 @@ def node_view(
     state = status.state.value if status else TaskState.UP.value
     up = state == TaskState.UP.value
     net_in, net_out = _net(ts, host, window)
-    hf = host_figures(ts, host, window) if up else HostFigures()
+    hf = _host_figures_or_none(ts, host, window) if up else HostFigures()
     started = _started(ts, status, now)
     return NodeView(
         name=i.name,
@@ -375,7 +398,42 @@ def node_view(
         else None,
         rank=i.rank,
         local_rank=i.local_rank,
+        **_checkpoints(ts, now),
     )
+
+
+CHECKPOINT_WINDOW_S = 3600.0  # the checkpoint interval is measured over the last hour (two or more writes)
+MAX_CHECKPOINT_WRITE_S = (
+    86400.0  # a mean write time beyond a day is not a measurement (a page's value refused)
+)
+
+
+def _within(x: float, bound: float) -> float | None:
+    """``x`` when finite and within (0, bound], else None."""
+    return float(x) if math.isfinite(x) and 0 < x <= bound else None
+
+
+def _checkpoints(ts: TaskSeries, now: float) -> dict[str, float | None]:
+    """The task's last checkpoint (a plausible Unix time, not ahead of ``now`` by more than a minute), its mean
+    write time and, with two or more writes in the last hour, the mean interval between them."""
+    last = ts.latest(M.K_LAST_CHECKPOINT)
+    total, count = ts.latest(M.K_CHECKPOINT_SECONDS_SUM), ts.latest(M.K_CHECKPOINT_SECONDS_COUNT)
+    interval = None
+    if count and count >= 2:
+        times, values = ts.window_values(M.K_CHECKPOINT_SECONDS_COUNT, CHECKPOINT_WINDOW_S)
+        pts = [(t, v) for t, v in zip(times, values, strict=True) if v == v]
+        # between the first and the last point where the count grew (a write seen): whole intervals only
+        grew = [k for k in range(1, len(pts)) if pts[k][1] > pts[k - 1][1]]
+        if len(grew) >= 2 and pts[grew[-1]][1] > pts[grew[0]][1]:
+            a, b = pts[grew[0]], pts[grew[-1]]
+            interval = (b[0] - a[0]) / (b[1] - a[1]) or None
+    return {
+        "last_checkpoint_at": last if last is not None and 1e9 < last <= now + 60 else None,
+        "checkpoint_seconds": _within(total / count, MAX_CHECKPOINT_WRITE_S)
+        if total is not None and count
+        else None,
+        "checkpoint_interval_s": interval,
+    }
 
 
 def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
@@ -459,6 +517,8 @@ def _task_views(
         if ts is None:
             continue  # a pending target: an unanswered row, made on every call
         flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
+        if key in lifecycle.duplicate_ranks:  # another task of the job claims its rank
+            flags += ("duplicate-rank",)
         view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags)
         old = cache.views.get(key)
         if old is view:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from cmdare.planner.geo.geo_live import LiveBoundary
     from cmdare.planner.job_plan import GpuMix, ShapeOutlook
     from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.risk_cost.shapes import ShapeTable
@@ -84,6 +85,7 @@ class JobPlannerView:
     pipeline: PipelineView | None = None
     cost: CostView | None = None
     goal: JobGoal | None = None
+    checkpoint: WorkAtRisk | None = None  # work at risk since the last checkpoint, and when to checkpoint
 
     @property
     def ranked(self) -> ShapeTable | None:
@@ -105,8 +107,16 @@ class PlannerView:
 
     def with_plans(self, plans: Mapping[str, LivePlan]) -> PlannerView:
         """This view with the rankings in ``plans`` (job → plan) in place of those it holds."""
-        jobs = tuple(replace(j, plan=plans.get(j.job, j.plan)) for j in self.jobs)
-        return replace(self, jobs=jobs)
+        from cmdare.planner.risk_cost.checkpointing import ranking_row  # numpy: not at start-up
+
+        def renewed(j: JobPlannerView) -> JobPlannerView:
+            plan = plans.get(j.job, j.plan)
+            risk = j.checkpoint
+            if risk is not None and plan is not None:  # the optimum interval of the newer ranking
+                risk = risk.with_ranking(ranking_row(plan.table.columns if plan.table is not None else None))
+            return replace(j, plan=plan, checkpoint=risk)
+
+        return replace(self, jobs=tuple(renewed(j) for j in self.jobs))
 
     def job(self, name: str | None) -> JobPlannerView | None:
         """The view of job ``name`` (None for an unknown job or None)."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.risk_cost.shapes import RankedRow, ShapeTable
@@ -94,6 +95,29 @@ def job_json(j: JobPlannerView, ranking_rows: int = RANKING_ROWS) -> dict[str, A
         ],
         "ranking": ranking_json(j.plan, ranking_rows),
         "pipeline": pipeline_json(j.pipeline),
+        "checkpoint": checkpoint_json(j.checkpoint),
+    }
+
+
+def checkpoint_json(r: WorkAtRisk | None) -> dict[str, Any] | None:
+    """The job's work at risk since its last checkpoint and the optimum interval (seconds, USD)."""
+    if r is None:
+        return None
+    return {
+        "since_s": num(r.since_s, 1),
+        "revocation_now_s": num(r.revocation_now_s, 1),
+        "revocation_now_usd": num(r.revocation_now_usd, 4),
+        "interval_s": num(r.interval_s, 1),
+        "interval_basis": r.interval_basis,
+        "write_s": num(r.write_s, 2),
+        "write_basis": r.write_basis,
+        "optimal_s": num(r.optimal_s, 1),
+        "saves_s": num(r.saves_s, 1),
+        "saves_usd": num(r.saves_usd, 4),
+        "mtbf_s": num(r.mtbf_s, 1),
+        "overdue": bool(r.overdue),
+        "overdue_factor": r.overdue_factor,
+        "method": r.method,
     }
 
 
@@ -160,7 +184,11 @@ def ranking_json(plan: LivePlan | None, n: int = RANKING_ROWS) -> dict[str, Any]
         "price_source": plan.price_source,
         "price_date": plan.price_date or plan.price_as_of,
         "current_priced": table.current_priced if table is not None else None,
+        "risk_period_weights": {k: num(v, 4) for k, v in table.risk_weights.items()}
+        if table is not None
+        else {},
         "note": plan.note,
+        "search_note": (table.search_note or None) if table is not None else None,
         "rows": [],
     }
     if table is None:
@@ -189,6 +217,7 @@ def ranked_row_json(table: ShapeTable, i: int, rank: int | None) -> dict[str, An
         "hours_p50": num(r.hours_p50, 4),
         "cost_usd_p50": num(r.cost_usd_p50, 4),
         "p_revocation": num(r.p_revocation, 4),
+        **risk_band_json(table, i),
         "steps_per_sec": num(r.steps_per_sec, 4),
         "steps_per_sec_p10": num(band.p10, 4) if band is not None else None,
         "steps_per_sec_p90": num(band.p90, 4) if band is not None else None,
@@ -198,7 +227,46 @@ def ranked_row_json(table: ShapeTable, i: int, rank: int | None) -> dict[str, An
         "delta_time": num(dt, 4),
         "delta_cost": num(dc, 4),
         "delta_risk": num(dr, 4),
+        "regions": list(table.columns["regions"][i]) if "regions" in table.columns else [r.region],
+        "switch": switch_json(table, i),
         **sync_fields_json(r),
+    }
+
+
+def risk_band_json(table: ShapeTable, i: int) -> dict[str, Any]:
+    """Row ``i``'s P(≥1 revocation) band across the lifetime periods, each period's figure, and the period the
+    headline figure comes from (nulls for a table without periods)."""
+    c = table.columns
+    if "p_revocation_low" not in c:
+        return {
+            "p_revocation_low": None,
+            "p_revocation_high": None,
+            "p_revocation_periods": {},
+            "risk_period": None,
+        }
+    return {
+        "p_revocation_low": num(c["p_revocation_low"][i], 4),
+        "p_revocation_high": num(c["p_revocation_high"][i], 4),
+        "p_revocation_periods": {str(k): num(v, 4) for k, v in c["p_revocation_periods"][i].items()},
+        "risk_period": table.risk_period_name or None,
+    }
+
+
+def switch_json(table: ShapeTable, i: int) -> dict[str, Any] | None:
+    """What moving the job to row ``i`` costs (seconds, USD; its terms with their sources), whether the move
+    pays (``worth``: false when the row, the switch included, does not beat staying) and the words on
+    screen; null for a table without switching terms."""
+    c = table.columns
+    if "switch_s" not in c:
+        return None
+    return {
+        "kind": str(c["switch_kind"][i]),
+        "seconds": num(c["switch_s"][i], 1),
+        "usd": num(c["switch_usd"][i], 4),
+        "worth": bool(c["worth_switching"][i]),
+        "egress": table.egress_words(i) or None,
+        "words": table.switch_words(i),
+        "terms": [{"term": k, "seconds": num(v, 1), "source": src} for k, v, src in table.switch_terms(i)],
     }
 
 

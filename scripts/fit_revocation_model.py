@@ -140,24 +140,6 @@ def fit_all(shared: Path) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)"
-    )
-    ap.add_argument("--out", type=Path, default=REPO / "planner/data/revocation_params.json")
-    args = ap.parse_args(argv)
-    params = fit_all(args.shared)
-    write_text(args.out, json.dumps(params, indent=1) + "\n")
-    for key, c in params["curves"].items():
-        print(f"{key:22s} MAE {c['mae']:.3f}  P(revoked<24h) {c['p_revoked_24h']:.2f}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def parse_icac_lifetime_log(text: str) -> list:
     """Lifetimes of the GPU sections (K80, P100, V100) of the ICAC 2019 log
     ``icac2019_transient-deep-learning/data/lifetime/lifetime.csv`` (preemptible VMs, Feb 2019).
@@ -187,3 +169,92 @@ def parse_icac_lifetime_log(text: str) -> list:
         )  # at the 24 h limit
         out.append(Lifetime(cells[0], start, end, cause, gpu, m.group(1), "preemptible"))
     return out
+
+
+#: The lifetime periods the package ships, each fitted on its own data alone (issue 30: risk drifts).
+PERIODS = {
+    "cmdare-2020": "CM-DARE (ICDCS 2020)",
+    "icac-2019-02": "Feb 2019 (ICAC 2019 log)",
+}
+ICAC_LOG = Path("data/cmdare/icac2019_transient-deep-learning/data/lifetime/lifetime.csv")
+
+
+def hourly_cdf(hours: np.ndarray, revoked: np.ndarray) -> np.ndarray:
+    """Share revoked within h+1 hours, h = 0..23, of lifetimes given in hours (``revoked``: not the 24 h kill)."""
+    return np.array([np.mean(revoked & (hours <= h + 1)) for h in range(24)])
+
+
+def cell_counts(cdf: np.ndarray, min_n: int = 10, max_n: int = 100) -> int:
+    """The smallest sample size (from ``min_n``: every cell whose count the CDF pins down had 15 or more
+    servers — an assumption for the others) whose multiples hold every value of a published CDF: how many
+    servers the cell had."""
+    for n in range(min_n, max_n + 1):
+        if np.all(np.abs(cdf * n - np.round(cdf * n)) < 0.02):
+            return n
+    return max_n
+
+
+def fit_periods(shared: Path, main_curves: dict[str, dict]) -> dict:
+    """Each period's curves, fitted on its own data, with each cell's servers ``n`` and revoked before 24 h
+    ``k``: CM-DARE 2020 (the main fit, its counts read off the CDFs) and the Feb 2019 log."""
+    cdfs = read_cdfs(shared / DERIVED / CDF_FILE)
+    cmdare = {}
+    for key, c in main_curves.items():
+        cell = dict(c)
+        if key in cdfs:
+            n = cell_counts(cdfs[key])
+            cell.update(n=n, k=int(round(cdfs[key][-1] * n)))
+        cmdare[key] = cell
+    lives = parse_icac_lifetime_log((shared / ICAC_LOG).read_text())
+    cells: dict[str, list] = {}
+    for lt in lives:
+        cells.setdefault(f"{lt.gpu}/{lt.region}", []).append(lt)
+    icac, groups, raw = {}, {}, {}
+    for key, group in sorted(cells.items()):
+        hours = np.array([(lt.end - lt.start) / 3600.0 for lt in group])
+        revoked = np.array([lt.revoked for lt in group])
+        raw[key] = (hourly_cdf(hours, revoked), int(hours.size), int(revoked.sum()))
+        groups.setdefault(key.split("/")[0] + "/*", []).append(raw[key][0])
+        groups.setdefault("*/*", []).append(raw[key][0])
+    means = {k: np.mean(v, axis=0) for k, v in groups.items()}
+    for key, (cdf, n, k) in raw.items():
+        if (
+            k == 0
+        ):  # none of n revoked: the period's GPU curve scaled to the Jeffreys estimate ½ / (n + 1), not 0
+            gpu = means[key.split("/")[0] + "/*"]
+            cdf = gpu * (0.5 / (n + 1)) / max(float(gpu[-1]), 1e-9)
+        icac[key] = _curve_entry(cdf) | {"n": n, "k": k}
+    for key, cdf in means.items():
+        icac[key] = _curve_entry(cdf)
+    return {
+        "cmdare-2020": {"label": PERIODS["cmdare-2020"], "source": str(DERIVED / CDF_FILE), "curves": cmdare},
+        "icac-2019-02": {"label": PERIODS["icac-2019-02"], "source": str(ICAC_LOG), "curves": icac},
+    }
+
+
+def _curve_entry(cdf: np.ndarray) -> dict:
+    if cdf[-1] <= 0:  # nothing revoked before 24 h in this cell: a flat curve (the 24 h kill only)
+        return {"a": 0.0, "tau1": 1.0, "b": 60.0, "tau2": 1.0, "mae": 0.0, "p_revoked_24h": 0.0}
+    curve, mae = fit_bathtub(cdf)
+    return {"a": curve.a, "tau1": curve.tau1, "b": curve.b, "tau2": curve.tau2, "mae": round(mae, 4),
+            "p_revoked_24h": round(float(cdf[-1]), 4)}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--shared", type=Path, default=REPO, help="directory holding data/cmdare (default: the vendored copy)"
+    )
+    ap.add_argument("--out", type=Path, default=REPO / "planner/data/revocation_params.json")
+    args = ap.parse_args(argv)
+    params = fit_all(args.shared)
+    params["periods"] = fit_periods(args.shared, params["curves"])
+    params["main_period"] = "cmdare-2020"
+    write_text(args.out, json.dumps(params, indent=1) + "\n")
+    for key, c in params["curves"].items():
+        print(f"{key:22s} MAE {c['mae']:.3f}  P(revoked<24h) {c['p_revoked_24h']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

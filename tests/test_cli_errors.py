@@ -105,7 +105,12 @@ def test_snapshot_prices_with_the_book_it_is_given_in_either_place(isolated_home
 
     monkeypatch.setattr(loader, "default_credentials", lambda: (None, "no Google credentials"))  # no network
     code, out, err = run_main(["--prices", "live", "snapshot", *demo])
-    assert code == 0 and "offline prices" in out and "prices: live prices not used: " in err and "credentials" in err, err
+    assert (
+        code == 0
+        and "offline prices" in out
+        and "prices: live prices not used: " in err
+        and "credentials" in err
+    ), err
 
 
 @pytest.mark.parametrize("command", [None, *cli.COMMANDS])

@@ -17,6 +17,11 @@ KEYS = {"gpu", "workers", "ps", "region", "provisioning", "steps_per_sec", "hour
         "cost_usd_p90", "p_revocation", "expected_revocations", "pareto", "price_source"}  # fmt: skip
 
 
+def _ranked(out: list[str]) -> list[int]:
+    """Indices of the ranked rows' lines (a rank, then ten columns); each row's details follow it."""
+    return [k for k, line in enumerate(out) if line[:3].strip().isdigit() and len(line.split()) == 11]
+
+
 def _run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     plan.register(parser.add_subparsers(dest="cmd"))
@@ -37,14 +42,26 @@ def test_top_zero_lists_every_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(json.loads(capsys.readouterr().out)) >= 1000
 
 
-def test_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_output(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
     _run(["--workload", str(EXAMPLE), "--top", "3"])
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("objective balanced") and "offline prices, " in out[0]
-    assert (
-        out[2].split()[0] == "cur" and len(out) == 8 and "time" in out[3]
-    )  # + region-move note, best at home
+    assert out[2].split()[0] == "cur" and out[3].startswith(" " * 6 + "current shape, ranked #")
+    ranked = _ranked(out)
+    assert len(ranked) == 3 and "time" in out[ranked[0] + 1]  # each row's details beneath it
     assert out[-1].startswith("best staying in us-central1: ")
+
+
+@pytest.mark.parametrize("columns", ["80", "60", "120"])
+def test_text_wraps_at_the_width(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                 columns: str) -> None:  # fmt: skip
+    """Issue 30: ``plan --workload`` wraps at COLUMNS (default 80) like ``snapshot``; nothing is cut."""
+    monkeypatch.setenv("COLUMNS", columns)
+    _run(["--workload", str(EXAMPLE), "--top", "5"])
+    text = capsys.readouterr().out
+    assert max(map(len, text.splitlines())) <= max(int(columns), 78)  # the fixed columns need 78
+    assert "best staying in us-central1:" in text and "P(≥1 revocation)" in " ".join(text.split())
 
 
 def test_bad_workload_is_usage_error(tmp_path: Path) -> None:
@@ -68,27 +85,65 @@ def test_geo_is_delegated(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unpriced_current_shape_is_price_unknown_and_the_alternatives_are_ranked(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 16 item 5: GCP no longer prices K80; the default (offline) book still plans the job."""
+    """Issue 16 item 5: GCP no longer prices K80; the default (offline) book still plans the job. Issue 30:
+    shapes with a fitted revocation curve but no price are kept, ranked by time after the priced ones."""
+    monkeypatch.setenv("COLUMNS", "300")
     icac = EXAMPLE.parent / "workload-icac2019-k80.toml"
     assert _run(["--workload", str(icac), "--top", "5"]) == 0
     out = capsys.readouterr().out.splitlines()
+    details = [out[k + 1] for k in _ranked(out)]
     assert "price unknown in the offline book; study-era book (prices of 2019-02-15): $" in out[1]
     cur = next(line for line in out if line.startswith("cur "))
     assert "K80" in cur and "unknown" in cur
-    ranked = [line for line in out if line[:3].strip().isdigit()]
-    assert len(ranked) == 5 and all("cost n/a (current price unknown)" in line for line in ranked)
+    ranked = _ranked(out)
+    assert len(ranked) == 5 and all("cost n/a (current price unknown)" in line for line in details)
     assert _run(["--workload", str(icac), "--json", "--top", "0"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows[-1]["current"] and rows[-1]["cost_usd_p50"] is None  # valid JSON: null, not NaN
-    assert all(r["cost_usd_p50"] > 0 for r in rows[:-1]) and len(rows) > 100
+    priced = [r for r in rows if r["cost_usd_p50"] is not None]  # valid JSON: null, not NaN
+    unpriced = rows[len(priced) :]
+    assert all(r["cost_usd_p50"] > 0 for r in priced) and len(priced) > 100
+    assert (
+        unpriced and all(r["cost_usd_p50"] is None for r in unpriced) and any(r["current"] for r in unpriced)
+    )
+    assert {r["gpu"] for r in unpriced} == {"K80"}  # K80: fitted curves, no price in today's book
     assert _run(["--workload", str(icac), "--prices", "study-era", "--json", "--top", "2"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["price_source"] == "offline" and rows[0]["price_date"] == "prices of 2019-02-15"
 
 
-def test_one_row_per_distinct_shape_units_and_price_date(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_shape_with_a_risk_curve_but_no_price_is_ranked_by_time_with_price_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30: K80 in europe-west1 has a fitted revocation curve and no price today: ranked, never dropped."""
+    monkeypatch.setenv("COLUMNS", "300")
+    w = tmp_path / "k80-euw1.toml"
+    w.write_text((EXAMPLE.parent / "workload-icac2019-k80.toml").read_text().replace(
+        'region = "us-east1"', 'region = "europe-west1"').replace(
+        'regions = ["us-east1", "us-central1", "us-west1"]', 'regions = ["europe-west1", "us-central1"]'))  # fmt: skip
+    assert _run(["--workload", str(w), "--json", "--top", "0", "--objective", "time"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    k80 = [r for r in rows if r["gpu"] == "K80" and r["region"] == "europe-west1"]
+    assert k80 and all(
+        r["cost_usd_p50"] is None and r["p_revocation"] > 0 for r in k80 if r["provisioning"] != "standard"
+    )
+    hours = [r["hours_p50"] for r in rows]
+    assert hours == sorted(hours) or all(
+        not r["feasible"] for r in rows[hours.index(max(hours)) :]
+    )  # by time
+    _run(["--workload", str(w), "--top", "0", "--objective", "time"])
+    lines = capsys.readouterr().out.splitlines()
+    rows_k80 = [
+        lines[k + 1] for k in _ranked(lines) if lines[k].split()[1] == "K80" and "europe-west1" in lines[k]
+    ]
+    assert rows_k80 and all("price unknown: ranked by time" in d for d in rows_k80)
+
+
+def test_one_row_per_distinct_shape_units_and_price_date(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
     assert _run(["--workload", str(EXAMPLE), "--json", "--top", "0"]) == 0
     rows = json.loads(capsys.readouterr().out)
     keys = [(r["gpu"], r["workers"], r["ps"], r["region"], r["provisioning"] == "standard") for r in rows]
@@ -97,8 +152,8 @@ def test_one_row_per_distinct_shape_units_and_price_date(capsys: pytest.CaptureF
     assert rows[0]["price_date"].startswith("price date unknown (derived ")
     _run(["--workload", str(EXAMPLE), "--top", "3"])
     out = capsys.readouterr().out.splitlines()
-    assert "P(≥1 rev)" in out[1] and "steps/s" in out[1] and "spot/preempt" in out[2]
-    assert "price date unknown (derived" in out[0] and "P(≥1 revocation)" in out[3]
+    assert "P(≥1 rev)" in out[1] and "steps/s" in out[1] and "s/pre" in out[2]
+    assert "price date unknown (derived" in out[0] and "P(≥1 revocation)" in out[5]
 
 
 def test_region_moves_name_egress_for_the_stated_dataset_and_capacity(

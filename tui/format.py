@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmdare.planner.overview import JobView
+    from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
 
 STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
 SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
@@ -181,3 +182,25 @@ def calibration_words(plan: Any) -> str:
     return (
         f"calibrated on {plan.calibration_samples} samples (residual {100 * plan.calibration_residual:.0f}%)"
     )
+
+
+def risk_words(risk: WorkAtRisk) -> tuple[str, str]:
+    """(value, note) of a job's work at risk: '4m12s · revocation now 6m40s $0.31' (time since the last
+    checkpoint, what a revocation now costs) and 'checkpoint every 3m18s (optimum, Daly), now every 10m00s';
+    the same words in the Job pane and the plain report."""
+    if risk.since_s is None:
+        value = "no checkpoint seen"
+    else:
+        usd = f" {money(risk.revocation_now_usd)}" if risk.revocation_now_usd is not None else ""
+        value = f"{duration(risk.since_s)} · revocation now {duration(risk.revocation_now_s)}{usd}"
+    if risk.optimal_s is None:
+        note = "optimum interval: after the first ranking"
+    elif not math.isfinite(risk.optimal_s):
+        note = "never revoked: no optimum from revocations"
+    else:
+        note = f"checkpoint every {duration(risk.optimal_s)} (optimum, Daly), now every {duration(risk.interval_s)}"
+    if risk.since_s is None:
+        note = "exporter.checkpoint() or a log field marks one · " + note
+        if risk.overdue:
+            note = f"overdue (> {risk.overdue_factor:g}× optimum) · " + note
+    return value, note

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -33,9 +34,13 @@ from cmdare.tui.format import (
     num,
     rate,
     region_code,
+    risk_words,
     stalled_phrase,
 )
 from cmdare.tui.session import MonitorState
+
+if TYPE_CHECKING:
+    from cmdare.planner.risk_cost.shapes import ShapeTable
 
 PIPE_WIDTH = 80  # columns when stdout is not a terminal and COLUMNS is not set
 MIN_WIDTH, MAX_WIDTH = 40, 1000  # COLUMNS outside these bounds is taken as the nearer bound
@@ -132,6 +137,8 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     plans = plans_table(view) if view is not None else None
     if plans is not None:
         console.print(plans)
+        if view is not None and view.ranked is not None and view.ranked.search_note:
+            console.print(Text(view.ranked.search_note))
     if view is not None and view.pipeline is not None and view.pipeline.boundaries:
         console.print(pipeline_table(view))
     console.print(cluster_table(job, now))
@@ -172,6 +179,9 @@ def planner_lines(view: JobPlannerView, planner: PlannerView) -> list[str]:
         )
     elif c is not None:
         out.append(f"Cost unknown: {c.unpriced[0] if c.unpriced else 'no price yet'} ({dated})")
+    if view.checkpoint is not None:
+        value, note = risk_words(view.checkpoint)
+        out.append(f"At risk since the last checkpoint: {value} ({note})")
     if (
         view.pipeline is not None
     ):  # a pipeline job: its measured WAN boundaries (pipeline_table), as the Planner
@@ -209,10 +219,10 @@ def plans_table(view: JobPlannerView) -> Table | None:
         r = table.ranked_row(i)
         dt, dc, dr = shape_deltas(table, i)
         cur = i == 0
-        risk = f"{r.p_revocation:.2f}" + ("" if cur else f" ({dr:+.2f})".replace("-", "−"))
+        risk = table.risk_cell(i) + ("" if cur else f" ({dr:+.2f})".replace("-", "−"))
         _row(
             t,
-            "now" if cur else f"#{k}",
+            "now" if cur else f"#{k}" + ("" if _worth(table, i) else " ✗ not worth switching"),
             r.shape,
             f"{r.region} {r.provisioning}" + (" (a move)" if r.region_note else ""),
             hours(r.hours_p50),
@@ -221,6 +231,12 @@ def plans_table(view: JobPlannerView) -> Table | None:
             risk,
         )
     return t
+
+
+def _worth(table: ShapeTable, i: int) -> bool:
+    """Whether switching to row ``i`` pays for itself (True without switching figures)."""
+    c = table.columns.get("worth_switching")
+    return True if c is None else bool(c[i])
 
 
 def pipeline_table(view: JobPlannerView) -> Table:

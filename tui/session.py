@@ -302,6 +302,8 @@ class MonitorSession:
         remarks = [p for p in cycle.polls if p.ok and p.error and not p.catching_up]  # answered, with a note
         for p in remarks[: max(0, MAX_FAILURES_SHOWN - len(failed))]:
             out.append(SourceStatus(p.source, True, f"{p.source}: {p.error}"))
+        if (ranks := self.lifecycle.rank_note) is not None:  # launchers given the same RANK
+            out.append(SourceStatus("ranks", False, ranks))
         return out
 
     async def update_plans(self) -> None:

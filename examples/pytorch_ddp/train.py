@@ -8,7 +8,8 @@ serves ``/metrics`` on ``127.0.0.1:<port-base + r>``.
 
 Instrumented in the exporter's sync mode (two lines): a DDP communication hook stamps each gradient
 bucket's all-reduce, and ``exp.sync_step`` splits the step into compute (``cmdare_step_seconds``)
-and exposed all-reduce (``cmdare_allreduce_seconds``).
+and exposed all-reduce (``cmdare_allreduce_seconds``). With ``--checkpoint-dir`` rank 0 saves a checkpoint
+every ``--checkpoint-every`` steps inside ``exp.checkpoint()`` (the planner's work at risk).
 
     torchrun --nproc-per-node 2 examples/pytorch_ddp/train.py --steps 500 --port-base 9500
     python -m torch.distributed.run --nproc-per-node 2 examples/pytorch_ddp/train.py   # the same
@@ -22,6 +23,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -108,6 +110,11 @@ def train(args: argparse.Namespace) -> None:
             opt.step()
         step += 1
         exporter.set_global_step(step)  # the same on every rank: one global step per all-reduce
+        if args.checkpoint_dir and rank == 0 and step % args.checkpoint_every == 0:
+            with exporter.checkpoint():  # cmdare hook 3: the write time, and when the last checkpoint was
+                torch.save(
+                    {"step": step, "model": model.module.state_dict()}, args.checkpoint_dir / "last.pt"
+                )
     dist.barrier()
     time.sleep(args.linger)
     exporter.stop()
@@ -129,6 +136,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--slow-rank", type=int, default=-1, help="make this rank a straggler (testing)")
     p.add_argument("--slow-seconds", type=float, default=0.02, help="extra compute a step of the slow rank")
     p.add_argument("--linger", type=float, default=0.0, help="seconds to keep /metrics up after training")
+    p.add_argument(
+        "--checkpoint-dir", type=Path, default=None, help="rank 0 saves a checkpoint here (last.pt)"
+    )
+    p.add_argument("--checkpoint-every", type=int, default=200, help="global steps between checkpoints")
     return p.parse_args(argv)
 
 

@@ -2,6 +2,8 @@
 
 * :func:`collapse_twins` — spot and preemptible rows of one shape are one row when their price and
   revocation risk are the same (GCP bills both from the same SKUs);
+* :func:`fold_regions` — rows identical but for the region are one outcome: the best-ranked stands for the
+  others and lists their regions (issue 30);
 * :func:`region_notes` — a move to another region: the data egress it costs for the stated dataset size
   (``[options] dataset_gb``, ``data_region``), another continent, and capacity not guaranteed;
 * :func:`price_date_label` — the date of the prices, not the day a book was derived;
@@ -46,6 +48,49 @@ def collapse_twins(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     keep[rows[1:][same]] = False
     alias[rows[:-1][same]] = cols["provisioning"][rows[1:][same]]
     return keep, alias
+
+
+#: The figures two rows must share (to :data:`TWIN_RTOL`) to be one outcome in different regions.
+OUTCOME_FIGURES = ("hours_p50", "hours_p90", "cost_usd_p50", "cost_usd_p90", "p_revocation", "switch_s")
+OUTCOME_LABELS = ("gpu", "workers", "ps", "provisioning", "also_provisioning", "nodes", "gpus_per_node",
+                  "switch_kind", "worth_switching", "feasible")  # fmt: skip
+
+
+def fold_regions(cols: dict[str, np.ndarray], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(representative per row, regions per row): rows whose shape and figures (:data:`OUTCOME_FIGURES`) are
+    the same but for the region are one outcome. Each such group is represented by its best-ranked row (by
+    ``order``; row 0, the current shape, always represents itself); ``representative[i]`` is ``i`` for a row
+    that stands for itself or its group, else the row that stands for it, and a representative's ``regions``
+    lists its group's regions, its own first, then in rank order (others: their own region only)."""
+    n = cols["gpu"].size
+    code = np.zeros(n, dtype=np.int64)
+    parts: list[np.ndarray] = []
+    for name in OUTCOME_LABELS:
+        if name in cols:
+            parts.append(np.unique(cols[name].astype(str), return_inverse=True)[1].ravel())
+    for name in OUTCOME_FIGURES:
+        x = cols[name].astype(float) if name in cols else np.zeros(n)
+        q = np.where(np.isfinite(x), np.round(np.log(np.abs(x) + 1e-12) / TWIN_RTOL), np.iinfo(np.int32).min)
+        parts.append(np.unique(q, return_inverse=True)[1].ravel())
+    for inv in parts:
+        code = code * (int(inv.max()) + 1) + inv
+        code = np.unique(code, return_inverse=True)[1].ravel().astype(np.int64)  # keep the codes small
+    code[0] = -1  # the current shape is never folded, nor folds another row
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    by = np.lexsort((rank, code))
+    rep = np.arange(n)
+    regions = np.empty(n, dtype=object)
+    for i in range(n):
+        regions[i] = (str(cols["region"][i]),)
+    starts = np.flatnonzero(np.r_[True, code[by][1:] != code[by][:-1]])
+    for a, b in zip(starts, np.r_[starts[1:], n], strict=True):
+        if b - a < 2 or code[by[a]] == -1:
+            continue
+        group = by[a:b]
+        rep[group] = group[0]
+        regions[group[0]] = tuple(dict.fromkeys(str(cols["region"][j]) for j in group))
+    return rep, regions
 
 
 def _shape_codes(cols: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:

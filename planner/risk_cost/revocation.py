@@ -67,6 +67,18 @@ class Bathtub:
 
 
 @dataclass(frozen=True)
+class Period:
+    """One vendored lifetime period: its curves (fitted on its data alone, same keys as the main fit) and,
+    per GPU × region cell, the servers seen ``n`` and revoked before 24 h ``k``."""
+
+    name: str
+    label: str
+    source: str
+    curves: dict[str, Bathtub]
+    cells: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class _Posterior:
     events: float  # observed revocations (hazard events)
     exposure: float  # Σ H_base(observed ages), dimensionless
@@ -87,6 +99,9 @@ class RevocationModel:
         self.hour_of_day_: dict[str, np.ndarray] = {}
         self.provenance_: dict[str, object] = {}
         self.posteriors_: dict[str, _Posterior] = {}
+        self.periods_: dict[str, Period] = {}  # each vendored lifetime period, fitted on its own data
+        self.period_posteriors_: dict[str, dict[str, _Posterior]] = {}  # period → its own exposure sums
+        self.period_ = ""  # the period ``curves_`` come from
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -101,7 +116,49 @@ class RevocationModel:
         }
         model.hour_of_day_ = {k: np.asarray(v, dtype=float) for k, v in params["hour_of_day"].items()}
         model.provenance_ = dict(params.get("provenance", {}))
+        for name, p in params.get("periods", {}).items():
+            curves = {k: Bathtub(v["a"], v["tau1"], v["b"], v["tau2"], tau0) for k, v in p["curves"].items()}
+            cells = {k: (int(v["n"]), int(v["k"])) for k, v in p["curves"].items() if "n" in v}
+            model.periods_[name] = Period(
+                name, str(p.get("label", name)), str(p.get("source", "")), curves, cells
+            )
+        model.period_ = str(params.get("main_period", ""))
         return model
+
+    def for_period(self, name: str) -> RevocationModel:
+        """A copy whose curves are period ``name``'s (its own data alone), with the same start hour and the
+        same learned history (the hazard scale is then learned against that period's curves)."""
+        other = self.with_start_hour(self.start_hour)
+        other.curves_, other.period_ = self.periods_[name].curves, name
+        other.posteriors_ = dict(self.period_posteriors_.get(name, {}))
+        return other
+
+    def period_weights(self) -> dict[str, float]:
+        """How well each period's hazard level explains the lifetimes learned so far: the revoked count
+        Poisson with mean the period's cumulative hazard over the observed ages, normalised over the periods
+        ({} before any lifetime). An approximation that pools every GPU and region (``*/*``)."""
+        ll = {}
+        for name, posts in self.period_posteriors_.items():
+            p = posts.get(f"{ANY}/{ANY}")
+            if p is None or p.n == 0:
+                return {}
+            ll[name] = p.events * np.log(max(p.exposure, 1e-12)) - p.exposure
+        if not ll:
+            return {}
+        top = max(ll.values())
+        w = {k: float(np.exp(v - top)) for k, v in ll.items()}
+        total = sum(w.values())
+        return {k: v / total for k, v in w.items()}
+
+    def learned(self) -> int:
+        """How many lifetimes of this cluster the model has learned from."""
+        p = self.posteriors_.get(f"{ANY}/{ANY}")
+        return p.n if p is not None else 0
+
+    def period_label(self, name: str | None = None) -> str:
+        """'CM-DARE (ICDCS 2020) lifetime CDFs' for a period name (default: the one this model's curves are)."""
+        p = self.periods_.get(name or self.period_)
+        return p.label if p is not None else "published fit"
 
     @classmethod
     def load(cls, prior_weight: float = 20.0, start_hour: int | None = None) -> RevocationModel:
@@ -114,6 +171,8 @@ class RevocationModel:
         other = RevocationModel(self.prior_weight, start_hour)
         other.curves_, other.hour_of_day_ = self.curves_, self.hour_of_day_
         other.provenance_, other.posteriors_ = self.provenance_, dict(self.posteriors_)
+        other.periods_, other.period_ = self.periods_, self.period_
+        other.period_posteriors_ = {k: dict(v) for k, v in self.period_posteriors_.items()}
         return other
 
     # ----------------------------------------------------------------- learning
@@ -128,11 +187,11 @@ class RevocationModel:
             age = min(hours, LIMIT_H - KILL_EPS_H) if lt.provisioning == "preemptible" else hours
             event = lt.revoked and not (lt.provisioning == "preemptible" and hours >= LIMIT_H - KILL_EPS_H)
             exposure = float(_base_cumhaz(self.curves_[key], lt.provisioning, np.array([age]))[0])
-            for post_key in (f"{lt.gpu}/{lt.region}", f"{lt.gpu}/{ANY}", f"{ANY}/{ANY}"):
-                old = self.posteriors_.get(post_key, _Posterior(0.0, 0.0, 0))
-                self.posteriors_[post_key] = _Posterior(
-                    old.events + event, old.exposure + exposure, old.n + 1
-                )
+            _add(self.posteriors_, lt, event, exposure)
+            for name, period in self.periods_.items():  # each period's own exposure: its hazard scale, weight
+                pkey = _resolve_in(period.curves, lt.gpu, lt.region)
+                pexp = float(_base_cumhaz(period.curves[pkey], lt.provisioning, np.array([age]))[0])
+                _add(self.period_posteriors_.setdefault(name, {}), lt, event, pexp)
         return self
 
     def hazard_scale(self, gpu: str, region: str) -> tuple[float, int]:
@@ -187,6 +246,20 @@ class RevocationModel:
         return _hazard_table(self.curves_[key], provisioning, float(f"{scale:.3g}"), self.start_hour, tod)
 
 
+def _add(posts: dict[str, _Posterior], lt: Lifetime, event: bool, exposure: float) -> None:
+    """One lifetime into the posteriors of its GPU × region, its GPU and the pool."""
+    for post_key in (f"{lt.gpu}/{lt.region}", f"{lt.gpu}/{ANY}", f"{ANY}/{ANY}"):
+        old = posts.get(post_key, _Posterior(0.0, 0.0, 0))
+        posts[post_key] = _Posterior(old.events + event, old.exposure + exposure, old.n + 1)
+
+
+def _resolve_in(curves: dict[str, Bathtub], gpu: str, region: str) -> str:
+    for key in (f"{gpu}/{region}", f"{gpu}/{ANY}"):
+        if key in curves:
+            return key
+    return f"{ANY}/{ANY}"
+
+
 # --------------------------------------------------------------------- numerics
 def _base_cumhaz(curve: Bathtub, provisioning: str, hours: np.ndarray) -> np.ndarray:
     """Cumulative revocation hazard H(t) = −ln(1 − F(t)) without the 24 h kill; spot extends beyond
@@ -238,10 +311,10 @@ def _renewal(surv: np.ndarray) -> np.ndarray:
     return m
 
 
-# ~80 KB a table (3 arrays over a 7-day grid). A ranking reads one table per GPU x region curve (16)
-# and transient kind; every learned lifetime makes a new hazard scale, so older tables must age out:
-# 512 entries let a long session grow by ~41 MB (the soak's slow rise), 64 bound it at ~5 MB.
-@lru_cache(maxsize=64)
+# ~80 KB a table (3 arrays over a 7-day grid). A ranking reads one table per GPU x region curve (16),
+# transient kind and lifetime period (2); every learned lifetime makes a new hazard scale, so older tables
+# must age out: 512 entries let a long session grow by ~41 MB (the soak's slow rise), 128 bound it at ~10 MB.
+@lru_cache(maxsize=128)
 def _hazard_table(
     curve: Bathtub, provisioning: str, scale: float, start_hour: int | None, tod: tuple[float, ...] | None
 ) -> _HazardTable:

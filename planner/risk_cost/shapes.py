@@ -30,17 +30,28 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from cmdare.planner.risk_cost.checkpointing import interval_columns
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.ranking_notes import (
     Bander,
     RowBand,
     collapse_twins,
+    fold_regions,
     make_bander,
     price_date_label,
     region_notes,
 )
 from cmdare.planner.risk_cost.revocation import RevocationModel
-from cmdare.planner.risk_cost.time_cost import PriceTable, RunSettings, ShapeColumns, TimeCost, estimate
+from cmdare.planner.risk_cost.risk_periods import band_columns, period_risks
+from cmdare.planner.risk_cost.switching import Switching, switching, with_switching, worth_switching
+from cmdare.planner.risk_cost.time_cost import (
+    PriceTable,
+    RunSettings,
+    ShapeColumns,
+    TimeCost,
+    estimate,
+    write_seconds,
+)
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.speed_model import SpeedModel
 
@@ -100,12 +111,40 @@ def worker_counts(max_workers: int, current: int) -> np.ndarray:
     return np.unique(np.concatenate([dense, np.array(sparse + extra, dtype=int)])).astype(int)
 
 
+EVERY_PS_UP_TO = 16  # every PS count up to here; beyond it, steps of ~PS_STEP
+PS_STEP = 1.25
+
+
+def ps_counts(max_ps: int, current: int) -> np.ndarray:
+    """1..16 every count, then about 25% apart up to ``max_ps`` (and the current count): the PS counts the
+    planner tries. A source that announces 2,500 parameter servers gets 40 candidate counts, not 2,500
+    (each count multiplies every GPU × workers × region × provisioning row)."""
+    dense = np.arange(1, min(max_ps, EVERY_PS_UP_TO) + 1)
+    sparse: list[int] = []
+    n = float(EVERY_PS_UP_TO)
+    while n < max_ps:
+        n *= PS_STEP
+        sparse.append(min(int(round(n)), max_ps))
+    extra = [current] if 1 <= current <= max_ps else []
+    return np.unique(np.concatenate([dense, np.array(sparse + extra, dtype=int)])).astype(int)
+
+
+def ps_search_note(max_ps: int) -> str:
+    """What :func:`ps_counts` left out, in words ("" when it tried every count up to ``max_ps``)."""
+    if max_ps <= EVERY_PS_UP_TO:
+        return ""
+    return (
+        f"PS counts tried: 1–{EVERY_PS_UP_TO}, then about {PS_STEP - 1:.0%} apart up to {max_ps:,} "
+        f"and the current count (not every count)"
+    )
+
+
 def enumerate_shapes(workload: Workload) -> dict[str, np.ndarray]:
-    """All gpu × workers (see :func:`worker_counts`) × ps 1..max × region × provisioning, current
-    shape first."""
+    """All gpu × workers (see :func:`worker_counts`) × ps (see :func:`ps_counts`) × region × provisioning,
+    current shape first."""
     a, cur = workload.allowed, workload.current
     g, w, p, r, v = np.meshgrid(
-        np.arange(len(a.gpus)), worker_counts(a.max_workers, cur.workers), np.arange(1, a.max_ps + 1),
+        np.arange(len(a.gpus)), worker_counts(a.max_workers, cur.workers), ps_counts(a.max_ps, cur.ps),
         np.arange(len(a.regions)), np.arange(len(a.provisionings)), indexing="ij",
     )  # fmt: skip
     cols = {
@@ -206,6 +245,12 @@ class ShapeTable:
         self.columns = columns
         self.explainer = explainer
         self.bander = bander
+        self.switch_basis: dict[str, str] = {}  # where the switching terms come from (rank_shapes sets it)
+        self.risk_period_name = ""  # the lifetime period the headline P(≥1 revocation) comes from
+        self.risk_period = "published fit"  # … in words
+        self.risk_labels: dict[str, str] = {}  # every period's name → its words
+        self.risk_weights: dict[str, float] = {}  # period → how well it explains the cluster's own lifetimes
+        self.risk_learned = 0  # lifetimes of this cluster learned from
         self.order = order
         self.objective = objective
         self.terms = terms
@@ -232,9 +277,14 @@ class ShapeTable:
             out[k] = round(float(out[k]), 4)
         for k in ("cost_usd_expected", "cost_usd_p50", "cost_usd_p90", "steps_per_sec", "score"):
             out[k] = round(float(out[k]), 4)
-        for k in ("p_revocation", "expected_revocations", "per_node_risk", "egress_usd"):
+        for k in ("p_revocation", "expected_revocations", "per_node_risk", "egress_usd", "p_revocation_low",
+                  "p_revocation_high", "switch_usd", "ckpt_saves_usd"):  # fmt: skip
             if k in out:
                 out[k] = round(float(out[k]), 4)
+        for k in ("switch_s", "switch_start_s", "switch_restart_s", "switch_redo_s", "switch_copy_s",
+                  "ckpt_interval_s", "ckpt_optimal_s", "ckpt_mtbf_s", "ckpt_write_s", "ckpt_saves_s"):  # fmt: skip
+            if k in out:
+                out[k] = round(float(out[k]), 2)
         for k, v in out.items():  # an unpriced current shape: "price unknown", not NaN (invalid JSON)
             if isinstance(v, float) and not np.isfinite(v):
                 out[k] = None
@@ -255,7 +305,7 @@ class ShapeTable:
 
     def filter(self, mask: np.ndarray) -> ShapeTable:
         """A view keeping rows where ``mask`` (over all rows) is true."""
-        return type(self)(
+        out = type(self)(
             self.columns,
             self.order,
             self.objective,
@@ -264,6 +314,115 @@ class ShapeTable:
             self.explainer,
             self.bander,
         )
+        out.switch_basis = self.switch_basis
+        out.risk_period_name, out.risk_period = self.risk_period_name, self.risk_period
+        out.risk_labels, out.risk_weights, out.risk_learned = (
+            self.risk_labels,
+            self.risk_weights,
+            self.risk_learned,
+        )
+        return out
+
+    def members(self, i: int) -> list[int]:
+        """Rows folded into row ``i`` (identical but for the region), best-ranked first; [] when none."""
+        rep = self.columns.get("folded_into")
+        if rep is None:
+            return []
+        idx = np.flatnonzero((rep == i) & (np.arange(rep.size) != i))
+        return [int(x) for x in idx]
+
+    def switch_terms(self, i: int) -> list[tuple[str, float, str]]:
+        """Row ``i``'s switching terms: (name, seconds, source) — what moving the job there costs in time (a
+        region move's dataset copy runs while the servers start: ∥)."""
+        c = self.columns
+        if "switch_s" not in c or i == 0:
+            return []
+        b = self.switch_basis
+        kind = str(c["switch_kind"][i])
+        copy = float(c["switch_copy_s"][i]) > 0
+        start = (
+            "request (start + join)" if kind == "scale" else "server start" + (" ∥ data copy" if copy else "")
+        )
+        out = [
+            (start, float(c["switch_start_s"][i]), b.get("request" if kind == "scale" else "start", "")),
+            ("restart, " + ("warm (elastic)" if kind == "elastic" else "cold"), float(c["switch_restart_s"][i]),
+             b.get("restart", "")),
+            ("redo since checkpoint", float(c["switch_redo_s"][i]), b.get("redo", "")),
+        ]  # fmt: skip
+        if copy:
+            out.append(("dataset copy", float(c["switch_copy_s"][i]), b.get("copy", "")))
+        return out
+
+    def risk_cell(self, i: int) -> str:
+        """Row ``i``'s P(≥1 revocation) as a band across the lifetime periods, ``0.20–0.53`` (9 characters), or
+        one figure when the periods agree (to 0.01) or the table has no periods."""
+        c = self.columns
+        if "p_revocation_low" not in c:
+            return f"{float(c['p_revocation'][i]):.2f}"
+        lo, hi = float(c["p_revocation_low"][i]), float(c["p_revocation_high"][i])
+        return f"{lo:.2f}" if round(hi, 2) == round(lo, 2) else f"{lo:.2f}–{hi:.2f}"
+
+    def risk_words(self, i: int) -> str:
+        """'P(≥1 revocation) 0.53 (CM-DARE (ICDCS 2020)); fitted on other periods: Feb 2019 (…) 0.20' — which
+        period the headline figure comes from, the others', and the period the cluster's own lifetimes favour."""
+        c = self.columns
+        main = f"P(≥1 revocation) {float(c['p_revocation'][i]):.2f} ({self.risk_period})"
+        per = c["p_revocation_periods"][i] if "p_revocation_periods" in c else {}
+        others = [
+            f"{self.risk_labels.get(k, k)} {v:.2f}" for k, v in per.items() if k != self.risk_period_name
+        ]
+        words = main + ("; fitted on other periods: " + ", ".join(others) if others else "")
+        if self.risk_weights:  # the cluster's own lifetimes: which period they resemble
+            best = max(self.risk_weights, key=self.risk_weights.get)
+            words += (f"; this cluster's {self.risk_learned} lifetimes favour {self.risk_labels.get(best, best)} "
+                      f"({self.risk_weights[best]:.0%}) and scale every period's hazard")  # fmt: skip
+        return words
+
+    def checkpoint_words(self, i: int) -> str:
+        """'checkpoint every 4m45s (optimum): saves 14s, $0.01 against every 10m00s' — the interval that
+        minimises row ``i``'s expected time (:mod:`~cmdare.planner.risk_cost.checkpointing`); '' without it."""
+        c = self.columns
+        if "ckpt_optimal_s" not in c:
+            return ""
+        tau, now = float(c["ckpt_optimal_s"][i]), float(c["ckpt_interval_s"][i])
+        if not np.isfinite(tau):
+            return "checkpoints: never revoked (no optimum from revocations)"
+        saves_s, saves_usd = float(c["ckpt_saves_s"][i]), float(c["ckpt_saves_usd"][i])
+        money = f", ${saves_usd:.2f}" if np.isfinite(saves_usd) else ""
+        return (
+            f"checkpoint every {_dur(tau)} (optimum): saves {_dur(saves_s)}{money} against every {_dur(now)}"
+        )
+
+    def egress_words(self, i: int) -> str:
+        """'$3.00 for the dataset's copy at $0.02/GB (…)' for a region move with a stated dataset, else ''."""
+        usd = float(self.columns["egress_usd"][i]) if "egress_usd" in self.columns else 0.0
+        if not usd > 0 or i == 0:
+            return ""
+        return f"${usd:.2f} for the dataset's copy at {self.switch_basis.get('egress', 'the egress rate')}"
+
+    def switch_words(self, i: int) -> str:
+        """'switch 4m10s, $0.31 (restart)' or, for a row below "stay", 'not worth switching: saves …,
+        switching costs …'; 'stay' for the current shape."""
+        c = self.columns
+        if i == 0:
+            return "stay (the current shape)"
+        if "switch_s" not in c:
+            return ""
+        sw_s, sw_usd = float(c["switch_s"][i]), float(c["switch_usd"][i])
+        money = f", ${sw_usd:.2f}" if np.isfinite(sw_usd) else ""
+        cost = f"switch {_dur(sw_s)}{money} ({c['switch_kind'][i]})"
+        if bool(c["worth_switching"][i]):
+            return cost
+        saved_s = (float(c["hours_p50"][0]) - float(c["hours_p50"][i])) * 3600.0 + sw_s
+        c0, c1 = float(c["cost_usd_p50"][0]), float(c["cost_usd_p50"][i])
+        priced = np.isfinite(c0) and np.isfinite(c1)
+        if self.objective == "cost" and priced:
+            saved = f"saves ${max(c0 - c1 + sw_usd, 0.0):.2f} of training"
+        elif self.objective == "balanced" and priced:
+            saved = f"time × cost {float(c['score'][i]) / float(c['score'][0]):.2f} of staying's with it"
+        else:
+            saved = f"saves {_dur(max(saved_s, 0.0))} of training"
+        return f"not worth switching: {saved}; {cost}"
 
     def band(self, i: int) -> RowBand | None:
         """Row ``i``'s P10–P90 steps/s and extrapolation, or None without the speed model's band API."""
@@ -271,6 +430,12 @@ class ShapeTable:
             return None
         c = self.columns
         return self.bander(str(c["gpu"][i]), int(c["workers"][i]), int(c["ps"][i]))
+
+    @property
+    def search_note(self) -> str:
+        """Which PS counts the ranking tried, when not every one up to the largest (a job with many PSs)."""
+        ps = self.columns.get("ps")
+        return "" if ps is None or not ps.size else ps_search_note(int(np.max(ps)))
 
     @property
     def current_priced(self) -> bool:
@@ -308,6 +473,7 @@ class ShapeTable:
         seconds["ps"] += max(base - unsaturated, 0.0)
         seconds["checkpoint"] = float(self.terms["checkpoint"][i])
         seconds["revocation"] = float(self.terms["revocation"][i])
+        seconds["switch"] = float(self.terms["switch"][i]) if "switch" in self.terms else 0.0
         total = sum(seconds.values()) or 1.0
         shares = {k: v / total for k, v in seconds.items()}
         return Explanation(row, seconds, shares, max(shares, key=shares.get), str(row["bottleneck"]))
@@ -335,9 +501,9 @@ def rank_shapes(
     w_usd, ps_usd = prices.lookup(
         cols["gpu"], cols["region"], cols["provisioning"], workload.allowed.ps_provisioning
     )
-    keep = np.isfinite(w_usd) & np.isfinite(ps_usd)
+    keep = (np.isfinite(w_usd) & np.isfinite(ps_usd)) | has_risk_curve(rev, cols["gpu"], cols["region"])
     keep[0] = True  # the current shape stays, priced or not (its costs are then NaN: "price unknown")
-    if keep.sum() < 2 and not np.isfinite(w_usd[0] + ps_usd[0]):
+    if not np.any(np.isfinite(w_usd + ps_usd)):
         cur = workload.current
         raise UnpricedShapeError(
             f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
@@ -346,16 +512,81 @@ def rank_shapes(
     cols = {k: v[keep] for k, v in cols.items()}
     w_usd, ps_usd = w_usd[keep], ps_usd[keep]
     speed = _speeds(workload, speed_model, cols)
-    tc = estimate(_shape_columns(workload, cols, speed, w_usd, ps_usd, prices), run_settings(workload, overheads),
-                  overheads, rev)  # fmt: skip
-    columns = _result_columns(workload, cols, speed, tc, prices)
-    columns["feasible"] = feasible_rows(workload, columns)
-    columns["score"] = score_rows(columns, objective)
+    shape_cols = _shape_columns(workload, cols, speed, w_usd, ps_usd, prices)
+    run = run_settings(workload, overheads)
+    tc = estimate(shape_cols, run, overheads, rev)
+    ckpt = interval_columns(tc, run, write_seconds(run, overheads), speed["steps_per_sec"],
+                            lambda other: estimate(shape_cols, other, overheads, rev))  # fmt: skip
+    hourly = cols["workers"] * w_usd + cols["ps"] * ps_usd
+    sw = switching(workload, cols, speed["steps_per_sec"], hourly, w_usd, overheads)
+    tc = with_switching(tc, sw)
+    risks = period_risks(rev, cols, tc.seconds_expected / 3600.0, cols["workers"], cols["ps"],
+                         workload.allowed.ps_provisioning)  # fmt: skip
+    columns = {**_result_columns(workload, cols, speed, tc, prices), **sw.columns(), **ckpt,
+               **band_columns(tc.p_revocation, risks)}  # fmt: skip
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
         "revocation": tc.seconds_revocation,
+        "switch": sw.seconds,
     }
+    columns, terms, order = finish_table(workload, columns, terms, objective)
+    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
+    table = ShapeTable(
+        columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
+    )
+    table.switch_basis = switch_basis(sw, prices)
+    table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
+    table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
+    table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()
+    return table
+
+
+def _dur(seconds: float) -> str:
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def has_risk_curve(rev: RevocationModel, gpu: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """Per row: the revocation model has a curve fitted for this GPU in this region (such a shape is ranked
+    with "price unknown" when the book has no price for it, never dropped)."""
+    keys = np.char.add(np.char.add(gpu.astype(str), "/"), region.astype(str))
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return np.array([k in rev.curves_ for k in uniq], dtype=bool)[inverse.ravel()]
+
+
+def switch_basis(sw: Switching, prices: PriceTable) -> dict[str, str]:
+    """Where the switching terms come from, for the explanation (``egress``: the rate a move's dataset copy
+    is priced at, the book's or the default)."""
+    own = getattr(prices.book, "egress_usd_per_gb", None)
+    rate = f"${prices.egress_usd_per_gb:g}/GB " + (
+        f"({prices.source} price book)" if own else "(GCP inter-region within a continent, background.md §2)"
+    )
+    return {
+        "egress": rate,
+        "redo": sw.redo_basis,
+        "copy": f"{sw.copy.gbps:g} Gbit/s, {sw.copy.source}",
+        "start": "CM-DARE server start-up, overheads.json server_start_s (data/processed_data/startup_time)",
+        "restart": "CM-DARE TensorFlow restart, overheads.json framework_restart_s (tf_restart_cold_warm_seconds.csv)",
+        "request": "CM-DARE server start + replacement join, overheads.json (startup_time, "
+        "replacement_worker_join_time_seconds.csv); the study's time-to-finish estimator",
+    }
+
+
+def finish_table(workload: Workload, columns: dict[str, np.ndarray], terms: dict[str, np.ndarray],
+                 objective: str, fits: np.ndarray | None = None,
+                 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:  # fmt: skip
+    """What every ranked table (PS or synchronous) does once its figures are in: feasibility, score, whether a
+    switch pays, spot/preemptible twins collapsed, the Pareto front, the order, and rows identical but for the
+    region folded into one (the others stay in the columns, out of the order). Returns (columns, terms,
+    order). ``fits``: rows whose model fits the GPUs' memory (others are infeasible; None: all fit)."""
+    columns["feasible"] = feasible_rows(workload, columns) & (True if fits is None else fits)
+    columns["score"] = score_rows(columns, objective)
+    columns["worth_switching"] = worth_switching(columns)
     twins, alias = collapse_twins(columns)
     columns["also_provisioning"] = alias
     columns = {k: v[twins] for k, v in columns.items()}
@@ -363,11 +594,14 @@ def rank_shapes(
     columns["pareto"] = pareto_mask(
         np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
     )
-    order = np.lexsort((columns["score"], ~columns["feasible"]))
-    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
-    return ShapeTable(
-        columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
-    )
+    unpriced = ~np.isfinite(columns["cost_usd_p50"].astype(float))
+    later = unpriced if objective != "time" else np.zeros_like(unpriced)
+    order = np.lexsort((columns["score"], later, ~columns["feasible"]))
+    rep, regions = fold_regions(columns, order)
+    columns["folded_into"] = rep
+    columns["regions"] = regions
+    order = order[rep[order] == order]
+    return columns, terms, order
 
 
 def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:
@@ -403,22 +637,35 @@ def run_settings(workload: Workload, overheads: Overheads) -> RunSettings:
         checkpoint_mb=ckpt,
         ps_provisioning=workload.allowed.ps_provisioning,
         warm_restart=workload.options.warm_restart,
+        checkpoint_write_s=workload.options.checkpoint_write_s,
     )
 
 
 def egress_usd(workload: Workload, cols: dict[str, np.ndarray], prices: PriceTable) -> np.ndarray:
-    """USD of reading the dataset (``dataset_gb`` × epochs) from ``data_region`` — by default the
-    current shape's region, where the data lives now — into each shape's region."""
+    """USD of copying the dataset (``dataset_gb``, once: a move copies it before training there,
+    :mod:`~cmdare.planner.risk_cost.switching`) from ``data_region`` — by default the current shape's region,
+    where the data lives now — into each shape's region."""
     o = workload.options
     cross = cols["region"] != (o.data_region or workload.current.region)
-    return np.where(cross, o.dataset_gb * (workload.target.epochs or 1.0) * prices.egress_usd_per_gb, 0.0)
+    return np.where(cross, o.dataset_gb * prices.egress_usd_per_gb, 0.0)
 
 
 def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
                    w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
     egress = egress_usd(workload, cols, prices)
-    return ShapeColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["workers"], cols["ps"],
-                        speed["steps_per_sec"], speed["degraded"], w_usd, ps_usd, egress)  # fmt: skip
+    return ShapeColumns(
+        cols["gpu"],
+        cols["region"],
+        cols["provisioning"],
+        cols["workers"],
+        cols["ps"],
+        speed["steps_per_sec"],
+        speed["degraded"],
+        w_usd,
+        ps_usd,
+        egress,
+        np.zeros(cols["gpu"].size),
+    )  # fmt: skip  (server starts: in the switching terms)
 
 
 def _result_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[str, np.ndarray],
@@ -478,4 +725,5 @@ def score_rows(c: dict[str, np.ndarray], objective: str) -> np.ndarray:
         ref = float(np.nanmedian(c["cost_usd_p50"]))
     k = c["cost_usd_p50"] / max(ref, 1e-12)
     base = {"time": t, "cost": k, "balanced": t * k}[objective]
+    base = np.where(np.isfinite(base), base, t)  # price unknown: ranked by time (after the priced rows)
     return base + 1e-6 * c["expected_revocations"]

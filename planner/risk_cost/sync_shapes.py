@@ -21,28 +21,27 @@ from dataclasses import replace
 
 import numpy as np
 
+from cmdare.planner.risk_cost.checkpointing import interval_columns
 from cmdare.planner.risk_cost.overheads import Overheads
-from cmdare.planner.risk_cost.ranking_notes import (
-    Bander,
-    RowBand,
-    collapse_twins,
-)
+from cmdare.planner.risk_cost.ranking_notes import Bander, RowBand
 from cmdare.planner.risk_cost.revocation import RevocationModel
+from cmdare.planner.risk_cost.risk_periods import band_columns, period_risks
 from cmdare.planner.risk_cost.shapes import (
     OBJECTIVES,
     Explanation,
     ShapeTable,
     UnpricedShapeError,
     egress_usd,
-    feasible_rows,
+    finish_table,
+    has_risk_curve,
     outcome_columns,
-    pareto_mask,
     run_settings,
-    score_rows,
+    switch_basis,
     worker_counts,
 )
+from cmdare.planner.risk_cost.switching import switching, with_switching
 from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync
-from cmdare.planner.risk_cost.time_cost import PriceTable
+from cmdare.planner.risk_cost.time_cost import PriceTable, write_seconds
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, sync_step
 from cmdare.planner.speed.interconnect import NODE_SIZES, node_links
@@ -175,6 +174,7 @@ class SyncShapeTable(ShapeTable):
     calibration_ranks: int = 0  # measuring ranks the live calibration rests on (0 = none: not calibrated)
 
     def filter(self, mask: np.ndarray) -> SyncShapeTable:
+        """A view keeping rows where ``mask`` is true (with the all-reduce knobs)."""
         out = super().filter(mask)
         for name in ("params", "memory_note", "known_network", "calibration_ranks"):
             setattr(out, name, getattr(self, name))
@@ -189,6 +189,7 @@ class SyncShapeTable(ShapeTable):
             "network": base * (float(c["exposed_s"][i]) + float(c["wait_s"][i])) / step,  # all-reduce call
             "checkpoint": float(t["checkpoint"][i]),
             "revocation": float(t["revocation"][i]),
+            "switch": float(t["switch"][i]) if "switch" in t else 0.0,
         }
         total = sum(seconds.values()) or 1.0
         shares = {k: v / total for k, v in seconds.items()}
@@ -243,9 +244,9 @@ def rank_sync_shapes(
         memory_note = "; ".join(x for x in (memory_note, f"{left_out} shapes left out: the model does not fit "
                                             f"their GPUs ({verdicts[1:][int(np.argmin(fits[1:]))]})") if x)  # fmt: skip
     usd = node_prices(price_book, cols)
-    keep = np.isfinite(usd) & fits
+    keep = (np.isfinite(usd) | has_risk_curve(rev, cols["gpu"], cols["region"])) & fits
     keep[0] = True
-    if keep.sum() < 2 and not np.isfinite(usd[0]):
+    if not np.any(np.isfinite(usd)):
         cur = workload.current
         raise UnpricedShapeError(
             f"the price book prices neither {cur.gpu} nodes in {cur.region} nor any alternative"
@@ -262,30 +263,43 @@ def rank_sync_shapes(
     gpus = (cols["nodes"] * cols["gpus_per_node"]).astype(float)
     per_cur = gpus / float(workload.current.workers)
     fewer_per_cur = np.maximum(gpus - cols["gpus_per_node"], 0) / float(workload.current.workers)
-    sc = SyncColumns(cols["gpu"], cols["region"], cols["provisioning"], cols["nodes"], full.steps_per_sec * per_cur,
-                     np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0), usd, egress)  # fmt: skip
-    stc = estimate_sync(sc, run_settings(workload, overheads), overheads, rev, workload.parallel.elastic)
-    columns = _columns(workload, cols, full, stc, prices, egress)
+    v_cur = full.steps_per_sec * per_cur
+    sc = SyncColumns(
+        cols["gpu"],
+        cols["region"],
+        cols["provisioning"],
+        cols["nodes"],
+        v_cur,
+        np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0),
+        usd,
+        egress,
+        np.zeros(usd.size),
+    )  # fmt: skip  (server starts: in the switching terms)
+    run = run_settings(workload, overheads)
+    stc = estimate_sync(sc, run, overheads, rev, workload.parallel.elastic)
+    ckpt = interval_columns(stc.figures, run, write_seconds(run, overheads), v_cur,
+                            lambda other: estimate_sync(sc, other, overheads, rev, workload.parallel.elastic).figures)  # fmt: skip
+    sw = switching(workload, cols, v_cur, cols["nodes"] * usd, usd, overheads)
+    stc = replace(stc, figures=with_switching(stc.figures, sw))
+    risks = period_risks(rev, cols, stc.figures.seconds_expected / 3600.0, cols["nodes"])
+    columns = {**_columns(workload, cols, full, stc, prices, egress), **sw.columns(), **ckpt,
+               **band_columns(stc.figures.p_revocation, risks)}  # fmt: skip
     columns["band_ref_sps"] = band_ref
-    columns["feasible"] = feasible_rows(workload, columns) & fits[keep]
     columns["memory"] = np.asarray(verdicts, dtype=object)[keep].astype(str)
-    columns["score"] = score_rows(columns, objective)
     tc = stc.figures
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
         "revocation": tc.seconds_revocation,
+        "switch": sw.seconds,
     }
-    twins, alias = collapse_twins(columns)
-    columns["also_provisioning"] = alias
-    columns = {k: v[twins] for k, v in columns.items()}
-    terms = {k: v[twins] for k, v in terms.items()}
-    columns["pareto"] = pareto_mask(
-        np.column_stack([columns["hours_p50"], columns["cost_usd_p50"], columns["p_revocation"]])
-    )
-    order = np.lexsort((columns["score"], ~columns["feasible"]))
+    columns, terms, order = finish_table(workload, columns, terms, objective, fits[keep])
     table = SyncShapeTable(columns, order, objective, terms, bander=_bander(workload, speed_model))
     table.params = p
+    table.switch_basis = switch_basis(sw, prices)
+    table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
+    table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
+    table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()
     table.memory_note = memory_note
     table.known_network = speed_model._resolve(workload.model).known is not None
     table.calibration_ranks = calibration_ranks

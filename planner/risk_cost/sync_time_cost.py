@@ -42,6 +42,7 @@ from cmdare.planner.risk_cost.time_cost import (
     TimeCost,
     poisson_quantile,
     revocation_curves,
+    write_seconds,
 )
 
 
@@ -57,6 +58,7 @@ class SyncColumns:
     degraded_steps_per_sec: np.ndarray  # with one node fewer (0 for one node)
     node_usd_per_hour: np.ndarray  # one node with all its GPUs
     egress_usd: np.ndarray
+    started: np.ndarray | None = None  # server starts billed per shape (1, None = all; 0 = billed elsewhere)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def estimate_sync(
     curves = revocation_curves(revocations, cols.gpu, cols.region, cols.provisioning)
     base = run.steps / v
     interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v
-    ckpt = run.steps / interval * float(overheads.checkpoint_cost(run.checkpoint_mb))
+    ckpt = run.steps / interval * write_seconds(run, overheads)
     pen_r, pen_e, pen = penalties(cols, run, overheads, elastic)
     total = base + ckpt
     for _ in range(FIXED_POINT_PASSES):
@@ -121,6 +123,8 @@ def estimate_sync(
     t50, t90 = base + ckpt + q50 * pen, base + ckpt + q90 * pen
     request, start = _per_pair(overheads, cols.gpu, cols.provisioning)
     start_usd = n * start * cols.node_usd_per_hour / 3600.0
+    if cols.started is not None:
+        start_usd = start_usd * cols.started
     replace_usd = request * cols.node_usd_per_hour / 3600.0  # per revocation
 
     def cost(seconds: np.ndarray, revs: np.ndarray) -> np.ndarray:
@@ -143,6 +147,7 @@ def estimate_sync(
         per_node_risk=1.0 - surv,
         penalty_worker_s=pen,
         penalty_ps_s=np.zeros_like(base),
+        redo_events=k,  # every revocation stops the job: back to its last checkpoint
     )
     policy = np.where(pen_e < pen_r, "elastic", "restart")
     return SyncTimeCost(figures, policy, pen_r, pen_e)

@@ -44,6 +44,7 @@ class ShapeColumns:
     worker_usd_per_hour: np.ndarray  # price of one worker node
     ps_usd_per_hour: np.ndarray  # price of one PS node
     egress_usd: np.ndarray  # cross-region data transfer for the whole run
+    started: np.ndarray | None = None  # server starts billed per shape (1, None = all; 0 = billed elsewhere)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class RunSettings:
     checkpoint_interval_s: float = 600.0
     ps_provisioning: str = "standard"
     warm_restart: bool = False
+    checkpoint_write_s: float | None = None  # measured seconds to write one (None: the fit on checkpoint_mb)
+    # the interval may be an array (one per shape: the checkpointing module's optimum)
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,9 @@ class TimeCost:
     per_node_risk: np.ndarray  # P(a given worker is revoked at least once)
     penalty_worker_s: np.ndarray
     penalty_ps_s: np.ndarray
+    redo_events: np.ndarray | None = (
+        None  # expected revocations that send the job back to its last checkpoint
+    )
 
 
 RiskFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -121,7 +127,7 @@ def estimate(
 
     base = run.steps / v
     interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v  # steps between checkpoints
-    ckpt = run.steps / interval * float(overheads.checkpoint_cost(run.checkpoint_mb))
+    ckpt = run.steps / interval * write_seconds(run, overheads)
     request = _request_overhead(overheads, cols.gpu, cols.provisioning)
     restart = overheads.framework_restart(run.warm_restart)
     redo = overheads.lost_work(interval / 2.0, v)
@@ -151,6 +157,8 @@ def estimate(
         n * _start_seconds(overheads, cols.gpu, cols.provisioning) * cols.worker_usd_per_hour
         + ps * ps_start * cols.ps_usd_per_hour
     ) / 3600.0
+    if cols.started is not None:
+        start_usd = start_usd * cols.started
     replace_usd = (
         k_w * request * cols.worker_usd_per_hour + k_ps * ps_request * cols.ps_usd_per_hour
     ) / 3600.0
@@ -174,7 +182,15 @@ def estimate(
         per_node_risk=1.0 - s_w,
         penalty_worker_s=pen_w,
         penalty_ps_s=np.full_like(base, pen_ps),
+        redo_events=k_w / n + k_ps,  # a worker revocation is the chief's one time in n
     )
+
+
+def write_seconds(run: RunSettings, overheads: Overheads) -> float:
+    """Seconds to write one checkpoint: measured when the run says, else the CM-DARE fit on its size."""
+    if run.checkpoint_write_s is not None:
+        return float(run.checkpoint_write_s)
+    return float(overheads.checkpoint_cost(run.checkpoint_mb))
 
 
 def _request_overhead(overheads: Overheads, gpu: np.ndarray, provisioning: np.ndarray) -> np.ndarray:

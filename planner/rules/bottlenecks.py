@@ -3,7 +3,8 @@
 Kinds (stable, they appear in ``snapshot --json``): ``ps-saturation``, ``wan-bound``, ``straggler``
 (PS and sync jobs), ``allreduce-bound`` (sync jobs: :mod:`~cmdare.planner.rules.sync_rules`),
 ``input-bound``, ``node-silent`` / ``node-revoked`` (:func:`cmdare.planner.rules.alerts.node_state_rule`),
-``eta-slip`` and ``cost-overrun``. Rules read ``ctx.inputs``, a typed
+``eta-slip``, ``cost-overrun`` and ``checkpoint-overdue`` (:mod:`~cmdare.planner.rules.checkpoint_rules`).
+Rules read ``ctx.inputs``, a typed
 :class:`~cmdare.planner.rules.inputs.RuleInputs` (built by :class:`cmdare.planner.analysis.Analysis`;
 :func:`rule_inputs` fills the fields read from the store):
 
@@ -11,7 +12,8 @@ Kinds (stable, they appear in ``snapshot --json``): ``ps-saturation``, ``wan-bou
 * ``price_book`` (``node_price`` / ``ps_node_price``), ``overheads`` (:class:`Overheads`);
 * ``thresholds`` (:class:`Thresholds`), ``goals``: job → :class:`JobGoal`, ``rate_window_s``;
 * ``stages``: job → stage counters per task, ``ps_cpu``: ``job/task`` → busy CPUs (from the store);
-* ``link_capacity_gbps``: ``(job, from_stage, to_stage)`` → B_eff when known.
+* ``link_capacity_gbps``: ``(job, from_stage, to_stage)`` → B_eff when known;
+* ``work_at_risk``: job → its time since the last checkpoint and optimum interval.
 
 Every finding carries the numbers it used and their window (``window_s``, seconds), and names what it
 rests on: ``evidence["measured"]`` (measurements), ``["model"]`` (speed-model terms) and
@@ -34,6 +36,7 @@ from cmdare.collectors.store import Store
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S, JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.rules.alerts import AlertContext, Finding, Rule, node_state_rule
+from cmdare.planner.rules.checkpoint_rules import checkpoint_overdue_rule
 from cmdare.planner.rules.goal_rules import cost_overrun_rule, eta_slip_rule
 from cmdare.planner.rules.inputs import JobGoal, RuleInputs, StageRates, frozen_map
 from cmdare.planner.rules.ps_rules import GBPS_PER_VCPU, PS_NIC_GBPS, PsLoad, ps_load, ps_saturation_rule
@@ -88,6 +91,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     wan_bound_rule,
     eta_slip_rule,
     cost_overrun_rule,
+    checkpoint_overdue_rule,
 )
 
 

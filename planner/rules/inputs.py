@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
 
 if TYPE_CHECKING:  # annotations only: the rule modules import this one
+    from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.rules.thresholds import Thresholds
     from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
@@ -62,7 +63,7 @@ class RuleInputs:
     ``overheads``: the CM-DARE overheads; ``replacement_seconds``: GPU (``"CPU"``) → measured seconds until a
     replacement trained; ``goals``: job → deadline and budget; ``stages``: job → pipeline-stage rates;
     ``ps_cpu``: ``job/task`` → busy CPUs of a PS; ``link_capacity_gbps``: known WAN capacities; the windows
-    the rates were measured over."""
+    the rates were measured over; ``work_at_risk``: job → its checkpoint figures."""
 
     predicted: Mapping[str, SpeedPrediction] = field(default_factory=frozen_map)
     model: SpeedModel | None = None
@@ -76,3 +77,6 @@ class RuleInputs:
     ps_cpu: Mapping[str, float] = field(default_factory=frozen_map)
     rate_window_s: float = RATE_WINDOW_S
     link_capacity_gbps: LinkCapacities = field(default_factory=frozen_map)
+    work_at_risk: Mapping[str, WorkAtRisk] = field(
+        default_factory=frozen_map
+    )  # job → since its last checkpoint

@@ -24,7 +24,9 @@ JSON_KEYS = (
     "hours_p90", "cost_usd_p50", "cost_usd_p90", "p_revocation", "expected_revocations", "pareto",
     "price_source", "price_as_of", "price_date", "hours_expected", "cost_usd_expected", "per_node_risk",
     "bottleneck", "feasible", "egress_usd", "region_note", "steps_per_sec_p10", "steps_per_sec_p90",
-    "extrapolation", "current", "delta",
+    "extrapolation", "current", "delta", "regions", "switch_s", "switch_usd", "switch_kind", "worth_switching",
+    "switch", "switch_terms", "switch_egress", "index", "ckpt_interval_s", "ckpt_optimal_s", "ckpt_mtbf_s", "ckpt_write_s", "ckpt_saves_s",
+    "ckpt_saves_usd", "p_revocation_low", "p_revocation_high", "p_revocation_periods", "p_revocation_period",
 )  # fmt: skip
 SYNC_KEYS = ("nodes", "gpus_per_node", "comm_share", "policy", "memory")  # [parallel] mode = sync | fsdp
 SYNC_NOTE = (
@@ -76,9 +78,10 @@ def run(args: argparse.Namespace) -> int:
     top = 10 if args.top is None else args.top
     rows = plan_rows(table, top or None)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps([{k: v for k, v in r.items() if k != "index"} for r in rows], indent=1))
     else:
-        print(render_text(table, rows, _reference_note(table)))
+        notes = (_reference_note(table), table.search_note)  # an unpriced current shape; the PS counts tried
+        print(render_text(table, rows, "\n".join(n for n in notes if n)))
     return 0
 
 
@@ -147,6 +150,14 @@ def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
         row["current"] = int(i) == 0
         row["delta"] = table.delta(int(i))
         row.update(band_keys(table, int(i)))
+        row["regions"] = list(row["regions"])
+        row["switch"] = table.switch_words(int(i))
+        row["switch_terms"] = [
+            {"term": k, "seconds": round(v, 1), "source": src} for k, v, src in table.switch_terms(int(i))
+        ]
+        row["switch_egress"] = table.egress_words(int(i)) or None
+        row["index"] = int(i)
+        row["p_revocation_period"] = table.risk_period_name
         rows.append({k: row[k] for k in JSON_KEYS + (SYNC_KEYS if _is_sync(table) else ())})
     return rows
 
@@ -194,41 +205,114 @@ def _num(x: object, fmt: str, unknown: str = "unknown") -> str:
     return unknown if x is None else format(float(x), fmt)  # type: ignore[arg-type]
 
 
-def render_text(table: Any, rows: list[dict[str, object]], note: str = "") -> str:
-    """A plain-text table: the current shape first, then the ranked alternatives with deltas; † marks a
-    region move, explained under the table (egress for the stated dataset, capacity not guaranteed)."""
+ROW_FMT = "{:>3} {:<5} {:>3} {:>2} {:<15} {:<5} {:>7} {:>6} {:>6} {:>7} {:>9}"
+DETAIL_INDENT = 6  # a row's details (vs current, switching, band) wrap beneath it, indented
+
+
+def text_width() -> int:
+    """The width ``plan`` wraps its text at: the terminal's, else ``COLUMNS`` (bounded), else 80 — as ``snapshot``."""
+    import shutil
+
+    from cmdare.tui.plain import report_width
+
+    return report_width() or shutil.get_terminal_size((80, 24)).columns
+
+
+def _wrap(text: str, width: int, indent: int = 0) -> list[str]:
+    import textwrap
+
+    pad = " " * indent
+    return textwrap.wrap(text, width=max(width, indent + 20), initial_indent=pad, subsequent_indent=pad,
+                         break_on_hyphens=False) or [pad]  # fmt: skip
+
+
+def _prov_code(r: dict[str, object]) -> str:
+    from cmdare.tui.format import provisioning_code
+
+    return "s/pre" if r.get("also_provisioning") else provisioning_code(str(r["provisioning"]))
+
+
+def _region_cell(r: dict[str, object]) -> str:
+    """The row's region, ``+N`` when it stands for N other regions with the same figures, † for a move."""
+    regions = list(r.get("regions") or [r["region"]])  # type: ignore[call-overload]
+    more = f"+{len(regions) - 1}" if len(regions) > 1 else ""
+    return f"{r['region']}{more}" + ("†" if r.get("region_note") else "")
+
+
+def _detail(table: Any, r: dict[str, object]) -> str:
+    """What a row's fixed columns do not say: its change against the current shape, what switching to it
+    costs (or that it is not worth it), its speed band, the regions it stands for."""
+    i = int(r["index"])  # type: ignore[call-overload]
+    words = [table.switch_words(i)]
+    if r["delta"] == "current shape":  # the reference line: where "stay" ranks, when to checkpoint
+        rank = next((k + 1 for k, x in enumerate(table.view) if int(x) == 0), None)
+        words = [f"current shape, ranked #{rank}" if rank else "current shape", table.risk_words(0),
+                 table.checkpoint_words(0)]  # fmt: skip
+    elif i != 0:
+        words.insert(0, ("★ " if r["pareto"] else "") + str(r["delta"]))
+    regions = list(r.get("regions") or [])  # type: ignore[call-overload]
+    if len(regions) > 1:
+        words.append("same figures in " + ", ".join(regions[1:]))
+    if r.get("cost_usd_p50") is None:
+        words.append("price unknown: ranked by time")
+    text = " · ".join(w for w in words if w)
+    return text + _band_words(r) + _sync_words(r)
+
+
+def render_text(table: Any, rows: list[dict[str, object]], note: str = "", width: int | None = None) -> str:
+    """A plain-text table wrapped at ``width`` (default :func:`text_width`): the current shape first, then the
+    ranked rows ("stay" among them), each row's details beneath it; † marks a region move, explained under the
+    table (egress for the stated dataset, capacity not guaranteed)."""
+    width = width or text_width()
     cur = table.current
     head = (
-        f"objective {table.objective} · {len(table)} shapes · {_price_words(cur)} · ★ = Pareto (time, cost, "
-        "risk)"
+        f"objective {table.objective} · {len(table)} outcomes · {_price_words(cur)} · ★ = Pareto (time, cost, "
+        "risk) · time and cost include switching to the shape"
     )
-    fmt = "{:>3} {:<5} {:>3} {:>2} {:<14} {:<12} {:>8} {:>7} {:>7} {:>8} {:>9}  {}"
     if table.bander is None:
         head += " · steps/s: expected value (band: n/a in this build)"
     sync = _is_sync(table)
-    lines = [head, *([note] if note else []), fmt.format(*(SYNC_HEADER if sync else TEXT_HEADER))]
+    lines = [*_wrap(head, width), *(_wrap(note, width) if note else [])]
+    lines.append(ROW_FMT.format(*(SYNC_HEADER if sync else TEXT_HEADER)[:11]).rstrip())
     moves: dict[str, str] = {}
-    for n, r in enumerate([{**cur, **band_keys(table, 0), "current": True, "delta": "current shape"}, *rows]):
+    first = {**cur, **band_keys(table, 0), "current": True, "delta": "current shape", "index": 0}
+    for n, r in enumerate([first, *rows]):
         a, b = (r["nodes"], r["gpus_per_node"]) if sync else (r["workers"], r["ps"])
-        star = "★" if r["pareto"] else " "
-        region = str(r["region"])
         if r.get("region_note"):
-            moves[region] = str(r["region_note"])
-            region += "†"
-        lines.append(fmt.format(
-            "cur" if n == 0 else str(n), r["gpu"], a, b, region, _prov_label(r),
+            moves[str(r["region"])] = str(r["region_note"])
+        label = "cur" if n == 0 else str(n)
+        lines.append(ROW_FMT.format(
+            label, r["gpu"], a, b, _region_cell(r), _prov_code(r),
             f"{r['steps_per_sec']:.1f}", f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}",
-            _num(r["cost_usd_p50"], ".2f"), f"{r['p_revocation']:.2f}",
-            (f"{star} {r['delta']}" if n else str(r["delta"])) + _band_words(r) + _sync_words(r),
-        ))  # fmt: skip
-    lines += [f"† {region}: {words}" for region, words in moves.items()]
+            _num(r["cost_usd_p50"], ".2f"), table.risk_cell(int(r["index"])),  # type: ignore[call-overload]
+        ).rstrip())  # fmt: skip
+        lines += _wrap(_detail(table, r), width, DETAIL_INDENT)
+    for region, words in moves.items():
+        lines += _wrap(f"† {region}: {words}", width)
     if sync:
-        lines.append(SYNC_NOTE)
+        lines += _wrap(SYNC_NOTE, width)
         if getattr(table, "memory_note", ""):
-            lines.append(f"memory: {table.memory_note}")
+            lines += _wrap(f"memory: {table.memory_note}", width)
+    lines += _wrap(_unpriced_note(table, rows), width) if _unpriced_note(table, rows) else []
     if rows and all(r["region"] != cur["region"] for r in rows):
-        lines.append(_best_at_home(table))
+        lines += _wrap(_best_at_home(table), width)
     return "\n".join(lines)
+
+
+def _unpriced_note(table: Any, rows: list[dict[str, object]]) -> str:
+    """Shapes kept for their revocation fit although the book has no price, when none of them is shown."""
+    import numpy as np
+
+    cost = table.columns["cost_usd_p50"].astype(float)
+    unpriced = [int(x) for x in table.view if int(x) != 0 and not np.isfinite(cost[int(x)])]
+    if not unpriced or any(r.get("cost_usd_p50") is None and not r.get("current") for r in rows):
+        return ""
+    r = table.row(unpriced[0])
+    where = "among the priced ones" if table.objective == "time" else "after the priced ones"
+    return (f"{len(unpriced)} shape(s) with a fitted revocation curve but no price in this book are ranked by time "
+            f"{where} (--top 0 lists them): the best, {r['workers']}×{r['gpu']} {r['provisioning']} in {r['region']}, "
+            f"{r['hours_p50']:.2f} h p50, "
+            f"P(≥1 rev) {r['p_revocation']:.2f}, price unknown")  # fmt: skip
 
 
 def _best_at_home(table: Any) -> str:

@@ -17,7 +17,7 @@ from textual.widgets import Static
 
 from cmdare.planner.live_sync import is_sync, measured_split, refusal_note
 from cmdare.planner.overview import JobView, TrainingFigures
-from cmdare.tui.format import clock, duration, money, num, rate
+from cmdare.tui.format import clock, duration, money, num, rate, risk_words
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import (
     PLOTS,
@@ -31,6 +31,7 @@ from cmdare.tui.widgets.plots import (
 )
 
 if TYPE_CHECKING:
+    from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
 
 HISTORY = 240  # refreshes kept for the plots (8 min at the default 2 s)
@@ -109,7 +110,15 @@ def summary_grid(
     c = job.counts
     grid.add_row("Tasks", _cell(f"{c['up']} up · {c['silent']} silent · {c['revoked']} revoked"))
     grid.add_row("Cost", _cost_cell(cost, job.stalled))
+    risk = view.checkpoint if view is not None else None
+    if risk is not None:
+        grid.add_row("At risk", _risk_cell(risk))
     return grid
+
+
+def _risk_cell(risk: WorkAtRisk) -> Text:
+    value, note = risk_words(risk)
+    return _cell(value, note, "bold yellow" if risk.overdue else "")
 
 
 def _stalled_cell(job: JobView) -> Text:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable
 
@@ -48,6 +49,9 @@ OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7),
 # (time, cost, risk) against the current shape; regions and provisioning are compact codes (format.region_code;
 # the row's explanation names both in full). "P(≥1 rev)" is the chance of at least one revocation during the
 # run. A region marked † is a move (egress for the stated dataset, capacity not guaranteed: see its explanation).
+# Shape's first mark: ▶ the current shape, ★ on the Pareto front, ✗ not worth switching (with its switching cost
+# the row does not beat staying). A Region ending in "+" stands for more regions with the same figures: ``x`` lists
+# them beneath it (└), ``enter`` names them.
 RANKED_COLUMNS = (("Shape", 13), ("Time", 6), ("Cost", 7), ("Δtime", 5), ("Δcost", 5), ("Region", 6),
                   ("Prov", 5), ("Bound", 5), ("Δrisk", 5), ("P(≥1 rev)", 9), ("Steps/s", 7))  # fmt: skip
 BOUND_CODE = {"compute": "comp", "network": "net"}
@@ -102,26 +106,46 @@ def outlook_rows(rows: list[ShapeOutlook]) -> list[Row]:
     return out
 
 
-def ranked_rows(table: ShapeTable, n: int = TOP_N) -> list[Row]:
-    """The current shape first (the reference row, ▶), then the ranking; ★ marks the Pareto front
-    of (time, cost, risk)."""
+def ranked_rows(table: ShapeTable, n: int = TOP_N, expanded: frozenset[int] = frozenset()) -> list[Row]:
+    """The current shape first (the reference row, ▶), then the ranking; ★ marks the Pareto front of
+    (time, cost, risk), ✗ a row not worth switching to. A row standing for other regions lists them beneath it
+    (└) when its index is in ``expanded``."""
     out = []
     for i in [0] + [int(x) for x in table.view[:n] if int(x) != 0]:
-        r = table.ranked_row(i)
-        cur = i == 0
-        shape = f"{'▶' if cur else ('★' if r.pareto else ' ')} {r.shape}"
-        region = region_code(r.region) + ("†" if r.region_note else "")
-        prov = "s/pre" if r.also_provisioning else provisioning_code(r.provisioning)
-        bound = r.bottleneck
-        dt, dc, dr = deltas(table, i)
-        cells = (Text(shape, style="bold" if cur else ""), hours(r.hours_p50), short_money(r.cost_usd_p50),
-                 "now" if cur else delta_pct(dt), "now" if cur else ("n/a" if dc is None else delta_pct(dc)), region, prov,
-                 BOUND_CODE.get(bound, bound[:5]), "now" if cur else f"{dr:+.2f}".replace("-", "−"),
-                 f"{r.p_revocation:.2f}", rate(r.steps_per_sec))  # fmt: skip
-        sort = (shape[2:], r.hours_p50, r.cost_usd_p50 or 0.0, dt, dc, r.region, r.provisioning,
-                bound, dr, r.p_revocation, r.steps_per_sec)  # fmt: skip
-        out.append(Row(str(i), cells, sort))
+        out.append(_ranked_row(table, i))
+        if i in expanded:
+            out += [_ranked_row(table, j, member=True) for j in table.members(i)]
     return out
+
+
+def _ranked_row(table: ShapeTable, i: int, member: bool = False) -> Row:
+    r = table.ranked_row(i)
+    cur = i == 0
+    worth = bool(table.columns["worth_switching"][i]) if "worth_switching" in table.columns else True
+    mark = "└" if member else ("▶" if cur else ("✗" if not worth else ("★" if r.pareto else " ")))
+    shape = f"{mark} {r.shape}"
+    more = len(table.columns["regions"][i]) - 1 if "regions" in table.columns and not member else 0
+    move = "†" if r.region_note else ""
+    region = region_code(r.region) + ("+" if more else "") + move
+    if len(region) > 6:  # a long code: the explanation and ``x`` still name the other regions
+        region = region_code(r.region) + move
+    prov = "s/pre" if r.also_provisioning else provisioning_code(r.provisioning)
+    bound = r.bottleneck
+    dt, dc, dr = deltas(table, i)
+    style = "bold" if cur else ("dim" if not worth else "")
+    cells = (Text(shape, style=style), hours(r.hours_p50), short_money(r.cost_usd_p50),
+             "now" if cur else delta_pct(dt), "now" if cur else ("n/a" if dc is None else delta_pct(dc)), region, prov,
+             BOUND_CODE.get(bound, bound[:5]), "now" if cur else f"{dr:+.2f}".replace("-", "−"),
+             table.risk_cell(i), rate(r.steps_per_sec))  # fmt: skip
+    sort = (shape[2:], r.hours_p50, r.cost_usd_p50 or 0.0, dt, dc, r.region, r.provisioning,
+            bound, dr, r.p_revocation, r.steps_per_sec)  # fmt: skip
+    return Row(str(i), cells, sort)
+
+
+def stay_rank(table: ShapeTable) -> str:
+    """'stay #5': where keeping the current shape ranks (switching costs counted); '' when it is not ranked."""
+    at = (table.view == 0).nonzero()[0]
+    return f"stay #{int(at[0]) + 1}" if at.size else ""
 
 
 def short_money(usd: Any) -> str:
@@ -154,13 +178,20 @@ def calibration_notes(plan: LivePlan | None) -> tuple[str, ...]:
     return words, words.split(" (", 1)[0], "calibrated"
 
 
+def ps_search_notes(ranked: ShapeTable) -> tuple[str, ...]:
+    """The PS counts a ranking tried (a job with many PSs), longest form first (see :func:`fit_subtitle`)."""
+    top = int(ranked.col("ps").max())
+    return ranked.search_note, f"PS counts 1–16, then ~25% apart to {top:,}", "not every PS count tried"
+
+
 def fit_subtitle(parts: Sequence[tuple[str, ...]], width: int) -> str:
-    """``parts`` (each: its forms, longest first) joined by ' · ', each part as long as the width lets
-    it be: the last parts give way first, so that the subtitle is never cut by the border."""
+    """``parts`` (each: its forms, longest first; an empty form leaves the part out) joined by ' · ', each part
+    as long as the width lets it be: the last parts give way first, so that the subtitle is never cut by the
+    border."""
     chosen = [0] * len(parts)
 
     def text() -> str:
-        return " · ".join(p[i] for p, i in zip(parts, chosen, strict=True))
+        return " · ".join(x for x in (p[i] for p, i in zip(parts, chosen, strict=True)) if x)  # "": left out
 
     for level in range(1, max(map(len, parts), default=1)):  # one step shorter at a time, last part first
         for k in reversed(range(len(parts))):
@@ -178,13 +209,41 @@ def fit_subtitle(parts: Sequence[tuple[str, ...]], width: int) -> str:
 class PlannerPane(Vertical):
     """The Planner pane: ranked shapes, the speed-only outlook or the geo pipeline, whichever the job has."""
 
-    KEYS_HELP = (("enter", "Explain the row"),)  # keys this pane answers (the help screen)
+    KEYS_HELP = (("enter", "Explain the row"), ("x", "List the regions a row stands for"))
+    BINDINGS = [
+        Binding(
+            "x",
+            "expand",
+            "Regions",
+            tooltip="List the regions a row stands for",
+            show=False,
+            id="planner.expand",
+        )
+    ]
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.mode = "outlook"
         self._state: MonitorState | None = None
         self._subtitle: list[tuple[str, ...]] = []  # the ranked subtitle's parts (fitted to the width)
+        self._expanded: frozenset[int] = frozenset()  # ranked rows whose folded regions are listed
+
+    def action_expand(self) -> None:
+        """``x``: list (or fold again) the regions the ranked row under the cursor stands for."""
+        if self.mode != "ranked" or self._state is None:
+            return
+        ranked = self._ranked(self._state)
+        key = self.query_one("#ranked-table", FilterTable).current_key()
+        if ranked is None or key is None:
+            return
+        i = int(key)
+        rep = ranked.columns.get("folded_into")
+        i = int(rep[i]) if rep is not None and i < rep.size else i
+        if not ranked.members(i):
+            self.app.notify("this row stands for its own region only", timeout=3)
+            return
+        self._expanded = self._expanded ^ {i}
+        self.query_one("#ranked-table", FilterTable).set_rows(ranked_rows(ranked, expanded=self._expanded))
 
     def compose(self) -> ComposeResult:
         yield TableBox(FilterTable(OUTLOOK_COLUMNS, id="planner-table"), id="planner-outlook")
@@ -210,10 +269,14 @@ class PlannerPane(Vertical):
         ranked = self._ranked(state)
         if ranked is not None:
             self._set_mode("ranked")
-            self.query_one("#ranked-table", FilterTable).set_rows(ranked_rows(ranked))
+            self.query_one("#ranked-table", FilterTable).set_rows(
+                ranked_rows(ranked, expanded=self._expanded)
+            )
             view = self._view(state)
+            stay = stay_rank(ranked)
             self._subtitle = [
                 (f"ranked by {ranked.objective}", f"by {ranked.objective}"),
+                *([(stay, "")] if stay else []),  # where "stay" ranks: left out when the width is short
                 *(
                     []
                     if ranked.current_priced
@@ -221,6 +284,7 @@ class PlannerPane(Vertical):
                 ),
                 price_notes(ranked.ranked_row(0)),
                 calibration_notes(view.plan if view is not None else None),
+                *([ps_search_notes(ranked)] if ranked.search_note else []),
             ]
             self._fit()
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -140,12 +141,17 @@ class ExplainScreen(ModalScreen[None]):
         t.add_row("Time", f"p50 {duration(r.hours_p50 * 3600)}, p90 {duration(r.hours_p90 * 3600)}")
         t.add_row("Cost", f"p50 {money(r.cost_usd_p50)}, p90 {money(r.cost_usd_p90)}"
                   if r.cost_usd_p50 is not None else "price unknown in this book")  # fmt: skip
-        t.add_row(
-            "Revocation", f"P(≥1 revocation) {r.p_revocation:.2f}, expected {r.expected_revocations:.2f}"
-        )
+        t.add_row("Revocation", f"{table.risk_words(i)}; expected revocations {r.expected_revocations:.2f}")
         if r.region_note:
             t.add_row("Region move", r.region_note)
+        regions = list(table.columns["regions"][i]) if "regions" in table.columns else []
+        if len(regions) > 1:
+            t.add_row("Regions", f"the same figures in {', '.join(regions)} (one row; x lists them)")
         t.add_row("vs current", "this is the current shape" if i == 0 else table.delta(i))
+        for label, value in switching_rows(table, i):
+            t.add_row(label, value)
+        if table.checkpoint_words(i):
+            t.add_row("Checkpoints", checkpoint_explained(table, i))
         try:
             ex = table.explain(i)
         except ValueError as exc:
@@ -157,6 +163,31 @@ class ExplainScreen(ModalScreen[None]):
             t,
             ex.text() + f"\n{r.price_source} prices, {r.price_date}",
         )
+
+
+def checkpoint_explained(table: ShapeTable, i: int) -> str:
+    """Row ``i``'s optimum checkpoint interval, how it is made and what it rests on."""
+    from cmdare.planner.risk_cost.checkpointing import METHOD
+
+    c = table.columns
+    mtbf, write = float(c["ckpt_mtbf_s"][i]), float(c["ckpt_write_s"][i])
+    if not math.isfinite(mtbf):
+        return table.checkpoint_words(i)
+    return (f"{table.checkpoint_words(i)} · {METHOD}: a restart-forcing revocation every {duration(mtbf)} "
+            f"expected, {write:.1f} s to write one")  # fmt: skip
+
+
+def switching_rows(table: ShapeTable, i: int) -> list[tuple[str, str]]:
+    """What moving the job to row ``i`` costs — the verdict, then each term with its source (issue 30); the
+    row's time and cost above include it."""
+    words = table.switch_words(i)
+    if not words:
+        return []
+    out = [("Switching", words + ("" if i == 0 else " — included in the time and cost above"))]
+    out += [(f"  {name}", f"{duration(sec)} · {source}") for name, sec, source in table.switch_terms(i)]
+    if table.egress_words(i):
+        out.append(("  egress", table.egress_words(i)))
+    return out
 
 
 def boundary_wire_rows(b: LiveBoundary) -> list[tuple[str, str]]:
