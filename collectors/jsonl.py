@@ -23,9 +23,11 @@ without its newline is left until the writer finishes it.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tensorboard import scalar_key
+from cmdare.collectors.textfile import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +114,14 @@ class JsonlSource:
 
     def _read_new(self) -> bytes:
         st = self.path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO put in its place would block the poll for ever
+            raise OSError(errno.EINVAL, "not a regular file")
         ident = (st.st_dev, st.st_ino)
         if self._inode is not None and (ident != self._inode or st.st_size < self.offset):
             log.info("jsonl %s was replaced or truncated: reading from the start", self.path)
             self.offset, self._skipping = 0, False
         self._inode = ident
-        with self.path.open("rb") as fh:
+        with open_regular(self.path) as fh:  # a FIFO put there between the two looks: refused too
             fh.seek(self.offset)
             return fh.read(READ_CHUNK_BYTES)
 

@@ -97,7 +97,9 @@ class Poller:
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
             limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-            self._client = new_client(limits)
+            self._client = new_client(
+                limits
+            )  # no bound of its own: each source's request runs under its timeout
         return self._client
 
     async def _poll_source(self, source: Source) -> tuple[list[TaskPoll], str | None]:

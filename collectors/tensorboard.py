@@ -48,6 +48,7 @@ from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tbproto import Event, ProtoError, decode_event
 from cmdare.collectors.tbruns import find_runs, run_name, sub_prefix
+from cmdare.collectors.textfile import open_regular
 from cmdare.collectors.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 
 __all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
@@ -170,7 +171,7 @@ class TensorBoardSource:
         if tail.broken or tail.offset >= tail.size:
             return False
         try:
-            with path.open("rb") as fh:
+            with open_regular(path) as fh:  # a FIFO put in its place would block the reader for ever
                 fh.seek(tail.offset)
                 buf = fh.read(min(max(READ_CHUNK_BYTES, tail.need), MAX_RECORD_BYTES + 16))
         except OSError as exc:
@@ -374,7 +375,7 @@ def _background() -> None:
 
 def _head(path: Path) -> bytes:
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             return fh.read(HEAD_BYTES)
     except OSError:
         return b""

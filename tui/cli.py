@@ -139,6 +139,7 @@ def run_app(args: argparse.Namespace) -> int:
     os.environ.setdefault("ESCDELAY", str(ESCAPE_DELAY_MS))  # read when Textual is first imported
     from cmdare.tui.app import CmdareApp
 
+    writes.set_read_only(bool(getattr(args, "read_only", False)))  # already while the flags are checked
     opts = session_options(args)
     writes.set_read_only(opts.read_only)
     setup_logging(args.log_level, to_stderr=False)  # never stderr under a full-screen UI
@@ -228,11 +229,12 @@ def _silence_stdout() -> None:
 
 
 def _say(message: str) -> None:
-    """One line on stderr: the message with control characters and newlines made visible, redacted."""
+    """One line on stderr: the message redacted, then through the one sanitiser (control characters,
+    newlines and bidi controls made visible) and cut to a message's length."""
     from cmdare.collectors.redaction import redact
+    from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
 
-    line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in redact(message))
-    print(f"cmdare-tui: error: {line[:500]}", file=sys.stderr)
+    print(f"cmdare-tui: error: {clean_text(redact(message), MESSAGE_LIMIT)}", file=sys.stderr)
 
 
 if __name__ == "__main__":
