@@ -282,6 +282,12 @@ class Lifecycle:
         i = node.info
         return Lifetime(key, node.started, end, cause, i.gpu, i.region, i.provisioning)
 
+    def source_of(self, key: str) -> str | None:
+        """The address the task ``key`` answers at (a pending target's own), or None."""
+        if key.startswith("pending:"):
+            return key.removeprefix("pending:")
+        return next((s for s, k in self._by_source.items() if k == key), None)
+
     def take_dirty(self) -> set[str]:
         """The tasks whose status, flags or lifetime may have changed since the last call (one
         reader: the session's overview)."""

@@ -28,6 +28,7 @@ from cmdare.tui.sources import SourcePlan, build_sources
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from cmdare.collectors.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
     from cmdare.planner.rules.alerts import Alert
@@ -130,6 +131,37 @@ class MonitorSession:
         self.started_at = time.monotonic()
         self._screen_focus: frozenset[str] = frozenset()  # task keys on screen (the app says which)
         self._overview = OverviewCache()  # the overview's views between refreshes (rebuilt as tasks change)
+        self._playing = asyncio.Event()  # cleared while live polling is paused (the space key)
+        self._playing.set()
+
+    @property
+    def polling_paused(self) -> bool:
+        """Whether live polling is paused (a replay pauses itself: ``plan.replay.paused``)."""
+        return not self._playing.is_set()
+
+    def pause_polling(self) -> None:
+        """Poll no more, and draw no poll that was under way, until :meth:`resume_polling`."""
+        self._playing.clear()
+
+    def resume_polling(self) -> None:
+        self._playing.set()
+
+    async def _until_playing(self, stop: asyncio.Event) -> None:
+        """Wait while live polling is paused (or until ``stop``)."""
+        if self._playing.is_set():
+            return
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._playing.wait())]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for w in waiters:
+            w.cancel()
+
+    async def _held(self, replay: ReplaySource | None, stop: asyncio.Event) -> None:
+        """A pause that came while a poll (or a recorded cycle) was being read holds it off the screen
+        until play resumes: the screen stays as it was when the key was pressed."""
+        if replay is not None:
+            await replay.hold_while_paused()
+        else:
+            await self._until_playing(stop)
 
     @property
     def is_demo(self) -> bool:
@@ -349,10 +381,16 @@ class MonitorSession:
         assert self.poller is not None, "start() first"
         replay = self.plan.replay if self.plan is not None else None
         while not stop.is_set():
+            await self._until_playing(stop)
+            if stop.is_set():
+                return
             started = self.poller.clock.monotonic()
             try:
                 cycle = await self.poller.poll_once()
                 if replay is not None and replay.ended:
+                    return
+                await self._held(replay, stop)
+                if stop.is_set():
                     return
                 on_state(self.analyse(cycle))
                 self._start_ranking()

@@ -19,7 +19,7 @@ from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-COLUMNS = (("Sev", 10), ("Subject", 9), ("Message", 72), ("Kind", 14))
+COLUMNS = (("Sev", 10), ("Subject", 9), ("Message", 30), ("Kind", 14))  # widths: floors (column_fit.py)
 BASIS_KEYS = ("measured", "model", "not_measured")
 # (key suffix or word, unit): the first that matches an evidence key names its unit.
 _UNITS = (("_gbps", "Gbit/s"), ("_bps", "B/s"), ("steps_per_sec", "steps/s"), ("_usd_per_hour", "$/h"),
@@ -106,7 +106,7 @@ class AlertsPane(Vertical):
         self._state: MonitorState | None = None
 
     def compose(self) -> ComposeResult:
-        yield TableBox(FilterTable(COLUMNS, id="alerts-table"))
+        yield TableBox(FilterTable(COLUMNS, cut_end=("Message",), id="alerts-table"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """``enter``: the whole alert (message, suggested fix, evidence) in a window."""
