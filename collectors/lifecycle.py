@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from cmdare.collectors.metrics import K_PREEMPTED
+from cmdare.collectors.clock import clock_time
+from cmdare.collectors.metrics import K_LOG_RESTARTS, K_PREEMPTED
 from cmdare.collectors.samples import Lifetime, TaskInfo, TaskPoll, TaskState
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,8 @@ class NodeStatus:
     cause: str = ""  # for revoked: preempted | vanished
     preempted_seen: bool = False
     started: float = 0.0  # start of the current lifetime
-    restarts: int = 0  # how many times this task came back after being revoked
+    restarts: int = 0  # how many times this task came back after being revoked, or restarted (its logs)
+    log_restarts: int = 0  # restarts from a checkpoint its logs showed (cmdare_log_restarts)
 
     def __setattr__(self, name: str, value: object) -> None:
         old = self.__dict__.get(name, _UNSET)
@@ -207,9 +209,18 @@ class Lifecycle:
             node = self.nodes[key] = NodeStatus(info=poll.info, since=poll.t, started=poll.t)
             node.preempted_seen = preempted
             node.last_error = poll.error
-            return [Transition(key, None, TaskState.UP, poll.t, "first seen")]
+            node.restarts = node.log_restarts = int(poll.values.get(K_LOG_RESTARTS, 0))
+            first = [Transition(key, None, TaskState.UP, poll.t, "first seen")]
+            if poll.finished:  # an old run read for the first time
+                node.last_error = poll.error or f"finished: last event at {clock_time(poll.t)}"
+                return first + self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
+            return first
         node.info = poll.info
         node.failures, node.last_error = 0, poll.error
+        logged = poll.values.get(K_LOG_RESTARTS)
+        if logged is not None and logged > node.log_restarts:  # its logs say it restarted from a checkpoint
+            node.restarts += int(logged - node.log_restarts)  # (the same server: its lifetime goes on)
+            node.log_restarts = int(logged)
         if preempted:
             node.preempted_seen = True
             return self._set(
@@ -219,7 +230,10 @@ class Lifecycle:
             node.restarts += 1
             node.started, node.preempted_seen = poll.t, False
             return self._set(node, key, TaskState.UP, poll.t, "replacement is up")
-        if node.state is TaskState.SILENT:
+        if poll.finished:
+            node.last_error = poll.error or f"finished: last event at {clock_time(poll.t)}"
+            return self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
+        if node.state in (TaskState.SILENT, TaskState.FINISHED):
             return self._set(node, key, TaskState.UP, poll.t, "answering again")
         return []
 
@@ -236,6 +250,8 @@ class Lifecycle:
         node.last_error = poll.error
         if node.state is TaskState.REVOKED:
             return []
+        if poll.finished:  # the source knows its writer is done: no N polls to wait
+            return self._set(node, key, TaskState.FINISHED, poll.t, poll.error or "finished")
         if node.failures >= self.silent_after and node.preempted_seen:
             return self._set(
                 node, key, TaskState.REVOKED, poll.t, "gone after preemption notice", cause="preempted"
@@ -265,6 +281,12 @@ class Lifecycle:
     def _lifetime(key: str, node: NodeStatus, end: float | None, cause: str) -> Lifetime:
         i = node.info
         return Lifetime(key, node.started, end, cause, i.gpu, i.region, i.provisioning)
+
+    def source_of(self, key: str) -> str | None:
+        """The address the task ``key`` answers at (a pending target's own), or None."""
+        if key.startswith("pending:"):
+            return key.removeprefix("pending:")
+        return next((s for s, k in self._by_source.items() if k == key), None)
 
     def take_dirty(self) -> set[str]:
         """The tasks whose status, flags or lifetime may have changed since the last call (one

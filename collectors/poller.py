@@ -11,13 +11,14 @@ import heapq
 import logging
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from operator import attrgetter
 from typing import Protocol
 
 import httpx
 
+from cmdare.collectors import metrics as M
 from cmdare.collectors.caps import CapGate
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
@@ -193,9 +194,16 @@ class Poller:
                 tasks = [
                     ts for k, ts in members.items() if (n := nodes.get(k)) is None or n.state is TaskState.UP
                 ]
-                if not tasks:
+                done = [
+                    ts for k, ts in members.items() if (n := nodes.get(k)) and n.state is TaskState.FINISHED
+                ]
+                if not tasks and not done:
                     continue
                 jr = job_rate(tasks, js.facts, window)
+                if done:  # finished runs: no rate, but the step they reached stays the job's
+                    steps = [g for ts in done if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
+                    known = [g for g in (jr.global_step, *steps) if g == g]  # not NaN
+                    jr = replace(jr, global_step=max(known) if known else jr.global_step)
             js.sync, js.sync_how, js.rate_basis = jr.sync, jr.how, jr.basis
             js.append(
                 t,

@@ -88,8 +88,15 @@ from cmdare.collectors.prometheus_hosts import exact_instances, host_polls, host
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import describe_error
+from cmdare.collectors.untrusted import clean_text
 
 T = TypeVar("T")
+#: The ``origin`` label of the alerts ``cmdare-tui rules`` generates, and the query for those firing: the
+#: engine's ``ALERTS`` series (Prometheus; VictoriaMetrics when vmalert writes its state back to it).
+ENGINE_ORIGIN = "cmdare-rules"
+ENGINE_ALERTS_QUERY = f'ALERTS{{alertstate="firing",origin="{ENGINE_ORIGIN}"}}'
+ENGINE_ALERTS_MAX = 500  # rows read a refresh: a fleet's worth of flags, bounded
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -318,6 +325,18 @@ class PrometheusAPISource:
         rows = decode(body, ctype, status, nvalues, result_type, cut)
         self._rows_cut += sum(cut)
         return rows
+
+    async def engine_alerts(self, client: httpx.AsyncClient) -> list[dict[str, str]]:
+        """The labels of the firing alerts of the generated rule file (``cmdare-tui rules``), cleaned where
+        they enter (they are the server's text); at most :data:`ENGINE_ALERTS_MAX`. Raises
+        :class:`PrometheusAPIError` when the server does not answer."""
+        rows = await self.query(client, ENGINE_ALERTS_QUERY)
+        out = []
+        for row in rows[:ENGINE_ALERTS_MAX]:
+            labels = row.get("metric") if isinstance(row, dict) else None
+            if isinstance(labels, dict):
+                out.append({clean_text(k): clean_text(v) for k, v in labels.items() if isinstance(v, str)})
+        return out
 
     async def _ask(
         self, client: httpx.AsyncClient, at: float, now: float

@@ -253,6 +253,16 @@ class ReplaySource:
         self._running.set()
         self._changed.set()
 
+    async def hold_while_paused(self) -> None:
+        """Wait while paused: a cycle read just before a pause is held until play resumes, and a
+        step plays it (then the replay is paused again)."""
+        if not self.paused:
+            return
+        await self._running.wait()
+        if self._step:
+            self._step = False
+            self._running.clear()
+
     def median_gap(self) -> float | None:
         """The median recorded gap between cycles (at most :data:`MAX_INTERVAL_S`), or None."""
         try:

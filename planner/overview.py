@@ -66,6 +66,7 @@ class NodeView:
     )
     checkpoint_seconds: float | None = None  # mean time to write one (cmdare_checkpoint_seconds, measured)
     checkpoint_interval_s: float | None = None  # mean time between its checkpoints over the last hour
+    ended_at: float | None = None  # a finished log run: its last event's time (shown for an uptime)
 
     def uptime_s(self, now: float) -> float | None:
         """Seconds since the task's current lifetime began, at ``now`` (None unless up). The view
@@ -141,9 +142,12 @@ class JobView:
 
     @property
     def finished(self) -> bool:
-        """Whether the job is stalled with its target step reached (it ended, rather than died)."""
+        """Whether the job is stalled with its target step reached, or every task of it is a finished log
+        run (its writers are done): it ended, rather than died."""
         target = self.facts.target_steps
-        return self.stalled and bool(target) and (self.global_step or 0) >= target
+        if self.stalled and bool(target) and (self.global_step or 0) >= target:
+            return True
+        return self.stalled and self.counts.get(TaskState.FINISHED.value, 0) == len(self.nodes) > 0
 
     def memo(self, name: str, compute: Callable[[JobView], T]) -> T:
         """``compute(self)``, once per view: the rules, the planner and the panes ask the same things of
@@ -377,6 +381,7 @@ def node_view(
         net_in_bps=_finite(net_in) if up else None,
         net_out_bps=_finite(net_out) if up else None,
         started_at=started if up and started and math.isfinite(started) else None,
+        ended_at=ts.last_seen if state == TaskState.FINISHED.value and math.isfinite(ts.last_seen) else None,
         last_error=status.last_error if status else None,
         restarts=status.restarts if status else 0,
         cause=status.cause if status else "",

@@ -115,7 +115,8 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
         type=readable_file,
         default=[],
         metavar="FILE",
-        help="tail a JSON-lines metric log (repeatable)",
+        help="tail a JSON-lines metric log (MMEngine, detectron2, plain), a Lightning metrics.csv or an HF "
+        "trainer_state.json (repeatable)",
     )
     g.add_argument(
         "--tf-config",
