@@ -24,12 +24,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
-
-from prom_server import PromServer  # noqa: E402
+sys.path.insert(0, str(HERE.parent))  # the repository root: helpers import as tests.*
 
 from cmdare.collectors import metrics as M  # noqa: E402
 from cmdare.planner.rules.engine_rules import RuleOptions, render  # noqa: E402
+from tests.prom_server import PromServer  # noqa: E402
 
 PER_JOB = 100
 INTERVAL_S = 5.0

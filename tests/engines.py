@@ -13,7 +13,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from prom_server import PromServer, free_port
+from tests.prom_server import PromServer, free_port
 
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
 VICTORIA = shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics"

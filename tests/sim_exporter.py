@@ -11,10 +11,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from alert_sim import SimCluster, SimPipeline, SimTask
-
 from cmdare.collectors import metrics as M
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
+from tests.alert_sim import SimCluster, SimPipeline, SimTask
 
 
 class SimSync:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli_harness import check_discipline, run_main
 
 from cmdare.planner.rules.engine_rules import (
     ALERT_KINDS,
@@ -25,6 +24,7 @@ from cmdare.planner.rules.engine_rules import (
     render,
 )
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tests.cli_harness import check_discipline, run_main
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 VMALERT = shutil.which("vmalert") or "/usr/bin/vmalert"
@@ -141,12 +141,11 @@ def test_bad_input_is_one_line_and_exit_2(argv):
 async def test_engine_alerts_are_read_cleaned_and_merged_with_the_apps_once():
     """``--prometheus``: the engine's firing alerts (``ALERTS``) beside the app's, marked by origin; a label
     value from the server is cleaned where it enters (an escape sequence becomes visible text)."""
-    from prom_server import FakePromAPI
-
     from cmdare.collectors.http_client import new_client
     from cmdare.collectors.prometheus_api import ENGINE_ORIGIN, PrometheusAPISource
     from cmdare.planner.rules.alerts import Alert
     from cmdare.planner.rules.engine_alerts import merge_engine_alerts
+    from tests.prom_server import FakePromAPI
 
     def row(**labels: str) -> dict:
         return {"metric": {"__name__": "ALERTS", "alertstate": "firing", "origin": ENGINE_ORIGIN, **labels},

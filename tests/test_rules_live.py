@@ -13,18 +13,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from alert_sim import Harness, SimCluster, load_curves
-from engines import (
-    VMALERT,
-    RulesPromServer,
-    Webhook,
-    alertmanager,
-    victoria_metrics,
-    vmalert,
-    vmalert_firing,
-)
-from prom_server import PROMETHEUS
-from sim_exporter import SimExporters, SimSync
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.http_client import new_client
@@ -34,6 +22,20 @@ from cmdare.planner.rules.engine_alerts import merge_engine_alerts
 from cmdare.planner.rules.engine_rules import ALERT_KINDS, RuleOptions, render
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
+from tests.alert_sim import Harness, SimCluster, load_curves
+from tests.engines import (
+    VMALERT,
+    RulesPromServer,
+    Webhook,
+    alertmanager,
+    victoria_metrics,
+    vmalert,
+    vmalert_firing,
+)
+from tests.prom_server import PROMETHEUS
+from tests.sim_exporter import SimExporters, SimSync
+
+pytestmark = pytest.mark.slow
 
 INTERVAL = 1.0  # scrape, evaluation and the app's refresh (s)
 PER_TASK = {"node-revoked", "node-silent", "straggler"}  # the other verdicts' subject is the job

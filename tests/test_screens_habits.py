@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from textual.widgets import OptionList, Static
 
 from cmdare.tui.app import CmdareApp
@@ -17,7 +18,9 @@ from cmdare.tui.widgets.column_chooser import ColumnChooser
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable
 from cmdare.tui.widgets.task_detail import per_second, sparkline
-from tests.test_app_pilot import fast_demo_app, wait_for
+from tests.pilot_app import fast_demo_app, wait_for
+
+pytestmark = pytest.mark.slow
 
 
 def screen_text(app: CmdareApp) -> str:

@@ -13,8 +13,10 @@ from cmdare.tui.app import CmdareApp
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.widgets.column_fit import cut_text, distinct_spans, fit_widths, natural_widths
 from cmdare.tui.widgets.table import FilterTable
+from tests.pilot_app import wait_for
 from tests.prom_server import free_port
-from tests.test_app_pilot import wait_for
+
+pytestmark = pytest.mark.slow
 
 NAMES = [f"trainer-worker-0{i}-us-central1-a" for i in (1, 2, 3)]
 
