@@ -47,7 +47,9 @@ def static_page(task: str) -> bytes:
 
     from cmdare.collectors.exporter import TrainingExporter
 
-    exp = TrainingExporter("idle-bench", "worker", task, gpu="v100", region="us-central1", provisioning="spot")
+    exp = TrainingExporter(
+        "idle-bench", "worker", task, gpu="v100", region="us-central1", provisioning="spot"
+    )
     for _ in range(1200):
         exp.step(0.25, examples=32)
     exp.set_global_step(2400)
@@ -128,7 +130,9 @@ def main() -> None:
     srv.shutdown()
     print(f"idle, two static targets, {args.seconds:g} s after {args.warmup:g} s warm-up, "
           f"{args.rounds} round(s), medians:")  # fmt: skip
-    med = {k: (statistics.median(c for c, _ in v), statistics.median(b for _, b in v)) for k, v in runs.items()}
+    med = {
+        k: (statistics.median(c for c, _ in v), statistics.median(b for _, b in v)) for k, v in runs.items()
+    }
     for name, (cpu, bps) in med.items():
         print(f"  {name:13s} {cpu:5.2f}% of a core  {bps:8.1f} B/s to the terminal")
     (cpu, bps), (bcpu, bbps) = med["cmdare-tui"], med["bare Textual"]

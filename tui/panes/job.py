@@ -29,6 +29,7 @@ from cmdare.tui.widgets.plots import (
     draw_throughput,
     step_changes,
 )
+from cmdare.tui.widgets.quiet import set_subtitle, update_static
 
 if TYPE_CHECKING:
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
@@ -245,7 +246,7 @@ class JobPane(Vertical, can_focus=True):
         job = state.job()
         summary = self.query_one("#job-summary", Static)
         if job is None:
-            summary.update(Text("no job seen yet: " + "; ".join(s.message for s in state.sources)))
+            update_static(summary, Text("no job seen yet: " + "; ".join(s.message for s in state.sources)))
             return
         view = state.planner.job(job.name)
         cost = view.cost if view is not None else None
@@ -261,7 +262,7 @@ class JobPane(Vertical, can_focus=True):
                     _nan(job.global_step),
                 )
             )
-        summary.update(summary_grid(job, state, cost, pts))
+        update_static(summary, summary_grid(job, state, cost, pts))
         self._draw(state)
 
     def _draw(self, state: MonitorState) -> None:
@@ -291,10 +292,10 @@ class JobPane(Vertical, can_focus=True):
             )
             why = draw_cost(plot, pts, cost.budget_usd if cost else None, missing)
         note = self.query_one("#plot-note", Static)
-        note.update(Text(why or ""))
+        update_static(note, Text(why or ""))
         note.display = why is not None
         plot.display = why is None
-        self.border_subtitle = f"p: next plot · {self.plot_kind}"
+        set_subtitle(self, f"p: next plot · {self.plot_kind}")
 
 
 def _nan(x: float | None) -> float:
