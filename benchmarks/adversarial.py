@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import resource
 import sqlite3
 import subprocess
@@ -196,6 +197,244 @@ def hostile_recording(path: Path, attack: str) -> None:
     c.close()
 
 
+# --- issue 27 round two (many PSs, hostile DCGM pages, replaced VMs, fleet columns, ranks) -----------------
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    """``cmdare-tui`` in this process (its peak RSS is this attack's): (exit status, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from cmdare.tui.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _cli_verdict(rc: int, out: str, err: str) -> str:
+    """A hard failure of a command run (exit status, traceback, "unexpected …"), or ""."""
+    if "Traceback" in err or "unexpected" in err:
+        return f"exit {rc}: {_show(err.strip().splitlines()[-1] if err.strip() else '')[:100]}"
+    if "\x1b" in out or "\x1b" in err:
+        return "ESC byte in the output"
+    return ""
+
+
+def many_ps_recording(path: Path, n_ps: int, claimants: int = 0, cycles: int = 3) -> None:
+    """A recording of a job with model facts, 4 workers and ``n_ps`` PSs (``cycles`` of them); ``claimants``: as
+    many more polls of ps-0 in cycle 2, each from its own source (one PS announced 200,000 times)."""
+    from cmdare.collectors.poller import Cycle
+    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
+
+    facts = JobFacts("big", ModelSpec("ResNet-32", 1.4e11, 4.6e5, 128), 64000)
+    rec = Recorder(path, interval=2.0)
+    for c in range(cycles):
+        t = 1.7e9 + 2 * c
+        polls = [
+            TaskPoll(f"w{i}", t, True, job_facts=facts, values={"cmdare_global_step": 100 * c,
+                     "cmdare_worker_steps_total": 25 * c, "cmdare_step_seconds_sum": 10.0 * c,
+                     "cmdare_step_seconds_count": 25 * c},
+                     info=TaskInfo("big", f"worker-{i}", "chief" if i == 0 else "worker", gpu="K80",
+                                   region="us-central1", provisioning="spot"))
+            for i in range(4)
+        ]  # fmt: skip
+        polls += [
+            TaskPoll(
+                f"p{i}",
+                t,
+                True,
+                info=TaskInfo("big", f"ps-{i}", "ps"),
+                values={"process_cpu_seconds_total": c},
+            )
+            for i in range(n_ps)
+        ]
+        rec.record(Cycle(t, 0.0, polls, []))
+    rec.close()
+    if claimants:
+        c = sqlite3.connect(path)
+        with c:
+            c.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+                "INSERT INTO polls SELECT cycle, 100 + i, source || i, t, ok, info, vals, error, facts, elapsed "
+                "FROM polls, n WHERE cycle = 2 AND seq = 4",
+                (claimants,),
+            )
+        c.close()
+
+
+async def _many_ps(url: str, attack: str) -> Result:
+    """``snapshot --replay`` of a job with many PSs and model facts (the planner ranks its shapes)."""
+    n_ps, _, claimants = attack.partition("+")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rec.sqlite"
+        many_ps_recording(path, int(n_ps), int(claimants or 0))
+        rc, out, err = await asyncio.to_thread(
+            _cli, ["snapshot", "--read-only", "--replay", str(path), "--samples", "3", "--interval", "0"]
+        )
+    if hard := _cli_verdict(rc, out, err):
+        return hard, ""
+    if "Top 3 plans" not in out:
+        return "no plans ranked", ""
+    tried = "PS counts tried" in out
+    shape = re.search(r"· ([\d,]+) PS", out)
+    return (
+        "",
+        f"exit {rc}, {shape.group(1) if shape else '?'} PS tasks, plans ranked{', PS counts tried said' if tried else ''}",
+    )
+
+
+def _dcgm_text(gpus: int, uuid_chars: int = 0, names: int = 3) -> str:
+    """A DCGM page of ``gpus`` devices (``names`` of its metrics), UUIDs padded to ``uuid_chars``."""
+    lines = []
+    for name in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE")[:names]:
+        lines.append(f"# TYPE {name} gauge")
+        lines += [f'{name}{{gpu="{i}",UUID="GPU-{str(i).rjust(uuid_chars, "7")}"}} 5' for i in range(gpus)]
+    return "\n".join(lines) + "\n"
+
+
+async def _dcgm(url: str, attack: str) -> Result:
+    """``snapshot`` of a healthy target beside a hostile DCGM page: 300-character UUIDs, or 100,000 GPUs
+    (one metric: under the 8 MiB page cap)."""
+    from dcgm_page import DcgmServer
+
+    text = (
+        _dcgm_text(1, 300) if attack == "long" else _dcgm_text(100_000).split("# TYPE DCGM_FI_DEV_FB_USED")[0]
+    )
+    srv = DcgmServer(text)
+    try:
+        rc, out, err = await asyncio.to_thread(
+            _cli,
+            [
+                "snapshot",
+                "--read-only",
+                "--json",
+                "--target",
+                f"{url}/t/ok",
+                "--target",
+                f"http://{srv.addr}/metrics",
+                "--samples",
+                "2",
+                "--interval",
+                "0.2",
+            ],  # fmt: skip
+        )
+    finally:
+        srv.close()
+    if hard := _cli_verdict(rc, out, err):
+        return hard, ""
+    doc = json.loads(out)
+    if rc != 0 or not any(n["status"] == "up" for j in doc["jobs"] for n in j["nodes"]):
+        return f"healthy target lost (exit {rc})", ""
+    said = [
+        s["message"] for s in doc["sources"] if "GPU detail" in s["message"] or "label value" in s["message"]
+    ]
+    return "", f"exit {rc}, healthy target up; {_show(said[0])[:80] if said else 'no note'}"
+
+
+async def _fleet_1e308(url: str, attack: str) -> Result:
+    """10,000 tasks' fleet columns answering 1e308 (numpy must neither overflow nor warn)."""
+    import warnings
+
+    from cmdare.collectors.prometheus_fleet import FleetColumns
+    from cmdare.collectors.samples import TaskInfo
+
+    tasks = {f"10.{i // 250}.{i % 250}.1:9400": TaskInfo("big", f"worker-{i}") for i in range(10_000)}
+    cols = FleetColumns(tasks)
+    rows = [{"metric": {"instance": k}, "value": [0, "1e308"]} for k in tasks]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in ("steps", "examples", "compute"):
+            cols.take(name, rows, 1.0)
+        fleet = cols.fleet()
+    role = fleet.roles[0] if fleet else None
+    if role is None or role.steps_per_sec is not None:
+        return f"1e308 taken: {role}", ""
+    return "", f"{cols.implausible:,} implausible value(s) ignored a column, no overflow"
+
+
+async def _rank_zero(url: str, attack: str) -> Result:
+    """Four exporters of one synchronous job all claiming rank 0."""
+    from cmdare.collectors.exporter import TrainingExporter
+
+    exporters = [
+        TrainingExporter("ddp", "worker", str(i), gpu="V100", sync="sync-allreduce", rank=0) for i in range(4)
+    ]
+    for e in exporters:
+        e.start(0, addr="127.0.0.1")
+    try:
+        argv = ["snapshot", "--read-only", "--json", "--samples", "2", "--interval", "0.2"]
+        argv += [a for e in exporters for a in ("--target", f"http://127.0.0.1:{e.port}/metrics")]
+        rc, out, err = await asyncio.to_thread(_cli, argv)
+    finally:
+        for e in exporters:
+            e.stop()
+    if hard := _cli_verdict(rc, out, err):
+        return hard, ""
+    said = [s["message"] for s in json.loads(out)["sources"] if "claim rank" in s["message"]]
+    if not said:
+        return "four tasks claiming rank 0 passed silently", ""
+    return "", _show(said[0])[:90]
+
+
+async def _replaced(url: str, attack: str) -> Result:
+    """Debian's Prometheus (file-based discovery): worker-1's VM replaced at a new address, 4 refreshes
+    later. Skipped (held, said) where prometheus is not installed."""
+    from prom_server import PROMETHEUS, PromServer
+
+    from cmdare.collectors.exporter import TrainingExporter
+    from cmdare.collectors.lifecycle import Lifecycle
+    from cmdare.collectors.poller import Poller
+    from cmdare.collectors.prometheus_api import PrometheusAPISource
+    from cmdare.collectors.samples import TaskState
+    from cmdare.collectors.store import Store
+
+    if not Path(PROMETHEUS).exists():
+        return "", "skipped: prometheus not installed"
+
+    def exporter(task: str) -> TrainingExporter:
+        e = TrainingExporter("resnet", "worker", task, gpu="K80", provisioning="spot")
+        e.start(0, addr="127.0.0.1")
+        return e
+
+    def write(sd: Path, exps: dict[str, TrainingExporter]) -> None:
+        sd.with_suffix(".tmp").write_text(
+            json.dumps([{"targets": [f"127.0.0.1:{e.port}" for e in exps.values()]}])
+        )
+        sd.with_suffix(".tmp").replace(sd)
+
+    exps = {t: exporter(t) for t in ("worker-0", "worker-1", "worker-2", "worker-3")}
+    with tempfile.TemporaryDirectory() as tmp:
+        sd = Path(tmp) / "sd.json"
+        write(sd, exps)
+        cfg = f"  - job_name: 'train'\n    file_sd_configs:\n      - files: ['{sd}']\n        refresh_interval: 1s\n"
+        lc = Lifecycle(silent_after=2, vanished_after=3)
+        with PromServer([], Path(tmp) / "prom", scrape_configs=cfg) as prom:
+            src = PrometheusAPISource(prom.url, 'job="train"')
+            poller = Poller([src], Store(), lifecycle=lc, interval=0)
+            await asyncio.to_thread(prom.wait_for, "cmdare_task_info", lambda r: len(r) >= 4)
+            await poller.poll_once()
+            old = exps.pop("worker-1")
+            exps["worker-1"] = exporter("worker-1")
+            write(sd, exps)
+            old.stop()
+            new = f"127.0.0.1:{exps['worker-1'].port}"
+            await asyncio.to_thread(prom.wait_for, "cmdare_task_info",
+                                    lambda r: new in {x["metric"]["instance"] for x in r} and len(r) == 4)  # fmt: skip
+            for _ in range(4):
+                cycle = await poller.poll_once()
+                await asyncio.sleep(0.5)
+            await poller.aclose()
+        for e in exps.values():
+            e.stop()
+    node = lc.nodes.get("resnet/worker-1")
+    if node is None or node.state is not TaskState.UP or len(lc.nodes) != 4:
+        return f"replacement not followed: {len(lc.nodes)} tasks, worker-1 {node and node.state.value}", ""
+    if cycle.answered != len(cycle.polls):
+        return f"{cycle.answered}/{len(cycle.polls)} targets answered", ""
+    return "", f"{src.replaced} replaced, 4 tasks, all up, {cycle.answered}/{len(cycle.polls)} answered"
+
+
 def _clock():  # noqa: ANN202
     from cmdare.collectors.clock import SystemClock
 
@@ -218,6 +457,19 @@ ATTACKS: dict[str, tuple[str, Attack, str]] = {
     "huge_cycle": ("recording", _recording, "huge_cycle"),
 }
 ATTACKS.update(VALUE_ATTACKS)  # issue 27: secrets through cut fields, implausible values, prices
+# issue 27 round two (h27a): many PSs with model facts, one PS announced 200,000 times, hostile DCGM pages,
+# a replaced VM through Prometheus, fleet columns of 1e308, four tasks claiming rank 0
+ATTACKS.update({
+    "many_ps_250": ("planner", _many_ps, "250"),
+    "many_ps_1000": ("planner", _many_ps, "1000"),
+    "many_ps_2500": ("planner", _many_ps, "2500"),
+    "ps_200k_polls": ("recording", _many_ps, "1+200000"),
+    "dcgm_long_labels": ("hosts", _dcgm, "long"),
+    "dcgm_100k_gpus": ("hosts", _dcgm, "100k"),
+    "fleet_1e308": ("fleet", _fleet_1e308, ""),
+    "rank_zero_x4": ("identity", _rank_zero, ""),
+    "replaced_vm": ("identity", _replaced, ""),
+})  # fmt: skip
 
 
 def child(name: str, port: int) -> None:

@@ -9,6 +9,12 @@ held     = the documented exit status, one line on stderr (none for a success), 
 degraded = the right exit status, but more than one line on stderr;
 failed   = anything else (a traceback, a hang, a wrong status, an escape byte, a stray write).
 Target: every row held, peak RSS <= 300 MB.
+
+Issue 27's file cases: escape sequences in a workload's ``[current] region`` / ``[options] data_region``
+(PS and sync), every file flag given a FIFO or ``/dev/zero``, a predict CSV with two ``model`` columns,
+250,000 predict rows, a 60 MB line and a quote left open for 60 MB, a crashed WAL recording replayed read-only (by flag, environment and config:
+nothing may be written beside it), a damaged recording, and ``--timeout 60`` against a target that
+answers in 5.5 s (httpx's default 5 s capped it).
 """
 
 from __future__ import annotations
@@ -29,33 +35,65 @@ TIMEOUT_S = 60.0
 RSS_LIMIT_MB = 300.0
 
 
-def run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, bytes, bytes, float, float]:
-    """(status, stdout, stderr, seconds, peak RSS MB) of one process, its RSS from wait4."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [EXE, *argv], cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL
-        )
-        deadline = t0 + TIMEOUT_S
+# Each attack is started by a small helper process, not by this one: a child's peak RSS (ru_maxrss) starts
+# at its parent's resident size when it is forked, and this process grows to tens of MB building the files.
+SPAWNER = r"""
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
+    with open(job["out"], "wb") as out, open(job["err"], "wb") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(job["argv"], cwd=job["cwd"], env=job["env"], stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL)
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
+                code = os.waitstatus_to_exitcode(status)
                 break
-            if time.perf_counter() > deadline:
+            if time.perf_counter() > t0 + job["timeout"]:
                 proc.kill()
                 pid, status, usage = os.wait4(proc.pid, 0)
-                status = -1
+                code = -1
                 break
             time.sleep(0.02)
         proc.returncode = 0  # reaped here: keep Popen from waiting again
-        out.seek(0)
-        err.seek(0)
-        code = os.waitstatus_to_exitcode(status) if status != -1 else -1
-        return code, out.read(), err.read(), time.perf_counter() - t0, usage.ru_maxrss / 1024
+    print(json.dumps([code, time.perf_counter() - t0, usage.ru_maxrss / 1024]), flush=True)
+"""
 
 
-def attacks(d: Path) -> list[tuple[str, list[str], set[int], Callable[[], bool]]]:
-    """(name, argv, allowed statuses, check that nothing was written where it must not be)."""
+class Spawner:
+    """The helper process that starts each attack (see :data:`SPAWNER`)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, bytes, bytes, float, float]:
+        """(status, stdout, stderr, seconds, peak RSS MB) of one ``cmdare-tui`` process."""
+        import json
+
+        with tempfile.TemporaryDirectory() as tmp:
+            out, err = Path(tmp) / "out", Path(tmp) / "err"
+            job = {"argv": [EXE, *argv], "cwd": str(cwd), "env": env, "out": str(out), "err": str(err),
+                   "timeout": TIMEOUT_S}  # fmt: skip
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.flush()
+            code, secs, mb = json.loads(self.proc.stdout.readline())
+            return code, out.read_bytes(), err.read_bytes(), secs, mb
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+Attack = tuple[str, list[str], set[int], Callable[[], bool], dict[str, str]]
+
+
+def attacks(d: Path, slow_url: str) -> list[Attack]:
+    """(name, argv, allowed statuses, check that nothing was written where it must not be, extra
+    environment)."""
     w = (EX / "workload-resnet32.toml").read_text()
     g = (EX / "geo-3dc.toml").read_text()
     files = {
@@ -81,7 +119,7 @@ def attacks(d: Path) -> list[tuple[str, list[str], set[int], Callable[[], bool]]
     kept = lambda: (d / "keep.txt").read_text() == "keep\n" and (d / "link.csv").is_symlink()  # noqa: E731
     none = lambda: True  # noqa: E731
     p = str(d)
-    return [
+    return [(*a, {}) for a in [
         ("--target port 99999", ["--target", "http://127.0.0.1:99999/metrics"], {2}, none),
         ("--record under /proc (TUI)", ["--demo", "--record", "/proc/x.db"], {2}, none),
         ("--record through a symlink", ["snapshot", "--demo", "--record", f"{p}/link.csv"], {2}, kept),
@@ -112,7 +150,153 @@ def attacks(d: Path) -> list[tuple[str, list[str], set[int], Callable[[], bool]]
         ("serve --host unresolvable", ["serve", "--host", "no-such-host.invalid", "--allow-remote"], {2}, none),
         ("serve --record (ignored once)", ["serve", "--dry-run", "--record", f"{p}/serve.db"], {2},
          lambda: not (d / "serve.db").exists()),
+    ]] + file_attacks(d, slow_url)  # fmt: skip
+
+
+def file_attacks(d: Path, slow_url: str) -> list[Attack]:
+    """Issue 27's cases (see the module's docstring)."""
+    p, ps, sync = (
+        str(d),
+        (EX / "workload-resnet32.toml").read_text(),
+        (EX / "workload-sync-ddp.toml").read_text(),
+    )
+    osc = "\\u001b]0;PWNED\\u0007\\u001b]52;c;aGk=\\u0007"
+    files = {
+        "osc-region.toml": ps.replace('region = "us-central1"', f'region = "us-central1{osc}"'),
+        "osc-data.toml": ps.replace('data_region = "us-central1"', f'data_region = "x{osc}"'),
+        "osc-sync.toml": sync.replace('region = "us-central1"', f'region = "us-central1{osc}"', 1),
+        "osc-sync-data.toml": sync.replace(
+            "[options]", f'[options]\ndata_region = "x{osc}"\ndataset_gb = 1', 1
+        ),
+        "twomodel.csv": "model,model_flops,params,batch_size,gpu,workers,ps,model\nresnet32,1.66e9,1.86e6,128,P100,4,1,x\n",
+        "rows250k.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n"
+        + "".join(
+            f"ResNet-32,1658696889,1857722,128,{('K80', 'P100', 'V100', 'T4')[i % 4]},{1 + i % 64},{1 + i % 8}\n"
+            for i in range(250_000)
+        ),
+        "ro.toml": "read_only = true\n",
+        "longline.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n"
+        + "a" * 60_000_000
+        + "\U0001f600\n",
+        "openquote.csv": "model,model_flops,params,batch_size,gpu,workers,ps\n"
+        + '"x'
+        + '\n","x' * 12_000_000
+        + '"\n',
+    }
+    for name, text in files.items():
+        (d / name).write_text(text)
+    (d / "rec").mkdir()
+    crashed_recording(d / "rec")
+    damaged_recording(d / "damaged.sqlite")
+    unchanged = lambda: sorted(x.name for x in (d / "rec").iterdir()) == ["r.sqlite", "r.sqlite-wal"]  # noqa: E731
+    none = lambda: True  # noqa: E731
+    rec = str(d / "rec" / "r.sqlite")
+    replay = ["snapshot", "--replay", rec, "--replay-speed", "1000", "--samples", "14", "--interval", "0"]
+    out: list[Attack] = []
+    for name in ("osc-region", "osc-data", "osc-sync", "osc-sync-data"):
+        out.append((f"workload: OSC 0/52 in {name[4:]}", ["plan", "--workload", f"{p}/{name}.toml", "--top", "3"],
+                    {0}, none, {}))  # fmt: skip
+    for special in (f"{p}/fifo", "/dev/zero"):
+        kind = "FIFO" if "fifo" in special else "/dev/zero"
+        for flag, argv in (("predict --input", ["predict", "--input", special]),
+                           ("plan --workload", ["plan", "--workload", special]),
+                           ("plan --geo", ["plan", "--geo", special]),
+                           ("--tf-config", ["snapshot", "--tf-config", special, "--samples", "1"]),
+                           ("--prometheus-token-file", ["snapshot", "--prometheus", "http://127.0.0.1:9",
+                                                        "--prometheus-token-file", special, "--samples", "1"]),
+                           ("--replay", ["snapshot", "--replay", special]),
+                           ("--jsonl", ["snapshot", "--jsonl", special, "--samples", "1"])):  # fmt: skip
+            out.append((f"{flag} {kind}", argv, {2}, none, {}))
+    out += [
+        ("predict: two model columns", ["predict", "--input", f"{p}/twomodel.csv"], {2}, none, {}),
+        ("predict: 250,000 rows", ["predict", "--input", f"{p}/rows250k.csv"], {0}, none, {}),
+        ("predict: a 60 MB line ending in 😀", ["predict", "--input", f"{p}/longline.csv"], {2}, none, {}),
+        ("predict: a quote open for 60 MB", ["predict", "--input", f"{p}/openquote.csv"], {2}, none, {}),
+        ("replay WAL recording --read-only", [*replay, "--read-only"], {0}, unchanged, {}),
+        ("replay WAL recording, env read-only", replay, {0}, unchanged, {"CMDARE_READ_ONLY": "1"}),
+        ("replay WAL recording, config r-o", [*replay, "--config", f"{p}/ro.toml"], {0}, unchanged, {}),
+        ("replay a damaged recording", ["snapshot", "--replay", f"{p}/damaged.sqlite"], {2}, none, {}),
+        ("--timeout 60, target takes 5.5 s", ["snapshot", "--target", slow_url, "--timeout", "60", "--samples", "1"],
+         {0}, none, {}),
     ]  # fmt: skip
+    return out
+
+
+def crashed_recording(folder: Path) -> None:
+    """``folder/r.sqlite`` and its ``-wal`` as a crash leaves them: 6 cycles in the file, 6 more only in the
+    ``-wal`` (the project's Recorder wrote the first; SQLite's own writer, never closed, the rest)."""
+    import shutil
+    import sqlite3
+
+    from cmdare.collectors import metrics as M
+    from cmdare.collectors.poller import Cycle
+    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.samples import TaskInfo, TaskPoll
+
+    live = folder.parent / f"live-{folder.name}.sqlite"
+    rec = Recorder(live, interval=2.0)
+    for i in range(6):
+        t = 1.7e9 + 2 * i
+        poll = TaskPoll(
+            "http://w0/metrics", t, True, info=TaskInfo("j", "w0"), values={M.K_WORKER_STEPS: 10.0 * i}
+        )
+        rec.record(Cycle(t, 0.01, [poll], []))
+    rec.close()
+    c = sqlite3.connect(live)
+    c.execute("PRAGMA wal_autocheckpoint = 0")
+    with c:
+        c.execute("INSERT INTO cycles SELECT id + 6, t + 12, elapsed, source_errors FROM cycles")
+        c.execute(
+            "INSERT INTO polls SELECT cycle + 6, seq, source, t + 12, ok, info, vals, error, facts, elapsed FROM polls"
+        )
+    shutil.copy(live, folder / "r.sqlite")
+    shutil.copy(f"{live}-wal", folder / "r.sqlite-wal")
+    c.close()
+
+
+def damaged_recording(path: Path) -> None:
+    """A recording whose polls table's root page is overwritten."""
+    import sqlite3
+
+    crashed_recording_dir = path.parent / "damaged-src"
+    crashed_recording_dir.mkdir()
+    crashed_recording(crashed_recording_dir)
+    c = sqlite3.connect(crashed_recording_dir / "r.sqlite")  # folds the -wal in
+    root = c.execute("SELECT rootpage FROM sqlite_master WHERE name = 'polls'").fetchone()[0]
+    size = c.execute("PRAGMA page_size").fetchone()[0]
+    c.close()
+    data = bytearray((crashed_recording_dir / "r.sqlite").read_bytes())
+    data[(root - 1) * size : root * size] = b"\xff" * size
+    path.write_bytes(bytes(data))
+
+
+class SlowExporter:
+    """A /metrics page on 127.0.0.1 that takes 5.5 s to answer (past httpx's default 5 s)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        page = b'# TYPE cmdare_task_info gauge\ncmdare_task_info{job="j",task="worker-0",role="worker"} 1\n'
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                time.sleep(5.5)
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                except OSError:
+                    pass
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
 def _tree(pid: int) -> list[int]:
@@ -267,20 +451,24 @@ def main(argv: list[str] | None = None) -> int:
         (d / "home").mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "CMDARE_", "PROMETHEUS_"))}
         env.update(HOME=str(d / "home"), TERM="xterm-256color")
-        _, _, _, base_s, base_mb = run(["--version"], d, env)
+        spawner = Spawner()
+        _, _, _, base_s, base_mb = spawner.run(["--version"], d, env)
         print(f"baseline `cmdare-tui --version`: {base_s:.2f} s, {base_mb:.0f} MB peak RSS")
         print(
             f"{'attack':<36} {'verdict':<9} {'exit':>4} {'time s':>7} {'×base':>6} {'RSS MB':>7} {'×base':>6}"
         )
-        failed, suite = 0, attacks(d)
-        for name, args, allowed, clean in suite:
-            code, out, err, secs, mb = run(args, d, env)
+        slow = SlowExporter()
+        failed, suite = 0, attacks(d, slow.url)
+        for name, args, allowed, clean, extra in suite:
+            code, out, err, secs, mb = spawner.run(args, d, {**env, **extra})
             v = verdict(code, out, err, allowed, clean())
             v = "failed" if mb > RSS_LIMIT_MB else v
             failed += v != "held"
             print(
                 f"{name:<36} {v:<9} {code:>4} {secs:>7.2f} {secs / base_s:>6.1f} {mb:>7.0f} {mb / base_mb:>6.1f}"
             )
+        slow.server.shutdown()
+        spawner.close()
         failed += serve_suite(d, env)
         total = len(suite) + 3
         print(f"{failed} of {total} attacks not held" if failed else f"all {total} attacks held")

@@ -31,6 +31,7 @@ from cmdare.collectors.samples import TaskPoll
 
 __all__ = ["CapGate", "Caps", "configure", "current"]
 
+MAX_CLAIMANTS = 4  # endpoints one task identity may be claimed by in one cycle (each shown as a duplicate)
 _FIRST_KEYS = frozenset({K_GLOBAL_STEP, K_PREEMPTED, *COUNTER_KEYS})  # kept before any other series
 
 
@@ -100,18 +101,32 @@ class CapGate:
         self.note: str | None = None  # what the last cycle dropped, for the status line
 
     def admit(self, polls: Iterable[TaskPoll], caps: Caps | None = None) -> list[TaskPoll]:
-        """The polls that fit; sets :attr:`note` to what was dropped (None when nothing was)."""
+        """The polls that fit; sets :attr:`note` to what was dropped (None when nothing was).
+
+        Endpoints claiming one identity in the same cycle become tasks of their own (the lifecycle keeps
+        them apart as duplicates), so each claimant counts against ``tasks``, and one identity has at
+        most :data:`MAX_CLAIMANTS` (a source repeating one task 200,000 times is not 200,000 tasks)."""
         caps = caps or _current
         self._cycle += 1
         self._forget()
         out: list[TaskPoll] = []
         over: set[str] = set()
         kept: set[str] = set()
-        cut = 0
+        claimants: dict[str, list[str]] = {}  # task key -> the sources claiming it this cycle, first first
+        cut = claims_over = 0
         for p in polls:
             kind_key = _key(p)
             if kind_key is not None:
                 kind, key = kind_key
+                if not kind:
+                    claim = claimants.setdefault(key, [p.source])
+                    if p.source not in claim:  # another endpoint claims a task seen this cycle
+                        if len(claim) >= MAX_CLAIMANTS:
+                            claims_over += 1
+                            continue
+                        claim.append(p.source)
+                    if p.source != claim[0]:
+                        key = f"{key}@{p.source}"  # a task of its own (the lifecycle renames it)
                 book = self._admitted[kind]
                 if key not in book and len(book) >= caps.tasks:
                     if not kind:
@@ -124,7 +139,7 @@ class CapGate:
                 p = replace(p, values=cut_series(p.values, caps.series_per_task))
                 cut += 1
             out.append(p)
-        self.note = _note(len(kept), len(over), cut, caps)
+        self.note = _note(len(kept), len(over), cut, caps, claims_over)
         return out
 
     def _forget(self) -> None:
@@ -133,8 +148,10 @@ class CapGate:
             self._admitted = tuple({k: c for k, c in b.items() if c > old} for b in self._admitted)  # type: ignore[assignment]
 
 
-def _note(kept: int, over: int, cut: int, caps: Caps) -> str | None:
+def _note(kept: int, over: int, cut: int, caps: Caps, claims_over: int = 0) -> str | None:
     parts = []
+    if claims_over:
+        parts.append(f"{claims_over:,} poll(s) dropped: more than {MAX_CLAIMANTS} endpoints claim one task")
     if over:
         parts.append(f"showing {kept:,} of {kept + over:,} tasks (cap {caps.tasks:,})")
     if cut:

@@ -9,6 +9,11 @@ from typing import Protocol
 MAX_EPOCH_S = 1e11  # assumption: a "time" past the year 5000 is in milliseconds, or hostile
 
 
+def clock_time(t: float) -> str:
+    """``HH:MM`` of epoch time ``t`` on the viewer's local clock (``--:--`` when not a plausible time)."""
+    return time.strftime("%H:%M", time.localtime(t)) if plausible_time(t) else "--:--"
+
+
 def plausible_time(t: float) -> bool:
     """Whether ``t`` can be a time in seconds since the epoch (finite, 0 ≤ t ≤ :data:`MAX_EPOCH_S`).
     Times from files and recordings that are not are rejected with a note, never used."""

@@ -313,6 +313,8 @@ def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
             dropped += 1
             why = why or M.value_refusal(k, v)
     out.gpu_model = dcgm.model
+    if dcgm.note:
+        out.notes.append(dcgm.note)
     if out.info is None and default_info is not None:
         out.info = default_info
     if dropped:

@@ -12,10 +12,12 @@ folded keys (:data:`metrics.GPU_KEYS`) cover every device of the host. Pure func
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.untrusted import clean_text, label_limit
 
 DCGM_NAMES = frozenset({M.GPU_UTIL.name, M.GPU_GR_ACTIVE.name, M.GPU_FB_USED.name, M.GPU_FB_FREE.name})
 DEV_PREFIX = "dcgm{dev="
@@ -23,23 +25,59 @@ NOT_A_GPU = frozenset({"", "cpu", "none", "-"})
 HOST_JOB = "hosts"  # the job host detail is filed under (shown only for a host no task runs on)
 
 
+ID_PART_CHARS = 48  # a device id part (gpu index, GPU_I_ID, UUID) longer than this is shortened (id_part)
+_ID_SEPARATORS = str.maketrans({"}": "?", "|": "?", ",": "?"})  # what the key and gpu_ids split on
+
+
+def id_part(text: str) -> str:
+    """One part of a device id, bounded and free of the characters keys and ``gpu_ids`` are split on: a
+    real index (``0``) or UUID (``GPU-…``, 40 characters) stays as it is; a longer one keeps its head and a
+    digest of the whole (two long UUIDs with one head stay two devices). Applied alike to DCGM's labels and
+    to a task's declared ``gpu_ids`` (after the same label cut the task's labels had), so the two match."""
+    text = clean_text(text, label_limit()).strip().translate(_ID_SEPARATORS)  # as a declared gpu_ids is
+    if len(text) <= ID_PART_CHARS:
+        return text
+    digest = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=6).hexdigest()
+    return f"{text[: ID_PART_CHARS - 13]}~{digest}"
+
+
 def device_id(labels: Mapping[str, str]) -> str:
-    """``<gpu>[:<GPU_I_ID>]|<UUID>`` of one DCGM series (a MIG instance is its own device)."""
-    mig = labels.get("GPU_I_ID", "")
-    return f"{labels.get('gpu', '?')}{':' + mig if mig else ''}|{labels.get('UUID', '')}"
+    """``<gpu>[:<GPU_I_ID>]|<UUID>`` of one DCGM series (a MIG instance is its own device), each part
+    bounded (:func:`id_part`): the series key made of it is never cut, whatever the labels hold."""
+    mig = id_part(labels.get("GPU_I_ID", ""))
+    return f"{id_part(labels.get('gpu', '?'))}{':' + mig if mig else ''}|{id_part(labels.get('UUID', ''))}"
+
+
+MAX_DEVICES = 64  # GPU devices read of one host (8 GPUs with 7 MIG instances each: 56; 3 series each stay
+# under the 256 series a task may have); the rest ignored
 
 
 class DcgmFold:
-    """Accumulates DCGM samples of one page (or one Prometheus answer) per device."""
+    """Accumulates DCGM samples of one page (or one Prometheus answer) per device, at most
+    :data:`MAX_DEVICES` of them (a page announcing 100,000 GPUs costs what 64 do, and says so)."""
 
     def __init__(self) -> None:
         self.devices: dict[str, dict[str, float]] = {}
         self.model = ""
+        self.ignored = 0  # samples of devices past MAX_DEVICES
 
     def add(self, name: str, labels: Mapping[str, str], value: float) -> None:
-        dev = self.devices.setdefault(device_id(labels), {})
+        dev_id = device_id(labels)
+        dev = self.devices.get(dev_id)
+        if dev is None:
+            if len(self.devices) >= MAX_DEVICES:
+                self.ignored += 1
+                return
+            dev = self.devices[dev_id] = {}
         dev[name] = value
         self.model = self.model or labels.get("modelName", "")
+
+    @property
+    def note(self) -> str | None:
+        """What the device cap left out, for the host's status ("" when nothing)."""
+        if not self.ignored:
+            return None
+        return f"GPU detail: more than {MAX_DEVICES} devices reported, {self.ignored:,} sample(s) past them ignored"
 
     def values(self) -> dict[str, float]:
         """Per-device keys plus the host-wide folded keys."""
@@ -81,27 +119,32 @@ def fold_devices(devices: object, values: Mapping[str, float]) -> dict[str, floa
     return out
 
 
-def devices_in(keys: object) -> list[str]:
-    """The device ids among a host's series keys."""
+def devices_in(keys: Iterable[str]) -> list[str]:
+    """The device ids among a host's series keys. A key without its closing ``}`` (cut somewhere on the
+    way: a recording, a lower ``label_length`` cap) names no device: it is passed over, never an error."""
     out: list[str] = []
-    for k in keys:  # type: ignore[attr-defined]
+    seen: set[str] = set()
+    for k in keys:
         if k.startswith(DEV_PREFIX):
-            dev = k[len(DEV_PREFIX) : k.index("}")]
-            if dev not in out:
+            end = k.find("}", len(DEV_PREFIX))
+            dev = k[len(DEV_PREFIX) : end]
+            if end > 0 and "|" in dev and dev not in seen:
+                seen.add(dev)
                 out.append(dev)
     return out
 
 
 def owned_devices(devices: list[str], gpu_ids: str) -> list[str]:
     """The devices a task declared (``gpu_ids``: indices or UUIDs); all of them when undeclared."""
-    wanted = {g.strip() for g in gpu_ids.split(",") if g.strip()}
+    wanted = {id_part(g) for g in gpu_ids.split(",") if g.strip()}
     if not wanted:
         return devices
-    return [
-        d
-        for d in devices
-        if d.split("|")[0].split(":")[0] in wanted or d.split("|")[1] in wanted or d.split("|")[0] in wanted
-    ]
+    out = []
+    for d in devices:
+        index, _, uuid = d.partition("|")
+        if index.split(":")[0] in wanted or uuid in wanted or index in wanted:
+            out.append(d)
+    return out
 
 
 def owns_gpus(role: str, gpu: str, gpu_ids: str, host_has_gpus: bool) -> bool:

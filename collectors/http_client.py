@@ -39,9 +39,15 @@ class _TLSOnFirstUse(httpx.AsyncBaseTransport):
             await self._inner.aclose()
 
 
-def new_client(limits: httpx.Limits) -> httpx.AsyncClient:
-    """A client for polling: no redirects, no proxy settings from the environment, TLS on first use."""
+def new_client(limits: httpx.Limits, timeout: float | None = None) -> httpx.AsyncClient:
+    """A client for polling: no redirects, no proxy settings from the environment, TLS on first use.
+
+    ``timeout`` (s) bounds each request's connect, read, write and pool wait; None: the client sets
+    no bound of its own, and each request is bounded by the ``asyncio.timeout`` its caller runs it in
+    (every request of the collectors is). Never httpx's default: its 5 s would cap a longer
+    ``--timeout`` without a word."""
     return httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout),
         transport=httpx.AsyncHTTPTransport(verify=False, limits=limits),  # serves http:// only: no TLS there
         mounts={"https://": _TLSOnFirstUse(limits)},
         follow_redirects=False,

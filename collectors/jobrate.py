@@ -7,8 +7,9 @@
   mean worker rate when no task reports one). Summing would count each step once per worker.
 
 The mode is declared by ``cmdare_job_info{sync=…}``. Undeclared, it is inferred for exporter-
-instrumented tasks (they carry the step-time histogram; log runs from TensorBoard or JSON lines are
-independent runs and add up): two or more workers whose global steps are *shared* (their newest values lie within one rate window of steps of each
+instrumented tasks (they carry the step-time histogram), and for log runs (TensorBoard, JSON lines) each
+named for a rank (``exp/rank0``, ``exp/rank1``: the per-rank logs of one job) within the tighter
+:data:`LOG_SYNC_TOLERANCE`; other log runs are independent runs (a sweep) and add up. Two or more workers whose global steps are *shared* (their newest values lie within one rate window of steps of each
 other) and each of whose own rates is within :data:`SYNC_TOLERANCE` of the global step's rate train
 synchronously; anything else is treated as asynchronous (the sum), as before. Examples/s is the sum
 of every task's ``cmdare_examples_total`` rate in every mode (each worker processes its own batch).
@@ -17,6 +18,7 @@ of every task's ``cmdare_examples_total`` rate in every mode (each worker proces
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,6 +28,14 @@ from cmdare.collectors.samples import JobFacts, RoleFigures
 from cmdare.collectors.store import TaskSeries
 
 SYNC_TOLERANCE = 0.25  # a worker within 25% of the global step's rate steps with it
+# ranks of one synchronous job take each step together: their logged rates agree within a few percent
+# (independent runs of a sweep drift apart); assumption, tighter than SYNC_TOLERANCE as names can mislead
+LOG_SYNC_TOLERANCE = 0.05
+# a run (or log file) named for the rank that wrote it: ``rank0``, ``rank_1``, ``local-rank-2``, ``proc3``,
+# ``worker-4``, ``gpu5``, ``node6``, or a bare number, as the last part of its name
+RANK_NAME = re.compile(
+    r"(?:^|/)\d+$|(?:^|[/_.\-])(?:local[_-]?)?(?:rank|proc|process|worker|gpu|node|device)[_-]?\d+$", re.I
+)
 WORKER_ROLES = ("worker", "chief", "stage")
 
 
@@ -49,15 +59,21 @@ def infer_sync(workers: Sequence[TaskSeries], window: float) -> str:
     steps = _rates(workers, M.K_WORKER_STEPS, window)
     if len(steps) < 2:
         return ""
+    tolerance = SYNC_TOLERANCE
     if not all(ts.has(M.K_STEP_SECONDS_COUNT) for ts in workers):
-        return "async-ps"  # log runs (TensorBoard, JSON lines): independent runs, their steps add up
+        # log runs (TensorBoard, JSON lines): independent runs whose steps add up (a sweep), unless each
+        # is named for a rank (``exp/rank0``, ``rank_1.jsonl``) and they step in lockstep: the per-rank
+        # logs of one synchronous job
+        if not all(RANK_NAME.search(ts.info.task) for ts in workers):
+            return "async-ps"
+        tolerance = LOG_SYNC_TOLERANCE
     g_rates = _rates(workers, M.K_GLOBAL_STEP, window)
     latest = [g for ts in workers if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
     if len(g_rates) < 2 or len(latest) < 2:
         return "async-ps"
     g = statistics.median(g_rates)
     shared = max(latest) - min(latest) <= g * window + 1.0
-    each = g > 0 and all(abs(r - g) <= SYNC_TOLERANCE * g for r in steps)
+    each = g > 0 and all(abs(r - g) <= tolerance * g for r in steps)
     return "sync-allreduce" if shared and each else "async-ps"
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from cmdare.collectors.metrics import K_PREEMPTED
+from cmdare.collectors.clock import clock_time
+from cmdare.collectors.metrics import K_LOG_RESTARTS, K_PREEMPTED
 from cmdare.collectors.samples import Lifetime, TaskInfo, TaskPoll, TaskState
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,8 @@ class NodeStatus:
     cause: str = ""  # for revoked: preempted | vanished
     preempted_seen: bool = False
     started: float = 0.0  # start of the current lifetime
-    restarts: int = 0  # how many times this task came back after being revoked
+    restarts: int = 0  # how many times this task came back after being revoked, or restarted (its logs)
+    log_restarts: int = 0  # restarts from a checkpoint its logs showed (cmdare_log_restarts)
 
     def __setattr__(self, name: str, value: object) -> None:
         old = self.__dict__.get(name, _UNSET)
@@ -65,6 +67,10 @@ class Lifecycle:
     _owner: dict[str, str] = field(default_factory=dict)  # key -> the source that claimed it first
     _answered: dict[str, int] = field(default_factory=dict)  # source -> the last cycle it answered in
     _host_sources: set[str] = field(default_factory=set)  # node_exporter / DCGM targets
+    # synchronous jobs: keys of tasks that claim a rank another task of their job claims too (both
+    # answering in this cycle or the last one), and each ranked task's (job, rank, last cycle it answered)
+    duplicate_ranks: set[str] = field(default_factory=set)
+    _ranks: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     _cycle: int = 0
     # running lifetimes, made once a lifetime
     _running: dict[str, tuple[float, TaskInfo, Lifetime]] = field(default_factory=dict)
@@ -96,7 +102,43 @@ class Lifecycle:
             for k in (key, renamed)
         }
         self._dirty |= before ^ self.duplicates  # their flag changed
+        self._check_ranks(out)
         return out
+
+    def _check_ranks(self, polls: list[TaskPoll]) -> None:
+        """Flag tasks of one job that claim the same rank (four launchers all given RANK=0: every rank-based
+        figure would mix them up). Only ranked tasks are looked at; one gone 30 cycles is forgotten."""
+        for p in polls:
+            if p.ok and p.info is not None and p.info.rank and not p.host_only:
+                self._ranks[p.info.key] = (p.info.job, p.info.rank, self._cycle)
+        if not self._ranks:
+            return
+        if self._cycle % 30 == 0:
+            self._ranks = {k: v for k, v in self._ranks.items() if v[2] > self._cycle - 30}
+        claims: dict[tuple[str, str], list[str]] = {}
+        for key, (job, rank, cycle) in self._ranks.items():
+            if cycle >= self._cycle - 1:
+                claims.setdefault((job, rank), []).append(key)
+        before = self.duplicate_ranks
+        self.duplicate_ranks = {k for keys in claims.values() if len(keys) > 1 for k in keys}
+        if self.duplicate_ranks - before:
+            said = {self._ranks[k][:2] for k in self.duplicate_ranks - before}
+            for job, rank in sorted(said)[:10]:  # said once, when it starts
+                log.warning("job %s: %d tasks claim rank %s", job, len(claims[(job, rank)]), rank)
+        self._dirty |= before ^ self.duplicate_ranks
+
+    @property
+    def rank_note(self) -> str | None:
+        """One line on the ranks claimed twice (``job: N tasks claim rank R``), or None."""
+        if not self.duplicate_ranks:
+            return None
+        clash: dict[tuple[str, str], int] = {}
+        for key in self.duplicate_ranks:
+            job, rank, _ = self._ranks[key]
+            clash[(job, rank)] = clash.get((job, rank), 0) + 1
+        said = [f"{job}: {n} tasks claim rank {rank}" for (job, rank), n in sorted(clash.items())[:3]]
+        more = f" (+{len(clash) - 3} more)" if len(clash) > 3 else ""
+        return "; ".join(said) + more + " (flag duplicate-rank: check each launcher's RANK)"
 
     def _answered_now(self, source: str, host_only: bool) -> None:
         self._answered[source] = self._cycle
@@ -167,9 +209,18 @@ class Lifecycle:
             node = self.nodes[key] = NodeStatus(info=poll.info, since=poll.t, started=poll.t)
             node.preempted_seen = preempted
             node.last_error = poll.error
-            return [Transition(key, None, TaskState.UP, poll.t, "first seen")]
+            node.restarts = node.log_restarts = int(poll.values.get(K_LOG_RESTARTS, 0))
+            first = [Transition(key, None, TaskState.UP, poll.t, "first seen")]
+            if poll.finished:  # an old run read for the first time
+                node.last_error = poll.error or f"finished: last event at {clock_time(poll.t)}"
+                return first + self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
+            return first
         node.info = poll.info
         node.failures, node.last_error = 0, poll.error
+        logged = poll.values.get(K_LOG_RESTARTS)
+        if logged is not None and logged > node.log_restarts:  # its logs say it restarted from a checkpoint
+            node.restarts += int(logged - node.log_restarts)  # (the same server: its lifetime goes on)
+            node.log_restarts = int(logged)
         if preempted:
             node.preempted_seen = True
             return self._set(
@@ -179,7 +230,10 @@ class Lifecycle:
             node.restarts += 1
             node.started, node.preempted_seen = poll.t, False
             return self._set(node, key, TaskState.UP, poll.t, "replacement is up")
-        if node.state is TaskState.SILENT:
+        if poll.finished:
+            node.last_error = poll.error or f"finished: last event at {clock_time(poll.t)}"
+            return self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
+        if node.state in (TaskState.SILENT, TaskState.FINISHED):
             return self._set(node, key, TaskState.UP, poll.t, "answering again")
         return []
 
@@ -196,6 +250,8 @@ class Lifecycle:
         node.last_error = poll.error
         if node.state is TaskState.REVOKED:
             return []
+        if poll.finished:  # the source knows its writer is done: no N polls to wait
+            return self._set(node, key, TaskState.FINISHED, poll.t, poll.error or "finished")
         if node.failures >= self.silent_after and node.preempted_seen:
             return self._set(
                 node, key, TaskState.REVOKED, poll.t, "gone after preemption notice", cause="preempted"
@@ -225,6 +281,12 @@ class Lifecycle:
     def _lifetime(key: str, node: NodeStatus, end: float | None, cause: str) -> Lifetime:
         i = node.info
         return Lifetime(key, node.started, end, cause, i.gpu, i.region, i.provisioning)
+
+    def source_of(self, key: str) -> str | None:
+        """The address the task ``key`` answers at (a pending target's own), or None."""
+        if key.startswith("pending:"):
+            return key.removeprefix("pending:")
+        return next((s for s, k in self._by_source.items() if k == key), None)
 
     def take_dirty(self) -> set[str]:
         """The tasks whose status, flags or lifetime may have changed since the last call (one

@@ -124,6 +124,12 @@ LEARNING_RATE = MetricDef("cmdare_learning_rate", "gauge", "", "Learning rate, a
 EXAMPLES_RATE = MetricDef(
     "cmdare_examples_per_second", "gauge", "examples/s", "Examples per second, as the job logs it."
 )
+LOG_RESTARTS = MetricDef(
+    "cmdare_log_restarts",
+    "gauge",
+    "",
+    "Restarts from a checkpoint seen in a task's logs (its step went back in a new event file or line).",
+)
 
 # Sample names of the labelled counters (one series key per label value, below) and of node_exporter's CPU.
 PS_BYTES_SAMPLE = f"{PS_BYTES.name}_total"
@@ -167,6 +173,7 @@ K_PROCESS_START = PROCESS_START.name
 K_LOSS = LOSS.name
 K_LEARNING_RATE = LEARNING_RATE.name
 K_EXAMPLES_RATE = EXAMPLES_RATE.name
+K_LOG_RESTARTS = LOG_RESTARTS.name
 
 COUNTER_KEYS = frozenset(
     {
@@ -313,6 +320,7 @@ def value_refusal(key: str, x: float) -> str | None:
 _EVAL_WORDS = frozenset({"val", "valid", "validation", "eval", "evaluation", "test", "dev"})
 _EXAMPLE_WORDS = frozenset({"examples", "example", "samples", "sample", "images", "sequences", "instances"})
 _PER_SECOND_WORDS = frozenset({"sec", "s", "second", "seconds", "per"})
+_LOSS_WORDS = frozenset({"loss", "train", "training", "total", "epoch", "step", "avg", "mean", "overall"})
 _KIND_KEYS = {"loss": K_LOSS, "learning_rate": K_LEARNING_RATE, "examples_per_sec": K_EXAMPLES_RATE}
 
 
@@ -341,7 +349,11 @@ def log_scalar_kind(tag: str) -> tuple[str, int] | None:
     if not words or any(w in _EVAL_WORDS or w.startswith("val") and w != "value" for w in words):
         return None
     if "loss" in words:
-        return "loss", (0 if words == ["loss"] else 1 if "train" in words else 2) * 100 + len(words)
+        # the total before its components: ``total_loss``/``loss`` first, then ``train/loss``, ``Loss/train``,
+        # ``epoch_loss``, then a component (``loss_cls``, ``train/loss_box_reg``)
+        component = bool(set(words) - _LOSS_WORDS)
+        total = words == ["loss"] or ("total" in words and not component)
+        return "loss", (0 if total else 2 if component else 1) * 100 + len(words)
     if "lr" in words or ("learning" in words and "rate" in words) or "learningrate" in words:
         return "learning_rate", len(words)
     if _EXAMPLE_WORDS & set(words) and (_PER_SECOND_WORDS & set(words) or "throughput" in words):

@@ -11,13 +11,14 @@ import heapq
 import logging
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from operator import attrgetter
 from typing import Protocol
 
 import httpx
 
+from cmdare.collectors import metrics as M
 from cmdare.collectors.caps import CapGate
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
@@ -97,7 +98,9 @@ class Poller:
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
             limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-            self._client = new_client(limits)
+            self._client = new_client(
+                limits
+            )  # no bound of its own: each source's request runs under its timeout
         return self._client
 
     async def _poll_source(self, source: Source) -> tuple[list[TaskPoll], str | None]:
@@ -163,11 +166,17 @@ class Poller:
         return out
 
     def _notes(self) -> dict[str, str]:
-        """How each source read this cycle, when it says (a large fleet's focus and sweep), by name."""
+        """How each source read this cycle, when it says (a large fleet's focus and sweep; node detail
+        refused or cut, tasks followed to a new address), by name."""
         notes = {}
         for source in self.sources:
             note = getattr(source, "mode_note", None)
-            if note and getattr(source, "fleet", None) is not None:
+            if getattr(source, "fleet", None) is None:
+                note = None
+            note = "; ".join(
+                n for n in (note, getattr(source, "status_note", None)) if n
+            )  # e.g. tasks replaced
+            if note:
                 notes[getattr(source, "display", None) or source.name] = clean_text(note, MESSAGE_LIMIT)
         return notes
 
@@ -185,9 +194,16 @@ class Poller:
                 tasks = [
                     ts for k, ts in members.items() if (n := nodes.get(k)) is None or n.state is TaskState.UP
                 ]
-                if not tasks:
+                done = [
+                    ts for k, ts in members.items() if (n := nodes.get(k)) and n.state is TaskState.FINISHED
+                ]
+                if not tasks and not done:
                     continue
                 jr = job_rate(tasks, js.facts, window)
+                if done:  # finished runs: no rate, but the step they reached stays the job's
+                    steps = [g for ts in done if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
+                    known = [g for g in (jr.global_step, *steps) if g == g]  # not NaN
+                    jr = replace(jr, global_step=max(known) if known else jr.global_step)
             js.sync, js.sync_how, js.rate_basis = jr.sync, jr.how, jr.basis
             js.append(
                 t,

@@ -88,8 +88,15 @@ from cmdare.collectors.prometheus_hosts import exact_instances, host_polls, host
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape import describe_error
+from cmdare.collectors.untrusted import clean_text
 
 T = TypeVar("T")
+#: The ``origin`` label of the alerts ``cmdare-tui rules`` generates, and the query for those firing: the
+#: engine's ``ALERTS`` series (Prometheus; VictoriaMetrics when vmalert writes its state back to it).
+ENGINE_ORIGIN = "cmdare-rules"
+ENGINE_ALERTS_QUERY = f'ALERTS{{alertstate="firing",origin="{ENGINE_ORIGIN}"}}'
+ENGINE_ALERTS_MAX = 500  # rows read a refresh: a fleet's worth of flags, bounded
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -105,6 +112,10 @@ SPARSE_SWEEPS = 2.5  # a large fleet's rates reach back this many sweep periods 
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 # a background read (node detail, a large fleet's columns) may take this many refresh timeouts
 BACKGROUND_TIMEOUT_FACTOR = 3
+# a target Prometheus no longer names is reported gone ("no longer in Prometheus") for this long, then
+# forgotten: the lifecycle has called it silent or revoked by then, and a long session's churn of spot
+# VMs (a new address each) does not pile up as failed polls and identities
+FORGET_AFTER_S = 600.0
 
 
 @dataclass
@@ -146,6 +157,7 @@ class PrometheusAPISource:
         max_bytes: int = DEFAULT_MAX_BYTES,
         detail_tasks: int = NODE_DETAIL_TASKS,
         focus_from: int = FOCUS_FROM,
+        forget_after_s: float = FORGET_AFTER_S,
     ) -> None:
         self.display = public_url(url.rstrip("/"))
         self.base = self.display  # credentials in the URL go in a header, never in a logged URL
@@ -158,6 +170,14 @@ class PrometheusAPISource:
         # above this many tasks, identities, task values and node detail are read less often
         self.detail_tasks = detail_tasks
         self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
+        self.forget_after_s = forget_after_s
+        self._gone: dict[tuple[str, str], float] = {}  # known targets no longer named → since when (clock)
+        self.replaced = 0  # tasks met again at a new address (a replacement VM), this session
+        self._detail_note: str | None = None  # why the last node detail read has no answer
+        self._failure = ""  # why the last background read failed
+        self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
+        # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
+        self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
         self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
@@ -306,6 +326,18 @@ class PrometheusAPISource:
         self._rows_cut += sum(cut)
         return rows
 
+    async def engine_alerts(self, client: httpx.AsyncClient) -> list[dict[str, str]]:
+        """The labels of the firing alerts of the generated rule file (``cmdare-tui rules``), cleaned where
+        they enter (they are the server's text); at most :data:`ENGINE_ALERTS_MAX`. Raises
+        :class:`PrometheusAPIError` when the server does not answer."""
+        rows = await self.query(client, ENGINE_ALERTS_QUERY)
+        out = []
+        for row in rows[:ENGINE_ALERTS_MAX]:
+            labels = row.get("metric") if isinstance(row, dict) else None
+            if isinstance(labels, dict):
+                out.append({clean_text(k): clean_text(v) for k, v in labels.items() if isinstance(v, str)})
+        return out
+
     async def _ask(
         self, client: httpx.AsyncClient, at: float, now: float
     ) -> tuple[list[dict] | None, list[dict], list[dict], list[dict]]:
@@ -423,7 +455,7 @@ class PrometheusAPISource:
         except PrometheusAPIError as exc:
             return str(exc)
         except TimeoutError:
-            return "timed out"
+            return f"timed out after {self.timeout * BACKGROUND_TIMEOUT_FACTOR:g} s"
         except Exception as exc:  # e.g. the session closed its client meanwhile
             return f"{type(exc).__name__}: {exc}"
 
@@ -433,6 +465,7 @@ class PrometheusAPISource:
             return False, None
         out = None if task.cancelled() else task.result()
         if isinstance(out, str):
+            self._failure = redact_cut(out, 160, self._secrets())  # the status line says it too
             log.warning("%s", redact_cut(f"Prometheus {self.display}: {what}: {out}", 300, self._secrets()))
             return True, None
         return True, out
@@ -489,6 +522,7 @@ class PrometheusAPISource:
         ended, out = self._finished(self._node_task, "node detail")
         if ended:
             self._node_task = None
+            self._detail_note = None if out is not None else f"node detail: {self._failure}"
         return out or []
 
     async def aclose(self) -> None:
@@ -511,7 +545,7 @@ class PrometheusAPISource:
             msg = redact_cut(f"Prometheus {self.display}: {exc}", 200, self._secrets())
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
-        targets = self._targets(infos) if infos is not None else self._reuse_targets(values, ups)
+        targets = self._targets(infos, clock.now()) if infos is not None else self._reuse_targets(values, ups)
         if targets is None:  # a task we have not met: ask who it is now
             try:
                 async with asyncio.timeout(self.timeout):
@@ -522,7 +556,7 @@ class PrometheusAPISource:
                 )
                 log.warning("%s", msg)
                 return self._all_failed(msg, clock, t0)
-            targets = self._targets(infos)
+            targets = self._targets(infos, clock.now())
         if infos is not None:
             self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
         now = clock.now()
@@ -552,7 +586,7 @@ class PrometheusAPISource:
             for ident, tg in targets.items()
         ]
         polls += self._missing(targets, ups, clock, t0)
-        polls += host_polls(node_rows, self.display, now, skew if note else 0.0)
+        polls += host_polls(node_rows, self.display, now, skew if note else 0.0)  # a host cut says so itself
         self.cap_note = self._cap_notes()
         return polls
 
@@ -603,7 +637,7 @@ class PrometheusAPISource:
             if k == T_KEY and i in current and i not in down
         }
 
-    def _targets(self, infos: list[dict]) -> dict[tuple[str, str], _Target]:
+    def _targets(self, infos: list[dict], now: float) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
         for r in infos:
             labels = r.get("metric", {})
@@ -612,12 +646,92 @@ class PrometheusAPISource:
             if cached is None or cached[0] != labels:  # a new task, or its labels changed
                 cached = self._infos[ident] = (labels, _info(labels))
             out[ident] = _Target(cached[1])
-            self._known[ident] = cached[1]
+        self._follow(out, now)
+        for ident, tg in out.items():
+            self._known[ident] = tg.info
         self._current = set(out)
         if len(out) > self.focus_from:
             self.fleet_reader.know({i: info for (_, i), info in ((k, t.info) for k, t in out.items())})
             self._full_due = False  # a fleet's newcomers are read in detail next refresh, not all tasks
         return out
+
+    def _follow(self, named: dict[tuple[str, str], _Target], now: float) -> None:
+        """Identity follows a task across addresses (``named``: this identity read's targets). A known task
+        no longer at its address that another address now answers for was replaced (a spot VM's successor
+        keeps the name, gets a new address): the new address carries on under the old one's source name (the
+        same task to the lifecycle: up, not revoked, no extra row) and the old address is forgotten at once.
+        An address that answers for another task now (addresses are reused) gets a source name of its own;
+        the task it had, found nowhere, is reported gone (:meth:`_missing`) like any target no longer named,
+        and forgotten after :attr:`forget_after_s`."""
+        by_key = {tg.info.key: ident for ident, tg in named.items()}
+        known = self._known
+        moved = [(i, info) for i, info in known.items() if i not in named or named[i].info.key != info.key]
+        sources = {i: self._source(i) for i, _ in moved}  # before any of them is handed on
+        carry: list[tuple[tuple[str, str], str, str, str]] = []  # (successor, source, task, old address)
+        for ident, info in moved:
+            successor = by_key.get(info.key)
+            here = known.get(successor) if successor is not None else None
+            if successor is not None and (here is None or here.key != info.key):  # it moved
+                carry.append((successor, sources[ident], info.key, ident[1]))
+                if ident in named:
+                    self._release(ident)
+                else:
+                    self._drop(ident)
+            elif ident in named:  # its address answers for another task now, and it is found nowhere
+                self._release(ident)
+                if len(self._lost) < caps.current().tasks:
+                    self._lost[info.key] = (info, sources[ident], now)
+            elif now - self._gone.setdefault(ident, now) > self.forget_after_s:
+                self._drop(ident)
+        for key in [k for k in self._lost if k in by_key]:  # a task reported gone, back at a new address
+            info, source, _ = self._lost.pop(key)
+            successor = by_key[key]
+            if (here := known.get(successor)) is None or here.key != key:
+                self._release(successor)
+                carry.append((successor, source, key, ""))
+        for successor, source, key, was in carry:  # once every old name is released (two tasks may swap)
+            self._carry_on(successor, source, key, was)
+        for ident in named.keys() & self._gone.keys():  # named again
+            del self._gone[ident]
+        self._backfilled.intersection_update(named.keys() | known.keys())
+
+    def _carry_on(self, successor: tuple[str, str], source: str, key: str, was: str) -> None:
+        """``successor`` answers for the task that was known under ``source``: it takes the name on."""
+        self._names[successor] = (source, host_name(successor[1]))
+        self._in_use[source] = successor
+        self._backfilled.add(successor)  # its history is the task's, read at the old address
+        self.replaced += 1
+        log.info(
+            "%s: %s moved%s to %s (replaced)", self.display, key, f" from {was}" if was else "", successor[1]
+        )
+
+    def _release(self, ident: tuple[str, str]) -> None:
+        """Forget what was made for the task at ``ident`` (its source name, last scrape, history mark)."""
+        names = self._names.pop(ident, None)
+        if names is not None and self._in_use.get(names[0]) == ident:
+            del self._in_use[names[0]]
+        self._seen.pop(ident, None)
+        self._backfilled.discard(ident)
+
+    def _drop(self, ident: tuple[str, str]) -> None:
+        """Forget a target: its identity, its cached labels and names, its history read and its last scrape."""
+        self._release(ident)
+        for book in (self._known, self._infos, self._gone):
+            book.pop(ident, None)  # type: ignore[attr-defined]
+
+    @property
+    def status_note(self) -> str | None:
+        """For the status line: node detail that failed (the last read: refused, timed out), fleet column values
+        ignored (the last read), and how many tasks moved to a new address this session ("replaced")."""
+        replaced = (
+            self.replaced
+            and f"{self.replaced:,} task(s) replaced (same name, new address): followed, not revoked"
+        )
+        bad = self.fleet_reader.implausible
+        columns = (
+            bad and f"fleet columns: {bad:,} implausible value(s) ignored (negative, not finite or past 1e30)"
+        )
+        return _join(self._detail_note, columns or None, replaced or None)
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
         valid = M.valid_value
@@ -706,6 +820,13 @@ class PrometheusAPISource:
                     elapsed=clock.monotonic() - t0,
                 )
             )
+        now = clock.now()
+        for key, (info, source, since) in list(self._lost.items()):  # displaced from a reused address
+            if now - since > self.forget_after_s:
+                del self._lost[key]
+                continue
+            why = "no longer in Prometheus (its address answers for another task)"
+            out.append(TaskPoll(source, now, False, info=info, error=why, elapsed=clock.monotonic() - t0))
         return out
 
     def _all_failed(self, msg: str, clock: Clock, t0: float) -> list[TaskPoll]:
@@ -721,12 +842,20 @@ class PrometheusAPISource:
         return self._names_of(ident)[0]
 
     def _names_of(self, ident: tuple[str, str]) -> tuple[str, str]:
-        """A target's source name and host, made once per target (asked every refresh for each)."""
+        """A target's source name and host, made once per target (asked every refresh for each). A name
+        another target carries on (a task that moved away from this address) is not given twice."""
         names = self._names.get(ident)
         if names is None:
             if len(self._names) > 4 * max(caps.current().tasks, len(self._known)):
-                self._names.clear()  # bounded: targets come and go over a long session
-            names = self._names[ident] = (f"{self.display}#{ident[1]}", host_name(ident[1]))
+                self._names = {i: n for i, n in self._names.items() if i in self._known}  # bounded
+                self._in_use = {n[0]: i for i, n in self._names.items()}
+            source = base = f"{self.display}#{ident[1]}"
+            n = 1
+            while self._in_use.get(source, ident) != ident:
+                n += 1
+                source = f"{base}#{n}"
+            self._in_use[source] = ident
+            names = self._names[ident] = (source, host_name(ident[1]))
         return names
 
 

@@ -216,6 +216,7 @@ class FleetColumns:
         self.workers = {job: np.array(v, dtype=np.intp) for job, v in workers.items()}
         self.arrays: dict[str, np.ndarray] = {}  # column name -> values over the tasks' slots
         self.times: dict[str, float] = {}  # column name -> its evaluation time (server clock)
+        self.implausible = 0  # values of the last column answer ignored (negative, non-finite, past 1e30)
         if carry is not None and carry.arrays:
             old = np.array([carry.index.get(i, -1) for i in self.instances], dtype=np.intp)
             for name, values in carry.arrays.items():
@@ -224,7 +225,7 @@ class FleetColumns:
 
     def column(self, rows: list[dict]) -> np.ndarray:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
-        is not a finite number >= 0). Rows are well formed (decoded): metric a dict of str, value a
+        is not a number in 0..:data:`~cmdare.collectors.metrics.MAX_ABS_VALUE`: counted in :attr:`implausible`). Rows are well formed (decoded): metric a dict of str, value a
         pair; values are converted in one pass (row by row only when one is not a number)."""
         import numpy as np
 
@@ -237,7 +238,9 @@ class FleetColumns:
         except (TypeError, ValueError):
             vals = np.array([_float(x) for x in texts], dtype=float)  # None -> NaN
         with np.errstate(invalid="ignore"):
-            out[idx] = np.where(np.isfinite(vals) & (vals >= 0), vals, np.nan)
+            ok = np.isfinite(vals) & (vals >= 0) & (vals <= M.MAX_ABS_VALUE)  # 1e308 summed overflows
+            out[idx] = np.where(ok, vals, np.nan)
+        self.implausible = int(np.count_nonzero(~ok & ~np.isnan(vals)))
         return out[:n]
 
     def take(self, name: str, rows: list[dict], t: float) -> None:
@@ -350,6 +353,7 @@ class FleetReader:
         self.note: str | None = None  # what this refresh read, for the status line
         self._sweep = Sweep(sweep_s)
         self._columns: FleetColumns | None = None
+        self.implausible = 0  # column values the last column read ignored (FleetColumns.column)
         self._columns_at = -math.inf
         self._turn = 0  # the next column to read
         self._order: list[str] = []  # the known instances, sorted (the sweep's order)
@@ -415,8 +419,10 @@ class FleetReader:
         rows = fold_detail([r for answer in detail for r in answer])
         self._new.difference_update(r["metric"]["instance"] for r in rows if r["metric"][KEY_LABEL] == T_KEY)
         if columns and self._columns is not None:
+            self.implausible = 0
             for name, answer in columns.items():
                 self._columns.take(name, answer, t)
+                self.implausible += self._columns.implausible
             self.fleet = self._columns.fleet()
         return rows
 

@@ -5,6 +5,8 @@
   every :data:`CHECKPOINT_EVERY_S`) and at :meth:`Recorder.close`: a copy of the ``.sqlite`` alone, without its
   ``-wal``, is a recording of all but the last seconds even after a crash (SIGKILL), and all of it once closed.
 * Schema versioned in ``meta``; a file of another version is refused, never migrated in place.
+* At most the ``cycle_polls`` cap of polls per cycle (what a replay reads), the rest said in the cycle's
+  errors; rows written one by one, never a whole cycle's rows in memory.
 * Failed polls, state transitions and closed server lifetimes are recorded too.
 * No secrets: sources are stored without user:password or query strings, and the Prometheus
   token never reaches a poll in the first place.
@@ -20,9 +22,10 @@ import math
 import sqlite3
 import time
 from dataclasses import asdict
+from itertools import islice
 from pathlib import Path
 
-from cmdare.collectors import writes
+from cmdare.collectors import caps, writes
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Cycle
 from cmdare.collectors.redaction import redact_cut, redact_optional
@@ -143,16 +146,21 @@ class Recorder:
             log.debug("recording %s closed: a late cycle not written", self.path)
             return None
         c = self.conn
+        limit = caps.current().cycle_polls  # what a replay reads of one cycle: no more is written
         with c:
             errors = {scrub(k): scrub(v) for k, v in cycle.source_errors.items()}
+            if len(cycle.polls) > limit:
+                errors["recording"] = (
+                    f"only the first {limit:,} of {len(cycle.polls):,} polls recorded (cap cycle_polls)"
+                )
             cur = c.execute(
                 "INSERT INTO cycles (t, elapsed, source_errors) VALUES (?, ?, ?)",
                 (cycle.t, cycle.elapsed, _json(errors)),
             )
             cid = int(cur.lastrowid or 0)
-            c.executemany(
+            c.executemany(  # row by row: a cycle's rows are never all in memory at once
                 "INSERT INTO polls VALUES (?,?,?,?,?,?,?,?,?,?)",
-                [poll_row(cid, i, p) for i, p in enumerate(cycle.polls)],
+                (poll_row(cid, i, p) for i, p in enumerate(islice(cycle.polls, limit))),
             )
             c.executemany(
                 "INSERT INTO transitions VALUES (?,?,?,?,?,?)",

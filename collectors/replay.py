@@ -1,10 +1,11 @@
 """``--replay FILE``: play a recording back as a source, at any speed, with pause and step.
 
-The file is opened read-only. Each ``poll`` returns the polls of the next recorded cycle and sets the
-session's :class:`ManualClock` to that cycle's recorded time, so rates, uptimes and alerts come out
-exactly as they did live. Pacing: the source waits ``recorded gap / speed`` of real time between
-cycles (``speed=0`` or ``math.inf`` means as fast as possible); while paused it waits for
-``resume()`` or ``step()``.
+The file is opened without writing anything, its ``-wal`` included (:mod:`cmdare.collectors.sqlite_image`),
+and refused when it cannot be played (:func:`check_usable`); the end says how much was played. Each
+``poll`` returns the polls of the next recorded cycle and sets the session's :class:`ManualClock` to
+that cycle's recorded time, so rates, uptimes and alerts come out exactly as they did live. Pacing:
+the source waits ``recorded gap / speed`` of real time between cycles (``speed=0`` or ``math.inf``
+means as fast as possible); while paused it waits for ``resume()`` or ``step()``.
 
 A recording is untrusted input: a cycle with a non-finite or absurd time is skipped, a malformed or
 oversized row is skipped (each with a note: a failed poll of the source ``<file>#replay`` and a log
@@ -31,6 +32,7 @@ from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.recorder import RecordingError, check_version
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
+from cmdare.collectors.sqlite_image import ImageTooLarge, open_immutable, open_private
 
 log = logging.getLogger(__name__)
 
@@ -54,17 +56,78 @@ class RecordedCycle:
     source_errors: dict[str, str]
 
 
-def open_recording(path: str | Path) -> sqlite3.Connection:
-    """Open a recording read-only and check its schema; raises :class:`RecordingError`."""
-    p = Path(path)
-    if not p.is_file():
-        raise RecordingError(f"{p}: no such recording")
+def open_recording(path: str | Path, *, replay: bool = True) -> sqlite3.Connection:
+    """Open a recording without writing anything (:func:`open_private`: its ``-wal`` included) and
+    check it; with ``replay``, also that it can be played (see :func:`check_usable`). Raises
+    :class:`RecordingError` (one line: what is wrong with the file)."""
+    return _open(Path(path), replay)[0]
+
+
+def _open(p: Path, replay: bool = True) -> tuple[sqlite3.Connection, str]:
+    """The recording's connection, and a note when part of it cannot be read (read-only mode and a
+    ``-wal`` too large to copy)."""
+    from cmdare.collectors.textfile import file_problem
+
+    problem = file_problem(p)
+    if problem is not None:
+        raise RecordingError(f"{p}: {problem}")
+    note = ""
     try:
-        conn = writes.open_sqlite(p, writable=False)
-        check_version(conn, p)
+        try:
+            conn = open_private(p)
+        except ImageTooLarge as exc:
+            if not writes.is_read_only():  # SQLite reads the -wal itself (and writes a -shm beside it)
+                conn = writes.open_sqlite(p, writable=False)
+            else:
+                conn = open_immutable(p)
+                note = (f"{exc}: in read-only mode only the main file is read, the cycles in the -wal are "
+                        "not replayed (replay without --read-only to see them)")  # fmt: skip
+    except OSError as exc:
+        raise RecordingError(f"{p}: cannot read ({exc.strerror or type(exc).__name__})") from None
     except sqlite3.Error as exc:
-        raise RecordingError(f"{p}: cannot read recording ({exc})") from None
-    return conn
+        raise RecordingError(f"{p}: not a usable recording ({exc})") from None
+    try:
+        check_version(conn, p)
+        if replay:
+            check_usable(conn, p)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise RecordingError(f"{p}: not a usable recording ({exc})") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn, note
+
+
+QUICK_CHECK_BYTES = 64 * 1024 * 1024  # recordings up to this size have every page checked when opened
+_COLUMNS = {
+    "cycles": ("id", "t", "source_errors"),
+    "polls": ("cycle", "seq", "source", "t", "ok", "info", "vals", "error", "facts", "elapsed"),
+}
+
+
+def check_usable(conn: sqlite3.Connection, p: Path) -> None:
+    """Refuse (:class:`RecordingError`) a recording that cannot be played: a table or column missing,
+    a damaged page (every page checked up to :data:`QUICK_CHECK_BYTES`; past it the first and last
+    cycles are read), no cycle or no poll recorded. Raises ``sqlite3.Error`` for what SQLite refuses."""
+    for table, columns in _COLUMNS.items():
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        missing = [c for c in columns if c not in have]
+        if missing:
+            raise RecordingError(f"{p}: not a usable recording (table {table} lacks {', '.join(missing)})")
+    pages, page_size = (conn.execute(f"PRAGMA {k}").fetchone()[0] for k in ("page_count", "page_size"))
+    if pages * page_size <= QUICK_CHECK_BYTES:
+        verdict = str(conn.execute("PRAGMA quick_check(1)").fetchone()[0])
+        verdict = " ".join(verdict.replace("*** in database main ***", "").split())  # one line
+        if verdict != "ok":
+            raise RecordingError(f"{p}: not a usable recording (damaged: {verdict[:160]})")
+    ends = conn.execute("SELECT min(id), max(id) FROM cycles").fetchone()
+    if ends is None or ends[0] is None:
+        raise RecordingError(f"{p}: not a usable recording (no cycle recorded)")
+    if conn.execute("SELECT 1 FROM polls LIMIT 1").fetchone() is None:
+        raise RecordingError(f"{p}: not a usable recording (no poll recorded)")
+    for cycle in ends:  # the ends of a large file read as a replay reads them (as many rows as it reads)
+        conn.execute(_ROWS, (cycle, caps.current().cycle_polls + 1)).fetchall()
 
 
 def _json(text: str | None) -> object:
@@ -134,7 +197,10 @@ class ReplaySource:
         self._changed = asyncio.Event()  # a pause, step or speed change re-plans the wait at once
         self._speed = speed
         self.ended = False  # set once the recording has no more cycles
-        self.conn = open_recording(self.path)
+        self.conn, note = _open(self.path)
+        self._opening_notes = [note] if note else []  # said with the first cycle
+        self._left_out = note  # and at the end
+        self._played = self._skipped = self._polls = 0
         try:
             meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
             self._ids = [r[0] for r in self.conn.execute("SELECT id FROM cycles ORDER BY id")]
@@ -186,6 +252,16 @@ class ReplaySource:
         self._step = True
         self._running.set()
         self._changed.set()
+
+    async def hold_while_paused(self) -> None:
+        """Wait while paused: a cycle read just before a pause is held until play resumes, and a
+        step plays it (then the replay is paused again)."""
+        if not self.paused:
+            return
+        await self._running.wait()
+        if self._step:
+            self._step = False
+            self._running.clear()
 
     def median_gap(self) -> float | None:
         """The median recorded gap between cycles (at most :data:`MAX_INTERVAL_S`), or None."""
@@ -265,21 +341,42 @@ class ReplaySource:
             stepping = self._step
             cycle, more = self._next_cycle()
             skipped += more  # cycles skipped on the way stay skipped, even across a pause
+            self._skipped += len(more)
             if cycle is None:
                 if skipped:
                     return [self._note("; ".join(skipped))]
                 self.ended = True
-                raise ReplayFinished(f"recording ended cleanly ({len(self._ids)} cycles replayed)")
+                raise self._finished()
             if stepping or await self._due(cycle.t):
                 break
         if stepping:
             self._step = False
             self._running.clear()
         self._pos += 1
+        self._played += 1
+        self._polls += len(cycle.polls)
         self._last_t, self._last_real = cycle.t, time.monotonic()
         self.clock.set(cycle.t)
-        notes = skipped + ([cycle.source_errors["replay"]] if "replay" in cycle.source_errors else [])
+        notes = self._opening_notes + skipped
+        notes += [cycle.source_errors["replay"]] if "replay" in cycle.source_errors else []
+        self._opening_notes = []
         return cycle.polls + ([self._note("; ".join(notes))] if notes else [])
+
+    def _finished(self) -> ReplayFinished:
+        """The end of the recording, in words that say what of it was played."""
+        n = len(self._ids)
+        if self._polls == 0:
+            return ReplayFinished(
+                f"recording ended: nothing in it could be played ({n:,} cycle(s): {self._skipped:,} unreadable, "
+                f"{self._played:,} without a readable poll)"
+            )
+        if self._skipped:
+            return ReplayFinished(
+                f"recording ended ({n:,} cycles: {self._played:,} replayed, {self._skipped:,} unreadable, skipped)"
+            )
+        if self._left_out:
+            return ReplayFinished(f"recording ended ({n:,} cycles replayed; {self._left_out})")
+        return ReplayFinished(f"recording ended cleanly ({n:,} cycles replayed)")
 
     def _note(self, text: str) -> TaskPoll:
         """A failed poll of the recording itself that carries what was skipped (and a log line)."""

@@ -74,6 +74,7 @@ class TaskState(StrEnum):
     UP = "up"
     SILENT = "silent"
     REVOKED = "revoked"
+    FINISHED = "finished"  # a log run whose writer is done: silent past its own cadence, or long ago
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,7 @@ class TaskPoll(CleanPoll):
     host: str = ""  # the host the task runs on (target URL or Prometheus instance), for node detail
     host_only: bool = False  # node_exporter / DCGM page: detail for the tasks on ``host``, not a task
     catching_up: bool = False  # values are real but behind: the source is still reading a backlog
+    finished: bool = False  # a log's writer is done (silent past its own cadence, or its last event long ago)
 
 
 @dataclass(frozen=True)

@@ -219,7 +219,8 @@ class ScrapeSource:
         c = self._clients.get(origin)
         if c is None:
             limits = httpx.Limits(max_connections=2, max_keepalive_connections=1)
-            c = self._clients[origin] = new_client(limits)
+            # the timeout asked for (httpx's default 5 s capped a longer one)
+            c = self._clients[origin] = new_client(limits, self.timeout)
         return c
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:

@@ -326,6 +326,8 @@ class TaskSeries:
         if len(v) < 2:  # a series read less often than the others (node detail, a large fleet's sweep)
             t, v = self._sparse_points(key, seconds)
         out = None
+        if key.endswith("global_step"):  # a step that went back (a restart from a checkpoint) began a
+            t, v = _since_last_drop(t, v)  # new timeline: the rate is the new timeline's only
         if len(v) >= 2 and t[-1] > t[0]:
             counter = is_counter_key(key) or key.endswith("global_step")
             out = (_increase(v) if counter else v[-1] - v[0]) / (t[-1] - t[0])
@@ -349,6 +351,14 @@ class TaskSeries:
         out = None if not dn > 0 else (_increase(num) if len(num) >= 2 else math.nan) / dn
         self._memo[memo_key] = out
         return out
+
+
+def _since_last_drop(t: list[float], v: list[float]) -> tuple[list[float], list[float]]:
+    """The points from the last drop of ``v`` on (all of them when it never drops)."""
+    for i in range(len(v) - 1, 0, -1):
+        if v[i] < v[i - 1]:
+            return t[i:], v[i:]
+    return t, v
 
 
 def _increase(v: list[float]) -> float:

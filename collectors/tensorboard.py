@@ -19,11 +19,12 @@
   to 64 MiB, larger ones are skipped with a note, once: one whose end lies past the file's end, a
   CRC-valid 1 GiB length say, is waited for without reading the file again); events with a
   non-finite or absurd wall time are rejected with a note. Nothing stops the tail silently.
-* **A run that stops writing turns silent**: a poll with no new event, longer after the last one
+* **A run that stops writing is finished**: a poll with no new event, longer after the last one
   than twice the longest of the run's recent gaps between new events (its own flush cadence), or
   ``idle_after_s`` (150 s: writers flush every 120 s by default) until three gaps are known, is a
-  failed poll saying so; the lifecycle then calls the task silent after its usual number (N) of
-  failed polls.
+  failed poll marked ``finished`` ("finished: … last event at HH:MM"); the lifecycle shows the task
+  finished at once (up again at its next event). A run whose newest event is older than
+  ``OLD_RUN_S`` on the reader's clock is finished from its first read (its values are shown).
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ from pathlib import Path
 import httpx
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.clock import Clock
+from cmdare.collectors.clock import Clock, clock_time
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tbproto import Event, ProtoError, decode_event
-from cmdare.collectors.tbruns import find_runs, run_name, sub_prefix
+from cmdare.collectors.tbruns import EVENT_PREFIX, find_runs, run_name, sub_prefix
+from cmdare.collectors.textfile import open_regular
 from cmdare.collectors.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 
 __all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
@@ -62,6 +64,9 @@ IDLE_AFTER_S = 150.0  # no new event for this long (and a poll): the run has sto
 PROGRESS_MIN_BYTES = 1  # any bytes left while the reader runs: the poll says it is behind
 NOTE_POLLS = 5  # a note (records skipped, events rejected) stays in the run's status this many polls
 HEAD_BYTES = 64  # compared on every poll to notice a file rewritten in place
+OLD_RUN_S = (
+    600.0  # assumption: a newest event this old on the reader's clock is a finished run (skew is less)
+)
 MAX_WALL_TIME = 1e11  # seconds since the epoch (year 5138): a larger wall time is corruption
 
 
@@ -101,6 +106,12 @@ class _Run:
     idle_polls: int = 0  # polls in a row without a new event
     last_new: float = math.nan  # clock.monotonic() of the last poll that saw a new event
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=8))  # between polls with new events
+    # restarts from a checkpoint: a newer event file in the run's own folder whose steps go back
+    first: dict[Path, tuple[int, float]] = field(default_factory=dict)  # run-folder files: first (step, wall)
+    top: dict[Path, tuple[int, float]] = field(default_factory=dict)  # … and highest (orphans included)
+    restarted: set[Path] = field(default_factory=set)  # files that began a new timeline
+    base: float = 0.0  # the step the current timeline began at (0 before any restart)
+    orphaned: int = 0  # events of an abandoned timeline discarded (as TensorBoard's purge does)
     checkpoint_at: float = math.nan  # wall time of the newest event logging a checkpoint tag
 
 
@@ -170,7 +181,7 @@ class TensorBoardSource:
         if tail.broken or tail.offset >= tail.size:
             return False
         try:
-            with path.open("rb") as fh:
+            with open_regular(path) as fh:  # a FIFO put in its place would block the reader for ever
                 fh.seek(tail.offset)
                 buf = fh.read(min(max(READ_CHUNK_BYTES, tail.need), MAX_RECORD_BYTES + 16))
         except OSError as exc:
@@ -202,12 +213,24 @@ class TensorBoardSource:
         """Fold a chunk's events into the run: summarised without the lock, merged under it (the
         event loop takes the lock to report, so it is held for a few dict updates only)."""
         rejected, new, top, latest, ckpt = 0, 0, None, {}, math.nan
+        main = prefix == ""  # the run's own folder: a newer file there may restart the timeline
+        with self._lock:
+            later = _later_firsts(run, path) if main else {}
+        first, highest, orphans, by = None, None, 0, set()
         for ev in events:
             if not (0.0 <= ev.wall_time <= MAX_WALL_TIME):  # NaN fails too
                 rejected += 1
                 continue
             if not ev.scalars:
                 continue  # file_version, graphs, histograms: nothing to chart
+            first = (ev.step, ev.wall_time) if first is None else first
+            highest = (ev.step, ev.wall_time) if highest is None or ev.step > highest[0] else highest
+            # a step a later file of the run went back before, written before it: abandoned
+            gone = [f for f, (fs, fw) in later.items() if ev.step >= fs and ev.wall_time <= fw]
+            if gone:
+                orphans += 1
+                by.update(gone)
+                continue
             new += 1
             if top is None or (ev.step, ev.wall_time) > top:
                 top = (ev.step, ev.wall_time)
@@ -217,6 +240,8 @@ class TensorBoardSource:
                 old = latest.get(tag)
                 if old is None or ev.step >= old[0]:
                     latest[tag] = (ev.step, val)
+        if main and first is not None and highest is not None:
+            self._timeline(run, path, first, highest, orphans, by)
         capped = self._merge(run, new, top, {prefix + tag: sv for tag, sv in latest.items()})
         if not math.isnan(ckpt) and not ckpt <= run.checkpoint_at:
             with self._lock:
@@ -227,6 +252,36 @@ class TensorBoardSource:
             self._note(
                 run, f"{path.name}: {rejected} event(s) with a non-finite or absurd wall time rejected"
             )
+
+    def _timeline(
+        self, run: _Run, path: Path, first: tuple[int, float], highest: tuple[int, float], orphans: int,
+        by: set[Path],
+    ) -> None:  # fmt: skip
+        """Note a run-folder file's steps. A newer file whose first step is at or below a step an older
+        file reached before it began restarts the timeline: counted once, the older file's steps from
+        there on discarded (TensorBoard's purge of orphaned steps), the step and scalars from the new
+        file. Two writers logging the same steps at once are no restart (their times overlap)."""
+        with self._lock:
+            run.orphaned += orphans
+            run.restarted |= by
+            old = run.top.get(path)
+            run.top[path] = highest if old is None or highest[0] > old[0] else old
+            if path in run.first:
+                return
+            run.first[path] = first
+            older = [t for f, t in run.top.items() if _file_order(f) < _file_order(path)]
+            if not any(s >= first[0] and w <= first[1] for s, w in older):
+                return
+            run.restarted.add(path)
+            if max(run.first, key=_file_order) != path:
+                return  # an older restart read late: the newest file's timeline stands
+            run.base = float(first[0])
+            run.step, run.wall_time = math.nan, math.nan
+            for key in [k for k, st in run.tag_steps.items() if st >= first[0]]:
+                del run.tag_steps[key]  # the abandoned values give way to the new timeline's
+        self._note(
+            run, f"restarted from step {first[0]:,} ({path.name}): the earlier file's later steps discarded"
+        )
 
     def _merge(
         self, run: _Run, new: int, top: tuple[int, float] | None, latest: dict[str, tuple[int, float]]
@@ -319,9 +374,19 @@ class TensorBoardSource:
             return TaskPoll(src, clock.now(), False, error=error, elapsed=elapsed)
         idle = now - run.last_new
         if progress is None and run.idle_polls > 0 and idle >= self._idle_limit(run):
-            error = "; ".join([f"no new event for {idle:.0f} s (last at step {run.step:,.0f})", *notes])
-            return TaskPoll(src, clock.now(), False, info=run.info, error=error, elapsed=elapsed)
-        values = {M.K_GLOBAL_STEP: run.step, M.K_WORKER_STEPS: run.step}
+            # the writer stayed silent past its own cadence: the run is finished (or hung: it says when)
+            last = f"last event at {clock_time(run.wall_time)}, step {run.step:,.0f}"
+            error = "; ".join([f"finished: no new event for {idle:.0f} s ({last})", *notes])
+            return TaskPoll(
+                src, clock.now(), False, info=run.info, error=error, elapsed=elapsed, finished=True
+            )
+        # a run whose newest event is long past on the reader's clock is an old run, finished
+        old = progress is None and clock.now() - run.wall_time >= max(OLD_RUN_S, self._idle_limit(run))
+        # the step counter of the current timeline: after a restart it starts again from 0 (a counter's
+        # reset), so the rate counts the new timeline's steps, never the jump back
+        values = {M.K_GLOBAL_STEP: run.step, M.K_WORKER_STEPS: run.step - run.base}
+        if run.restarted:
+            values[M.K_LOG_RESTARTS] = float(len(run.restarted))
         values.update({scalar_key(k): v for k, v in run.scalars.items()})
         values.update(M.training_keys(run.scalars))
         if not math.isnan(run.checkpoint_at):
@@ -340,6 +405,7 @@ class TensorBoardSource:
             error="; ".join(notes) or None,
             elapsed=elapsed,
             catching_up=progress is not None,
+            finished=old,
         )
 
     def _idle_limit(self, run: _Run) -> float:
@@ -353,6 +419,18 @@ class TensorBoardSource:
         if self._work is not None and not self._work.done():
             await asyncio.wait({self._work}, timeout=5)
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _file_order(path: Path) -> tuple[int, str]:
+    """Event files of one folder in the order they were created: by the time in their name
+    (``events.out.tfevents.<seconds>.<host>…``), then by name."""
+    stamp = path.name[len(EVENT_PREFIX) :].split(".", 1)[0]
+    return (int(stamp) if stamp.isdigit() else 0, path.name)
+
+
+def _later_firsts(run: _Run, path: Path) -> dict[Path, tuple[int, float]]:
+    """The first (step, wall time) of the run-folder files created after ``path``."""
+    return {f: fw for f, fw in run.first.items() if _file_order(f) > _file_order(path)}
 
 
 def _readable(tail: _FileTail) -> int:
@@ -374,7 +452,7 @@ def _background() -> None:
 
 def _head(path: Path) -> bytes:
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             return fh.read(HEAD_BYTES)
     except OSError:
         return b""

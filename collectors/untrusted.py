@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from cmdare.collectors.redaction import SECRET_FORMS, holds_secret, redact, trim_secret_head
 
@@ -41,10 +41,13 @@ __all__ = [
     "clean_keys",
     "clean_optional",
     "clean_text",
+    "clean_tree",
     "install_log_cleaning",
     "label_limit",
     "set_label_limit",
 ]
+
+T = TypeVar("T")
 
 LABEL_LIMIT = 200  # a label value, job/task name, tag or series key (default; ``[caps] label_length``)
 MESSAGE_LIMIT = 500  # an error or status message
@@ -125,6 +128,19 @@ def _without_secrets(value: str, limit: int) -> str:
 def clean_optional(value: object | None, limit: int = MESSAGE_LIMIT) -> str | None:
     """:func:`clean_text`, passing None through."""
     return None if value is None else clean_text(value, limit)
+
+
+def clean_tree(value: T, limit: int | None = None) -> T:
+    """``value`` (a parsed file: TOML, JSON) with every string in it, keys included, passed through
+    :func:`clean_text`; numbers, booleans and dates as they are. Nesting is bounded by the parser
+    that made ``value`` (each one here refuses a deep file before this is called)."""
+    if isinstance(value, str):
+        return clean_text(value, limit)  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {clean_text(k, limit): clean_tree(v, limit) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [clean_tree(v, limit) for v in value]  # type: ignore[return-value]
+    return value
 
 
 def clean_keys(values: dict[str, float], limit: int | None = None) -> dict[str, float]:

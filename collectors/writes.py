@@ -16,8 +16,10 @@ import logging
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:  # sqlite3 loads with the first database (recorder, replay), not with the app
     import sqlite3
@@ -31,6 +33,7 @@ __all__ = [
     "guard",
     "write_text",
     "write_bytes",
+    "open_atomic",
     "make_dirs",
     "open_sqlite",
     "remove",
@@ -121,13 +124,23 @@ def make_dirs(path: str | os.PathLike[str]) -> Path:
 def write_bytes(path: str | os.PathLike[str], data: bytes, *, follow_symlinks: bool = False) -> Path:
     """Atomically replace ``path`` with ``data`` (a temp file beside it, then rename); see
     :func:`check_target` for what is refused."""
+    with open_atomic(path, follow_symlinks=follow_symlinks) as fh:
+        fh.write(data)
+    return check_target(path, follow_symlinks=follow_symlinks)
+
+
+@contextmanager
+def open_atomic(path: str | os.PathLike[str], *, follow_symlinks: bool = False) -> Iterator[BinaryIO]:
+    """A binary file to write ``path``'s new content into, piece by piece: a temporary file beside
+    it, renamed over ``path`` only when the block ends without an error (else removed: nothing
+    half-written is left). Refused in read-only mode and where :func:`check_target` refuses."""
     guard(str(path))
     p = check_target(path, follow_symlinks=follow_symlinks)
     make_dirs(p.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         _keep_mode(p, tmp)
@@ -135,7 +148,6 @@ def write_bytes(path: str | os.PathLike[str], data: bytes, *, follow_symlinks: b
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return p
 
 
 def _keep_mode(target: Path, tmp: str) -> None:

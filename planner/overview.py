@@ -4,6 +4,7 @@ Job panes show and what ``snapshot --json`` prints. Pure computation: no I/O, no
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 from collections import Counter
@@ -17,6 +18,7 @@ from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
 from cmdare.collectors.store import TRAINING_KEYS, JobSeries, Store, TaskSeries
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
 STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
@@ -64,6 +66,7 @@ class NodeView:
     )
     checkpoint_seconds: float | None = None  # mean time to write one (cmdare_checkpoint_seconds, measured)
     checkpoint_interval_s: float | None = None  # mean time between its checkpoints over the last hour
+    ended_at: float | None = None  # a finished log run: its last event's time (shown for an uptime)
 
     def uptime_s(self, now: float) -> float | None:
         """Seconds since the task's current lifetime began, at ``now`` (None unless up). The view
@@ -139,9 +142,12 @@ class JobView:
 
     @property
     def finished(self) -> bool:
-        """Whether the job is stalled with its target step reached (it ended, rather than died)."""
+        """Whether the job is stalled with its target step reached, or every task of it is a finished log
+        run (its writers are done): it ended, rather than died."""
         target = self.facts.target_steps
-        return self.stalled and bool(target) and (self.global_step or 0) >= target
+        if self.stalled and bool(target) and (self.global_step or 0) >= target:
+            return True
+        return self.stalled and self.counts.get(TaskState.FINISHED.value, 0) == len(self.nodes) > 0
 
     def memo(self, name: str, compute: Callable[[JobView], T]) -> T:
         """``compute(self)``, once per view: the rules, the planner and the panes ask the same things of
@@ -329,6 +335,22 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     )
 
 
+_BAD_HOSTS: set[str] = set()  # hosts whose detail could not be read (logged once each)
+
+
+def _host_figures_or_none(ts: TaskSeries, host: TaskSeries | None, window: float) -> HostFigures:
+    """:func:`host_figures`, or none for this task when its host's detail cannot be read: one hostile
+    host page costs that host's columns, never the refresh of every job."""
+    try:
+        return host_figures(ts, host, window)
+    except (ValueError, KeyError, IndexError, TypeError, ArithmeticError) as exc:
+        name = host.info.task if host is not None else ts.info.key
+        if name not in _BAD_HOSTS and len(_BAD_HOSTS) < 1000:
+            _BAD_HOSTS.add(name)
+            log.warning("host detail of %s unreadable, left out: %s: %s", name, type(exc).__name__, exc)
+        return HostFigures()
+
+
 def node_view(
     ts: TaskSeries,
     status: NodeStatus | None,
@@ -341,7 +363,7 @@ def node_view(
     state = status.state.value if status else TaskState.UP.value
     up = state == TaskState.UP.value
     net_in, net_out = _net(ts, host, window)
-    hf = host_figures(ts, host, window) if up else HostFigures()
+    hf = _host_figures_or_none(ts, host, window) if up else HostFigures()
     started = _started(ts, status, now)
     return NodeView(
         name=i.name,
@@ -359,6 +381,7 @@ def node_view(
         net_in_bps=_finite(net_in) if up else None,
         net_out_bps=_finite(net_out) if up else None,
         started_at=started if up and started and math.isfinite(started) else None,
+        ended_at=ts.last_seen if state == TaskState.FINISHED.value and math.isfinite(ts.last_seen) else None,
         last_error=status.last_error if status else None,
         restarts=status.restarts if status else 0,
         cause=status.cause if status else "",
@@ -499,6 +522,8 @@ def _task_views(
         if ts is None:
             continue  # a pending target: an unanswered row, made on every call
         flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
+        if key in lifecycle.duplicate_ranks:  # another task of the job claims its rank
+            flags += ("duplicate-rank",)
         view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags)
         old = cache.views.get(key)
         if old is view:

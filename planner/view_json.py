@@ -188,6 +188,7 @@ def ranking_json(plan: LivePlan | None, n: int = RANKING_ROWS) -> dict[str, Any]
         if table is not None
         else {},
         "note": plan.note,
+        "search_note": (table.search_note or None) if table is not None else None,
         "rows": [],
     }
     if table is None:

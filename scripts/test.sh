@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh machine, then run it (README's second command).
 # - Debian packages: prometheus (real server for the collector tests), prometheus-node-exporter (real
-#   node detail for the conformance tests), tmux (real-terminal tests), iproute2 (tc: a throttled network
+#   node detail for the conformance tests), prometheus-alertmanager and victoria-metrics (vmalert: the
+#   generated rule file on the real engines), tmux (real-terminal tests), iproute2 (tc: a throttled network
 #   namespace for the DDP all-reduce test), openssl (a self-signed certificate for the TLS test), chromium
 #   (headless, driven over its DevTools protocol: `serve` tested in a real browser)
 # - a virtualenv in .venv with the project, its test extras and the CPU build of PyTorch (example job)
@@ -12,6 +13,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
+command -v prometheus-alertmanager >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
+command -v victoria-metrics >/dev/null 2>&1 || need_apt+=(victoria-metrics)
 command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 command -v tc >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
@@ -22,7 +25,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
   # Debian's package starts its own service; the tests run their own servers on ephemeral ports.
-  $SUDO systemctl stop prometheus prometheus-node-exporter 2>/dev/null || true
+  $SUDO systemctl stop prometheus prometheus-node-exporter prometheus-alertmanager victoria-metrics 2>/dev/null || true
 fi
 
 PY=${PYTHON:-python3}

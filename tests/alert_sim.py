@@ -234,18 +234,23 @@ class Harness:
         thresholds: Thresholds | None = None,
         book: object | None = None,
         link_capacity_gbps: dict | None = None,
+        source: object | None = None,
+        clock: object | None = None,
+        client: object | None = None,
     ) -> None:
-        self.clock = ManualClock()
+        # source/clock/client: another source (e.g. the real scrape source over sim_exporter's pages) on the
+        # wall clock; by default the clusters are polled in-process on a ManualClock
+        self.clock = clock or ManualClock()
         self.store = Store()
         self.lifecycle = Lifecycle(silent_after=3, vanished_after=6)
-        self.source = SimSource(*clusters)
+        self.source = source or SimSource(*clusters)
         self.poller = Poller(
             [self.source],
             self.store,
             lifecycle=self.lifecycle,
             clock=self.clock,
             interval=interval,
-            client=object(),
+            client=client or object(),
         )  # type: ignore[arg-type]
         self.th = thresholds or Thresholds()
         self.engine = AlertEngine(
@@ -262,7 +267,7 @@ class Harness:
         self.goals: dict = {}
 
     async def refresh(self) -> list[Alert]:
-        if self.refreshes:
+        if self.refreshes and isinstance(self.clock, ManualClock):
             self.clock.advance(self.interval)
         await self.poller.poll_once()
         self.refreshes += 1

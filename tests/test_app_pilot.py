@@ -66,12 +66,12 @@ async def test_keys_move_between_panes_help_and_quit():
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: app.state is not None)
         assert app.query_one("#panes").has_class("-compact")
-        assert app.query_one("#pane-cluster").has_class("-shown")
+        assert app.query_one("#pane-cluster").display
         await pilot.press("tab")
-        assert app.query_one("#pane-job").has_class("-shown")
-        assert not app.query_one("#pane-cluster").has_class("-shown")
+        assert app.query_one("#pane-job").display
+        assert not app.query_one("#pane-cluster").display
         await pilot.press("shift+tab", "4")
-        assert app.query_one("#pane-alerts").has_class("-shown")
+        assert app.query_one("#pane-alerts").display and not app.query_one("#pane-job").display
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")

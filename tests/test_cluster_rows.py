@@ -20,7 +20,7 @@ from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.alerts import Alert
 from cmdare.tui.format import duration, duration_until, rate
 from cmdare.tui.panes.cluster import ClusterPane, RoleTally, replaced, role_summary
-from cmdare.tui.panes.cluster_rows import UP, ShownAt, TaskCells, TaskRows, task_facts
+from cmdare.tui.panes.cluster_rows import COLUMNS, UP, ShownAt, TaskCells, TaskRows, task_facts
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable
 
@@ -67,7 +67,8 @@ def test_rows_stay_the_same_objects_while_views_and_flags_do():
         state(nodes, T0 + 6, [alert("straggler", "j/worker-3"), alert("ps-saturation", "j")])
     )
     assert rows.made == 2 and not rows.gone  # worker-3 and the PS: their flags, not their views, changed
-    assert "straggler" in str(fourth[3].values()[9]) and "ps-saturation" in str(fourth[100].values()[9])
+    flag = [label for label, _ in COLUMNS].index("Flag")
+    assert "straggler" in str(fourth[3].values()[flag]) and "ps-saturation" in str(fourth[100].values()[flag])
     fifth = rows.update(state(nodes[:50], T0 + 8))  # half the tasks left: the rest keep their rows
     assert rows.made == 1 and fifth[3] is not fourth[3] and fifth[4] is fourth[4]  # worker-3's flag went
     assert len(rows.gone) == 51

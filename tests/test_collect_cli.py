@@ -103,7 +103,7 @@ def _check_shape(doc: dict) -> None:
     for job in doc["jobs"]:
         assert JOB_KEYS <= set(job)
         for node in job["nodes"]:
-            assert NODE_KEYS <= set(node) and node["status"] in ("up", "silent", "revoked")
+            assert NODE_KEYS <= set(node) and node["status"] in ("up", "silent", "revoked", "finished")
 
 
 def test_snapshot_with_tf_config_discovery_and_record_then_replay(capsys, tmp_path, monkeypatch):
@@ -146,6 +146,8 @@ def test_snapshot_with_logs(capsys, tmp_path):
     _check_shape(doc)
     (job,) = doc["jobs"]
     assert job["name"] == "logs" and job["global_step"] == 2000
+    by = {n["name"]: n for n in job["nodes"]}
+    assert by["collect_tfevents"]["status"] == "finished"  # its events are from 2023 (issue 31, item 5)
 
 
 def test_snapshot_exits_1_when_no_source_answered(capsys):

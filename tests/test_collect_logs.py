@@ -126,14 +126,14 @@ async def test_missing_dir_is_a_status(tmp_path):
 async def test_jsonl_truncated_and_garbage_lines_are_skipped_with_a_count(tmp_path, caplog):
     f = tmp_path / "metrics.jsonl"
     lines = [
-        json.dumps({"time": 1000.0 + i, "step": 50 * i, "examples": 6400 * i, "loss": 1 / (i + 1)})
+        json.dumps({"time": 1_700_001_000.0 + i, "step": 50 * i, "examples": 6400 * i, "loss": 1 / (i + 1)})
         for i in range(5)
     ]
     f.write_text("\n".join(lines[:3]) + "\n" + lines[3][:17])  # crash mid-line
     src, clock = JsonlSource(f, job="j"), ManualClock(2000.0)
     async with httpx.AsyncClient() as c:
         (p,) = await src.poll(c, clock)
-        assert p.ok and p.values[M.K_GLOBAL_STEP] == 100 and p.t == 1002.0 and p.error is None
+        assert p.ok and p.values[M.K_GLOBAL_STEP] == 100 and p.t == 1_700_001_002.0 and p.error is None
         with f.open("a") as fh:  # the restarted script appends right after the fragment (one bad line)
             fh.write(lines[4] + "\nnot json\n[1, 2]\n" + lines[4] + "\n")
         with caplog.at_level(logging.WARNING):

@@ -19,6 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 DOC = (REPO / "docs" / "config.md").read_text()
 
 
+class _NoSession:
+    """What run_app closes after the app ends: this stand-in opened no source."""
+
+    def close_sources(self) -> None:
+        return None
+
+
 class FakeApp:
     """Stands in for CmdareApp: records the options and settings it was started with."""
 
@@ -27,6 +34,7 @@ class FakeApp:
     def __init__(self, options: Any, **kw: Any) -> None:
         FakeApp.seen = {"options": options, **kw}
         self.return_code = 0
+        self.session = _NoSession()
 
     def run(self) -> None:
         return None

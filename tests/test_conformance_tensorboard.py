@@ -283,7 +283,7 @@ async def test_job_rate_is_the_sum_of_runs_not_of_writer_folders(tmp_path):
     assert job.steps_per_sec == pytest.approx(70.0, rel=0.02)
 
 
-async def test_a_run_that_stops_writing_turns_silent_and_comes_back(tmp_path):
+async def test_a_run_that_stops_writing_is_finished_and_comes_back(tmp_path):
     clock, lifecycle = ManualClock(T0), Lifecycle(silent_after=3)
     src = TensorBoardSource(tmp_path, job="j", idle_after_s=5.0, poll_budget_s=30)
     _torch_run(tmp_path / "run", 20.0, 0)
@@ -293,8 +293,8 @@ async def test_a_run_that_stops_writing_turns_silent_and_comes_back(tmp_path):
         lifecycle.observe(polls)
         states.append(_state(lifecycle, "run"))
         clock.advance(2.0)
-    assert states[:3] == [TaskState.UP] * 3 and states[-1] is TaskState.SILENT
-    assert "no new event" in polls[0].error
+    assert states[:3] == [TaskState.UP] * 3 and states[-1] is TaskState.FINISHED  # at once (issue 31)
+    assert "finished: no new event" in polls[0].error and "last event at " in polls[0].error
     _torch_run(tmp_path / "run", 20.0, 1)
     lifecycle.observe(await src.poll(None, clock))  # type: ignore[arg-type]
     assert _state(lifecycle, "run") is TaskState.UP
@@ -318,7 +318,7 @@ async def test_silence_follows_the_runs_own_cadence(tmp_path):
         oks.append(polls[0].ok)
         clock.advance(2.0)
     assert oks == [True, False, False, False, False, False]
-    assert _state(lifecycle, "run") is TaskState.SILENT
+    assert _state(lifecycle, "run") is TaskState.FINISHED
 
 
 def _state(lifecycle: Lifecycle, task: str) -> TaskState:

@@ -43,9 +43,16 @@ def test_sync_jobs_take_the_global_step_rate_async_jobs_the_sum():
     declared = job_rate(ps, JobFacts("j", ModelSpec(sync="sync-allreduce")), 10.0)
     assert (declared.steps_per_sec, declared.how) == (pytest.approx(60.0), "declared")  # the global step
     assert job_rate(ddp, None, 10.0).examples_per_sec == pytest.approx(2 * 32 * 71.0)  # summed in every mode
-    for ts in ddp:  # the same steps from two log runs (no step-time histogram): independent, summed
+    for ts in ddp:  # the same steps from two log runs named for ranks (no step-time histogram): the
+        ts.values.pop(M.K_STEP_SECONDS_COUNT)  # per-rank logs of one sync job (issue 31)
+    assert (job_rate(ddp, None, 10.0).steps_per_sec, job_rate(ddp, None, 10.0).sync) == (
+        pytest.approx(71.0),
+        "sync-allreduce",
+    )
+    sweep = [_series(name, 71.0, 71.0) for name in ("lr_a", "lr_b")]  # other names: a sweep, summed
+    for ts in sweep:
         ts.values.pop(M.K_STEP_SECONDS_COUNT)
-    assert job_rate(ddp, None, 10.0).steps_per_sec == pytest.approx(142.0)
+    assert job_rate(sweep, None, 10.0).steps_per_sec == pytest.approx(142.0)
 
 
 def test_the_exporters_own_sample_time_is_read():

@@ -68,7 +68,7 @@ def test_missing_input_file(tmp_path):
     parser = argparse.ArgumentParser()
     predict.register(parser.add_subparsers())
     args = parser.parse_args(["predict", "--input", str(tmp_path / "nope.csv")])
-    with pytest.raises(UsageError, match="cannot read"):
+    with pytest.raises(UsageError, match="nope.csv: no such file"):
         args.func(args)
 
 

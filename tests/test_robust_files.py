@@ -136,5 +136,5 @@ def test_recording_with_a_hostile_schema_is_a_one_line_error(tmp_path: Path):
         c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
         c.execute("DROP TABLE cycles")
     c.close()
-    with pytest.raises(RecordingError, match="cannot read recording"):
+    with pytest.raises(RecordingError, match="not a usable recording .table cycles lacks id"):
         ReplaySource(path, ManualClock())

@@ -16,7 +16,12 @@ from cmdare.tui.widgets.footer import FitFooter, fit, key_width
 from cmdare.tui.widgets.table import FilterTable, Row
 from tests.test_app_pilot import fast_demo_app, wait_for
 
-PANE_KEYS = {"1": ("Cluster", "/"), "2": ("Job", "p"), "3": ("Planner", "enter"), "4": ("Alerts", "enter")}
+PANE_KEYS = {
+    "1": ("Cluster", "enter"),
+    "2": ("Job", "p"),
+    "3": ("Planner", "enter"),
+    "4": ("Alerts", "enter"),
+}
 
 
 def footer_keys(app: App) -> tuple[list[FooterKey], FooterKey]:
@@ -83,8 +88,18 @@ async def test_replay_footer_shows_pause_and_speed(tmp_path, size):
         await pilot.pause(0.2)
         everywhere = [k for k, _ in app.screen.sections[1][1]]
         assert {"space", ".", "+", "-"} <= set(everywhere) and "e" not in everywhere  # replays are read-only
-        scroll = app.screen.query_one(VerticalScroll)
-        assert scroll.virtual_size.height <= scroll.size.height and "…" not in "\n".join(help_text(app))
+        assert keys_fit(app) and "…" not in "\n".join(help_text(app))
+
+
+def keys_fit(app: App) -> bool:
+    """The focused pane's keys and those that work everywhere are on the help's first screen (the
+    tables' keys, the mouse and the legend follow, scrolled to)."""
+    scroll = app.screen.query_one(VerticalScroll)
+    lines = help_text(app)
+    end = next(
+        (i for i, line in enumerate(lines) if line.strip() in ("In tables", "Symbols and abbreviations"))
+    )
+    return end <= scroll.size.height
 
 
 def help_text(app: App) -> list[str]:
@@ -110,14 +125,19 @@ async def test_help_shows_the_focused_panes_keys_first(size):
             await pilot.press("question_mark")
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
             sections = app.screen.sections
-            assert [h for h, _ in sections] == [f"{title} pane", "Everywhere"]
+            tables = ["In tables", "Mouse"] if title != "Job" else []
+            assert [h for h, _ in sections] == [
+                f"{title} pane",
+                "Everywhere",
+                *tables,
+                "Symbols and abbreviations",
+            ]
             assert own_key in [k for k, _ in sections[0][1]]
             everywhere = [k for k, _ in sections[1][1]]
             assert {"q", "?", "tab", "ctrl+p", "1/2/3/4"} <= set(everywhere)
-            assert "space" not in everywhere  # replay keys only while a recording plays
-            scroll = app.screen.query_one(VerticalScroll)
+            assert "space" in everywhere and "+" not in everywhere  # pause always; speed only in a replay
             await pilot.pause(0.2)
-            assert scroll.virtual_size.height <= scroll.size.height  # the whole help fits, no scrolling
+            assert keys_fit(app)  # the keys fit the first screen; the rest scrolls
             text = "\n".join(help_text(app))
             assert "…" not in text and f"{title} pane" in text  # no description is cut
             await pilot.press("escape")
@@ -173,5 +193,6 @@ async def test_remapped_keys_show_in_footer_and_help():
         assert "^q" in shown and "f" in shown and "q" not in shown
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-        own, everywhere = (dict(keys) for _, keys in app.screen.sections)
-        assert own.get("f") == "Filter" and everywhere.get("ctrl+q") == "Quit" and "q" not in everywhere
+        everywhere, tables = dict(app.screen.sections[1][1]), dict(app.screen.sections[2][1])
+        assert tables.get("f", "").startswith("Filter") and everywhere.get("ctrl+q") == "Quit"
+        assert "q" not in everywhere

@@ -17,7 +17,8 @@ COLUMNS = [(f"C{i}", 12) for i in range(12)]
 def rows(n: int, tick: int, extra: str = "", col: int = 6) -> list[Row]:
     """``n`` rows of 12 cells; column ``col`` reads ``tick``."""
     return [
-        Row(f"r{i}{extra}", tuple(f"{i}-{j}-{tick if j == col else 0}" for j in range(12))) for i in range(n)
+        Row(f"r{i}{extra}", tuple(f"cell-{i}-{j}-{tick if j == col else 0}" for j in range(12)))
+        for i in range(n)
     ]
 
 
@@ -55,7 +56,7 @@ async def test_scroll_and_cursor_survive_refreshes(size):
         assert painted == []
         assert (table.scroll_x, table.scroll_y) == before
         assert table.current_key() == "r120"
-        assert str(table.get_cell("r5", "C6")) == "5-6-1"
+        assert str(table.get_cell("r5", "C6")) == "cell-5-6-1"
         table.set_rows(rows(200, 2)[::-1])  # new order: rebuilt
         await pilot.pause()
         await pilot.pause()

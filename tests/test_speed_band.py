@@ -13,6 +13,7 @@ from cmdare.planner.speed.ps_tier import busiest_share
 from cmdare.planner.speed.speed_band import (
     EXTRAPOLATIONS,
     extrapolations,
+    mix_bands,
     ps_gain_band,
     shape_bands,
     speed_band,
@@ -132,3 +133,30 @@ def test_band_is_public_in_the_speed_package():
 
     band = speed_band(MODEL, RES32, {"P100": 8}, ps=2)
     assert type(band) is speed.SpeedBand and band.extrapolation == "ps"
+
+
+@pytest.mark.parametrize(
+    "net", [RES32, ModelSpec("", 3e9, 4e6, 64), ModelSpec("shake-shake-small", 2e10, 2e7, 128)]
+)
+def test_mixes_on_arrays_agree_with_predict_and_speed_band(net):
+    """predict's GPU mixes on arrays (issue 27): the same speed, bottleneck, band and label as one at a time."""
+    from cmdare.planner.speed.gpu_catalog import gpu_names
+
+    names, rng = gpu_names(), np.random.default_rng(27)
+    mixes = [dict(zip(rng.choice(names, k, replace=False).tolist(), rng.integers(1, 6, k).tolist(), strict=True))
+             for k in rng.integers(2, 4, 120)]  # fmt: skip
+    gpu_at, count_at = np.zeros((len(mixes), 3), dtype=int), np.zeros((len(mixes), 3))
+    for i, m in enumerate(mixes):
+        for j, (g, c) in enumerate(m.items()):
+            gpu_at[i, j], count_at[i, j] = names.index(g), c
+    ps = rng.integers(1, 8, len(mixes))
+    pred = MODEL.predict_mixes(net, names, gpu_at, count_at, ps)
+    band = mix_bands(MODEL, net, names, gpu_at, count_at, ps, pred["steps_per_sec"])
+    for i, m in enumerate(mixes):
+        ref = MODEL.predict(net, m, ps=int(ps[i]))
+        b = speed_band(MODEL, net, m, ps=int(ps[i]), prediction=ref)
+        assert pred["steps_per_sec"][i] == pytest.approx(ref.steps_per_sec, rel=1e-12)
+        assert pred["bottleneck"][i] == ref.bottleneck
+        assert band["steps_per_sec_p10"][i] == pytest.approx(b.p10, rel=1e-12)
+        assert band["steps_per_sec_p90"][i] == pytest.approx(b.p90, rel=1e-12)
+        assert band["extrapolation"][i] == b.extrapolation

@@ -57,7 +57,7 @@ class SideBySide(App[None]):
     def compose(self) -> ComposeResult:
         with Horizontal():
             yield DataTable(cursor_type="row", id="old")
-            yield FilterTable(COLUMNS, id="new")
+            yield FilterTable([(label, 99) for label, _ in COLUMNS], id="new")  # floors: never cut
 
 
 def drawn(widget: DataTable | FilterTable) -> list[list[tuple[str, Style | None]]]:
@@ -66,15 +66,17 @@ def drawn(widget: DataTable | FilterTable) -> list[list[tuple[str, Style | None]
 
 
 async def test_every_line_is_drawn_as_the_data_table_draws_it():
+    """The DataTable is given the widths the FilterTable sized its columns to (floors high: no cut)."""
     app = SideBySide()
     async with app.run_test(size=(160, 30)) as pilot:
         old, new = app.query_one(DataTable), app.query_one(FilterTable)
-        for label, width in COLUMNS:
-            old.add_column(label, width=width, key=label)
         cells = table_rows(80, 1)
+        new.set_rows([Row(f"r{i}", row) for i, row in enumerate(cells)])
+        await pilot.pause()
+        for column in new.ordered_columns:
+            old.add_column(column.key, width=column.width, key=column.key)
         for i, row in enumerate(cells):
             old.add_row(*row, key=f"r{i}")
-        new.set_rows([Row(f"r{i}", row) for i, row in enumerate(cells)])
         app.set_focus(None)
         await pilot.pause()
         assert old.size == new.size

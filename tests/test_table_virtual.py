@@ -20,7 +20,7 @@ made: list[int] = []  # rows whose cells were made
 
 def cells(i: int, tick: int) -> tuple[str, ...]:
     made.append(i)
-    return (f"task-{i:05d}", f"{(i * 7 + tick) % 100}", "worker", *(f"c{j}" for j in range(8)))
+    return (f"task-{i:05d}", f"{(i * 7 + tick) % 100}", "worker", *(f"column-{j}-cell" for j in range(8)))
 
 
 def rows(tick: int = 0, n: int = N, changed: range | None = None, old: list[Row] | None = None) -> list[Row]:

@@ -109,7 +109,7 @@ def _poll_number(screen: str) -> int:
 APP_OSC = re.compile(rb"\x1b\]22;[a-z-]*(?:\x07|\x1b\\)")
 
 
-def _assert_clean_stream(data: bytes) -> None:
+def assert_clean_stream(data: bytes) -> None:
     """No payload of the corpus, and no OSC/DCS/APC/PM/SOS or BEL but the app's own OSC 22."""
     for marker in INJECTED:
         assert marker not in data, f"{marker!r} reached the terminal"
@@ -145,7 +145,7 @@ def test_hostile_targets_reach_the_terminal_only_as_visible_text(tmp_path: Path)
             t.wait_for(lambda s: "Alert: " not in s)
             n = _poll_number(t.screen())
             t.wait_for(lambda s: _poll_number(s) >= n + 2)  # alive, and still polling
-            _assert_clean_stream(t.raw.read_bytes())
+            assert_clean_stream(t.raw.read_bytes())
             cells = SGR.sub(b"", t.screen_bytes())
             assert b"\x1b" not in cells and b"\x07" not in cells
             assert TITLE_MARK not in t.fmt("#{pane_title}")
@@ -169,7 +169,7 @@ def test_snapshot_text_and_json_carry_no_escape(tmp_path: Path):
     for r in (plain, coloured, js):
         assert r.returncode == 0, r.stderr[-2000:]
         assert b"Traceback" not in r.stderr
-        _assert_clean_stream(r.stdout + r.stderr)
+        assert_clean_stream(r.stdout + r.stderr)
     assert b"\x1b" not in plain.stdout + plain.stderr + js.stdout
     assert b"\x1b" not in SGR.sub(b"", coloured.stdout)
     text = plain.stdout.decode()

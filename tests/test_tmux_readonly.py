@@ -75,6 +75,9 @@ def test_demo_read_only_at_80x24():
         t.keys("3")
         s = t.wait_for(lambda s: "▶ 8×P100·1PS" in s and "Δtime" in s, timeout=40)  # the ranked view
         t.keys("Enter")
+        t.wait_for(lambda s: "Why this shape" in s and "Switching" in s)
+        # at 80x24 the explanation scrolls: its time split and bottleneck are below the switching terms
+        t.keys(*["Down"] * 12)
         t.wait_for(lambda s: "Why this shape" in s and ("bottleneck:" in s or "speed limited by" in s))
         t.keys("Escape")
         t.wait_for(lambda s: "Why this shape" not in s)

@@ -107,7 +107,7 @@ async def test_replay_keys_pause_step_and_change_speed(tmp_path):
     app = CmdareApp(opts, MonitorSession(opts))
     async with app.run_test(size=(120, 40)) as pilot:
         replay = app.session.plan.replay
-        assert replay is not None and app.check_action("replay_pause", ()) is True
+        assert replay is not None and app.check_action("pause", ()) is True
         await pilot.press("space")
         assert replay.paused
         before = replay.position[0]

@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
@@ -94,7 +94,7 @@ class CmdareApp(App[int]):
         Binding("3", "show_pane('planner')", "Planner", show=False, id="app.pane3"),
         Binding("4", "show_pane('alerts')", "Alerts", show=False, id="app.pane4"),
         Binding("n", "next_job", "Next job", tooltip="Follow the next job", id="app.next_job"),
-        Binding("space", "replay_pause", "Pause", tooltip="Replay: pause/resume", id="app.replay_pause"),
+        Binding("space", "pause", "Pause", tooltip="Pause / resume polling", id="app.pause"),
         Binding("full_stop", "replay_step", "Step", tooltip="Replay: one poll, pause", id="app.replay_step"),
         Binding("plus", "replay_speed(2.0)", "Faster", tooltip="Replay: faster (×2)", id="app.replay_faster"),
         Binding("minus", "replay_speed(0.5)", "Slower", tooltip="Replay: slower (÷2)", id="app.replay_slower"),
@@ -237,6 +237,26 @@ class CmdareApp(App[int]):
         """Tell the session which tasks are on screen (a large fleet reads them in detail)."""
         self.session.set_focus(self.query_one("#pane-cluster", ClusterPane).visible_keys())
 
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """``enter`` (or a click on the cursor row) in the Cluster table: the task's detail."""
+        if event.data_table.id != "cluster-table" or self.state is None:
+            return
+        from cmdare.tui.widgets.task_detail import task_detail_screen
+
+        job, _, name = str(event.row_key.value).partition("/")
+        view = next((n for j in self.state.jobs if j.name == job for n in j.nodes if n.name == name), None)
+        if view is None:
+            return
+        store, lifecycle = self.session.store, self.session.lifecycle
+        ts = store.tasks.get(f"{job}/{name}")
+        self.push_screen(task_detail_screen(view, job, lifecycle, ts, self.state.t))
+
+    def on_filter_table_columns_requested(self, event: FilterTable.ColumnsRequested) -> None:
+        """``c`` in a table: the column chooser (sort by any column, show or hide columns)."""
+        from cmdare.tui.widgets.column_chooser import ColumnChooser
+
+        self.push_screen(ColumnChooser(event.table))
+
     def on_filter_table_scrolled(self, event: FilterTable.Scrolled) -> None:
         """The Cluster table scrolled: the rows now on screen are read in detail from the next poll on."""
         if event.table.id == "cluster-table":
@@ -244,6 +264,7 @@ class CmdareApp(App[int]):
 
     def _render_badges(self) -> None:
         line = status_line(
+            paused=self._replay is None and self.session.polling_paused,
             read_only=self.read_only,
             demo=self.session.is_demo,
             replay=self._replay,
@@ -252,8 +273,8 @@ class CmdareApp(App[int]):
             refresh=self.options.refresh,
             recording=self.session.recording,
         )
-        update_static(self.query_one("#badges", Static), line, layout=False)  # one line, fixed height
-        paused = self._replay is not None and self._replay.paused
+        update_static(self.query_one("#badges", Static), line, layout=False)  # one line, always: no layout
+        paused = self._paused()
         if paused != self._shown_paused:  # the footer's space reads Pause or Resume
             self._shown_paused = paused
             self.refresh_bindings()
@@ -273,8 +294,13 @@ class CmdareApp(App[int]):
         return [self.query_one(f"#pane-{pid}") for pid, _, _ in PANES]
 
     def _show(self, index: int) -> None:
+        """Show pane ``index`` (compact: only it). Its display is set, not a class: a class toggled on
+        a pane restyled its whole subtree (most of a pane switch's time, issue 28)."""
+        compact = self.query_one("#panes").has_class("-compact")
         for i, pane in enumerate(self._panes()):
-            pane.set_class(i == index, "-shown")
+            shown = not compact or i == index
+            if pane.display != shown:
+                pane.display = shown
         tabs = [
             f"[reverse bold] {i + 1} {t} [/]" if i == index else f" {i + 1} {t} "
             for i, (_, t, _) in enumerate(PANES)
@@ -295,16 +321,22 @@ class CmdareApp(App[int]):
         name = action.split("(")[0].rsplit(".", 1)[-1]
         if name == "next_plot" and PANES[self._current][0] == "job":
             return 80
+        if name == "pause" and self._replay is None:
+            return 60 if self._paused() else 42  # live: below the table's keys (while paused: Resume)
         if name == "next_pane" and self.query_one("#panes").has_class("-compact"):
             return 30
         return FOOTER_RANK.get(name, 50)
 
     def footer_label(self, action: str, description: str) -> str:
         """A key's word in the footer now: the replay's space reads "Resume" while paused."""
-        rp = self._replay
-        if action.endswith("replay_pause") and rp is not None and rp.paused:
+        if action.rsplit(".", 1)[-1] == "pause" and self._paused():
             return "Resume"
         return description
+
+    def _paused(self) -> bool:
+        """Whether polling (or the replay) is paused."""
+        rp = self._replay
+        return rp.paused if rp is not None else self.session.polling_paused
 
     # --- actions -------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -312,6 +344,8 @@ class CmdareApp(App[int]):
         replay controls exist only while a recording plays."""
         if action.startswith("replay_"):
             return self._replay is not None and not self._replay.ended
+        if action == "pause":
+            return self._replay is None or not self._replay.ended
         if action == "refresh_now" and self._replay is not None:
             return False  # a recording has nothing to poll now
         return not (action in WRITE_ACTIONS and self.read_only)
@@ -321,11 +355,17 @@ class CmdareApp(App[int]):
         plan = self.session.plan
         return plan.replay if plan is not None else None
 
-    def action_replay_pause(self) -> None:
+    def action_pause(self) -> None:
+        """``space``: pause or resume polling (a replay: its playback). What was being read when
+        the key came is held off the screen until play resumes."""
         rp = self._replay
         if rp is not None:
             rp.resume() if rp.paused else rp.pause()
-            self._render_badges()
+        elif self.session.polling_paused:
+            self.session.resume_polling()
+        else:
+            self.session.pause_polling()
+        self._render_badges()
 
     def action_replay_step(self) -> None:
         if self._replay is not None:
@@ -338,7 +378,8 @@ class CmdareApp(App[int]):
             self._render_badges()
 
     def action_next_job(self) -> None:
-        """Follow the next job in the Job and Planner panes (the Cluster pane lists every job)."""
+        """Follow the next job in the Job and Planner panes; the Cluster pane (every job's tasks, a Job
+        column) puts its cursor on the job's first task."""
         if self.state is None or len(self.state.jobs) < 2:
             return
         names = [j.name for j in self.state.jobs]
@@ -346,6 +387,7 @@ class CmdareApp(App[int]):
         i = names.index(current.name) if current is not None and current.name in names else -1
         self._selected_job = names[(i + 1) % len(names)]
         self.apply_state(self.state)
+        self.query_one("#cluster-table", FilterTable).move_to_prefix(f"{self._selected_job}/")
         self.notify(f"following job {self._selected_job}", timeout=2, markup=False)
 
     def action_next_pane(self) -> None:
@@ -398,10 +440,10 @@ class CmdareApp(App[int]):
         allowed = lambda action: self.check_action(action, ()) is not False  # noqa: E731
         own = list(getattr(pane, "KEYS_HELP", ()))
         tables = pane.query(FilterTable)
-        if tables:
-            own += binding_rows(tables.first().BINDINGS, self._keys, allowed)
+        table_keys = binding_rows(tables.first().BINDINGS, self._keys, allowed) if tables else None
         app_keys = [b for b in self.BINDINGS if isinstance(b, Binding)]
-        return help_sections(PANES[index][1], own, app_keys, [t for _, t, _ in PANES], self._keys, allowed)
+        titles = [t for _, t, _ in PANES]
+        return help_sections(PANES[index][1], own, app_keys, titles, self._keys, allowed, table_keys)
 
     def _focused_pane_index(self) -> int:
         """The pane holding the focus (a click may have moved it), else the one last shown."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 
 from cmdare.tui.cli_args import add_global_args, hoist_command
@@ -29,12 +30,41 @@ COMMANDS = {
     "prices": "cmdare.tui.commands.prices",
     "plan": "cmdare.tui.commands.plan",
     "serve": "cmdare.tui.commands.serve",
+    "rules": "cmdare.tui.commands.rules",
 }
 
 
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
+
+
+# How long a lone ESC waits for the rest of an escape sequence (Textual's default: 100 ms, so `esc` took
+# 100+ ms to answer). Terminals send a sequence in one write; 25 ms is what tmux (10 ms) and vim users
+# set. The user's own ESCDELAY wins.
+ESCAPE_DELAY_MS = 25
+
+# What `cmdare-tui --help` says after the flags: the app's keys (tui/app.py BINDINGS and the tables';
+# tests/test_screens_habits.py holds every app key to a line here) and three ways to start.
+APP_EPILOG = """keys (? in the app lists every key, the mouse and a legend of the symbols):
+  tab, 1-4    switch pane               enter      open the row (task detail, alert, plan)
+  j k ↑ ↓     move the cursor           ← → Home   scroll sideways
+  / s S c     filter, sort, reverse,    space      pause / resume polling
+              choose columns            r          poll every source now
+  n           follow the next job       p          next plot (Job pane)
+  e           export the state as JSON  ctrl+p     command palette
+  ?           help                      q, ctrl+c  quit
+  replay:     space pause, . one poll, + faster, - slower
+
+examples:
+  cmdare-tui --demo
+      a simulated cluster on this machine, to look around
+  cmdare-tui --target http://127.0.0.1:9400/metrics --target http://127.0.0.1:9401/metrics
+      scrape the exporter of each task of a job
+  cmdare-tui --prometheus http://127.0.0.1:9090 --selector 'job="resnet"'
+      ask a Prometheus server (or VictoriaMetrics) for a job's tasks
+
+sub-commands: {commands} (cmdare-tui COMMAND --help)"""
 
 
 def _version() -> str:
@@ -57,7 +87,9 @@ class _VersionAction(argparse.Action):
 def build_parser() -> OneLineParser:
     """The ``cmdare-tui`` parser: source flags, global flags and the sub-commands."""
     p = OneLineParser(
-        prog="cmdare-tui", description="Terminal dashboard and planner for training on transient cloud GPUs."
+        prog="cmdare-tui",
+        description="Terminal dashboard and planner for training on transient cloud GPUs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action=_VersionAction, nargs=0, help="show the version and exit")
     add_source_args(p)
@@ -105,8 +137,10 @@ def run_app(args: argparse.Namespace) -> int:
     from cmdare.collectors import writes
 
     gc.disable()  # start-up allocates much and frees little: the app collects again after its first frame
+    os.environ.setdefault("ESCDELAY", str(ESCAPE_DELAY_MS))  # read when Textual is first imported
     from cmdare.tui.app import CmdareApp
 
+    writes.set_read_only(bool(getattr(args, "read_only", False)))  # already while the flags are checked
     opts = session_options(args)
     writes.set_read_only(opts.read_only)
     setup_logging(args.log_level, to_stderr=False)  # never stderr under a full-screen UI
@@ -146,7 +180,7 @@ def _run(argv: list[str]) -> int:
         setup_logging(args.log_level, to_stderr=args.log_level is not None)  # else the log file
         return int(args.func(args) or 0)
     parser = build_parser()
-    parser.epilog = "sub-commands: " + ", ".join(COMMANDS) + " (cmdare-tui COMMAND --help)"
+    parser.epilog = APP_EPILOG.format(commands=", ".join(COMMANDS))
     load_config_defaults(argv, parser)
     try:
         args = parser.parse_args(argv)
@@ -188,8 +222,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -198,11 +230,12 @@ def _silence_stdout() -> None:
 
 
 def _say(message: str) -> None:
-    """One line on stderr: the message with control characters and newlines made visible, redacted."""
+    """One line on stderr: the message redacted, then through the one sanitiser (control characters,
+    newlines and bidi controls made visible) and cut to a message's length."""
     from cmdare.collectors.redaction import redact
+    from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text
 
-    line = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in redact(message))
-    print(f"cmdare-tui: error: {line[:500]}", file=sys.stderr)
+    print(f"cmdare-tui: error: {clean_text(redact(message), MESSAGE_LIMIT)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from cmdare.planner.overview import JobView
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
 
-STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○"}
+STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○", "finished": "■"}
 SEVERITY_SYMBOL = {"critical": "‼", "warning": "▲", "info": "ℹ"}
 
 

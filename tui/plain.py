@@ -137,6 +137,8 @@ def print_job(console: Console, job: JobView, planner: PlannerView, now: float) 
     plans = plans_table(view) if view is not None else None
     if plans is not None:
         console.print(plans)
+        if view is not None and view.ranked is not None and view.ranked.search_note:
+            console.print(Text(view.ranked.search_note))
     if view is not None and view.pipeline is not None and view.pipeline.boundaries:
         console.print(pipeline_table(view))
     console.print(cluster_table(job, now))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from cmdare.tui.sources import SourcePlan, build_sources
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from cmdare.collectors.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
     from cmdare.planner.rules.alerts import Alert
@@ -119,6 +121,7 @@ class MonitorSession:
         self._extra_sources = extra_sources or []
         self._demo_factory = demo_factory or _default_demo
         self.poller: Poller | None = None
+        self._engine_rows: list[dict[str, str]] = []  # firing alerts of the generated rules (--prometheus)
         self.plan: SourcePlan | None = None
         self.price_book: object | None = None  # set by the app after loading; else the offline book
         self.analysis: Analysis | None = None  # the planner's pipeline, loaded after the first frame
@@ -128,6 +131,37 @@ class MonitorSession:
         self.started_at = time.monotonic()
         self._screen_focus: frozenset[str] = frozenset()  # task keys on screen (the app says which)
         self._overview = OverviewCache()  # the overview's views between refreshes (rebuilt as tasks change)
+        self._playing = asyncio.Event()  # cleared while live polling is paused (the space key)
+        self._playing.set()
+
+    @property
+    def polling_paused(self) -> bool:
+        """Whether live polling is paused (a replay pauses itself: ``plan.replay.paused``)."""
+        return not self._playing.is_set()
+
+    def pause_polling(self) -> None:
+        """Poll no more, and draw no poll that was under way, until :meth:`resume_polling`."""
+        self._playing.clear()
+
+    def resume_polling(self) -> None:
+        self._playing.set()
+
+    async def _until_playing(self, stop: asyncio.Event) -> None:
+        """Wait while live polling is paused (or until ``stop``)."""
+        if self._playing.is_set():
+            return
+        waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._playing.wait())]
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for w in waiters:
+            w.cancel()
+
+    async def _held(self, replay: ReplaySource | None, stop: asyncio.Event) -> None:
+        """A pause that came while a poll (or a recorded cycle) was being read holds it off the screen
+        until play resumes: the screen stays as it was when the key was pressed."""
+        if replay is not None:
+            await replay.hold_while_paused()
+        else:
+            await self._until_playing(stop)
 
     @property
     def is_demo(self) -> bool:
@@ -158,7 +192,26 @@ class MonitorSession:
         """Poll once, update the store and the planner, and return the new state."""
         assert self.poller is not None, "start() first"
         cycle = await self.poller.poll_once()
+        self._engine_rows = await self._engine_alerts()
         return self.analyse(cycle)
+
+    async def _engine_alerts(self) -> list[dict[str, str]]:
+        """The firing alerts of the generated rules (``cmdare-tui rules``) on each Prometheus-API source,
+        their labels cleaned (none when no source is one, or the server does not answer: logged)."""
+        if "cmdare.collectors.prometheus_api" not in sys.modules:  # no such source without its module
+            return []
+        from cmdare.collectors.prometheus_api import PrometheusAPIError, PrometheusAPISource
+
+        rows: list[dict[str, str]] = []
+        assert self.poller is not None
+        for src in self.poller.sources:
+            if isinstance(src, PrometheusAPISource):
+                try:
+                    async with asyncio.timeout(src.timeout):
+                        rows += await src.engine_alerts(self.poller.client())
+                except (PrometheusAPIError, TimeoutError) as exc:
+                    log.info("engine alerts from %s: %s", src.display, redact_cut(str(exc), 200))
+        return rows
 
     def analyse(self, cycle: Cycle) -> MonitorState:
         """The state after a poll. The first poll shows what was measured at once; the planner
@@ -174,6 +227,10 @@ class MonitorSession:
                 engine = self._analysis()
                 planner, alerts = engine.refresh(self.store, jobs, now, self.opts.refresh * RATE_WINDOW_POLLS)
                 history = list(engine.alerts.history)
+                if self._engine_rows:  # the rule engine's alerts beside the app's, marked by origin
+                    from cmdare.planner.rules.engine_alerts import merge_engine_alerts
+
+                    alerts = merge_engine_alerts(alerts, self._engine_rows, {j.name for j in jobs}, now)
             except Exception as exc:  # the measurements still show; the planner's failure is a status
                 log.exception("planner failed")
                 sources.append(
@@ -248,6 +305,11 @@ class MonitorSession:
         behind = [p for p in cycle.polls if p.ok and p.catching_up]  # answered, but not up to date yet
         answered -= len(behind)
         note = f", {len(behind)} catching up" if behind else ""
+        # log runs whose writers are done: no failure, said with when they ended (below)
+        done = [p for p in cycle.polls if not p.ok and p.finished]
+        if done:
+            total -= len(done)
+            note += f", {len(done):,} finished"
         if cycle.unchanged:  # up, not scraped since the last refresh: nothing new to read
             answered, total = answered + cycle.unchanged, total + cycle.unchanged
             note += f", {cycle.unchanged:,} unchanged since the last refresh"
@@ -262,14 +324,17 @@ class MonitorSession:
             )
         for note in self.plan.notes if self.plan else []:  # TF_CONFIG remarks (tui/sources.py)
             out.append(SourceStatus("tf_config", "ignored" not in note and "share" not in note, note))
-        failed = [p for p in cycle.polls if not p.ok]
+        failed = [p for p in cycle.polls if not p.ok and not p.finished]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
         if len(failed) > MAX_FAILURES_SHOWN:
             out.append(SourceStatus("targets", False, f"… {len(failed) - MAX_FAILURES_SHOWN} more failing"))
         remarks = [p for p in cycle.polls if p.ok and p.error and not p.catching_up]  # answered, with a note
+        remarks += done
         for p in remarks[: max(0, MAX_FAILURES_SHOWN - len(failed))]:
             out.append(SourceStatus(p.source, True, f"{p.source}: {p.error}"))
+        if (ranks := self.lifecycle.rank_note) is not None:  # launchers given the same RANK
+            out.append(SourceStatus("ranks", False, ranks))
         return out
 
     async def update_plans(self) -> None:
@@ -316,10 +381,16 @@ class MonitorSession:
         assert self.poller is not None, "start() first"
         replay = self.plan.replay if self.plan is not None else None
         while not stop.is_set():
+            await self._until_playing(stop)
+            if stop.is_set():
+                return
             started = self.poller.clock.monotonic()
             try:
                 cycle = await self.poller.poll_once()
                 if replay is not None and replay.ended:
+                    return
+                await self._held(replay, stop)
+                if stop.is_set():
                     return
                 on_state(self.analyse(cycle))
                 self._start_ranking()

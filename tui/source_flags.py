@@ -29,13 +29,13 @@ def selector(value: str) -> str:
 
 
 def readable_file(value: str) -> str:
-    """A path to a readable file (argparse type)."""
-    try:
-        ok = Path(value).is_file() and os.access(value, os.R_OK)
-    except (OSError, ValueError):  # e.g. a name too long for the file system, an embedded NUL
-        ok = False
-    if not ok:
-        raise argparse.ArgumentTypeError(f"not a readable file: {redact_cut(value, 200)!r}")
+    """A path to a readable regular file (argparse type): a FIFO or a device is refused at once."""
+    from cmdare.collectors.textfile import file_problem
+    from cmdare.collectors.untrusted import clean_text
+
+    problem = file_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{clean_text(redact_cut(value, 200))}: {problem}")
     return value
 
 
@@ -115,7 +115,8 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
         type=readable_file,
         default=[],
         metavar="FILE",
-        help="tail a JSON-lines metric log (repeatable)",
+        help="tail a JSON-lines metric log (MMEngine, detectron2, plain), a Lightning metrics.csv or an HF "
+        "trainer_state.json (repeatable)",
     )
     g.add_argument(
         "--tf-config",
@@ -166,6 +167,11 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
             )
         except tf_config.TFConfigError as exc:
             raise UsageError(str(exc)) from None
+    for path in args.jsonl:  # from the config too (argparse checks a list default with no type)
+        try:
+            readable_file(path)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--jsonl {exc}") from None
     if args.prometheus_token_file:
         from cmdare.collectors.prometheus_auth import read_token
         from cmdare.collectors.textfile import TextFileError
@@ -186,7 +192,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
                              else f"--record: {exc}") from None  # fmt: skip
         if Path(args.record).exists():
             try:
-                open_recording(args.record).close()
+                open_recording(args.record, replay=False).close()
             except RecordingError as exc:
                 raise UsageError(f"--record: {exc}") from None
     names = (

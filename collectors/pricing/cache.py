@@ -42,6 +42,11 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("cmdare-tui"))
 
 
+CACHE_LIMIT = (
+    16 * 1024 * 1024
+)  # a larger file is not a cache the app wrote: refused, the prices fetched again
+
+
 def cache_path(cache_dir: Path, endpoint: str | None) -> Path:
     """Cache file for ``endpoint`` (``None`` = Google's default endpoint)."""
     tag = "default" if not endpoint else hashlib.sha256(endpoint.encode()).hexdigest()[:12]
@@ -50,13 +55,15 @@ def cache_path(cache_dir: Path, endpoint: str | None) -> Path:
 
 def read_cache(path: Path) -> CachedRates | None:
     """The cached rates, or ``None`` if the file is missing or unreadable."""
+    from cmdare.collectors.textfile import read_small_text
+
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = json.loads(read_small_text(path, limit=CACHE_LIMIT))  # a FIFO or device there: refused
         if data.get("version") != _VERSION:
             return None
         fetched = datetime.fromisoformat(data["fetched_at"])
         rates = {(k, n, r, p): float(v) for k, n, r, p, v in data["rates"]}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
     # a rate no SKU could have (a file edited by hand, say) goes alone, never the cache
     rates = {k: v for k, v in rates.items() if math.isfinite(v) and 0.0 <= v <= MAX_USD_PER_UNIT_HOUR}

@@ -8,6 +8,7 @@ came from and ``reason`` why it fell back (no secrets in it).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,11 +25,14 @@ from cmdare.collectors.pricing.cache import (
 )
 from cmdare.collectors.pricing.catalog import CatalogError, fetch_rates, scrub
 from cmdare.collectors.pricing.offline import load_offline_book, load_study_era_book
+from cmdare.collectors.textfile import file_problem
+from cmdare.collectors.untrusted import clean_text
 
 __all__ = ["load_book", "load_price_book", "default_credentials"]
 
 _LOG = logging.getLogger(__name__)
 _SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+CREDENTIALS_LIMIT = 1024 * 1024  # a credentials file larger than this is refused before google.auth reads it
 
 
 def default_credentials() -> tuple[Any | None, str | None]:
@@ -37,6 +41,16 @@ def default_credentials() -> tuple[Any | None, str | None]:
     import google.auth
     from google.auth import exceptions as gauth_exc
 
+    named = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS")
+    if named:  # google.auth opens it plainly: a FIFO would block for ever, /dev/zero never end
+        problem = file_problem(named)
+        if problem is None and os.stat(named).st_size > CREDENTIALS_LIMIT:
+            problem = f"larger than {CREDENTIALS_LIMIT // 1024} KiB"
+        if problem is not None:
+            return (
+                None,
+                f"no Google credentials (GOOGLE_APPLICATION_CREDENTIALS {clean_text(named)}: {problem})",
+            )
     try:
         credentials, _project = google.auth.default(scopes=list(_SCOPES))
     except gauth_exc.DefaultCredentialsError:

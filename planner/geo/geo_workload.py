@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cmdare.collectors.untrusted import clean_text
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, clean_tree
 from cmdare.planner.geo.bubbles import PrefillSpec
 from cmdare.planner.geo.geo_model import DEFAULT_MFU, DataCenter, GeoJob, LanguageModel, Layout
 from cmdare.planner.geo.wan import (
@@ -165,9 +165,10 @@ def load_geo_workload(path: str | Path) -> GeoWorkload:
 
 def parse_geo_workload(text: str, source: str = "<string>") -> GeoWorkload:
     """Parse TOML text into a :class:`GeoWorkload`."""
+    source = clean_text(source, MESSAGE_LIMIT)
     loc = _Loc(text, source)
     try:
-        data = tomllib.loads(text)
+        data = clean_tree(tomllib.loads(text))  # every name shown on a terminal, cleaned where it enters
     except tomllib.TOMLDecodeError as exc:
         raise GeoWorkloadError(f"{source}: invalid TOML: {exc}") from exc
     except RecursionError:

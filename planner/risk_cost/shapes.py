@@ -111,12 +111,40 @@ def worker_counts(max_workers: int, current: int) -> np.ndarray:
     return np.unique(np.concatenate([dense, np.array(sparse + extra, dtype=int)])).astype(int)
 
 
+EVERY_PS_UP_TO = 16  # every PS count up to here; beyond it, steps of ~PS_STEP
+PS_STEP = 1.25
+
+
+def ps_counts(max_ps: int, current: int) -> np.ndarray:
+    """1..16 every count, then about 25% apart up to ``max_ps`` (and the current count): the PS counts the
+    planner tries. A source that announces 2,500 parameter servers gets 40 candidate counts, not 2,500
+    (each count multiplies every GPU × workers × region × provisioning row)."""
+    dense = np.arange(1, min(max_ps, EVERY_PS_UP_TO) + 1)
+    sparse: list[int] = []
+    n = float(EVERY_PS_UP_TO)
+    while n < max_ps:
+        n *= PS_STEP
+        sparse.append(min(int(round(n)), max_ps))
+    extra = [current] if 1 <= current <= max_ps else []
+    return np.unique(np.concatenate([dense, np.array(sparse + extra, dtype=int)])).astype(int)
+
+
+def ps_search_note(max_ps: int) -> str:
+    """What :func:`ps_counts` left out, in words ("" when it tried every count up to ``max_ps``)."""
+    if max_ps <= EVERY_PS_UP_TO:
+        return ""
+    return (
+        f"PS counts tried: 1–{EVERY_PS_UP_TO}, then about {PS_STEP - 1:.0%} apart up to {max_ps:,} "
+        f"and the current count (not every count)"
+    )
+
+
 def enumerate_shapes(workload: Workload) -> dict[str, np.ndarray]:
-    """All gpu × workers (see :func:`worker_counts`) × ps 1..max × region × provisioning, current
-    shape first."""
+    """All gpu × workers (see :func:`worker_counts`) × ps (see :func:`ps_counts`) × region × provisioning,
+    current shape first."""
     a, cur = workload.allowed, workload.current
     g, w, p, r, v = np.meshgrid(
-        np.arange(len(a.gpus)), worker_counts(a.max_workers, cur.workers), np.arange(1, a.max_ps + 1),
+        np.arange(len(a.gpus)), worker_counts(a.max_workers, cur.workers), ps_counts(a.max_ps, cur.ps),
         np.arange(len(a.regions)), np.arange(len(a.provisionings)), indexing="ij",
     )  # fmt: skip
     cols = {
@@ -402,6 +430,12 @@ class ShapeTable:
             return None
         c = self.columns
         return self.bander(str(c["gpu"][i]), int(c["workers"][i]), int(c["ps"][i]))
+
+    @property
+    def search_note(self) -> str:
+        """Which PS counts the ranking tried, when not every one up to the largest (a job with many PSs)."""
+        ps = self.columns.get("ps")
+        return "" if ps is None or not ps.size else ps_search_note(int(np.max(ps)))
 
     @property
     def current_priced(self) -> bool:

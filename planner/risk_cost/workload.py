@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from cmdare.collectors.samples import ModelSpec
+from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, clean_tree
 
 PROVISIONINGS: tuple[str, ...] = ("spot", "preemptible", "standard")
 
@@ -253,8 +254,9 @@ def load_workload(path: str | Path) -> Workload:
 
 def parse_workload(text: str, source: str = "<string>") -> Workload:
     """Parse workload TOML ``text``; ``source`` names it in error messages."""
+    source = clean_text(source, MESSAGE_LIMIT)
     try:
-        data = tomllib.loads(text)
+        data = clean_tree(tomllib.loads(text))  # every name shown on a terminal, cleaned where it enters
     except tomllib.TOMLDecodeError as exc:
         raise WorkloadError(f"{source}: invalid TOML: {exc}") from exc
     except RecursionError:

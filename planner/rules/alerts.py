@@ -48,6 +48,7 @@ class Alert:
     raised_at: float
     updated_at: float
     cleared_at: float | None = None
+    origin: str = "app"  # who raised it: "app", "engine" (the generated Prometheus rules) or "app+engine"
 
     @property
     def active(self) -> bool:
@@ -63,6 +64,7 @@ class Alert:
             "fix": self.fix,
             "raised_at": self.raised_at,
             "cleared_at": self.cleared_at,
+            "origin": self.origin,
         }
 
 

@@ -18,6 +18,7 @@ _HOME: dict[str, str] = {
     "GainBand": "speed_band",
     "ps_gain_band": "speed_band",
     "shape_bands": "speed_band",
+    "mix_bands": "speed_band",
     "interval_table": "speed_cv",
     "Calibration": "calibration",
     "GpuSpec": "gpu_catalog",

@@ -21,7 +21,7 @@ Public API (used by ``predict``, the planner and the rules):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +35,7 @@ __all__ = [
     "GainBand",
     "SpeedBand",
     "extrapolations",
+    "mix_bands",
     "ps_gain_band",
     "shape_bands",
     "speed_band",
@@ -149,17 +150,114 @@ def ps_gain_band(
 
 
 def shape_bands(
-    model: SpeedModel, network: ModelSpec, gpu: np.ndarray, workers: np.ndarray, ps: np.ndarray
+    model: SpeedModel,
+    network: ModelSpec,
+    gpu: np.ndarray,
+    workers: np.ndarray,
+    ps: np.ndarray,
+    latency_ms: float = REF_LATENCY_MS,
+    steps_per_sec: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Vectorised :func:`speed_band` over homogeneous shapes (``gpu[i]`` × ``workers[i]``, ``ps[i]``)."""
+    """Vectorised :func:`speed_band` over homogeneous shapes (``gpu[i]`` × ``workers[i]``, ``ps[i]``):
+    the same categories, widths and label, computed on arrays (``steps_per_sec``: the shapes'
+    :meth:`~SpeedModel.predict_shapes` speeds when already known)."""
     gpu = np.asarray(gpu).astype(str)
-    workers, ps = np.asarray(workers, dtype=int), np.asarray(ps, dtype=int)
-    p10, p90 = np.empty(gpu.size), np.empty(gpu.size)
-    label = np.empty(gpu.size, dtype=object)
-    cache: dict[tuple[str, int, int], SpeedBand] = {}
-    for i, key in enumerate(zip(gpu.tolist(), workers.tolist(), ps.tolist(), strict=True)):
-        if key not in cache:
-            cache[key] = speed_band(model, network, {key[0]: key[1]}, ps=key[2])
-        band = cache[key]
-        p10[i], p90[i], label[i] = band.p10, band.p90, band.extrapolation
-    return {"steps_per_sec_p10": p10, "steps_per_sec_p90": p90, "extrapolation": label.astype(str)}
+    workers, ps = np.asarray(workers, dtype=float), np.asarray(ps, dtype=float)
+    if steps_per_sec is None:
+        steps_per_sec = model.predict_shapes(network, gpu, workers, ps, latency_ms)["steps_per_sec"]
+    names, inverse = np.unique(gpu, return_inverse=True)
+    sets = [frozenset((get_gpu(g).name,)) for g in names]
+
+    def at(rows: np.ndarray, placement: str) -> np.ndarray:
+        args = (network, gpu[rows], workers[rows], ps[rows], latency_ms)
+        return model.predict_shapes(*args, placement=placement)["steps_per_sec"]
+
+    return _bands(model, network, np.asarray(steps_per_sec, dtype=float), sets, inverse, workers, ps, at)
+
+
+def mix_bands(
+    model: SpeedModel,
+    network: ModelSpec,
+    names: list[str],
+    gpu_at: np.ndarray,
+    count_at: np.ndarray,
+    ps: np.ndarray,
+    steps_per_sec: np.ndarray,
+    latency_ms: float = REF_LATENCY_MS,
+) -> dict[str, np.ndarray]:
+    """Vectorised :func:`speed_band` over GPU mixes laid out as :meth:`SpeedModel.predict_mixes` takes
+    them (``steps_per_sec``: its speeds)."""
+    gpu_at, count_at = np.asarray(gpu_at, dtype=int), np.asarray(count_at, dtype=float)
+    ps = np.asarray(ps, dtype=float)
+    canonical = [get_gpu(g).name for g in names]
+    keys = [frozenset(canonical[g] for g, c in zip(gs, cs, strict=True) if c > 0)
+            for gs, cs in zip(gpu_at.tolist(), count_at.tolist(), strict=True)]  # fmt: skip
+    sets = list(dict.fromkeys(keys))
+    index = {k: i for i, k in enumerate(sets)}
+    inverse = np.array([index[k] for k in keys], dtype=int)
+
+    def at(rows: np.ndarray, placement: str) -> np.ndarray:
+        args = (network, names, gpu_at[rows], count_at[rows], ps[rows], latency_ms)
+        return model.predict_mixes(*args, placement=placement)["steps_per_sec"]
+
+    workers = count_at.sum(axis=1)
+    return _bands(model, network, np.asarray(steps_per_sec, dtype=float), sets, inverse, workers, ps, at)
+
+
+def _bands(
+    model: SpeedModel,
+    network: ModelSpec,
+    x: np.ndarray,
+    sets: list[frozenset[str]],
+    inverse: np.ndarray,
+    workers: np.ndarray,
+    ps: np.ndarray,
+    at: Callable[[np.ndarray, str], np.ndarray],
+) -> dict[str, np.ndarray]:
+    """:func:`speed_band`'s categories, widths and label on arrays: row ``i`` runs the GPU types
+    ``sets[inverse[i]]``; ``at(rows, placement)`` predicts those rows under another placement."""
+    dom = model.domain_
+    known = model._resolve(network).known
+    measured_gpus = set(dom.get("gpus", ()))
+    max_ps_by = dict(dom.get("max_ps", {}))
+    net_name = known.name if known is not None else "?"
+    default_max_ps = dom.get("default_max_ps", 1)
+    max_ps = np.array(
+        [int(max_ps_by.get(f"{'+'.join(sorted(k))}/{net_name}", default_max_ps)) for k in sets]
+    )[inverse]
+    max_workers = int(dom.get("max_workers", 8))
+    present = {  # in speed_band's order: the first of equally wide bands names it
+        "network": np.full(x.size, known is None),
+        "gpu": ~np.array([k <= measured_gpus for k in sets])[inverse],
+        "workers": workers > max_workers,
+    }
+    present = {"none": ~np.logical_or.reduce(list(present.values())), **present, "ps": ps > max_ps}
+    lo, hi = np.full((5, x.size), np.nan), np.full((5, x.size), np.nan)
+    for k, c in enumerate(present):
+        rows = present[c]
+        if not rows.any():
+            continue
+        q10, q90, _ = _q(model, c)
+        xs = x[rows]
+        if c == "workers" and model.intervals_.get(c, {}).get("per_octave"):
+            octaves = np.log2(workers[rows] / max_workers)
+            r10, r90, _ = _q(model, "none")
+            lo[k, rows], hi[k, rows] = (
+                xs * np.exp(np.minimum(r10, q10 * octaves)),
+                xs * np.exp(np.maximum(r90, q90 * octaves)),
+            )
+        elif c == "ps":
+            r10, r90, _ = _q(model, "none")
+            worst, best = at(rows, "worst"), at(rows, "balanced")
+            lo[k, rows] = np.minimum(xs * math.exp(q10), worst * math.exp(r10))
+            hi[k, rows] = np.maximum(xs * math.exp(q90), best * math.exp(r90))
+        else:
+            lo[k, rows], hi[k, rows] = xs * math.exp(q10), xs * math.exp(q90)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        width = np.where(np.isnan(lo), -np.inf, np.log(hi / lo))
+    label = np.array(list(present))[np.argmax(width, axis=0)]
+    return {
+        "steps_per_sec_p10": np.fmin(np.nanmin(lo, axis=0), x),
+        "steps_per_sec_p90": np.fmax(np.nanmax(hi, axis=0), x),
+        "extrapolation": label,
+    }

@@ -262,6 +262,7 @@ class SpeedModel:
         workers: np.ndarray,
         ps: np.ndarray,
         latency_ms: float = REF_LATENCY_MS,
+        placement: str = "round-robin",
     ) -> dict[str, np.ndarray]:
         """Vectorised :meth:`predict` over homogeneous shapes (``gpu[i]`` × ``workers[i]``, ``ps[i]``)."""
         gpu = np.asarray(gpu).astype(str)
@@ -271,7 +272,7 @@ class SpeedModel:
         names, inverse = np.unique(gpu, return_inverse=True)
         zs = np.array([self._worker_z(net, g, latency_ms)[:2] for g in names]).reshape(-1, 2)
         comp, lat = zs[inverse, 0], zs[inverse, 1]
-        s, s_w = self._ps_seconds(net, ps_arr)
+        s, s_w = self._ps_seconds(net, ps_arr, placement=placement)
         rate = workers / (comp + lat + s_w)
         cap = 1.0 / s
         x = blend(rate, cap, self.params_["blend_p"])
@@ -281,6 +282,40 @@ class SpeedModel:
             "examples_per_sec": x * network.effective_batch_size,
             "ps_utilization": np.minimum(x * s, 1.0),
             "bottleneck": bottleneck,
+            "compute_bound_steps_per_sec": rate,
+        }
+
+    def predict_mixes(
+        self,
+        network: ModelSpec,
+        names: Sequence[str],
+        gpu_at: np.ndarray,
+        count_at: np.ndarray,
+        ps: np.ndarray,
+        latency_ms: float = REF_LATENCY_MS,
+        placement: str = "round-robin",
+    ) -> dict[str, np.ndarray]:
+        """Vectorised :meth:`predict` over GPU mixes: row ``i`` has ``count_at[i, j]`` workers of
+        ``names[gpu_at[i, j]]`` (a count of 0 pads a shorter mix) and ``ps[i]`` PS; each row's terms are
+        summed in its own order, as :meth:`predict` sums them."""
+        net = self._resolve(network)
+        z = np.array([self._worker_z(net, g, latency_ms)[:2] for g in names]).reshape(-1, 2)
+        gpu_at, count_at = np.asarray(gpu_at, dtype=int), np.asarray(count_at, dtype=float)
+        s, s_w = self._ps_seconds(net, np.asarray(ps, dtype=float), placement=placement)
+        rate = comp_sum = lat_sum = np.zeros(count_at.shape[0])
+        for j in range(count_at.shape[1]):
+            c, comp, lat = count_at[:, j], z[gpu_at[:, j], 0], z[gpu_at[:, j], 1]
+            rate = rate + c * (1.0 / (comp + lat + s_w))
+            comp_sum, lat_sum = comp_sum + c * comp, lat_sum + c * lat
+        n = count_at.sum(axis=1)
+        cap = 1.0 / s
+        x = blend(rate, cap, self.params_["blend_p"])
+        comp_mean, lat_mean = comp_sum / n, lat_sum / n
+        return {
+            "steps_per_sec": x,
+            "examples_per_sec": x * network.effective_batch_size,
+            "ps_utilization": np.minimum(x * s, 1.0),
+            "bottleneck": np.where(rate >= cap, "ps", np.where(lat_mean > comp_mean, "network", "compute")),
             "compute_bound_steps_per_sec": rate,
         }
 

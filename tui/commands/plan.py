@@ -80,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{k: v for k, v in r.items() if k != "index"} for r in rows], indent=1))
     else:
-        print(render_text(table, rows, _reference_note(table)))
+        notes = (_reference_note(table), table.search_note)  # an unpriced current shape; the PS counts tried
+        print(render_text(table, rows, "\n".join(n for n in notes if n)))
     return 0
 
 

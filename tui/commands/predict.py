@@ -8,6 +8,7 @@ in read-only mode) or stdout. Bad input exits 2 with the file and row named.
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from pathlib import Path
 
@@ -82,47 +83,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def read_input(path: Path) -> str:
-    """The text of the input CSV; unreadable, oversized or non-UTF-8 input raises UsageError."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise UsageError(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); save the CSV as UTF-8") from None
-
-
 def run(args: argparse.Namespace) -> int:
-    """Predict every row of ``args.input``; 0 on success, UsageError (exit 2) on bad input."""
-    from cmdare.planner.predict_csv import PredictInputError, predict_csv_text
+    """Predict every row of ``args.input``; 0 on success, UsageError (exit 2) on bad input.
 
+    The input is read through the bounded reader (a FIFO or a device is refused at once, a file over
+    :data:`MAX_INPUT_BYTES` before a byte is read) a chunk of rows at a time; ``--output`` is written
+    atomically once every row predicted (a bad row leaves it untouched), stdout a chunk at a time."""
+    from cmdare.collectors.textfile import TextFileError, open_small_text
+    from cmdare.planner.predict_csv import PredictInputError, predict_csv_lines
+
+    follow = getattr(args, "follow_symlinks", False)
     if args.output is not None:
         if getattr(args, "read_only", False) or writes.is_read_only():
             raise UsageError(
                 "predict --output writes a file: not in read-only mode (print to stdout instead)"
             )
-        _check_output(args.output, getattr(args, "follow_symlinks", False))
-    text = read_input(args.input)
+        _check_output(args.output, follow)
     try:
-        result = predict_csv_text(text)
+        with open_small_text(args.input, MAX_INPUT_BYTES, encoding="utf-8-sig") as lines:
+            if args.output is None:
+                predict_csv_lines(lines, sys.stdout.write)
+                return 0
+            with writes.open_atomic(args.output, follow_symlinks=follow) as fh:
+                predict_csv_lines(lines, lambda text: fh.write(text.encode("utf-8")))
+    except TextFileError as exc:
+        raise UsageError(str(exc)) from None
+    except csv.Error as exc:  # e.g. a field over the csv module's limit, a NUL byte
+        raise UsageError(f"{args.input}: not a readable CSV ({exc})") from None
     except PredictInputError as exc:
         raise UsageError(f"{args.input}: {exc}") from None
     except (ValueError, OverflowError) as exc:  # a value the model cannot use (e.g. too large)
         raise UsageError(f"{args.input}: {exc}") from None
-    if args.output is None:
-        sys.stdout.write(result)
-    else:
-        try:
-            writes.write_text(args.output, result, follow_symlinks=getattr(args, "follow_symlinks", False))
-        except writes.UnsafeTargetError as exc:
-            raise UsageError(str(exc)) from None
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    except writes.UnsafeTargetError as exc:
+        raise UsageError(str(exc)) from None
+    except BrokenPipeError:  # `predict … | head`: the command line says nothing (exit 141)
+        raise
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     return 0
 
 

@@ -75,5 +75,7 @@ def run(args: argparse.Namespace) -> int:
         from cmdare.tui.plain import print_overview
 
         print_overview(state)
-    answered = sum(1 for j in state.jobs for n in j.nodes if n.status == "up")
+    answered = sum(
+        1 for j in state.jobs for n in j.nodes if n.status in ("up", "finished")
+    )  # a finished log was read
     return 0 if answered else 1

@@ -20,7 +20,7 @@ from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
-COLUMNS = (("Sev", 10), ("Subject", 9), ("Message", 72), ("Kind", 14))
+COLUMNS = (("Sev", 10), ("Subject", 9), ("Message", 30), ("Kind", 14))  # widths: floors (column_fit.py)
 BASIS_KEYS = ("measured", "model", "not_measured")
 # (key suffix or word, unit): the first that matches an evidence key names its unit.
 _UNITS = (("_gbps", "Gbit/s"), ("_bps", "B/s"), ("steps_per_sec", "steps/s"), ("_usd_per_hour", "$/h"),
@@ -63,6 +63,15 @@ def evidence_value(key: str, value: Any) -> str:
     return f"{text} {unit}".rstrip()
 
 
+ORIGIN_WORDS = {"app": "the app", "engine": "the rule engine (cmdare-tui rules, via --prometheus)",
+                "app+engine": "the app and the rule engine"}  # fmt: skip
+
+
+def kind_with_origin(kind: str, origin: str) -> str:
+    """The Kind cell: the verdict, and who raised it when the rule engine did (``straggler · engine``)."""
+    return kind if origin == "app" else f"{kind} · {origin}"
+
+
 def _unit_of(key: str) -> str:
     """The unit an evidence key names ("" when none does)."""
     return next(
@@ -98,7 +107,7 @@ class AlertsPane(Vertical):
         self._state: MonitorState | None = None
 
     def compose(self) -> ComposeResult:
-        yield TableBox(FilterTable(COLUMNS, id="alerts-table"))
+        yield TableBox(FilterTable(COLUMNS, cut_end=("Message",), id="alerts-table"))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """``enter``: the whole alert (message, suggested fix, evidence) in a window."""
@@ -115,7 +124,8 @@ class AlertsPane(Vertical):
         if a is None:
             return
         rows = [("Severity", f"{SEVERITY_SYMBOL.get(a.severity, '?')} {a.severity}"), ("Subject", a.subject),
-                ("Kind", a.kind), ("Message", a.message), ("Fix", a.fix or "–")]  # fmt: skip
+                ("Kind", a.kind), ("Raised by", ORIGIN_WORDS.get(a.origin, a.origin)), ("Message", a.message),
+                ("Fix", a.fix or "–")]  # fmt: skip
         rows += evidence_rows(a.evidence)
         state = "active" if a.active else "cleared"
         self.app.push_screen(
@@ -133,11 +143,12 @@ class AlertsPane(Vertical):
             )
             msg = a.message + (f" → {a.fix}" if a.fix else "")
             subject = a.subject.split("/", 1)[-1]
+            kind = kind_with_origin(a.kind, a.origin)
             rows.append(
                 Row(
                     f"{a.kind}:{a.subject}",
-                    (sev, subject, msg, a.kind),
-                    (SEVERITY_RANK.get(a.severity, 9), subject, msg, a.kind),
+                    (sev, subject, msg, kind),
+                    (SEVERITY_RANK.get(a.severity, 9), subject, msg, kind),
                 )
             )
         past = [a for a in reversed(state.alert_history) if not a.active][:50]

@@ -26,7 +26,9 @@ from textual.widgets import Static
 from cmdare.planner.overview import JobView
 from cmdare.tui.format import rate
 from cmdare.tui.panes.cluster_rows import (
+    COLLAPSE,
     COLUMNS,
+    FIT_THROUGH,
     Facts,
     TaskRows,
     node_cells,
@@ -159,6 +161,7 @@ class ClusterPane(Vertical):
     """The Cluster pane: a per-role summary line, then one row per task of every job."""
 
     DEFAULT_CSS = "ClusterPane > #cluster-summary { height: 1; width: 1fr; }"
+    KEYS_HELP = (("enter", "Task detail and its series"),)  # (the help screen)
 
     def __init__(self, *children: Widget, **kw: Any) -> None:
         super().__init__(*children, **kw)
@@ -168,14 +171,18 @@ class ClusterPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(id="cluster-summary")
-        yield TableBox(FilterTable(COLUMNS, id="cluster-table"))
+        yield TableBox(FilterTable(COLUMNS, collapse=COLLAPSE, fit_through=FIT_THROUGH, id="cluster-table"))
 
     def update_state(self, state: MonitorState) -> None:
         """Show the tasks of ``state`` with the flags raised on them; the border counts those up.
         Costs what changed: rows are made again for tasks whose view or flags are new, the lines on
         screen repainted where their cells (uptimes included) changed, the summary counted view by view."""
         rows = self._rows.update(state)
-        self.query_one(FilterTable).set_rows(rows, recheck=True)  # uptimes count on in the same rows
+        table = self.query_one(FilterTable)
+        table.set_absent(
+            {"Job"} if len(state.jobs) < 2 else set()
+        )  # one job: its name on every row says nothing
+        table.set_rows(rows, recheck=True)  # uptimes count on in the same rows
         if self._rows.gone or self._rows.new or self._summary is None:
             self._tally.swap(self._rows.gone, self._rows.new)
             self._show_summary()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from cmdare.collectors.clock import clock_time
 from cmdare.planner.overview import JobView, NodeView
 from cmdare.tui.format import (
     STATUS_SYMBOL,
@@ -33,10 +34,21 @@ from cmdare.tui.widgets.table import Row
 if TYPE_CHECKING:
     from cmdare.planner.rules.alerts import Alert
 
-COLUMNS = (("Status", 9), ("Task", 9), ("Role", 6), ("Steps/s", 7), ("GPU", 5), ("CPU", 4), ("Mem", 7),
+COLUMNS = (("Status", 9), ("Job", 6), ("Task", 9), ("Role", 6), ("Steps/s", 7), ("GPU", 5), ("CPU", 4), ("Mem", 7),
            ("GPU%", 4), ("Prov", 7), ("Flag", 18), ("GPU mem", 8), ("Up", 6), ("Region", 12), ("Step ms", 7),
            ("Net in", 9))  # fmt: skip
-STATUS_STYLE = {"up": "green", "silent": "yellow", "revoked": "red bold", "pending": "dim"}
+# Widths are floors: a column is as wide as its cells (tui/widgets/column_fit.py) and gives up cells down to
+# its floor only when the pane is too narrow. The Flag column takes no room while no task is flagged; the
+# Job column is shown while the cluster holds more than one job.
+COLLAPSE = ("Flag",)
+FIT_THROUGH = "Prov"  # the columns up to this one share the pane's width; the rest scroll into view
+STATUS_STYLE = {
+    "up": "green",
+    "silent": "yellow",
+    "revoked": "red bold",
+    "pending": "dim",
+    "finished": "blue",
+}
 
 
 def gpu_name(n: NodeView) -> str:
@@ -51,16 +63,24 @@ def used_of(used: float | None, total: float | None, unit: float) -> str:
     return f"{used / unit:.1f}/{total / unit:.0f}G"
 
 
-def node_cells(n: NodeView, marks: Sequence[str], now: float) -> tuple[object, ...]:
-    """The cells of a task's row (made when the row is painted; uptime at ``now``)."""
-    status = Text(f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}", style=STATUS_STYLE.get(n.status, ""))
+def up_cell(n: NodeView, now: float) -> str:
+    """The Up column: the uptime, or ``@10:42`` (its last event) for a finished log run."""
+    return duration(n.uptime_s(now)) if n.ended_at is None else f"@{clock_time(n.ended_at)}"
+
+
+def node_cells(n: NodeView, marks: Sequence[str], now: float, job: str = "") -> tuple[object, ...]:
+    """The cells of a task's row in ``job`` (made when the row is painted; uptime at ``now``)."""
+    again = f" ↻{n.restarts}" if n.restarts else ""  # came back after a revocation, or restarted (its logs)
+    status = Text(
+        f"{STATUS_SYMBOL.get(n.status, '○')} {n.status}{again}", style=STATUS_STYLE.get(n.status, "")
+    )
     flag = Text(("⚑ " + ",".join(marks)) if marks else "", style="bold yellow")
     step_ms = n.step_seconds * 1000 if n.step_seconds else None
     cpu = f"{n.cpu_pct:.0f}%" if n.cpu_pct is not None else "–"
     gpu_pct = f"{n.gpu_util:.0f}%" if n.gpu_util is not None else "–"
-    cells = (status, n.name, n.role, rate(n.steps_per_sec), gpu_name(n), cpu,
+    cells = (status, job, n.name, n.role, rate(n.steps_per_sec), gpu_name(n), cpu,
              used_of(n.mem_used_bytes, n.mem_total_bytes, 2**30), gpu_pct, provisioning(n.provisioning), flag,
-             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), duration(n.uptime_s(now)), region_code(n.region),
+             used_of(n.gpu_mem_used_mib, n.gpu_mem_total_mib, 1024), up_cell(n, now), region_code(n.region),
              num(step_ms, 0), bytes_rate(n.net_in_bps))  # fmt: skip
     return cells
 
@@ -72,6 +92,7 @@ def _step_ms(n: NodeView, _: Sequence[str]) -> float | None:
 # what each column of COLUMNS sorts by (a task's view and the flags raised on it -> a raw value)
 SORT_BY: tuple[Callable[[NodeView, Sequence[str]], object], ...] = (
     lambda n, _: n.status,
+    lambda n, _: None,  # the job: TaskSort answers it
     lambda n, _: n.name,
     lambda n, _: n.role,
     lambda n, _: n.steps_per_sec,
@@ -93,16 +114,16 @@ class TaskSort(Sequence[object]):
     """A task's sort values as a row's ``sort``: each column's value made only when the table sorts
     by that column (the table reads one; a 10,000-task sort need not make 150,000)."""
 
-    __slots__ = ("view", "marks")
+    __slots__ = ("view", "marks", "job")
 
-    def __init__(self, view: NodeView, marks: Sequence[str]) -> None:
-        self.view, self.marks = view, marks
+    def __init__(self, view: NodeView, marks: Sequence[str], job: str = "") -> None:
+        self.view, self.marks, self.job = view, marks, job
 
     def __len__(self) -> int:
         return len(SORT_BY)
 
     def __getitem__(self, col: int) -> object:  # type: ignore[override]
-        return SORT_BY[col](self.view, self.marks)
+        return self.job if col == JOB else SORT_BY[col](self.view, self.marks)
 
 
 class ShownAt:
@@ -116,6 +137,7 @@ class ShownAt:
 
 
 UP = next(i for i, (label, _) in enumerate(COLUMNS) if label == "Up")
+JOB = next(i for i, (label, _) in enumerate(COLUMNS) if label == "Job")
 Facts = tuple[str, bool, float | None]  # what the summary counts of a task: role, up, finite steps/s
 
 
@@ -138,10 +160,10 @@ class TaskCells:
     so that the table tells a changed line from an unchanged one by identity; while the time stays
     within the span the uptime reads the same, a call costs a comparison."""
 
-    __slots__ = ("view", "marks", "shown", "_cells", "_steady")
+    __slots__ = ("view", "marks", "shown", "job", "_cells", "_steady")
 
-    def __init__(self, view: NodeView, marks: Sequence[str], shown: ShownAt) -> None:
-        self.view, self.marks, self.shown = view, marks, shown
+    def __init__(self, view: NodeView, marks: Sequence[str], shown: ShownAt, job: str = "") -> None:
+        self.view, self.marks, self.shown, self.job = view, marks, shown, job
         self._cells: tuple[object, ...] | None = None
         self._steady = (math.inf, -math.inf)  # times at which the uptime shown reads as in _cells
 
@@ -153,7 +175,7 @@ class TaskCells:
         up = self.view.uptime_s(now)
         self._steady = steady_from(now, up)
         if self._cells is None:
-            self._cells = node_cells(self.view, self.marks, now)
+            self._cells = node_cells(self.view, self.marks, now, self.job)
         elif (text := duration(up)) != self._cells[UP]:
             self._cells = (*self._cells[:UP], text, *self._cells[UP + 1 :])
         return self._cells
@@ -167,7 +189,7 @@ def node_row(
     on it besides its own."""
     marks = (*n.flags, *marks)
     at = shown if shown is not None else ShownAt(time.time() if now is None else now)
-    return Row(f"{job.name}/{n.name}", TaskCells(n, marks, at), TaskSort(n, marks))
+    return Row(f"{job.name}/{n.name}", TaskCells(n, marks, at, job.name), TaskSort(n, marks, job.name))
 
 
 class _JobRows:

@@ -109,7 +109,11 @@ def summary_grid(
     grid.add_row("Global step", _cell(step, "measured"))
     grid.add_row("ETA", _cell(duration(job.eta_seconds), _eta_note(job, state)))
     c = job.counts
-    grid.add_row("Tasks", _cell(f"{c['up']} up · {c['silent']} silent · {c['revoked']} revoked"))
+    done = c.get("finished", 0)
+    tasks = f"{c['up']} up · {c['silent']} silent · {c['revoked']} revoked" + (
+        f" · {done} finished" if done else ""
+    )
+    grid.add_row("Tasks", _cell(tasks))
     grid.add_row("Cost", _cost_cell(cost, job.stalled))
     risk = view.checkpoint if view is not None else None
     if risk is not None:
@@ -202,6 +206,8 @@ class JobPane(Vertical, can_focus=True):
         self._state: MonitorState | None = None
         self._plot_pending = False
         self._plot_allowed = False  # the app allows the plot once its first data frame is painted
+        self._summary_rows = -1  # the summary's rows as last drawn (its height)
+        self._note: str | None = ""  # the plot's note as last drawn
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the first poll…", id="job-summary")
@@ -262,7 +268,11 @@ class JobPane(Vertical, can_focus=True):
                     _nan(job.global_step),
                 )
             )
-        update_static(summary, summary_grid(job, state, cost, pts))
+        grid = summary_grid(job, state, cost, pts)
+        update_static(
+            summary, grid, layout=grid.row_count != self._summary_rows
+        )  # a layout only when its height moves
+        self._summary_rows = grid.row_count
         self._draw(state)
 
     def _draw(self, state: MonitorState) -> None:
@@ -292,7 +302,9 @@ class JobPane(Vertical, can_focus=True):
             )
             why = draw_cost(plot, pts, cost.budget_usd if cost else None, missing)
         note = self.query_one("#plot-note", Static)
-        update_static(note, Text(why or ""))
+        if why != self._note:  # each update asked for a layout of the whole screen (issue 28)
+            self._note = why
+            note.update(Text(why or ""))
         note.display = why is not None
         plot.display = why is None
         set_subtitle(self, f"p: next plot · {self.plot_kind}")

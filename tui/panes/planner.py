@@ -179,6 +179,12 @@ def calibration_notes(plan: LivePlan | None) -> tuple[str, ...]:
     return words, words.split(" (", 1)[0], "calibrated"
 
 
+def ps_search_notes(ranked: ShapeTable) -> tuple[str, ...]:
+    """The PS counts a ranking tried (a job with many PSs), longest form first (see :func:`fit_subtitle`)."""
+    top = int(ranked.col("ps").max())
+    return ranked.search_note, f"PS counts 1–16, then ~25% apart to {top:,}", "not every PS count tried"
+
+
 def fit_subtitle(parts: Sequence[tuple[str, ...]], width: int) -> str:
     """``parts`` (each: its forms, longest first; an empty form leaves the part out) joined by ' · ', each part
     as long as the width lets it be: the last parts give way first, so that the subtitle is never cut by the
@@ -279,6 +285,7 @@ class PlannerPane(Vertical):
                 ),
                 price_notes(ranked.ranked_row(0)),
                 calibration_notes(view.plan if view is not None else None),
+                *([ps_search_notes(ranked)] if ranked.search_note else []),
             ]
             self._fit()
             return

@@ -59,7 +59,8 @@ class ExplainScreen(ModalScreen[None]):
     """A modal window explaining one row: a title, a grid of figures and a footnote on their basis."""
 
     DEFAULT_CSS = """
-    ExplainScreen { align: center middle; }
+    ExplainScreen { align: center middle; background: $background; }
+    /* opaque: a see-through modal re-tints every cell of the screen below it at each paint (issue 28) */
     ExplainScreen > Vertical { width: 74; max-width: 100%; height: auto; max-height: 90vh;
         border: round $accent; background: $surface; padding: 0 1; }
     ExplainScreen VerticalScroll { height: auto; max-height: 65vh; }

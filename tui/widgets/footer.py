@@ -15,7 +15,7 @@ from textual.widgets._footer import FooterKey
 # FooterKey (the keys Footer yields) is not re-exported by textual.widgets in Textual 8.
 PALETTE_CLASS = "-command-palette"
 # What the footer keeps when the keys do not fit, by action (highest first; every key stays in the help)
-FOOTER_RANK = {"quit": 100, "help": 95, "replay_pause": 90, "replay_speed": 85, "filter": 70, "sort_next": 65,
+FOOTER_RANK = {"quit": 100, "help": 95, "pause": 90, "replay_speed": 85, "filter": 70, "sort_next": 65,
                "next_plot": 55, "next_pane": 50, "export": 45, "next_job": 40, "replay_step": 35,
                "refresh_now": 20}  # fmt: skip
 

@@ -9,7 +9,7 @@ own ``RowSelected`` on ``enter`` or a click on the cursor row, so handlers writt
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar, NamedTuple
@@ -30,11 +30,13 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
-from cmdare.tui.widgets.table_rows import Row, same_value, same_values, shown_cells
+from cmdare.tui.widgets.column_fit import Span, cut_text, distinct_spans, fit_widths, fitting_floor
+from cmdare.tui.widgets.table_rows import Row, plain, same_value, same_values, shown_cells
 
 EMPTY_CELL = Text(no_wrap=True, end="")  # what DataTable draws for an empty cell
 HEADER = -1  # the header's row index (as in DataTable's segment metadata)
 NULL = Style()
+FIT_ALL = 500  # up to this many rows, columns fit every row's cells; beyond, the rows on screen
 
 
 class _Drawn(NamedTuple):
@@ -47,15 +49,18 @@ class _Drawn(NamedTuple):
 
 @dataclass
 class TableColumn:
-    """A column: its ``key`` (the label as given), the ``label`` shown and its ``width`` in cells."""
+    """A column: its ``key`` (the label as given), the ``label`` shown, its ``width`` in cells now
+    (sized to its cells: :meth:`LineTable.fit_columns`; 0: not drawn) and its ``floor``, the fewest
+    cells it keeps when the columns together are wider than the table."""
 
     key: str
     label: Text
     width: int
+    floor: int = 0
 
     def get_render_width(self, table: LineTable) -> int:
-        """The width drawn, padding included (DataTable's name for it)."""
-        return self.width + 2 * table.cell_padding
+        """The width drawn, padding included (DataTable's name for it); 0 for a column not drawn."""
+        return self.width + 2 * table.cell_padding if self.width else 0
 
 
 class LineTable(ScrollView, can_focus=True):
@@ -114,13 +119,26 @@ class LineTable(ScrollView, can_focus=True):
         self,
         columns: Sequence[tuple[str, int]],
         *,
+        collapse: Iterable[str] = (),
+        cut_end: Iterable[str] = (),
+        fit_through: str | None = None,
         name: str | None = None,
         id: str | None = None,
         classes: str | None = None,
         disabled: bool = False,
     ) -> None:
         super().__init__(name=name, id=id, classes=classes, disabled=disabled)
-        self.columns = {label: TableColumn(label, Text(label), width) for label, width in columns}
+        self.columns = {label: TableColumn(label, Text(label), width, width) for label, width in columns}
+        self.collapse = frozenset(collapse)  # columns that take no room while every cell is empty
+        self.cut_end = frozenset(cut_end)  # columns of prose: a cell too wide loses its end
+        # the columns up to this one are fitted into the table's width (the rest scroll); None: all
+        self.fit_through = list(self.columns).index(fit_through) if fit_through is not None else None
+        self.hidden: set[str] = set()  # columns the user chose not to see
+        self.absent: set[str] = set()  # columns the pane does not show now (they would say nothing)
+        self._measured: dict[
+            str, tuple[tuple[Any, ...], tuple[int, ...]]
+        ] = {}  # row key -> (values, cell widths)
+        self._keep: dict[int, dict[str, Span]] = {}  # cut column -> value -> what tells it apart
         self._rows: Sequence[Row] = ()
         self._cursor = 0
         self._hover_row = 0
@@ -180,16 +198,80 @@ class LineTable(ScrollView, can_focus=True):
         scrolled to); only the lines on screen whose cells changed are repainted. ``recheck``: the
         cells of rows on screen are made again even for the same row objects (they read a clock)."""
         self._rows = rows
-        size = Size(sum(c.get_render_width(self) for c in self.columns.values()), len(rows) + 1)
-        if size != self.virtual_size:
-            self.virtual_size = size
         was = self._cursor
         self._cursor = clamp(was if cursor is None else cursor, 0, max(len(rows) - 1, 0))
         for i in self._stale_lines(recheck):
             self._refresh_row(i)
+        self.fit_columns()  # after the lines on screen: their cells are made already
         if self._cursor != was:
             self._refresh_row(was)
             self._refresh_row(self._cursor)
+
+    def fit_columns(self) -> None:
+        """Size the columns to their cells (every row's up to :data:`FIT_ALL` rows, else those on
+        screen), within the table's width: see :mod:`~cmdare.tui.widgets.column_fit`. Everything is
+        repainted when a width changed."""
+        columns = list(self.columns.values())
+        at = range(len(self._rows)) if len(self._rows) <= FIT_ALL else self.visible_range()
+        rows = [self._rows[i] for i in at]
+        widths = [self._cell_widths(i, r) for i, r in zip(at, rows, strict=True)]
+        if len(self._measured) > 2 * len(rows) + 64:
+            self._measured = {r.key: self._measured[r.key] for r in rows if r.key in self._measured}
+        n = len(columns)
+        widest = [max(col, default=0) for col in zip(*widths, strict=False)][:n] if widths else []
+        widest += [0] * (n - len(widest))
+        natural = [
+            0
+            if c.key in self.hidden or c.key in self.absent or (c.key in self.collapse and w == 0)
+            else max(w, cell_len(c.label.plain))
+            for c, w in zip(columns, widest, strict=True)
+        ]
+        floors = [fitting_floor(c.floor, c.label.plain) for c in columns]
+        room = self.scrollable_content_region.width or self.size.width or sum(natural) + 2 * n
+        fitted = fit_widths(natural, floors, room, self.cell_padding, self.fit_through)
+        self._keep = {
+            j: distinct_spans(plain(self._measured[r.key][0][j]) for r in rows)
+            for j in range(n)
+            if fitted[j] and fitted[j] < widest[j] and columns[j].key not in self.cut_end
+        }
+        self._set_widths(fitted)
+
+    def set_absent(self, names: set[str]) -> None:
+        """The columns the pane leaves out now (refitted with the next rows)."""
+        self.absent = names
+
+    def set_hidden(self, names: set[str]) -> None:
+        """The columns the user chose not to see; the others refitted at once."""
+        self.hidden = set(names)
+        self.fit_columns()
+
+    def _set_widths(self, fitted: list[int]) -> None:
+        """Take new column widths: the virtual size, and a repaint of everything when one changed."""
+        columns = list(self.columns.values())
+        changed = any(c.width != w for c, w in zip(columns, fitted, strict=True))
+        for c, w in zip(columns, fitted, strict=True):
+            c.width = w
+        size = Size(sum(c.get_render_width(self) for c in columns), len(self._rows) + 1)
+        if size != self.virtual_size:
+            self.virtual_size = size
+        if changed:
+            self._strips.clear()
+            self.refresh()
+
+    def _cell_widths(self, index: int, row: Row) -> tuple[int, ...]:
+        """The cells' widths of ``row`` at ``index`` (an empty or "–" cell counts 0), kept while its
+        values stay (those drawn on its line when it is on screen)."""
+        drawn = self._drawn.get(index)
+        values = drawn.values if drawn is not None and drawn.row is row else row.values()
+        hit = self._measured.get(row.key)
+        if hit is not None and hit[0] is values:
+            return hit[1]
+        widths = tuple(0 if (t := plain(v)) in ("", "–") else cell_len(t) for v in values)
+        self._measured[row.key] = (values, widths)
+        return widths
+
+    def on_resize(self, _: events.Resize) -> None:
+        self.fit_columns()
 
     def _stale_lines(self, recheck: bool) -> list[int]:
         """The positions on screen whose cells differ from those drawn there (made now)."""
@@ -337,7 +419,12 @@ class LineTable(ScrollView, can_focus=True):
         base = pre + post
         segments: list[Segment] = []
         for j, column in enumerate(self.columns.values()):
+            if not column.width:
+                continue
             cell = (cells[j] if j < len(cells) else None) or EMPTY_CELL
+            if index != HEADER and cell_len(cell.plain) > column.width:
+                keep = (0, 0) if column.key in self.cut_end else self._keep.get(j, {}).get(cell.plain)
+                cell = cut_text(cell, column.width, keep)
             meta = cell_meta(index, j)
             drawn = self._cell(cell, pre, post, base, column.get_render_width(self))
             segments += [Segment(text, (cell_style or NULL) + meta) for text, cell_style, _ in drawn]
@@ -381,6 +468,10 @@ class LineTable(ScrollView, can_focus=True):
         meta = event.style.meta
         self._set_hover(True, meta.get("row", self._hover_row))
         row = meta.get("row")
+        if row == HEADER and not meta.get("out_of_bounds") and meta.get("column") is not None:
+            self.header_clicked(meta["column"])
+            event.stop()
+            return
         if row is None or row == HEADER:
             return
         again = row == self._cursor
@@ -388,6 +479,9 @@ class LineTable(ScrollView, can_focus=True):
         if again:
             self.select_cursor_row()
         event.stop()
+
+    def header_clicked(self, column: int) -> None:
+        """A click on the label of ``column`` (a table that sorts answers it)."""
 
     def _set_hover(self, on: bool, row: int) -> None:
         """Highlight (or not) the mouse's row; repaint the lines that change."""
@@ -450,6 +544,8 @@ class LineTable(ScrollView, can_focus=True):
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         self._forget_hidden()
+        if len(self._rows) > FIT_ALL and int(old_value) != int(new_value):
+            self.fit_columns()  # a large table fits the rows on screen
 
 
 @lru_cache(maxsize=4096)

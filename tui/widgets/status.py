@@ -16,12 +16,15 @@ REC_NAME_WIDTH = 28  # the top line keeps room for the poll count and the source
 
 
 def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str | None,
-                state: Any | None, refresh: float, recording: Path | None = None) -> Text:  # fmt: skip
+                state: Any | None, refresh: float, recording: Path | None = None,
+                paused: bool = False) -> Text:  # fmt: skip
     """The line for these facts (``replay``: a ReplaySource or None; ``state``: a MonitorState; ``recording``:
-    the file ``--record`` writes to, while it does)."""
+    the file ``--record`` writes to, while it does; ``paused``: live polling paused)."""
     line = Text()
     if recording is not None:
         line.append(" ● REC ", "reverse bold red").append(f" {recording_name(recording)} · ")
+    if paused:
+        line.append(" PAUSED ", "reverse bold yellow").append(" ")
     if read_only:
         line.append(" READ-ONLY ", BADGE).append(" ")
     if demo:
@@ -31,7 +34,8 @@ def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str
     if problem:
         line.append(f"⚠ {problem}", "bold red").append(" · ")
     if state is not None:
-        polled = "" if replay is not None else f"poll #{state.cycles} every {refresh:g}s · "
+        every = "paused (space resumes)" if paused else f"every {refresh:g}s"
+        polled = "" if replay is not None else f"poll #{state.cycles} {every} · "
         line.append(polled + " · ".join(s.message for s in state.sources))
     else:
         line.append(f"polling every {refresh:g}s…")

@@ -30,17 +30,27 @@ class FilterTable(LineTable):
     key) survive refreshes."""
 
     BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False, id="table.down"),
-        Binding("k", "cursor_up", "Up", show=False, id="table.up"),
-        Binding("g", "scroll_top", "Top", show=False, id="table.top"),
-        Binding("G", "scroll_bottom", "Bottom", show=False, id="table.bottom"),
-        Binding("slash", "filter", "Filter", id="table.filter"),
-        Binding("s", "sort_next", "Sort", id="table.sort"),
+        Binding("j", "cursor_down", "Down", tooltip="Row down", show=False, id="table.down"),
+        Binding("k", "cursor_up", "Up", tooltip="Row up", show=False, id="table.up"),
+        Binding("g", "scroll_top", "Top", tooltip="First row", show=False, id="table.top"),
+        Binding("G", "scroll_bottom", "Bottom", tooltip="Last row", show=False, id="table.bottom"),
+        Binding("slash", "filter", "Filter", tooltip="Filter rows (esc clears)", id="table.filter"),
+        Binding("s", "sort_next", "Sort", tooltip="Sort by the next column", id="table.sort"),
         Binding("S", "sort_reverse", "Reverse sort", show=False, id="table.reverse"),
+        Binding(
+            "c", "columns", "Columns", tooltip="Columns: sort, show, hide", show=False, id="table.columns"
+        ),
     ]
 
     class FilterRequested(Message):
         """Posted when ``/`` asks for the filter line of this table."""
+
+        def __init__(self, table: FilterTable) -> None:
+            super().__init__()
+            self.table = table
+
+    class ColumnsRequested(Message):
+        """Posted when ``c`` asks for the column chooser of this table."""
 
         def __init__(self, table: FilterTable) -> None:
             super().__init__()
@@ -77,6 +87,12 @@ class FilterTable(LineTable):
         if self.view.set_rows(rows, cells_moved=recheck) or recheck:
             self._show(keep, recheck)
 
+    def move_to_prefix(self, prefix: str) -> None:
+        """Put the cursor on the first row shown whose key starts with ``prefix`` (none: stays)."""
+        at = next((i for i, r in enumerate(self.view.shown) if r.key.startswith(prefix)), None)
+        if at is not None:
+            self.move_cursor(row=at)
+
     def shown(self) -> list[Row]:
         """The rows as displayed: filtered, then sorted."""
         return self.view.shown
@@ -95,13 +111,13 @@ class FilterTable(LineTable):
         self._show(keep)
 
     def _label_columns(self) -> None:
-        """The sorted column's label ends in its arrow (a narrow column shortens its label)."""
+        """The sorted column's label ends in its arrow (the column widens to hold it)."""
         for i, column in enumerate(self.columns.values()):
             shown = column.key
-            if i == self.view.sort_col:  # a narrow column shortens its label, never loses the arrow
-                arrow = "▼" if self.view.reverse else "▲"
-                shown = column.key[: column.width - 2] + " " + arrow if column.width >= 3 else arrow
+            if i == self.view.sort_col:
+                shown += " ▼" if self.view.reverse else " ▲"
             column.label = Text(shown)
+        self.fit_columns()
         self.refresh_header()
 
     # --- actions -----------------------------------------------------------------------------
@@ -115,10 +131,23 @@ class FilterTable(LineTable):
         self.post_message(self.FilterRequested(self))
 
     def action_sort_next(self) -> None:
-        """``s``: sort by the next column (ascending; unknown values last)."""
-        v = self.view
-        v.sort_col = 0 if v.sort_col is None else (v.sort_col + 1) % len(self.columns)
+        """``s``: sort by the next column shown (ascending; unknown values last)."""
+        v, n = self.view, len(self.columns)
+        shown = [i for i, c in enumerate(self.columns.values()) if c.width] or list(range(n))
+        after = [i for i in shown if v.sort_col is None or i > v.sort_col]
+        v.sort_col = after[0] if after else shown[0]
         v.reverse = False
+        self._sorted()
+
+    def action_columns(self) -> None:
+        """``c``: ask for the column chooser (the app opens it: tui/widgets/column_chooser.py)."""
+        self.post_message(self.ColumnsRequested(self))
+
+    def header_clicked(self, column: int) -> None:
+        """A click on a column's label sorts by it; a second click reverses the order."""
+        v = self.view
+        v.reverse = not v.reverse if v.sort_col == column else False
+        v.sort_col = column
         self._sorted()
 
     def action_sort_reverse(self) -> None:
