@@ -3,7 +3,8 @@ rank alternative shapes (time, cost, revocation risk) with the same calls as ``c
 
 Work is throttled: calibration at most every ``calibrate_every`` seconds and ranking when the
 shape, the remaining work, the price book or the calibration changed noticeably (at most every
-``min_interval``), or every ``rank_every``."""
+``min_interval``), or every ``rank_every`` while anything it rests on moved (an unchanged job, say
+one whose targets answer the same page, keeps its ranking)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class LivePlan:
 @dataclass
 class _JobCache:
     key: tuple | None = None
+    inputs: tuple | None = None  # exactly what the last ranking rested on (its key's unrounded form)
     ranked_at: float = -math.inf
     calibrated_at: float = -math.inf
     calibration: Calibration | None = None
@@ -173,7 +175,9 @@ class LivePlanner:
         key = (sync_shape(job), job.global_step and round(math.log(max(job.global_step, 1)) / 0.1),
                id(self.price_book), split and round(math.log(max(split.share, 1e-6)) / 0.1))  # fmt: skip
         age = now - cache.ranked_at
-        if cache.plan is not None and age < self.rank_every and (key == cache.key or age < self.min_interval):
+        fresh = age < self.rank_every and (key == cache.key or age < self.min_interval)
+        inputs = (job.global_step, split)  # unchanged (a job that made no step): not ranked again
+        if cache.plan is not None and (fresh or (key == cache.key and inputs == cache.inputs)):
             return cache.plan
         table, w, split, note = None, None, None, None
         try:
@@ -187,7 +191,7 @@ class LivePlanner:
         cache.plan = LivePlan(job.name, table, w, split.ranks if split else 0, None, scales[0], 1.0,
                               getattr(self.price_book, "source", "?"), getattr(self.price_book, "as_of", "?"), note,
                               price_date_label(self.price_book), scales[1])  # fmt: skip
-        cache.key, cache.ranked_at = key, now
+        cache.key, cache.inputs, cache.ranked_at = key, inputs, now
         return cache.plan
 
     def stalled_plan(self, job: JobView) -> LivePlan:
@@ -222,6 +226,10 @@ class LivePlanner:
         )
         age = now - cache.ranked_at
         fresh = age < self.rank_every and (key == cache.key or age < self.min_interval)
+        # an unchanged job (the same workload, calibration and prices) is not ranked again at rank_every:
+        # the ranking would be the same (a new ended lifetime clears the key: learn())
+        inputs = (w, why, c_scale, p_scale, id(self.price_book))
+        fresh = fresh or (cache.key is not None and key == cache.key and inputs == cache.inputs)
         if cache.plan is not None and fresh and cache.key is not None:
             cache.plan = replace(
                 cache.plan,
@@ -253,5 +261,5 @@ class LivePlanner:
             note,
             price_date_label(self.price_book),
         )
-        cache.key, cache.ranked_at = key, now
+        cache.key, cache.inputs, cache.ranked_at = key, inputs, now
         return cache.plan

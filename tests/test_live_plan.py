@@ -75,6 +75,18 @@ def test_plan_is_reused_until_something_changes():
     assert {r["provisioning"] for r in first.table.top()} == {"preemptible", "standard"}
 
 
+def test_an_unchanged_job_is_not_ranked_again_at_rank_every():
+    """Issue 34: the same job (same workload, calibration, prices) past ``rank_every`` keeps its ranking;
+    the same job with work done ranks again."""
+    lp = LivePlanner(SpeedModel.load(), load_offline_book(), rank_every=60.0)
+    j = job([44.0] * 10)
+    first = lp.update(j, now=0.0)
+    assert first.table is not None
+    assert lp.update(j, now=600.0).table is first.table  # ten rank_every later, nothing changed
+    moved = JobView("j", FACTS, 44.0, 44.0 * 128, 5000.0, None, j.nodes, j.history)  # 4,000 steps on
+    assert lp.update(moved, now=1200.0).table is not first.table
+
+
 def test_job_without_facts_says_why():
     bare = JobView(
         "j", JobFacts("j"), 1.0, None, None, None, [node("ps-0", "ps"), node("w", "worker")], [1.0]

@@ -16,9 +16,10 @@ pytestmark = pytest.mark.slow
 COLUMNS = [(f"C{i}", 12) for i in range(12)]
 
 
-def rows(n: int, tick: int, extra: str = "") -> list[Row]:
+def rows(n: int, tick: int, extra: str = "", col: int = 6) -> list[Row]:
+    """``n`` rows of 12 cells; column ``col`` reads ``tick``."""
     return [
-        Row(f"r{i}{extra}", tuple(f"cell-{i}-{j}-{tick if j == 3 else 0}" for j in range(12)))
+        Row(f"r{i}{extra}", tuple(f"cell-{i}-{j}-{tick if j == col else 0}" for j in range(12)))
         for i in range(n)
     ]
 
@@ -43,7 +44,10 @@ async def test_scroll_and_cursor_survive_refreshes(size):
         painted: list[int] = []
         original = table.render_line
         table.render_line = lambda y: (painted.append(y), original(y))[1]  # count the lines drawn
-        table.set_rows(rows(200, 1))  # same keys: only column C3 changed, on every row
+        table.set_rows(rows(200, 1, col=0))  # only column C0 changed, scrolled out of view: nothing drawn
+        await pilot.pause()
+        assert painted == []
+        table.set_rows(rows(200, 1))  # same keys: only column C6 (in view) changed, on every row
         await pilot.pause()
         assert sorted(painted) == [y + 1 for y in range(len(table.visible_range()))]  # rows on screen, once
         last = table.visible_range()[-1]  # the last row counted as on screen is above the scrollbar
@@ -54,7 +58,7 @@ async def test_scroll_and_cursor_survive_refreshes(size):
         assert painted == []
         assert (table.scroll_x, table.scroll_y) == before
         assert table.current_key() == "r120"
-        assert str(table.get_cell("r5", "C3")) == "cell-5-3-1"
+        assert str(table.get_cell("r5", "C6")) == "cell-5-6-1"
         table.set_rows(rows(200, 2)[::-1])  # new order: rebuilt
         await pilot.pause()
         await pilot.pause()

@@ -36,6 +36,7 @@ from cmdare.tui.signals import install_quit_signals
 from cmdare.tui.widgets.footer import FOOTER_RANK, FitFooter
 from cmdare.tui.widgets.painted import PaintedStatic
 from cmdare.tui.widgets.progress import ProgressLine, ProgressReport
+from cmdare.tui.widgets.quiet import update_static
 from cmdare.tui.widgets.status import status_line
 from cmdare.tui.widgets.table import FilterTable
 
@@ -272,7 +273,7 @@ class CmdareApp(App[int]):
             refresh=self.options.refresh,
             recording=self.session.recording,
         )
-        self.query_one("#badges", Static).update(line, layout=False)  # one line, always: no layout
+        update_static(self.query_one("#badges", Static), line, layout=False)  # one line, always: no layout
         paused = self._paused()
         if paused != self._shown_paused:  # the footer's space reads Pause or Resume
             self._shown_paused = paused

@@ -15,6 +15,7 @@ from textual.widgets import DataTable
 from cmdare.tui.format import SEVERITY_SYMBOL
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.explain import ExplainScreen, detail_grid
+from cmdare.tui.widgets.quiet import set_subtitle
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -161,4 +162,4 @@ class AlertsPane(Vertical):
                 )
             )
         self.query_one(FilterTable).set_rows(rows)
-        self.border_subtitle = f"{len(state.alerts)} active · {len(past)} cleared"
+        set_subtitle(self, f"{len(state.alerts)} active · {len(past)} cleared")

@@ -29,6 +29,7 @@ from cmdare.tui.widgets.plots import (
     draw_throughput,
     step_changes,
 )
+from cmdare.tui.widgets.quiet import set_subtitle, update_static
 
 if TYPE_CHECKING:
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
@@ -251,7 +252,7 @@ class JobPane(Vertical, can_focus=True):
         job = state.job()
         summary = self.query_one("#job-summary", Static)
         if job is None:
-            summary.update(Text("no job seen yet: " + "; ".join(s.message for s in state.sources)))
+            update_static(summary, Text("no job seen yet: " + "; ".join(s.message for s in state.sources)))
             return
         view = state.planner.job(job.name)
         cost = view.cost if view is not None else None
@@ -268,8 +269,8 @@ class JobPane(Vertical, can_focus=True):
                 )
             )
         grid = summary_grid(job, state, cost, pts)
-        summary.update(
-            grid, layout=grid.row_count != self._summary_rows
+        update_static(
+            summary, grid, layout=grid.row_count != self._summary_rows
         )  # a layout only when its height moves
         self._summary_rows = grid.row_count
         self._draw(state)
@@ -306,7 +307,7 @@ class JobPane(Vertical, can_focus=True):
             note.update(Text(why or ""))
         note.display = why is not None
         plot.display = why is None
-        self.border_subtitle = f"p: next plot · {self.plot_kind}"
+        set_subtitle(self, f"p: next plot · {self.plot_kind}")
 
 
 def _nan(x: float | None) -> float:

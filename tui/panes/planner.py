@@ -36,6 +36,7 @@ from cmdare.tui.format import (
 )
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.explain import ExplainScreen
+from cmdare.tui.widgets.quiet import set_subtitle
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, issue 20)
@@ -295,9 +296,10 @@ class PlannerPane(Vertical):
             self.query_one("#pipeline-table", FilterTable).set_rows(
                 pipeline_rows(list(pipeline.boundaries), dict(pipeline.dc))
             )
-            self.border_subtitle = (
+            set_subtitle(
+                self,
                 f"pipeline · {len(pipeline.boundaries)} WAN boundaries measured, {pipeline.wan_bound} WAN-bound"
-                " · cmdare-tui plan --geo ranks placements"
+                " · cmdare-tui plan --geo ranks placements",
             )
             return
         self._set_mode("outlook")
@@ -308,15 +310,22 @@ class PlannerPane(Vertical):
         if job is not None and job.stalled:
             stalled = "finished" if job.finished else f"stalled since {clock(job.stalled_since)}"
             stalled += ": no new plans · "
-        self.border_subtitle = Text(
-            stalled
-            + (("speed only · " + rows[0].prediction.source) if rows else "needs the job's network and shape")
+        set_subtitle(
+            self,
+            Text(
+                stalled
+                + (
+                    ("speed only · " + rows[0].prediction.source)
+                    if rows
+                    else "needs the job's network and shape"
+                )
+            ),
         )
 
     def _fit(self) -> None:
         """The ranked subtitle at the pane's width (its border and corners take 6 columns)."""
         width = self.size.width - 6 if self.size.width > 6 else 1000
-        self.border_subtitle = Text(fit_subtitle(self._subtitle, width))
+        set_subtitle(self, Text(fit_subtitle(self._subtitle, width)))
 
     def on_resize(self) -> None:
         """Fit the ranked subtitle again to the new width."""

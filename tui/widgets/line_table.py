@@ -31,7 +31,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
 from cmdare.tui.widgets.column_fit import Span, cut_text, distinct_spans, fit_widths, fitting_floor
-from cmdare.tui.widgets.table_rows import Row, plain, same_values, shown_cells
+from cmdare.tui.widgets.table_rows import Row, plain, same_value, same_values, shown_cells
 
 EMPTY_CELL = Text(no_wrap=True, end="")  # what DataTable draws for an empty cell
 HEADER = -1  # the header's row index (as in DataTable's segment metadata)
@@ -276,12 +276,33 @@ class LineTable(ScrollView, can_focus=True):
     def _stale_lines(self, recheck: bool) -> list[int]:
         """The positions on screen whose cells differ from those drawn there (made now)."""
         stale = [i for i in self._drawn if i >= len(self._rows)]
+        shown: list[int] | None = None  # the columns in the horizontal view (made once, when needed)
         for i in self.visible_range():
             before = self._drawn.get(i)
-            if before is None or before.cells is not self._cells_at(i, again=recheck):
+            cells = self._cells_at(i, again=recheck)
+            if before is None or before.row.dim != self._rows[i].dim:
                 stale.append(i)
+            elif before.cells is not cells:
+                shown = self._columns_in_view() if shown is None else shown
+                alike = len(cells) == len(before.cells) and all(
+                    same_value(before.cells[j], cells[j]) for j in shown
+                )
+                if not alike:
+                    stale.append(i)  # (a cell out of view, an uptime counting on, repaints nothing)
         self._forget_hidden()
         return stale
+
+    def _columns_in_view(self) -> list[int]:
+        """The columns at least partly inside the horizontal view."""
+        x0 = int(self.scroll_x)
+        x1 = x0 + self.scrollable_content_region.width
+        out, x = [], 0
+        for j, column in enumerate(self.columns.values()):
+            w = column.get_render_width(self)
+            if x < x1 and x + w > x0:
+                out.append(j)
+            x += w
+        return out
 
     def _cells_at(self, index: int, again: bool = False) -> tuple[Text, ...]:
         """The cells of the row at ``index`` (its values made ``again`` even for the row drawn there):

@@ -66,10 +66,11 @@ def shown_cells(row: Row, values: Sequence[Any] | None = None) -> tuple[Text, ..
 def same_values(old: Sequence[Any], new: Sequence[Any]) -> bool:
     """Whether two rows' cell values draw alike: equal strings, or Text with the same text, base
     style and spans."""
-    return len(old) == len(new) and all(map(_same_value, old, new))
+    return len(old) == len(new) and all(map(same_value, old, new))
 
 
-def _same_value(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two cell values draw alike (strings equal; Text with the same text, style and spans)."""
     if isinstance(a, Text) and isinstance(b, Text):
         return a.plain == b.plain and a.style == b.style and a.spans == b.spans
     return type(a) is type(b) and a == b

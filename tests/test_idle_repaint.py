@@ -1,0 +1,77 @@
+"""A refresh whose data did not change paints nothing but the status line's poll counter (issue 34): the real
+app, driven by its Pilot, watching two real HTTP targets whose /metrics pages never change. Every widget
+repaint asked for during such a refresh is recorded (``Widget.refresh``, wrapped for the test); the figures
+(CPU, bytes to the terminal) are benchmarks/idle.py's."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+from textual.widget import Widget
+
+from cmdare.collectors.exporter import TrainingExporter
+from cmdare.tui.app import CmdareApp
+from cmdare.tui.options import SessionOptions
+
+
+def static_page(task: str) -> bytes:
+    """A worker's page at 1,200 steps; no GPU label, so no price accrues a cent between two refreshes."""
+    exp = TrainingExporter("idle", "worker", task, region="us-central1")
+    for _ in range(1200):
+        exp.step(0.25, examples=32)
+    exp.set_global_step(2400)
+    return generate_latest(exp.registry)
+
+
+@pytest.fixture(scope="module")
+def static_targets() -> Iterator[list[str]]:
+    pages = {"/a/metrics": static_page("w0"), "/b/metrics": static_page("w1")}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = pages[self.path]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    yield [f"{base}/a/metrics", f"{base}/b/metrics"]
+    srv.shutdown()
+    srv.server_close()
+
+
+async def test_unchanged_refresh_repaints_only_the_poll_counter(static_targets, monkeypatch):
+    app = CmdareApp(SessionOptions(targets=static_targets, read_only=True), poll=False)
+    asked: list[tuple[str, bool]] = []
+    refresh = Widget.refresh
+
+    def recorded(self: Widget, *regions: Any, **kw: Any) -> Widget:
+        asked.append((self.id or type(self).__name__, bool(kw.get("layout"))))
+        return refresh(self, *regions, **kw)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        session = app.session
+        for _ in range(4):  # the first polls: rows, summaries and the planner's first answers appear
+            app.apply_state(await session.refresh())
+            await pilot.pause()
+        assert app.state is not None and app.state.job() is not None
+        badges = str(app.query_one("#badges").render())
+        monkeypatch.setattr(Widget, "refresh", recorded)
+        app.apply_state(await session.refresh())  # the same pages again
+        await pilot.pause()
+        monkeypatch.undo()
+        assert str(app.query_one("#badges").render()) != badges  # the counter moved: the refresh happened
+        assert asked == [("badges", False)]  # one line repainted, nothing laid out again
