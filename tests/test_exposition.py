@@ -134,6 +134,7 @@ RECORDED_KEYS = {
     "K_LOSS": "cmdare_loss",
     "K_LEARNING_RATE": "cmdare_learning_rate",
     "K_EXAMPLES_RATE": "cmdare_examples_per_second",
+    "K_LOG_RESTARTS": "cmdare_log_restarts",
 }
 
 
