@@ -34,7 +34,8 @@ SHOTS: list[tuple[str, tuple[int, int], Sequence[str], bool]] = [
 
 
 def demo_app(read_only: bool) -> CmdareApp:
-    opts = SessionOptions(demo=True, refresh=0.5, read_only=read_only, budget_usd=50.0)
+    # the options a newcomer's `cmdare-tui` starts with (default refresh, no budget): only the demo's clock is faster
+    opts = SessionOptions(demo=True, read_only=read_only)
     # time_factor 30: 30 simulated seconds per second; the first revocation after 2 s
     session = MonitorSession(opts, demo_factory=lambda: DemoCluster(first_revocation_s=2.0, time_factor=30.0))
     return CmdareApp(opts, session)
@@ -44,8 +45,8 @@ async def shoot(name: str, size: tuple[int, int], keys: Sequence[str], read_only
     app = demo_app(read_only)
     async with app.run_test(size=size) as pilot:
         loop = asyncio.get_running_loop()
-        end = loop.time() + 30
-        while loop.time() < end and not (app.state and app.state.cycles >= 12 and app.state.alerts):
+        end = loop.time() + 60
+        while loop.time() < end and not (app.state and app.state.cycles >= 6 and app.state.alerts):
             await pilot.pause(0.2)
         await pilot.press(*keys)
         await pilot.pause(0.3)
