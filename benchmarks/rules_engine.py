@@ -17,10 +17,8 @@ import json
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +26,7 @@ sys.path.insert(0, str(HERE.parent))  # the repository root: helpers import as t
 
 from cmdare.collectors import metrics as M  # noqa: E402
 from cmdare.planner.rules.engine_rules import RuleOptions, render  # noqa: E402
+from tests.page_server import close_server, serve_pages  # noqa: E402
 from tests.prom_server import PromServer  # noqa: E402
 
 PER_JOB = 100
@@ -48,24 +47,8 @@ class FleetPage:
                     f'gpu="{"" if role == "ps" else "P100"}",region="us-central1"}} 1')  # fmt: skip
             step_s = 0.12 * (1.6 if k == 7 else 1.0)  # one straggler a job
             self.rows.append((inst, info, 0.0 if role == "ps" else 1.0 / step_s * 0.7, step_s))
-        page = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                body = page.render().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = serve_pages(lambda _path: self.render().encode())
         self.target = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def render(self) -> str:
         dt = time.time() - self.t0
@@ -85,8 +68,7 @@ class FleetPage:
         return "\n".join(out) + "\n"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        close_server(self.server)
 
 
 def _own_metrics(url: str) -> dict[str, float]:

@@ -6,9 +6,9 @@ have no ``DCGM_FI_DEV_GPU_UTIL``, only the profiling ratio ``DCGM_FI_PROF_GR_ENG
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.page_server import close_server, serve_pages
 
 # dcgm-exporter etc/default-counters.csv (NVIDIA), in its order
 DEFAULT_COUNTERS = (
@@ -96,24 +96,8 @@ class DcgmServer:
 
     def __init__(self, text: str, addr: str = "127.0.0.1") -> None:
         body = text.encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer((addr, 0), Handler)
-        self.server.daemon_threads = True
+        self.server = serve_pages(lambda _path: body, addr)
         self.addr = f"{addr}:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        close_server(self.server)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
 from tests.alert_sim import SimCluster, SimPipeline, SimTask
+from tests.page_server import close_server, serve_pages
 
 
 class SimSync:
@@ -135,32 +136,12 @@ class SimExporters:
         return render_page(poll).encode() if poll.ok else None
 
     def _serve(self, cluster: Cluster, key: str) -> ThreadingHTTPServer:
-        page = self._page
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                body = page(cluster, key)
-                if body is None:  # a dead task: the connection is refused in life; here a 503
-                    self.send_error(503)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        srv.daemon_threads = True
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        return srv
+        # a dead task: the connection is refused in life; here a 503
+        return serve_pages(lambda _path: self._page(cluster, key), missing_status=503)
 
     def close(self) -> None:
         for s in self.servers:
-            s.shutdown()
-            s.server_close()
+            close_server(s)
 
     def __enter__(self) -> SimExporters:
         return self

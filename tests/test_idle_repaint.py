@@ -5,9 +5,7 @@ repaint asked for during such a refresh is recorded (``Widget.refresh``, wrapped
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -17,6 +15,7 @@ from textual.widget import Widget
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.options import SessionOptions
+from tests.page_server import close_server, serve_pages
 
 
 def static_page(task: str) -> bytes:
@@ -31,26 +30,10 @@ def static_page(task: str) -> bytes:
 @pytest.fixture(scope="module")
 def static_targets() -> Iterator[list[str]]:
     pages = {"/a/metrics": static_page("w0"), "/b/metrics": static_page("w1")}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            body = pages[self.path]
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = serve_pages(pages.get)
     base = f"http://127.0.0.1:{srv.server_address[1]}"
     yield [f"{base}/a/metrics", f"{base}/b/metrics"]
-    srv.shutdown()
-    srv.server_close()
+    close_server(srv)
 
 
 async def test_unchanged_refresh_repaints_only_the_poll_counter(static_targets, monkeypatch):
