@@ -39,6 +39,6 @@ PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q
 .venv/bin/ruff format --check --quiet . || { echo "ruff format: the files above need formatting (.venv/bin/ruff format)" >&2; exit 1; }
 
 unset NO_COLOR
-# Three workers, a test file to each at a time (module fixtures such as a real Prometheus start once): the
-# tests mostly wait on servers, jobs and terminals, so three overlap well on two cores.
-exec .venv/bin/python -m pytest -q -ra -n 3 --dist loadfile "$@"
+# Two workers, a test file to each at a time (module fixtures such as a real Prometheus start once): the
+# tests mostly wait on servers, jobs and terminals, so two overlap well on two cores (three, with a CPU hog beside them, starved the timing-sensitive real-job tests).
+exec .venv/bin/python -m pytest -q -ra -n 2 --dist loadfile "$@"
