@@ -125,9 +125,11 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
             f"{own:.2f}, sum of ranks {ranks:.2f}"
         )
         assert (job.sync, job.sync_how) == ("sync-allreduce", "declared")
-        assert own > 0 and job.steps_per_sec == pytest.approx(own, rel=0.02)
+        # within 5%: Prometheus stamps a sample when its scrape began, the sampler when it read, so on a busy
+        # machine the two spans differ by a scrape's jitter (2.2% seen over 10 s); the sum would be 100% off
+        assert own > 0 and job.steps_per_sec == pytest.approx(own, rel=0.05)
         assert ranks == pytest.approx(2 * own, rel=0.05)  # what the old sum showed
-        assert job.examples_per_sec == pytest.approx(32 * 2 * own, rel=0.03)  # 32 examples a rank a step
+        assert job.examples_per_sec == pytest.approx(32 * 2 * own, rel=0.06)  # 32 examples a rank a step
         assert {n.name: n.role for n in job.nodes} == {"worker-0": "chief", "worker-1": "worker"}
         assert not any(n.flags for n in job.nodes)
         assert {(n.rank, n.local_rank) for n in job.nodes} == {("0", "0"), ("1", "1")}
