@@ -187,7 +187,7 @@ async def session_only(url: str, seconds: float) -> dict[str, float]:
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
-    opts = SessionOptions(
+    opts = SessionOptions.of(
         prometheus=url, selector='job="bench"', refresh=2.0, timeout=TIMEOUT_S, read_only=True
     )
     session = MonitorSession(opts)

@@ -51,7 +51,7 @@ async def _measure(url: str, n: int, refreshes: int) -> tuple[float, float, list
     from cmdare.tui.session import MonitorSession
 
     session = MonitorSession(
-        SessionOptions(prometheus=url, selector='job="bench"', refresh=REFRESH_S, timeout=10.0)
+        SessionOptions.of(prometheus=url, selector='job="bench"', refresh=REFRESH_S, timeout=10.0)
     )
     session.start()
     try:

@@ -79,7 +79,7 @@ async def measure_session(urls: list[str], cycles: int, warmup: int, farm: Farm)
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 
-    session = MonitorSession(SessionOptions(targets=urls, refresh=2.0, timeout=2.0))
+    session = MonitorSession(SessionOptions.of(targets=urls, refresh=2.0, timeout=2.0))
     session.start()
     stop, lag_stop = asyncio.Event(), asyncio.Event()
     walls: list[float] = []
@@ -133,7 +133,7 @@ async def measure_app(urls: list[str], cycles: int, warmup: int, farm: Farm) -> 
     from cmdare.tui.app import CmdareApp
     from cmdare.tui.options import SessionOptions
 
-    app = CmdareApp(SessionOptions(targets=urls, refresh=2.0, timeout=2.0))
+    app = CmdareApp(SessionOptions.of(targets=urls, refresh=2.0, timeout=2.0))
     lags: list[float] = []
     walls: list[float] = []
     async with app.run_test(size=(160, 50)) as pilot:

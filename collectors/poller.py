@@ -19,6 +19,7 @@ from typing import Protocol
 import httpx
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.capabilities import CapNoting, Closable, Displayed, FleetReading, StatusNoting
 from cmdare.collectors.caps import CapGate
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
@@ -69,6 +70,11 @@ class Cycle:
 
 
 Sink = Callable[[Cycle], None]
+
+
+def _shown_name(source: Source) -> str:
+    """The name a source is shown and recorded under (its display name when it has one)."""
+    return (source.display if isinstance(source, Displayed) else None) or source.name
 
 
 class Poller:
@@ -131,16 +137,16 @@ class Poller:
         transitions = self.lifecycle.observe(polls)
         t = self.clock.now()
         for source in self.sources:  # a large fleet's figures from the server (prometheus_fleet)
-            fleet = getattr(source, "fleet", None)
+            fleet = source.fleet if isinstance(source, FleetReading) else None
             if fleet is not None:
                 self.store.take_fleet(fleet.roles)
         # a source that reads each task only every so often (a large fleet's sweep) says how far back
         # a rate must reach for a task's last two points
         self.store.set_sparse_window(
-            max((getattr(s, "sparse_window_s", 0.0) for s in self.sources), default=0.0)
+            max((s.sparse_window_s for s in self.sources if isinstance(s, FleetReading)), default=0.0)
         )
         self._update_jobs(t, polls)
-        unchanged = sum(getattr(s, "unchanged", 0) for s in self.sources)
+        unchanged = sum(s.unchanged for s in self.sources if isinstance(s, FleetReading))
         cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged,
                       self._notes())  # fmt: skip
         self.cycles += 1
@@ -157,10 +163,12 @@ class Poller:
         """What each source's caps dropped this cycle (by source name; logged once a cycle)."""
         out: dict[str, str] = {}
         for source, gate in zip(self.sources, self._gates, strict=True):
-            note = getattr(source, "cap_note", None) or None  # the source's own caps (rows, tags, cycle)
-            note = "; ".join(n for n in (gate.note, note) if n) or None
+            own = (
+                source.cap_note if isinstance(source, CapNoting) else None
+            )  # its own caps (rows, tags, cycle)
+            note = "; ".join(n for n in (gate.note, own) if n) or None
             if note:
-                name = getattr(source, "display", None) or source.name
+                name = _shown_name(source)
                 out[name] = clean_text(note, MESSAGE_LIMIT)
                 log.info("source %s truncated: %s", name, note)
         return out
@@ -170,14 +178,11 @@ class Poller:
         refused or cut, tasks followed to a new address), by name."""
         notes = {}
         for source in self.sources:
-            note = getattr(source, "mode_note", None)
-            if getattr(source, "fleet", None) is None:
-                note = None
-            note = "; ".join(
-                n for n in (note, getattr(source, "status_note", None)) if n
-            )  # e.g. tasks replaced
+            mode = source.mode_note if isinstance(source, FleetReading) and source.fleet is not None else None
+            status = source.status_note if isinstance(source, StatusNoting) else None  # e.g. tasks replaced
+            note = "; ".join(n for n in (mode, status) if n)
             if note:
-                notes[getattr(source, "display", None) or source.name] = clean_text(note, MESSAGE_LIMIT)
+                notes[_shown_name(source)] = clean_text(note, MESSAGE_LIMIT)
         return notes
 
     def _update_jobs(self, t: float, polls: list[TaskPoll]) -> None:
@@ -252,10 +257,9 @@ class Poller:
 
     async def aclose(self) -> None:
         for source in self.sources:  # sources that hold connections of their own (e.g. many-host scrapes)
-            close = getattr(source, "aclose", None)
-            if close is not None:
+            if isinstance(source, Closable):
                 try:
-                    await close()
+                    await source.aclose()
                 except Exception as exc:
                     log.warning("closing source %s: %s", source.name, exc)
         if self._client is not None:

@@ -150,4 +150,3 @@ SPEC = SourceSpec(
     notes=notes,
     when_alone=when_alone,
 )
-

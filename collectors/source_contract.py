@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
@@ -154,7 +154,9 @@ def all_specs() -> tuple[SourceSpec, ...]:
     specs.sort(key=lambda s: (s.order, s.name))
     names = [o.name for s in specs for o in s.options]
     if len(names) != len(set(names)):
-        raise RuntimeError(f"two sources declare one option: {sorted(n for n in names if names.count(n) > 1)}")
+        raise RuntimeError(
+            f"two sources declare one option: {sorted(n for n in names if names.count(n) > 1)}"
+        )
     return tuple(specs)
 
 
@@ -225,4 +227,3 @@ def directory(value: str) -> str:
     if not ok:
         raise OptionError(f"not a directory: {redact_cut(value, 200)!r}")
     return value
-

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def hostile_app(srv: HostileServer, n: int = 3) -> CmdareApp:
-    opts = SessionOptions(targets=[srv.target_url(i) for i in range(n)], refresh=0.2, read_only=True,
+    opts = SessionOptions.of(targets=[srv.target_url(i) for i in range(n)], refresh=0.2, read_only=True,
                           silent_after=2)  # fmt: skip
     return CmdareApp(opts, MonitorSession(opts))
 

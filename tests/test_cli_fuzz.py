@@ -44,7 +44,7 @@ DEAD = f"http://127.0.0.1:{_closed_port()}/metrics"
 def home(isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in ("CMDARE_READ_ONLY", "PROMETHEUS_URL", "PROMETHEUS_TOKEN", "TF_CONFIG"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(cli, "run_app", lambda args: (cli.session_options(args), 0)[1])
+    monkeypatch.setattr(cli, "run_app", lambda args, config=None: (cli.session_options(args, config), 0)[1])
     return isolated_home
 
 

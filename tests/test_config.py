@@ -58,8 +58,8 @@ def test_flags_win_over_config(tmp_path: Path):
     f.write_text("refresh = 7\n[thresholds]\nraise_after = 5\n[budget]\nusd = 9\n")
     for argv, expect in ((["--config", str(f)], 7.0), (["--config", str(f), "--refresh", "1"], 1.0)):
         p = build_parser()
-        load_config_defaults(argv, p)
-        opts = session_options(p.parse_args(argv))
+        config = load_config_defaults(argv, p)
+        opts = session_options(p.parse_args(argv), config)
         assert opts.refresh == expect and opts.raise_after == 5 and opts.budget_usd == 9
 
 
@@ -105,6 +105,6 @@ def test_links_give_wan_capacities_to_the_session(tmp_path):
     path.write_text('[links]\n"a/b" = 2.5\n')
     parser = cli.build_parser()
     argv = ["--config", str(path)]
-    cli.load_config_defaults(argv, parser)
-    opts = cli.session_options(parser.parse_args(argv))
+    config = cli.load_config_defaults(argv, parser)
+    opts = cli.session_options(parser.parse_args(argv), config)
     assert opts.link_capacity_gbps == {frozenset({"a", "b"}): 2.5}

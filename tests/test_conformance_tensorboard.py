@@ -348,7 +348,7 @@ async def test_a_large_backlog_is_read_in_the_background_with_progress(tmp_path)
     last = _big_event_file(tmp_path / "big" / "events.out.tfevents.1.host", 40_000)  # ~6 MB
     src = TensorBoardSource(tmp_path, job="big")
     src_mod = __import__("cmdare.collectors.tensorboard", fromlist=["x"])
-    session = MonitorSession(SessionOptions(job="big"), clock=ManualClock(T0), extra_sources=[src])
+    session = MonitorSession(SessionOptions.of(job="big"), clock=ManualClock(T0), extra_sources=[src])
     session.start()
     catching_up, seen_progress, status_honest = 0, False, True
     old_min, src_mod.PROGRESS_MIN_BYTES = src_mod.PROGRESS_MIN_BYTES, 64 * 1024

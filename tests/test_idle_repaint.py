@@ -37,7 +37,7 @@ def static_targets() -> Iterator[list[str]]:
 
 
 async def test_unchanged_refresh_repaints_only_the_poll_counter(static_targets, monkeypatch):
-    app = CmdareApp(SessionOptions(targets=static_targets, read_only=True), poll=False)
+    app = CmdareApp(SessionOptions.of(targets=static_targets, read_only=True), poll=False)
     asked: list[tuple[str, bool]] = []
     refresh = Widget.refresh
 

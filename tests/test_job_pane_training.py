@@ -29,7 +29,7 @@ def _write(d, first: int, last: int) -> None:
 async def test_job_pane_shows_loss_lr_and_a_loss_plot(tmp_path):
     run = tmp_path / "run"
     _write(run, 0, 20)
-    app = CmdareApp(SessionOptions(tensorboard=[str(tmp_path)], job="tb", refresh=0.3, read_only=True))
+    app = CmdareApp(SessionOptions.of(tensorboard=[str(tmp_path)], job="tb", refresh=0.3, read_only=True))
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.query_one(JobPane)
 
@@ -69,7 +69,7 @@ async def test_a_tensorboard_note_reaches_the_status_line(tmp_path):
     with f.open("ab") as fh:
         fh.write(b"\x05" + b"\x00" * 15)  # a record header whose length CRC is wrong
     src = TensorBoardSource(tmp_path, job="tb", poll_budget_s=30)
-    session = MonitorSession(SessionOptions(job="tb"), clock=ManualClock(), extra_sources=[src])
+    session = MonitorSession(SessionOptions.of(job="tb"), clock=ManualClock(), extra_sources=[src])
     session.start()
     try:
         cycle = await session.poller.poll_once()

@@ -128,7 +128,7 @@ async def test_the_planner_pane_says_which_ps_counts_it_tried(tmp_path: Path) ->
 
     path = tmp_path / "rec.sqlite"
     many_ps_recording(path, 300, cycles=30)  # the app ranks in the background: the next refresh shows it
-    opts = SessionOptions(replay=str(path), replay_speed=4.0, read_only=True)
+    opts = SessionOptions.of(replay=str(path), replay_speed=4.0, read_only=True)
     app = CmdareApp(opts, MonitorSession(opts))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.state is not None and getattr(app.state.planner.job("big"), "ranked", None) is not None,

@@ -138,7 +138,7 @@ async def test_the_app_shows_a_token_reflected_into_labels_redacted(hostile, mon
     from cmdare.tui.widgets.table import FilterTable
 
     monkeypatch.setenv("PROMETHEUS_TOKEN", TOKEN)
-    opts = SessionOptions(prometheus=hostile.url("/p/label190"), refresh=0.2, read_only=True)
+    opts = SessionOptions.of(prometheus=hostile.url("/p/label190"), refresh=0.2, read_only=True)
     app = CmdareApp(opts, MonitorSession(opts))
     async with app.run_test(size=(200, 45)) as pilot:
         table = app.query_one("#cluster-table", FilterTable)

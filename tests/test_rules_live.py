@@ -129,7 +129,7 @@ async def test_engines_agree_with_the_app_on_every_scenario(tmp_path):
             for name, got in seen.items():
                 assert got == EXPECTED, (name, got, seen)
             # the app's own session with --prometheus: the engine's alerts in its state, marked by origin
-            session = MonitorSession(SessionOptions(prometheus=prom.url, refresh=INTERVAL, read_only=True))
+            session = MonitorSession(SessionOptions.of(prometheus=prom.url, refresh=INTERVAL, read_only=True))
             session.start()
             try:
                 for _ in range(3):

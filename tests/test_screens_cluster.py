@@ -80,7 +80,7 @@ async def test_host_cpu_memory_and_gpu_columns_show_what_the_collectors_read(siz
             f"http://{node}/metrics",
             f"http://{dcgm.addr}/metrics",
         ]
-        opts = SessionOptions(targets=urls, refresh=0.5)
+        opts = SessionOptions.of(targets=urls, refresh=0.5)
         app = CmdareApp(opts, MonitorSession(opts))
         async with app.run_test(size=size) as pilot:
             table = app.query_one("#cluster-table", FilterTable)

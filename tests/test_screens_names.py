@@ -65,7 +65,7 @@ def trainers():
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 50)])
 async def test_the_real_app_shows_names_that_tell_tasks_apart(trainers, size):
     up, silent = trainers
-    app = CmdareApp(SessionOptions(targets=up + silent, refresh=0.5, timeout=0.3), poll=True)
+    app = CmdareApp(SessionOptions.of(targets=up + silent, refresh=0.5, timeout=0.3), poll=True)
     async with app.run_test(size=size) as pilot:
         table = app.query_one("#cluster-table", FilterTable)
         await wait_for(pilot, lambda: sum("trainer" in k for k in table.visible_keys()) == 3 and len(

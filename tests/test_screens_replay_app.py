@@ -26,7 +26,7 @@ async def recorded_demo(tmp_path: Path, cycles: int = 8) -> Path:
 
     rec = tmp_path / "demo.sqlite"
     live = MonitorSession(
-        SessionOptions(demo=True, refresh=RECORDED_GAP, record=str(rec)),
+        SessionOptions.of(demo=True, refresh=RECORDED_GAP, record=str(rec)),
         demo_factory=lambda: DemoCluster(first_revocation_s=1000),
     )
     live.start()
@@ -38,7 +38,7 @@ async def recorded_demo(tmp_path: Path, cycles: int = 8) -> Path:
 
 
 def replay_app(rec: Path, speed: float) -> CmdareApp:
-    opts = SessionOptions(replay=str(rec), replay_speed=speed, read_only=True)
+    opts = SessionOptions.of(replay=str(rec), replay_speed=speed, read_only=True)
     return CmdareApp(opts, MonitorSession(opts))
 
 

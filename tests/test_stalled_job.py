@@ -82,7 +82,7 @@ async def test_pytorch_ps_job_ended_by_sigterm_leaves_no_rank_and_reads_stalled(
         wait_training(urls)
         ranks = _children(job.pid)
         assert len(ranks) == 3
-        opts = SessionOptions(targets=urls, refresh=0.5, read_only=True)
+        opts = SessionOptions.of(targets=urls, refresh=0.5, read_only=True)
         app = CmdareApp(opts, MonitorSession(opts))
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.state is not None and app.state.job() is not None

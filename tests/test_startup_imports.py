@@ -74,8 +74,8 @@ def test_the_demos_command_line_loads_nothing_deferred(tmp_path):
         "from cmdare.tui.source_flags import session_options\n"
         "argv = ['--demo', '--read-only']\n"
         "parser = build_parser()\n"
-        "load_config_defaults(argv, parser)\n"
-        "assert session_options(parser.parse_args(argv)).demo\n"
+        "config = load_config_defaults(argv, parser)\n"
+        "assert session_options(parser.parse_args(argv), config).demo\n"
     )
     env = {"XDG_CONFIG_HOME": str(tmp_path), "HOME": str(tmp_path)}
     assert _loaded(code, (*DEFERRED, "tomllib"), env) == []
@@ -83,7 +83,7 @@ def test_the_demos_command_line_loads_nothing_deferred(tmp_path):
 
 def test_the_metrics_port_default_is_the_tf_config_one():
     from cmdare.collectors.tf_config import DEFAULT_METRICS_PORT
-    from cmdare.tui.source_flags import METRICS_PORT, metrics_port
+    from cmdare.collectors.scrape_spec import METRICS_PORT, metrics_port
 
     assert METRICS_PORT == str(DEFAULT_METRICS_PORT) == metrics_port(METRICS_PORT)
 
@@ -92,7 +92,7 @@ def test_live_sources_import_only_the_kinds_asked_for():
     code = (
         "from cmdare.tui.options import SessionOptions\n"
         "from cmdare.tui.sources import build_sources\n"
-        "plan = build_sources(SessionOptions(targets=['http://127.0.0.1:9']))\n"
+        "plan = build_sources(SessionOptions.of(targets=['http://127.0.0.1:9']))\n"
         "assert len(plan.sources) == 1 and plan.demo is None\n"
     )
     assert _loaded(code, DEFERRED + DEMO_ONLY) == []
@@ -110,7 +110,7 @@ def test_a_source_kind_loads_when_asked_for(flag: str, module: str):
     code = (
         "from cmdare.tui.options import SessionOptions\n"
         "from cmdare.tui.sources import live_sources\n"
-        f"live_sources(SessionOptions({flag}))\n"
+        f"live_sources(SessionOptions.of({flag}))\n"
     )
     assert _loaded(code, (module,)) == [module]
 
@@ -121,7 +121,7 @@ def test_a_prometheus_source_loads_no_numpy_until_a_large_fleet():
     code = (
         "from cmdare.tui.options import SessionOptions\n"
         "from cmdare.tui.sources import live_sources\n"
-        "live_sources(SessionOptions(prometheus='http://127.0.0.1:9'))\n"
+        "live_sources(SessionOptions.of(prometheus='http://127.0.0.1:9'))\n"
     )
     assert _loaded(code, ("numpy",)) == []
 
@@ -133,7 +133,7 @@ def test_the_first_state_needs_nothing_deferred():
         "import asyncio\n"
         "from cmdare.tui.options import SessionOptions\n"
         "from cmdare.tui.session import MonitorSession\n"
-        "session = MonitorSession(SessionOptions(demo=True))\n"
+        "session = MonitorSession(SessionOptions.of(demo=True))\n"
         "session.start()\n"
         "try:\n"
         "    state = asyncio.run(session.refresh())\n"
@@ -159,7 +159,7 @@ def test_the_first_data_frame_needs_nothing_deferred():
         "    after(app)\n"
         "CmdareApp._after_first_frame = probe\n"
         "async def main():\n"
-        "    app = CmdareApp(SessionOptions(demo=True, read_only=True))\n"
+        "    app = CmdareApp(SessionOptions.of(demo=True, read_only=True))\n"
         "    async with app.run_test(size=(120, 40)) as pilot:\n"
         "        for _ in range(1200):  # the plot and the planner follow the frame (a hang bound: 60 s)\n"
         "            if app.query('#job-plot') and 'cmdare.planner.analysis' in sys.modules:\n"

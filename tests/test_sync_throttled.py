@@ -69,7 +69,7 @@ async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: li
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.widgets.table import FilterTable
 
-    app = CmdareApp(SessionOptions(targets=throttled_ddp, refresh=1.0, timeout=3.0, read_only=True))
+    app = CmdareApp(SessionOptions.of(targets=throttled_ddp, refresh=1.0, timeout=3.0, read_only=True))
     async with app.run_test(size=(120, 40)) as pilot:
 
         def flagged() -> bool:

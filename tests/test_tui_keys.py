@@ -97,7 +97,7 @@ async def test_replay_keys_pause_step_and_change_speed(tmp_path):
 
     rec = tmp_path / "demo.sqlite"
     live = MonitorSession(
-        SessionOptions(demo=True, refresh=0.2, record=str(rec)),
+        SessionOptions.of(demo=True, refresh=0.2, record=str(rec)),
         demo_factory=lambda: DemoCluster(first_revocation_s=1000),
     )
     live.start()
@@ -106,7 +106,7 @@ async def test_replay_keys_pause_step_and_change_speed(tmp_path):
         await asyncio.sleep(0.2)
     await live.aclose()
 
-    opts = SessionOptions(replay=str(rec), replay_speed=1.0, read_only=True)
+    opts = SessionOptions.of(replay=str(rec), replay_speed=1.0, read_only=True)
     app = CmdareApp(opts, MonitorSession(opts))
     async with app.run_test(size=(120, 40)) as pilot:
         replay = app.session.plan.replay

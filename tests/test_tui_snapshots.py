@@ -62,7 +62,7 @@ class FixedSource:
 
 def fixed_app(read_only: bool = False, polls: int = 6, **opts) -> tuple[CmdareApp, object]:  # noqa: ANN003
     """An app over :class:`FixedSource` and a ManualClock; ``run_before`` takes ``polls`` polls 2 s apart."""
-    options = SessionOptions(refresh=2.0, read_only=read_only, **opts)
+    options = SessionOptions.of(refresh=2.0, read_only=read_only, **opts)
     clock = ManualClock(T0)
     session = MonitorSession(options, clock=clock, extra_sources=[FixedSource()])
     app = CmdareApp(options, session, poll=False)

@@ -15,11 +15,15 @@ import gc
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from cmdare.tui.cli_args import add_global_args, hoist_command
 from cmdare.tui.commands import UsageError
 from cmdare.tui.logsetup import log_crash, setup_logging
-from cmdare.tui.source_flags import add_source_args, session_options
+from cmdare.tui.source_flags import add_source_args, session_options, takes_sources
+
+if TYPE_CHECKING:
+    from cmdare.tui.config import Config
 
 __all__ = ["main", "build_parser", "add_source_args", "load_config_defaults", "session_options"]  # fmt: skip
 
@@ -97,10 +101,11 @@ def build_parser() -> OneLineParser:
     return p
 
 
-def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> None:
-    """Read the config (``--config`` or the default file) and make it the parser's defaults, so
-    flags on the command line still win. Raises UsageError with file, line and key on a bad file."""
-    from cmdare.tui.config import ConfigError, load_config
+def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> Config:
+    """Read the config (``--config`` or the default file) and make its settings that have a flag the
+    parser's defaults, so flags on the command line still win; the config itself is returned (its other
+    settings go to :func:`session_options`). Raises UsageError with file, line and key on a bad file."""
+    from cmdare.tui.config import ConfigError, load_config, probe_sources
 
     pre = OneLineParser(add_help=False)
     pre.add_argument("--config", default=None)
@@ -110,9 +115,11 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
         config = None
     try:
         cfg = load_config(config)
+        if takes_sources(parser):  # a command that monitors: its paths must be there
+            probe_sources(cfg)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    defaults: dict = {"app_config": cfg}
+    defaults: dict[str, Any] = dict(cfg.sources)  # each [sources] key is an option's name: its flag's dest
     if cfg.refresh is not None:
         defaults["refresh"] = cfg.refresh
     if cfg.timeout is not None:
@@ -121,18 +128,11 @@ def load_config_defaults(argv: list[str], parser: argparse.ArgumentParser) -> No
         defaults["read_only"] = True
     if cfg.prices is not None:  # every command's --prices, `prices` included
         defaults["prices"] = cfg.prices
-    if "targets" in cfg.sources:
-        defaults["target"] = list(cfg.sources["targets"])
-    if "demo" in cfg.sources:
-        defaults["demo"] = cfg.sources["demo"]
-    dests = {a.dest for a in parser._actions}
-    for key, value in cfg.sources.items():  # other source keys that have a flag: defaults, flags win
-        if key not in ("targets", "demo") and key in dests:
-            defaults[key] = value
     parser.set_defaults(**defaults)
+    return cfg
 
 
-def run_app(args: argparse.Namespace) -> int:
+def run_app(args: argparse.Namespace, config: Config | None = None) -> int:
     """Run the Textual app on the options the command line gives; the exit status."""
     from cmdare.collectors import writes
 
@@ -141,15 +141,14 @@ def run_app(args: argparse.Namespace) -> int:
     from cmdare.tui.app import CmdareApp
 
     writes.set_read_only(bool(getattr(args, "read_only", False)))  # already while the flags are checked
-    opts = session_options(args)
+    opts = session_options(args, config)
     writes.set_read_only(opts.read_only)
     setup_logging(args.log_level, to_stderr=False)  # never stderr under a full-screen UI
-    cfg = getattr(args, "app_config", None)
     app = CmdareApp(
         opts,
-        theme=cfg.theme if cfg else None,
-        animations=bool(cfg and cfg.animations),
-        keys=cfg.keys if cfg else None,
+        theme=config.theme if config else None,
+        animations=bool(config and config.animations),
+        keys=config.keys if config else None,
         prices=args.prices,
     )
     try:
@@ -174,14 +173,14 @@ def _run(argv: list[str]) -> int:
     command, rest = hoist_command(argv, tuple(COMMANDS))
     if command is not None:
         parser, sub_parser = _command_parser(command)
-        load_config_defaults(rest, sub_parser)
+        config = load_config_defaults(rest, sub_parser)
         args = parser.parse_args([command, *rest])
         writes.set_read_only(bool(getattr(args, "read_only", False)))
         setup_logging(args.log_level, to_stderr=args.log_level is not None)  # else the log file
-        return int(args.func(args) or 0)
+        return int(args.func(args, config) or 0)
     parser = build_parser()
     parser.epilog = APP_EPILOG.format(commands=", ".join(COMMANDS))
-    load_config_defaults(argv, parser)
+    config = load_config_defaults(argv, parser)
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
@@ -192,7 +191,7 @@ def _run(argv: list[str]) -> int:
             f"{exc} (only --read-only, --prices, --log-level and --config may come before "
             f"the command: cmdare-tui {named} [its flags])"
         ) from None
-    return run_app(args)
+    return run_app(args, config)
 
 
 def main(argv: list[str] | None = None) -> int:

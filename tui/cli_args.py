@@ -8,9 +8,10 @@ into ``cmdare-tui: error: …`` and exit status 2.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-from urllib.parse import urlparse
+from collections.abc import Callable
+
+from cmdare.collectors.source_contract import OptionError, http_url, positive_number
 
 # --prices everywhere: the shipped book, the Cloud Billing Catalog API (cached unless read-only,
 # falling back to the cache, then the shipped book) or the 2019 prices of the CM-DARE study.
@@ -21,34 +22,19 @@ GLOBAL_FLAGS = {"--read-only": 0, "--prices": 1, "--log-level": 1, "--config": 1
 
 
 def url(value: str) -> str:
-    """An http(s) URL with a host and, if given, a port in 1-65535."""
+    """An http(s) URL with a host and, if given, a port in 1-65535 (argparse type)."""
     try:
-        p = urlparse(value)
-        p.hostname  # noqa: B018 - an unclosed IPv6 bracket is found here, not by urlparse
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL (bad host): {value!r}") from None
-    if p.scheme not in ("http", "https") or not p.hostname:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {value!r}")
-    try:
-        port = p.port
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"bad port in URL (want 1-65535): {value!r}") from None
-    if port == 0:
-        raise argparse.ArgumentTypeError(f"bad port in URL (want 1-65535): {value!r}")
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
-        raise argparse.ArgumentTypeError(f"URL holds spaces or control characters: {value!r}")
-    return value
+        return http_url(value)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_float(value: str) -> float:
-    """A finite number > 0."""
+    """A finite number > 0 (argparse type)."""
     try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not (math.isfinite(x) and x > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0: {value!r}")
-    return x
+        return positive_number(value)
+    except OptionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def env_read_only(env: dict[str, str] | None = None) -> bool:
@@ -63,22 +49,28 @@ def add_read_only_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
 
 
 def add_global_args(p: argparse.ArgumentParser) -> None:
-    """``--read-only``, ``--prices``, ``--log-level`` and ``--config``, unless ``p`` has them already."""
-    have = {s for a in p._actions for s in a.option_strings}
-    if "--read-only" not in have:
-        add_read_only_arg(p)
-    if "--prices" not in have:
-        p.add_argument("--prices", choices=PRICE_MODES, default="offline",
-                       help="price book: offline (shipped, default), live (Cloud Billing Catalog API; "
-                            "cached unless read-only) or study-era (the 2019 CM-DARE prices)")  # fmt: skip
-    if "--log-level" not in have:
-        p.add_argument("--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
-                       help="log level (default WARNING) of the log file in the state dir (none in "
-                            "read-only mode); a command given --log-level logs to stderr instead")  # fmt: skip
-    if "--config" not in have:
-        p.add_argument("--config", metavar="FILE", default=None,
-                       help="TOML config (default: the user config dir's cmdare-tui/config.toml; "
-                            "see docs/config.md)")  # fmt: skip
+    """``--read-only``, ``--prices``, ``--log-level`` and ``--config``, unless ``p`` has them already
+    (``--read-only`` among the sources, a command's own ``--prices``)."""
+    _add_unless_defined(p, add_read_only_arg)
+    _add_unless_defined(p, lambda q: q.add_argument(
+        "--prices", choices=PRICE_MODES, default="offline",
+        help="price book: offline (shipped, default), live (Cloud Billing Catalog API; "
+             "cached unless read-only) or study-era (the 2019 CM-DARE prices)"))  # fmt: skip
+    _add_unless_defined(p, lambda q: q.add_argument(
+        "--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
+        help="log level (default WARNING) of the log file in the state dir (none in "
+             "read-only mode); a command given --log-level logs to stderr instead"))  # fmt: skip
+    _add_unless_defined(p, lambda q: q.add_argument(
+        "--config", metavar="FILE", default=None,
+        help="TOML config (default: the user config dir's cmdare-tui/config.toml; see docs/config.md)"))  # fmt: skip
+
+
+def _add_unless_defined(p: argparse.ArgumentParser, add: Callable[[argparse.ArgumentParser], object]) -> None:
+    """``add(p)``, unless ``p`` defines that flag already (argparse refuses a second definition)."""
+    try:
+        add(p)
+    except argparse.ArgumentError:  # "conflicting option string": the command's own definition stays
+        pass
 
 
 def hoist_command(argv: list[str], commands: tuple[str, ...] | list[str]) -> tuple[str | None, list[str]]:

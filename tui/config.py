@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +41,6 @@ JOB_KEYS = (
     "deadline_hours",
 )
 PRICE_MODES = ("offline", "live", "study-era")  # the --prices vocabulary (cmdare.tui.cli_args)
-# SessionOptions fields set from elsewhere in the file, so not allowed under [sources]
-NOT_SOURCE_FIELDS = {
-    "refresh",
-    "timeout",
-    "read_only",
-    *THRESHOLD_KEYS,
-    "budget_usd",
-    "deadline_hours",
-    "link_capacity_gbps",  # [links]
-    "job_facts",  # [[jobs]]
-    "caps",  # [caps]
-}
 
 
 class ConfigError(ValueError):
@@ -86,7 +74,8 @@ class Config:
     theme: str | None = None  # a Textual theme name, e.g. "textual-dark", "nord"
     animations: bool = False  # Textual animations (off by default: cheap redraws over SSH)
     prices: str | None = None  # the --prices vocabulary; None: each command's own default
-    sources: dict[str, Any] = field(default_factory=dict)  # SessionOptions source fields
+    sources: dict[str, Any] = field(default_factory=dict)  # option name -> value (tui/source_flags.py)
+    source_lines: dict[str, int] = field(default_factory=dict)  # [sources] key -> its line in the file
     thresholds: dict[str, int] = field(
         default_factory=dict
     )  # silent_after, raise_after, clear_after (refreshes)
@@ -97,6 +86,11 @@ class Config:
     links: dict[frozenset[str], float] = field(default_factory=dict)  # DC pair -> WAN Gbit/s
     caps: dict[str, int] = field(default_factory=dict)  # [caps]: what one source may grow to
 
+    def where(self, key: str) -> str:
+        """``FILE:LINE`` of ``[sources] key`` (``FILE`` when the line is not known)."""
+        line = self.source_lines.get(key)
+        return f"{self.path}:{line}" if line else str(self.path)
+
 
 def default_path() -> Path:
     """Where the config file is looked for when ``--config`` is not given (platformdirs)."""
@@ -106,10 +100,10 @@ def default_path() -> Path:
 
 
 def source_keys() -> tuple[str, ...]:
-    """Keys accepted under ``[sources]``: the session's source fields (targets, demo, …)."""
-    from cmdare.tui.options import SessionOptions
+    """Keys accepted under ``[sources]``: the names of the declared source options (each has a flag)."""
+    from cmdare.tui.options import source_options
 
-    return tuple(f.name for f in fields(SessionOptions) if f.name not in NOT_SOURCE_FIELDS)
+    return tuple(o.name for o in source_options())
 
 
 def load_config(path: str | Path | None = None) -> Config:
@@ -153,10 +147,12 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
     if "prices" in top:
         loc.expect(top["prices"] in PRICE_MODES, "", "prices", f"must be one of {', '.join(PRICE_MODES)}")
     budget = loc.table(data, "budget", BUDGET_KEYS)
+    sources = loc.table(data, "sources", source_keys())
     return Config(
         path=Path(path),
         **top,
-        sources=_sources(loc, loc.table(data, "sources", source_keys())),
+        sources=_sources(loc, sources),
+        source_lines={k: line for k in sources if (line := loc.line_of("sources", k))},
         thresholds={
             k: loc.count(v, "thresholds", k) for k, v in loc.table(data, "thresholds", THRESHOLD_KEYS).items()
         },
@@ -171,48 +167,53 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
     )
 
 
-# [sources] keys by kind (each checked like its flag); anything else there is a string.
-_URL_KEYS = ("prometheus",)
-_LIST_KEYS = {"targets": "http(s) URLs", "tensorboard": "directory paths", "jsonl": "file paths"}
-_BOOL_KEYS = ("demo",)
-_NUMBER_KEYS = ("replay_speed",)
-
-
 def _sources(loc: _Locator, src: dict[str, Any]) -> dict[str, Any]:
-    """``[sources]``: each value of the type its flag takes (a list where the flag repeats)."""
+    """``[sources]``: each value of its option's type (a list where the flag repeats; a string is not
+    taken for a list) and passing its option's check; the file system is probed when a session starts
+    (:func:`probe_sources`). Keys are the declared options' names: anything else is unknown."""
+    from cmdare.collectors.source_contract import OptionError
+    from cmdare.tui.options import source_options
+
+    options = {o.name: o for o in source_options()}
+    out: dict[str, Any] = {}
     for key, value in src.items():
-        if key in _LIST_KEYS:
-            ok = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
-            loc.expect(ok, "sources", key, f"must be a list of {_LIST_KEYS[key]}")
-        elif key in _BOOL_KEYS:
+        o = options[key]  # loc.table() has refused unknown keys
+        if o.kind == "bool":
             loc.expect(isinstance(value, bool), "sources", key, "must be true or false")
-        elif key in _NUMBER_KEYS:
-            loc.positive(value, "sources", key)
+        elif o.repeatable:
+            ok = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+            loc.expect(ok, "sources", key, f"must be a list of {o.noun}s")
+        elif o.kind == "number":
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            loc.expect(ok, "sources", key, f"must be a {o.noun}")
         else:
             loc.expect(isinstance(value, str), "sources", key, "must be a string")
-        urls = value if key == "targets" else [value] if key in _URL_KEYS else []
-        for u in urls:
-            loc.expect(
-                _is_url(u),
-                "sources",
-                key,
-                f"must be a list of http(s) URLs (bad: {u!r})"
-                if key == "targets"
-                else f"must be an http(s) URL (bad: {u!r})",
-            )
-    return dict(src)
+        checked = []
+        for v in value if o.repeatable else [value]:
+            try:
+                checked.append(o.check(str(v)) if o.check is not None and o.kind != "bool" else v)
+            except OptionError as exc:
+                raise loc.fail("sources", key, f"must be a list of {o.noun}s: {exc}" if o.repeatable
+                               else str(exc)) from None  # fmt: skip
+        out[key] = checked if o.repeatable else checked[0]
+    return out
 
 
-def _is_url(value: Any) -> bool:
-    import argparse
+def probe_sources(config: Config) -> None:
+    """The file system probes of the ``[sources]`` values (a readable file, a directory, a TF_CONFIG
+    file): run when a command that monitors starts from them; ConfigError names the file and line."""
+    from cmdare.collectors.source_contract import OptionError
+    from cmdare.tui.options import source_options
 
-    from cmdare.tui.cli_args import url
-
-    try:
-        url(value)
-    except (argparse.ArgumentTypeError, TypeError):
-        return False
-    return True
+    for o in source_options():
+        if o.probe is None or o.name not in config.sources:
+            continue
+        value = config.sources[o.name]
+        for v in value if o.repeatable else [value]:
+            try:
+                o.probe(v)
+            except OptionError as exc:
+                raise ConfigError(f"{config.where(o.name)}: [sources] {o.name}: {exc}") from None
 
 
 def _links(loc: _Locator, links: Any) -> dict[frozenset[str], float]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cmdare.collectors.capabilities import Focusable
 from cmdare.collectors.caps import Caps
 from cmdare.collectors.caps import configure as configure_caps
 from cmdare.collectors.clock import Clock, SystemClock
@@ -264,7 +265,7 @@ class MonitorSession:
         alerted = {a.subject for a in self.state.alerts} if self.state is not None else set()
         keys = self._screen_focus | alerted
         for source in self.plan.sources if self.plan is not None else []:
-            if hasattr(source, "set_focus"):
+            if isinstance(source, Focusable):
                 source.set_focus(keys)
 
     def _analysis(self) -> Analysis:

@@ -1,18 +1,17 @@
 """Which sources a session polls: built from :class:`SessionOptions` (the command line).
 
-Live sources (scrape targets, TF_CONFIG discovery, a Prometheus server, TensorBoard logs, JSON-lines
-logs) can be combined; a replay stands alone and brings its own simulated clock. The embedded demo
-cluster starts when asked, or when nothing else was given.
+Live sources (each kind declared by its spec, ``collectors/*_spec.py``: scrape targets and TF_CONFIG
+discovery, a Prometheus server, TensorBoard logs, JSON-lines logs) can be combined; a replay stands
+alone and brings its own simulated clock. The embedded demo cluster starts when asked, or when nothing
+else was given.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from cmdare.tui.options import SessionOptions
 
@@ -46,48 +45,13 @@ class SourcePlan:
             self.replay.close()
 
 
-def _host_port(url: str) -> str:
-    p = urlsplit(url)
-    return f"{p.hostname}:{p.port}" if p.port else (p.hostname or url)
-
-
 def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Source]:
-    """Every live source the options ask for (the demo excluded)."""
-    from cmdare.collectors.samples import TaskInfo
-    from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+    """Every live source the options ask for (the demo excluded), built by each spec that is asked
+    for; each kind of source is imported only then (start-up, issue 20)."""
+    from cmdare.collectors.source_contract import BuildContext, asked_for
 
-    sources: list[Source] = list(extra)
-    # The identity a target falls back on when its page names none: a node_exporter / DCGM page joins
-    # the tasks on its host instead (collectors/scrape.py); a target not answering yet is "pending"
-    # under its URL (collectors/lifecycle.py), so its status and error still show in the Cluster pane.
-    targets = [
-        ScrapeTarget(u, TaskInfo(job=opts.job or "job", task=_host_port(u), role="node"))
-        for u in opts.targets
-    ]
-    if opts.tf_config:
-        from cmdare.collectors import tf_config
-
-        spec = tf_config.load(opts.tf_config)
-        port = tf_config.MetricsPort.parse(opts.metrics_port)
-        targets += tf_config.targets(spec, job=opts.job or "training", metrics_port=port)
-        targets = list({t.url: t for t in targets}.values())  # one scrape per URL
-    if targets:
-        sources.append(ScrapeSource(targets, timeout=opts.timeout))
-    if opts.prometheus:  # each kind of source is imported only when asked for (start-up, issue 20)
-        from cmdare.collectors.prometheus_api import PrometheusAPISource
-        from cmdare.collectors.prometheus_auth import read_token
-
-        token = read_token(opts.prometheus_token_file, os.environ)
-        sources.append(PrometheusAPISource(opts.prometheus, opts.selector, token=token, timeout=opts.timeout))
-    if opts.tensorboard:
-        from cmdare.collectors.tensorboard import TensorBoardSource
-
-        sources += [TensorBoardSource(d, job=opts.job) for d in opts.tensorboard]
-    if opts.jsonl:
-        from cmdare.collectors.jsonl import JsonlSource
-
-        sources += [JsonlSource(f, job=opts.job) for f in opts.jsonl]
-    return sources
+    ctx = BuildContext(job=opts.job, timeout=opts.timeout)
+    return [*extra, *(src for spec in asked_for(opts.sources) for src in spec.build(opts.sources, ctx))]
 
 
 def build_sources(
@@ -108,7 +72,7 @@ def build_sources(
         replay = ReplaySource(opts.replay, clock, speed=opts.replay_speed)
         interval = replay.interval or replay.median_gap()
         return SourcePlan([*extra_sources, replay], clock=clock, interval=interval, replay=replay)
-    plan = SourcePlan(live_sources(opts, extra_sources), notes=tf_config_notes(opts))
+    plan = SourcePlan(live_sources(opts, extra_sources), notes=source_notes(opts))
     if opts.demo or not plan.sources:
         if demo_factory is None:
             from cmdare.demo.cluster import DemoCluster as demo_factory
@@ -123,18 +87,9 @@ def build_sources(
     return plan
 
 
-def tf_config_notes(opts: SessionOptions) -> list[str]:
-    """Status-line remarks on TF_CONFIG: where it came from, tasks sharing one metrics URL, no tasks."""
-    if not opts.tf_config:
-        return [f"$TF_CONFIG ignored: {opts.tf_config_env_error}"] if opts.tf_config_env_error else []
-    from cmdare.collectors import tf_config
+def source_notes(opts: SessionOptions) -> list[str]:
+    """Status-line remarks on the sources: how they were chosen (e.g. from ``$TF_CONFIG``), then each
+    spec's on what it was given (e.g. TF_CONFIG tasks sharing one metrics URL)."""
+    from cmdare.collectors.source_contract import asked_for
 
-    spec = tf_config.load(opts.tf_config)
-    port = tf_config.MetricsPort.parse(opts.metrics_port)
-    notes = ["tasks from $TF_CONFIG (no other source given)"] if opts.tf_config_from_env else []
-    notes += tf_config.shared_urls(spec, metrics_port=port)
-    if not tf_config.targets(spec, metrics_port=port):
-        notes.append(
-            "TF_CONFIG names no chief/worker/ps task (evaluator or single-worker): nothing to scrape"
-        )
-    return notes
+    return [*opts.notes, *(n for spec in asked_for(opts.sources) for n in spec.notes(opts.sources))]

@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmdare.tui.cli_args import PRICE_MODES
 from cmdare.tui.commands import UsageError
+
+if TYPE_CHECKING:
+    from cmdare.tui.config import Config
 
 JSON_KEYS = (
     "gpu", "workers", "ps", "region", "provisioning", "also_provisioning", "steps_per_sec", "hours_p50",
@@ -58,7 +61,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, config: Config | None = None) -> int:
     """Entry point of ``plan``; returns the exit status."""
     if args.top is not None and args.top < 0:
         raise UsageError("plan: --top must be >= 0")
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
         if args.workload is not None:
             raise UsageError("plan: give --workload or --geo, not both")
-        for flag, value in (("--objective", args.objective), ("--prices", _flag_prices(args))):
+        for flag, value in (("--objective", args.objective), ("--prices", _flag_prices(args, config))):
             if value is not None:
                 raise UsageError(f"plan: {flag} applies to --workload only (a geo file carries its own prices "
                                  "and ranks by time and by cost)")  # fmt: skip
@@ -85,10 +88,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _flag_prices(args: argparse.Namespace) -> str | None:
+def _flag_prices(args: argparse.Namespace, config: Config | None) -> str | None:
     """``--prices`` when given on the command line (a config's ``prices`` is no conflict)."""
-    cfg = getattr(args, "app_config", None)
-    from_config = cfg.prices if cfg is not None else None
+    from_config = config.prices if config is not None else None
     return None if args.prices == from_config else args.prices
 
 

@@ -11,9 +11,13 @@ import argparse
 import csv
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cmdare.collectors import writes
 from cmdare.tui.commands import UsageError
+
+if TYPE_CHECKING:
+    from cmdare.tui.config import Config
 
 __all__ = ["register", "run", "HELP"]
 
@@ -83,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, config: Config | None = None) -> int:
     """Predict every row of ``args.input``; 0 on success, UsageError (exit 2) on bad input.
 
     The input is read through the bounded reader (a FIFO or a device is refused at once, a file over

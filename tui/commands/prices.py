@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from cmdare.tui.cli_args import PRICE_MODES
 from cmdare.tui.commands import UsageError
+
+if TYPE_CHECKING:
+    from cmdare.tui.config import Config
 
 __all__ = ["dated_prices", "fallback_line", "register", "run"]
 
@@ -118,7 +121,7 @@ def _table(book: Any, rows: list[Any]) -> None:
     Console(markup=False, emoji=False).print(table)  # region names come from the Catalog API
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, config: Config | None = None) -> int:
     """Print the selected rows; JSON rows carry the public ``NodePrice`` field names."""
     if args.billing_endpoint and not args.offline:
         _check_endpoint(args.billing_endpoint)

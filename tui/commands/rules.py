@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cmdare.collectors.prometheus_spec import selector
 from cmdare.tui.commands import UsageError
-from cmdare.tui.source_flags import selector
+from cmdare.tui.source_flags import argparse_type
+
+if TYPE_CHECKING:
+    from cmdare.tui.config import Config
 
 FILE_NAME = "cmdare-rules.yml"
 
@@ -27,7 +31,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "rules", help="write the bottleneck rules as a Prometheus / VictoriaMetrics rule file (alerting)"
     )
-    p.add_argument("--selector", type=selector, default="",
+    p.add_argument("--selector", type=argparse_type(selector, "label selector"), default="",
                    help='label selector on cmdare_task_info choosing the tasks, e.g. exported_job="resnet"')  # fmt: skip
     p.add_argument("--output", default=".", metavar="DIR",
                    help=f"folder to write {FILE_NAME} into (default: .); '-' prints it on stdout")  # fmt: skip
@@ -47,7 +51,7 @@ def _seconds(flag: str, text: str) -> float:
         raise UsageError(f"rules: {flag}: {exc}") from None
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, config: Config | None = None) -> int:
     """Entry point of ``rules``; returns the exit status."""
     from cmdare.collectors import writes
     from cmdare.collectors.prometheus_aggregate import selector_matchers

@@ -19,22 +19,30 @@ import os
 import shlex
 import socket
 import sys
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from cmdare.collectors.scrape_spec import TARGETS
+from cmdare.collectors.source_contract import Option
 from cmdare.tui.commands import UsageError
+from cmdare.tui.options import DEMO, RECORD, source_options
 from cmdare.tui.source_flags import add_source_args, check_some_source
+
+if TYPE_CHECKING:
+    from cmdare.tui.config import Config
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 4
 SESSION_ENV = "CMDARE_SESSION_ARGS"  # JSON list of extra arguments for a served session
 SESSION_FLAG = "--session-args-from-env"  # first argument of a served session: read SESSION_ENV
-# Source flags handed on to each browser session's app (the token itself never: only the token file).
-PASSED_THROUGH = (
-    ("prometheus", "--prometheus"), ("selector", "--selector"), ("prometheus_token_file", "--prometheus-token-file"),
-    ("tensorboard", "--tensorboard"), ("jsonl", "--jsonl"), ("tf_config", "--tf-config"),
-    ("metrics_port", "--metrics-port"), ("job", "--job"), ("replay", "--replay"), ("replay_speed", "--replay-speed"),
-)  # fmt: skip
+
+
+def passed_through() -> list[Option[Any]]:
+    """Source options handed on to each browser session's app, as given: all but ``--target`` and
+    ``--demo`` (added first) and ``--record`` (a served session records nothing). The token itself never
+    goes: only the token file."""
+    return [o for o in source_options() if o not in (TARGETS, DEMO, RECORD)]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -80,17 +88,17 @@ def session_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
     if getattr(args, "config", None):
         add("--config", args.config)
-    for t in args.target:
-        add("--target", t)
+    for t in args.targets:
+        add(TARGETS.flag, t)
     if args.demo:
-        add("--demo")
+        add(DEMO.flag)
     add("--refresh", f"{args.refresh:g}")
     add("--timeout", f"{args.timeout:g}")
-    for dest, flag in PASSED_THROUGH:  # the other source flags, as given
-        value = getattr(args, dest, None)
+    for option in passed_through():  # the other source flags, as given
+        value = getattr(args, option.name, None)
         for v in value if isinstance(value, list) else [value]:
             if v not in (None, "", False):
-                add(flag, None if v is True else v)
+                add(option.flag, None if v is True else v)
     if args.prices != "offline":
         add("--prices", args.prices)
     if not args.writable or args.read_only:
@@ -106,12 +114,12 @@ def app_command(args: argparse.Namespace) -> str:
     return "exec " + shlex.join(cmd)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, config: Config | None = None) -> int:
     """Serve the app to a browser through textual-serve; the exit status."""
     from cmdare.collectors.redaction import redact
 
     _check(args)
-    check_some_source(args)
+    check_some_source(args, config)
     command = app_command(args)
     _, secret = session_args(args)
     if args.dry_run:

@@ -8,9 +8,13 @@ import asyncio
 import json
 import sys
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from cmdare.tui.commands import UsageError
 from cmdare.tui.source_flags import add_source_args, session_options
+
+if TYPE_CHECKING:
+    from cmdare.tui.config import Config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,11 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-async def _collect(args: argparse.Namespace):
+async def _collect(args: argparse.Namespace, config: Config | None):
     from cmdare.collectors.pricing import load_book
     from cmdare.tui.session import MonitorSession
 
-    session = MonitorSession(session_options(args))
+    session = MonitorSession(session_options(args, config))
     book = await asyncio.to_thread(load_book, args.prices)  # --prices, as the app does
     if args.prices == "live" and book.source != "live" and book.reason:  # fell back: say why on stderr
         from cmdare.tui.commands.prices import fallback_line
@@ -57,7 +61,7 @@ async def _collect(args: argparse.Namespace):
     return state
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, config: Config | None = None) -> int:
     """Poll the sources, then print one overview (JSON or tables); the exit status."""
     from cmdare.collectors import writes
 
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.interval is not None and args.interval < 0:
         raise UsageError("--interval must be >= 0")
     writes.set_read_only(args.read_only)
-    state = asyncio.run(_collect(args))
+    state = asyncio.run(_collect(args, config))
     assert state is not None
     if args.json:
         json.dump(state.to_json(), sys.stdout, indent=1, default=str)
