@@ -280,7 +280,9 @@ def test_the_app_checks_a_recording_in_read_only_mode_already(
     monkeypatch.setenv("CMDARE_READ_ONLY", "1")
     real = cli.session_options
 
-    def checked_then_stop(args: object, config: object = None) -> object:  # the app is not started: the check is the point
+    def checked_then_stop(
+        args: object, config: object = None
+    ) -> object:  # the app is not started: the check is the point
         real(args, config)
         raise SystemExit(0)
 

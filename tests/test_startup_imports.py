@@ -82,8 +82,8 @@ def test_the_demos_command_line_loads_nothing_deferred(tmp_path):
 
 
 def test_the_metrics_port_default_is_the_tf_config_one():
-    from cmdare.collectors.tf_config import DEFAULT_METRICS_PORT
     from cmdare.collectors.scrape_spec import METRICS_PORT, metrics_port
+    from cmdare.collectors.tf_config import DEFAULT_METRICS_PORT
 
     assert METRICS_PORT == str(DEFAULT_METRICS_PORT) == metrics_port(METRICS_PORT)
 
