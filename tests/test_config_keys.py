@@ -64,7 +64,27 @@ def _paths(tmp_path: Path) -> dict[str, str]:
         "tb": str(tmp_path / "tb"),
         "jsonl": str(tmp_path / "log.jsonl"),
         "token": str(tmp_path / "token"),
+        "rec": _recording(tmp_path / "rec.sqlite"),
     }
+
+
+def _recording(path: Path) -> str:
+    """A real recording of two cycles of one task (for the ``replay`` keys)."""
+    from cmdare.collectors import metrics as M
+    from cmdare.collectors.poller import Cycle
+    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.samples import TaskInfo, TaskPoll
+
+    if not path.exists():
+        rec = Recorder(path, interval=2.0)
+        for i in range(2):
+            t = 1.7e9 + 2 * i
+            poll = TaskPoll(
+                "http://w0/metrics", t, True, info=TaskInfo("j", "w0"), values={M.K_WORKER_STEPS: i}
+            )
+            rec.record(Cycle(t, 0.01, [poll], []))
+        rec.close()
+    return str(path)
 
 
 TF = '{"cluster": {"worker": ["127.0.0.1:2222"]}, "task": {"type": "worker", "index": 0}}'
@@ -89,6 +109,8 @@ CASES: dict[str, tuple[str, Any]] = {
     "tf_config": (f"[sources]\ntf_config = '{TF}'\n", lambda s, p: s["options"].sources.as_dict()["tf_config"] == TF),
     "metrics_port": ('[sources]\ndemo = true\nmetrics_port = "+5"\n', lambda s, p: s["options"].sources.as_dict()["metrics_port"] == "+5"),
     "job": ('[sources]\ndemo = true\njob = "bert"\n', lambda s, p: s["options"].job == "bert"),
+    "replay": ('[sources]\nreplay = "{rec}"\n', lambda s, p: (s["options"].replay, s["options"].read_only) == (p["rec"], True)),
+    "replay_speed": ('[sources]\nreplay = "{rec}"\nreplay_speed = 4\n', lambda s, p: s["options"].replay_speed == 4),
     "record": ('[sources]\ndemo = true\nrecord = "rec.db"\n', lambda s, p: s["options"].record == "rec.db"),
     "silent_after": ("[thresholds]\nsilent_after = 5\n", lambda s, p: s["options"].silent_after == 5),
     "raise_after": ("[thresholds]\nraise_after = 6\n", lambda s, p: s["options"].raise_after == 6),
@@ -137,6 +159,7 @@ def test_documented_key_takes_effect(tmp_path: Path, key: str):
         text.replace("{tb}", paths["tb"])
         .replace("{jsonl}", paths["jsonl"])
         .replace("{token}", paths["token"])
+        .replace("{rec}", paths["rec"])
     )
     if "[sources]" not in text:
         text = (
