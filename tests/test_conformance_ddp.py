@@ -27,8 +27,8 @@ from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.jobrate import job_rate
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.planner.overview import build_jobs
 from tests.prom_server import free_port, prometheus_server  # noqa: F401 (fixture)

@@ -109,9 +109,9 @@ async def test_a_pause_or_step_cuts_a_long_wait_short(tmp_path, monkeypatch):
     a pause and played at once by a step."""
     import httpx
 
-    from cmdare.collectors import replay as replay_mod
     from cmdare.collectors.clock import ManualClock
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording import replay as replay_mod
+    from cmdare.collectors.recording.replay import ReplaySource
 
     monkeypatch.setattr(replay_mod, "MAX_PACE_S", 3600.0)
     rec = await recorded_demo(tmp_path, cycles=3)

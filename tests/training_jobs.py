@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.exposition import parse_exposition
+from cmdare.collectors.scrape.exposition import parse_exposition
 from tests.prom_server import free_port
 
 
