@@ -91,7 +91,7 @@ async def test_plus_speeds_up_a_slow_replay_at_once(tmp_path, monkeypatch):
     raised for the test): the rest of the recording ends only if + re-plans the wait already running."""
     import sqlite3
 
-    from cmdare.collectors import replay as replay_mod
+    from cmdare.collectors.recording import replay as replay_mod
 
     monkeypatch.setattr(replay_mod, "MAX_PACE_S", 3600.0)
     rec = await recorded_demo(tmp_path, cycles=8)
