@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from cmdare.collectors.prometheus_fleet import Fleet
+    from cmdare.collectors.prometheus.fleet import Fleet
 
 
 @runtime_checkable

@@ -1,5 +1,5 @@
-"""The contract every kind of source declares, once, in a light module beside it (``*_spec.py`` under
-``collectors/``, exposing ``SPEC``): its options (flag, ``[sources]`` key, type, help), how its
+"""The contract every kind of source declares, once, in a light module beside it (``spec.py`` in the
+source's room, ``collectors/<room>/spec.py``, exposing ``SPEC``): its options (flag, ``[sources]`` key, type, help), how its
 sources are built from their values, what it checks before a session starts, and the status-line
 notes it adds. The command line, the config file's validation, the session's options and the docs'
 table are all derived from these declarations (``tui/source_flags.py``, ``tui/config.py``,
@@ -137,15 +137,15 @@ class SourceSpec:
         return any(values.given(o) for o in self.options if o.source)
 
 
-SPEC_SUFFIX = "_spec.py"
+SPEC_MODULE = "spec.py"  # a room's declaration: collectors/<room>/spec.py
 
 
 @cache
 def all_specs() -> tuple[SourceSpec, ...]:
-    """Every ``SPEC`` declared by a ``*_spec.py`` module under ``collectors/``, in their ``order``."""
+    """Every ``SPEC`` declared by a ``spec.py`` module under ``collectors/``, in their ``order``."""
     root = Path(__file__).resolve().parent
     specs: list[SourceSpec] = []
-    for path in sorted(root.rglob(f"*{SPEC_SUFFIX}")):
+    for path in sorted(root.rglob(SPEC_MODULE)):
         parts = path.relative_to(root).with_suffix("").parts
         module = importlib.import_module(".".join((__package__ or "cmdare.collectors", *parts)))
         spec = getattr(module, "SPEC", None)

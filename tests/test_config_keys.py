@@ -72,7 +72,7 @@ def _recording(path: Path) -> str:
     """A real recording of two cycles of one task (for the ``replay`` keys)."""
     from cmdare.collectors import metrics as M
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.samples import TaskInfo, TaskPoll
 
     if not path.exists():

@@ -109,8 +109,8 @@ def test_a_flag_of_each_option_and_a_config_key_of_each_flag():
 
 
 def test_every_spec_module_is_found_and_its_options_are_named_once():
-    found = {p.stem for p in (REPO / "collectors").rglob("*_spec.py")}
-    assert {f"{s.name}_spec" for s in all_specs()} == found
+    found = {p.parent.name for p in (REPO / "collectors").rglob("spec.py")}
+    assert found == {"scrape", "prometheus", "tensorboard", "logs"} and len(all_specs()) == len(found)
     assert all(isinstance(s, SourceSpec) and s.options for s in all_specs())
     names = [o.name for o in all_options()]
     assert len(names) == len(set(names))
@@ -118,7 +118,8 @@ def test_every_spec_module_is_found_and_its_options_are_named_once():
 
 
 def test_source_values_are_read_by_option_and_unknown_names_refused():
-    from cmdare.collectors import prometheus_spec, scrape_spec
+    from cmdare.collectors.prometheus import spec as prometheus_spec
+    from cmdare.collectors.scrape import spec as scrape_spec
 
     opts = SessionOptions.of(prometheus="http://127.0.0.1:9", targets=["http://a:1/"], refresh=1.0)
     assert opts.refresh == 1.0 and opts.sources[prometheus_spec.URL] == "http://127.0.0.1:9"
@@ -143,10 +144,10 @@ def test_the_docs_table_is_the_generated_one():
 
 def test_capabilities_are_what_each_source_has(tmp_path: Path):
     """Real sources, checked the way the poller and the session check them."""
-    from cmdare.collectors.jsonl import JsonlSource
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
-    from cmdare.collectors.scrape import ScrapeSource
-    from cmdare.collectors.tensorboard import TensorBoardSource
+    from cmdare.collectors.logs.source import JsonlSource
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
+    from cmdare.collectors.scrape.source import ScrapeSource
+    from cmdare.collectors.tensorboard.source import TensorBoardSource
 
     log = tmp_path / "m.jsonl"
     log.write_text("")

@@ -1,6 +1,6 @@
 """The typed options of a monitoring session (no argparse, no collectors: cheap to import).
 
-The options of the sources themselves are declared by each source's spec (``collectors/*_spec.py``)
+The options of the sources themselves are declared by each source's spec (``collectors/<room>/spec.py``)
 and held in :attr:`SessionOptions.sources`; the session's own source options (the demo, the job name,
 recording and replay) are declared here, so the command line and the config file treat both alike."""
 
@@ -67,7 +67,9 @@ class SessionOptions:
     job_facts: list[JobFacts] = field(
         default_factory=list
     )  # config [[jobs]]: facts the exporter may not publish
-    sources: SourceValues = field(default_factory=SourceValues)  # the specs' options (collectors/*_spec.py)
+    sources: SourceValues = field(
+        default_factory=SourceValues
+    )  # the specs' options (collectors/<room>/spec.py)
     notes: list[str] = field(default_factory=list)  # status-line remarks on how the sources were chosen
 
     @classmethod

@@ -32,7 +32,9 @@ def _row(*cells: str) -> str:
 def sources_table() -> str:
     """The Markdown table, one row per ``[sources]`` key, between its two markers."""
     rows = [_row(f"`{o.name}`", type_text(o), _default(o), f"`{o.flag}`", o.help) for o in source_options()]
-    return "\n".join([BEGIN, "| key | type | default | flag | meaning |", "|---|---|---|---|---|", *rows, END])
+    return "\n".join(
+        [BEGIN, "| key | type | default | flag | meaning |", "|---|---|---|---|---|", *rows, END]
+    )
 
 
 def with_table(doc: str) -> str:

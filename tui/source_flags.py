@@ -1,5 +1,5 @@
 """The flags that choose what a session monitors, derived from the declared options: the session's own
-(:mod:`cmdare.tui.options`) and each source's spec (``collectors/*_spec.py``). ``add_source_args``
+(:mod:`cmdare.tui.options`) and each source's spec (``collectors/<room>/spec.py``). ``add_source_args``
 turns them into argparse flags, ``session_options`` turns the parsed flags (and the config's settings)
 into :class:`SessionOptions` and runs the specs' start-up checks. :mod:`cmdare.tui.sources` builds the
 sources and knows nothing of argparse. The collectors are imported only when a value is checked:
@@ -138,8 +138,10 @@ def _check_recording(opts: SessionOptions, live: bool) -> None:
     existing file a recording to append to."""
     if not (opts.replay or opts.record):
         return
-    from cmdare.collectors.recorder import RecordingError  # (and sqlite3) only when a recording is named
-    from cmdare.collectors.replay import open_recording
+    from cmdare.collectors.recording.recorder import (
+        RecordingError,  # (and sqlite3) only when a recording is named
+    )
+    from cmdare.collectors.recording.replay import open_recording
 
     if opts.replay:
         if live or opts.record:

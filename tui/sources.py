@@ -1,6 +1,6 @@
 """Which sources a session polls: built from :class:`SessionOptions` (the command line).
 
-Live sources (each kind declared by its spec, ``collectors/*_spec.py``: scrape targets and TF_CONFIG
+Live sources (each kind declared by its spec, ``collectors/<room>/spec.py``: scrape targets and TF_CONFIG
 discovery, a Prometheus server, TensorBoard logs, JSON-lines logs) can be combined; a replay stands
 alone and brings its own simulated clock. The embedded demo cluster starts when asked, or when nothing
 else was given.
@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # the collectors are imported when sources are built: keeps `
     from cmdare.collectors.clock import Clock
     from cmdare.collectors.lifecycle import Lifecycle
     from cmdare.collectors.poller import Sink, Source
-    from cmdare.collectors.recorder import Recorder
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording.recorder import Recorder
+    from cmdare.collectors.recording.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
 
 log = logging.getLogger(__name__)
@@ -62,11 +62,11 @@ def build_sources(
     demo_factory: Callable[[], DemoCluster] | None = None,
 ) -> SourcePlan:
     """The sources, clock, interval and sinks for a session (starts the demo cluster if chosen)."""
-    from cmdare.collectors.scrape import ScrapeSource
+    from cmdare.collectors.scrape.source import ScrapeSource
 
     if opts.replay:  # the replay and the recorder are imported only when asked for
         from cmdare.collectors.clock import ManualClock
-        from cmdare.collectors.replay import ReplaySource
+        from cmdare.collectors.recording.replay import ReplaySource
 
         clock = ManualClock()
         replay = ReplaySource(opts.replay, clock, speed=opts.replay_speed)
@@ -80,7 +80,7 @@ def build_sources(
         plan.demo.start()
         plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout))
     if opts.record:
-        from cmdare.collectors.recorder import Recorder
+        from cmdare.collectors.recording.recorder import Recorder
 
         plan.recorder = Recorder(opts.record, lifecycle=lifecycle, interval=opts.refresh)
         plan.sinks.append(plan.recorder)

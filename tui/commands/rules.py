@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cmdare.collectors.prometheus_spec import selector
+from cmdare.collectors.prometheus.spec import selector
 from cmdare.tui.commands import UsageError
 from cmdare.tui.source_flags import argparse_type
 
@@ -54,7 +54,7 @@ def _seconds(flag: str, text: str) -> float:
 def run(args: argparse.Namespace, config: Config | None = None) -> int:
     """Entry point of ``rules``; returns the exit status."""
     from cmdare.collectors import writes
-    from cmdare.collectors.prometheus_aggregate import selector_matchers
+    from cmdare.collectors.prometheus.aggregate import selector_matchers
     from cmdare.planner.rules.engine_rules import RuleOptions, render
 
     interval, window = _seconds("--interval", args.interval), _seconds("--window", args.window)

@@ -22,7 +22,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cmdare.collectors.scrape_spec import TARGETS
+from cmdare.collectors.scrape.spec import TARGETS
 from cmdare.collectors.source_contract import Option
 from cmdare.tui.commands import UsageError
 from cmdare.tui.options import DEMO, RECORD, source_options

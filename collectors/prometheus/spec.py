@@ -1,5 +1,5 @@
 """The Prometheus-API source's contract: a Prometheus server (or VictoriaMetrics) that scrapes the
-job's tasks, asked through instant queries (:class:`~cmdare.collectors.prometheus_api.PrometheusAPISource`)."""
+job's tasks, asked through instant queries (:class:`~cmdare.collectors.prometheus.source.PrometheusAPISource`)."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def build(values: SourceValues, ctx: BuildContext) -> list[Source]:
     url = values[URL]
     if not url:
         return []
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
-    from cmdare.collectors.prometheus_auth import read_token
+    from cmdare.collectors.prometheus.auth import read_token
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
 
     token = read_token(values[TOKEN_FILE], os.environ)
     return [PrometheusAPISource(url, values[SELECTOR], token=token, timeout=ctx.timeout)]
@@ -63,7 +63,7 @@ def check(values: SourceValues) -> None:
     """The token file holds a token that can be read (its content is never shown)."""
     if not values[TOKEN_FILE]:
         return
-    from cmdare.collectors.prometheus_auth import read_token
+    from cmdare.collectors.prometheus.auth import read_token
     from cmdare.collectors.textfile import TextFileError
 
     try:

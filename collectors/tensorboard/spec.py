@@ -1,5 +1,5 @@
 """The TensorBoard source's contract: event files under a log directory, tailed
-(:class:`~cmdare.collectors.tensorboard.TensorBoardSource`, one per directory)."""
+(:class:`~cmdare.collectors.tensorboard.source.TensorBoardSource`, one per directory)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def build(values: SourceValues, ctx: BuildContext) -> list[Source]:
     """One source per log directory."""
     if not values[LOGDIRS]:
         return []
-    from cmdare.collectors.tensorboard import TensorBoardSource
+    from cmdare.collectors.tensorboard.source import TensorBoardSource
 
     return [TensorBoardSource(d, job=ctx.job) for d in values[LOGDIRS]]
 

@@ -1,6 +1,6 @@
 """The scrape source's contract: Prometheus ``/metrics`` pages read directly — named with ``--target``
 (the exporter of each task, node_exporter, DCGM) or found in a TensorFlow cluster spec (``--tf-config``,
-or ``$TF_CONFIG`` when no other source is given), all read by one :class:`~cmdare.collectors.scrape.ScrapeSource`."""
+or ``$TF_CONFIG`` when no other source is given), all read by one :class:`~cmdare.collectors.scrape.source.ScrapeSource`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from cmdare.collectors.source_contract import (
 
 if TYPE_CHECKING:
     from cmdare.collectors.poller import Source
-    from cmdare.collectors.scrape import ScrapeTarget
+    from cmdare.collectors.scrape.source import ScrapeTarget
 
 METRICS_PORT = "9400"  # the default of --metrics-port (tf_config.DEFAULT_METRICS_PORT; a test checks)
 TF_CONFIG_ENV = "TF_CONFIG"
@@ -27,7 +27,7 @@ TF_CONFIG_ENV = "TF_CONFIG"
 
 def tf_config_value(value: str) -> str:
     """A TF_CONFIG JSON text or file that parses."""
-    from cmdare.collectors.tf_config import TFConfigError, load
+    from cmdare.collectors.scrape.tf_config import TFConfigError, load
 
     try:
         load(value)
@@ -40,7 +40,7 @@ def metrics_port(value: str) -> str:
     """A metrics port (``9400``) or an offset from the training port (``+1``)."""
     if value == METRICS_PORT:  # the default: no need to load tf_config for it
         return value
-    from cmdare.collectors.tf_config import MetricsPort, TFConfigError
+    from cmdare.collectors.scrape.tf_config import MetricsPort, TFConfigError
 
     try:
         MetricsPort.parse(value)
@@ -73,7 +73,7 @@ def _host_port(url: str) -> str:
 def scrape_targets(values: SourceValues, job: str | None) -> list[ScrapeTarget]:
     """The pages to read: each ``--target``, then the TF_CONFIG tasks' (one scrape per URL)."""
     from cmdare.collectors.samples import TaskInfo
-    from cmdare.collectors.scrape import ScrapeTarget
+    from cmdare.collectors.scrape.source import ScrapeTarget
 
     # The identity a target falls back on when its page names none: a node_exporter / DCGM page joins
     # the tasks on its host instead (collectors/scrape.py); a target not answering yet is "pending"
@@ -82,7 +82,7 @@ def scrape_targets(values: SourceValues, job: str | None) -> list[ScrapeTarget]:
         ScrapeTarget(u, TaskInfo(job=job or "job", task=_host_port(u), role="node")) for u in values[TARGETS]
     ]
     if values[TF_CONFIG]:
-        from cmdare.collectors import tf_config
+        from cmdare.collectors.scrape import tf_config
 
         spec = tf_config.load(values[TF_CONFIG])
         port = tf_config.MetricsPort.parse(values[METRICS])
@@ -93,7 +93,7 @@ def scrape_targets(values: SourceValues, job: str | None) -> list[ScrapeTarget]:
 
 def build(values: SourceValues, ctx: BuildContext) -> list[Source]:
     """One scrape source for every page, or none."""
-    from cmdare.collectors.scrape import ScrapeSource
+    from cmdare.collectors.scrape.source import ScrapeSource
 
     targets = scrape_targets(values, ctx.job)
     return [ScrapeSource(targets, timeout=ctx.timeout)] if targets else []
@@ -103,7 +103,7 @@ def check(values: SourceValues) -> None:
     """The TF_CONFIG's tasks resolve with the metrics port."""
     if not values[TF_CONFIG]:
         return
-    from cmdare.collectors import tf_config
+    from cmdare.collectors.scrape import tf_config
 
     try:
         tf_config.targets(
@@ -117,7 +117,7 @@ def notes(values: SourceValues) -> list[str]:
     """Status-line remarks on a TF_CONFIG: tasks sharing one metrics URL, no task to scrape."""
     if not values[TF_CONFIG]:
         return []
-    from cmdare.collectors import tf_config
+    from cmdare.collectors.scrape import tf_config
 
     spec = tf_config.load(values[TF_CONFIG])
     port = tf_config.MetricsPort.parse(values[METRICS])

@@ -1,6 +1,6 @@
 """The JSON-lines source's contract: a metric log tailed line by line — plain JSON lines, MMEngine,
 detectron2, a Lightning ``metrics.csv`` or an HF ``trainer_state.json``
-(:class:`~cmdare.collectors.jsonl.JsonlSource`, one per file)."""
+(:class:`~cmdare.collectors.logs.source.JsonlSource`, one per file)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def build(values: SourceValues, ctx: BuildContext) -> list[Source]:
     """One source per file."""
     if not values[FILES]:
         return []
-    from cmdare.collectors.jsonl import JsonlSource
+    from cmdare.collectors.logs.source import JsonlSource
 
     return [JsonlSource(f, job=ctx.job) for f in values[FILES]]
 
