@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cmdare.tui import cli
+from cmdare.tui.options import source_options
 from tests.cli_harness import HOSTILE, check_discipline, leftovers, run_main
 
 pytestmark = pytest.mark.slow
@@ -53,9 +54,9 @@ def _flags(names: list[str]) -> st.SearchStrategy[list[str]]:
     return st.lists(pair, max_size=4).map(lambda ps: [x for p in ps for x in p])
 
 
-APP_FLAGS = ["--target", "--refresh", "--timeout", "--prometheus", "--selector", "--prometheus-token-file",
-             "--tensorboard", "--jsonl", "--tf-config", "--metrics-port", "--job", "--record", "--replay",
-             "--replay-speed", "--prices", "--log-level", "--config"]  # fmt: skip
+# every flag that takes a value: the declared source options' (a new source is fuzzed as it is added)
+APP_FLAGS = ["--refresh", "--timeout", *(o.flag for o in source_options() if o.kind != "bool"), "--prices",
+             "--log-level", "--config"]  # fmt: skip
 
 
 @FUZZ
@@ -144,8 +145,7 @@ def test_config_file(home: Path, picks: list[tuple[int, str]]):
     check_discipline(code, err, (0, 2))
 
 
-SOURCE_KEYS = ["targets", "demo", "prometheus", "selector", "prometheus_token_file", "tensorboard", "jsonl",
-               "tf_config", "metrics_port", "job", "record", "replay", "replay_speed"]  # fmt: skip
+SOURCE_KEYS = [o.name for o in source_options()]  # every [sources] key the options declare
 
 
 @settings(FUZZ, max_examples=40)
