@@ -81,10 +81,11 @@ def scrape_targets(values: SourceValues, job: str | None) -> list[ScrapeTarget]:
     targets = [
         ScrapeTarget(u, TaskInfo(job=job or "job", task=_host_port(u), role="node")) for u in values[TARGETS]
     ]
-    if values[TF_CONFIG]:
+    text = values[TF_CONFIG]
+    if text:
         from cmdare.collectors.scrape import tf_config
 
-        spec = tf_config.load(values[TF_CONFIG])
+        spec = tf_config.load(text)
         port = tf_config.MetricsPort.parse(values[METRICS])
         targets += tf_config.targets(spec, job=job or "training", metrics_port=port)
         targets = list({t.url: t for t in targets}.values())  # one scrape per URL
@@ -101,25 +102,25 @@ def build(values: SourceValues, ctx: BuildContext) -> list[Source]:
 
 def check(values: SourceValues) -> None:
     """The TF_CONFIG's tasks resolve with the metrics port."""
-    if not values[TF_CONFIG]:
+    text = values[TF_CONFIG]
+    if not text:
         return
     from cmdare.collectors.scrape import tf_config
 
     try:
-        tf_config.targets(
-            tf_config.load(values[TF_CONFIG]), metrics_port=tf_config.MetricsPort.parse(values[METRICS])
-        )
+        tf_config.targets(tf_config.load(text), metrics_port=tf_config.MetricsPort.parse(values[METRICS]))
     except tf_config.TFConfigError as exc:
         raise OptionError(str(exc)) from None
 
 
 def notes(values: SourceValues) -> list[str]:
     """Status-line remarks on a TF_CONFIG: tasks sharing one metrics URL, no task to scrape."""
-    if not values[TF_CONFIG]:
+    text = values[TF_CONFIG]
+    if not text:
         return []
     from cmdare.collectors.scrape import tf_config
 
-    spec = tf_config.load(values[TF_CONFIG])
+    spec = tf_config.load(text)
     port = tf_config.MetricsPort.parse(values[METRICS])
     out = tf_config.shared_urls(spec, metrics_port=port)
     if not tf_config.targets(spec, metrics_port=port):
