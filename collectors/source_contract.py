@@ -110,11 +110,20 @@ class SourceValues:
         return f"SourceValues({self._values!r})"
 
 
+@dataclass(frozen=True, kw_only=True)
+class SourceNote:
+    """A status-line remark on what a source was given, shown under ``source`` (e.g. ``tf_config``)."""
+
+    source: str
+    text: str
+    ok: bool = True  # False: something given cannot be used as it stands (shown as a problem)
+
+
 def _no_check(values: SourceValues) -> None:
     return None
 
 
-def _no_notes(values: SourceValues) -> list[str]:
+def _no_notes(values: SourceValues) -> list[SourceNote]:
     return []
 
 
@@ -128,9 +137,11 @@ class SourceSpec:
     options: tuple[Option[Any], ...]
     build: Callable[[SourceValues, BuildContext], list[Source]]
     check: Callable[[SourceValues], None] = _no_check  # before a session starts: raises OptionError
-    notes: Callable[[SourceValues], list[str]] = _no_notes  # status-line remarks on what was given
+    notes: Callable[[SourceValues], list[SourceNote]] = _no_notes  # status-line remarks on what was given
     # when no source at all was given: what the spec takes from the environment (values, notes)
-    when_alone: Callable[[SourceValues, Mapping[str, str]], tuple[SourceValues, list[str]]] | None = None
+    when_alone: Callable[[SourceValues, Mapping[str, str]], tuple[SourceValues, list[SourceNote]]] | None = (
+        None
+    )
 
     def asked_for(self, values: SourceValues) -> bool:
         """Whether ``values`` ask for this kind of source."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from cmdare.collectors.source_contract import Option, SourceValues, all_options, positive_number
+from cmdare.collectors.source_contract import Option, SourceNote, SourceValues, all_options, positive_number
 
 if TYPE_CHECKING:
     from cmdare.collectors.samples import JobFacts
@@ -70,7 +70,9 @@ class SessionOptions:
     sources: SourceValues = field(
         default_factory=SourceValues
     )  # the specs' options (collectors/<room>/spec.py)
-    notes: list[str] = field(default_factory=list)  # status-line remarks on how the sources were chosen
+    notes: list[SourceNote] = field(
+        default_factory=list
+    )  # status-line remarks on how the sources were chosen
 
     @classmethod
     def of(cls, **values: Any) -> SessionOptions:

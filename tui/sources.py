@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the collectors are imported when sources are built: keeps `
     from cmdare.collectors.poller import Sink, Source
     from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.recording.replay import ReplaySource
+    from cmdare.collectors.source_contract import SourceNote
     from cmdare.demo.cluster import DemoCluster
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class SourcePlan:
     replay: ReplaySource | None = None
     recorder: Recorder | None = None
     sinks: list[Sink] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # for the status line (e.g. TF_CONFIG remarks)
+    notes: list[SourceNote] = field(default_factory=list)  # for the status line (e.g. TF_CONFIG remarks)
 
     def close(self) -> None:
         """Close the recorder and the replay, if any."""
@@ -87,7 +88,7 @@ def build_sources(
     return plan
 
 
-def source_notes(opts: SessionOptions) -> list[str]:
+def source_notes(opts: SessionOptions) -> list[SourceNote]:
     """Status-line remarks on the sources: how they were chosen (e.g. from ``$TF_CONFIG``), then each
     spec's on what it was given (e.g. TF_CONFIG tasks sharing one metrics URL)."""
     from cmdare.collectors.source_contract import asked_for

@@ -12,6 +12,7 @@ from cmdare.collectors.source_contract import (
     BuildContext,
     Option,
     OptionError,
+    SourceNote,
     SourceSpec,
     SourceValues,
     http_url,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 METRICS_PORT = "9400"  # the default of --metrics-port (tf_config.DEFAULT_METRICS_PORT; a test checks)
 TF_CONFIG_ENV = "TF_CONFIG"
+NOTES_AS = "tf_config"  # the name the status line (and snapshot's JSON) shows TF_CONFIG remarks under
 
 
 def tf_config_value(value: str) -> str:
@@ -113,7 +115,7 @@ def check(values: SourceValues) -> None:
         raise OptionError(str(exc)) from None
 
 
-def notes(values: SourceValues) -> list[str]:
+def notes(values: SourceValues) -> list[SourceNote]:
     """Status-line remarks on a TF_CONFIG: tasks sharing one metrics URL, no task to scrape."""
     text = values[TF_CONFIG]
     if not text:
@@ -122,13 +124,16 @@ def notes(values: SourceValues) -> list[str]:
 
     spec = tf_config.load(text)
     port = tf_config.MetricsPort.parse(values[METRICS])
-    out = tf_config.shared_urls(spec, metrics_port=port)
+    out = [
+        SourceNote(source=NOTES_AS, text=n, ok=False) for n in tf_config.shared_urls(spec, metrics_port=port)
+    ]
     if not tf_config.targets(spec, metrics_port=port):
-        out.append("TF_CONFIG names no chief/worker/ps task (evaluator or single-worker): nothing to scrape")
+        text = "TF_CONFIG names no chief/worker/ps task (evaluator or single-worker): nothing to scrape"
+        out.append(SourceNote(source=NOTES_AS, text=text))
     return out
 
 
-def when_alone(values: SourceValues, environ: Mapping[str, str]) -> tuple[SourceValues, list[str]]:
+def when_alone(values: SourceValues, environ: Mapping[str, str]) -> tuple[SourceValues, list[SourceNote]]:
     """``$TF_CONFIG`` when no source at all was given (explicit flags win), or why it is unusable."""
     value = environ.get(TF_CONFIG_ENV, "").strip()
     if not value:
@@ -137,8 +142,8 @@ def when_alone(values: SourceValues, environ: Mapping[str, str]) -> tuple[Source
     try:
         check(given)
     except OptionError as exc:
-        return values, [f"$TF_CONFIG ignored: {exc}"]
-    return given, ["tasks from $TF_CONFIG (no other source given)"]
+        return values, [SourceNote(source=NOTES_AS, text=f"$TF_CONFIG ignored: {exc}", ok=False)]
+    return given, [SourceNote(source=NOTES_AS, text="tasks from $TF_CONFIG (no other source given)")]
 
 
 SPEC = SourceSpec(

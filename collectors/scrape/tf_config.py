@@ -15,7 +15,7 @@ evaluator-only or cluster-less TF_CONFIG (single-worker training) — both name 
 which :func:`targets` returns as an empty list rather than an error. Several tasks behind one
 metrics URL (a fixed ``--metrics-port`` with tasks sharing a host) are scraped once and reported by
 :func:`shared_urls`. TF_CONFIG from the environment is used only when no other source is given
-(``tui/sources.py``); ``--tf-config`` always is.
+(``collectors/scrape/spec.py``); ``--tf-config`` always is.
 """
 
 from __future__ import annotations
