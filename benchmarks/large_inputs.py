@@ -61,7 +61,7 @@ async def _session(opts: object, refreshes: int, until: str = "") -> tuple[str, 
 def _opts(**kw: object) -> object:
     from cmdare.tui.options import SessionOptions
 
-    return SessionOptions.of(read_only=True, timeout=30.0, **kw)  # type: ignore[arg-type]
+    return SessionOptions.of(read_only=True, timeout=30.0, **kw)
 
 
 # --- cases (run in the child) ---------------------------------------------------------------------
