@@ -110,7 +110,7 @@ def test_a_flag_of_each_option_and_a_config_key_of_each_flag():
 
 def test_every_spec_module_is_found_and_its_options_are_named_once():
     found = {p.parent.name for p in (REPO / "collectors").rglob("spec.py")}
-    assert found == {"scrape", "prometheus", "tensorboard", "logs"} and len(all_specs()) == len(found)
+    assert {"scrape", "prometheus", "tensorboard", "logs"} <= found and len(all_specs()) == len(found)
     assert all(isinstance(s, SourceSpec) and s.options for s in all_specs())
     names = [o.name for o in all_options()]
     assert len(names) == len(set(names))
