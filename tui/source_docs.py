@@ -20,6 +20,8 @@ def type_text(option: Option[Any]) -> str:
 
 
 def _default(option: Option[Any]) -> str:
+    if option.env:
+        return f"`${option.env}`"
     if option.repeatable or option.default in (None, ""):
         return "–"
     return str(option.default).lower() if option.kind == "bool" else str(option.default).removesuffix(".0")
