@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import cmdare.tui.app as app_module
+from cmdare.collectors.source_contract import Option, directory, http_url, readable_file
 from tests.cli_harness import run_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,14 +148,45 @@ def documented_keys() -> set[str]:
     return rows | named | {"keys", "links", "jobs"}
 
 
+def _derived_case(option: Option[Any]) -> tuple[str, Any] | None:
+    """A case for a source option that has none above, from its declaration: a URL, a directory or a
+    file path (the fixture's), a switch or a number lands in the session's source values as given. A
+    source added with such options needs no case of its own here; any other kind needs one above."""
+    toml = {http_url: '"http://127.0.0.1:9/"', directory: '"{tb}"', readable_file: '"{jsonl}"'}
+    one = toml.get(option.check) or toml.get(option.probe)  # type: ignore[arg-type]
+    if option.kind == "bool":
+        one = "true"
+    elif option.kind == "number":
+        one = "2.5"
+    if one is None:
+        return None
+    value = f"[{one}]" if option.repeatable else one
+    demo = "" if option.source else "demo = true\n"
+
+    def check(s: dict[str, Any], p: dict[str, str]) -> bool:
+        got = s["options"].sources.as_dict()[option.name]
+        want = one.strip('"').replace("{tb}", p["tb"]).replace("{jsonl}", p["jsonl"])
+        want_value: Any = {"true": True, "2.5": 2.5}.get(want, want)
+        return bool(got == ([want_value] if option.repeatable else want_value))
+
+    return f"[sources]\n{demo}{option.name} = {value}\n", check
+
+
+def _all_cases() -> dict[str, tuple[str, Any]]:
+    from cmdare.collectors.source_contract import all_options
+
+    derived = {o.name: case for o in all_options() if o.name not in CASES and (case := _derived_case(o))}
+    return {**CASES, **derived}
+
+
 def test_every_documented_key_has_a_case():
-    assert documented_keys() <= set(CASES), documented_keys() - set(CASES)
+    assert documented_keys() <= set(_all_cases()), documented_keys() - set(_all_cases())
 
 
-@pytest.mark.parametrize("key", sorted(CASES))
+@pytest.mark.parametrize("key", sorted(_all_cases()))
 def test_documented_key_takes_effect(tmp_path: Path, key: str):
     paths = _paths(tmp_path)
-    text, check = CASES[key]
+    text, check = _all_cases()[key]
     text = (
         text.replace("{tb}", paths["tb"])
         .replace("{jsonl}", paths["jsonl"])
