@@ -588,7 +588,18 @@ class PrometheusAPISource:
         polls += self._missing(targets, ups, clock, t0)
         polls += host_polls(node_rows, self.display, now, skew if note else 0.0)  # a host cut says so itself
         self.cap_note = self._cap_notes()
+        self._first_columns(client, at)
         return polls
+
+    def _first_columns(self, client: httpx.AsyncClient, at: float) -> None:
+        """Once a large fleet's tasks are known, every column is read at once, between this refresh and the
+        next (:meth:`FleetReader.first_columns`), so the job's figures join the next refresh whole."""
+        reader = self.fleet_reader
+        if self._fleet_mode() and reader.first_due and self._columns_task is None and self._columns_due is None:
+            self._columns_at = at
+            self._columns_task = asyncio.create_task(
+                self._in_background(self._read_columns(client, reader.first_columns(self._tasks_expr), at))
+            )
 
     async def _backfill(
         self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target], skew: float

@@ -81,7 +81,8 @@ def summary_grid(
     if job.stalled:  # no task up: the last rate is a past figure, not the job's speed
         grid.add_row("Steps/s", _stalled_cell(job))
     else:
-        grid.add_row(*speed_row(job.steps_per_sec, points, job.rate_basis))
+        basis = "; ".join(b for b in (job.rate_basis, job.coverage_note("steps")) if b)
+        grid.add_row(*speed_row(job.steps_per_sec, points, basis))
     view = state.planner.job(job.name)
     pred = view.prediction if view is not None else None
     if pred is not None:
@@ -146,7 +147,8 @@ def _examples_cell(job: JobView) -> Text:
     logged = job.training.examples_per_sec if job.training else None
     if job.examples_per_sec is None and logged is not None:
         return _cell(examples(logged), "logged")
-    return _cell(examples(job.examples_per_sec), "measured")
+    part = job.coverage_note("examples")  # a sum over part of the tasks (a fleet's first refreshes)
+    return _cell(examples(job.examples_per_sec), f"measured ({part})" if part else "measured")
 
 
 def examples(x: float | None) -> str:
