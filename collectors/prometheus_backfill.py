@@ -109,3 +109,15 @@ def backfill_polls(
             )
     out.sort(key=lambda p: p.t)
     return out
+
+
+def scrape_interval(polls: list[TaskPoll]) -> float | None:
+    """The targets' scrape interval as their history shows it: the median spacing of each target's
+    consecutive samples (None with fewer than two samples of one target)."""
+    import statistics
+
+    times: dict[str, list[float]] = {}
+    for p in polls:
+        times.setdefault(p.source, []).append(p.t)
+    gaps = [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False) if b > a]
+    return statistics.median(gaps) if gaps else None

@@ -382,12 +382,13 @@ class FleetReader:
         """Whether the tasks are known and no column has been asked for yet (:meth:`first_columns`)."""
         return self._first_due and self._columns is not None
 
-    def first_columns(self, tasks: str | None = None) -> dict[str, str]:
+    def first_columns(self, now: float, tasks: str | None = None) -> dict[str, str]:
         """Every column at once (name → PromQL), for the first read once the tasks are known: the job's
         figures and the preempted tasks join the next refresh, not one column a turn later (the
         examples column would come ~10 s after the steps one, the figures meanwhile a few tasks' sample).
-        ``tasks``: the capped task set, past the tasks cap."""
+        ``now``: monotonic seconds (the turns go on from it); ``tasks``: the capped task set, past the tasks cap."""
         self._first_due = False
+        self._columns_at = now
         return column_queries(self.selector if self.direct else "", tasks)
 
     def columns_due(self, now: float) -> bool:

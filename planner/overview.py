@@ -248,7 +248,10 @@ class JobView:
             "rate_basis": self.rate_basis or None,
             "coverage": {  # null when every figure covers every task
                 name: c.to_json()
-                for name, c in (("steps_per_sec", self.steps_coverage), ("examples_per_sec", self.examples_coverage))
+                for name, c in (
+                    ("steps_per_sec", self.steps_coverage),
+                    ("examples_per_sec", self.examples_coverage),
+                )
                 if c is not None and c.partial
             }
             or None,
