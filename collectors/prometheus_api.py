@@ -111,9 +111,10 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
 # "scraped since the last refresh" looks back past the last evaluation instant by the engine's measured
-# lag (its newest sample's age, engine_lag_s), the longest scrape, and this floor (a sample made visible a
-# little out of its time order): samples become visible in about their time order, so what the last
-# refresh could not see is newer than its newest sample less the longest scrape
+# lag then (to its newest sample), the longest scrape, and this floor (a sample made visible a little out
+# of its time order): samples become visible in about their time order (an engine with a latency offset
+# or slow under load shows each later, all alike), so what the last refresh could not see is newer than
+# its newest sample less the longest scrape
 LOOK_BACK_MARGIN_S = 0.5
 MAX_LOOK_BACK_S = 30.0  # a scrape reported as longer is taken as this long (full reads catch the rest)
 MAX_ENGINE_LAG_S = 3600.0  # a lag measured past this (an engine stalled for an hour) is taken as this long
@@ -124,10 +125,8 @@ LAG_REFRESHES = 8
 # one interval and a scrape old when the engine is up to date) and at least this long (less is within a
 # refresh or two of the default 2 s), or when the engine evaluates this far before the time asked
 LAG_NOTE_MIN_S = 5.0
-# node detail of hosts met for the first time is read at once at two instants this far apart (their CPU
-# and NIC are counters: a rate needs two scrapes; 20 s spans a node scrape interval up to 20 s, and
-# the store bridges up to six 10 s windows), for at most this many hosts a refresh
-HOST_HISTORY_S = 20.0
+# node detail of hosts met for the first time is read at once, and again just before their last scrape
+# (CPU and NIC are counters: a rate needs two scrapes), for at most this many hosts a refresh
 MAX_HISTORY_HOSTS = 200
 EVAL_LAG_S = (
     0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
@@ -262,7 +261,9 @@ class PrometheusAPISource:
         a full read is due. At a 15 s scrape and a 2 s refresh about one task in six has something new."""
         if self._since is None or self._full_due or self._infos_due():
             return None
-        since = self._since - (self.engine_lag_s or 0.0) - self._lag - LOOK_BACK_MARGIN_S
+        # the last refresh's evaluation instant less the engine's lag then: its newest sample
+        anchor = min(self._since, self._newest) if math.isfinite(self._newest) else self._since
+        since = anchor - self._lag - LOOK_BACK_MARGIN_S
         first, rest = [*ALWAYS_KEYS, *self._group_keys[0]], self._group_keys[1]
         return [
             changed_values_query(self.selector, first, since, scrape_time=True, tasks=self._tasks_expr),
@@ -690,18 +691,23 @@ class PrometheusAPISource:
     async def _host_history(
         self, client: httpx.AsyncClient, hosts: list[str], at: float, now: float, skew: float
     ) -> list[TaskPoll]:
-        """Node detail of ``hosts`` (met for the first time), read at once at two instants
-        :data:`HOST_HISTORY_S` apart, so that their CPU and NIC (counters: a rate needs two scrapes) show
-        from the first refresh, not after two node detail reads between refreshes. The earlier instant
-        is asked past the engine's evaluation offset (asked within it, the engine would evaluate both at
-        the same instant). None when the reads fail (logged: the background read follows)."""
+        """Node detail of ``hosts`` (met for the first time) read at once: at ``at``, then just before the
+        earliest of their last scrapes (so each host's previous scrape, whatever its scrape interval and
+        the engine's evaluation offset), so that their CPU and NIC (counters: a rate needs two scrapes)
+        show from the first refresh, not after two node detail reads between refreshes. None when the
+        reads fail (logged: the background read follows)."""
         query = host_query(hosts)
         try:
             async with asyncio.timeout(self.timeout):
-                old, new = await asyncio.gather(
-                    self.query(client, query, at=at - self._eval_offset - HOST_HISTORY_S),
-                    self.query(client, query, at=at),
-                )
+                new = await self.query(client, query, at=at)
+                stamps = [
+                    v
+                    for r in new
+                    if r["metric"].get(KEY_LABEL) == T_KEY
+                    and (v := number(r["value"][1])) is not None
+                    and plausible_time(v)
+                ]
+                old = await self.query(client, query, at=min(stamps) - 0.001) if stamps else []
         except (PrometheusAPIError, TimeoutError) as exc:
             log.warning(
                 "%s",
@@ -724,7 +730,8 @@ class PrometheusAPISource:
     def engine_lag_s(self) -> float | None:
         """How old the engine's newest sample is when it answers (s): the smallest age of the last
         :data:`LAG_REFRESHES` refreshes (an engine that makes samples visible D seconds late shows none
-        younger than D); None before any sample was read. "Scraped since" looks back by it."""
+        younger than D; VictoriaMetrics stamps its clock in whole seconds: up to 1 s less); None before
+        any sample was read."""
         return min(self._ages) if self._ages else None
 
     def _lag_note(self) -> str | None:
