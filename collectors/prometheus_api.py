@@ -9,9 +9,15 @@ instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
    the lifecycle and the panes work unchanged), plus each target's scrape timestamp; split in
    queries the server evaluates in parallel;
 5. node detail (node_exporter, DCGM on another port of a task's host), found by the tasks' hosts
-   whatever the selector (:mod:`prometheus_hosts`), read between refreshes so that it never delays one.
+   whatever the selector (:mod:`prometheus_hosts`), read between refreshes so that it never delays one;
+   a host met for the first time is read at once, at its last scrape and the one before, so that its
+   CPU and NIC (counters) rate from the first refresh.
 6. for a task met for the first time, its recent samples (one range query, :mod:`prometheus_backfill`),
    so that the first refresh already rates over complete scrape intervals.
+
+How late the engine answers is measured on every refresh (its newest sample's age, and how far before
+the time asked it evaluates: VictoriaMetrics' latency offset) and said on the status line past two
+scrape intervals; "scraped since" reads look back from the last refresh's newest sample.
 
 Every query of one refresh is evaluated at the same instant (``time=``, the server's clock less
 :data:`EVAL_LAG_S`), so a scrape landing between two queries never mixes two samples' values with
