@@ -749,9 +749,10 @@ class PrometheusAPISource:
         limit = max(LAG_NOTE_MIN_S, 2 * (self._interval or 0.0))
         if lag <= limit and off < LAG_NOTE_MIN_S:
             return None
-        every = f", scrapes every {self._interval:.3g} s" if self._interval else ""
-        why = f"; it evaluates {off:.0f} s before the time asked (a latency offset)" if off >= 0.5 else ""
-        return f"engine lag {lag:.0f} s: its newest sample is {lag:.0f} s old{every}{why}; every figure is that far behind"
+        said = [f"its newest sample is {lag:.0f} s old"]
+        said += [f"a scrape every {self._interval:.3g} s"] if self._interval else []
+        said += [f"it evaluates queries {off:.0f} s back: a latency offset"] if off >= 0.5 else []
+        return f"engine lag {lag:.0f} s: every figure is that far behind ({'; '.join(said)})"
 
     def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
