@@ -728,9 +728,10 @@ class PrometheusAPISource:
         """How far behind the engine answers: the newest scrape time read so far against this refresh's
         evaluation instant ``at`` (server clock); kept for the look-back and :attr:`engine_lag_s`."""
         newest = max((t for tg in targets.values() if math.isfinite(t := tg.scrape_time)), default=-math.inf)
+        if not math.isfinite(newest):  # nothing read (every target down, none scraped since): no measure
+            return
         self._newest = max(self._newest, min(newest, at))  # a sample stamped in the future says nothing
-        if math.isfinite(self._newest):
-            self._ages.append(min(max(0.0, at - self._newest), MAX_ENGINE_LAG_S))
+        self._ages.append(min(max(0.0, at - self._newest), MAX_ENGINE_LAG_S))
 
     @property
     def engine_lag_s(self) -> float | None:

@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
@@ -138,7 +138,7 @@ class JobView:
     steps_coverage: Coverage | None = None
     examples_coverage: Coverage | None = None
 
-    def coverage_note(self, figure: str = "") -> str:
+    def coverage_note(self, figure: Literal["", "steps", "examples"] = "") -> str:
         """'412 of 2,200 tasks so far' for a figure (``steps`` or ``examples``) summed over part of the
         tasks; both, named, when ``figure`` is ""; "" when the figures cover every task."""
         parts = {"steps": self.steps_coverage, "examples": self.examples_coverage}

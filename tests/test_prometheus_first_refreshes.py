@@ -86,6 +86,7 @@ async def test_a_fleet_figure_over_part_of_the_tasks_says_how_much_then_is_whole
     monkeypatch,
 ):
     from cmdare.tui.options import SessionOptions
+    from cmdare.tui.panes.job import summary_grid
     from cmdare.tui.plain import print_overview
     from cmdare.tui.session import MonitorSession
 
@@ -113,6 +114,13 @@ async def test_a_fleet_figure_over_part_of_the_tasks_says_how_much_then_is_whole
         text = io.StringIO()
         print_overview(state, Console(file=text, width=200, no_color=True))
         assert f"steps/s: {job.steps_coverage.rated:,} of 5 tasks so far" in text.getvalue()
+        pane = io.StringIO()  # the Job pane's summary
+        Console(file=pane, width=200, no_color=True).print(summary_grid(job, state, None))
+        said = f"{job.steps_coverage.rated:,} of 5 tasks so far"
+        assert (
+            f"measured ({said})" in pane.getvalue()
+            and f"waits for every task's rate ({said})" in pane.getvalue()
+        )
 
         while src._columns_task is not None and not src._columns_task.done():  # every column, at once
             await asyncio.sleep(0.1)

@@ -164,7 +164,10 @@ def _eta_note(job: JobView, state: MonitorState) -> str:
     if job.stalled:
         return "none: the job finished" if job.finished else "none while the job is stalled"
     if job.eta_seconds is None:
-        return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
+        if not job.facts.target_steps:
+            return "needs a target step"
+        part = job.coverage_note("steps")  # a sum over part of the tasks is a fraction of the speed
+        return f"waits for every task's rate ({part})" if part else "needs a measured rate (two polls)"
     deadline = state.planner.deadline_hours
     if deadline is None:
         return "at measured speed"
