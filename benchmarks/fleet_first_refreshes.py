@@ -39,7 +39,7 @@ def farm_truth(n: int) -> float:
 
 
 async def watch(url: str, refreshes: int, truth: float) -> list[str]:
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 

@@ -117,7 +117,7 @@ def _coverage(tasks: Sequence[TaskSeries], key: str, rated: int) -> Coverage | N
 
 def fleet_rate(jr: JobRate, roles: Mapping[str, RoleFigures]) -> JobRate:
     """``jr`` with a large fleet's steps/s and examples/s from Prometheus' per-task rates (see
-    ``prometheus_fleet``): asynchronous, the sum of the workers'; synchronous or a pipeline, the median
+    ``prometheus.fleet``): asynchronous, the sum of the workers'; synchronous or a pipeline, the median
     task's of the largest worker role (each steps once a global step). The global step and how the
     job trains stay the tasks' own (``jr``). A sum over part of the tasks carries its coverage; before
     the server's rates are read, a sum waits (NaN: ``jr``'s would be a few tasks' sample of thousands)."""

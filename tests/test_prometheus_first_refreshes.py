@@ -31,11 +31,11 @@ import pytest
 from rich.console import Console
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors import prometheus_api
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.prometheus_fleet import FleetReader
+from cmdare.collectors.prometheus import source as prometheus_source
+from cmdare.collectors.prometheus.fleet import FleetReader
+from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.collectors.samples import Coverage, TaskState
 from cmdare.collectors.store import Store
 from tests.engines import VICTORIA, Process
@@ -94,7 +94,7 @@ async def test_a_fleet_figure_over_part_of_the_tasks_says_how_much_then_is_whole
     await asyncio.to_thread(prom.wait_for_targets, len(fleet))
     await asyncio.sleep(2.5)  # a few scrapes: the history a first refresh rates from
     # the first refresh reads the history of two new targets (as of 200 of 2,200 in a real fleet)
-    monkeypatch.setattr(prometheus_api, "MAX_BACKFILL_TARGETS", 2)
+    monkeypatch.setattr(prometheus_source, "MAX_BACKFILL_TARGETS", 2)
     src = PrometheusAPISource(prom.url, SEL, detail_tasks=1, focus_from=3, timeout=10.0)
     src.fleet_reader = FleetReader(src.selector, columns_every_s=1e9)  # no turn: only the first read
     opts = SessionOptions(refresh=0.5, read_only=True)
