@@ -109,10 +109,10 @@ def job_rate(tasks: Sequence[TaskSeries], facts: JobFacts | None, window: float)
 def _coverage(tasks: Sequence[TaskSeries], key: str, rated: int) -> Coverage | None:
     """``rated`` of the tasks that feed ``key``: those of a role any task of which reports it (a task read
     once has no rate yet; one whose value was not read yet, a large cluster's values read in turns, will
-    report it too); None when none do."""
+    report it too); None when none do, or none has a rate yet (no figure: nothing to qualify)."""
     roles = {ts.info.role for ts in tasks if ts.has(key)}
     feeding = sum(1 for ts in tasks if ts.info.role in roles) if roles else 0
-    return Coverage(min(rated, feeding), feeding) if feeding else None
+    return Coverage(min(rated, feeding), feeding) if feeding and rated else None
 
 
 def fleet_rate(jr: JobRate, roles: Mapping[str, RoleFigures]) -> JobRate:
