@@ -174,7 +174,7 @@ async def test_a_lagging_engine_is_said_and_no_scrape_is_lost(tmp_path):
                     if p.ok and p.info is not None and not p.host_only:
                         handed.setdefault(p.info.task, []).append(p.t)
                 await asyncio.sleep(0.5)
-        lag = src.engine_lag_s
+        lag, interval = src.engine_lag_s, src.scrape_interval_s
         note = src.status_note or ""
         truth = {
             r["metric"]["task"]: [float(t) for t, _ in r["values"]]
@@ -187,6 +187,7 @@ async def test_a_lagging_engine_is_said_and_no_scrape_is_lost(tmp_path):
             e.stop()
     # no sample is visible younger than the offset (its clock read in whole seconds: up to 1 s less)
     assert lag is not None and lag >= 5.0
+    assert interval == pytest.approx(1.0, abs=0.5)  # its scrapes, read one after another
     assert f"engine lag {lag:.0f} s: every figure is that far behind" in note, note
     assert re.search(r"it evaluates queries [56] s back", note), note
     for task, times in handed.items():

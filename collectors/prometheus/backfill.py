@@ -111,13 +111,14 @@ def backfill_polls(
     return out
 
 
-def scrape_interval(polls: list[TaskPoll]) -> float | None:
-    """The targets' scrape interval as their history shows it: the median spacing of each target's
-    consecutive samples (None with fewer than two samples of one target)."""
-    import statistics
-
+def scrape_spacings(polls: list[TaskPoll]) -> list[float]:
+    """The spacings of each target's consecutive samples in ``polls`` (its scrape interval, as its
+    history shows it)."""
     times: dict[str, list[float]] = {}
     for p in polls:
         times.setdefault(p.source, []).append(p.t)
-    gaps = [b - a for ts in times.values() for a, b in zip(sorted(ts), sorted(ts)[1:], strict=False) if b > a]
-    return statistics.median(gaps) if gaps else None
+    out = []
+    for ts in times.values():
+        ts.sort()
+        out += [b - a for a, b in zip(ts, ts[1:], strict=False) if b > a]
+    return out

@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -94,7 +95,7 @@ from cmdare.collectors.prometheus.backfill import (
     MAX_BACKFILL_TARGETS,
     backfill_polls,
     backfill_query,
-    scrape_interval,
+    scrape_spacings,
 )
 from cmdare.collectors.prometheus.fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
 from cmdare.collectors.prometheus.hosts import exact_instances, host_polls, host_query
@@ -221,7 +222,8 @@ class PrometheusAPISource:
         self._eval_offset = 0.0  # how far before the time asked the engine evaluates (its latency offset)
         self._newest = -math.inf  # the newest scrape time read so far (server clock)
         self._ages: deque[float] = deque(maxlen=LAG_REFRESHES)  # the newest sample's age, refresh by refresh
-        self._interval: float | None = None  # the targets' scrape interval, from their history
+        self._spacings: deque[float] = deque(maxlen=256)  # recent spacings of a target's consecutive scrapes
+        self._last_scrape: dict[tuple[str, str], float] = {}  # target → the scrape time last read
         self._hosts_read: set[str] = set()  # hosts whose recent node detail was read (two instants)
         self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
         self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
@@ -681,7 +683,7 @@ class PrometheusAPISource:
             {i: self._source((j, i)) for j, i in new},
             skew,
         )
-        self._interval = scrape_interval(polls) or self._interval
+        self._spacings.extend(scrape_spacings(polls))
         return polls
 
     def _new_hosts(self, targets: dict[tuple[str, str], _Target]) -> list[str]:
@@ -732,6 +734,23 @@ class PrometheusAPISource:
             return
         self._newest = max(self._newest, min(newest, at))  # a sample stamped in the future says nothing
         self._ages.append(min(max(0.0, at - self._newest), MAX_ENGINE_LAG_S))
+        if self._fleet_mode():  # a fleet's detail reads a task now and then: its history's spacings only
+            return
+        last, spacings = self._last_scrape, self._spacings
+        if len(last) > 4 * max(caps.current().tasks, len(self._known)):
+            last.clear()  # a long session's churn of targets: bounded
+        for ident, tg in targets.items():  # every new scrape of a target is read: one interval apart
+            t = tg.scrape_time
+            if math.isfinite(t):
+                if (prev := last.get(ident)) is not None and t > prev:
+                    spacings.append(t - prev)
+                last[ident] = t
+
+    @property
+    def scrape_interval_s(self) -> float | None:
+        """The targets' scrape interval (s): the median spacing of a target's consecutive scrapes, read
+        refresh by refresh or in its history; None before two scrapes of one target were read."""
+        return statistics.median(self._spacings) if self._spacings else None
 
     @property
     def engine_lag_s(self) -> float | None:
@@ -747,11 +766,12 @@ class PrometheusAPISource:
         lag, off = self.engine_lag_s, self._eval_offset
         if lag is None:
             return None
-        limit = max(LAG_NOTE_MIN_S, 2 * (self._interval or 0.0))
+        interval = self.scrape_interval_s
+        limit = max(LAG_NOTE_MIN_S, 2 * (interval or 0.0))
         if lag <= limit and off < LAG_NOTE_MIN_S:
             return None
         said = [f"its newest sample is {lag:.0f} s old"]
-        said += [f"a scrape every {self._interval:.3g} s"] if self._interval else []
+        said += [f"a scrape every {interval:.3g} s"] if interval else []
         said += [f"it evaluates queries {off:.0f} s back: a latency offset"] if off >= 0.5 else []
         return f"engine lag {lag:.0f} s: every figure is that far behind ({'; '.join(said)})"
 
@@ -850,6 +870,7 @@ class PrometheusAPISource:
         if names is not None and self._in_use.get(names[0]) == ident:
             del self._in_use[names[0]]
         self._seen.pop(ident, None)
+        self._last_scrape.pop(ident, None)
         self._backfilled.discard(ident)
 
     def _drop(self, ident: tuple[str, str]) -> None:
