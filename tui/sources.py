@@ -1,7 +1,7 @@
 """Which sources a session polls: built from :class:`SessionOptions` (the command line).
 
 Live sources (scrape targets, TF_CONFIG discovery, a Prometheus server, TensorBoard logs, JSON-lines
-logs) can be combined; a replay stands alone and brings its own simulated clock. The embedded demo
+logs, MLflow tracking servers and file stores) can be combined; a replay stands alone and brings its own simulated clock. The embedded demo
 cluster starts when asked, or when nothing else was given.
 """
 
@@ -87,6 +87,14 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
         from cmdare.collectors.jsonl import JsonlSource
 
         sources += [JsonlSource(f, job=opts.job) for f in opts.jsonl]
+    if opts.mlflow:
+        from cmdare.collectors.mlflow_server import MlflowServerSource
+
+        sources += [MlflowServerSource(u, timeout=opts.timeout, env=os.environ) for u in opts.mlflow]
+    if opts.mlruns:
+        from cmdare.collectors.mlflow_store import MlrunsSource
+
+        sources += [MlrunsSource(d) for d in opts.mlruns]
     return sources
 
 
