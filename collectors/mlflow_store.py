@@ -219,7 +219,7 @@ class MlrunsSource:
                 else:
                     run.timeline.add(key, point[1], point[0], point[2])
             tail.offset += end
-            behind |= tail.offset + READ_CHUNK_BYTES <= size or size - tail.offset > MAX_LINE_BYTES
+            behind |= size - tail.offset > MAX_LINE_BYTES  # more than a line being written is left
             if tail.bad:
                 run.timeline.notes.append(f"{key}: {tail.bad} malformed line(s) skipped")
                 tail.bad = 0

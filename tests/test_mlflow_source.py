@@ -249,6 +249,18 @@ async def test_file_store_rate_loss_restart_and_finished(file_store: Path):
     assert job.finished and "MLflow status FINISHED" in job.nodes[0].last_error
 
 
+async def test_file_store_runs_sharing_a_name_are_two_tasks(file_store: Path):
+    mlflow.set_experiment("names")
+    ids = []
+    for loss in (0.5, 0.25):
+        with mlflow.start_run(run_name="train") as run:
+            mlflow.log_metric("loss", loss, step=5, timestamp=_ms(T0))
+            ids.append(run.info.run_id)
+    polls = (await Poller([MlrunsSource(file_store)], Store(), clock=ManualClock(T0 + 1)).poll_once()).polls
+    assert sorted(p.info.task for p in polls) == sorted(f"train#{i[:8]}" for i in ids)
+    assert sorted(p.values["cmdare_loss"] for p in polls) == [0.25, 0.5]
+
+
 async def test_file_store_hostile_files_cost_a_note_not_a_poll(file_store: Path):
     """A garbage line, an over-long line and a FIFO in place of a metric file: skipped and said; the rest
     is read."""

@@ -32,6 +32,8 @@ DEFERRED = (
     "cmdare.collectors.jsonl",  # source kinds not asked for
     "cmdare.collectors.tensorboard",
     "cmdare.collectors.prometheus_api",
+    "cmdare.collectors.mlflow_server",
+    "cmdare.collectors.mlflow_store",
     "cmdare.collectors.tf_config",
     "cmdare.collectors.recorder",
     "cmdare.collectors.replay",

@@ -192,6 +192,11 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
             readable_file(path)
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"--jsonl {exc}") from None
+    for path in args.mlruns:  # from the config too (a list default is not checked by argparse)
+        try:
+            directory(path)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--mlruns {exc}") from None
     if args.prometheus_token_file:
         from cmdare.collectors.prometheus_auth import read_token
         from cmdare.collectors.textfile import TextFileError
