@@ -11,9 +11,10 @@ Each poll asks:
   poll, round robin): the run's *clock key* (the key logged at the highest step, a training loss
   first), read from where the last poll stopped in pages of :data:`HISTORY_PAGE` points, following the
   server's own page tokens (the partial last page is read again next time: at most one page twice). Its
-  every point goes through the timeline, so a step going back (a resumed run) is seen as a restart and
-  the rate counts the new timeline only; the other keys come from their latest points. A run already
-  finished when first seen is read from its latest points alone.
+  every point goes through the timeline, so a step going back (a resumed run: MLflow's latest point
+  stays the abandoned highest step) is seen as a restart and the rate counts the new timeline only.
+  Every key's latest point is folded in after the history (a history behind or unreadable still leaves
+  the newest step). A run already finished when first seen is read from its latest points alone.
 
 MLflow lists runs only by ``POST``: in read-only mode (which sends no request but ``GET``) the source
 says so and reads nothing; the file store (``--mlruns``) is read without any request.
@@ -250,13 +251,12 @@ class MlflowServerSource:
         self._runs = runs
 
     def _fold_latest(self) -> None:
-        """Every run's latest points: all of them for a finished run, all but the clock key's (read
-        whole from its history) for a running one."""
+        """Every run's latest points, after its history: the clock key's too, so a run whose history is
+        behind or unreadable still shows its newest step (a latest point MLflow keeps from an abandoned
+        timeline is older than the restart the history showed, and dropped)."""
         for run in self._runs.values():
-            reading = run.history is not None and run.timeline.status in LIVE
             for key, value, ts, step in run.latest:
-                if not (reading and run.history is not None and key == run.history.key):
-                    run.timeline.add(key, value, ts, step)
+                run.timeline.add(key, value, ts, step)
 
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
         """One poll per run; a failed request fails every run known (or the server's own row)."""

@@ -16,10 +16,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -275,3 +277,62 @@ async def test_file_store_hostile_files_cost_a_note_not_a_poll(file_store: Path)
     (p,) = (await poller.poll_once()).polls
     assert p.ok and p.values["cmdare_loss"] == 0.25 and p.values["cmdare_global_step"] == 20
     assert "loss: 2 malformed line(s) skipped" in p.error and "stuck:" in p.error
+
+
+# --- a hostile server ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hostile() -> Iterator[tuple[str, dict]]:
+    """A server on 127.0.0.1 speaking MLflow's paths with hostile answers (no real MLflow server sends
+    these: a wrong or compromised one might); ``answers[path]`` is ``(status, body)``."""
+    answers: dict[str, tuple[int, bytes]] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            status, body = answers.get(self.path.split("?")[0], (404, b"{}"))
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer  # noqa: N815
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", answers
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_hostile_answers_are_cleaned_bounded_and_redacted(hostile):
+    url, answers = hostile
+    secret = "tok-" + uuid.uuid4().hex
+    exps = {"experiments": [{"experiment_id": "1", "name": "exp\x1b]52;c;cHduZWQ=\x07" + "x" * 10_000}]}
+    answers["/api/2.0/mlflow/experiments/search"] = (200, json.dumps(exps).encode())
+    echo = {"error_code": "UNAUTHENTICATED", "message": f"bad token Bearer {secret}\x1b[2J"}
+    answers["/api/2.0/mlflow/runs/search"] = (401, json.dumps(echo).encode())
+    source = MlflowServerSource(url, timeout=5, env={"MLFLOW_TRACKING_TOKEN": secret})
+    poller = Poller([source], Store(), clock=ManualClock(T0))
+    (p,) = (await poller.poll_once()).polls
+    assert not p.ok and "HTTP 401: UNAUTHENTICATED bad token" in p.error
+    assert secret[4:] not in p.error and "\x1b" not in p.error
+    runs = {"runs": [{"info": {"run_id": "r" * 32, "experiment_id": "1", "status": "RUNNING",
+                               "run_name": "rank0\x1b[31m" + "y" * 10_000},
+                      "data": {"metrics": [{"key": "loss", "value": 0.5, "timestamp": _ms(T0), "step": 3}]}}]}  # fmt: skip
+    answers["/api/2.0/mlflow/runs/search"] = (200, json.dumps(runs).encode())
+    answers["/api/2.0/mlflow/metrics/get-history"] = (200, b"[" * 100_000)  # not JSON: said, not a crash
+    (p,) = (await poller.poll_once()).polls
+    assert p.ok and p.values["cmdare_loss"] == 0.5
+    assert "\x1b" not in p.info.job + p.info.task and len(p.info.task) <= 200 and len(p.info.job) <= 200
+    assert "history: /metrics/get-history: the answer is not a JSON object" in p.error
+    answers["/api/2.0/mlflow/runs/search"] = (200, b" " * (17 * 1024 * 1024))
+    (p,) = (await poller.poll_once()).polls
+    assert not p.ok and "body larger than 16 MiB, refused" in p.error
