@@ -31,10 +31,11 @@ mlflow = pytest.importorskip("mlflow")
 from mlflow.entities import Metric  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from cmdare.collectors import mlflow_server, writes  # noqa: E402
+from cmdare.collectors import writes  # noqa: E402
 from cmdare.collectors.clock import ManualClock  # noqa: E402
-from cmdare.collectors.mlflow_server import MlflowServerSource  # noqa: E402
-from cmdare.collectors.mlflow_store import MlrunsSource  # noqa: E402
+from cmdare.collectors.mlflow import server as mlflow_server  # noqa: E402
+from cmdare.collectors.mlflow.server import MlflowServerSource  # noqa: E402
+from cmdare.collectors.mlflow.store import MlrunsSource  # noqa: E402
 from cmdare.collectors.poller import Poller  # noqa: E402
 from cmdare.collectors.samples import TaskState  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402

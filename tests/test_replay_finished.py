@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 from cmdare.collectors.clock import ManualClock
-from cmdare.collectors.jsonl import JsonlSource
 from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.logs.source import JsonlSource
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.recorder import Recorder
-from cmdare.collectors.replay import ReplaySource
+from cmdare.collectors.recording.recorder import Recorder
+from cmdare.collectors.recording.replay import ReplaySource
 from cmdare.collectors.samples import TaskState
 from cmdare.collectors.store import Store
 from tests.cli_harness import run_main

@@ -1,5 +1,5 @@
 """Poll an MLflow tracking server's REST API (``/api/2.0/mlflow``) and turn its runs into task polls
-(:mod:`cmdare.collectors.mlflow_run`: the rules every log source shares).
+(:mod:`cmdare.collectors.mlflow.run`: the rules every log source shares).
 
 Each poll asks:
 
@@ -42,11 +42,11 @@ from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, read_body
 from cmdare.collectors.metrics import log_scalar_kind
-from cmdare.collectors.mlflow_run import IDLE_AFTER_S, RunTimeline, run_names
-from cmdare.collectors.prometheus_auth import BasicAuth, BearerToken, public_url
+from cmdare.collectors.mlflow.run import IDLE_AFTER_S, RunTimeline, run_names
+from cmdare.collectors.prometheus.auth import BasicAuth, BearerToken, public_url
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.scrape import describe_error
+from cmdare.collectors.scrape.source import describe_error
 
 log = logging.getLogger(__name__)
 

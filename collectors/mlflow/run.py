@@ -1,6 +1,6 @@
 """One MLflow run as a task: its logged metric points folded into a timeline, and the poll that shows it.
-Shared by the tracking-server source (:mod:`cmdare.collectors.mlflow_server`) and the file-store source
-(:mod:`cmdare.collectors.mlflow_store`), so both read a run by the same rules as the TensorBoard and
+Shared by the tracking-server source (:mod:`cmdare.collectors.mlflow.server`) and the file-store source
+(:mod:`cmdare.collectors.mlflow.store`), so both read a run by the same rules as the TensorBoard and
 JSON-lines sources:
 
 * **Identity**: job = the experiment's name, task = the run's name (``run_name``; two runs of one
@@ -11,7 +11,7 @@ JSON-lines sources:
   of its current timeline and the poll is stamped with that point's own timestamp, so steps/s is exact
   steps over logged seconds (``cmdare_global_step`` and ``cmdare_worker_steps_total``). A run that logs
   everything at step 0 (``log_metric`` without ``step``) has its step from a metric named ``step``,
-  ``global_step``, ``iteration``… (:data:`cmdare.collectors.logkeys.STEP_KEYS`) when it logs one, else no
+  ``global_step``, ``iteration``… (:data:`cmdare.collectors.logs.keys.STEP_KEYS`) when it logs one, else no
   step at all (said, never a rate of 0).
 * **Restart**: a key whose step goes back at a later timestamp (a run resumed from a checkpoint with
   ``start_run(run_id=…)``) starts a new timeline: counted (``cmdare_log_restarts``), the abandoned steps
@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, clock_time, plausible_time
-from cmdare.collectors.logkeys import STEP_KEYS
+from cmdare.collectors.logs.keys import STEP_KEYS
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.tensorboard import scalar_key
+from cmdare.collectors.tensorboard.source import scalar_key
 
 IDLE_AFTER_S = 150.0  # no new point for this long (until the run's own cadence is known): finished
 OLD_RUN_S = 600.0  # assumption: a newest point this old on the reader's clock is a finished run

@@ -1,5 +1,5 @@
 """Read MLflow's local file store (``mlruns/``, what ``mlflow.log_metric`` writes without a tracking server)
-and turn its runs into task polls (:mod:`cmdare.collectors.mlflow_run`: the rules every log source shares).
+and turn its runs into task polls (:mod:`cmdare.collectors.mlflow.run`: the rules every log source shares).
 
 Layout read (MLflow's ``FileStore``)::
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from cmdare.collectors.clock import Clock
-from cmdare.collectors.mlflow_run import IDLE_AFTER_S, MAX_KEYS, STATUS_CODES, RunTimeline, run_names
+from cmdare.collectors.mlflow.run import IDLE_AFTER_S, MAX_KEYS, STATUS_CODES, RunTimeline, run_names
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.textfile import file_problem, open_regular
 
