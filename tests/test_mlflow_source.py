@@ -233,10 +233,15 @@ async def test_file_store_rate_loss_restart_and_finished(file_store: Path):
         for k in range(4):  # 8 steps/s: 16 steps per 2 s, every 4th logged
             for s in range(16 * k, 16 * (k + 1), 4):
                 mlflow.log_metric("loss", 1.0 / (s + 1), step=s, timestamp=_ms(T0 + s / 8))
+            # system metrics as MLflow's monitor logs them: their own sample counter as the step
+            mlflow.log_metric(
+                "system/gpu_0_utilization_percentage", 80.0 + k, step=900 + k, timestamp=_ms(T0 + 2 * k)
+            )
             await poller.poll_once()
             clock.advance(2.0)
     (job,) = build_jobs(poller.store, poller.lifecycle, clock.now())
     assert job.name == "fs-exp" and job.steps_per_sec == pytest.approx(8.0, rel=0.02)
+    assert job.global_step == 60 and job.nodes[0].gpu_util == 83.0  # not step 903
     assert job.training is not None and job.training.loss == pytest.approx(1.0 / 61)
     with mlflow.start_run(run_id=run.info.run_id):  # resumed from the checkpoint at step 30
         for s in range(30, 50, 4):

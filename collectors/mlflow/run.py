@@ -20,6 +20,9 @@ JSON-lines sources:
   shared name rules (:func:`cmdare.collectors.metrics.training_keys`: ``total_loss``/``loss`` before
   ``train/loss`` before components, evaluation losses never). A key naming a checkpoint marks one
   written at its point's time.
+* **System metrics** (``system/…``, MLflow's ``enable_system_metrics_logging``) count their own samples as
+  steps: kept as scalars (``system/gpu_0_utilization_percentage``… averaged as the task's GPU %), never
+  taken for the training step, a restart or a sign of life.
 * **Finished**: MLflow's own status ``FINISHED``, ``FAILED`` or ``KILLED`` (said: "run failed"); a run still
   ``RUNNING`` whose writer stayed silent past its own cadence (a killed process never sets its status),
   or whose newest point is older than :data:`OLD_RUN_S`, is finished too, as a silent TensorBoard run is.
@@ -31,6 +34,7 @@ in (:class:`cmdare.collectors.samples.TaskPoll`), bounded here (:data:`MAX_KEYS`
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -43,6 +47,9 @@ from cmdare.collectors.tensorboard.source import scalar_key
 IDLE_AFTER_S = 150.0  # no new point for this long (until the run's own cadence is known): finished
 OLD_RUN_S = 600.0  # assumption: a newest point this old on the reader's clock is a finished run
 MAX_KEYS = 64  # metric keys kept per run (bounded memory); more are counted and said
+SYSTEM_PREFIX = "system/"  # MLflow's system metrics: stepped by their own sample counter
+MAX_SYSTEM_KEYS = 32  # system metric keys kept per run
+GPU_UTIL_KEY = re.compile(r"^system/gpu_\d+_utilization_percentage$")  # one node's GPUs (multi-node: named)
 MAX_DROPPED = 1000  # names of keys past MAX_KEYS remembered (to say how many)
 MAX_STEP = 1e15  # a larger step is no training step: the point is rejected
 TERMINAL = {"FINISHED": "finished", "FAILED": "run failed", "KILLED": "run killed"}
@@ -62,6 +69,7 @@ class RunTimeline:
     restarts: int = 0
     restart_at: tuple[float, float] | None = None  # (step, time) the current timeline began at
     values: dict[str, float] = field(default_factory=dict)  # key -> value at its newest (step, time)
+    system: dict[str, tuple[float, float]] = field(default_factory=dict)  # system key -> (time, value)
     last: dict[str, tuple[float, float]] = field(default_factory=dict)  # key -> (step, time) of that value
     dropped_keys: set[str] = field(default_factory=set)  # keys past MAX_KEYS (up to MAX_DROPPED named)
     rejected: int = 0  # points with an implausible time or step, since the last poll
@@ -77,6 +85,12 @@ class RunTimeline:
         t = timestamp_ms / 1000.0
         if not (plausible_time(t) and math.isfinite(step) and 0 <= step <= MAX_STEP and math.isfinite(value)):
             self.rejected += 1
+            return
+        if key.startswith(SYSTEM_PREFIX):
+            if (key in self.system or len(self.system) < MAX_SYSTEM_KEYS) and t >= self.system.get(key, (t,))[
+                0
+            ]:
+                self.system[key] = (t, value)
             return
         if key not in self.last and len(self.last) >= MAX_KEYS:
             if len(self.dropped_keys) < MAX_DROPPED:
@@ -148,6 +162,10 @@ class RunTimeline:
             values[M.K_LOG_RESTARTS] = float(self.restarts)
         values.update({scalar_key(k): v for k, v in self.values.items()})
         values.update(M.training_keys(self.values))
+        values.update({scalar_key(k): v for k, (_, v) in self.system.items()})
+        gpus = [v for k, (_, v) in self.system.items() if GPU_UTIL_KEY.match(k)]
+        if gpus:
+            values[M.K_GPU_UTIL] = sum(gpus) / len(gpus)
         if not math.isnan(self.checkpoint_at):
             values[M.K_LAST_CHECKPOINT] = self.checkpoint_at
         bad = [k for k, v in values.items() if not M.valid_value(k, v)]

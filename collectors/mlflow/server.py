@@ -42,7 +42,7 @@ from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, read_body
 from cmdare.collectors.metrics import log_scalar_kind
-from cmdare.collectors.mlflow.run import IDLE_AFTER_S, RunTimeline, run_names
+from cmdare.collectors.mlflow.run import IDLE_AFTER_S, SYSTEM_PREFIX, RunTimeline, run_names
 from cmdare.collectors.prometheus.auth import BasicAuth, BearerToken, public_url
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
@@ -349,10 +349,11 @@ def _point(p: dict) -> tuple[float, float, float] | None:
 def _clock_key(latest: list[tuple[str, float, float, float]]) -> str:
     """The key whose history gives the run's timeline: logged at the highest step (a training loss first
     among those, then by name); "" when every key is at step 0 (no timeline to follow)."""
-    top = max((step for _, _, _, step in latest), default=0.0)
+    training = [(key, step) for key, _, _, step in latest if not key.startswith(SYSTEM_PREFIX)]
+    top = max((step for _, step in training), default=0.0)
     if top <= 0:
         return ""
-    keys = sorted(key for key, _, _, step in latest if step == top)
+    keys = sorted(key for key, step in training if step == top)
     return min(
         keys, key=lambda k: (0, hit[1]) if (hit := log_scalar_kind(k)) and hit[0] == "loss" else (1, 0)
     )
