@@ -21,6 +21,7 @@ YAML library, no object construction). The walk is bounded (experiments, runs, k
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -44,9 +45,8 @@ MAX_LINE_BYTES = 256  # "<13 digits> <a float> <a step>" is ~60 bytes; a longer 
 MAX_KEY_DEPTH = 8  # folder levels of one metric key (``a/b/c``)
 READ_CHUNK_BYTES = 1024 * 1024  # per metric file per poll (~17k points)
 POLL_BYTES = 32 * 1024 * 1024  # all metric files together per poll
-LIST_EVERY_S = (
-    10.0  # the folders are listed again this often (new runs, statuses); files are tailed every poll
-)
+LIST_EVERY_S = 10.0  # the folders are listed again this often (new runs); running runs' files every poll
+LIVE = ("RUNNING", "SCHEDULED")
 
 
 def read_meta(path: Path) -> dict[str, str]:
@@ -97,6 +97,7 @@ class _StoreRun:
     timeline: RunTimeline
     started: float = 0.0
     tails: dict[Path, _MetricTail] = field(default_factory=dict)
+    done: bool = False  # finished and read to its end: not read again unless its status changes
 
 
 class MlrunsSource:
@@ -225,33 +226,47 @@ class MlrunsSource:
                 tail.bad = 0
         return behind
 
-    async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
-        """One poll per run (the folders listed again every :data:`LIST_EVERY_S`); a missing store is a
-        failed poll."""
-        t0 = clock.monotonic()
-        if not self.root.is_dir():
-            return [TaskPoll(str(self.root), clock.now(), False, error="MLflow store directory not found")]
-        if clock.monotonic() - self._listed_at >= LIST_EVERY_S:
-            try:
-                self._list()
-            except OSError as exc:
-                return [TaskPoll(str(self.root), clock.now(), False, error=f"cannot list: {exc.strerror}")]
-            self._listed_at = clock.monotonic()
+    def _read(self, list_now: bool) -> dict[str, bool]:
+        """List (when due) or refresh the running runs' statuses, then tail the metric files; which runs
+        are behind. A finished run read to its end is not looked at again until its status changes."""
+        if list_now:
+            self._list()
         else:  # between listings, the status of every run still running (it ends, fails, is killed)
             for run in self._runs.values():
-                if run.timeline.status in ("RUNNING", "SCHEDULED"):
+                if run.timeline.status in LIVE:
                     try:
                         run.timeline.status = _status(read_meta(run.folder / "meta.yaml"))
                     except OSError:
                         pass  # deleted meanwhile: the next listing drops it
+        budget, behind = [POLL_BYTES], {}
+        for run_id, run in self._runs.items():
+            if run.done and run.timeline.status not in LIVE:
+                behind[run_id] = False
+                continue
+            behind[run_id] = self._tail(run, budget)
+            run.done = run.timeline.status not in LIVE and not behind[run_id]
+        return behind
+
+    async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]:
+        """One poll per run (the folders listed again every :data:`LIST_EVERY_S`); a missing store is a
+        failed poll. The files are read in a worker thread: a large store never holds up the UI."""
+        t0 = clock.monotonic()
+        if not self.root.is_dir():
+            return [TaskPoll(str(self.root), clock.now(), False, error="MLflow store directory not found")]
+        list_now = clock.monotonic() - self._listed_at >= LIST_EVERY_S
+        try:
+            behind = await asyncio.to_thread(self._read, list_now)
+        except OSError as exc:
+            return [TaskPoll(str(self.root), clock.now(), False, error=f"cannot list: {exc.strerror}")]
+        if list_now:
+            self._listed_at = clock.monotonic()
         if not self._runs:
             error = "; ".join(["no MLflow runs found", *self._notes])
             return [TaskPoll(str(self.root), clock.now(), False, error=error)]
-        budget = [POLL_BYTES]
-        polls = []
-        for run in self._runs.values():
-            behind = self._tail(run, budget)
-            polls.append(run.timeline.poll(clock, self.idle_after_s, clock.monotonic() - t0, behind))
+        polls = [
+            run.timeline.poll(clock, self.idle_after_s, clock.monotonic() - t0, behind.get(run_id, False))
+            for run_id, run in self._runs.items()
+        ]
         if self._notes and polls:
             first = polls[0]
             polls[0] = replace(first, error="; ".join(filter(None, [first.error, *self._notes])))
