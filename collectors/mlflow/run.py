@@ -33,6 +33,7 @@ in (:class:`cmdare.collectors.samples.TaskPoll`), bounded here (:data:`MAX_KEYS`
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import deque
@@ -107,7 +108,7 @@ class RunTimeline:
         self.new_points += 1
         if math.isnan(self.step) or (step, t) > (self.step, self.t):
             self.step, self.t = step, t
-        if M.is_checkpoint_tag(key) and not t <= self.checkpoint_at:
+        if _checkpoint_key(key) and not t <= self.checkpoint_at:
             self.checkpoint_at = t
 
     def _restart(self, step: float, t: float) -> None:
@@ -146,8 +147,9 @@ class RunTimeline:
             more = "+" if len(self.dropped_keys) >= MAX_DROPPED else ""
             notes.append(f"more than {MAX_KEYS} metric keys: {len(self.dropped_keys)}{more} not kept")
         if math.isnan(self.step):  # no point yet: not a task (no identity the lifecycle could call silent)
-            return TaskPoll(self.source, clock.now(), False, error="; ".join(notes) or "no metrics logged yet",
-                            elapsed=elapsed)  # fmt: skip
+            what = "reading its metrics" if catching_up else "no metrics logged yet"
+            return TaskPoll(self.source, clock.now(), False, error="; ".join([*notes, what]), elapsed=elapsed,
+                            catching_up=catching_up)  # fmt: skip
         last = f"last metric at {clock_time(self.t)}, step {self.step:,.0f}"
         limit = 2.0 * max(self.gaps) if len(self.gaps) >= 3 else idle_after_s
         idle = now - self.last_new
@@ -178,6 +180,12 @@ class RunTimeline:
         old = not catching_up and clock.now() - self.t >= max(OLD_RUN_S, limit)
         return TaskPoll(self.source, self.t, True, info=self.info, values=values, error="; ".join(notes) or None,
                         elapsed=elapsed, catching_up=catching_up, finished=terminal is not None or old)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)
+def _checkpoint_key(key: str) -> bool:
+    """Whether a metric key names a checkpoint written (asked for every point: cached by key)."""
+    return M.is_checkpoint_tag(key)
 
 
 def run_names(runs: list[tuple[str, str, str]]) -> dict[str, str]:

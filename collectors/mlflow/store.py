@@ -11,9 +11,13 @@ A key with ``/`` in it (``train/loss``) is a file in a subfolder. Deleted experi
 (``lifecycle_stage: deleted``, ``.trash``) are not shown. The directory given may be the ``mlruns``
 folder itself or the folder holding it.
 
-Every metric file is tailed from where the last poll stopped (a file that shrank is read again from the
-start), at most :data:`READ_CHUNK_BYTES` a file and :data:`POLL_BYTES` in all per poll (then the run says it
-is catching up); a line without its newline is left until the writer finishes it; a malformed line is
+A metric file met for the first time is read from :data:`START_TAIL_BYTES` before its end (its recent
+points: the newest value, the recent steps and a recent restart; the history before moves no figure
+shown: a store of 256 runs × 10 keys × 1,000 points, read whole, took 13 s a poll for 3 polls; read so,
+3 polls of ~1 s, then 0.1-0.3 s, at load 12 on 2 cores), then
+tailed from where the last poll stopped (a file that shrank is read again from the start), at most
+:data:`READ_CHUNK_BYTES` a file and :data:`POLL_BYTES` in all per poll (then the run says it is catching
+up); a finished run read to its end is not read again until its status changes; a line without its newline is left until the writer finishes it; a malformed line is
 skipped and counted. Every file is opened as a regular file only (a FIFO put in its place never blocks a
 poll); ``meta.yaml`` is read up to :data:`MAX_META_BYTES` by a reader of its flat ``key: value`` lines (no
 YAML library, no object construction). The walk is bounded (experiments, runs, keys, depth).
@@ -44,7 +48,8 @@ MAX_META_BYTES = 64 * 1024  # a meta.yaml larger than this is not MLflow's
 MAX_LINE_BYTES = 256  # "<13 digits> <a float> <a step>" is ~60 bytes; a longer line is garbage
 MAX_KEY_DEPTH = 8  # folder levels of one metric key (``a/b/c``)
 READ_CHUNK_BYTES = 1024 * 1024  # per metric file per poll (~17k points)
-POLL_BYTES = 32 * 1024 * 1024  # all metric files together per poll
+POLL_BYTES = 2 * 1024 * 1024  # all metric files together per poll (0.5 s of parsing at load 12 on 2 cores)
+START_TAIL_BYTES = 2 * 1024  # a metric file met first is read from this far before its end (~80 points)
 LIST_EVERY_S = 10.0  # the folders are listed again this often (new runs); running runs' files every poll
 LIVE = ("RUNNING", "SCHEDULED")
 
@@ -87,8 +92,9 @@ def parse_point(line: bytes) -> tuple[float, float, float] | None:
 @dataclass
 class _MetricTail:
     key: str
-    offset: int = 0
+    offset: int = -1  # where the next read starts (-1: not read yet)
     bad: int = 0  # malformed lines since the last poll
+    align: bool = False  # the offset may be mid-line: the partial first line is skipped
 
 
 @dataclass
@@ -194,8 +200,11 @@ class MlrunsSource:
                     run.timeline.notes.append(f"{key}: {file_problem(path)}")
                     continue
                 size = st.st_size
+                if tail.offset < 0:  # first sight: its recent points (older ones move no figure shown)
+                    tail.offset = max(0, size - START_TAIL_BYTES)
+                    tail.align = tail.offset > 0
                 if size < tail.offset:  # rewritten: read again from the start
-                    tail.offset = 0
+                    tail.offset, tail.align = 0, False
                 if size == tail.offset:
                     continue
                 if budget[0] <= 0:
@@ -208,17 +217,23 @@ class MlrunsSource:
                 run.timeline.notes.append(f"{key}: {exc.strerror or type(exc).__name__}")
                 continue
             budget[0] -= len(buf)
-            end = buf.rfind(b"\n") + 1
+            start = 0
+            if tail.align:  # the rest of a line begun before the first read
+                start, tail.align = buf.find(b"\n") + 1, False
+            end = max(buf.rfind(b"\n") + 1, start)
             if end == 0 and len(buf) > MAX_LINE_BYTES:  # no newline in a long stretch: garbage, skipped
                 end, tail.bad = len(buf), tail.bad + 1
-            for line in buf[:end].split(b"\n"):
+            points = []
+            for line in buf[start:end].split(b"\n"):
                 if not line.strip():
                     continue
                 point = parse_point(line) if len(line) <= MAX_LINE_BYTES else None
                 if point is None:
                     tail.bad += 1
                 else:
-                    run.timeline.add(key, point[1], point[0], point[2])
+                    points.append(point)
+            for ts, value, step in _turning_points(points):
+                run.timeline.add(key, value, ts, step)
             tail.offset += end
             behind |= size - tail.offset > MAX_LINE_BYTES  # more than a line being written is left
             if tail.bad:
@@ -271,6 +286,16 @@ class MlrunsSource:
             first = polls[0]
             polls[0] = replace(first, error="; ".join(filter(None, [first.error, *self._notes])))
         return polls
+
+
+def _turning_points(points: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
+    """The points of one key's chunk the timeline needs: the newest, and each step that goes back with the
+    point before it (a restart). The others move no figure shown; folding only these keeps a backlog cheap."""
+    n = len(points)
+    return [
+        p for i, p in enumerate(points)
+        if i == n - 1 or points[i + 1][2] < p[2] or (i and p[2] < points[i - 1][2])
+    ]  # fmt: skip
 
 
 def _number(text: str | None) -> float:
