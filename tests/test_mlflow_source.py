@@ -273,14 +273,15 @@ async def test_file_store_hostile_files_cost_a_note_not_a_poll(file_store: Path)
     """A garbage line, an over-long line and a FIFO in place of a metric file: skipped and said; the rest
     is read."""
     mlflow.set_experiment("hostile")
-    with mlflow.start_run(run_name="rank0") as run:
-        mlflow.log_metric("loss", 0.5, step=10, timestamp=_ms(T0))
-    metrics = file_store / run.info.experiment_id / run.info.run_id / "metrics"
-    with (metrics / "loss").open("ab") as f:
-        f.write(b"not a point\n" + b"9" * 5000 + b"\n" + f"{_ms(T0 + 1)} 0.25 20\n".encode())
-    os.mkfifo(metrics / "stuck")
     poller = Poller([MlrunsSource(file_store)], Store(), clock=ManualClock(T0 + 2))
-    (p,) = (await poller.poll_once()).polls
+    with mlflow.start_run(run_name="rank0") as run:  # running: its files are tailed
+        mlflow.log_metric("loss", 0.5, step=10, timestamp=_ms(T0))
+        await poller.poll_once()
+        metrics = file_store / run.info.experiment_id / run.info.run_id / "metrics"
+        with (metrics / "loss").open("ab") as f:
+            f.write(b"not a point\n" + b"9" * 5000 + b"\n" + f"{_ms(T0 + 1)} 0.25 20\n".encode())
+        os.mkfifo(metrics / "stuck")
+        (p,) = (await poller.poll_once()).polls
     assert p.ok and p.values["cmdare_loss"] == 0.25 and p.values["cmdare_global_step"] == 20
     assert "loss: 2 malformed line(s) skipped" in p.error and "stuck:" in p.error
 
