@@ -34,6 +34,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 from cmdare.collectors import writes  # noqa: E402
 from cmdare.collectors.clock import ManualClock  # noqa: E402
 from cmdare.collectors.mlflow import server as mlflow_server  # noqa: E402
+from cmdare.collectors.mlflow.run import turning_points  # noqa: E402
 from cmdare.collectors.mlflow.server import MlflowServerSource  # noqa: E402
 from cmdare.collectors.mlflow.store import MlrunsSource  # noqa: E402
 from cmdare.collectors.poller import Poller  # noqa: E402
@@ -343,3 +344,11 @@ async def test_hostile_answers_are_cleaned_bounded_and_redacted(hostile):
     answers["/api/2.0/mlflow/runs/search"] = (200, b" " * (17 * 1024 * 1024))
     (p,) = (await poller.poll_once()).polls
     assert not p.ok and "body larger than 16 MiB, refused" in p.error
+
+
+def test_turning_points_keep_the_newest_and_every_step_going_back():
+    points = [(1.0, 0.1, 10.0), (2.0, 0.2, 20.0), (3.0, 0.3, 5.0), (4.0, 0.4, 6.0), (5.0, 0.5, 7.0)]
+    assert turning_points(points) == [points[1], points[2], points[4]]
+    later = [(6.0, 0.6, 8.0), (7.0, 0.7, 9.0)]
+    assert turning_points(later, before=30.0) == later  # a chunk that begins with the step going back
+    assert turning_points(later, before=7.0) == later[1:]

@@ -182,6 +182,25 @@ class RunTimeline:
                         elapsed=elapsed, catching_up=catching_up, finished=terminal is not None or old)  # fmt: skip
 
 
+def turning_points(
+    points: list[tuple[float, float, float]], before: float = math.nan
+) -> list[tuple[float, float, float]]:
+    """The ``(timestamp, value, step)`` points of one key's chunk the timeline needs: the newest, and each
+    step that goes back with the point before it (a restart; ``before``: the step of the key's point folded
+    last, for a chunk that begins with one). The others move no figure shown; folding only these keeps a
+    backlog cheap."""
+    n = len(points)
+    return [
+        p for i, p in enumerate(points)
+        if i == n - 1 or points[i + 1][2] < p[2] or p[2] < (points[i - 1][2] if i else before)
+    ]  # fmt: skip
+
+
+def last_step(timeline: RunTimeline, key: str) -> float:
+    """The step of ``key``'s point folded last (NaN when none)."""
+    return timeline.last.get(key, (math.nan, math.nan))[0]
+
+
 @functools.lru_cache(maxsize=4096)
 def _checkpoint_key(key: str) -> bool:
     """Whether a metric key names a checkpoint written (asked for every point: cached by key)."""

@@ -42,7 +42,14 @@ from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, read_body
 from cmdare.collectors.metrics import log_scalar_kind
-from cmdare.collectors.mlflow.run import IDLE_AFTER_S, SYSTEM_PREFIX, RunTimeline, run_names
+from cmdare.collectors.mlflow.run import (
+    IDLE_AFTER_S,
+    SYSTEM_PREFIX,
+    RunTimeline,
+    last_step,
+    run_names,
+    turning_points,
+)
 from cmdare.collectors.prometheus.auth import BasicAuth, BearerToken, public_url
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
@@ -54,9 +61,9 @@ API = "/api/2.0/mlflow"
 MAX_EXPERIMENTS = 1000  # experiments listed (names of the runs' jobs)
 EXPERIMENTS_PAGE = 1000  # experiments per experiments/search answer (the server's own maximum is 50,000)
 MAX_RUNS = 256  # runs shown: the most recently started
-MAX_HISTORY_RUNS = 32  # runs whose clock key's history is read per poll (round robin past it)
+MAX_HISTORY_RUNS = 16  # runs whose clock key's history is read per poll (round robin past it)
 HISTORY_PAGE = 5000  # points per get-history answer (~0.5 MB of JSON)
-MAX_PAGES_PER_POLL = 4  # history pages read per run per poll (a long backlog is read over several polls)
+MAX_PAGES_PER_POLL = 2  # history pages read per run per poll (a long backlog is read over several polls)
 HISTORY_CONCURRENCY = 4  # history requests in flight at once
 MAX_BODY_BYTES = (
     16 * 1024 * 1024
@@ -204,10 +211,11 @@ class MlflowServerSource:
                 params["page_token"] = hist.token
             answer = await self._ask(client, "GET", "/metrics/get-history", params=params)
             points = _objects(answer.get("metrics"))
-            for p in points[hist.seen :]:
-                point = _point(p)
-                if point is not None:
-                    run.timeline.add(hist.key, *point)
+            new = [(pt[1], pt[0], pt[2]) for p in points[hist.seen :] if (pt := _point(p)) is not None]
+            for ts, value, step in turning_points(
+                new, last_step(run.timeline, hist.key)
+            ):  # the newest point, and any step going back
+                run.timeline.add(hist.key, value, ts, step)
             token = answer.get("next_page_token")
             if isinstance(token, str) and token and len(points) >= HISTORY_PAGE:
                 hist.token, hist.seen = token, 0  # a full page: the next one starts at the server's token

@@ -36,7 +36,15 @@ from pathlib import Path
 import httpx
 
 from cmdare.collectors.clock import Clock
-from cmdare.collectors.mlflow.run import IDLE_AFTER_S, MAX_KEYS, STATUS_CODES, RunTimeline, run_names
+from cmdare.collectors.mlflow.run import (
+    IDLE_AFTER_S,
+    MAX_KEYS,
+    STATUS_CODES,
+    RunTimeline,
+    last_step,
+    run_names,
+    turning_points,
+)
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.textfile import file_problem, open_regular
 
@@ -232,7 +240,7 @@ class MlrunsSource:
                     tail.bad += 1
                 else:
                     points.append(point)
-            for ts, value, step in _turning_points(points):
+            for ts, value, step in turning_points(points, last_step(run.timeline, key)):
                 run.timeline.add(key, value, ts, step)
             tail.offset += end
             behind |= size - tail.offset > MAX_LINE_BYTES  # more than a line being written is left
@@ -286,16 +294,6 @@ class MlrunsSource:
             first = polls[0]
             polls[0] = replace(first, error="; ".join(filter(None, [first.error, *self._notes])))
         return polls
-
-
-def _turning_points(points: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
-    """The points of one key's chunk the timeline needs: the newest, and each step that goes back with the
-    point before it (a restart). The others move no figure shown; folding only these keeps a backlog cheap."""
-    n = len(points)
-    return [
-        p for i, p in enumerate(points)
-        if i == n - 1 or points[i + 1][2] < p[2] or (i and p[2] < points[i - 1][2])
-    ]  # fmt: skip
 
 
 def _number(text: str | None) -> float:
