@@ -87,10 +87,9 @@ class RunTimeline:
         if not (plausible_time(t) and math.isfinite(step) and 0 <= step <= MAX_STEP and math.isfinite(value)):
             self.rejected += 1
             return
-        if key.startswith(SYSTEM_PREFIX):
-            if (key in self.system or len(self.system) < MAX_SYSTEM_KEYS) and t >= self.system.get(key, (t,))[
-                0
-            ]:
+        if key.startswith(SYSTEM_PREFIX):  # a sample of the machine, not of the training
+            seen = self.system.get(key)
+            if (seen is None and len(self.system) < MAX_SYSTEM_KEYS) or (seen is not None and t >= seen[0]):
                 self.system[key] = (t, value)
             return
         if key not in self.last and len(self.last) >= MAX_KEYS:
