@@ -352,3 +352,15 @@ def test_turning_points_keep_the_newest_and_every_step_going_back():
     later = [(6.0, 0.6, 8.0), (7.0, 0.7, 9.0)]
     assert turning_points(later, before=30.0) == later  # a chunk that begins with the step going back
     assert turning_points(later, before=7.0) == later[1:]
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
+def test_a_missing_store_is_one_line_and_exit_2(tmp_path: Path, isolated_home: Path, where: str):
+    missing = str(tmp_path / "no-mlruns")
+    argv = ["snapshot", "--mlruns", missing]
+    if where == "config":
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(f'[sources]\nmlruns = ["{missing}"]\n')
+        argv = ["snapshot", "--config", str(cfg)]
+    code, _, err = run_main(argv)
+    assert code == 2 and len(err.splitlines()) == 1 and "not a directory" in err, err
