@@ -169,9 +169,8 @@ class MlflowServerSource:
     async def _list_experiments(self, client: httpx.AsyncClient) -> None:
         found: dict[str, str] = {}
         token = ""
-        for _ in range(
-            MAX_EXPERIMENTS // EXPERIMENTS_PAGE + 1
-        ):  # pages: bounded even when a filter keeps few
+        pages = MAX_EXPERIMENTS // EXPERIMENTS_PAGE + 1  # bounded even when a name filter keeps few
+        for _ in range(pages):
             params = {"max_results": str(EXPERIMENTS_PAGE), "view_type": "ACTIVE_ONLY"}
             if token:
                 params["page_token"] = token
@@ -212,9 +211,8 @@ class MlflowServerSource:
             answer = await self._ask(client, "GET", "/metrics/get-history", params=params)
             points = _objects(answer.get("metrics"))
             new = [(pt[1], pt[0], pt[2]) for p in points[hist.seen :] if (pt := _point(p)) is not None]
-            for ts, value, step in turning_points(
-                new, last_step(run.timeline, hist.key)
-            ):  # the newest point, and any step going back
+            before = last_step(run.timeline, hist.key)
+            for ts, value, step in turning_points(new, before):  # the newest point, and any step going back
                 run.timeline.add(hist.key, value, ts, step)
             token = answer.get("next_page_token")
             if isinstance(token, str) and token and len(points) >= HISTORY_PAGE:
