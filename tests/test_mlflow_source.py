@@ -185,12 +185,11 @@ def test_snapshot_reads_the_server_and_keeps_credentials_out(tracking):
     run_id = client.create_run(exp, run_name="rank0").info.run_id
     client.log_batch(run_id, metrics=[Metric("loss", 0.25, _ms(T0 + s), s) for s in range(0, 50, 10)])
     client.set_terminated(run_id, "KILLED")
-    code, out, err = run_main(
-        ["snapshot", "--json", "--samples", "1", "--timeout", "30", "--mlflow", tracking]
-    )
+    argv = ["snapshot", "--json", "--samples", "1", "--timeout", "30", "--mlflow", tracking]
+    code, out, err = run_main([*argv, "--mlflow-experiment", name])
     assert code == 0, err
-    jobs = {j["name"]: j for j in json.loads(out)["jobs"]}
-    job = jobs[name]
+    (job,) = json.loads(out)["jobs"]  # the other tests' experiments are not shown
+    assert job["name"] == name
     assert job["finished"] and job["global_step"] == 40 and job["training"]["loss"] == 0.25
     assert job["nodes"][0]["status"] == "finished" and "run killed" in job["nodes"][0]["last_error"]
     secret = "s3cr3t-pw-" + uuid.uuid4().hex[:6]
@@ -265,7 +264,11 @@ async def test_file_store_runs_sharing_a_name_are_two_tasks(file_store: Path):
         with mlflow.start_run(run_name="train") as run:
             mlflow.log_metric("loss", loss, step=5, timestamp=_ms(T0))
             ids.append(run.info.run_id)
-    polls = (await Poller([MlrunsSource(file_store)], Store(), clock=ManualClock(T0 + 1)).poll_once()).polls
+    mlflow.set_experiment("other")  # not asked for
+    with mlflow.start_run(run_name="train"):
+        mlflow.log_metric("loss", 0.1, step=5, timestamp=_ms(T0))
+    source = MlrunsSource(file_store, experiments=["names"])
+    polls = (await Poller([source], Store(), clock=ManualClock(T0 + 1)).poll_once()).polls
     assert sorted(p.info.task for p in polls) == sorted(f"train#{i[:8]}" for i in ids)
     assert sorted(p.values["cmdare_loss"] for p in polls) == [0.25, 0.5]
 

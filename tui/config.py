@@ -179,6 +179,7 @@ _LIST_KEYS = {
     "jsonl": "file paths",
     "mlflow": "http(s) URLs",
     "mlruns": "directory paths",
+    "mlflow_experiment": "experiment names",
 }
 _BOOL_KEYS = ("demo",)
 _NUMBER_KEYS = ("replay_speed",)

@@ -136,6 +136,13 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
         help="read an MLflow file store (an mlruns folder, or the folder holding it) (repeatable)",
     )
     g.add_argument(
+        "--mlflow-experiment",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="show only this MLflow experiment's runs (repeatable; default: every active experiment)",
+    )
+    g.add_argument(
         "--tf-config",
         type=tf_config_value,
         default=None,
@@ -229,6 +236,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         "jsonl",
         "mlflow",
         "mlruns",
+        "mlflow_experiment",
         "tf_config",
         "metrics_port",
         "record",

@@ -90,11 +90,14 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
     if opts.mlflow:
         from cmdare.collectors.mlflow.server import MlflowServerSource
 
-        sources += [MlflowServerSource(u, timeout=opts.timeout, env=os.environ) for u in opts.mlflow]
+        sources += [
+            MlflowServerSource(u, timeout=opts.timeout, experiments=opts.mlflow_experiment, env=os.environ)
+            for u in opts.mlflow
+        ]
     if opts.mlruns:
         from cmdare.collectors.mlflow.store import MlrunsSource
 
-        sources += [MlrunsSource(d) for d in opts.mlruns]
+        sources += [MlrunsSource(d, experiments=opts.mlflow_experiment) for d in opts.mlruns]
     return sources
 
 

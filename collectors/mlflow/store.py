@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -119,9 +120,12 @@ class MlrunsSource:
 
     name = "mlruns"
 
-    def __init__(self, root: str | Path, *, idle_after_s: float = IDLE_AFTER_S) -> None:
+    def __init__(
+        self, root: str | Path, *, experiments: Sequence[str] = (), idle_after_s: float = IDLE_AFTER_S
+    ) -> None:
         root = Path(root)
         self.root = root / "mlruns" if (root / "mlruns").is_dir() else root
+        self.only = set(experiments)  # experiment names to show (all when empty)
         self.idle_after_s = idle_after_s
         self._runs: dict[str, _StoreRun] = {}  # run id -> run
         self._listed_at = -math.inf
@@ -149,6 +153,8 @@ class MlrunsSource:
             if meta.get("lifecycle_stage", "active") != "active":
                 continue
             name = meta.get("name") or exp.name
+            if self.only and name not in self.only:
+                continue
             try:
                 runs = [r for r in os.scandir(exp.path) if r.is_dir(follow_symlinks=False)]
             except OSError:

@@ -33,6 +33,7 @@ SESSION_FLAG = "--session-args-from-env"  # first argument of a served session: 
 PASSED_THROUGH = (
     ("prometheus", "--prometheus"), ("selector", "--selector"), ("prometheus_token_file", "--prometheus-token-file"),
     ("tensorboard", "--tensorboard"), ("jsonl", "--jsonl"), ("mlflow", "--mlflow"), ("mlruns", "--mlruns"),
+    ("mlflow_experiment", "--mlflow-experiment"),
     ("tf_config", "--tf-config"),
     ("metrics_port", "--metrics-port"), ("job", "--job"), ("replay", "--replay"), ("replay_speed", "--replay-speed"),
 )  # fmt: skip
