@@ -296,18 +296,23 @@ async def test_file_store_hostile_files_cost_a_note_not_a_poll(file_store: Path)
 @pytest.fixture
 def hostile() -> Iterator[tuple[str, dict]]:
     """A server on 127.0.0.1 speaking MLflow's paths with hostile answers (no real MLflow server sends
-    these: a wrong or compromised one might); ``answers[path]`` is ``(status, body)``."""
-    answers: dict[str, tuple[int, bytes]] = {}
+    these: a wrong or compromised one might); ``answers[path]`` is ``(status, body)``, or with a delay in
+    seconds before the answer."""
+    answers: dict[str, tuple] = {}
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            status, body = answers.get(self.path.split("?")[0], (404, b"{}"))
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            status, body, *delay = answers.get(self.path.split("?")[0], (404, b"{}"))
+            time.sleep(delay[0] if delay else 0)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up waiting (its timeout): what the slow answer is for
 
         do_GET = do_POST = _answer  # noqa: N815
 
@@ -315,6 +320,7 @@ def hostile() -> Iterator[tuple[str, dict]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True  # a delayed answer never holds the teardown
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", answers
@@ -367,3 +373,22 @@ def test_a_missing_store_is_one_line_and_exit_2(tmp_path: Path, isolated_home: P
         argv = ["snapshot", "--config", str(cfg)]
     code, _, err = run_main(argv)
     assert code == 2 and len(err.splitlines()) == 1 and "not a directory" in err, err
+
+
+async def test_a_slow_history_leaves_the_poll_with_the_latest_points(hostile):
+    """History answers slower than the timeout: the poll shows the latest points, says it is catching up,
+    and reads the rest next time."""
+    url, answers = hostile
+    answers["/api/2.0/mlflow/experiments/search"] = (
+        200,
+        b'{"experiments": [{"experiment_id": "1", "name": "e"}]}',
+    )
+    runs = {"runs": [{"info": {"run_id": "a" * 32, "experiment_id": "1", "status": "RUNNING", "run_name": "rank0"},
+                      "data": {"metrics": [{"key": "loss", "value": 0.5, "timestamp": _ms(T0), "step": 30}]}}]}  # fmt: skip
+    answers["/api/2.0/mlflow/runs/search"] = (200, json.dumps(runs).encode())
+    history = {"metrics": [{"key": "loss", "value": 0.5, "timestamp": _ms(T0), "step": 30}]}
+    answers["/api/2.0/mlflow/metrics/get-history"] = (200, json.dumps(history).encode(), 2.0)
+    poller = Poller([MlflowServerSource(url, timeout=0.5)], Store(), clock=ManualClock(T0 + 1))
+    (p,) = (await poller.poll_once()).polls
+    assert p.ok and p.catching_up and p.values["cmdare_global_step"] == 30
+    assert "history: not all read within 0.5 s" in p.error

@@ -294,7 +294,9 @@ class MlflowServerSource:
         return polls
 
     async def _read_histories(self, client: httpx.AsyncClient) -> None:
-        """The clock key's new points of the running runs (MAX_HISTORY_RUNS a poll, in turn)."""
+        """The clock key's new points of the running runs (MAX_HISTORY_RUNS a poll, in turn), within one
+        ``timeout`` in all: a slow server never holds a refresh for more; what is left is read next poll
+        (a page is applied whole or not at all)."""
         live = [
             (rid, run)
             for rid, run in self._runs.items()
@@ -306,14 +308,24 @@ class MlflowServerSource:
             self._turn += MAX_HISTORY_RUNS
         gate = asyncio.Semaphore(HISTORY_CONCURRENCY)
 
+        done: set[str] = set()
+
         async def one(run_id: str, run: _ServerRun) -> None:
             async with gate:
                 try:
                     await self._read_history(client, run_id, run)
                 except MlflowError as exc:
                     run.timeline.notes.append(f"history: {exc}")
+                done.add(run_id)
 
-        await asyncio.gather(*(one(rid, run) for rid, run in live))
+        try:
+            async with asyncio.timeout(self.timeout):
+                await asyncio.gather(*(one(rid, run) for rid, run in live))
+        except TimeoutError:
+            for rid, run in live:
+                if rid not in done:
+                    run.behind = True  # catching up: the rest next poll
+                    run.timeline.notes.append(f"history: not all read within {self.timeout:g} s")
 
     def _failed(self, clock: Clock, error: str) -> list[TaskPoll]:
         log.warning("%s", error)
