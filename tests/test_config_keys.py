@@ -109,6 +109,10 @@ CASES: dict[str, tuple[str, Any]] = {
     "jsonl": ('[sources]\njsonl = ["{jsonl}"]\n', lambda s, p: s["options"].sources.as_dict()["jsonl"] == [p["jsonl"]]),
     "tf_config": (f"[sources]\ntf_config = '{TF}'\n", lambda s, p: s["options"].sources.as_dict()["tf_config"] == TF),
     "metrics_port": ('[sources]\ndemo = true\nmetrics_port = "+5"\n', lambda s, p: s["options"].sources.as_dict()["metrics_port"] == "+5"),
+    "mlflow_experiment": (
+        '[sources]\nmlruns = ["{tb}"]\nmlflow_experiment = ["resnet"]\n',
+        lambda s, p: s["options"].sources.as_dict()["mlflow_experiment"] == ["resnet"],
+    ),
     "job": ('[sources]\ndemo = true\njob = "bert"\n', lambda s, p: s["options"].job == "bert"),
     "replay": ('[sources]\nreplay = "{rec}"\n', lambda s, p: (s["options"].replay, s["options"].read_only) == (p["rec"], True)),
     "replay_speed": ('[sources]\nreplay = "{rec}"\nreplay_speed = 4\n', lambda s, p: s["options"].replay_speed == 4),
