@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.hostdetail import (
@@ -92,7 +93,7 @@ def _number(text: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> list[TaskPoll]:
+def host_polls(rows: list[dict[str, Any]], source: str, now: float, skew: float = 0.0) -> list[TaskPoll]:
     """One host-detail poll per host from the answer of :func:`host_query`, stamped with the
     node_exporter's own scrape time (else the newest of the host's instances, else ``now``)."""
     values: dict[str, dict[str, float]] = {}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sqlite3
 import time
 from dataclasses import asdict
@@ -78,8 +77,8 @@ def _json(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), allow_nan=True)
 
 
-def poll_row(cycle_id: int, seq: int, p: TaskPoll) -> tuple:
-    vals = {k: v for k, v in p.values.items() if not (isinstance(v, float) and math.isnan(v))}
+def poll_row(cycle_id: int, seq: int, p: TaskPoll) -> tuple[int | float | str | None, ...]:
+    vals = {k: v for k, v in p.values.items() if v == v}  # NaN (not read) left out
     return (
         cycle_id,
         seq,

@@ -139,7 +139,7 @@ class TensorBoardSource:
         self._layout_notes: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._work: asyncio.Future | None = None
+        self._work: asyncio.Future[None] | None = None
         self._executor = ThreadPoolExecutor(
             1, thread_name_prefix="cmdare-tensorboard", initializer=_background
         )
@@ -212,7 +212,8 @@ class TensorBoardSource:
     def _apply(self, run: _Run, events: list[Event], prefix: str, path: Path) -> None:
         """Fold a chunk's events into the run: summarised without the lock, merged under it (the
         event loop takes the lock to report, so it is held for a few dict updates only)."""
-        rejected, new, top, latest, ckpt = 0, 0, None, {}, math.nan
+        rejected, new, top, ckpt = 0, 0, None, math.nan
+        latest: dict[str, tuple[int, float]] = {}  # tag -> (step, value) of its highest step
         main = prefix == ""  # the run's own folder: a newer file there may restart the timeline
         with self._lock:
             later = _later_firsts(run, path) if main else {}
