@@ -69,7 +69,7 @@ def ranks(job: JobView, *, up_only: bool = True) -> tuple[NodeView, ...]:
 def sync_shape(job: JobView) -> SyncShape | None:
     """The job's nodes × GPUs per node and GPU label, counting every rank (down ones too: the shape
     paid for); once per view."""
-    return job.memo("sync shape", _sync_shape)
+    return job.memo(_sync_shape)
 
 
 def _sync_shape(job: JobView) -> SyncShape | None:
@@ -85,7 +85,7 @@ def _sync_shape(job: JobView) -> SyncShape | None:
 
 def placement(job: JobView) -> tuple[str, str]:
     """(region, provisioning) most of the job's ranks declare ("" when none does); once per view."""
-    return job.memo("placement", _placement)
+    return job.memo(_placement)
 
 
 def _placement(job: JobView) -> tuple[str, str]:
@@ -98,7 +98,7 @@ def _placement(job: JobView) -> tuple[str, str]:
 def measured_split(job: JobView) -> MeasuredSplit | None:
     """The job's measured compute and exposed all-reduce per step (medians over up ranks), or None;
     once per view."""
-    return job.memo("measured split", _measured_split)
+    return job.memo(_measured_split)
 
 
 def _measured_split(job: JobView) -> MeasuredSplit | None:
@@ -124,7 +124,7 @@ def _fits_its_steps(n: NodeView) -> bool:
 
 def allreduce_refusals(job: JobView) -> tuple[str, ...]:
     """One line per rank whose all-reduce figures were refused (see :func:`measured_split`); once per view."""
-    return job.memo("allreduce refusals", _allreduce_refusals)
+    return job.memo(_allreduce_refusals)
 
 
 def _allreduce_refusals(job: JobView) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.prometheus_answers import decode, well_formed
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
-from cmdare.planner.overview import cached_view, node_view
+from cmdare.planner.overview import BuiltView, cached_view, node_view
 
 W = TaskInfo("j", "w1", "worker", "P100", "us-central1", provisioning="preemptible")
 STEPS, SUM, COUNT = M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT
@@ -45,13 +45,16 @@ def test_cached_figures_are_the_same_view_and_uptime_moves():
         store.add(poll)
         life.observe([poll])
     ts, status = store.tasks[W.key], life.nodes[W.key]
-    first = cached_view(ts, status, 120.0, None, ())
-    again = cached_view(ts, status, 125.0, None, ())
+    built: dict[str, BuiltView] = {}  # the overview's views so far (a session's OverviewCache.built)
+    first = cached_view(ts, status, 120.0, None, (), built)
+    again = cached_view(ts, status, 125.0, None, (), built)
     assert again is first and again == node_view(ts, status, 125.0)  # nothing new: the same object
     assert again.uptime_s(125.0) is not None and again.uptime_s(125.0) - first.uptime_s(120.0) == 5.0
     store.add(ok(130.0, **{STEPS: 160.0, SUM: 65.0, COUNT: 130.0}))  # a new point: recomputed
-    assert cached_view(ts, status, 131.0, None, ()) == node_view(ts, status, 131.0)
-    assert cached_view(ts, status, 131.0, None, ("duplicate-identity",)).flags == ("duplicate-identity",)
+    assert cached_view(ts, status, 131.0, None, (), built) == node_view(ts, status, 131.0)
+    assert cached_view(ts, status, 131.0, None, ("duplicate-identity",), built).flags == (
+        "duplicate-identity",
+    )
 
 
 def _answer(rows: list) -> bytes:
