@@ -13,6 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from cmdare.collectors.samples import Lifetime
 from cmdare.planner.job_plan import current_shape, network_of
@@ -26,6 +27,9 @@ from cmdare.planner.risk_cost.shapes import ShapeTable, UnpricedShapeError, rank
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION, Allowed, Options, Shape, Target, Workload
 from cmdare.planner.speed.calibration import Calibration
 from cmdare.planner.speed.speed_model import SpeedModel
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 log = logging.getLogger(__name__)
 
@@ -52,15 +56,17 @@ class LivePlan:
 
 @dataclass
 class _JobCache:
-    key: tuple | None = None
-    inputs: tuple | None = None  # exactly what the last ranking rested on (its key's unrounded form)
+    key: tuple[object, ...] | None = None
+    inputs: tuple[object, ...] | None = (
+        None  # exactly what the last ranking rested on (its key's unrounded form)
+    )
     ranked_at: float = -math.inf
     calibrated_at: float = -math.inf
     calibration: Calibration | None = None
     plan: LivePlan | None = None
 
 
-def _dominant(counter: Counter) -> str:
+def _dominant(counter: Counter[str]) -> str:
     return counter.most_common(1)[0][0] if counter else ""
 
 
@@ -72,7 +78,11 @@ def _provisionings(current: str) -> tuple[str, ...]:
 
 
 def workload_for_job(
-    job: JobView, price_book, *, budget_usd: float | None = None, deadline_hours: float | None = None
+    job: JobView,
+    price_book: PriceBook,
+    *,
+    budget_usd: float | None = None,
+    deadline_hours: float | None = None,
 ) -> tuple[Workload | None, str | None]:
     """A workload for the remaining steps of a live job, or (None, why not)."""
     net, shape = network_of(job), current_shape(job)
@@ -111,7 +121,7 @@ class LivePlanner:
     def __init__(
         self,
         speed_model: SpeedModel,
-        price_book,
+        price_book: PriceBook,
         revocation_model: RevocationModel | None = None,
         *,
         objective: str = "balanced",
@@ -130,7 +140,7 @@ class LivePlanner:
         self.min_interval = min_interval  # never re-rank more often than this unless the prices changed
         self._jobs: dict[str, _JobCache] = {}
 
-    def set_price_book(self, book) -> None:
+    def set_price_book(self, book: PriceBook) -> None:
         self.price_book = book
         for c in self._jobs.values():
             c.key = None  # re-rank with the new prices

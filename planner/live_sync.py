@@ -101,13 +101,20 @@ def measured_split(job: JobView) -> MeasuredSplit | None:
     return job.memo(_measured_split)
 
 
+def rank_split(n: NodeView) -> tuple[float, float] | None:
+    """A rank's (compute, exposed all-reduce) seconds of a step, when both are measured (a compute time > 0)."""
+    if n.step_seconds and n.allreduce_seconds is not None:
+        return n.step_seconds, n.allreduce_seconds
+    return None
+
+
 def _measured_split(job: JobView) -> MeasuredSplit | None:
-    measured = [n for n in ranks(job) if n.step_seconds and n.allreduce_seconds is not None]
-    both = [(n.step_seconds, n.allreduce_seconds) for n in measured if _fits_its_steps(n)]
+    measured = [(n, s) for n in ranks(job) if (s := rank_split(n)) is not None]
+    both = [s for n, s in measured if _fits_its_steps(n)]
     if not both:
         return None
     c = statistics.median(b[0] for b in both)
-    e = statistics.median(b[1] for b in both)  # type: ignore[misc]
+    e = statistics.median(b[1] for b in both)
     return MeasuredSplit(float(c), float(e), len(both), len(measured) - len(both))
 
 
@@ -154,7 +161,10 @@ def shape_terms(
     from cmdare.planner.speed.interconnect import node_links
 
     links = node_links(shape.gpu, shape.gpus_per_node, tier)
-    a = lambda x: np.array([x], dtype=float)  # noqa: E731
+
+    def a(x: float) -> np.ndarray:  # one row
+        return np.array([x], dtype=float)
+
     return sync_step(a(compute_s), params, a(shape.nodes), a(shape.gpus_per_node), a(links.intra_bus_gbps),
                      a(links.nic_bus_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
 

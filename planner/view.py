@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from cmdare.planner.rules.inputs import frozen_map
 
 if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
     from cmdare.planner.geo.geo_live import LiveBoundary
     from cmdare.planner.job_plan import GpuMix, ShapeOutlook
     from cmdare.planner.live_plan import LivePlan
@@ -47,14 +48,13 @@ class PriceSource:
         return not self.date.startswith("price date unknown")
 
     @classmethod
-    def of(cls, book: object) -> PriceSource | None:
+    def of(cls, book: PriceBook | None) -> PriceSource | None:
         """The price source of a price book (None without a book)."""
         if book is None:
             return None
         from cmdare.planner.risk_cost.ranking_notes import price_date_label  # numpy: not at start-up
 
-        return cls(str(getattr(book, "source", "unknown")), str(getattr(book, "as_of", "") or "?"),
-                   price_date_label(book))  # fmt: skip
+        return cls(book.source, book.as_of or "?", price_date_label(book))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ verdicts: :mod:`cmdare.planner.geo.geo_live` (re-exported here).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from cmdare.planner.geo.bubbles import (
     Bubble,
@@ -363,6 +364,6 @@ def _bubbles(
     return out, req_s
 
 
-def with_layout(job: GeoJob, **changes: object) -> GeoJob:
+def with_layout(job: GeoJob, **changes: Any) -> GeoJob:
     """A copy of ``job`` with layout fields changed (e.g. ``sharing="spatial"``)."""
     return replace(job, layout=replace(job.layout, **changes))

@@ -201,6 +201,6 @@ def worth_switching(c: dict[str, np.ndarray]) -> np.ndarray:
     score, t = c["score"].astype(float), c["hours_p50"].astype(float)
     cost = c["cost_usd_p50"].astype(float)
     priced = np.isfinite(cost) & np.isfinite(cost[0]) & np.isfinite(score) & np.isfinite(score[0])
-    out = np.where(priced, score < score[0], t < t[0])
+    out: np.ndarray = np.where(priced, score < score[0], t < t[0])
     out[0] = True
     return out

@@ -4,7 +4,7 @@ budget). Times in seconds, money in USD, rates in steps/s."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION
@@ -20,9 +20,12 @@ from cmdare.planner.rules.rule_support import (
     up_gpu_counts,
 )
 
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+
 
 # ----------------------------------------------------------------------------------- eta-slip / cost-overrun
-def _burn_usd_per_hour(book: Any, job: JobView) -> float | None:
+def _burn_usd_per_hour(book: PriceBook | None, job: JobView) -> float | None:
     prices = [node_usd_per_hour(book, n) for n in job.nodes if n.status == "up"]
     return None if not prices or any(p is None for p in prices) else float(sum(prices))  # type: ignore[arg-type]
 

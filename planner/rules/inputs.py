@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
 
 if TYPE_CHECKING:  # annotations only: the rule modules import this one
+    from cmdare.collectors.pricing.book import PriceBook
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.rules.thresholds import Thresholds
@@ -46,7 +47,7 @@ class StageRates:
 
 
 #: ``(job, from_stage, to_stage)`` or a DC pair (``frozenset``) → link capacity, Gbit/s.
-LinkCapacities = Mapping[Any, float]
+LinkCapacities = Mapping[frozenset[str] | tuple[str, str, str], float]
 
 
 def frozen_map(d: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
@@ -67,7 +68,7 @@ class RuleInputs:
 
     predicted: Mapping[str, SpeedPrediction] = field(default_factory=frozen_map)
     model: SpeedModel | None = None
-    price_book: Any = None
+    price_book: PriceBook | None = None
     thresholds: Thresholds | None = None
     overheads: Overheads | None = None
     replacement_seconds: Mapping[str, float] = field(default_factory=frozen_map)

@@ -72,8 +72,8 @@ def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | 
         bound += 1.0 / max(w.step_seconds or 0.0, cycle)
     ps = job.up_ps_nodes()
     nic = [max(n.net_in_bps or 0.0, n.net_out_bps or 0.0) * 8 / 1e9 for n in ps]
-    cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
-    cpus = [c / PS_SHAPE.vcpus for c in cpus if c is not None]
+    busy = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
+    cpus = [c / PS_SHAPE.vcpus for c in busy if c is not None]
     return PsLoad(
         x,
         bound,
@@ -140,7 +140,10 @@ def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tupl
         return None, {}
     region = next((n.region for n in job.up_ps_nodes()), "") or next((n.region for n in job.up_workers()), "")
     usd = price_usd_per_hour(ctx.inputs.price_book, "ps_node_price", region)
-    money = (lambda add: f", +${usd * add:.2f}/h") if usd is not None else (lambda add: "")
+
+    def money(add: int) -> str:
+        return f", +${usd * add:.2f}/h" if usd is not None else ""
+
     gain = gains[ps + 1]
     extrapolated = ps + 1 > th.ps_measured_max
     fix = f"add a parameter server: {gain.words()}{money(1)}"

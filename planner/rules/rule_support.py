@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from cmdare.planner.job_plan import network_of, owns_gpu
 from cmdare.planner.overview import JobView, NodeView
@@ -17,6 +17,9 @@ from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 
 # ----------------------------------------------------------------------------------- context inputs
@@ -117,7 +120,9 @@ def basis(
 
 
 # ----------------------------------------------------------------------------------- prices, words
-def price_usd_per_hour(book: Any, fn: str, *args: str | int) -> float | None:
+def price_usd_per_hour(
+    book: PriceBook | None, fn: Literal["node_price", "ps_node_price"], *args: str | int
+) -> float | None:
     """A price from the book, or None when the book is missing or has no price."""
     if book is None:
         return None
@@ -127,7 +132,7 @@ def price_usd_per_hour(book: Any, fn: str, *args: str | int) -> float | None:
         return None
 
 
-def node_usd_per_hour(book: Any, n: NodeView) -> float | None:
+def node_usd_per_hour(book: PriceBook | None, n: NodeView) -> float | None:
     """What one node costs (USD/h): a PS node or a one-GPU worker, by region and provisioning."""
     if n.role == "ps":
         return price_usd_per_hour(book, "ps_node_price", n.region, n.provisioning or "standard")

@@ -7,7 +7,7 @@ boundary comes from :func:`cmdare.planner.geo.geo_model.wan_bound_from_live`.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from cmdare.collectors import metrics as M
@@ -15,7 +15,7 @@ from cmdare.collectors.store import Store
 from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
 from cmdare.planner.overview import RATE_WINDOW_S
 from cmdare.planner.rules.alerts import AlertContext, Finding
-from cmdare.planner.rules.inputs import StageRates
+from cmdare.planner.rules.inputs import LinkCapacities, StageRates
 from cmdare.planner.rules.rule_support import rate_window_s, signed_pct, thresholds_of
 
 #: Many parallel TCP connections reach ≈5 Gbit/s on a WAN regardless of distance (Atlas, background.md §2).
@@ -84,7 +84,7 @@ def _pipeline(
 
 
 def live_boundaries(
-    stages: Sequence[StageRates], caps_by_dc: Mapping[frozenset, float], wait_share_min: float
+    stages: Sequence[StageRates], caps_by_dc: LinkCapacities, wait_share_min: float
 ) -> tuple[list[LiveBoundary], dict[str, str], dict[tuple[str, str], float]]:
     """Every WAN stage boundary of one job, measured: (boundaries, stage → DC, known capacities)."""
     compute, wait, sent = _pipeline(stages)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
+from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.overview import STEP_WINDOW_S, WORKER_ROLES, JobView, NodeView
 from cmdare.planner.rules.alerts import AlertContext, Finding
-from cmdare.planner.rules.ps_rules import PS_SHAPE, PsLoad, ps_load
+from cmdare.planner.rules.ps_rules import PsLoad, ps_load
 from cmdare.planner.rules.rule_support import (
     basis,
     canonical_gpu,
@@ -25,6 +27,9 @@ from cmdare.planner.rules.rule_support import (
     thresholds_of,
 )
 from cmdare.planner.rules.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 # ----------------------------------------------------------------------------------- straggler
 STRAGGLERS_SHOWN = 20  # per job, the slowest stragglers flagged (a wide fleet may hold thousands)
@@ -79,8 +84,8 @@ def _slowest(workers: list[NodeView], ratio_min: float) -> list[tuple[float, Nod
     """(ratio, worker, peers' median) of every worker whose step time is ≥ ``ratio_min`` × its peers'
     median, slowest first (ties: the later worker first). A pass, a sort of the step times and O(1)
     a straggler: the rest of a 10,000-worker job is never visited one by one."""
-    times = [w.step_seconds for w in workers]
-    ranked = sorted(times)  # type: ignore[type-var]  # workers with a step time only
+    times = [w.step_seconds or 0.0 for w in workers]  # each has a step time (the caller's filter)
+    ranked = sorted(times)
     found = []  # (ratio, peers' median) from the slowest down; the rest are faster still
     for k in range(len(ranked) - 1, -1, -1):
         med = _median_without(ranked, k)
@@ -91,7 +96,7 @@ def _slowest(workers: list[NodeView], ratio_min: float) -> list[tuple[float, Nod
     if not found:
         return []
     cut = ranked[len(ranked) - len(found)]  # the fastest straggler's time: who is at least as slow
-    slow = sorted((t, i) for i, t in enumerate(times) if t >= cut)[-len(found) :]  # type: ignore[operator]
+    slow = sorted((t, i) for i, t in enumerate(times) if t >= cut)[-len(found) :]
     return [(ratio, workers[i], med) for (ratio, med), (_, i) in zip(found, reversed(slow), strict=True)]
 
 
@@ -138,7 +143,7 @@ def _worker_kind(gpu: str) -> str:
 def _straggler(
     ctx: AlertContext,
     job: JobView,
-    book: object,
+    book: PriceBook | None,
     th: Thresholds,
     found: tuple[float, NodeView, float],
     causes: list[tuple[str, str]],

@@ -95,14 +95,16 @@ class SyncTerms:
 
     @property
     def steps_per_sec(self) -> np.ndarray:
-        return 1.0 / self.step
+        out: np.ndarray = 1.0 / self.step
+        return out
 
     @property
     def comm_share(self) -> np.ndarray:
         """The share of the step a rank spends in the all-reduce call (the exposed collective and the wait for
         the slowest rank, as ``cmdare_allreduce_seconds`` measures it)."""
         wait = self.straggler if self.straggler is not None else 0.0
-        return (self.exposed + wait) / self.step
+        out: np.ndarray = (self.exposed + wait) / self.step
+        return out
 
 
 def exposed_seconds(
@@ -111,7 +113,8 @@ def exposed_seconds(
     """What of ``allreduce`` backward does not hide (all but the last bucket overlap backward)."""
     k = np.maximum(np.asarray(buckets, dtype=float), 1.0)
     overlap = share * np.asarray(compute, dtype=float) * (1.0 - 1.0 / k)
-    return np.maximum(allreduce - overlap, allreduce / k)
+    out: np.ndarray = np.maximum(allreduce - overlap, allreduce / k)
+    return out
 
 
 def sync_step(
