@@ -9,7 +9,7 @@ jointly, including the PS service time and the blend exponent that only the clus
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,13 +27,27 @@ from cmdare.planner.speed.speed_terms import (
     param_names,
 )
 
-if TYPE_CHECKING:
-    from cmdare.planner.speed.speed_model import Observation
-
-__all__ = ["fit_params", "fit_tensor_rule", "predict_observations"]
+__all__ = ["Observation", "fit_params", "fit_tensor_rule", "predict_observations"]
 
 # Bounds of the shape terms (speed_model.BOUNDED): overlap exponent 1 = plain sum .. 30 = nearly a hard
 # maximum; blend exponent 1 = soft harmonic sum .. 30 = nearly a hard minimum; ps_wire a share 0..1.
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured cluster speed (homogeneous workers) used for fitting."""
+
+    name: str
+    model_flops: float
+    params: float
+    tensors: float
+    gpu: str
+    workers: int
+    ps: int
+    latency_ms: float
+    steps_per_sec: float
+    source: str = ""
+    max_tensor: float = 0.0  # parameters of the largest tensor (0 = unknown: the family rule)
 
 
 def fit_tensor_rule(observations: Sequence[Observation]) -> dict[str, float]:

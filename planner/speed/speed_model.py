@@ -50,7 +50,7 @@ from cmdare.planner.speed.network_catalog import (
     lookup_network,
 )
 from cmdare.planner.speed.ps_tier import busiest_share, capacity_seconds, cycle_seconds, share_of
-from cmdare.planner.speed.speed_fit import fit_params, fit_tensor_rule
+from cmdare.planner.speed.speed_fit import Observation, fit_params, fit_tensor_rule
 from cmdare.planner.speed.speed_terms import Floats, blend, compute_time, latency_time, max_share_rule
 
 __all__ = ["SpeedPrediction", "Observation", "SpeedModel"]
@@ -72,23 +72,6 @@ class SpeedPrediction:
     compute_bound_steps_per_sec: float
     terms: dict[str, float]
     source: str
-
-
-@dataclass(frozen=True)
-class Observation:
-    """One measured cluster speed (homogeneous workers) used for fitting."""
-
-    name: str
-    model_flops: float
-    params: float
-    tensors: float
-    gpu: str
-    workers: int
-    ps: int
-    latency_ms: float
-    steps_per_sec: float
-    source: str = ""
-    max_tensor: float = 0.0  # parameters of the largest tensor (0 = unknown: the family rule)
 
 
 @dataclass(frozen=True)
