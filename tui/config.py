@@ -115,7 +115,7 @@ def source_keys() -> tuple[str, ...]:
 def load_config(path: str | Path | None = None) -> Config:
     """Read ``path`` (must exist) or the default file (may be absent)."""
     explicit = path is not None
-    p = Path(path) if explicit else default_path()
+    p = Path(path) if path is not None else default_path()
     from cmdare.collectors.textfile import TextFileError, TextFileMissing, read_small_text
 
     try:

@@ -46,8 +46,8 @@ class StageRates:
     sent: dict[str, float]  # peer → bytes per second
 
 
-#: ``(job, from_stage, to_stage)`` or a DC pair (``frozenset``) → link capacity, Gbit/s.
-LinkCapacities = Mapping[frozenset[str] | tuple[str, str, str], float]
+#: A pair of datacenters (``frozenset``, config ``[links]``) → the link's capacity, Gbit/s.
+LinkCapacities = Mapping[frozenset[str], float]
 
 
 def frozen_map(d: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:

@@ -284,7 +284,7 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "", width
         lines.append(ROW_FMT.format(
             label, r["gpu"], a, b, _region_cell(r), _prov_code(r),
             f"{r['steps_per_sec']:.1f}", f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}",
-            _num(r["cost_usd_p50"], ".2f"), table.risk_cell(int(r["index"])),  # type: ignore[call-overload]
+            _num(r["cost_usd_p50"], ".2f"), table.risk_cell(int(r["index"])),
         ).rstrip())  # fmt: skip
         lines += _wrap(_detail(table, r), width, DETAIL_INDENT)
     for region, words in moves.items():

@@ -84,7 +84,7 @@ class FitFooter(Footer):
         if self.is_attached:
             self._composed = self._composition()
         widgets: list[Widget] = list(super().compose())
-        palette = [w for w in widgets if w.has_class(PALETTE_CLASS)]
+        palette = [w for w in widgets if isinstance(w, FooterKey) and w.has_class(PALETTE_CLASS)]
         keys = [w for w in widgets if isinstance(w, FooterKey) and w not in palette]
         for k in keys:
             k.description = self._label(k.action, k.description)
