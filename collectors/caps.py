@@ -145,7 +145,8 @@ class CapGate:
     def _forget(self) -> None:
         if self._cycle % self.forget_after == 0:
             old = self._cycle - self.forget_after
-            self._admitted = tuple({k: c for k, c in b.items() if c > old} for b in self._admitted)  # type: ignore[assignment]
+            tasks, hosts = ({k: c for k, c in b.items() if c > old} for b in self._admitted)
+            self._admitted = (tasks, hosts)
 
 
 def _note(kept: int, over: int, cut: int, caps: Caps, claims_over: int = 0) -> str | None:

@@ -32,7 +32,7 @@ class PrometheusAPIError(Exception):
 def number(text: object) -> float | None:
     """``text`` as a finite float, or None."""
     try:
-        x = float(text)  # type: ignore[arg-type]
+        x = float(text)  # type: ignore[arg-type]  # any value: what float() refuses raises TypeError, caught below
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None

@@ -178,7 +178,7 @@ def fold_detail(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _float(text: object) -> float | None:
     try:
-        x = float(text)  # type: ignore[arg-type]
+        x = float(text)  # type: ignore[arg-type]  # any value: what float() refuses raises TypeError, caught below
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None

@@ -87,7 +87,7 @@ def host_query(hosts: Iterable[str]) -> str:
 
 def _number(text: object) -> float | None:
     try:
-        x = float(text)  # type: ignore[arg-type]
+        x = float(text)  # type: ignore[arg-type]  # any value: what float() refuses raises TypeError, caught below
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None

@@ -62,10 +62,12 @@ class CleanText:
 class CleanPoll:
     """Base of :class:`TaskPoll`: messages may be longer; series keys are cleaned too."""
 
+    values: dict[str, float]  # TaskPoll's field (an annotation only: this base is no dataclass)
+
     def __post_init__(self) -> None:
         _clean_fields(self, MESSAGE_LIMIT)
-        values = clean_keys(self.values)  # type: ignore[attr-defined]
-        if values is not self.values:  # type: ignore[attr-defined]
+        values = clean_keys(self.values)
+        if values is not self.values:
             object.__setattr__(self, "values", values)
 
 

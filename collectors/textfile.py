@@ -123,7 +123,7 @@ class _Bounded(io.FileIO):
         super().__init__(fd, "rb", closefd=True)
         self._left, self._limit, self._path = limit + 1, limit, path
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]  # FileIO's takes any buffer; BufferedReader passes these
         view = memoryview(buffer)[: self._left]
         n = super().readinto(view) or 0
         self._left -= n

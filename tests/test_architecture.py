@@ -1,14 +1,19 @@
 """The headless core, proved: collectors and planner never import Textual or Rich, heavy libraries load
 lazily, and imports flow one way (tui → planner → collectors; tui → demo → collectors) in every import form,
 with no cycle even through imports inside functions; no two public classes of the product share a name
-(one concept, one type: a second ``Lifetime`` cannot come back). Also: the code passes ruff."""
+(one concept, one type: a second ``Lifetime`` cannot come back). Also: the code passes ruff, mypy is strict on
+the collectors and the planner, and every ``type: ignore`` names its error code and says why."""
 
 from __future__ import annotations
 
 import ast
+import io
+import re
 import shutil
 import subprocess
 import sys
+import tokenize
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -289,6 +294,60 @@ def test_shared_class_name_check_catches_a_second_definition():
     assert shared_class_names(sources) == {
         "Lifetime": ["cmdare.collectors.samples:1", "cmdare.planner.risk:2"]
     }
+
+
+TYPE_CHECKED = ("collectors", "planner", "tui", "demo")  # what scripts/typecheck.sh runs mypy on
+# ``# type: ignore[code]  # why``: one or more error codes, then the reason the checker cannot see
+IGNORE_WITH_REASON = re.compile(r"#\s*type:\s*ignore\[[a-z0-9-]+(?:,\s*[a-z0-9-]+)*\]  # \S")
+
+
+def ignores_without_reason(sources: dict[str, str]) -> list[str]:
+    """``path:line`` of each ``type: ignore`` comment that lacks an error code or a reason after it."""
+    out = []
+    for path, text in sources.items():
+        tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+        for tok in tokens:
+            if tok.type == tokenize.COMMENT and "type: ignore" in tok.string:
+                if not IGNORE_WITH_REASON.search(tok.string):
+                    out.append(f"{path}:{tok.start[0]}")
+    return out
+
+
+def test_every_type_ignore_names_its_code_and_reason():
+    """The checker is silenced only where it cannot see what the code knows, and the line says what."""
+    sources = {
+        str(p.relative_to(REPO)): p.read_text("utf-8")
+        for folder in TYPE_CHECKED
+        for p in sorted((REPO / folder).rglob("*.py"))
+    }
+    assert ignores_without_reason(sources) == []
+
+
+def test_ignore_reason_check_catches_a_bare_or_unexplained_ignore():
+    sources = {
+        "bare.py": "x = f()  # type: ignore\n",
+        "code_only.py": "x = f()  # type: ignore[arg-type]\n",
+        "explained.py": "x = f()  # type: ignore[arg-type]  # f's stub is wrong about None\n",
+        "two_codes.py": "x = f()  # type: ignore[arg-type, misc]  # why\n",
+        "in_a_string.py": "s = '# type: ignore'\n",
+    }
+    assert ignores_without_reason(sources) == ["bare.py:1", "code_only.py:1"]
+
+
+def test_mypy_is_strict_on_the_collectors_and_the_planner():
+    """[tool.mypy] checks the four packages, the collectors and the planner strictly (scripts/typecheck.sh)."""
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["tool"]["mypy"]
+    assert set(cfg["packages"]) == {f"cmdare.{name}" for name in TYPE_CHECKED}
+    strict = next(o for o in cfg["overrides"] if "cmdare.collectors.*" in o["module"])
+    assert "cmdare.planner.*" in strict["module"]
+    for flag in (
+        "disallow_untyped_defs",
+        "disallow_any_generics",
+        "warn_return_any",
+        "disallow_untyped_calls",
+    ):
+        assert strict[flag] is True, flag
+    assert cfg["warn_unused_ignores"] is True and "ignore-without-code" in cfg["enable_error_code"]
 
 
 def test_ruff_passes():

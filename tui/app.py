@@ -226,7 +226,7 @@ class CmdareApp(App[int]):
         with self.batch_update():
             for pane_id, title, _ in PANES:
                 try:
-                    self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]
+                    self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]  # every pane of PANES has one
                 except Exception as exc:  # one broken pane: the others and the polling go on
                     log.exception("%s pane failed to update", title)
                     failed.append(f"{title} pane: {type(exc).__name__}: {exc}")
@@ -462,7 +462,7 @@ class CmdareApp(App[int]):
         panes = self._panes()
         node = self.focused
         while node is not None and node not in panes:
-            node = node.parent  # type: ignore[assignment]
+            node = node.parent if isinstance(node.parent, Widget) else None
         return panes.index(node) if node is not None else self._current
 
     def action_help(self) -> None:

@@ -109,7 +109,10 @@ class PriceBook:
         """Region and SKU names, dates and reasons come from the Catalog API or a cache file:
         text from outside, cleaned once here (see :mod:`cmdare.collectors.untrusted`)."""
         if any(not all(map(_safe, key)) for key in self.rates):
-            self.rates = {tuple(map(clean_text, k)): v for k, v in self.rates.items()}  # type: ignore[misc]
+            self.rates = {
+                (clean_text(g), clean_text(r), clean_text(p), clean_text(u)): v
+                for (g, r, p, u), v in self.rates.items()
+            }
         self.source, self.as_of = clean_text(self.source), clean_text(self.as_of)
         self.reason = clean_optional(self.reason, MESSAGE_LIMIT)
         self.notes = tuple(clean_text(n, MESSAGE_LIMIT) for n in self.notes)

@@ -17,7 +17,7 @@ verdicts: :mod:`cmdare.planner.geo.geo_live` (re-exported here).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmdare.planner.geo.bubbles import (
     Bubble,
@@ -31,6 +31,9 @@ from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
 from cmdare.planner.geo.pipeline_schedule import SCHEDULES, SHARINGS, PipelineTiming, pipeline_time
 from cmdare.planner.geo.wan import WanLink
 from cmdare.planner.speed.gpu_catalog import get_gpu
+
+if TYPE_CHECKING:
+    from cmdare.planner.speed.gpu_catalog import GpuSpec
 
 __all__ = [
     "DEFAULT_MFU",
@@ -122,12 +125,12 @@ class Layout:
             raise ValueError("pp, dp, tp and n_microbatches must be >= 1")
 
 
-def gpu_peak_tflops(spec: object, precision_bytes: int) -> float:
+def gpu_peak_tflops(spec: GpuSpec, precision_bytes: int) -> float:
     """Dense peak TFLOPS of a catalog GPU for the precision: FP16/BF16 for 2 bytes, TF32 (or FP32) for 4."""
     if precision_bytes <= 2:
-        return float(spec.fp16_tflops)  # type: ignore[attr-defined]
-    tf32 = float(getattr(spec, "tf32_tflops", 0.0) or 0.0)
-    return tf32 if tf32 > 0 else float(spec.fp32_tflops)  # type: ignore[attr-defined]
+        return float(spec.fp16_tflops)
+    tf32 = float(spec.tf32_tflops or 0.0)
+    return tf32 if tf32 > 0 else float(spec.fp32_tflops)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -309,7 +309,7 @@ class ShapeTable:
         idx = self.view if n is None else self.view[:n]
         return [self.row(int(i)) for i in idx]
 
-    def filter(self, mask: np.ndarray) -> ShapeTable:
+    def filter(self, mask: np.ndarray) -> Self:
         """A view keeping rows where ``mask`` (over all rows) is true."""
         out = type(self)(
             self.columns,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from cmdare.planner.risk_cost.shapes import (
     worker_counts,
 )
 from cmdare.planner.risk_cost.switching import switching, with_switching
-from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync
+from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, SyncTimeCost, estimate_sync
 from cmdare.planner.risk_cost.time_cost import PriceTable, write_seconds
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, sync_step
@@ -185,12 +185,12 @@ class SyncShapeTable(ShapeTable):
     known_network: bool = False  # a network of the study: its compute band is the speed model's
     calibration_ranks: int = 0  # measuring ranks the live calibration rests on (0 = none: not calibrated)
 
-    def filter(self, mask: np.ndarray) -> SyncShapeTable:
+    def filter(self, mask: np.ndarray) -> Self:
         """A view keeping rows where ``mask`` is true (with the all-reduce knobs)."""
         out = super().filter(mask)
         for name in ("params", "memory_note", "known_network", "calibration_ranks"):
             setattr(out, name, getattr(self, name))
-        return out  # type: ignore[return-value]
+        return out
 
     def explain(self, i: int) -> Explanation:
         c, t = self.columns, self.terms
@@ -324,9 +324,9 @@ def _bander(workload: Workload, model: SpeedModel) -> Bander | None:
     return make_bander(model, workload.model, workload.options.latency_ms)
 
 
-def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc: object, prices: PriceTable,
+def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc: SyncTimeCost, prices: PriceTable,
              egress: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
-    tc = stc.figures  # type: ignore[attr-defined]
+    tc = stc.figures
     n = cols["gpu"].size
     bottleneck = np.where(
         t.comm_share >= 0.5, np.where(t.link == "nic", "network", "interconnect"), "compute"
@@ -346,6 +346,6 @@ def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc:
         "exposed_s": t.exposed,
         "wait_s": t.straggler if t.straggler is not None else np.zeros(n),
         "step_s": t.step,
-        "policy": stc.policy,  # type: ignore[attr-defined]
+        "policy": stc.policy,
         **outcome_columns(workload, cols, tc, prices, egress),
     }

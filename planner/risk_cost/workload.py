@@ -392,7 +392,7 @@ def _current(v: dict[str, Any], loc: _Locator, parallel: Parallel | None = None)
             raise loc.error(f"at most {MAX_NODES}", "current", key)
     if v["provisioning"] not in PROVISIONINGS:
         raise loc.error(f"must be one of {', '.join(PROVISIONINGS)}", "current", "provisioning")
-    if sync and v["workers"] % parallel.gpus_per_node:  # type: ignore[union-attr]
+    if parallel is not None and parallel.sync and v["workers"] % parallel.gpus_per_node:
         raise loc.error(
             "sync mode: workers counts GPUs in all, a multiple of gpus_per_node", "current", "workers"
         )

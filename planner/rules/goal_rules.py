@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 # ----------------------------------------------------------------------------------- eta-slip / cost-overrun
 def _burn_usd_per_hour(book: PriceBook | None, job: JobView) -> float | None:
     prices = [node_usd_per_hour(book, n) for n in job.nodes if n.status == "up"]
-    return None if not prices or any(p is None for p in prices) else float(sum(prices))  # type: ignore[arg-type]
+    known = [p for p in prices if p is not None]
+    return None if not prices or len(known) < len(prices) else float(sum(known))
 
 
 def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | None:

@@ -92,11 +92,11 @@ def compute_shares(
     dcgm = bool(shares)
     if len(shares) < len(workers):  # the others: measured compute time × own rate, else vs the model
         rest = [w for w in workers if w.steps_per_sec and (w.gpu_util is None or not owns_gpu(w.gpu))]
-        shares += [w.step_seconds * w.steps_per_sec for w in rest if w.step_seconds]  # type: ignore[operator]
+        shares += [s * r for w in rest if (s := w.step_seconds) and (r := w.steps_per_sec)]
         if pred is not None and len(shares) < len(workers):
             rest = [w for w in rest if not w.step_seconds]
             own = {g: pred.worker_steps_per_sec.get(canonical_gpu(g)) for g in {w.gpu for w in rest}}
-            shares += [w.steps_per_sec / own[w.gpu] for w in rest if own[w.gpu]]  # type: ignore[operator]
+            shares += [r / o for w in rest if (o := own[w.gpu]) and (r := w.steps_per_sec)]
     first = next((sig for s, sig in (compute_share(w, pred) for w in workers) if s is not None), "")
     return shares, first, dcgm
 
@@ -164,15 +164,15 @@ class PredictedGain:
     @property
     def may_be_none(self) -> bool:
         """True when the evidence allows "no gain at all"."""
-        if self.has_band:
-            return self.p10 <= 0.0  # type: ignore[operator]
+        if self.p10 is not None and self.p90 is not None:  # has_band
+            return self.p10 <= 0.0
         return self.known_error is not None and self.point <= self.known_error
 
     def words(self, unit: str = "steps/s") -> str:
         """'predicted +70% steps/s (band: n/a until calibrated; ...)'."""
         band = (
-            f"P10–P90 {signed_pct(self.p10)}…{signed_pct(self.p90)}"  # type: ignore[arg-type]
-            if self.has_band
+            f"P10–P90 {signed_pct(self.p10)}…{signed_pct(self.p90)}"
+            if self.p10 is not None and self.p90 is not None  # has_band
             else "band: n/a until calibrated"
         )
         out = f"predicted {signed_pct(self.point)} {unit} ({band})"

@@ -156,7 +156,8 @@ def _straggler(
     ratio, w, med = found
     gpu, region = usual
     words = " and ".join(c[1] for c in causes)
-    own = w.steps_per_sec or 1.0 / w.step_seconds  # type: ignore[operator]
+    step_s = w.step_seconds or 0.0  # a straggler has one (_slowest ranks step times)
+    own = w.steps_per_sec or (1.0 / step_s if step_s else 0.0)
     gain = own * (ratio - 1) / job.steps_per_sec if job.steps_per_sec else None
     fix = f"replace {w.name} with {_worker_kind(gpu)}" + (f" in {region}" if region else "")
     if gain is not None:
@@ -171,7 +172,7 @@ def _straggler(
         fix += f", {b - a:+.2f} $/h"
     evidence = {
         **basis(["worker step time (histogram)", "peers' step times", "task labels (GPU, region)"]),
-        "step_seconds": round(w.step_seconds, 4),  # type: ignore[arg-type]
+        "step_seconds": round(step_s, 4),
         "peer_median_step_seconds": round(med, 4),
         "ratio": round(ratio, 3),
         "raise_ratio": th.straggler_ratio,
@@ -205,7 +206,7 @@ def _too_few_peers(
            f"({len(workers)} up; an unexplained straggler needs ≥ {need} peers, {need + 1} workers)")  # fmt: skip
     evidence = {
         **basis(["worker step time (histogram)", "peers' step times", "task labels (GPU, region)"]),
-        "step_seconds": round(w.step_seconds, 4),  # type: ignore[arg-type]
+        "step_seconds": round(w.step_seconds or 0.0, 4),  # a straggler has one (_slowest ranks step times)
         "peer_median_step_seconds": round(med, 4),
         "ratio": round(ratio, 3),
         "workers": len(workers),
