@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from cmdare.collectors.pricing.book import PriceBook
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
     from cmdare.planner.rules.alerts import Alert
@@ -199,10 +199,10 @@ class MonitorSession:
     async def _engine_alerts(self) -> list[dict[str, str]]:
         """The firing alerts of the generated rules (``cmdare-tui rules``) on each Prometheus-API source,
         their labels cleaned (none when no source is one, or the server does not answer: logged)."""
-        if "cmdare.collectors.prometheus_api" not in sys.modules:  # no such source without its module
+        if "cmdare.collectors.prometheus.source" not in sys.modules:  # no such source without its module
             return []
-        from cmdare.collectors.prometheus_answers import PrometheusAPIError
-        from cmdare.collectors.prometheus_api import PrometheusAPISource
+        from cmdare.collectors.prometheus.answers import PrometheusAPIError
+        from cmdare.collectors.prometheus.source import PrometheusAPISource
 
         rows: list[dict[str, str]] = []
         assert self.poller is not None
@@ -422,7 +422,7 @@ class MonitorSession:
         into its main file through a connection of their own (the recorder may be mid-write)."""
         recorder = self.plan.recorder if self.plan is not None else None
         if recorder is not None and not recorder.closed:
-            from cmdare.collectors.recorder import checkpoint_file
+            from cmdare.collectors.recording.recorder import checkpoint_file
 
             checkpoint_file(recorder.path)
 

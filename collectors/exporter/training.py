@@ -46,7 +46,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.allreduce_timer import AllreduceTimer
+from cmdare.collectors.exporter.allreduce_timer import AllreduceTimer
 
 log = logging.getLogger(__name__)
 
