@@ -35,7 +35,7 @@ MAX_CLAIMANTS = 4  # endpoints one task identity may be claimed by in one cycle 
 _FIRST_KEYS = frozenset({K_GLOBAL_STEP, K_PREEMPTED, *COUNTER_KEYS})  # kept before any other series
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Caps:
     """What one source may grow to (see the module docstring). Every field is an integer >= 1."""
 

@@ -39,7 +39,7 @@ RANK_NAME = re.compile(
 WORKER_ROLES = ("worker", "chief", "stage")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobRate:
     steps_per_sec: float  # NaN when unknown
     examples_per_sec: float

@@ -38,7 +38,7 @@ STALLED_NOTE = "the job is stalled (no task up): no new plans until a task answe
 FINISHED_NOTE = "the job finished (target step reached, no task up): nothing left to plan"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LivePlan:
     job: str
     table: ShapeTable | None
@@ -105,10 +105,10 @@ def workload_for_job(
         target=Target(steps=remaining, deadline_hours=deadline_hours, budget_usd=budget_usd),
         current=Shape(gpu, shape.workers, shape.ps, region, prov),
         allowed=Allowed(
-            allowed_gpus,
-            regions,
-            max(16, 2 * shape.workers),
-            max(DEFAULT_MAX_PS, shape.ps),
+            gpus=allowed_gpus,
+            regions=regions,
+            max_workers=max(16, 2 * shape.workers),
+            max_ps=max(DEFAULT_MAX_PS, shape.ps),
             provisionings=_provisionings(prov),
         ),
         options=Options(),
@@ -198,17 +198,17 @@ class LivePlanner:
         except (ValueError, KeyError) as exc:  # UnpricedShapeError, an unknown GPU
             note = f"cannot rank sync shapes: {exc}"
         scales = live_scales(table)
-        cache.plan = LivePlan(job.name, table, w, split.ranks if split else 0, None, scales[0], 1.0,
-                              getattr(self.price_book, "source", "?"), getattr(self.price_book, "as_of", "?"), note,
-                              price_date_label(self.price_book), scales[1])  # fmt: skip
+        cache.plan = LivePlan(job=job.name, table=table, workload=w, calibration_samples=split.ranks if split else 0, calibration_residual=None, compute_scale=scales[0], ps_scale=1.0,
+                              price_source=getattr(self.price_book, "source", "?"), price_as_of=getattr(self.price_book, "as_of", "?"), note=note,
+                              price_date=price_date_label(self.price_book), comm_scale=scales[1])  # fmt: skip
         cache.key, cache.inputs, cache.ranked_at = key, inputs, now
         return cache.plan
 
     def stalled_plan(self, job: JobView) -> LivePlan:
         """What the planner says of a stalled job (no task up): no ranking, and why."""
-        return LivePlan(job.name, None, None, 0, None, 1.0, 1.0, getattr(self.price_book, "source", "?"),
-                        getattr(self.price_book, "as_of", "?"), FINISHED_NOTE if job.finished else STALLED_NOTE,
-                        price_date_label(self.price_book))  # fmt: skip
+        return LivePlan(job=job.name, table=None, workload=None, calibration_samples=0, calibration_residual=None, compute_scale=1.0, ps_scale=1.0, price_source=getattr(self.price_book, "source", "?"),
+                        price_as_of=getattr(self.price_book, "as_of", "?"), note=FINISHED_NOTE if job.finished else STALLED_NOTE,
+                        price_date=price_date_label(self.price_book))  # fmt: skip
 
     def update(self, job: JobView, now: float) -> LivePlan:
         """The job's plan: ranked again when what it rests on changed (none while the job is stalled)."""
@@ -259,17 +259,17 @@ class LivePlanner:
             if table is not None and not table.current_priced:
                 note = f"the {getattr(self.price_book, 'source', '?')} book has no price for the current shape: price unknown"
         cache.plan = LivePlan(
-            job.name,
-            table,
-            w,
-            cal.samples if cal else 0,
-            cal.residual if cal and cal.samples else None,
-            c_scale,
-            p_scale,
-            getattr(self.price_book, "source", "?"),
-            getattr(self.price_book, "as_of", "?"),
-            note,
-            price_date_label(self.price_book),
+            job=job.name,
+            table=table,
+            workload=w,
+            calibration_samples=cal.samples if cal else 0,
+            calibration_residual=cal.residual if cal and cal.samples else None,
+            compute_scale=c_scale,
+            ps_scale=p_scale,
+            price_source=getattr(self.price_book, "source", "?"),
+            price_as_of=getattr(self.price_book, "as_of", "?"),
+            note=note,
+            price_date=price_date_label(self.price_book),
         )
         cache.key, cache.inputs, cache.ranked_at = key, inputs, now
         return cache.plan

@@ -72,10 +72,20 @@ def sync_workload_for_job(
         model=f.model,
         target=Target(steps=max(1, int(f.target_steps - (job.global_step or 0)))),
         current=Shape(shape.gpu, shape.gpus, 0, region, prov),
-        allowed=Allowed(gpus, regions, max(16, 2 * shape.gpus), 0, provisionings=("standard", transient)),
+        allowed=Allowed(
+            gpus=gpus,
+            regions=regions,
+            max_workers=max(16, 2 * shape.gpus),
+            max_ps=0,
+            provisionings=("standard", transient),
+        ),
         options=Options(),
         source=f"live job {job.name}",
-        parallel=Parallel("sync", shape.gpus_per_node, max(MAX_GPUS_PER_NODE, shape.gpus_per_node)),
+        parallel=Parallel(
+            mode="sync",
+            gpus_per_node=shape.gpus_per_node,
+            max_gpus_per_node=max(MAX_GPUS_PER_NODE, shape.gpus_per_node),
+        ),
     )
     return w, shape, None
 

@@ -32,7 +32,9 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-@dataclass(frozen=True, slots=True)  # 10,000 a job, read in passes by the rules: no __dict__ each
+@dataclass(
+    frozen=True, slots=True, kw_only=True
+)  # 10,000 a job, read in passes by the rules: no __dict__ each
 class NodeView:
     name: str
     role: str
@@ -121,7 +123,7 @@ def training_figures(tasks: list[TaskSeries], window: float = 3600.0) -> Trainin
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobView:
     name: str
     facts: JobFacts
@@ -285,7 +287,7 @@ def _net(ts: TaskSeries, host: TaskSeries | None, window: float) -> tuple[float 
     return (own_in if own_in is not None else nic_in), (own_out if own_out is not None else nic_out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostFigures:
     cpu_pct: float | None = None
     mem_used: float | None = None
@@ -317,7 +319,9 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     total = mem.latest(M.K_MEM_TOTAL) if mem else None
     avail = mem.latest(M.K_MEM_AVAIL) if mem else None
     used = total - avail if total is not None and avail is not None and avail <= total else None
-    return _gpu_figures(ts, host, HostFigures(_finite(cpu), _finite(used), _finite(total)))
+    return _gpu_figures(
+        ts, host, HostFigures(cpu_pct=_finite(cpu), mem_used=_finite(used), mem_total=_finite(total))
+    )
 
 
 def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> HostFigures:
@@ -328,7 +332,9 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     devices, latest = gsrc.derived(_gpu_detail) if gsrc is not None else ([], {})
     owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
     if not owns or gsrc is None:
-        return HostFigures(base.cpu_pct, base.mem_used, base.mem_total, owns)  # replace(), ~5x cheaper
+        return HostFigures(
+            cpu_pct=base.cpu_pct, mem_used=base.mem_used, mem_total=base.mem_total, owns_gpu=owns
+        )  # replace(), ~5x cheaper
     if i.gpu_ids:
         g = H.fold_devices(H.owned_devices(devices, i.gpu_ids), latest)
     else:

@@ -70,7 +70,7 @@ class PipelineView:
         return sum(1 for b in self.boundaries if b.wan_bound)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobPlannerView:
     """The planner's answer for one job. ``prediction`` is the speed model's for the current ``shape``
     (uncalibrated, steps/s) with its P10–P90 ``band``; ``outlook`` starts with the current shape;
@@ -93,7 +93,7 @@ class JobPlannerView:
         return self.plan.table if self.plan is not None else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlannerView:
     """The planner's answer for one refresh (empty before the planner has loaded)."""
 

@@ -10,6 +10,9 @@ code and says why."""
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
+import inspect
 import io
 import re
 import shutil
@@ -351,6 +354,34 @@ def test_mypy_is_strict_on_the_collectors_and_the_planner():
     ):
         assert strict[flag] is True, flag
     assert cfg["warn_unused_ignores"] is True and "ignore-without-code" in cfg["enable_error_code"]
+
+
+WIDE_FIELDS = 6  # a frozen type with this many fields or more is built by keyword only
+
+
+def positional_wide_types(modules: list[str]) -> list[str]:
+    """``module.Class`` of each frozen dataclass with ``WIDE_FIELDS`` or more init fields that one may build
+    by position (a field not keyword-only)."""
+    out = []
+    for name in modules:
+        module = importlib.import_module(name)
+        for cls in vars(module).values():
+            if not (inspect.isclass(cls) and dataclasses.is_dataclass(cls) and cls.__module__ == name):
+                continue
+            init = [f for f in dataclasses.fields(cls) if f.init]
+            if (
+                cls.__dataclass_params__.frozen
+                and len(init) >= WIDE_FIELDS
+                and not all(f.kw_only for f in init)
+            ):
+                out.append(f"{name}.{cls.__qualname__}")
+    return out
+
+
+def test_wide_frozen_types_are_built_by_keyword():
+    """``NodeView(name=…, role=…)``, never eighteen values in a row where six ``None``s can trade places."""
+    mods = [m for folder in TYPE_CHECKED for m in _modules(folder)]
+    assert positional_wide_types(mods) == []
 
 
 def test_ruff_passes():

@@ -52,7 +52,7 @@ class SourceStatus:
         object.__setattr__(self, "message", clean_text(self.message, MESSAGE_LIMIT))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MonitorState:
     """An immutable picture of everything after one refresh; panes render it."""
 

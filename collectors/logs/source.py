@@ -365,10 +365,16 @@ class JsonlSource:
             error = f"cannot read log: {exc.strerror or type(exc).__name__}"
             if self._tasks:  # the tasks it named fail (and turn silent), no other row appears
                 return [
-                    TaskPoll(f"{self.path}#{task.info.task}", clock.now(), False, info=task.info, error=error)
+                    TaskPoll(
+                        source=f"{self.path}#{task.info.task}",
+                        t=clock.now(),
+                        ok=False,
+                        info=task.info,
+                        error=error,
+                    )
                     for task in self._tasks.values()
                 ]
-            return [TaskPoll(str(self.path), clock.now(), False, error=error)]
+            return [TaskPoll(source=str(self.path), t=clock.now(), ok=False, error=error)]
         self.bad_lines += bad
         self.cap_note = self._cap_note()
         notes = [
@@ -382,9 +388,9 @@ class JsonlSource:
         if not self._tasks:  # not a task yet: no identity (its lines may name other tasks), so no row
             return [
                 TaskPoll(
-                    str(self.path),
-                    clock.now(),
-                    False,
+                    source=str(self.path),
+                    t=clock.now(),
+                    ok=False,
                     error=note or "no metric lines yet",
                     elapsed=clock.monotonic() - t0,
                 )
@@ -412,8 +418,14 @@ class JsonlSource:
             )
             error = "; ".join(filter(None, [f"finished: no new line for {idle:.0f} s ({last})", note]))
             return TaskPoll(
-                src, clock.now(), False, info=task.info, error=error, elapsed=elapsed, finished=True
+                source=src,
+                t=clock.now(),
+                ok=False,
+                info=task.info,
+                error=error,
+                elapsed=elapsed,
+                finished=True,
             )
         old = clock.now() - task.t >= max(OLD_RUN_S, limit)
-        return TaskPoll(src, task.t, True, info=task.info, values=dict(task.values), error=note,
+        return TaskPoll(source=src, t=task.t, ok=True, info=task.info, values=dict(task.values), error=note,
                         elapsed=elapsed, finished=old)  # fmt: skip

@@ -104,7 +104,9 @@ def backfill_polls(
             continue
         for t in sorted(t for t in times if t < limit)[-BACKFILL_POINTS:]:
             out.append(
-                TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst))
+                TaskPoll(
+                    source=source[inst], t=t - skew, ok=True, info=info, values=times[t], host=host_name(inst)
+                )
             )
     out.sort(key=lambda p: p.t)
     return out

@@ -145,9 +145,9 @@ def host_polls(rows: list[dict[str, Any]], source: str, now: float, skew: float 
             note = f"GPU detail: {read:,} of {series:,.0f} DCGM series read (at most {MAX_DEVICES} devices a host)"
         out.append(
             TaskPoll(
-                f"{source}#host/{host}",
-                t if math.isfinite(t) else now,
-                True,
+                source=f"{source}#host/{host}",
+                t=t if math.isfinite(t) else now,
+                ok=True,
                 info=info,
                 values=vals,
                 host=host,

@@ -779,9 +779,9 @@ class PrometheusAPISource:
         if tg.dropped:
             note = _join(note, f"{tg.dropped} implausible value(s) ignored")
         return TaskPoll(
-            self._source(ident),
-            t,
-            True,
+            source=self._source(ident),
+            t=t,
+            ok=True,
             info=tg.info,
             values=tg.values,
             error=note,
@@ -823,9 +823,9 @@ class PrometheusAPISource:
             why = "target down in Prometheus" if ident in down else "no longer in Prometheus"
             out.append(
                 TaskPoll(
-                    self._source(ident),
-                    clock.now(),
-                    False,
+                    source=self._source(ident),
+                    t=clock.now(),
+                    ok=False,
                     info=self._known[ident],
                     error=why,
                     elapsed=clock.monotonic() - t0,
@@ -837,15 +837,17 @@ class PrometheusAPISource:
                 del self._lost[key]
                 continue
             why = "no longer in Prometheus (its address answers for another task)"
-            out.append(TaskPoll(source, now, False, info=info, error=why, elapsed=clock.monotonic() - t0))
+            out.append(
+                TaskPoll(source=source, t=now, ok=False, info=info, error=why, elapsed=clock.monotonic() - t0)
+            )
         return out
 
     def _all_failed(self, msg: str, clock: Clock, t0: float) -> list[TaskPoll]:
         el = clock.monotonic() - t0
         if not self._known:
-            return [TaskPoll(self.display, clock.now(), False, error=msg, elapsed=el)]
+            return [TaskPoll(source=self.display, t=clock.now(), ok=False, error=msg, elapsed=el)]
         return [
-            TaskPoll(self._source(i), clock.now(), False, info=info, error=msg, elapsed=el)
+            TaskPoll(source=self._source(i), t=clock.now(), ok=False, info=info, error=msg, elapsed=el)
             for i, info in self._known.items()
         ]
 

@@ -382,7 +382,7 @@ class ReplaySource:
     def _note(self, text: str) -> TaskPoll:
         """A failed poll of the recording itself that carries what was skipped (and a log line)."""
         log.warning("replay %s: %s", self.path, text)
-        return TaskPoll(f"{self.path.name}#replay", self.clock.now(), False, error=text[:300])
+        return TaskPoll(source=f"{self.path.name}#replay", t=self.clock.now(), ok=False, error=text[:300])
 
     def close(self) -> None:
         self.conn.close()

@@ -252,7 +252,11 @@ class ScrapeSource:
                     )
                 except httpx.InvalidURL:  # one bad URL fails alone, never the whole source
                     return TaskPoll(
-                        redact(target.url), clock.now(), False, info=target.default_info, error="invalid URL"
+                        source=redact(target.url),
+                        t=clock.now(),
+                        ok=False,
+                        info=target.default_info,
+                        error="invalid URL",
                     )
 
         polls = list(await asyncio.gather(*(one(t, o) for t, o in zip(targets, origins, strict=True))))

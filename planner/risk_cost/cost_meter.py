@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 UNPRICED_NAMED = 10  # unpriced tasks named in a cost view (the rest are counted): 10,000 would cost a refresh
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CostView:
     """USD accrued while monitored, the current burn rate (USD/h), the budget (USD, or None)."""
 
@@ -98,8 +98,8 @@ class CostMeter:
                 (f"{ASSUMED_REGION} assumed ({unlabelled:,} task(s) name no region)",) if unlabelled else ()
             )
             out[job.name] = CostView(
-                job.name, self._accrued[job.name], rate if priced else None, self.budget_usd,
-                tuple(unpriced), str(getattr(self.book, "source", "")), missing, assumed,
+                job=job.name, accrued_usd=self._accrued[job.name], usd_per_hour=rate if priced else None, budget_usd=self.budget_usd,
+                unpriced=tuple(unpriced), price_source=str(getattr(self.book, "source", "")), unpriced_tasks=missing, assumed=assumed,
             )  # fmt: skip
         return out
 

@@ -24,7 +24,7 @@ import numpy as np
 ANY = "*"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Overheads:
     """Revocation and checkpoint overheads (seconds); look-ups fall back to the pooled ``*`` value."""
 

@@ -191,7 +191,7 @@ class Explanation:
         return f"speed limited by {self.bottleneck} (speed model); time: {parts}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankedRow:
     """One ranked shape, typed: what the panes, ``snapshot`` and the export render of a row (the columns of
     the same names, rounded as :meth:`ShapeTable.row`). Time in hours, cost in USD (None: the book has no
@@ -663,17 +663,17 @@ def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[
                    w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
     egress = egress_usd(workload, cols, prices)
     return ShapeColumns(
-        cols["gpu"],
-        cols["region"],
-        cols["provisioning"],
-        cols["workers"],
-        cols["ps"],
-        speed["steps_per_sec"],
-        speed["degraded"],
-        w_usd,
-        ps_usd,
-        egress,
-        np.zeros(cols["gpu"].size),
+        gpu=cols["gpu"],
+        region=cols["region"],
+        provisioning=cols["provisioning"],
+        workers=cols["workers"],
+        ps=cols["ps"],
+        steps_per_sec=speed["steps_per_sec"],
+        degraded_steps_per_sec=speed["degraded"],
+        worker_usd_per_hour=w_usd,
+        ps_usd_per_hour=ps_usd,
+        egress_usd=egress,
+        started=np.zeros(cols["gpu"].size),
     )  # fmt: skip  (server starts: in the switching terms)
 
 

@@ -63,7 +63,7 @@ class CopyRate:
         return cls(link.gbps_low, f"planner/data/wan_links.csv {COPY_LINK} (low end): {link.source}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Switching:
     """Per-row switching terms (seconds, USD) and how the move is made (``kind``: one of :data:`KINDS`)."""
 
@@ -167,7 +167,18 @@ def switching(
     stay = kind == "stay"
     for arr in (seconds, usd, start_s, restart_s, redo_s, copy_s):
         arr[stay] = 0.0
-    return Switching(seconds, usd, kind, start_s, restart_s, redo_s, copy_s, redo_steps, basis, copy)
+    return Switching(
+        seconds=seconds,
+        usd=usd,
+        kind=kind,
+        start_s=start_s,
+        restart_s=restart_s,
+        redo_s=redo_s,
+        copy_s=copy_s,
+        redo_steps=redo_steps,
+        redo_basis=basis,
+        copy=copy,
+    )
 
 
 def _kind(prov: np.ndarray) -> np.ndarray:

@@ -277,15 +277,15 @@ def rank_sync_shapes(
     fewer_per_cur = np.maximum(gpus - cols["gpus_per_node"], 0) / float(workload.current.workers)
     v_cur = full.steps_per_sec * per_cur
     sc = SyncColumns(
-        cols["gpu"],
-        cols["region"],
-        cols["provisioning"],
-        cols["nodes"],
-        v_cur,
-        np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0),
-        usd,
-        egress,
-        np.zeros(usd.size),
+        gpu=cols["gpu"],
+        region=cols["region"],
+        provisioning=cols["provisioning"],
+        nodes=cols["nodes"],
+        steps_per_sec=v_cur,
+        degraded_steps_per_sec=np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0),
+        node_usd_per_hour=usd,
+        egress_usd=egress,
+        started=np.zeros(usd.size),
     )  # fmt: skip  (server starts: in the switching terms)
     run = run_settings(workload, overheads)
     stc = estimate_sync(sc, run, overheads, rev, workload.parallel.elastic)

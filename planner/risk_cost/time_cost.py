@@ -34,7 +34,7 @@ FIXED_POINT_PASSES = 4
 QUANTILES = (0.5, 0.9)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ShapeColumns:
     """Per-shape inputs as parallel numpy arrays (one entry per shape)."""
 
@@ -51,7 +51,7 @@ class ShapeColumns:
     started: np.ndarray | None = None  # server starts billed per shape (1, None = all; 0 = billed elsewhere)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSettings:
     """Workload-level settings: target steps, checkpoint interval (steps, or seconds when steps is None)
     and size (MB), PS provisioning, warm framework restarts."""
@@ -66,7 +66,7 @@ class RunSettings:
     # the interval may be an array (one per shape: the checkpointing module's optimum)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TimeCost:
     """Per-shape results (arrays). Times in seconds, costs in USD."""
 

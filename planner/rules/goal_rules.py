@@ -92,13 +92,13 @@ def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
         }
         out.append(
             Finding(
-                "eta-slip",
-                job.name,
-                sev,
-                f"at {job.steps_per_sec or 0:.1f} steps/s the job finishes "
+                kind="eta-slip",
+                subject=job.name,
+                severity=sev,
+                message=f"at {job.steps_per_sec or 0:.1f} steps/s the job finishes "
                 f"{late / 3600:.1f} h after its deadline",
-                evidence,
-                fix,
+                evidence=evidence,
+                fix=fix,
             )
         )
     return out
@@ -142,13 +142,13 @@ def cost_overrun_rule(ctx: AlertContext) -> list[Finding]:
         }
         out.append(
             Finding(
-                "cost-overrun",
-                job.name,
-                sev,
-                f"projected ${projected:.2f} exceeds the budget "
+                kind="cost-overrun",
+                subject=job.name,
+                severity=sev,
+                message=f"projected ${projected:.2f} exceeds the budget "
                 f"${goal.budget_usd:.2f} (burning ${burn:.2f}/h, {job.eta_seconds / 3600:.1f} h left)",
-                evidence,
-                None,
+                evidence=evidence,
+                fix=None,
             )
         )
     return out

@@ -33,7 +33,7 @@ class JobGoal:
     spent_usd: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StageRates:
     """Per-second rates of one pipeline-stage task over the rate window."""
 
@@ -55,7 +55,7 @@ def frozen_map(d: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
     return MappingProxyType(dict(d or {}))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuleInputs:
     """The rules' inputs for one refresh (rates in steps/s, prices USD/h, times in seconds).
 

@@ -41,7 +41,7 @@ GBPS_PER_VCPU = 2.0
 PS_NIC_GBPS = GBPS_PER_VCPU * PS_SHAPE.vcpus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PsLoad:
     """The numbers behind a ps-saturation verdict (rates steps/s, times s, shares 0–1)."""
 
@@ -75,14 +75,14 @@ def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | 
     busy = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
     cpus = [c / PS_SHAPE.vcpus for c in busy if c is not None]
     return PsLoad(
-        x,
-        bound,
-        x / bound,
-        x * pred.terms["ps"],
-        statistics.median(ratios) if ratios else None,
-        max(nic) / PS_NIC_GBPS if nic else None,
-        max(nic) if nic else None,
-        max(cpus) if cpus else None,
+        steps_per_sec=x,
+        compute_bound=bound,
+        efficiency=x / bound,
+        ps_utilization=x * pred.terms["ps"],
+        compute_ratio=statistics.median(ratios) if ratios else None,
+        nic_util=max(nic) / PS_NIC_GBPS if nic else None,
+        nic_gbps=max(nic) if nic else None,
+        cpu_util=max(cpus) if cpus else None,
     )
 
 
@@ -213,8 +213,8 @@ def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load:
     }
     fix, fx = _more_ps_fix(ctx, job, load, len(ps))
     evidence.update(fx)
-    return Finding("ps-saturation", _subject(job), "warning", "parameter server saturated: " + "; ".join(why),
-                   evidence, fix)  # fmt: skip
+    return Finding(kind="ps-saturation", subject=_subject(job), severity="warning", message="parameter server saturated: " + "; ".join(why),
+                   evidence=evidence, fix=fix)  # fmt: skip
 
 
 def _subject(job: JobView) -> str:
@@ -278,7 +278,14 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
     msg = (f"parameter server saturated (judged from measurements; {reason}): " + "; ".join(why)
            + "; input starvation is not ruled out (no model to compare with)")  # fmt: skip
     fix = f"add a parameter server (gain not predictable: {reason})"
-    return Finding("ps-saturation", _subject(job), "warning", msg, evidence, fix)
+    return Finding(
+        kind="ps-saturation",
+        subject=_subject(job),
+        severity="warning",
+        message=msg,
+        evidence=evidence,
+        fix=fix,
+    )
 
 
 def ps_saturation_rule(ctx: AlertContext) -> list[Finding]:

@@ -136,7 +136,16 @@ def allreduce_bound_rule(ctx: AlertContext) -> list[Finding]:
         }
         msg = (f"all-reduce takes {split.share:.0%} of each step (exposed, median of {split.ranks} ranks): "
                "communication, not compute, paces training")  # fmt: skip
-        out.append(Finding("allreduce-bound", job.name, "warning", msg, evidence, fix))
+        out.append(
+            Finding(
+                kind="allreduce-bound",
+                subject=job.name,
+                severity="warning",
+                message=msg,
+                evidence=evidence,
+                fix=fix,
+            )
+        )
     return out
 
 
@@ -175,6 +184,6 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
                "every rank waits for it at each all-reduce")  # fmt: skip
         fix = (f"replace {slow.name} (or the node it runs on): predicted {signed_pct(gain)} steps/s "
                "(measured step split; band: n/a)")  # fmt: skip
-        out.append(Finding("straggler", f"{job.name}/{slow.name}", "warning", msg, evidence, fix,
+        out.append(Finding(kind="straggler", subject=f"{job.name}/{slow.name}", severity="warning", message=msg, evidence=evidence, fix=fix,
                            holds=ratio < th.straggler_ratio))  # fmt: skip
     return out

@@ -38,13 +38,13 @@ def stage_rates(store: Store, window_s: float = RATE_WINDOW_S) -> dict[str, list
         i = ts.info
         out.setdefault(i.job, []).append(
             StageRates(
-                i.task,
-                i.stage or i.task,
-                i.dc,
-                ts.rate(M.K_STAGE_COMPUTE, window_s) or 0.0,
-                ts.rate(M.K_STAGE_WAIT, window_s) or 0.0,
-                mb,
-                sent,
+                task=i.task,
+                stage=i.stage or i.task,
+                dc=i.dc,
+                compute=ts.rate(M.K_STAGE_COMPUTE, window_s) or 0.0,
+                wait=ts.rate(M.K_STAGE_WAIT, window_s) or 0.0,
+                microbatches=mb,
+                sent=sent,
             )
         )
     return out
@@ -126,17 +126,17 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
             links = ", ".join(f"{v.from_stage}->{v.to_stage}" for v in unknown)
             out.append(
                 Finding(
-                    "wan-bound",
-                    job,
-                    "warning",
-                    f"pipeline paced by a WAN link, capacity unknown: one of {links}",
-                    {
+                    kind="wan-bound",
+                    subject=job,
+                    severity="warning",
+                    message=f"pipeline paced by a WAN link, capacity unknown: one of {links}",
+                    evidence={
                         "measured": ["stage wait/compute time", "stage bytes sent"],
                         "not_measured": ["link capacity"],
                         "window_s": rate_window_s(ctx),
                         "links": links,
                     },
-                    None,
+                    fix=None,
                 )
             )
     return out
@@ -165,11 +165,11 @@ def _wan_finding(ctx: AlertContext, job: str, v: Any, dc: dict[str, str], known:
         evidence["fix_predicted_gain"] = round(gain, 3)
     where = f"{dc.get(v.from_stage, '?')}→{dc.get(v.to_stage, '?')}"
     return Finding(
-        "wan-bound",
-        f"{job}/{v.from_stage}->{v.to_stage}",
-        "warning",
-        f"stage {v.from_stage}→{v.to_stage} ({where}) needs {v.transfer_seconds * 1e3:.0f} ms per "
+        kind="wan-bound",
+        subject=f"{job}/{v.from_stage}->{v.to_stage}",
+        severity="warning",
+        message=f"stage {v.from_stage}→{v.to_stage} ({where}) needs {v.transfer_seconds * 1e3:.0f} ms per "
         f"micro-batch on the wire > slowest stage compute {cmax * 1e3:.0f} ms",
-        evidence,
-        fix,
+        evidence=evidence,
+        fix=fix,
     )

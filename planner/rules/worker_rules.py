@@ -190,7 +190,7 @@ def _straggler(
     msg = f"{w.name} steps {ratio:.2f}× slower than {than}: {words}"
     if ratio < th.straggler_ratio:
         msg += f" (held until below {th.straggler_clear_ratio:g}×)"
-    return Finding("straggler", f"{job.name}/{w.name}", "warning", msg, evidence, fix,
+    return Finding(kind="straggler", subject=f"{job.name}/{w.name}", severity="warning", message=msg, evidence=evidence, fix=fix,
                    holds=ratio < th.straggler_ratio)  # fmt: skip
 
 
@@ -213,7 +213,15 @@ def _too_few_peers(
         "peers_needed": need,
         "window_s": STEP_WINDOW_S,
     }
-    return Finding("straggler", job.name, "info", msg, evidence, None, holds=ratio < th.straggler_ratio)
+    return Finding(
+        kind="straggler",
+        subject=job.name,
+        severity="info",
+        message=msg,
+        evidence=evidence,
+        fix=None,
+        holds=ratio < th.straggler_ratio,
+    )
 
 
 # ----------------------------------------------------------------------------------- input-bound
@@ -310,14 +318,14 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
                 evidence["predicted_steps_per_sec"] = round(pred.steps_per_sec, 2)
         out.append(
             Finding(
-                "input-bound",
-                job.name,
-                "warning",
-                f"{'GPUs busy' if dcgm else 'workers compute'} {share:.0%} of the time ({what})"
+                kind="input-bound",
+                subject=job.name,
+                severity="warning",
+                message=f"{'GPUs busy' if dcgm else 'workers compute'} {share:.0%} of the time ({what})"
                 + ("" if dcgm else "; GPU use not measured")
                 + tail,
-                evidence,
-                fix,
+                evidence=evidence,
+                fix=fix,
             )  # fmt: skip
         )
     return out

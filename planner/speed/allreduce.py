@@ -64,7 +64,7 @@ STRAGGLER_CV = float(json.loads(resources.files("cmdare.planner").joinpath("data
                                 .read_text("utf-8"))["straggler_cv"])  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncParams:
     """Knobs of the all-reduce model; ``comm_scale``/``compute_scale`` are per-job calibration."""
 
@@ -79,7 +79,7 @@ class SyncParams:
     hop_s: float | None = None  # a per-step NIC latency to use instead of the published one (``hop_us``)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncTerms:
     """Per-shape terms (arrays, seconds per step) and the derived rates."""
 
@@ -149,8 +149,8 @@ def sync_step(
     straggler = compute * p.straggler_cv * (nn - 1.0) / (nn + 1.0)
     multi = nodes > 1
     link = np.where(n <= 1, "none", np.where(multi & (np.asarray(nic_gbps) < intra_gbps), "nic", "intra"))
-    return SyncTerms(compute, ar, exposed, compute + straggler + exposed, buckets, link, np.where(n > 1, lat, 0.0),
-                     straggler, algo)  # fmt: skip
+    return SyncTerms(compute=compute, allreduce=ar, exposed=exposed, step=compute + straggler + exposed, buckets=buckets, link=link, latency=np.where(n > 1, lat, 0.0),
+                     straggler=straggler, algorithm=algo)  # fmt: skip
 
 
 def calibrate(

@@ -33,7 +33,7 @@ __all__ = ["Observation", "fit_params", "fit_tensor_rule", "predict_observations
 # maximum; blend exponent 1 = soft harmonic sum .. 30 = nearly a hard minimum; ps_wire a share 0..1.
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     """One measured cluster speed (homogeneous workers) used for fitting."""
 

@@ -60,7 +60,7 @@ FITTED_SOURCE = "fitted model (CM-DARE, speed_model.json)"
 MEASURED_SOURCE = "measured single-worker speed (networks.csv) + fitted PS/latency terms"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpeedPrediction:
     """Predicted cluster speed. Rates in global steps/s; ``terms`` in seconds per step."""
 
@@ -74,7 +74,7 @@ class SpeedPrediction:
     source: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Net:
     """A network resolved to model features."""
 
@@ -176,7 +176,14 @@ class SpeedModel:
             tensors = self.estimate_tensors(net.name, net.params)
         fam = family_of(net.name)
         share = float(max_share_rule(self.tensor_rule_, fam, net.params))
-        return _Net(float(net.model_flops), float(net.params), tensors, known if usable else None, share, fam)
+        return _Net(
+            flops=float(net.model_flops),
+            params=float(net.params),
+            tensors=tensors,
+            known=known if usable else None,
+            max_share=share,
+            family=fam,
+        )
 
     # ----------------------------------------------------------------- per-GPU worker cycle
     def _worker_z(self, net: _Net, gpu_name: str, latency_ms: float) -> tuple[float, float, bool]:
