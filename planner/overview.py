@@ -140,8 +140,9 @@ class JobView:
     stalled_since: float | None = None  # no task up: when a task last answered (steps/s, ETA then None)
     last_steps_per_sec: float | None = None  # a stalled job's last measured steps/s (a past figure)
     # Tasks by (role, GPU label, region, provisioning, status) as :func:`build_jobs` counted them while the
-    # views changed; None: counted from ``nodes`` when first asked (:attr:`_kinds`).
-    tally: dict[tuple[str, str, str, str, str], int] | None = field(default=None, repr=False, compare=False)
+    # views changed; None: counted from ``nodes`` when first asked (:attr:`_kinds`). It goes with ``nodes``: a
+    # copy with other nodes (``dataclasses.replace(job, nodes=…)``) passes ``tally=None``.
+    tally: dict[Kind, int] | None = field(default=None, repr=False, compare=False)
     # What :meth:`memo` computed of this view, by the function that computed it (the view's own cache).
     _memo: dict[Callable[[JobView], object], object] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -223,7 +224,7 @@ class JobView:
         return dict(out)
 
     @functools.cached_property
-    def _kinds(self) -> dict[tuple[str, str, str, str, str], int]:
+    def _kinds(self) -> dict[Kind, int]:
         """Tasks by (role, GPU label, region, provisioning, status): the one pass over the nodes that
         :attr:`counts`, :attr:`kinds` and :attr:`census` are made from (:attr:`tally` when given)."""
         if self.tally is not None:
