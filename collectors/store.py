@@ -11,10 +11,12 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING
 
 from cmdare.collectors.caps import current as current_caps
+from cmdare.collectors.hostdetail import DEV_PREFIX, devices_in
 from cmdare.collectors.metrics import (
+    GPU_KEYS,
     K_EXAMPLES_RATE,
     K_LEARNING_RATE,
     K_LOSS,
@@ -31,7 +33,6 @@ TRAINING_KEYS = frozenset((K_LOSS, K_LEARNING_RATE, K_EXAMPLES_RATE))  # what jo
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
 RECENT_POINTS = 16  # newest points kept as Python floats for rates (a 10 s window at 2 s holds 6)
-T = TypeVar("T")
 _NAN = math.nan  # one shared object for every missing value in the recent points
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
 INITIAL_POINTS = 64  # a ring's first size; it doubles as points come, up to its capacity
@@ -150,10 +151,10 @@ class TaskSeries:
     host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
     _last_values: dict[str, float] | None = field(default=None, repr=False)
     # Figures of the newest point, computed once each (rates, ratios, latest values; spans; what readers
-    # derive through :meth:`derived`): emptied by each new point.
+    # ask of a host, :meth:`gpu_detail`): emptied by each new point.
     _memo: dict[tuple[str | float, ...], float | None] = field(default_factory=dict, repr=False)
     _spans: dict[float, int] = field(default_factory=dict, repr=False)
-    _derived: dict[Callable[[TaskSeries], object], object] = field(default_factory=dict, repr=False)
+    _gpu_detail: tuple[list[str], dict[str, float]] | None = field(default=None, repr=False)
     # The newest points as Python floats (times, and each key's values aligned with them, NaN when
     # missing): rates over a few points read these without numpy (~10x cheaper per call; ~32 bytes a
     # value); windows reaching further back read the rings.
@@ -198,7 +199,7 @@ class TaskSeries:
         sparse window)."""
         self._memo.clear()
         self._spans.clear()
-        self._derived.clear()
+        self._gpu_detail = None
 
     def append(self, t: float, values: dict[str, float]) -> None:
         self.forget_figures()  # every derived figure below is recomputed from the new point on
@@ -232,12 +233,18 @@ class TaskSeries:
         """``key``'s value at the newest point (None when that point did not read it)."""
         return None if self._last_values is None else self._last_values.get(key)
 
-    def derived(self, compute: Callable[[TaskSeries], T]) -> T:
-        """``compute(self)``, computed once per new point (e.g. a host's GPU detail, which every
-        task on the host asks for)."""
-        if compute not in self._derived:
-            self._derived[compute] = compute(self)
-        return cast(T, self._derived[compute])  # held under the function that returned it: its T
+    def gpu_detail(self) -> tuple[list[str], dict[str, float]]:
+        """A host's GPU devices (:func:`~cmdare.collectors.hostdetail.devices_in`) and the newest value of
+        each of its GPU series, once per new point: every task on the host asks for them."""
+        if self._gpu_detail is None:
+            keys = self.keys()
+            latest = {
+                k: v
+                for k in keys
+                if (k in GPU_KEYS or k.startswith(DEV_PREFIX)) and (v := self.latest(k)) is not None
+            }
+            self._gpu_detail = (devices_in(keys), latest)
+        return self._gpu_detail
 
     def _recent_of(self, key: str) -> list[float] | None:
         """``key``'s values at the newest points (aligned with ``_recent_t``), or None."""

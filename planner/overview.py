@@ -300,13 +300,6 @@ class HostFigures:
     gpu_total: float | None = None
 
 
-def _gpu_detail(series: TaskSeries) -> tuple[list[str], dict[str, float]]:
-    """A host's GPU devices and the newest value of each of its GPU series (once per new point)."""
-    devices = H.devices_in(series.keys())
-    keys = [k for k in series.keys() if k in M.GPU_KEYS or k.startswith(H.DEV_PREFIX)]
-    return devices, {k: v for k in keys if (v := series.latest(k)) is not None}
-
-
 def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> HostFigures:
     """CPU and memory of the task's host, and its GPU detail (:func:`_gpu_figures`). The task's own
     page wins where it carries the same series."""
@@ -330,7 +323,7 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     when none of them is on the host), else all of its host's."""
     i = ts.info
     gsrc = ts if ts.has(M.K_GPU_UTIL) or ts.has(M.K_GPU_COUNT) else host
-    devices, latest = gsrc.derived(_gpu_detail) if gsrc is not None else ([], {})
+    devices, latest = gsrc.gpu_detail() if gsrc is not None else ([], {})
     owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
     if not owns or gsrc is None:
         return HostFigures(
