@@ -242,13 +242,28 @@ def many_ps_recording(path: Path, n_ps: int, claimants: int = 0, cycles: int = 3
     for c in range(cycles):
         t = 1.7e9 + 2 * c
         polls = [
-            TaskPoll(source=f"w{i}", t=t, ok=True, job_facts=facts, values={"cmdare_global_step": 100 * c,
-                     "cmdare_worker_steps_total": 25 * c, "cmdare_step_seconds_sum": 10.0 * c,
-                     "cmdare_step_seconds_count": 25 * c},
-                     info=TaskInfo(job="big", task=f"worker-{i}", role="chief" if i == 0 else "worker", gpu="K80",
-                                   region="us-central1", provisioning="spot"))
+            TaskPoll(
+                source=f"w{i}",
+                t=t,
+                ok=True,
+                job_facts=facts,
+                values={
+                    "cmdare_global_step": 100 * c,
+                    "cmdare_worker_steps_total": 25 * c,
+                    "cmdare_step_seconds_sum": 10.0 * c,
+                    "cmdare_step_seconds_count": 25 * c,
+                },
+                info=TaskInfo(
+                    job="big",
+                    task=f"worker-{i}",
+                    role="chief" if i == 0 else "worker",
+                    gpu="K80",
+                    region="us-central1",
+                    provisioning="spot",
+                ),
+            )
             for i in range(4)
-        ]  # fmt: skip
+        ]
         polls += [
             TaskPoll(
                 source=f"p{i}",

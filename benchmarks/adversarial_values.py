@@ -193,8 +193,27 @@ async def _allreduce(url: str, attack: str) -> Result:
     from cmdare.planner.speed.speed_model import SpeedModel
 
     def rank(r: int, exposed: float) -> NodeView:
-        return NodeView(name=f"worker-{r}", role="worker", gpu="T4", region="us-central1", zone="", provisioning="spot", status="up", steps_per_sec=2.0, step_seconds=0.2, gpu_util=None, net_in_bps=None,
-                        net_out_bps=None, started_at=100.0, last_error=None, restarts=0, cause="", allreduce_seconds=exposed, rank=str(r), local_rank="0")  # fmt: skip
+        return NodeView(
+            name=f"worker-{r}",
+            role="worker",
+            gpu="T4",
+            region="us-central1",
+            zone="",
+            provisioning="spot",
+            status="up",
+            steps_per_sec=2.0,
+            step_seconds=0.2,
+            gpu_util=None,
+            net_in_bps=None,
+            net_out_bps=None,
+            started_at=100.0,
+            last_error=None,
+            restarts=0,
+            cause="",
+            allreduce_seconds=exposed,
+            rank=str(r),
+            local_rank="0",
+        )
 
     nodes = [rank(r, 0.3) for r in range(3)] + [rank(3, 10.0)]  # 0.5 s a step at 2 steps/s; 10 s
     facts = JobFacts(

@@ -141,8 +141,16 @@ class Poller:
         )
         self._update_jobs(t, polls)
         unchanged = sum(getattr(s, "unchanged", 0) for s in self.sources)
-        cycle = Cycle(t=t, elapsed=self.clock.monotonic() - t0, polls=polls, transitions=transitions, source_errors=errors, truncations=truncations, unchanged=unchanged,
-                      notes=self._notes())  # fmt: skip
+        cycle = Cycle(
+            t=t,
+            elapsed=self.clock.monotonic() - t0,
+            polls=polls,
+            transitions=transitions,
+            source_errors=errors,
+            truncations=truncations,
+            unchanged=unchanged,
+            notes=self._notes(),
+        )
         self.cycles += 1
         self.last_cycle = cycle
         for sink in self.sinks:

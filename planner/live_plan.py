@@ -198,17 +198,38 @@ class LivePlanner:
         except (ValueError, KeyError) as exc:  # UnpricedShapeError, an unknown GPU
             note = f"cannot rank sync shapes: {exc}"
         scales = live_scales(table)
-        cache.plan = LivePlan(job=job.name, table=table, workload=w, calibration_samples=split.ranks if split else 0, calibration_residual=None, compute_scale=scales[0], ps_scale=1.0,
-                              price_source=getattr(self.price_book, "source", "?"), price_as_of=getattr(self.price_book, "as_of", "?"), note=note,
-                              price_date=price_date_label(self.price_book), comm_scale=scales[1])  # fmt: skip
+        cache.plan = LivePlan(
+            job=job.name,
+            table=table,
+            workload=w,
+            calibration_samples=split.ranks if split else 0,
+            calibration_residual=None,
+            compute_scale=scales[0],
+            ps_scale=1.0,
+            price_source=self.price_book.source,
+            price_as_of=self.price_book.as_of,
+            note=note,
+            price_date=price_date_label(self.price_book),
+            comm_scale=scales[1],
+        )
         cache.key, cache.inputs, cache.ranked_at = key, inputs, now
         return cache.plan
 
     def stalled_plan(self, job: JobView) -> LivePlan:
         """What the planner says of a stalled job (no task up): no ranking, and why."""
-        return LivePlan(job=job.name, table=None, workload=None, calibration_samples=0, calibration_residual=None, compute_scale=1.0, ps_scale=1.0, price_source=getattr(self.price_book, "source", "?"),
-                        price_as_of=getattr(self.price_book, "as_of", "?"), note=FINISHED_NOTE if job.finished else STALLED_NOTE,
-                        price_date=price_date_label(self.price_book))  # fmt: skip
+        return LivePlan(
+            job=job.name,
+            table=None,
+            workload=None,
+            calibration_samples=0,
+            calibration_residual=None,
+            compute_scale=1.0,
+            ps_scale=1.0,
+            price_source=self.price_book.source,
+            price_as_of=self.price_book.as_of,
+            note=FINISHED_NOTE if job.finished else STALLED_NOTE,
+            price_date=price_date_label(self.price_book),
+        )
 
     def update(self, job: JobView, now: float) -> LivePlan:
         """The job's plan: ranked again when what it rests on changed (none while the job is stalled)."""
@@ -257,7 +278,7 @@ class LivePlanner:
             except (ValueError, KeyError) as exc:
                 note = f"cannot rank shapes: {exc}"
             if table is not None and not table.current_priced:
-                note = f"the {getattr(self.price_book, 'source', '?')} book has no price for the current shape: price unknown"
+                note = f"the {self.price_book.source} book has no price for the current shape: price unknown"
         cache.plan = LivePlan(
             job=job.name,
             table=table,
@@ -266,8 +287,8 @@ class LivePlanner:
             calibration_residual=cal.residual if cal and cal.samples else None,
             compute_scale=c_scale,
             ps_scale=p_scale,
-            price_source=getattr(self.price_book, "source", "?"),
-            price_as_of=getattr(self.price_book, "as_of", "?"),
+            price_source=self.price_book.source,
+            price_as_of=self.price_book.as_of,
             note=note,
             price_date=price_date_label(self.price_book),
         )

@@ -101,8 +101,24 @@ def test_a_wide_fleet_flags_its_slowest_stragglers_not_thousands():
 
     def worker(i: int) -> NodeView:
         step = 0.1 * (1 + 3 * (i % 1000) / 999)
-        return NodeView(name=f"worker-{i}", role="worker", gpu="T4", region="us-central1", zone="", provisioning="spot", status="up", steps_per_sec=1 / step, step_seconds=step, gpu_util=None,
-                        net_in_bps=None, net_out_bps=None, started_at=100.0, last_error=None, restarts=0, cause="")  # fmt: skip
+        return NodeView(
+            name=f"worker-{i}",
+            role="worker",
+            gpu="T4",
+            region="us-central1",
+            zone="",
+            provisioning="spot",
+            status="up",
+            steps_per_sec=1 / step,
+            step_seconds=step,
+            gpu_util=None,
+            net_in_bps=None,
+            net_out_bps=None,
+            started_at=100.0,
+            last_error=None,
+            restarts=0,
+            cause="",
+        )
 
     nodes = [worker(i) for i in range(10_000)]
     job = JobView(

@@ -379,7 +379,7 @@ def positional_wide_types(modules: list[str]) -> list[str]:
 
 
 def test_wide_frozen_types_are_built_by_keyword():
-    """``NodeView(name=…, role=…)``, never eighteen values in a row where six ``None``s can trade places."""
+    """``NodeView(name=…, role=…)``, never eighteen values in a row (six ``None``s that can trade places)."""
     mods = [m for folder in TYPE_CHECKED for m in _modules(folder)]
     assert positional_wide_types(mods) == []
 

@@ -23,8 +23,24 @@ from cmdare.tui.panes.planner import fit_subtitle
 
 
 def _node(name: str, role: str, gpu: str, region: str = "") -> NodeView:
-    return NodeView(name=name, role=role, gpu=gpu, region=region, zone="", provisioning="standard", status="up", steps_per_sec=5.0, step_seconds=0.1, gpu_util=None, net_in_bps=None, net_out_bps=None, started_at=0.0,
-                    last_error=None, restarts=0, cause="")  # fmt: skip
+    return NodeView(
+        name=name,
+        role=role,
+        gpu=gpu,
+        region=region,
+        zone="",
+        provisioning="standard",
+        status="up",
+        steps_per_sec=5.0,
+        step_seconds=0.1,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=0.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+    )
 
 
 def _job(nodes: list[NodeView]) -> JobView:

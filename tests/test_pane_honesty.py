@@ -71,8 +71,17 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
         history=[36.0] * 10,
     )
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
-    state = MonitorState(t=0.0, cycles=1, jobs=[job], alerts=[], alert_history=[], sources=[], demo=False, read_only=True,
-                         planner=PlannerView(jobs=(JobPlannerView(job="j", plan=plan),)))  # fmt: skip
+    state = MonitorState(
+        t=0.0,
+        cycles=1,
+        jobs=[job],
+        alerts=[],
+        alert_history=[],
+        sources=[],
+        demo=False,
+        read_only=True,
+        planner=PlannerView(jobs=(JobPlannerView(job="j", plan=plan),)),
+    )
 
     class Host(App):
         def compose(self) -> ComposeResult:

@@ -90,8 +90,17 @@ def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one(
     from cmdare.planner.overview import OverviewCache, build_jobs
 
     rng = random.Random(7)
-    infos = {f"w{i}": TaskInfo(job="a" if i < 30 else "b", task=f"w{i}", role="worker", gpu="P100", region="us-central1",
-                               provisioning="spot") for i in range(40)}  # fmt: skip
+    infos = {
+        f"w{i}": TaskInfo(
+            job="a" if i < 30 else "b",
+            task=f"w{i}",
+            role="worker",
+            gpu="P100",
+            region="us-central1",
+            provisioning="spot",
+        )
+        for i in range(40)
+    }
     store, life, cache = Store(), Lifecycle(silent_after=2), OverviewCache()
     unchanged_reused = 0
     for cycle in range(40):
@@ -178,8 +187,17 @@ def test_node_detail_of_a_host_no_task_runs_on_is_a_row_of_its_own():
     polls = [TaskPoll(source="http://w0", t=10.0, ok=True, info=w, host="h1", values={STEPS: 1.0})]
     for host in ("h1", "h2"):
         node = TaskInfo(job="hosts", task=host, role="node", gpu="NVIDIA T4")
-        polls.append(TaskPoll(source=f"http://{host}:9100", t=10.0, ok=True, info=node, host=host, host_only=True,
-                              values={M.K_CPU_BUSY: 1.0, M.K_CPU_ALL: 2.0}))  # fmt: skip
+        polls.append(
+            TaskPoll(
+                source=f"http://{host}:9100",
+                t=10.0,
+                ok=True,
+                info=node,
+                host=host,
+                host_only=True,
+                values={M.K_CPU_BUSY: 1.0, M.K_CPU_ALL: 2.0},
+            )
+        )
     for p in life.resolve(polls):
         store.add(p)
     rows = {(j.name, n.name) for j in build_jobs(store, life, 11.0) for n in j.nodes}

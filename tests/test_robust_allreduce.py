@@ -17,9 +17,27 @@ from cmdare.planner.speed.speed_model import SpeedModel
 
 
 def _rank(rank: int, compute: float, exposed: float, steps_per_sec: float) -> NodeView:
-    return NodeView(name=f"worker-{rank}", role="chief" if rank == 0 else "worker", gpu="T4", region="us-central1", zone="", provisioning="spot", status="up",
-                    steps_per_sec=steps_per_sec, step_seconds=compute, gpu_util=None, net_in_bps=None, net_out_bps=None, started_at=100.0, last_error=None, restarts=0, cause="", allreduce_seconds=exposed,
-                    rank=str(rank), local_rank="0")  # fmt: skip
+    return NodeView(
+        name=f"worker-{rank}",
+        role="chief" if rank == 0 else "worker",
+        gpu="T4",
+        region="us-central1",
+        zone="",
+        provisioning="spot",
+        status="up",
+        steps_per_sec=steps_per_sec,
+        step_seconds=compute,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=100.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+        allreduce_seconds=exposed,
+        rank=str(rank),
+        local_rank="0",
+    )
 
 
 def _job(nodes: list[NodeView]) -> JobView:

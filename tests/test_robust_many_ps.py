@@ -63,10 +63,16 @@ def test_the_ranking_of_2500_ps_enumerates_a_bounded_table() -> None:
 
     book = load_book("offline")
     gpus, regions = tuple(sorted(set(book.gpus()) | {"K80"})), tuple(sorted(book.regions()))
-    w = Workload(model=ModelSpec(name="ResNet-32", model_flops=1.4e11, params=4.6e5, batch_size=128), target=Target(steps=64000),
-                 current=Shape("K80", 4, 2500, "us-central1", "spot"),
-                 allowed=Allowed(gpus=gpus, regions=regions, max_workers=16, max_ps=2500, provisionings=("standard", "spot")),
-                 options=Options(), source="test")  # fmt: skip
+    w = Workload(
+        model=ModelSpec(name="ResNet-32", model_flops=1.4e11, params=4.6e5, batch_size=128),
+        target=Target(steps=64000),
+        current=Shape("K80", 4, 2500, "us-central1", "spot"),
+        allowed=Allowed(
+            gpus=gpus, regions=regions, max_workers=16, max_ps=2500, provisionings=("standard", "spot")
+        ),
+        options=Options(),
+        source="test",
+    )
     rows = enumerate_shapes(w)["ps"].size
     assert rows == len(gpus) * len(worker_counts(16, 4)) * len(ps_counts(2500, 2500)) * len(regions) * 2
     assert rows * 50 < len(gpus) * len(worker_counts(16, 4)) * 2500 * len(regions) * 2  # not every PS count

@@ -21,8 +21,24 @@ TH = Thresholds()
 def _worker(
     name: str, step_s: float, *, gpu: str = "", region: str = "", util: float | None = None
 ) -> NodeView:
-    return NodeView(name=name, role="worker", gpu=gpu, region=region, zone="", provisioning="standard", status="up", steps_per_sec=1 / step_s, step_seconds=step_s, gpu_util=util,
-                    net_in_bps=None, net_out_bps=None, started_at=0.0, last_error=None, restarts=0, cause="")  # fmt: skip
+    return NodeView(
+        name=name,
+        role="worker",
+        gpu=gpu,
+        region=region,
+        zone="",
+        provisioning="standard",
+        status="up",
+        steps_per_sec=1 / step_s,
+        step_seconds=step_s,
+        gpu_util=util,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=0.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+    )
 
 
 def _job(workers: list[NodeView]) -> JobView:

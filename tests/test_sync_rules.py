@@ -17,9 +17,27 @@ from cmdare.planner.rules.worker_rules import straggler_rule
 
 
 def _node(rank: int, local: int, compute: float, exposed: float, gpu: str = "T4") -> NodeView:
-    return NodeView(name=f"worker-{rank}", role="chief" if rank == 0 else "worker", gpu=gpu, region="us-central1", zone="", provisioning="spot", status="up",
-                    steps_per_sec=1.0, step_seconds=compute, gpu_util=None, net_in_bps=None, net_out_bps=None, started_at=100.0, last_error=None, restarts=0, cause="", allreduce_seconds=exposed,
-                    rank=str(rank), local_rank=str(local))  # fmt: skip
+    return NodeView(
+        name=f"worker-{rank}",
+        role="chief" if rank == 0 else "worker",
+        gpu=gpu,
+        region="us-central1",
+        zone="",
+        provisioning="spot",
+        status="up",
+        steps_per_sec=1.0,
+        step_seconds=compute,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=100.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+        allreduce_seconds=exposed,
+        rank=str(rank),
+        local_rank=str(local),
+    )
 
 
 def _job(nodes: list[NodeView], params: float = 26e6, sync: str = "sync-allreduce") -> JobView:

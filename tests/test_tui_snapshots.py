@@ -44,8 +44,15 @@ class FixedSource:
         dt = t - T0
         out = [self._ps(t, dt)]
         for i in range(8):
-            info = TaskInfo(job=FACTS.job, task=f"worker-{i}", role="chief" if i == 0 else "worker", gpu="P100", region="us-central1",
-                            zone="us-central1-a", provisioning="preemptible")  # fmt: skip
+            info = TaskInfo(
+                job=FACTS.job,
+                task=f"worker-{i}",
+                role="chief" if i == 0 else "worker",
+                gpu="P100",
+                region="us-central1",
+                zone="us-central1-a",
+                provisioning="preemptible",
+            )
             if i == 3 and self.polls > REVOKE_AFTER:
                 out.append(
                     TaskPoll(

@@ -99,8 +99,15 @@ def test_log_lines_lose_their_control_characters():
 def test_value_types_clean_on_construction():
     info = TaskInfo(job=HOSTILE["title"], task=HOSTILE["long"], gpu=HOSTILE["bidi"], dc="\x07")
     facts = JobFacts(job=HOSTILE["osc52"], model=ModelSpec(name=HOSTILE["osc8"]))
-    poll = TaskPoll(source=HOSTILE["csi"], t=0.0, ok=False, info=info, values={f"scalar{{tag={HOSTILE['dcs']}}}": 1.0},
-                    error=HOSTILE["c1"] * 100, job_facts=facts)  # fmt: skip
+    poll = TaskPoll(
+        source=HOSTILE["csi"],
+        t=0.0,
+        ok=False,
+        info=info,
+        values={f"scalar{{tag={HOSTILE['dcs']}}}": 1.0},
+        error=HOSTILE["c1"] * 100,
+        job_facts=facts,
+    )
     for text in texts_of(poll):
         assert_safe(text, 500)
     assert len(info.task) == LABEL_LIMIT and info.task.endswith("…")
@@ -260,14 +267,30 @@ def test_snapshot_text_renders_any_label_as_text(labels: list[str]):
 
     job, task, gpu, region, error = labels
     store, life = Store(), Lifecycle()
-    polls = [TaskPoll(source="s", t=1.0, ok=True, info=TaskInfo(job=job or "j", task=task or "t", gpu=gpu, region=region),
-                      values={"cmdare_global_step": 1.0}, job_facts=JobFacts(job or "j", ModelSpec(name=gpu))),
-             TaskPoll(source="s2", t=1.0, ok=False, info=TaskInfo(job=job or "j", task="x" + task), error=error)]  # fmt: skip
+    polls = [
+        TaskPoll(
+            source="s",
+            t=1.0,
+            ok=True,
+            info=TaskInfo(job=job or "j", task=task or "t", gpu=gpu, region=region),
+            values={"cmdare_global_step": 1.0},
+            job_facts=JobFacts(job or "j", ModelSpec(name=gpu)),
+        ),
+        TaskPoll(source="s2", t=1.0, ok=False, info=TaskInfo(job=job or "j", task="x" + task), error=error),
+    ]
     for p in polls:
         store.add(p)
     life.observe(polls)
-    state = MonitorState(t=2.0, cycles=1, jobs=build_jobs(store, life, 2.0), alerts=[], alert_history=[], sources=[SourceStatus("s2", False, error)],
-                         demo=False, read_only=True)  # fmt: skip
+    state = MonitorState(
+        t=2.0,
+        cycles=1,
+        jobs=build_jobs(store, life, 2.0),
+        alerts=[],
+        alert_history=[],
+        sources=[SourceStatus("s2", False, error)],
+        demo=False,
+        read_only=True,
+    )
     out = io.StringIO()
     print_overview(state, Console(file=out, force_terminal=True, color_system="truecolor", width=300))
     text = out.getvalue()

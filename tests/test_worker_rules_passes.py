@@ -21,8 +21,24 @@ def _node(i: int, rng: random.Random, *, status: str = "up", role: str = "worker
     step = rng.choice([None, 0.1, 0.1, 0.2, round(rng.uniform(0.05, 0.6), 2)])  # ties on purpose
     sps = rng.choice([None, 0.0, 3.0, round(rng.uniform(1, 10), 2)])
     util = rng.choice([None, None, None, round(rng.uniform(10, 100), 1)])
-    return NodeView(name=f"w{i}", role=role, gpu=gpu, region="us-central1", zone="", provisioning="spot", status=status, steps_per_sec=sps, step_seconds=step, gpu_util=util,
-                    net_in_bps=None, net_out_bps=None, started_at=0.0, last_error=None, restarts=0, cause="")  # fmt: skip
+    return NodeView(
+        name=f"w{i}",
+        role=role,
+        gpu=gpu,
+        region="us-central1",
+        zone="",
+        provisioning="spot",
+        status=status,
+        steps_per_sec=sps,
+        step_seconds=step,
+        gpu_util=util,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=0.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+    )
 
 
 def _job(nodes: list[NodeView]) -> JobView:

@@ -276,9 +276,24 @@ def _boundaries(job: GeoJob, act: float, cmax: float) -> list[Boundary]:
         x = d * a if lay.sharing == "spatial" else a
         gb = 2.0 * m * d * act / 1e9  # activations forward + gradients backward, all D pipelines
         out.append(
-            Boundary(stage=k, from_dc=a_dc, to_dc=b_dc, wan=True, bytes_per_microbatch=act, link_gbps=link.bandwidth_gbps, single_tcp_gbps=link.single_tcp_gbps(), n_conn=n, effective_gbps=eff,
-                     latency_seconds=link.latency_s, transfer_seconds=x, link_busy_seconds=d * a, wan_bound=d * a > cmax, egress_gb_per_iteration=gb, egress_usd_per_iteration=gb * link.egress_usd_per_gb)
-        )  # fmt: skip
+            Boundary(
+                stage=k,
+                from_dc=a_dc,
+                to_dc=b_dc,
+                wan=True,
+                bytes_per_microbatch=act,
+                link_gbps=link.bandwidth_gbps,
+                single_tcp_gbps=link.single_tcp_gbps(),
+                n_conn=n,
+                effective_gbps=eff,
+                latency_seconds=link.latency_s,
+                transfer_seconds=x,
+                link_busy_seconds=d * a,
+                wan_bound=d * a > cmax,
+                egress_gb_per_iteration=gb,
+                egress_usd_per_iteration=gb * link.egress_usd_per_gb,
+            )
+        )
     return out
 
 

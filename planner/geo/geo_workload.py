@@ -197,9 +197,14 @@ def parse_geo_workload(text: str, source: str = "<string>") -> GeoWorkload:
     )
     _check_links(job, par)
     return GeoWorkload(
-        job=job, fixed_layout=fixed, global_batch=gbatch, top=srch.num("top", 5, integer=True), max_pp=srch.num("max_pp", 32, integer=True),
-        max_orders=srch.num("max_orders", 720, integer=True), source=source,
-    )  # fmt: skip
+        job=job,
+        fixed_layout=fixed,
+        global_batch=gbatch,
+        top=srch.num("top", 5, integer=True),
+        max_pp=srch.num("max_pp", 32, integer=True),
+        max_orders=srch.num("max_orders", 720, integer=True),
+        source=source,
+    )
 
 
 def _model(t: _Table) -> tuple[LanguageModel, float, int, int | None, float | None]:
@@ -210,9 +215,13 @@ def _model(t: _Table) -> tuple[LanguageModel, float, int, int | None, float | No
     if mfu > 1:
         raise t.err(f"must be a fraction in (0, 1], got {mfu}", "mfu")
     model = LanguageModel(
-        layers=t.num("layers", integer=True), hidden=t.num("hidden", integer=True), seq_len=t.num("seq_len", integer=True),
-        micro_batch=t.num("micro_batch", 1, integer=True), params=t.num("params"), precision_bytes=pb,
-    )  # fmt: skip
+        layers=t.num("layers", integer=True),
+        hidden=t.num("hidden", integer=True),
+        seq_len=t.num("seq_len", integer=True),
+        micro_batch=t.num("micro_batch", 1, integer=True),
+        params=t.num("params"),
+        precision_bytes=pb,
+    )
     gbatch = t.opt("global_batch", integer=True)
     m = t.num("n_microbatches", 8, integer=True)
     return model, mfu, m, gbatch, t.opt("activation_bytes")
@@ -231,8 +240,16 @@ def _dcs(raw: Any, loc: _Loc) -> tuple[DataCenter, ...]:
             get_gpu(gpu)
         except UnknownGpuError as exc:
             raise t.err(str(exc), "gpu") from exc
-        out.append(DataCenter(name=name, gpu=gpu, gpus=t.num("gpus", integer=True), usd_per_gpu_hour=t.num("usd_per_gpu_hour", 0.0, positive=False),
-                              region=t.text("region", "") if "region" in t.v else "", intra_gbps=t.opt("intra_gbps")))  # fmt: skip
+        out.append(
+            DataCenter(
+                name=name,
+                gpu=gpu,
+                gpus=t.num("gpus", integer=True),
+                usd_per_gpu_hour=t.num("usd_per_gpu_hour", 0.0, positive=False),
+                region=t.text("region", "") if "region" in t.v else "",
+                intra_gbps=t.opt("intra_gbps"),
+            )
+        )
     return tuple(out)
 
 
@@ -263,8 +280,17 @@ def _links(raw: Any, dcs: tuple[DataCenter, ...], loc: _Loc) -> tuple[WanLink, .
         loss = t.num("loss", 0.0, positive=False)
         if loss >= 1:
             raise t.err(f"must be a probability < 1, got {loss}", "loss")
-        out.append(WanLink(a=a, b=b, bandwidth_gbps=bw, rtt_ms=rtt, loss=loss, n_conn=t.num("n_conn", 1, integer=True),
-                           egress_usd_per_gb=t.num("egress_usd_per_gb", egress, positive=False)))  # fmt: skip
+        out.append(
+            WanLink(
+                a=a,
+                b=b,
+                bandwidth_gbps=bw,
+                rtt_ms=rtt,
+                loss=loss,
+                n_conn=t.num("n_conn", 1, integer=True),
+                egress_usd_per_gb=t.num("egress_usd_per_gb", egress, positive=False),
+            )
+        )
     return tuple(out)
 
 
@@ -332,10 +358,14 @@ def _prefill(t: _Table, mfu: float) -> PrefillSpec:
     if eff > 1:
         raise t.err(f"must be a fraction in (0, 1], got {eff}", "efficiency")
     return PrefillSpec(
-        params=t.num("params"), layers=t.num("layers", integer=True), hidden=t.num("hidden", integer=True),
-        prompt_tokens=t.num("prompt_tokens", integer=True), efficiency=eff, precision_bytes=t.num("precision_bytes", 2, integer=True),
+        params=t.num("params"),
+        layers=t.num("layers", integer=True),
+        hidden=t.num("hidden", integer=True),
+        prompt_tokens=t.num("prompt_tokens", integer=True),
+        efficiency=eff,
+        precision_bytes=t.num("precision_bytes", 2, integer=True),
         memory_limit_gb=t.opt("memory_limit_gb"),
-    )  # fmt: skip
+    )
 
 
 def _check_links(job: GeoJob, par: _Table) -> None:

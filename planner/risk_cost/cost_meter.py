@@ -98,9 +98,15 @@ class CostMeter:
                 (f"{ASSUMED_REGION} assumed ({unlabelled:,} task(s) name no region)",) if unlabelled else ()
             )
             out[job.name] = CostView(
-                job=job.name, accrued_usd=self._accrued[job.name], usd_per_hour=rate if priced else None, budget_usd=self.budget_usd,
-                unpriced=tuple(unpriced), price_source=str(getattr(self.book, "source", "")), unpriced_tasks=missing, assumed=assumed,
-            )  # fmt: skip
+                job=job.name,
+                accrued_usd=self._accrued[job.name],
+                usd_per_hour=rate if priced else None,
+                budget_usd=self.budget_usd,
+                unpriced=tuple(unpriced),
+                price_source=self.book.source,
+                unpriced_tasks=missing,
+                assumed=assumed,
+            )
         return out
 
 

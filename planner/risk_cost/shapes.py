@@ -570,11 +570,8 @@ def has_risk_curve(rev: RevocationModel, gpu: np.ndarray, region: np.ndarray) ->
 
 def switch_basis(sw: Switching, prices: PriceTable) -> dict[str, str]:
     """Where the switching terms come from, for the explanation (``egress``: the rate a move's dataset copy
-    is priced at, the book's or the default)."""
-    own = getattr(prices.book, "egress_usd_per_gb", None)
-    rate = f"${prices.egress_usd_per_gb:g}/GB " + (
-        f"({prices.source} price book)" if own else "(GCP inter-region within a continent, background.md §2)"
-    )
+    is priced at; the price books carry node prices only, so it is the cited default)."""
+    rate = f"${prices.egress_usd_per_gb:g}/GB (GCP inter-region within a continent, background.md §2)"
     return {
         "egress": rate,
         "redo": sw.redo_basis,

@@ -330,10 +330,13 @@ def _model(v: dict[str, Any], loc: _Locator) -> ModelSpec:
         raise loc.error("must be at least 1 (a parameter count)", "model", "params")
     ckpt = v.get("checkpoint_mb")
     return ModelSpec(
-        name=v["name"], model_flops=float(v["model_flops"]), params=float(v["params"]), batch_size=int(v.get("batch_size", 0)),
+        name=v["name"],
+        model_flops=float(v["model_flops"]),
+        params=float(v["params"]),
+        batch_size=int(v.get("batch_size", 0)),
         checkpoint_mb=None if ckpt is None else float(ckpt),
         tensors=None if v.get("tensors") is None else int(v["tensors"]),
-    )  # fmt: skip
+    )
 
 
 def _target(v: dict[str, Any], model: ModelSpec, loc: _Locator) -> Target:
@@ -381,11 +384,20 @@ def _parallel(v: dict[str, Any], loc: _Locator) -> Parallel:
     g = int(v.get("gpus_per_node", 1))
     hop, act = v.get("hop_us"), v.get("activation_gb")
     return Parallel(
-        mode=mode, gpus_per_node=g, max_gpus_per_node=max(int(v.get("max_gpus_per_node", g)), g), nic_tier=v.get("nic_tier", "default"),
-        elastic=bool(v.get("elastic", True)), bucket_mb=float(v.get("bucket_mb", 25.0)), compression=float(v.get("compression", 1.0)),
-        precision=precision, transport=v.get("transport", "tcp"), hop_us=None if hop is None else float(hop),
-        activation_gb=None if act is None else float(act), recompute=bool(v.get("recompute", False)), zero_stage=int(v.get("zero_stage", 0)),
-    )  # fmt: skip
+        mode=mode,
+        gpus_per_node=g,
+        max_gpus_per_node=max(int(v.get("max_gpus_per_node", g)), g),
+        nic_tier=v.get("nic_tier", "default"),
+        elastic=bool(v.get("elastic", True)),
+        bucket_mb=float(v.get("bucket_mb", 25.0)),
+        compression=float(v.get("compression", 1.0)),
+        precision=precision,
+        transport=v.get("transport", "tcp"),
+        hop_us=None if hop is None else float(hop),
+        activation_gb=None if act is None else float(act),
+        recompute=bool(v.get("recompute", False)),
+        zero_stage=int(v.get("zero_stage", 0)),
+    )
 
 
 def _current(v: dict[str, Any], loc: _Locator, parallel: Parallel | None = None) -> Shape:

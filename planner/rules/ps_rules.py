@@ -213,8 +213,14 @@ def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load:
     }
     fix, fx = _more_ps_fix(ctx, job, load, len(ps))
     evidence.update(fx)
-    return Finding(kind="ps-saturation", subject=_subject(job), severity="warning", message="parameter server saturated: " + "; ".join(why),
-                   evidence=evidence, fix=fix)  # fmt: skip
+    return Finding(
+        kind="ps-saturation",
+        subject=_subject(job),
+        severity="warning",
+        message="parameter server saturated: " + "; ".join(why),
+        evidence=evidence,
+        fix=fix,
+    )
 
 
 def _subject(job: JobView) -> str:

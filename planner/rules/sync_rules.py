@@ -184,6 +184,15 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
                "every rank waits for it at each all-reduce")  # fmt: skip
         fix = (f"replace {slow.name} (or the node it runs on): predicted {signed_pct(gain)} steps/s "
                "(measured step split; band: n/a)")  # fmt: skip
-        out.append(Finding(kind="straggler", subject=f"{job.name}/{slow.name}", severity="warning", message=msg, evidence=evidence, fix=fix,
-                           holds=ratio < th.straggler_ratio))  # fmt: skip
+        out.append(
+            Finding(
+                kind="straggler",
+                subject=f"{job.name}/{slow.name}",
+                severity="warning",
+                message=msg,
+                evidence=evidence,
+                fix=fix,
+                holds=ratio < th.straggler_ratio,
+            )
+        )
     return out

@@ -190,8 +190,15 @@ def _straggler(
     msg = f"{w.name} steps {ratio:.2f}× slower than {than}: {words}"
     if ratio < th.straggler_ratio:
         msg += f" (held until below {th.straggler_clear_ratio:g}×)"
-    return Finding(kind="straggler", subject=f"{job.name}/{w.name}", severity="warning", message=msg, evidence=evidence, fix=fix,
-                   holds=ratio < th.straggler_ratio)  # fmt: skip
+    return Finding(
+        kind="straggler",
+        subject=f"{job.name}/{w.name}",
+        severity="warning",
+        message=msg,
+        evidence=evidence,
+        fix=fix,
+        holds=ratio < th.straggler_ratio,
+    )
 
 
 def _too_few_peers(

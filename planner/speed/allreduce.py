@@ -149,8 +149,17 @@ def sync_step(
     straggler = compute * p.straggler_cv * (nn - 1.0) / (nn + 1.0)
     multi = nodes > 1
     link = np.where(n <= 1, "none", np.where(multi & (np.asarray(nic_gbps) < intra_gbps), "nic", "intra"))
-    return SyncTerms(compute=compute, allreduce=ar, exposed=exposed, step=compute + straggler + exposed, buckets=buckets, link=link, latency=np.where(n > 1, lat, 0.0),
-                     straggler=straggler, algorithm=algo)  # fmt: skip
+    return SyncTerms(
+        compute=compute,
+        allreduce=ar,
+        exposed=exposed,
+        step=compute + straggler + exposed,
+        buckets=buckets,
+        link=link,
+        latency=np.where(n > 1, lat, 0.0),
+        straggler=straggler,
+        algorithm=algo,
+    )
 
 
 def calibrate(
