@@ -10,12 +10,12 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
-from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
+from cmdare.collectors.samples import Coverage, JobFacts, TaskInfo, TaskState
 from cmdare.collectors.store import TRAINING_KEYS, Store, TaskSeries
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,9 @@ class JobView:
     rate_basis: str = ""  # where steps/s and examples/s come from when not the tasks' own samples
     stalled_since: float | None = None  # no task up: when a task last answered (steps/s, ETA then None)
     last_steps_per_sec: float | None = None  # a stalled job's last measured steps/s (a past figure)
+    # a summed figure over part of the job's tasks (a fleet's first refreshes): how many, of how many
+    steps_coverage: Coverage | None = None
+    examples_coverage: Coverage | None = None
     # Tasks by (role, GPU label, region, provisioning, status) as :func:`build_jobs` counted them while the
     # views changed; None: counted from ``nodes`` when first asked (:attr:`_kinds`). It goes with ``nodes``: a
     # copy with other nodes (``dataclasses.replace(job, nodes=…)``) passes ``tally=None``.
@@ -147,6 +150,15 @@ class JobView:
     _memo: dict[Callable[[JobView], object], object] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+
+    def coverage_note(self, figure: Literal["", "steps", "examples"] = "") -> str:
+        """'412 of 2,200 tasks so far' for a figure (``steps`` or ``examples``) summed over part of the
+        tasks; both, named, when ``figure`` is ""; "" when the figures cover every task."""
+        parts = {"steps": self.steps_coverage, "examples": self.examples_coverage}
+        if figure:
+            c = parts[figure]
+            return c.words() if c is not None and c.partial else ""
+        return "; ".join(f"{k}/s: {c.words()}" for k, c in parts.items() if c is not None and c.partial)
 
     @property
     def stalled(self) -> bool:
@@ -248,6 +260,15 @@ class JobView:
             "sync": self.sync,
             "sync_how": self.sync_how,
             "rate_basis": self.rate_basis or None,
+            "coverage": {  # null when every figure covers every task
+                name: c.to_json()
+                for name, c in (
+                    ("steps_per_sec", self.steps_coverage),
+                    ("examples_per_sec", self.examples_coverage),
+                )
+                if c is not None and c.partial
+            }
+            or None,
             "stalled_since": self.stalled_since,
             "finished": self.finished,
             "last_steps_per_sec": _finite(self.last_steps_per_sec),
@@ -651,7 +672,8 @@ def _job_view(
     if stalled_since is not None:  # the last rate is a past figure, not the job's speed now
         last_rate, rate, ex = rate, None, None
     eta = None
-    if facts.target_steps and gstep is not None and rate:
+    partial = js.steps_coverage is not None and js.steps_coverage.partial  # a fraction of the speed: no ETA
+    if facts.target_steps and gstep is not None and rate and not partial:
         eta = max(0.0, facts.target_steps - gstep) / rate
     series = list(members.values()) if store.logs_training else []
     return JobView(
@@ -669,6 +691,8 @@ def _job_view(
         rate_basis=js.rate_basis,
         stalled_since=stalled_since,
         last_steps_per_sec=last_rate,
+        steps_coverage=js.steps_coverage,
+        examples_coverage=js.examples_coverage,
         tally=None if kinds is None else dict(kinds),  # counted as the views changed (as _kinds would)
     )
 
