@@ -46,7 +46,7 @@ class Source(Protocol):
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cycle:
     """What one poll cycle produced."""
 
@@ -147,8 +147,16 @@ class Poller:
         )
         self._update_jobs(t, polls)
         unchanged = sum(s.unchanged for s in self.sources if isinstance(s, FleetReading))
-        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged,
-                      self._notes())  # fmt: skip
+        cycle = Cycle(
+            t=t,
+            elapsed=self.clock.monotonic() - t0,
+            polls=polls,
+            transitions=transitions,
+            source_errors=errors,
+            truncations=truncations,
+            unchanged=unchanged,
+            notes=self._notes(),
+        )
         self.cycles += 1
         self.last_cycle = cycle
         for sink in self.sinks:

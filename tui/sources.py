@@ -76,7 +76,9 @@ def build_sources(
     plan = SourcePlan(live_sources(opts, extra_sources), notes=source_notes(opts))
     if opts.demo or not plan.sources:
         if demo_factory is None:
-            from cmdare.demo.cluster import DemoCluster as demo_factory
+            from cmdare.demo.cluster import DemoCluster
+
+            demo_factory = DemoCluster
         plan.demo = demo_factory()
         plan.demo.start()
         plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout))

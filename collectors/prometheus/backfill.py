@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import plausible_time
@@ -66,7 +67,7 @@ def _key(labels: Mapping[str, str]) -> str | None:
     return _KEYS.get(name)
 
 
-def _fold(rows: list[dict]) -> dict[str, dict[float, dict[str, float]]]:
+def _fold(rows: list[dict[str, Any]]) -> dict[str, dict[float, dict[str, float]]]:
     """instance → scrape time → key → value (series of one scrape config per instance)."""
     out: dict[str, dict[float, dict[str, float]]] = {}
     job_of: dict[str, str] = {}
@@ -90,7 +91,7 @@ def _fold(rows: list[dict]) -> dict[str, dict[float, dict[str, float]]]:
 
 
 def backfill_polls(
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     infos: Mapping[str, TaskInfo],
     before: Mapping[str, float],
     source: Mapping[str, str],
@@ -105,7 +106,9 @@ def backfill_polls(
             continue
         for t in sorted(t for t in times if t < limit)[-BACKFILL_POINTS:]:
             out.append(
-                TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst))
+                TaskPoll(
+                    source=source[inst], t=t - skew, ok=True, info=info, values=times[t], host=host_name(inst)
+                )
             )
     out.sort(key=lambda p: p.t)
     return out
