@@ -325,8 +325,8 @@ class MonitorSession:
                     p.source, False, f"{p.info.task if p.info else p.source}: {p.error or 'catching up'}"
                 )
             )
-        for note in self.plan.notes if self.plan else []:  # the specs' remarks (tui/sources.py)
-            out.append(SourceStatus(note.source, note.ok, note.text))
+        for remark in self.plan.notes if self.plan else []:  # the specs' remarks (tui/sources.py)
+            out.append(SourceStatus(remark.source, remark.ok, remark.text))
         failed = [p for p in cycle.polls if not p.ok and not p.finished]
         for p in failed[:MAX_FAILURES_SHOWN]:
             out.append(SourceStatus(p.source, False, f"{p.source}: {p.error or 'no answer'}"))
