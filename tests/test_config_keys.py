@@ -81,9 +81,13 @@ def _recording(path: Path) -> str:
         for i in range(2):
             t = 1.7e9 + 2 * i
             poll = TaskPoll(
-                "http://w0/metrics", t, True, info=TaskInfo("j", "w0"), values={M.K_WORKER_STEPS: i}
+                source="http://w0/metrics",
+                t=t,
+                ok=True,
+                info=TaskInfo(job="j", task="w0"),
+                values={M.K_WORKER_STEPS: i},
             )
-            rec.record(Cycle(t, 0.01, [poll], []))
+            rec.record(Cycle(t=t, elapsed=0.01, polls=[poll], transitions=[]))
         rec.close()
     return str(path)
 
