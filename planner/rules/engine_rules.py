@@ -22,6 +22,7 @@ left to the app (:data:`LEFT_TO_APP` gives the reasons).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -58,6 +59,10 @@ LEFT_TO_APP: dict[str, str] = {
     "ps-saturation (model)": "the test against the speed model's compute-bound rate needs the model's "
     "prediction: the engine judges from measurements only (workers' compute share and PS NIC / CPU)",
 }
+
+#: The rule groups: who each task is (every window) and the figures with the verdicts (every interval).
+IDENTITY_GROUP = "cmdare-identity"
+BOTTLENECK_GROUP = "cmdare-bottlenecks"
 
 _DURATION = re.compile(r"^([0-9]+)(ms|s|m|h)$")
 _SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -123,34 +128,52 @@ def _re(values: frozenset[str] | set[str]) -> str:
     return "|".join(sorted(re.escape(v).replace("\\", "\\\\") for v in values))
 
 
-def recording_rules(o: RuleOptions) -> list[Rule]:
-    """The figures the verdicts rest on, per task (labels ``instance``, ``cmdare_job``, ``task``, ``role``,
-    ``gpu``, ``region``, ``host``) and per job (``cmdare_job``)."""
-    sel = o.selector
-    w = _dur(o.window_s)
-    info = f"{M.TASK_INFO.name}{{{sel}}}" if sel else M.TASK_INFO.name
-    job_info = M.JOB_INFO.name
+_WORKERS = f'role=~"{_re(WORKER_ROLES)}"'
+_GPU_OWNER = f'gpu!~"(?i){_re({n for n in NO_GPU_NAMES if n})}|"'
+
+
+def _renamed(expr: str) -> str:
+    """``expr`` with the exporter's job as ``cmdare_job`` (``job`` with honor_labels, else ``exported_job``) and
+    the task's ``host`` (``instance`` less its port)."""
+    return (
+        f'label_replace(label_replace(label_replace({expr}, "cmdare_job", "$1", "job", "(.*)"), '
+        f'"cmdare_job", "$1", "exported_job", "(.+)"), "host", "$1", "instance", "(.*):[0-9]+")'
+    )
+
+
+def identity_rules(o: RuleOptions) -> list[Rule]:
+    """Who each task is (its identity labels, joined to every per-task figure on ``instance``), who it was
+    while its scrapes fail, and each job's facts. Evaluated in their own group every window (identity
+    changes when a task starts, and a task's rates need a window before they are judged): at 10,000 tasks
+    the renaming costs as much as a per-task figure, and it is paid once a window, not once an interval."""
+    info = f"{M.TASK_INFO.name}{{{o.selector}}}" if o.selector else M.TASK_INFO.name
     ident = "instance, cmdare_job, task, role, gpu, region, host"
+    return [
+        Rule("cmdare:task_info", f"max by ({ident}) ({_renamed(info)})"),
+        Rule(  # a task's identity held while its scrapes fail (the rule reads its own last value)
+            "cmdare:task_info:last_seen",
+            "cmdare:task_info or (cmdare:task_info:last_seen and on (instance) max by (instance) (up == 0))",
+        ),
+        Rule("cmdare:job_info", f"max by (cmdare_job, sync) ({_renamed(M.JOB_INFO.name)})"),
+        Rule(  # the regions a job's GPU workers run in (input-bound is judged in one region only)
+            "cmdare:job_gpu_regions:count",
+            f"count by (cmdare_job) (count by (cmdare_job, region) (cmdare:task_info{{{_WORKERS},{_GPU_OWNER}}}))",
+        ),
+    ]
 
-    def renamed(expr: str) -> str:  # the exporter's job: `job` with honor_labels, else `exported_job`
-        return (
-            f'label_replace(label_replace(label_replace({expr}, "cmdare_job", "$1", "job", "(.*)"), '
-            f'"cmdare_job", "$1", "exported_job", "(.+)"), "host", "$1", "instance", "(.*):[0-9]+")'
-        )
 
+def recording_rules(o: RuleOptions) -> list[Rule]:
+    """The figures the verdicts rest on, evaluated every interval before the alerts: per task (labels
+    ``instance``, ``cmdare_job``, ``task``, ``role``, ``gpu``, ``region``, ``host``, joined once from
+    ``cmdare:task_info``) and per job (``cmdare_job``)."""
+    w = _dur(o.window_s)
+    ident = "instance, cmdare_job, task, role, gpu, region, host"
     join = f"* on (instance) group_left ({ident.removeprefix('instance, ')}) cmdare:task_info"
     ps_join = join.replace("cmdare:task_info", 'cmdare:task_info{role="ps"}')
-    workers = f'role=~"{_re(WORKER_ROLES)}"'
-    gpu_owner = f'gpu!~"(?i){_re({n for n in NO_GPU_NAMES if n})}|"'
+    workers, gpu_owner = _WORKERS, _GPU_OWNER
     host_of = 'label_replace({m}, "host", "$1", "instance", "(.*):[0-9]+")'
     node_cpu = host_of.format(m=f'rate({M.NODE_CPU_SAMPLE}{{mode!="idle"}}[{w}])')
     return [
-        Rule("cmdare:task_info", f"max by ({ident}) ({renamed(info)})"),
-        Rule(
-            "cmdare:task_info:last_seen",
-            f"max by ({ident}) ({renamed(f'last_over_time({info}[10m])')})",
-        ),
-        Rule("cmdare:job_info", f"max by (cmdare_job, sync) ({renamed(job_info)})"),
         Rule("cmdare:task_steps:rate", f"sum by (instance) (rate({M.K_WORKER_STEPS}[{w}])) {join}"),
         Rule(
             "cmdare:task_step_seconds:mean",
@@ -162,11 +185,12 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             f"(sum by (instance) (rate({M.K_ALLREDUCE_SECONDS_SUM}[{w}])) / sum by (instance) "
             f"(rate({M.K_ALLREDUCE_SECONDS_COUNT}[{w}]) > 0)) {join}",
         ),
-        Rule(  # step seconds × own steps/s: the share of wall time a worker computes; only for a task that ran
-            # a whole window before this one (a rate over a series' first window is extrapolated low)
+        Rule(  # step seconds × own steps/s: the share of wall time a worker computes; only for a task whose
+            # counter existed a whole window ago (a rate over a series' first window is extrapolated low): an
+            # instant look a window back, not a range over it (a tenth of the cost at 10,000 tasks)
             "cmdare:task_compute_share:ratio",
             f"cmdare:task_step_seconds:mean{{{workers}}} * on (instance) group_left () cmdare:task_steps:rate "
-            f"and on (instance) count_over_time({M.K_WORKER_STEPS}[{w}] offset {w})",
+            f"and on (instance) {M.K_WORKER_STEPS} offset {w}",
         ),
         Rule(  # DCGM utilisation of the task's host, 0-1 (GPU-owning workers only)
             "cmdare:task_gpu_busy:ratio",
@@ -183,16 +207,17 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             f"({node_cpu})) / {PS_SHAPE.vcpus:g}) "
             f"or ((sum by (instance) (rate({M.K_PROCESS_CPU}[{w}])) / {PS_SHAPE.vcpus:g}) {ps_join})",
         ),
-        Rule(  # 1 while the cloud says the instance is being preempted
-            "cmdare:task_preempted", f"max by (instance) ({M.PREEMPTED.name}) {join}"
+        Rule(  # 1 while the cloud says the instance is being preempted (absent otherwise): the notices are
+            # picked out before the join, so it costs a look at the series, not a join over every task
+            "cmdare:task_preempted",
+            f"max by (instance) ({M.PREEMPTED.name} == 1) {join}",
         ),
-        Rule(  # when the task's step counter last moved (to within one interval): the latest sample's time when
+        Rule(  # when the task's step counter last moved (to within 1.5 intervals): this evaluation's time when
             # it moved in the last 1.5 intervals, else the time recorded before (the rule reads its own last
-            # value: O(tasks) an evaluation, where a subquery over an hour cost seconds at 10,000 tasks)
+            # value, and the identity from the task's rate: no join, no subquery over an hour)
             "cmdare:task_last_step:time",
-            f"((max by (instance) (timestamp({M.K_WORKER_STEPS})) and on (instance) "
-            f"(max by (instance) (changes({M.K_WORKER_STEPS}[{_dur(1.5 * o.interval_s)}])) > 0)) {join}) "
-            "or cmdare:task_last_step:time",
+            f"(timestamp(cmdare:task_steps:rate) and on (instance) "
+            f"changes({M.K_WORKER_STEPS}[{_dur(1.5 * o.interval_s)}]) > 0) or cmdare:task_last_step:time",
         ),
         Rule("cmdare:task_seconds_since_step", "time() - cmdare:task_last_step:time"),
         Rule(  # async PS: the sum of the workers' rates; sync all-reduce: the global step's rate
@@ -235,10 +260,6 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
         Rule("cmdare:job_ps_nic:gbps", "max by (cmdare_job) (cmdare:ps_nic:gbps)"),
         Rule("cmdare:job_ps_nic:utilization", f"cmdare:job_ps_nic:gbps / {PS_NIC_GBPS:g}"),
         Rule("cmdare:job_ps_cpu:ratio", "max by (cmdare_job) (cmdare:ps_cpu:ratio)"),
-        Rule(
-            "cmdare:job_gpu_regions:count",
-            f"count by (cmdare_job) (count by (cmdare_job, region) (cmdare:task_info{{{workers},{gpu_owner}}}))",
-        ),
     ]
 
 
@@ -366,6 +387,46 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
     ]
 
 
+# ------------------------------------------------------------------------------- vmalert variant
+_REF = re.compile(r"(?<![\w:])(cmdare:[a-z0-9_:]+)(?:\{([^{}]*)\})?")
+_MATCHER = re.compile(r'\s*([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def inline_recordings(expr: str, rules: list[Rule]) -> str:
+    """``expr`` with every recorded series it reads replaced by the recording's own expression, recursively
+    (label matchers on a recorded series become MetricsQL's ``label_match`` / ``label_mismatch``).
+
+    For vmalert: it reads a recorded series back through the datasource, so a chain of recordings lags an
+    evaluation per link (Prometheus evaluates a group's rules in order at one instant), and VictoriaMetrics
+    1.79 answers "no series" for up to ~10 s about a series first written after a query for it was cached.
+    A recording that reads its own last value (a memory: the identity of a silent task, the last step's
+    time) is read back as it is: it is not fresh by nature."""
+    defs = {r.name: r.expr for r in rules if not r.alert}
+    memory = {name for name, e in defs.items() if any(m.group(1) == name for m in _REF.finditer(e))}
+
+    def sub(m: re.Match[str]) -> str:
+        name, matchers = m.group(1), m.group(2) or ""
+        if name not in defs or name in memory:
+            return m.group(0)
+        body = f"({inline_recordings(defs[name], rules)})"
+        for label, op, value in _MATCHER.findall(matchers):
+            pattern = value if op in ("=~", "!~") else _re({value})
+            fn = "label_match" if op in ("=", "=~") else "label_mismatch"
+            body = f'{fn}({body}, "{label}", "{pattern}")'
+        return body
+
+    return _REF.sub(sub, expr)
+
+
+def _engine_alerts(o: RuleOptions) -> list[Rule]:
+    """The alerting rules as the engine is to read them: for vmalert, each reads the scraped series itself."""
+    alerts = alerting_rules(o)
+    if o.engine != "vmalert":
+        return alerts
+    rules = [*identity_rules(o), *recording_rules(o)]
+    return [dataclasses.replace(a, expr=inline_recordings(a.expr, rules)) for a in alerts]
+
+
 # ----------------------------------------------------------------------------------- rendering
 def _s(text: str) -> str:
     """A YAML single-quoted scalar (only ``'`` is escaped, as ``''``: PromQL's double quotes stay readable)."""
@@ -398,9 +459,22 @@ def render(o: RuleOptions) -> str:
         "groups:",
     ]
     out = list(head)
-    # one group: its rules run in order at each evaluation, so a verdict reads the figures of the same instant
-    out += ["  - name: cmdare-bottlenecks", f"    interval: {_dur(o.interval_s)}", "    rules:"]
-    for r in [*recording_rules(o), *alerting_rules(o)]:
+    # the identity every window; the figures and the verdicts every interval, in one group: its rules run in
+    # order at each evaluation, so a verdict reads the figures of the same instant
+    groups = (
+        (IDENTITY_GROUP, max(o.window_s, o.interval_s), identity_rules(o)),
+        (BOTTLENECK_GROUP, o.interval_s, [*recording_rules(o), *_engine_alerts(o)]),
+    )
+    for name, interval, rules in groups:
+        out += [f"  - name: {name}", f"    interval: {_dur(interval)}", "    rules:"]
+        out += _render_rules(rules, o)
+    return "\n".join(out) + "\n"
+
+
+def _render_rules(rules: list[Rule], o: RuleOptions) -> list[str]:
+    """One group's rules as YAML lines."""
+    out: list[str] = []
+    for r in rules:
         out.append(f"      - {'alert' if r.alert else 'record'}: {r.name}")
         out.append(f"        expr: {_s(r.expr)}")
         if r.alert:
@@ -411,7 +485,7 @@ def render(o: RuleOptions) -> str:
             if mapping:
                 out.append(f"        {key}:")
                 out += [f"          {k}: {_s(v)}" for k, v in mapping.items()]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _threshold_summary(th: Thresholds) -> dict[str, float | int]:
