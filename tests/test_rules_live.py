@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from urllib.parse import urlsplit
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest

@@ -60,9 +60,11 @@ LEFT_TO_APP: dict[str, str] = {
     "prediction: the engine judges from measurements only (workers' compute share and PS NIC / CPU)",
 }
 
-#: The rule groups: who each task is (every window) and the figures with the verdicts (every interval).
+#: The rule groups: who each task is (every window), the figures the verdicts read with the verdicts (every
+#: interval), the figures only graphs read (every window).
 IDENTITY_GROUP = "cmdare-identity"
 BOTTLENECK_GROUP = "cmdare-bottlenecks"
+FIGURES_GROUP = "cmdare-figures"
 
 _DURATION = re.compile(r"^([0-9]+)(ms|s|m|h)$")
 _SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -219,23 +221,12 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             f"(timestamp(cmdare:task_steps:rate) and on (instance) "
             f"changes({M.K_WORKER_STEPS}[{_dur(1.5 * o.interval_s)}]) > 0) or cmdare:task_last_step:time",
         ),
-        Rule("cmdare:task_seconds_since_step", "time() - cmdare:task_last_step:time"),
-        Rule(  # async PS: the sum of the workers' rates; sync all-reduce: the global step's rate
-            "cmdare:job_steps:rate",
-            f"(sum by (cmdare_job) (cmdare:task_steps:rate{{{workers}}}) unless on (cmdare_job) "
-            f'cmdare:job_info{{sync="sync-allreduce"}}) or (max by (cmdare_job) (deriv({M.GLOBAL_STEP.name}[{w}]) '
-            f'{join}) and on (cmdare_job) cmdare:job_info{{sync="sync-allreduce"}})',
-        ),
         Rule(
             "cmdare:job_workers:count", f"count by (cmdare_job) (cmdare:task_step_seconds:mean{{{workers}}})"
         ),
         Rule(
             "cmdare:job_worker_step_seconds:median",
             f"quantile by (cmdare_job) (0.5, cmdare:task_step_seconds:mean{{{workers}}})",
-        ),
-        Rule(
-            "cmdare:job_worker_step_seconds:p90",
-            f"quantile by (cmdare_job) (0.9, cmdare:task_step_seconds:mean{{{workers}}})",
         ),
         Rule(
             "cmdare:task_step_seconds:peer_ratio",
@@ -270,6 +261,29 @@ def _q(metric: str, fmt: str = 'printf "%.2f"') -> str:
         f"{{{{ with printf \"{metric}{{cmdare_job='%s'}}\" $labels.cmdare_job | query }}}}"
         f"{{{{ . | first | value | {fmt} }}}}{{{{ else }}}}not measured{{{{ end }}}}"
     )
+
+
+def figure_rules(o: RuleOptions) -> list[Rule]:
+    """Figures for graphs that no verdict reads (the job's step rate, the 90th percentile of its workers'
+    step seconds, the time since a task's last step): their own group, evaluated once a window (a rate
+    over a window changes little within it), so they cost no selection of every task each interval."""
+    w = _dur(o.window_s)
+    ident = "instance, cmdare_job, task, role, gpu, region, host"
+    join = f"* on (instance) group_left ({ident.removeprefix('instance, ')}) cmdare:task_info"
+    workers = _WORKERS
+    return [
+        Rule(  # async PS: the sum of the workers' rates; sync all-reduce: the global step's rate
+            "cmdare:job_steps:rate",
+            f"(sum by (cmdare_job) (cmdare:task_steps:rate{{{workers}}}) unless on (cmdare_job) "
+            f'cmdare:job_info{{sync="sync-allreduce"}}) or (max by (cmdare_job) (deriv({M.GLOBAL_STEP.name}[{w}]) '
+            f'{join}) and on (cmdare_job) cmdare:job_info{{sync="sync-allreduce"}})',
+        ),
+        Rule(
+            "cmdare:job_worker_step_seconds:p90",
+            f"quantile by (cmdare_job) (0.9, cmdare:task_step_seconds:mean{{{workers}}})",
+        ),
+        Rule("cmdare:task_seconds_since_step", "time() - cmdare:task_last_step:time"),
+    ]
 
 
 def alerting_rules(o: RuleOptions) -> list[Rule]:
@@ -423,7 +437,7 @@ def _engine_alerts(o: RuleOptions) -> list[Rule]:
     alerts = alerting_rules(o)
     if o.engine != "vmalert":
         return alerts
-    rules = [*identity_rules(o), *recording_rules(o)]
+    rules = [*identity_rules(o), *recording_rules(o), *figure_rules(o)]
     return [dataclasses.replace(a, expr=inline_recordings(a.expr, rules)) for a in alerts]
 
 
@@ -460,10 +474,11 @@ def render(o: RuleOptions) -> str:
     ]
     out = list(head)
     # the identity every window; the figures and the verdicts every interval, in one group: its rules run in
-    # order at each evaluation, so a verdict reads the figures of the same instant
+    # order at each evaluation, so a verdict reads the figures of the same instant; graph-only figures last
     groups = (
         (IDENTITY_GROUP, max(o.window_s, o.interval_s), identity_rules(o)),
         (BOTTLENECK_GROUP, o.interval_s, [*recording_rules(o), *_engine_alerts(o)]),
+        (FIGURES_GROUP, max(o.window_s, o.interval_s), figure_rules(o)),
     )
     for name, interval, rules in groups:
         out += [f"  - name: {name}", f"    interval: {_dur(interval)}", "    rules:"]
