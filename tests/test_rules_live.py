@@ -176,6 +176,14 @@ async def test_engines_agree_with_the_app_on_every_scenario(tmp_path):
             want["CmdareNodeSilent"] += 2 * INTERVAL  # the lifecycle's 3 failed scrapes
             assert engine_for(prom.url) == want
             assert engine_for(vma.url) == want
+            # --prometheus pointed at VictoriaMetrics reads vmalert's ALERTS series (written back by remote write)
+            vm_src, vm_rows = PrometheusAPISource(vm.url, ""), []
+            for _ in range(30):
+                vm_rows = await vm_src.engine_alerts(client)
+                if engine_set([{"labels": r} for r in vm_rows]) == EXPECTED:
+                    break
+                await asyncio.sleep(INTERVAL)
+            assert engine_set([{"labels": r} for r in vm_rows]) == EXPECTED, vm_rows
             # the app reads the engine's alerts (--prometheus): each shown once, marked as raised by both
             src = PrometheusAPISource(prom.url, "")
             rows = await src.engine_alerts(client)
