@@ -5,8 +5,15 @@ One source for thresholds: every number below is read from :class:`Thresholds` (
 same record), :data:`PS_NIC_GBPS` / ``PS_SHAPE.vcpus`` (the PS node) and :data:`WORKER_ROLES`; ``for:`` is the
 app's hysteresis in evaluation intervals (a verdict raised after K refreshes has held for K − 1 intervals:
 Prometheus fires when ``for:`` has elapsed since the first true evaluation) and ``keep_firing_for:`` the clear
-hysteresis the same way. The file is valid for Prometheus ≥ 2.42 and vmalert (``engine="vmalert"`` leaves out
-``keep_firing_for``, which older vmalert releases refuse).
+hysteresis the same way. The file is valid for Prometheus ≥ 2.42; ``engine="vmalert"`` writes vmalert's
+variant: no ``keep_firing_for`` (older vmalert releases refuse it) and alerts that read the scraped series
+themselves (:func:`inline_recordings`: vmalert reads recorded series back through the datasource, a chain of
+them lags an evaluation per link).
+
+Three groups: the identity (:func:`identity_rules`) and the graph-only figures (:func:`figure_rules`) once a
+window; the figures the verdicts read and the verdicts every interval, in order (:func:`recording_rules`,
+:func:`alerting_rules`). At 10,000 tasks the cost is the number of times a rule selects every task's series
+(``benchmarks/rules_engine.py``), so each per-task figure is joined to the identity once and read as it is.
 
 Series are joined to tasks on ``instance`` (the exporter's identity labels are on ``cmdare_task_info`` only,
 as for the app's Prometheus source), the exporter's ``job`` label becoming ``cmdare_job`` whether or not the
