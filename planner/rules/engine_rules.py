@@ -117,6 +117,11 @@ class Rule:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
+def _clear_ratio(th: Thresholds) -> float:
+    """The straggler band's lower edge: a raised straggler is held down to it (never above the raise ratio)."""
+    return min(th.straggler_clear_ratio, th.straggler_ratio)
+
+
 def raise_after(th: Thresholds, kind: str) -> int:
     """Refreshes a condition must hold before the app raises ``kind`` (its hysteresis)."""
     return th.raise_after_by_kind.get(kind, th.raise_after)
@@ -139,6 +144,12 @@ def _re(values: frozenset[str] | set[str]) -> str:
 
 _WORKERS = f'role=~"{_re(WORKER_ROLES)}"'
 _GPU_OWNER = f'gpu!~"(?i){_re({n for n in NO_GPU_NAMES if n})}|"'
+
+
+def slow_interval(o: RuleOptions) -> float:
+    """The identity's and the graph-only figures' interval: a window, at least the interval, at most 2 min
+    (two of their rules read their own last value, which the engine finds only within its 5 min look-back)."""
+    return max(o.interval_s, min(o.window_s, 120.0))
 
 
 def _renamed(expr: str) -> str:
@@ -221,13 +232,6 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             "cmdare:task_preempted",
             f"max by (instance) ({M.PREEMPTED.name} == 1) {join}",
         ),
-        Rule(  # when the task's step counter last moved (to within 1.5 intervals): this evaluation's time when
-            # it moved in the last 1.5 intervals, else the time recorded before (the rule reads its own last
-            # value, and the identity from the task's rate: no join, no subquery over an hour)
-            "cmdare:task_last_step:time",
-            f"(timestamp(cmdare:task_steps:rate) and on (instance) "
-            f"changes({M.K_WORKER_STEPS}[{_dur(1.5 * o.interval_s)}]) > 0) or cmdare:task_last_step:time",
-        ),
         Rule(
             "cmdare:job_workers:count", f"count by (cmdare_job) (cmdare:task_step_seconds:mean{{{workers}}})"
         ),
@@ -235,10 +239,11 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             "cmdare:job_worker_step_seconds:median",
             f"quantile by (cmdare_job) (0.5, cmdare:task_step_seconds:mean{{{workers}}})",
         ),
-        Rule(
+        Rule(  # the candidates only: workers at the straggler band's lower edge or above (the alert reads
+            # them twice; a selection of every worker costs as much as the ratio itself at 10,000 tasks)
             "cmdare:task_step_seconds:peer_ratio",
             f"cmdare:task_step_seconds:mean{{{workers}}} / on (cmdare_job) group_left () "
-            "cmdare:job_worker_step_seconds:median",
+            f"cmdare:job_worker_step_seconds:median >= {_clear_ratio(o.thresholds):g}",
         ),
         Rule(  # every worker (ps-saturation) and the GPU-owning ones (input-bound)
             "cmdare:job_compute_share:median",
@@ -289,6 +294,13 @@ def figure_rules(o: RuleOptions) -> list[Rule]:
             "cmdare:job_worker_step_seconds:p90",
             f"quantile by (cmdare_job) (0.9, cmdare:task_step_seconds:mean{{{workers}}})",
         ),
+        Rule(  # when the task's step counter last moved (to within an evaluation of this group): this
+            # evaluation's time when it moved in the last 1.5 intervals, else the time recorded before (the rule
+            # reads its own last value, and the identity from the task's rate: no join, no subquery)
+            "cmdare:task_last_step:time",
+            f"(timestamp(cmdare:task_steps:rate) and on (instance) "
+            f"changes({M.K_WORKER_STEPS}[{_dur(1.5 * o.interval_s)}]) > 0) or cmdare:task_last_step:time",
+        ),
         Rule("cmdare:task_seconds_since_step", "time() - cmdare:task_last_step:time"),
     ]
 
@@ -303,7 +315,7 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
     # workers a straggler is told among: the app's minimum, and one more than the peers an unexplained
     # straggler needs
     min_workers = max(th.straggler_min_workers, 2, th.straggler_min_peers + 1)
-    clear_ratio = min(th.straggler_clear_ratio, th.straggler_ratio)
+    clear_ratio = _clear_ratio(th)
 
     def alert(name: str, expr: str, severity: str | None, summary: str, fix: str, **ann: str) -> Rule:
         kind = ALERT_KINDS[name]
@@ -483,9 +495,9 @@ def render(o: RuleOptions) -> str:
     # the identity every window; the figures and the verdicts every interval, in one group: its rules run in
     # order at each evaluation, so a verdict reads the figures of the same instant; graph-only figures last
     groups = (
-        (IDENTITY_GROUP, max(o.window_s, o.interval_s), identity_rules(o)),
+        (IDENTITY_GROUP, slow_interval(o), identity_rules(o)),
         (BOTTLENECK_GROUP, o.interval_s, [*recording_rules(o), *_engine_alerts(o)]),
-        (FIGURES_GROUP, max(o.window_s, o.interval_s), figure_rules(o)),
+        (FIGURES_GROUP, slow_interval(o), figure_rules(o)),
     )
     for name, interval, rules in groups:
         out += [f"  - name: {name}", f"    interval: {_dur(interval)}", "    rules:"]
