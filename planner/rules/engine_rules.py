@@ -13,7 +13,8 @@ them lags an evaluation per link).
 Three groups: the identity (:func:`identity_rules`) and the graph-only figures (:func:`figure_rules`) once a
 window; the figures the verdicts read and the verdicts every interval, in order (:func:`recording_rules`,
 :func:`alerting_rules`). At 10,000 tasks the cost is the number of times a rule selects every task's series
-(``benchmarks/rules_engine.py``), so each per-task figure is joined to the identity once and read as it is.
+(``benchmarks/rules_engine.py``: Prometheus 2.42 spends an evaluation's time selecting series and
+collecting garbage, not on samples), so the identity and the graph-only figures run once a window.
 
 Series are joined to tasks on ``instance`` (the exporter's identity labels are on ``cmdare_task_info`` only,
 as for the app's Prometheus source), the exporter's ``job`` label becoming ``cmdare_job`` whether or not the
@@ -205,12 +206,11 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             f"(sum by (instance) (rate({M.K_ALLREDUCE_SECONDS_SUM}[{w}])) / sum by (instance) "
             f"(rate({M.K_ALLREDUCE_SECONDS_COUNT}[{w}]) > 0)) {join}",
         ),
-        Rule(  # step seconds × own steps/s: the share of wall time a worker computes; only for a task whose
-            # counter existed a whole window ago (a rate over a series' first window is extrapolated low): an
-            # instant look a window back, not a range over it (a tenth of the cost at 10,000 tasks)
+        Rule(  # step seconds × own steps/s: the share of wall time a worker computes; only for a task that ran
+            # a whole window before this one (a rate over a series' first window is extrapolated low)
             "cmdare:task_compute_share:ratio",
             f"cmdare:task_step_seconds:mean{{{workers}}} * on (instance) group_left () cmdare:task_steps:rate "
-            f"and on (instance) {M.K_WORKER_STEPS} offset {w}",
+            f"and on (instance) count_over_time({M.K_WORKER_STEPS}[{w}] offset {w})",
         ),
         Rule(  # DCGM utilisation of the task's host, 0-1 (GPU-owning workers only)
             "cmdare:task_gpu_busy:ratio",
