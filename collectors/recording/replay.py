@@ -23,6 +23,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -151,14 +152,16 @@ def _values(obj: object) -> dict[str, float]:
     }
 
 
-def _poll(row: tuple) -> TaskPoll:
+def _poll(row: tuple[Any, ...]) -> TaskPoll:
     """One recorded poll; raises ValueError/TypeError when the row is malformed."""
     source, t, ok, info, vals, error, facts, elapsed = row
     if not isinstance(t, int | float) or not plausible_time(t):
         raise ValueError("implausible time")
     info_d, facts_d = _json(info), _json(facts)
     where = (
-        {k: info_d.pop(k) for k in ("host", "host_only") if k in info_d} if isinstance(info_d, dict) else {}
+        {k: info_d.pop(k) for k in ("host", "host_only", "finished") if k in info_d}
+        if isinstance(info_d, dict)
+        else {}
     )
     return TaskPoll(
         source=str(source),
@@ -167,6 +170,7 @@ def _poll(row: tuple) -> TaskPoll:
         info=TaskInfo(**{k: str(v) for k, v in info_d.items()}) if isinstance(info_d, dict) else None,
         host=str(where.get("host", "")),  # poll fields recorded beside the identity
         host_only=where.get("host_only") is True,
+        finished=where.get("finished") is True,  # a log run whose writer was done (recorded since issue 31)
         values=_values(_json(vals)),
         error=None if error is None else str(error),
         job_facts=facts_from_labels({k: str(v) for k, v in facts_d.items()})
@@ -381,7 +385,7 @@ class ReplaySource:
     def _note(self, text: str) -> TaskPoll:
         """A failed poll of the recording itself that carries what was skipped (and a log line)."""
         log.warning("replay %s: %s", self.path, text)
-        return TaskPoll(f"{self.path.name}#replay", self.clock.now(), False, error=text[:300])
+        return TaskPoll(source=f"{self.path.name}#replay", t=self.clock.now(), ok=False, error=text[:300])
 
     def close(self) -> None:
         self.conn.close()
