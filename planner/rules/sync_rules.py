@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import replace
 from typing import Any
 
@@ -147,12 +148,7 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
         if len(rs) < max(th.straggler_min_workers, 2):
             continue
         slow = max(rs, key=lambda n: n.step_seconds or 0.0)
-        peers = sorted(n.step_seconds for n in rs if n is not slow)  # type: ignore[misc]
-        med = (
-            peers[len(peers) // 2]
-            if len(peers) % 2
-            else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
-        )
+        med = statistics.median(n.step_seconds for n in rs if n is not slow)  # type: ignore[type-var]
         c, e = float(slow.step_seconds), float(slow.allreduce_seconds)  # type: ignore[arg-type]
         ratio = c / med
         if ratio < min(th.straggler_clear_ratio, th.straggler_ratio):  # in the band, a raised flag holds
