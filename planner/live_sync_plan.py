@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+from cmdare.collectors.observed import JobView
 from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.live_sync import (
     MeasuredSplit,
@@ -18,7 +19,6 @@ from cmdare.planner.live_sync import (
     refusal_note,
     sync_shape,
 )
-from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_shapes import SyncShapeTable, compute_seconds, rank_sync_shapes
 from cmdare.planner.risk_cost.workload import (

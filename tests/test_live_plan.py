@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.collectors.samples import JobFacts, ModelSpec
 from cmdare.planner.live_plan import LivePlanner, workload_for_job
-from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.speed.speed_model import SpeedModel
 
 # ResNet-32 facts and P100 speeds: shared/data/cmdare (0latency_p100_new2.csv; cluster_speed_vs_workers.csv)

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.samples import JobFacts, ModelSpec
 from cmdare.planner.live_sync import calibrated, measured_split, shape_terms, sync_shape
-from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.bottlenecks import DEFAULT_RULES
 from cmdare.planner.rules.sync_rules import allreduce_bound_rule, sync_straggler_rule

@@ -21,6 +21,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from cmdare.collectors.observed import JobView
 from cmdare.planner.live_sync import (
     MeasuredSplit,
     SyncShape,
@@ -32,7 +33,6 @@ from cmdare.planner.live_sync import (
     shape_terms,
     sync_shape,
 )
-from cmdare.planner.overview import JobView
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import basis, signed_pct, thresholds_of
 from cmdare.planner.speed.allreduce import SyncParams

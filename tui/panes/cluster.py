@@ -24,7 +24,7 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from cmdare.planner.overview import JobView
+from cmdare.collectors.observed import JobView
 from cmdare.tui.format import rate
 from cmdare.tui.panes.cluster_rows import (
     COLLAPSE,

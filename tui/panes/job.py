@@ -15,8 +15,8 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
+from cmdare.collectors.observed import JobView, TrainingFigures
 from cmdare.planner.live_sync import is_sync, measured_split, refusal_note
-from cmdare.planner.overview import JobView, TrainingFigures
 from cmdare.tui.format import clock, duration, money, num, rate, risk_words
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import (
