@@ -189,7 +189,7 @@ async def _allreduce(url: str, attack: str) -> Result:
     from cmdare.collectors.observed import JobView, NodeView
     from cmdare.collectors.pricing.loader import load_offline_book
     from cmdare.collectors.samples import JobFacts, ModelSpec
-    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
 
     def rank(r: int, exposed: float) -> NodeView:

@@ -52,7 +52,7 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
 
     from cmdare.collectors.observed import JobView
     from cmdare.collectors.pricing import load_offline_book
-    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
     from cmdare.planner.view import JobPlannerView, PlannerView
     from cmdare.tui.panes.planner import PlannerPane

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from cmdare.collectors.observed import JobView
-from cmdare.planner.job_plan import owns_gpu
+from cmdare.planner.live.outlook import owns_gpu
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION
 
 UNPRICED_NAMED = 10  # unpriced tasks named in a cost view (the rest are counted): 10,000 would cost a refresh

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cmdare.collectors.observed import JobView, NodeView
-from cmdare.planner.job_plan import network_of, owns_gpu
+from cmdare.planner.live.outlook import network_of, owns_gpu
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu

@@ -3,7 +3,7 @@
 * ``allreduce-bound``: the exposed all-reduce (``cmdare_allreduce_seconds``, the wait backward does not hide)
   takes at least ``Thresholds.allreduce_share_max`` of a step (median over up ranks). Fixes, each predicted
   by the all-reduce model calibrated on this job's own compute and all-reduce times
-  (:mod:`cmdare.planner.live_sync`): fewer, larger nodes (the same GPUs, up to twice as many a node, at a
+  (:mod:`cmdare.planner.live.sync_job`): fewer, larger nodes (the same GPUs, up to twice as many a node, at a
   node size the price book offers for the GPU: the ring leaves a node less often), gradient compression 2×
   (fp16 gradients: DDP's ``fp16_compress_hook``), a
   larger bucket (4×, when the gradients span several), the faster NIC tier (gVNIC) where the GPU's VMs offer
@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from cmdare.collectors.observed import JobView
-from cmdare.planner.live_sync import (
+from cmdare.planner.live.sync_job import (
     MeasuredSplit,
     SyncShape,
     calibrated,

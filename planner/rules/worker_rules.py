@@ -10,7 +10,7 @@ from collections import Counter
 from operator import attrgetter
 
 from cmdare.collectors.observed import STEP_WINDOW_S, WORKER_ROLES, JobView, NodeView
-from cmdare.planner.job_plan import owns_gpu
+from cmdare.planner.live.outlook import owns_gpu
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.ps_rules import PS_SHAPE, PsLoad, ps_load
 from cmdare.planner.rules.rule_support import (

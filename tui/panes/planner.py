@@ -42,8 +42,8 @@ from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, issue 20)
     from cmdare.planner.geo.geo_live import LiveBoundary
-    from cmdare.planner.job_plan import ShapeOutlook
-    from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.live.outlook import ShapeOutlook
+    from cmdare.planner.live.plan import LivePlan
     from cmdare.planner.risk_cost.shapes import RankedRow, ShapeTable
 
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))

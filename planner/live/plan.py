@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 
 from cmdare.collectors.observed import JobView
 from cmdare.collectors.samples import Lifetime
-from cmdare.planner.job_plan import current_shape, network_of
-from cmdare.planner.live_sync import is_sync, measured_split, sync_shape
-from cmdare.planner.live_sync_plan import live_scales, rank_live_sync
+from cmdare.planner.live.outlook import current_shape, network_of
+from cmdare.planner.live.sync_job import is_sync, measured_split, sync_shape
+from cmdare.planner.live.sync_plan import live_scales, rank_live_sync
 from cmdare.planner.risk_cost.checkpointing import CheckpointFacts
 from cmdare.planner.risk_cost.ranking_notes import price_date_label
 from cmdare.planner.risk_cost.revocation import RevocationModel
