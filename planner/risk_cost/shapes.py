@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -500,8 +500,8 @@ def rank_shapes(
         cols["gpu"], cols["region"], cols["provisioning"], workload.allowed.ps_provisioning
     )
     cur = workload.current
-    keep = kept_rows(rev, cols, np.isfinite(w_usd) & np.isfinite(ps_usd),
-                     f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
+    keep = kept_rows(rev, cols, priced=np.isfinite(w_usd) & np.isfinite(ps_usd),
+                     unpriced=f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
                      f"{cur.gpu} in {cur.region} ({cur.provisioning}) nor any alternative")  # fmt: skip
     cols = {k: v[keep] for k, v in cols.items()}
     w_usd, ps_usd = w_usd[keep], ps_usd[keep]
@@ -509,13 +509,13 @@ def rank_shapes(
     shape_cols = _shape_columns(workload, cols, speed, w_usd, ps_usd, prices)
     run = run_settings(workload, overheads)
     outcome = ranked_outcome(
-        workload, cols, speed["steps_per_sec"], cols["workers"] * w_usd + cols["ps"] * ps_usd, w_usd,
-        lambda other: estimate(shape_cols, other, overheads, rev), run, overheads, rev,
-        cols["workers"], cols["ps"],
+        workload, cols, steps_per_sec=speed["steps_per_sec"], hourly_usd=cols["workers"] * w_usd + cols["ps"] * ps_usd,
+        node_usd=w_usd, estimate_with=lambda other: estimate(shape_cols, other, overheads, rev), run=run,
+        overheads=overheads, rev=rev, units=cols["workers"], ps=cols["ps"],
     )  # fmt: skip
     columns = {**_result_columns(workload, cols, speed, outcome.figures, prices), **outcome.columns}
     bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
-    return finished_table(ShapeTable, workload, columns, outcome, prices, rev, objective,
+    return finished_table(ShapeTable, workload, columns, outcome, prices=prices, rev=rev, objective=objective,
                           explainer=_explainer(workload, speed_model), bander=bander)  # fmt: skip
 
 
@@ -530,13 +530,15 @@ def ranking_models(
 
 
 def kept_rows(
-    rev: RevocationModel, cols: dict[str, np.ndarray], priced: np.ndarray, unpriced: str,
+    rev: RevocationModel, cols: dict[str, np.ndarray], *, priced: np.ndarray, unpriced: str,
     fits: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
     """The rows a ranking keeps: priced, or with a fitted risk curve (ranked with "price unknown"), and
     fitting (``fits``: None, all); the current shape (row 0) always, priced or not (its costs are then NaN).
     Raises :class:`UnpricedShapeError` (``unpriced``) when the book prices no row at all."""
-    keep = (priced | has_risk_curve(rev, cols["gpu"], cols["region"])) & (True if fits is None else fits)
+    keep: np.ndarray = (priced | has_risk_curve(rev, cols["gpu"], cols["region"])) & (
+        True if fits is None else fits
+    )
     keep[0] = True
     if not np.any(priced):
         raise UnpricedShapeError(unpriced)
@@ -556,6 +558,7 @@ class RankedOutcome:
 def ranked_outcome(
     workload: Workload,
     cols: dict[str, np.ndarray],
+    *,
     steps_per_sec: np.ndarray,
     hourly_usd: np.ndarray,
     node_usd: np.ndarray,
@@ -578,14 +581,14 @@ def ranked_outcome(
     return RankedOutcome(tc, sw, {**sw.columns(), **ckpt, **band_columns(tc.p_revocation, risks)})
 
 
-T = TypeVar("T", bound="ShapeTable")
+TableT = TypeVar("TableT", bound="ShapeTable")
 
 
 def finished_table(
-    table_type: type[T], workload: Workload, columns: dict[str, np.ndarray], outcome: RankedOutcome,
-    prices: PriceTable, rev: RevocationModel, objective: str, fits: np.ndarray | None = None,
-    **table_args: Any,
-) -> T:  # fmt: skip
+    table_type: type[TableT], workload: Workload, columns: dict[str, np.ndarray], outcome: RankedOutcome,
+    *, prices: PriceTable, rev: RevocationModel, objective: str, fits: np.ndarray | None = None,
+    explainer: Callable[[dict[str, object]], dict[str, float]] | None = None, bander: Bander | None = None,
+) -> TableT:  # fmt: skip
     """The ranked table of ``table_type`` (:class:`ShapeTable` or a synchronous one) over ``columns``, ordered
     by :func:`finish_table`, with where its switching terms and risk periods come from."""
     tc = outcome.figures
@@ -596,7 +599,7 @@ def finished_table(
         "switch": outcome.switching.seconds,
     }
     columns, terms, order = finish_table(workload, columns, terms, objective, fits)
-    table = table_type(columns, order, objective, terms, **table_args)
+    table = table_type(columns, order, objective, terms, explainer=explainer, bander=bander)
     table.switch_basis = switch_basis(outcome.switching, prices)
     table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
     table.risk_labels = {name: p.label for name, p in rev.periods_.items()}

@@ -239,8 +239,8 @@ def rank_sync_shapes(
                                             f"their GPUs ({verdicts[1:][int(np.argmin(fits[1:]))]})") if x)  # fmt: skip
     usd = node_prices(price_book, cols)
     cur = workload.current
-    keep = kept_rows(rev, cols, np.isfinite(usd),
-                     f"the price book prices neither {cur.gpu} nodes in {cur.region} nor any alternative", fits)  # fmt: skip
+    keep = kept_rows(rev, cols, priced=np.isfinite(usd), fits=fits,
+                     unpriced=f"the price book prices neither {cur.gpu} nodes in {cur.region} nor any alternative")  # fmt: skip
     cols, usd = {k: v[keep] for k, v in cols.items()}, usd[keep]
     p = sync_params(workload, calibrated)
     compute, band_ref = compute_seconds(speed_model, workload, cols["gpu"])
@@ -269,9 +269,9 @@ def rank_sync_shapes(
     elastic = workload.parallel.elastic
     stc = estimate_sync(sc, run, overheads, rev, elastic)
     outcome = ranked_outcome(
-        workload, cols, v_cur, cols["nodes"] * usd, usd,
-        lambda other: estimate_sync(sc, other, overheads, rev, elastic).figures, run, overheads, rev,
-        cols["nodes"], figures=stc.figures,
+        workload, cols, steps_per_sec=v_cur, hourly_usd=cols["nodes"] * usd, node_usd=usd,
+        estimate_with=lambda other: estimate_sync(sc, other, overheads, rev, elastic).figures, run=run,
+        overheads=overheads, rev=rev, units=cols["nodes"], figures=stc.figures,
     )  # fmt: skip
     columns = {
         **_columns(workload, cols, full, outcome.figures, stc.policy, prices, egress),
@@ -279,8 +279,8 @@ def rank_sync_shapes(
     }
     columns["band_ref_sps"] = band_ref
     columns["memory"] = np.asarray(verdicts, dtype=object)[keep].astype(str)
-    table = finished_table(SyncShapeTable, workload, columns, outcome, prices, rev, objective, fits[keep],
-                           bander=_bander(workload, speed_model))  # fmt: skip
+    table = finished_table(SyncShapeTable, workload, columns, outcome, prices=prices, rev=rev, objective=objective,
+                           fits=fits[keep], bander=_bander(workload, speed_model))  # fmt: skip
     table.params = p
     table.memory_note = memory_note
     table.known_network = speed_model._resolve(workload.model).known is not None

@@ -21,6 +21,8 @@ server start per node and the request overhead per replacement.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -114,7 +116,7 @@ def revocation_curves(
     return evaluate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeKind:
     """One kind of node in every shape (PS workers, parameter servers, a synchronous job's nodes), as
     parallel arrays: how many, how each is revoked, and what one revocation costs the run."""
@@ -123,8 +125,8 @@ class NodeKind:
     curves: RiskFn  # hours[] -> (survival[], expected revocations[]) of one node
     penalty_s: np.ndarray  # seconds one revocation adds to the run
     usd_per_hour: np.ndarray  # price of one node
-    request_s: np.ndarray  # seconds a replacement is billed before it joins
-    start_s: np.ndarray  # seconds a node's first start is billed
+    request_s: np.ndarray | float  # seconds a replacement is billed before it joins
+    start_s: np.ndarray | float  # seconds a node's first start is billed
     redo_share: np.ndarray | float  # share of its revocations that send the job back to its checkpoint
 
 
@@ -140,26 +142,34 @@ def estimate_nodes(
     seconds without interruptions; ``ckpt``: seconds writing checkpoints."""
     total = base + ckpt
     for _ in range(FIXED_POINT_PASSES):
-        total = base + ckpt + sum(k.count * k.curves(total / 3600.0)[1] * k.penalty_s for k in kinds)
+        total = base + ckpt + _total([k.count * k.curves(total / 3600.0)[1] * k.penalty_s for k in kinds])
     hours = total / 3600.0
-    surv, revs = zip(*((s, k.count * m) for k in kinds for s, m in [k.curves(hours)]), strict=True)
-    k_all = sum(revs)
-    lost = sum(r * k.penalty_s for r, k in zip(revs, kinds, strict=True))
+    at_end = [k.curves(hours) for k in kinds]  # (survival, expected revocations) of one node of each kind
+    surv = [s for s, _ in at_end]
+    revs = [k.count * m for k, (_, m) in zip(kinds, at_end, strict=True)]
+    k_all = _total(revs)
+    lost = _total([r * k.penalty_s for r, k in zip(revs, kinds, strict=True)])
     mean_pen = np.where(k_all > 0, lost / np.maximum(k_all, 1e-12), 0.0)
     q50, q90 = (poisson_quantile(k_all, q) for q in QUANTILES)
     t50, t90 = base + ckpt + q50 * mean_pen, base + ckpt + q90 * mean_pen
 
-    hourly = sum(k.count * k.usd_per_hour for k in kinds)
-    start_usd = sum(k.count * k.start_s * k.usd_per_hour for k in kinds) / 3600.0
+    hourly = _total([k.count * k.usd_per_hour for k in kinds])
+    start_usd = _total([k.count * k.start_s * k.usd_per_hour for k in kinds]) / 3600.0
     if started is not None:
         start_usd = start_usd * started
-    replace_usd = sum(r * k.request_s * k.usd_per_hour for r, k in zip(revs, kinds, strict=True)) / 3600.0
+    replace_usd = (
+        _total([r * k.request_s * k.usd_per_hour for r, k in zip(revs, kinds, strict=True)]) / 3600.0
+    )
 
     def cost(seconds: np.ndarray, revocation_scale: np.ndarray) -> np.ndarray:
-        return hourly * seconds / 3600.0 + start_usd + replace_usd * revocation_scale + egress_usd
+        out: np.ndarray = hourly * seconds / 3600.0 + start_usd + replace_usd * revocation_scale + egress_usd
+        return out
 
-    ratio = lambda q: np.where(k_all > 0, q / np.maximum(k_all, 1e-12), 0.0)  # noqa: E731
-    p_none = np.prod([s**k.count for s, k in zip(surv, kinds, strict=True)], axis=0)
+    def ratio(q: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.where(k_all > 0, q / np.maximum(k_all, 1e-12), 0.0)
+        return out
+
+    p_none = functools.reduce(operator.mul, [s**k.count for s, k in zip(surv, kinds, strict=True)])
     return TimeCost(
         seconds_base=base,
         seconds_checkpoint=ckpt,
@@ -175,18 +185,25 @@ def estimate_nodes(
         per_node_risk=1.0 - surv[0],
         penalty_worker_s=kinds[0].penalty_s,
         penalty_ps_s=np.full_like(base, kinds[1].penalty_s) if len(kinds) > 1 else np.zeros_like(base),
-        redo_events=sum(r * k.redo_share for r, k in zip(revs, kinds, strict=True)),
+        redo_events=_total([r * k.redo_share for r, k in zip(revs, kinds, strict=True)]),
     )
+
+
+def _total(parts: list[np.ndarray]) -> np.ndarray:
+    """The element-wise sum of one array per kind of node (one kind: that array)."""
+    return functools.reduce(operator.add, parts)
 
 
 def run_seconds(
     steps_per_sec: np.ndarray, run: RunSettings, overheads: Overheads
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per shape: its speed (floored above 0), its checkpoint interval in steps, its seconds without
-    interruptions and its seconds writing checkpoints."""
+) -> tuple[np.ndarray, np.ndarray | float, np.ndarray, np.ndarray]:
+    """Per shape: its speed (floored above 0), its checkpoint interval in steps (one for all when the run
+    fixes it), its seconds without interruptions and its seconds writing checkpoints."""
     v = np.maximum(steps_per_sec, 1e-12)
     interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v  # steps between checkpoints
-    return v, interval, run.steps / v, run.steps / interval * write_seconds(run, overheads)
+    base = run.steps / v
+    # a column per shape, as the others (a fixed checkpoint interval in steps gives the same for each)
+    return v, interval, base, run.steps / interval * write_seconds(run, overheads) * np.ones_like(base)
 
 
 def estimate(

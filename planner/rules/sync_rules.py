@@ -148,7 +148,7 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
         if len(rs) < max(th.straggler_min_workers, 2):
             continue
         slow = max(rs, key=lambda n: n.step_seconds or 0.0)
-        med = statistics.median(n.step_seconds for n in rs if n is not slow)  # type: ignore[type-var]
+        med = statistics.median(s for n in rs if n is not slow and (s := n.step_seconds) is not None)
         c, e = float(slow.step_seconds), float(slow.allreduce_seconds)  # type: ignore[arg-type]
         ratio = c / med
         if ratio < min(th.straggler_clear_ratio, th.straggler_ratio):  # in the band, a raised flag holds
