@@ -333,7 +333,10 @@ FLAT_PAIRS = {"view": ["view", "view_json"]}  # the planner's typed answer and i
 @pytest.mark.parametrize(
     ("folder", "expected_rooms"),
     [
-        ("collectors", {"prometheus", "tensorboard", "scrape", "logs", "recording", "exporter", "pricing"}),
+        (
+            "collectors",
+            {"prometheus", "tensorboard", "scrape", "logs", "mlflow", "recording", "exporter", "pricing"},
+        ),
         ("planner", {"speed", "risk_cost", "geo", "rules", "live", "predict"}),
     ],
 )
