@@ -24,6 +24,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -152,7 +153,7 @@ def _values(obj: object) -> dict[str, float]:
     }
 
 
-def _poll(row: tuple) -> TaskPoll:
+def _poll(row: tuple[Any, ...]) -> TaskPoll:
     """One recorded poll; raises ValueError/TypeError when the row is malformed."""
     source, t, ok, info, vals, error, facts, elapsed = row
     if not isinstance(t, int | float) or not plausible_time(t):
@@ -385,7 +386,7 @@ class ReplaySource:
     def _note(self, text: str) -> TaskPoll:
         """A failed poll of the recording itself that carries what was skipped (and a log line)."""
         log.warning("replay %s: %s", self.path, text)
-        return TaskPoll(f"{self.path.name}#replay", self.clock.now(), False, error=text[:300])
+        return TaskPoll(source=f"{self.path.name}#replay", t=self.clock.now(), ok=False, error=text[:300])
 
     def close(self) -> None:
         self.conn.close()

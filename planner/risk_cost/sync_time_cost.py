@@ -47,7 +47,7 @@ from cmdare.planner.risk_cost.time_cost import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncColumns:
     """Per-shape inputs of synchronous shapes (parallel arrays)."""
 
