@@ -53,7 +53,9 @@ def _own_rate(sampler: CounterSampler, store: Store) -> float:
 
 async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_server):  # noqa: F811
     urls = [f"http://127.0.0.1:{ddp + r}/metrics" for r in range(2)]
-    await asyncio.to_thread(wait_training, ["", *urls], 90.0)
+    await asyncio.to_thread(
+        wait_training, ["", *urls], 240.0
+    )  # a watchdog: torch imports slowly on a busy machine
     prom = prometheus_server([f"127.0.0.1:{ddp + r}" for r in range(2)], scrape_interval="1s")
     await asyncio.to_thread(prom.wait_for_targets, 2, 60.0)
     clock = SystemClock()
