@@ -22,11 +22,11 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.jobrate import job_rate
 from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.observed import build_jobs
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
-from cmdare.planner.overview import build_jobs
 from tests.prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
 from tests.training_jobs import CounterSampler, wait_training
 from tests.training_jobs import ddp_job as run_ddp

@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.observed import WORKER_ROLES
 from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.collectors.prometheus.source import ENGINE_ORIGIN
-from cmdare.planner.job_plan import NO_GPU_NAMES
-from cmdare.planner.overview import WORKER_ROLES
+from cmdare.planner.live.outlook import NO_GPU_NAMES
 from cmdare.planner.rules.ps_rules import PS_NIC_GBPS
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
