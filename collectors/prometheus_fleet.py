@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with 
 
 FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
 SWEEP_S = 120.0  # every task's detail is read at least this often (assumption: rows this old are fine)
+SWEEP_MAX = 800  # tasks a refresh's sweep reads at most (~6 rows each): past it the sweep period stretches
 COLUMNS_EVERY_S = 10.0  # Prometheus' per-task rates are read at most this often (it scrapes every 5-15 s)
 RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
 RATE_WINDOW_S = 60.0
@@ -308,10 +309,13 @@ def _or_none(x: float) -> float | None:
 
 class Sweep:
     """Every known task once every :data:`SWEEP_S` seconds, a slice at a time: each call takes the
-    share of the tasks that the time elapsed since the last call stands for (measured, not nominal)."""
+    share of the tasks that the time elapsed since the last call stands for (measured, not nominal),
+    at most :data:`SWEEP_MAX` a call: a refresh's detail stays bounded however large the fleet (past
+    ~30,000 tasks at a 2 s refresh the period stretches; :attr:`period` says by how much)."""
 
-    def __init__(self, period: float = SWEEP_S) -> None:
-        self.period = period
+    def __init__(self, period: float = SWEEP_S, most: int | None = None) -> None:
+        self.nominal = self.period = period  # period: the one in force (stretched past SWEEP_MAX a call)
+        self.most = SWEEP_MAX if most is None else most
         self._pos = 0
         self._last: float | None = None
 
@@ -322,7 +326,10 @@ class Sweep:
         if last is None or not instances:
             return []
         n = len(instances)
-        k = min(n, math.ceil(n * max(0.0, now - last) / self.period))
+        dt = max(0.0, now - last)
+        k = min(n, self.most, math.ceil(n * dt / self.nominal))
+        # how long a whole sweep takes at this pace (a slow refresh never makes the next one read more)
+        self.period = max(self.nominal, n * dt / k) if k else self.nominal
         start = self._pos % n
         self._pos = start + k
         picked = list(instances[start : start + k])

@@ -1,0 +1,28 @@
+"""A large fleet's sweep reads a bounded slice a refresh (issue 34: 100,000 tasks): past SWEEP_MAX tasks a call the
+sweep period stretches, and says so, and a slow refresh never makes the next one read more."""
+
+from __future__ import annotations
+
+from cmdare.collectors.prometheus_fleet import SWEEP_MAX, SWEEP_S, Sweep
+
+
+def test_the_sweep_reads_at_most_sweep_max_a_refresh_and_says_its_period():
+    tasks = [f"10.0.{i // 250}.{i % 250}:9400" for i in range(100_000)]
+    sweep = Sweep()
+    assert sweep.take(tasks, 0.0) == []  # the first call: nothing
+    seen: set[str] = set()
+    for k in range(1, 6):
+        got = sweep.take(tasks, 2.0 * k)
+        assert len(got) == SWEEP_MAX  # 100,000 x 2 s / 120 s would be 1,667
+        seen.update(got)
+    assert len(seen) == 5 * SWEEP_MAX  # slices follow each other: no task read twice before the others
+    assert sweep.period == 100_000 * 2.0 / SWEEP_MAX > SWEEP_S  # the whole sweep takes 250 s, said as such
+    assert len(sweep.take(tasks, 60.0)) == SWEEP_MAX  # a refresh 50 s late reads no more
+
+
+def test_a_fleet_within_the_bound_keeps_the_nominal_period():
+    tasks = [f"t{i}" for i in range(10_000)]
+    sweep = Sweep()
+    sweep.take(tasks, 0.0)
+    assert len(sweep.take(tasks, 2.0)) == 167  # 10,000 x 2 s / 120 s
+    assert sweep.period == SWEEP_S
