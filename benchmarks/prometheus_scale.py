@@ -58,13 +58,19 @@ async def _measure(
     from cmdare.tui.session import MonitorSession
 
     session = MonitorSession(
-        SessionOptions(
-            prometheus=url, selector='job="bench"', refresh=REFRESH_S, timeout=10.0, caps=caps or {}
-        )
+        SessionOptions(  # past 10,000 tasks a query may take the synthetic server longer (as a user would set)
+            prometheus=url,
+            selector='job="bench"',
+            refresh=REFRESH_S,
+            timeout=30.0 if n > 10_000 else 10.0,
+            caps=caps or {},
+        )  # fmt: skip
     )
     session.start()
     try:
-        for _ in range(2):  # warm-up: connection, planner model
+        for _ in range(
+            2 if n <= 10_000 else 4
+        ):  # warm-up: connection, planner model (a fleet: its first reads)
             await session.refresh()
         if hasattr(session, "update_plans"):
             await session.update_plans()  # the live planner's first (model-loading) ranking
