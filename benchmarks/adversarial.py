@@ -55,8 +55,8 @@ def _one_line(text: str | None) -> bool:
 async def _scrape_pair(url: str, attack: str) -> Result:
     """A benign target beside the hostile one, through the real poller and a recorder."""
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.recorder import Recorder
-    from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+    from cmdare.collectors.recording.recorder import Recorder
+    from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
     from cmdare.collectors.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,7 +107,7 @@ async def _prometheus(url: str, attack: str) -> Result:
     import httpx
 
     from cmdare.collectors import writes
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
 
     writes.set_read_only(True)  # read-only: every request must be a GET
     src = PrometheusAPISource(f"{url}/p/{attack}", token=TOKEN, timeout=TIMEOUT_S)
@@ -128,7 +128,7 @@ async def _prometheus(url: str, attack: str) -> Result:
 
 
 async def _jsonl(url: str, attack: str) -> Result:
-    from cmdare.collectors.jsonl import JsonlSource
+    from cmdare.collectors.logs.source import JsonlSource
 
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "train.jsonl"
@@ -151,7 +151,7 @@ async def _jsonl(url: str, attack: str) -> Result:
 
 async def _recording(url: str, attack: str) -> Result:
     from cmdare.collectors.clock import ManualClock
-    from cmdare.collectors.replay import ReplayFinished, ReplaySource
+    from cmdare.collectors.recording.replay import ReplayFinished, ReplaySource
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "rec.sqlite"
@@ -172,7 +172,7 @@ async def _recording(url: str, attack: str) -> Result:
 def hostile_recording(path: Path, attack: str) -> None:
     """Write a recording at ``path`` that carries ``attack`` (one of the recording attacks above)."""
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.samples import TaskInfo, TaskPoll
 
     rec = Recorder(path, interval=2.0)
@@ -225,7 +225,7 @@ def many_ps_recording(path: Path, n_ps: int, claimants: int = 0, cycles: int = 3
     """A recording of a job with model facts, 4 workers and ``n_ps`` PSs (``cycles`` of them); ``claimants``: as
     many more polls of ps-0 in cycle 2, each from its own source (one PS announced 200,000 times)."""
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
 
     facts = JobFacts("big", ModelSpec("ResNet-32", 1.4e11, 4.6e5, 128), 64000)
@@ -337,7 +337,7 @@ async def _fleet_1e308(url: str, attack: str) -> Result:
     """10,000 tasks' fleet columns answering 1e308 (numpy must neither overflow nor warn)."""
     import warnings
 
-    from cmdare.collectors.prometheus_fleet import FleetColumns
+    from cmdare.collectors.prometheus.fleet import FleetColumns
     from cmdare.collectors.samples import TaskInfo
 
     tasks = {f"10.{i // 250}.{i % 250}.1:9400": TaskInfo("big", f"worker-{i}") for i in range(10_000)}
@@ -384,7 +384,7 @@ async def _replaced(url: str, attack: str) -> Result:
     from cmdare.collectors.exporter import TrainingExporter
     from cmdare.collectors.lifecycle import Lifecycle
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
     from cmdare.collectors.samples import TaskState
     from cmdare.collectors.store import Store
     from tests.prom_server import PROMETHEUS, PromServer

@@ -230,7 +230,7 @@ def crashed_recording(folder: Path) -> None:
 
     from cmdare.collectors import metrics as M
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.samples import TaskInfo, TaskPoll
 
     live = folder.parent / f"live-{folder.name}.sqlite"

@@ -79,8 +79,8 @@ async def _secret_field(url: str, attack: str) -> Result:
     import httpx
 
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.store import Store
 
     basic = attack.startswith("basic-")
@@ -125,7 +125,7 @@ async def _secret_field(url: str, attack: str) -> Result:
 async def _secret_target(url: str, where: str) -> Result:
     """A scrape target echoing the ``token=`` of its URL into its content coding or its labels."""
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+    from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
     from cmdare.collectors.store import Store
 
     log = _log_capture()
@@ -209,7 +209,7 @@ async def _allreduce(url: str, attack: str) -> Result:
 
 # --- a CRC-valid 1 GiB TFRecord length --------------------------------------------------------------
 def _event_file(path: Path, bad_length: bool) -> None:
-    from cmdare.collectors.tfrecord import frame, masked_crc32c
+    from cmdare.collectors.tensorboard.tfrecord import frame, masked_crc32c
 
     def field(num: int, wire: int, payload: bytes) -> bytes:
         return bytes([(num << 3) | wire]) + bytes([len(payload)]) + payload
@@ -232,8 +232,8 @@ def _event_file(path: Path, bad_length: bool) -> None:
 async def _tfrecord(url: str, attack: str) -> Result:
     """30 polls of an event file ending in a CRC-valid 1 GiB length, against the same file without
     it: CPU ratio and how often the file is read (once: it must not look rewritten every poll)."""
-    from cmdare.collectors import tensorboard
     from cmdare.collectors.clock import ManualClock
+    from cmdare.collectors.tensorboard import source as tensorboard
 
     reads: list[int] = []
     real = tensorboard.read_records

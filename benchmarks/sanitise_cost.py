@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from cmdare.collectors import samples
-from cmdare.collectors.exposition import parse_exposition
 from cmdare.collectors.samples import TaskPoll
+from cmdare.collectors.scrape.exposition import parse_exposition
 
 HOSTILE_VALUE = "\x1b]52;c;ZXZpbA==\x07[link=file:///etc/passwd]x[/link]\u202eab\u200b" + "L" * 2000
 

@@ -8,7 +8,7 @@ process from the config's ``[caps]`` table (:func:`configure`) like the read-onl
 where each cap applies:
 
 * ``tasks``: tasks (and hosts) per source, kept first come first served (:class:`CapGate`, in the
-  poller; a Prometheus source also asks the server for at most this many, see ``prometheus_api``);
+  poller; a Prometheus source also asks the server for at most this many, see ``prometheus/source.py``);
 * ``series_per_task``: series keys per task (the gate cuts a poll; the store never grows more rings);
 * ``tags_per_task``: logged scalar tags per task (JSON lines, TensorBoard runs), over the task's life;
 * ``label_length``: characters of a label value, name or tag (``untrusted.clean_text``);

@@ -101,7 +101,7 @@ def job_rate(tasks: Sequence[TaskSeries], facts: JobFacts | None, window: float)
 
 def fleet_rate(jr: JobRate, roles: Mapping[str, RoleFigures]) -> JobRate:
     """``jr`` with a large fleet's steps/s and examples/s from Prometheus' per-task rates (see
-    ``prometheus_fleet``): asynchronous, the sum of the workers'; synchronous or a pipeline, the median
+    ``prometheus.fleet``): asynchronous, the sum of the workers'; synchronous or a pipeline, the median
     task's of the largest worker role (each steps once a global step). The global step and how the
     job trains stay the tasks' own (``jr``)."""
     workers = [r for role, r in roles.items() if role in WORKER_ROLES] or list(roles.values())

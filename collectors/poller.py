@@ -131,7 +131,7 @@ class Poller:
                 log.info("poll %s: %s", p.source, p.error)
         transitions = self.lifecycle.observe(polls)
         t = self.clock.now()
-        for source in self.sources:  # a large fleet's figures from the server (prometheus_fleet)
+        for source in self.sources:  # a large fleet's figures from the server (prometheus/fleet.py)
             fleet = getattr(source, "fleet", None)
             if fleet is not None:
                 self.store.take_fleet(fleet.roles)

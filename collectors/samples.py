@@ -153,7 +153,7 @@ class JobFacts(CleanText):
 
     def labels(self) -> dict[str, object]:
         """The ``cmdare_job_info`` labels these facts stand for (as recorded; parsed back by
-        :func:`cmdare.collectors.exposition.facts_from_labels`)."""
+        :func:`cmdare.collectors.scrape.exposition.facts_from_labels`)."""
         m = self.model
         return {"job": self.job, "model": m.name, "model_flops": m.model_flops, "params": m.params,
                 "batch_size": m.batch_size, "target_steps": self.target_steps, "sync": m.sync}  # fmt: skip
@@ -210,7 +210,7 @@ class Lifetime(CleanText):
 @dataclass(frozen=True)
 class RoleFigures(CleanText):
     """One role of one job as Prometheus' per-task rates sum it up (a large fleet, read through
-    ``collectors/prometheus_fleet.py``): how many tasks it has, how many have a step rate, the sum of
+    ``collectors/prometheus/fleet.py``): how many tasks it has, how many have a step rate, the sum of
     their step and example rates and the P10/P50/P90 of the per-task step rates, over ``window_s``."""
 
     job: str

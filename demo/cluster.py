@@ -26,7 +26,7 @@ from importlib import resources
 
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.scrape import ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeTarget
 from cmdare.demo.geo import GeoPipelineDemo
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from importlib import resources
 
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.scrape import ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeTarget
 
 
 def load_geo_scenario() -> dict:

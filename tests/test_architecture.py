@@ -1,7 +1,10 @@
 """The headless core, proved: collectors and planner never import Textual or Rich, heavy libraries load
 lazily, and imports flow one way (tui → planner → collectors; tui → demo → collectors) in every import form,
 with no cycle even through imports inside functions; no two public classes of the product share a name
-(one concept, one type: a second ``Lifetime`` cannot come back). Also: the code passes ruff."""
+(one concept, one type: a second ``Lifetime`` cannot come back). The rooms: a family of modules shares a
+sub-package (``collectors/prometheus/``, not ``prometheus_*.py`` side by side), each package says in its
+docstring what it holds, a source's room names its source ``source.py``, and every package ships. Also: the
+code passes ruff."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import ast
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -153,8 +157,8 @@ def test_cycle_check_accepts_a_one_way_chain():
     assert cycles(graph(sources)) == []
 
 
-#: Private names still taken across modules, to be made public in their home (issue 19): prometheus_api
-#: reads prometheus_aggregate's query tables (``_sel``, ``_of_tasks``, ``_*_KEYS``…) while both are reworked.
+#: Private names still taken across modules, to be made public in their home (issue 19): prometheus/source.py
+#: reads prometheus/aggregate.py's query tables (``_sel``, ``_of_tasks``, ``_*_KEYS``…) while both are reworked.
 KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 TEST_FILES = {f"tests.{path.stem}" for path in (REPO / "tests").glob("*.py")}
 
@@ -205,7 +209,7 @@ def test_private_import_check_accepts_public_names_dunders_and_a_test_of_its_sub
 
 #: Modules that still spell catalogue metric names (issue 19: to read them from collectors/metrics.py while
 #: the Prometheus reads are reworked).
-KNOWN_SPELLERS = {"cmdare.collectors.prometheus_aggregate", "cmdare.collectors.prometheus_api"}
+KNOWN_SPELLERS = {"cmdare.collectors.prometheus.aggregate", "cmdare.collectors.prometheus.source"}
 
 
 def catalogue_sample_names() -> frozenset[str]:
@@ -303,3 +307,84 @@ def test_ruff_passes():
         timeout=120,
     )
     assert out.returncode == 0, out.stdout[-3000:]
+
+
+#: The product's code folders (``cmdare.<folder>``).
+FOLDERS = ("collectors", "planner", "tui", "demo")
+
+
+def flat_families(modules: list[str], rooms: list[str]) -> dict[str, list[str]]:
+    """Modules that belong in a room: flat modules sharing their first word (``prometheus_api``,
+    ``prometheus_fleet``), or a flat module named after a room beside it (``prometheus_x`` by ``prometheus/``)."""
+    by_word: dict[str, list[str]] = {}
+    for name in modules:
+        by_word.setdefault(name.split("_")[0], []).append(name)
+    return {
+        word: names
+        for word, names in sorted(by_word.items())
+        if len(names) > 1 or (word in rooms and names != [word])
+    }
+
+
+def test_collectors_keep_no_prefix_family_flat():
+    """``ls collectors`` reads as rooms plus what every source shares: a family of modules (``prometheus_*``
+    ×7, ``tensorboard``/``tb*``…) lives in its sub-package, as ``pricing/`` does (issue 32 item 4)."""
+    folder = REPO / "collectors"
+    modules = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+    rooms = [p.name for p in folder.iterdir() if (p / "__init__.py").exists()]
+    assert flat_families(modules, rooms) == {}
+    assert {"prometheus", "tensorboard", "scrape", "logs", "recording", "exporter", "pricing"} <= set(rooms)
+
+
+def test_flat_family_check_catches_a_family_and_a_stray_beside_its_room():
+    assert flat_families(["prometheus_api", "prometheus_fleet", "store"], []) == {
+        "prometheus": ["prometheus_api", "prometheus_fleet"]
+    }
+    assert flat_families(["prometheus_auth", "store"], ["prometheus"]) == {"prometheus": ["prometheus_auth"]}
+    assert flat_families(["http_client", "store", "scrape"], ["scrape"]) == {}
+
+
+def product_packages() -> list[Path]:
+    """Every package folder of the product (a folder with an ``__init__.py``)."""
+    return sorted(p.parent for folder in FOLDERS for p in (REPO / folder).rglob("__init__.py"))
+
+
+def test_each_package_says_what_it_holds():
+    """A newcomer reads a room from its ``__init__`` docstring: every package has one."""
+    bare = [
+        str(pkg.relative_to(REPO))
+        for pkg in product_packages()
+        if not ast.get_docstring(ast.parse((pkg / "__init__.py").read_text("utf-8")))
+    ]
+    assert bare == []
+
+
+def test_every_package_ships():
+    """pyproject lists its packages by hand: a room missing there would be missing from the wheel."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]
+    listed = set(config["packages"])
+    folders = {name: REPO / path for name, path in config["package-dir"].items()}
+    found = {
+        ".".join([top, *pkg.relative_to(root).parts])
+        for top, root in folders.items()
+        for pkg in product_packages()
+        if pkg.is_relative_to(root)
+    }
+    assert found - listed == set()
+
+
+def test_a_source_room_names_its_source_source_py():
+    """In a source's room, ``source.py`` holds the source the poller runs (one public ``…Source`` class)."""
+    for path in sorted((REPO / "collectors").glob("*/source.py")):
+        classes = [
+            node.name
+            for node in ast.parse(path.read_text("utf-8")).body
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Source")
+        ]
+        assert len(classes) == 1, f"{path.relative_to(REPO)}: {classes}"
+    assert {p.parent.name for p in (REPO / "collectors").glob("*/source.py")} >= {
+        "prometheus",
+        "tensorboard",
+        "scrape",
+        "logs",
+    }

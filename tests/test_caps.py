@@ -16,9 +16,9 @@ from cmdare.collectors import caps
 from cmdare.collectors.caps import CapGate, Caps
 from cmdare.collectors.clock import ManualClock, SystemClock
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.logs.source import JsonlSource
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import PrometheusAPISource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import MIN_POINTS, Store
 from cmdare.tui.options import SessionOptions
@@ -128,8 +128,8 @@ def test_label_length_cap_cuts_names_where_they_enter():
 
 def test_replay_reads_at_most_cycle_polls(tmp_path: Path):
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording.recorder import Recorder
+    from cmdare.collectors.recording.replay import ReplaySource
 
     rec = Recorder(tmp_path / "r.sqlite", interval=2.0)
     rec.record(Cycle(1.7e9, 0.0, [_poll(i) for i in range(30)], []))
@@ -201,7 +201,7 @@ async def test_poller_puts_a_source_cap_note_in_the_cycle():
 
 
 def test_a_label_value_over_the_cap_is_said_by_the_parser():
-    from cmdare.collectors.exposition import parse_exposition
+    from cmdare.collectors.scrape.exposition import parse_exposition
 
     page = (
         'cmdare_task_info{job="j",task="'

@@ -17,7 +17,7 @@ import pytest
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.logs.source import JsonlSource
 from cmdare.planner.risk_cost.checkpointing import (
     OVERDUE_FACTOR,
     CheckpointFacts,
@@ -90,7 +90,7 @@ async def test_jsonl_and_tensorboard_logs_mark_checkpoints(tmp_path):
     assert p.values[M.K_LAST_CHECKPOINT] == 1_700_000_060.0 and p.values[M.K_GLOBAL_STEP] == 30
 
     torch_tb = pytest.importorskip("torch.utils.tensorboard")
-    from cmdare.collectors.tensorboard import TensorBoardSource
+    from cmdare.collectors.tensorboard.source import TensorBoardSource
 
     w = torch_tb.SummaryWriter(log_dir=str(tmp_path / "tb" / "run"))
     for i in range(1, 6):

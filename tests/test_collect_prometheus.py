@@ -15,8 +15,8 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
-from cmdare.collectors.prometheus_api import PrometheusAPISource, values_query
-from cmdare.collectors.prometheus_auth import read_token
+from cmdare.collectors.prometheus.auth import read_token
+from cmdare.collectors.prometheus.source import PrometheusAPISource, values_query
 from cmdare.collectors.samples import TaskState
 from cmdare.collectors.store import Store
 from tests.prom_server import FakePromAPI, free_port, prometheus_server, refused_port  # noqa: F401 (fixture)
@@ -149,8 +149,8 @@ def test_values_query_is_one_expression_with_the_selector_everywhere():
 
 def test_node_detail_is_read_less_often_for_large_clusters():
     """Up to NODE_DETAIL_TASKS tasks every refresh; beyond, every k-th (the server's costly part)."""
-    from cmdare.collectors.prometheus_api import NODE_DETAIL_TASKS
-    from cmdare.collectors.prometheus_hosts import host_query
+    from cmdare.collectors.prometheus.hosts import host_query
+    from cmdare.collectors.prometheus.source import NODE_DETAIL_TASKS
 
     src = PrometheusAPISource("http://127.0.0.1:9", '{job="x"}')
     src._known = {("x", f"h{i}:9400"): None for i in range(NODE_DETAIL_TASKS)}

@@ -14,8 +14,8 @@ from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock, ManualClock
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.recorder import Recorder, RecordingError, scrub
-from cmdare.collectors.replay import ReplayFinished, ReplaySource
+from cmdare.collectors.recording.recorder import Recorder, RecordingError, scrub
+from cmdare.collectors.recording.replay import ReplayFinished, ReplaySource
 from cmdare.collectors.samples import TaskInfo, TaskPoll, TaskState
 from cmdare.collectors.store import Store
 

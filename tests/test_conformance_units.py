@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.exposition import parse_exposition
 from cmdare.collectors.hostdetail import owns_gpus
 from cmdare.collectors.jobrate import job_rate
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo
+from cmdare.collectors.scrape.exposition import parse_exposition
 from cmdare.collectors.store import TaskSeries
 from tests.dcgm_page import Gpu, page
 

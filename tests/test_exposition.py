@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.exposition import ExpositionError, parse_exposition
 from cmdare.collectors.samples import TaskInfo
+from cmdare.collectors.scrape.exposition import ExpositionError, parse_exposition
 from cmdare.demo.cluster import DemoCluster
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.exposition import facts_from_labels, parse_exposition
 from cmdare.collectors.samples import STUDY_BATCH_SIZE, JobFacts, Lifetime, ModelSpec
+from cmdare.collectors.scrape.exposition import facts_from_labels, parse_exposition
 from cmdare.planner.risk_cost.workload import parse_workload
 from cmdare.planner.speed.speed_model import SpeedModel
 from cmdare.tui.config import parse_config
@@ -68,7 +68,7 @@ def test_a_running_lifetime_has_an_age_only_against_now():
 
 
 def test_job_info_labels_are_parsed_once_and_long_ones_never_cached():
-    from cmdare.collectors import exposition
+    from cmdare.collectors.scrape import exposition
 
     labels = {"job": "resnet", "model": "ResNet-32", "batch_size": "NaN"}
     first, again = [], []

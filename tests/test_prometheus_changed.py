@@ -15,7 +15,7 @@ import pytest
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.poller import Cycle
-from cmdare.collectors.prometheus_api import PrometheusAPISource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
 from tests.prom_server import prometheus_server  # noqa: F401 (fixture)

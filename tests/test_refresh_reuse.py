@@ -11,7 +11,7 @@ import orjson
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle
-from cmdare.collectors.prometheus_answers import decode, well_formed
+from cmdare.collectors.prometheus.answers import decode, well_formed
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
 from cmdare.planner.overview import cached_view, node_view

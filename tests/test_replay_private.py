@@ -21,11 +21,12 @@ import httpx
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors import sqlite_image, writes
+from cmdare.collectors import writes
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.poller import Cycle
-from cmdare.collectors.recorder import Recorder, RecordingError
-from cmdare.collectors.replay import ReplayFinished, ReplaySource, open_recording
+from cmdare.collectors.recording import sqlite_image
+from cmdare.collectors.recording.recorder import Recorder, RecordingError
+from cmdare.collectors.recording.replay import ReplayFinished, ReplaySource, open_recording
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from tests.test_readonly_mode import fresh_env, tree
 from tests.test_tmux_hostile import PrivateTmux

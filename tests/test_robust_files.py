@@ -14,12 +14,12 @@ import httpx
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors import replay as replay_mod
 from cmdare.collectors.clock import ManualClock
-from cmdare.collectors.jsonl import MAX_LINE_BYTES, JsonlSource
+from cmdare.collectors.logs.source import MAX_LINE_BYTES, JsonlSource
 from cmdare.collectors.poller import Cycle
-from cmdare.collectors.recorder import Recorder, RecordingError
-from cmdare.collectors.replay import MAX_PACE_S, ReplayFinished, ReplaySource
+from cmdare.collectors.recording import replay as replay_mod
+from cmdare.collectors.recording.recorder import Recorder, RecordingError
+from cmdare.collectors.recording.replay import MAX_PACE_S, ReplayFinished, ReplaySource
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 

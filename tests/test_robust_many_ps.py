@@ -105,7 +105,7 @@ def small_cycles() -> object:
 
 def test_the_recorder_writes_at_most_cycle_polls_a_cycle_and_says_so(tmp_path: Path, small_cycles) -> None:
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
 
     rec = Recorder(tmp_path / "rec.sqlite", interval=2.0)
     polls = [TaskPoll(f"s{i}", 1.0, True, info=TaskInfo("j", f"worker-{i}")) for i in range(25)]

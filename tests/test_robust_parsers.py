@@ -14,14 +14,14 @@ import httpx
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cmdare.collectors import exposition as E
 from cmdare.collectors.clock import ManualClock
-from cmdare.collectors.jsonl import JsonlSource
-from cmdare.collectors.prometheus_answers import decode as _decode
-from cmdare.collectors.prometheus_api import PrometheusAPIError, PrometheusAPISource
+from cmdare.collectors.logs.source import JsonlSource
+from cmdare.collectors.prometheus.answers import decode as _decode
+from cmdare.collectors.prometheus.source import PrometheusAPIError, PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.tensorboard import TensorBoardSource, decode_event
-from cmdare.collectors.tfrecord import frame, read_records
+from cmdare.collectors.scrape import exposition as E
+from cmdare.collectors.tensorboard.source import TensorBoardSource, decode_event
+from cmdare.collectors.tensorboard.tfrecord import frame, read_records
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -14,7 +14,7 @@ import pytest
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.plausibility import checked
-from cmdare.collectors.prometheus_hosts import KEY_LABEL, host_polls
+from cmdare.collectors.prometheus.hosts import KEY_LABEL, host_polls
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
 from cmdare.tui import cli

@@ -168,9 +168,9 @@ def test_a_forced_exit_checkpoints_from_another_thread(
     main file while the recorder stays open."""
     import threading
 
-    from cmdare.collectors import recorder
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder, checkpoint_file
+    from cmdare.collectors.recording import recorder
+    from cmdare.collectors.recording.recorder import Recorder, checkpoint_file
     from cmdare.collectors.samples import TaskPoll
 
     monkeypatch.setattr(recorder, "CHECKPOINT_EVERY_S", 1e9)  # no periodic checkpoint after the first cycle

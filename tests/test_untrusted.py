@@ -19,17 +19,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cmdare.collectors.clock import ManualClock
-from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.logs.source import JsonlSource
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.pricing.book import PriceBook
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.recorder import Recorder
-from cmdare.collectors.replay import ReplaySource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.recording.recorder import Recorder
+from cmdare.collectors.recording.replay import ReplaySource
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
-from cmdare.collectors.tensorboard import TensorBoardSource
-from cmdare.collectors.tfrecord import frame
+from cmdare.collectors.tensorboard.source import TensorBoardSource
+from cmdare.collectors.tensorboard.tfrecord import frame
 from cmdare.collectors.untrusted import LABEL_LIMIT, CleanLogFilter, clean_text
 from tests.hostile_text_server import HOSTILE, INVALID_UTF8, HostileServer
 
@@ -214,7 +214,7 @@ async def test_a_source_raising_hostile_text_is_a_clean_status():
 
 
 def test_tf_config_refuses_a_hostile_endpoint_in_one_line():
-    from cmdare.collectors import tf_config
+    from cmdare.collectors.scrape import tf_config
 
     spec = '{"cluster": {"worker": ["10.0.0.1:2222", "h\\u001b]0;x\\u0007:2222"]}}'
     with pytest.raises(tf_config.TFConfigError) as err:

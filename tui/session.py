@@ -28,7 +28,7 @@ from cmdare.tui.sources import SourcePlan, build_sources
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
     from cmdare.planner.rules.alerts import Alert
@@ -198,9 +198,9 @@ class MonitorSession:
     async def _engine_alerts(self) -> list[dict[str, str]]:
         """The firing alerts of the generated rules (``cmdare-tui rules``) on each Prometheus-API source,
         their labels cleaned (none when no source is one, or the server does not answer: logged)."""
-        if "cmdare.collectors.prometheus_api" not in sys.modules:  # no such source without its module
+        if "cmdare.collectors.prometheus.source" not in sys.modules:  # no such source without its module
             return []
-        from cmdare.collectors.prometheus_api import PrometheusAPIError, PrometheusAPISource
+        from cmdare.collectors.prometheus.source import PrometheusAPIError, PrometheusAPISource
 
         rows: list[dict[str, str]] = []
         assert self.poller is not None
@@ -420,7 +420,7 @@ class MonitorSession:
         into its main file through a connection of their own (the recorder may be mid-write)."""
         recorder = self.plan.recorder if self.plan is not None else None
         if recorder is not None and not recorder.closed:
-            from cmdare.collectors.recorder import checkpoint_file
+            from cmdare.collectors.recording.recorder import checkpoint_file
 
             checkpoint_file(recorder.path)
 

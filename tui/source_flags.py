@@ -52,7 +52,7 @@ def directory(value: str) -> str:
 
 def tf_config_value(value: str) -> str:
     """A TF_CONFIG JSON text or file that parses (argparse type)."""
-    from cmdare.collectors.tf_config import TFConfigError, load
+    from cmdare.collectors.scrape.tf_config import TFConfigError, load
 
     try:
         load(value)
@@ -68,7 +68,7 @@ def metrics_port(value: str) -> str:
     """A metrics port (``9400``) or an offset from the training port (``+1``) (argparse type)."""
     if value == METRICS_PORT:  # argparse checks the default too: no need to load tf_config for it
         return value
-    from cmdare.collectors.tf_config import MetricsPort, TFConfigError
+    from cmdare.collectors.scrape.tf_config import MetricsPort, TFConfigError
 
     try:
         MetricsPort.parse(value)
@@ -149,8 +149,8 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     live = args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.demo
     from_env, env_error = (None, "") if args.tf_config else env_tf_config(args, live)
     if args.replay or args.record:  # the recording's modules (and sqlite3) only when one is named
-        from cmdare.collectors.recorder import RecordingError
-        from cmdare.collectors.replay import open_recording
+        from cmdare.collectors.recording.recorder import RecordingError
+        from cmdare.collectors.recording.replay import open_recording
     if args.replay:
         if live or args.record:
             raise UsageError("--replay plays a recording alone: drop the live sources and --record")
@@ -159,7 +159,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         except RecordingError as exc:
             raise UsageError(str(exc)) from None
     if args.tf_config:
-        from cmdare.collectors import tf_config
+        from cmdare.collectors.scrape import tf_config
 
         try:
             tf_config.targets(
@@ -173,7 +173,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"--jsonl {exc}") from None
     if args.prometheus_token_file:
-        from cmdare.collectors.prometheus_auth import read_token
+        from cmdare.collectors.prometheus.auth import read_token
         from cmdare.collectors.textfile import TextFileError
 
         try:
@@ -220,7 +220,7 @@ def env_tf_config(args: argparse.Namespace, live: object) -> tuple[str | None, s
     value = os.environ.get("TF_CONFIG", "").strip()
     if live or getattr(args, "replay", None) or not value:
         return None, ""
-    from cmdare.collectors import tf_config
+    from cmdare.collectors.scrape import tf_config
 
     try:
         tf_config.targets(tf_config.load(value), metrics_port=tf_config.MetricsPort.parse(args.metrics_port))

@@ -29,7 +29,7 @@ from typing import Literal
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.pricing.shapes import PS_SHAPE
-from cmdare.collectors.prometheus_api import ENGINE_ORIGIN
+from cmdare.collectors.prometheus.source import ENGINE_ORIGIN
 from cmdare.planner.job_plan import NO_GPU_NAMES
 from cmdare.planner.overview import WORKER_ROLES
 from cmdare.planner.rules.ps_rules import PS_NIC_GBPS

@@ -9,8 +9,8 @@ instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
    the lifecycle and the panes work unchanged), plus each target's scrape timestamp; split in
    queries the server evaluates in parallel;
 5. node detail (node_exporter, DCGM on another port of a task's host), found by the tasks' hosts
-   whatever the selector (:mod:`prometheus_hosts`), read between refreshes so that it never delays one.
-6. for a task met for the first time, its recent samples (one range query, :mod:`prometheus_backfill`),
+   whatever the selector (:mod:`.hosts`), read between refreshes so that it never delays one.
+6. for a task met for the first time, its recent samples (one range query, :mod:`.backfill`),
    so that the first refresh already rates over complete scrape intervals.
 
 Every query of one refresh is evaluated at the same instant (``time=``, the server's clock less
@@ -56,7 +56,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.hostdetail import host_name
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
-from cmdare.collectors.prometheus_aggregate import (
+from cmdare.collectors.prometheus.aggregate import (
     ALWAYS_KEYS,
     KEY_LABEL,
     NODE_KEYS,
@@ -73,7 +73,7 @@ from cmdare.collectors.prometheus_aggregate import (
     selector_matchers,
     values_query,
 )
-from cmdare.collectors.prometheus_answers import (
+from cmdare.collectors.prometheus.answers import (
     MAX_JSON_VALUES,
     PrometheusAPIError,
     decode,
@@ -81,13 +81,13 @@ from cmdare.collectors.prometheus_answers import (
     number,
     server_time,
 )
-from cmdare.collectors.prometheus_auth import BasicAuth, BearerToken, public_url
-from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
-from cmdare.collectors.prometheus_fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
-from cmdare.collectors.prometheus_hosts import exact_instances, host_polls, host_query
+from cmdare.collectors.prometheus.auth import BasicAuth, BearerToken, public_url
+from cmdare.collectors.prometheus.backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
+from cmdare.collectors.prometheus.fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
+from cmdare.collectors.prometheus.hosts import exact_instances, host_polls, host_query
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
-from cmdare.collectors.scrape import describe_error
+from cmdare.collectors.scrape.source import describe_error
 from cmdare.collectors.untrusted import clean_text
 
 T = TypeVar("T")
@@ -199,7 +199,7 @@ class PrometheusAPISource:
         self._full_due = False  # the task count moved: read every task's values next refresh
         self._seen: dict[tuple[str, str], float] = {}  # target → the scrape time last handed on
         self.unchanged = 0  # known tasks up and not scraped since the last refresh (no poll this time)
-        # above ``focus_from`` tasks, per-task detail only for the focus (prometheus_fleet)
+        # above ``focus_from`` tasks, per-task detail only for the focus (fleet.py)
         self.focus_from = focus_from
         self.fleet_reader = FleetReader(self.selector)
         self._jobs_rows: list[dict] = []  # the job-info answer, read with the identities in fleet mode
@@ -411,7 +411,7 @@ class PrometheusAPISource:
         return len(self._known) > self.focus_from and self._since is not None
 
     def _fleet_queries(self, now: float) -> tuple[list[str], Callable[[list, float], _Answers]]:
-        """A large fleet's refresh (:mod:`prometheus_fleet`): the focus's detail and the down targets;
+        """A large fleet's refresh (:mod:`.fleet`): the focus's detail and the down targets;
         identities and job facts only when due (then also whether the selector applies to the value
         series). The columns and the task count, when due, are read between refreshes (like node
         detail: ~0.1-0.3 s of server time each at 10,000 tasks), and join the refresh after."""
@@ -602,7 +602,7 @@ class PrometheusAPISource:
     async def _backfill(
         self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target], skew: float
     ) -> list[TaskPoll]:
-        """The recent samples of targets met for the first time (see :mod:`prometheus_backfill`);
+        """The recent samples of targets met for the first time (see :mod:`.backfill`);
         none when the query fails (logged: the current values still show)."""
         new = [i for i in targets if i not in self._backfilled][:MAX_BACKFILL_TARGETS]
         if not new:

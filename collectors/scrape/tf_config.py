@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.scrape import ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeTarget
 
-# Assumption: the exporter's documented example port (collectors/exporter.py); change with --metrics-port.
+# Assumption: the exporter's documented example port (collectors/exporter/training.py); change with --metrics-port.
 DEFAULT_METRICS_PORT = 9400
 ROLES = {"chief": "chief", "master": "chief", "worker": "worker", "ps": "ps"}
 

@@ -24,11 +24,11 @@ import httpx
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, SystemClock
-from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
 from cmdare.collectors.hostdetail import HOST_JOB, host_name, is_host_key
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, BodyTooLarge, new_client, read_body
 from cmdare.collectors.redaction import install_log_filters, redact, remember_url
 from cmdare.collectors.samples import TaskInfo, TaskPoll
+from cmdare.collectors.scrape.exposition import ExpositionError, Parsed, parse_exposition
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ worth at 10,000 tasks (~70,000 rows a refresh; each query selecting 10,000 serie
 * **detail** (every refresh) only for the focus: the tasks the screen shows, the outliers, the tasks
   the alerts name, and a sweep that reads every other task once every :data:`SWEEP_S` seconds
   (:class:`Sweep`); by explicit instances (:func:`detail_query`: an index lookup for the server),
-  folded here per task exactly as :func:`~cmdare.collectors.prometheus_aggregate.values_query` folds
+  folded here per task exactly as :func:`~cmdare.collectors.prometheus.aggregate.values_query` folds
   them on the server, so the store and the panes take them unchanged.
 
-Pure functions and plain state: no I/O (``prometheus_api`` sends the queries).
+Pure functions and plain state: no I/O (``source`` sends the queries).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.prometheus_aggregate import KEY_LABEL, T_KEY, metric_selector
-from cmdare.collectors.prometheus_hosts import exact_instances, promql_string
+from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY, metric_selector
+from cmdare.collectors.prometheus.hosts import exact_instances, promql_string
 from cmdare.collectors.samples import RoleFigures, TaskInfo
 
 if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with the Prometheus source
@@ -49,7 +49,7 @@ RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
 RATE_WINDOW_S = 60.0
 SLOWEST = 10  # per job: the slowest workers by step rate, and by compute time per step, read in detail
 FOCUS_MAX = 500  # tasks in the focus (screen, outliers, alerts) read in one refresh
-DETAIL_URL_BUDGET = 7000  # characters of a detail query's URL (GET limit 8000: prometheus_api.MAX_GET_URL)
+DETAIL_URL_BUDGET = 7000  # characters of a detail query's URL (GET limit 8000: source.MAX_GET_URL)
 WORKERS = ("worker", "chief")
 
 # the detail query's metrics, and how a task's series of each fold into one value (as the server folds
@@ -81,7 +81,7 @@ TURNS = ("steps", "preempted", "compute", "preempted", "examples", "preempted")
 def column_queries(selector: str, tasks: str | None = None) -> dict[str, str]:
     """One query per column, each Prometheus' own per-task figure folded per instance; ``selector``
     (the inside of the braces, "" for none) applies to the value series directly. ``tasks``: past the
-    tasks cap, the capped task set (``prometheus_aggregate.capped_tasks``): each column is joined with
+    tasks cap, the capped task set (``aggregate.capped_tasks``): each column is joined with
     it, so an answer never holds more tasks than the cap (a join costs the server, past the cap only)."""
 
     def rate(metric: str) -> str:

@@ -12,10 +12,10 @@ from itertools import chain
 import orjson
 
 from cmdare.collectors import caps
-from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.http_client import Budget
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts
+from cmdare.collectors.scrape.exposition import facts_from_labels
 
 # JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
 # before parsing: ~6 a value row, ~20 an identity row (~0.9 M in the busiest refresh at 10k tasks, whose

@@ -1,10 +1,10 @@
 """Tail TensorBoard event files (``events.out.tfevents.*``) and turn their scalars into task polls.
 
-* **One task per training run** (:mod:`cmdare.collectors.tbruns`): writer subfolders
+* **One task per training run** (:mod:`cmdare.collectors.tensorboard.runs`): writer subfolders
   (``add_scalars``, ``add_hparams``, Keras ``train``/``validation``, Estimator ``eval``) belong to
   their run; runs are found at any depth, within bounds. Role ``chief``: the process that writes
   summaries.
-* **Events** are decoded by :mod:`cmdare.collectors.tbproto` (every scalar encoding TensorBoard reads).
+* **Events** are decoded by :mod:`cmdare.collectors.tensorboard.proto` (every scalar encoding TensorBoard reads).
   The event ``step`` is the global step; its increase over the events' own wall times is the run's
   steps/s, so ``cmdare_global_step`` and ``cmdare_worker_steps_total`` both carry it and rates come
   out right without poll jitter. An event logging a checkpoint tag (``checkpoint``, ``ckpt_seconds``…,
@@ -47,10 +47,10 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, clock_time
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.tbproto import Event, ProtoError, decode_event
-from cmdare.collectors.tbruns import EVENT_PREFIX, find_runs, run_name, sub_prefix
+from cmdare.collectors.tensorboard.proto import Event, ProtoError, decode_event
+from cmdare.collectors.tensorboard.runs import EVENT_PREFIX, find_runs, run_name, sub_prefix
+from cmdare.collectors.tensorboard.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 from cmdare.collectors.textfile import open_regular
-from cmdare.collectors.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 
 __all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import plausible_time
 from cmdare.collectors.hostdetail import host_name
-from cmdare.collectors.prometheus_hosts import promql_string
+from cmdare.collectors.prometheus.hosts import promql_string
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 BACKFILL_S = 60  # seconds of history read for a few new targets (the store bridges up to six 10 s windows)

@@ -4,7 +4,7 @@ read again from the start when Lightning rewrites it with a new column) and Hugg
 ``trainer_state.json`` (its ``log_history``, read again whenever the Trainer rewrites the file).
 
 Recognised fields (all optional except a step or a contract key; the keys, and the dialects of
-MMEngine, detectron2, Lightning and Hugging Face, are one table in :mod:`cmdare.collectors.logkeys`)::
+MMEngine, detectron2, Lightning and Hugging Face, are one table in :mod:`cmdare.collectors.logs.keys`)::
 
     {"time": 1700000000.5, "job": "resnet", "task": "worker-0", "role": "worker",
      "step": 1200, "examples": 153600, "loss": 0.41, "cmdare_worker_steps_total": 600}
@@ -51,9 +51,9 @@ import orjson
 from cmdare.collectors import caps as C
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, clock_time, plausible_time
-from cmdare.collectors.logkeys import Record, describe, read_record
+from cmdare.collectors.logs.keys import Record, describe, read_record
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.tensorboard import scalar_key
+from cmdare.collectors.tensorboard.source import scalar_key
 from cmdare.collectors.textfile import open_regular
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ class JsonlSource:
 
     def apply_record(self, obj: dict, now: float) -> bool:
         """Fold one logged record (a JSON line, or a record of another log format read through
-        :mod:`cmdare.collectors.logkeys`) into its task; False when it carries nothing to show."""
+        :mod:`cmdare.collectors.logs.keys`) into its task; False when it carries nothing to show."""
         rec = read_record(obj, MAX_TAGS)
         self._learn(rec)
         values = dict(rec.values)

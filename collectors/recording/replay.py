@@ -1,6 +1,6 @@
 """``--replay FILE``: play a recording back as a source, at any speed, with pause and step.
 
-The file is opened without writing anything, its ``-wal`` included (:mod:`cmdare.collectors.sqlite_image`),
+The file is opened without writing anything, its ``-wal`` included (:mod:`cmdare.collectors.recording.sqlite_image`),
 and refused when it cannot be played (:func:`check_usable`); the end says how much was played. Each
 ``poll`` returns the polls of the next recorded cycle and sets the session's :class:`ManualClock` to
 that cycle's recorded time, so rates, uptimes and alerts come out exactly as they did live. Pacing:
@@ -28,11 +28,11 @@ import httpx
 
 from cmdare.collectors import caps, writes
 from cmdare.collectors.clock import Clock, ManualClock, plausible_time
-from cmdare.collectors.exposition import facts_from_labels
-from cmdare.collectors.recorder import RecordingError, check_version
+from cmdare.collectors.recording.recorder import RecordingError, check_version
+from cmdare.collectors.recording.sqlite_image import ImageTooLarge, open_immutable, open_private
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.sqlite_image import ImageTooLarge, open_immutable, open_private
+from cmdare.collectors.scrape.exposition import facts_from_labels
 
 log = logging.getLogger(__name__)
 

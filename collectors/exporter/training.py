@@ -45,7 +45,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.allreduce_timer import AllreduceTimer
+from cmdare.collectors.exporter.allreduce_timer import AllreduceTimer
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ def instance_matcher(hosts: Iterable[str]) -> str:
 
 def exact_instances(instances: Iterable[str], escape: Callable[[str], str] = re.escape) -> str:
     """``instance=~"a|b"`` matching exactly these instances (Prometheus anchors the regex);
-    ``escape``: how each instance becomes a regex (``prometheus_fleet`` leaves the dots as they are)."""
+    ``escape``: how each instance becomes a regex (``fleet`` leaves the dots as they are)."""
     alts = "|".join(escape(i) for i in sorted(set(instances)) if i)
     return f'instance=~"{promql_string(alts)}"'
 
