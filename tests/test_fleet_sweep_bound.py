@@ -3,7 +3,7 @@ sweep period stretches, and says so, and a slow refresh never makes the next one
 
 from __future__ import annotations
 
-from cmdare.collectors.prometheus_fleet import SWEEP_MAX, SWEEP_S, Sweep
+from cmdare.collectors.prometheus.fleet import SWEEP_MAX, SWEEP_S, Sweep
 
 
 def test_the_sweep_reads_at_most_sweep_max_a_refresh_and_says_its_period():

@@ -15,7 +15,7 @@ from prometheus_client import generate_latest
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.samples import TaskState
-from cmdare.collectors.scrape import MAX_BACKOFF, UNCHANGED_BEFORE_BACKOFF, ScrapeSource, ScrapeTarget
+from cmdare.collectors.scrape.source import MAX_BACKOFF, UNCHANGED_BEFORE_BACKOFF, ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from tests.page_server import close_server, serve_pages
 
