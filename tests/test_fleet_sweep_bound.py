@@ -26,3 +26,15 @@ def test_a_fleet_within_the_bound_keeps_the_nominal_period():
     sweep.take(tasks, 0.0)
     assert len(sweep.take(tasks, 2.0)) == 167  # 10,000 x 2 s / 120 s
     assert sweep.period == SWEEP_S
+
+
+def test_past_30000_tasks_the_columns_are_read_less_often_and_said():
+    from cmdare.collectors.prometheus.fleet import COLUMNS_EVERY_S, FleetReader
+    from cmdare.collectors.samples import TaskInfo
+
+    reader = FleetReader('job="bench"')
+    reader.know({f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:9400": TaskInfo("big", f"worker-{i}", "worker")
+                 for i in range(45_000)})  # fmt: skip
+    assert reader.columns_period == 1.5 * COLUMNS_EVERY_S
+    reader.plan(0.0)
+    assert reader.note is not None and reader.note.endswith(f"each read every {1.5 * COLUMNS_EVERY_S:.0f} s")

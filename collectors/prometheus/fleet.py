@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with 
 FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
 SWEEP_S = 120.0  # every task's detail is read at least this often (assumption: rows this old are fine)
 SWEEP_MAX = 800  # tasks a refresh's sweep reads at most (~6 rows each): past it the sweep period stretches
+COLUMNS_FULL_TASKS = 30_000  # past this many tasks the columns are read less often, in proportion
 COLUMNS_EVERY_S = 10.0  # Prometheus' per-task rates are read at most this often (it scrapes every 5-15 s)
 RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
 RATE_WINDOW_S = 60.0
@@ -384,8 +385,15 @@ class FleetReader:
     def columns_due(self, now: float) -> bool:
         """Whether this refresh reads a column (``now``: monotonic seconds): one column at a time, in
         turns, so that each is read every ``columns_every_s`` and the server's work is spread out."""
-        every = self.columns_every_s / len(TURNS)
+        every = self.columns_period / len(TURNS)
         return self._columns is not None and now - self._columns_at >= every
+
+    @property
+    def columns_period(self) -> float:
+        """Seconds in which every column is read once: ``columns_every_s``, stretched past
+        :data:`COLUMNS_FULL_TASKS` tasks in proportion (a column is one row a task: at 100,000 tasks
+        each read costs ~0.1 s of decoding; Prometheus' rates span :data:`RATE_WINDOW`, longer still)."""
+        return self.columns_every_s * max(1.0, len(self._order) / COLUMNS_FULL_TASKS)
 
     def plan(
         self, now: float, busy: bool = False, tasks: str | None = None
@@ -407,6 +415,8 @@ class FleetReader:
             f"{len(swept):,} swept (each task every {self._sweep.period:.0f} s); job totals: Prometheus' "
             f"per-task rates over {RATE_WINDOW}"
         )
+        if self.columns_period > self.columns_every_s:  # a very large fleet: said, as the sweep's period is
+            self.note += f", each read every {self.columns_period:.0f} s"
         return detail_queries([*wanted, *swept]), cols
 
     def _wanted(self) -> list[str]:
