@@ -206,6 +206,7 @@ class Poller:
                     known = [g for g in (jr.global_step, *steps) if g == g]  # not NaN
                     jr = replace(jr, global_step=max(known) if known else jr.global_step)
             js.sync, js.sync_how, js.rate_basis = jr.sync, jr.how, jr.basis
+            js.steps_coverage, js.examples_coverage = jr.steps_coverage, jr.examples_coverage
             js.append(
                 t,
                 {

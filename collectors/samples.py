@@ -223,3 +223,26 @@ class RoleFigures(CleanText):
     p50: float | None
     p90: float | None
     window_s: float
+    examples_rated: int = 0  # tasks with an example rate over the window
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many of a job's tasks a summed figure rests on (``rated``), of how many feed it (``tasks``):
+    in a fleet's first refreshes a sum over part of the tasks is a fraction of the job's speed, and
+    says so ("412 of 2,200 tasks so far")."""
+
+    rated: int
+    tasks: int
+
+    @property
+    def partial(self) -> bool:
+        """Whether the figure leaves tasks out."""
+        return self.rated < self.tasks
+
+    def words(self) -> str:
+        """'412 of 2,200 tasks so far'."""
+        return f"{self.rated:,} of {self.tasks:,} tasks so far"
+
+    def to_json(self) -> dict[str, int]:
+        return {"tasks": self.rated, "of": self.tasks}

@@ -22,7 +22,7 @@ from cmdare.collectors.metrics import (
     is_counter_key,
     rate_bound,
 )
-from cmdare.collectors.samples import JobFacts, RoleFigures, TaskInfo, TaskPoll
+from cmdare.collectors.samples import Coverage, JobFacts, RoleFigures, TaskInfo, TaskPoll
 
 if TYPE_CHECKING:  # numpy (~0.1 s to import) loads with the first numpy reader, not with the store
     import numpy as np
@@ -385,6 +385,8 @@ class JobSeries:
         default_factory=dict
     )  # a large fleet's figures by role (Prometheus)
     rate_basis: str = ""  # where the job's rates come from when not its tasks' samples
+    steps_coverage: Coverage | None = None  # how many tasks the last summed steps/s rests on, of how many
+    examples_coverage: Coverage | None = None  # likewise examples/s
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, FLOAT64)

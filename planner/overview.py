@@ -10,12 +10,12 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
-from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
+from cmdare.collectors.samples import Coverage, JobFacts, TaskInfo, TaskState
 from cmdare.collectors.store import TRAINING_KEYS, JobSeries, Store, TaskSeries
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,18 @@ class JobView:
     rate_basis: str = ""  # where steps/s and examples/s come from when not the tasks' own samples
     stalled_since: float | None = None  # no task up: when a task last answered (steps/s, ETA then None)
     last_steps_per_sec: float | None = None  # a stalled job's last measured steps/s (a past figure)
+    # a summed figure over part of the job's tasks (a fleet's first refreshes): how many, of how many
+    steps_coverage: Coverage | None = None
+    examples_coverage: Coverage | None = None
+
+    def coverage_note(self, figure: Literal["", "steps", "examples"] = "") -> str:
+        """'412 of 2,200 tasks so far' for a figure (``steps`` or ``examples``) summed over part of the
+        tasks; both, named, when ``figure`` is ""; "" when the figures cover every task."""
+        parts = {"steps": self.steps_coverage, "examples": self.examples_coverage}
+        if figure:
+            c = parts[figure]
+            return c.words() if c is not None and c.partial else ""
+        return "; ".join(f"{k}/s: {c.words()}" for k, c in parts.items() if c is not None and c.partial)
 
     @property
     def stalled(self) -> bool:
@@ -234,6 +246,15 @@ class JobView:
             "sync": self.sync,
             "sync_how": self.sync_how,
             "rate_basis": self.rate_basis or None,
+            "coverage": {  # null when every figure covers every task
+                name: c.to_json()
+                for name, c in (
+                    ("steps_per_sec", self.steps_coverage),
+                    ("examples_per_sec", self.examples_coverage),
+                )
+                if c is not None and c.partial
+            }
+            or None,
             "stalled_since": self.stalled_since,
             "finished": self.finished,
             "last_steps_per_sec": _finite(self.last_steps_per_sec),
@@ -621,11 +642,13 @@ def _job_view(
     if stalled_since is not None:  # the last rate is a past figure, not the job's speed now
         last_rate, rate, ex = rate, None, None
     eta = None
-    if facts.target_steps and gstep is not None and rate:
+    partial = js.steps_coverage is not None and js.steps_coverage.partial  # a fraction of the speed: no ETA
+    if facts.target_steps and gstep is not None and rate and not partial:
         eta = max(0.0, facts.target_steps - gstep) / rate
     series = list(members.values()) if store.logs_training else []
     job = JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series), js.sync,
-                  js.sync_how, js.rate_basis, stalled_since, last_rate)  # fmt: skip
+                  js.sync_how, js.rate_basis, stalled_since, last_rate, js.steps_coverage,
+                  js.examples_coverage)  # fmt: skip
     if kinds is not None:  # counted as the views changed (the same count as JobView._kinds would make)
         job.__dict__["_kinds"] = dict(kinds)
     return job

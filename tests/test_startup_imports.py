@@ -32,6 +32,8 @@ DEFERRED = (
     "cmdare.collectors.logs.source",  # source kinds not asked for
     "cmdare.collectors.tensorboard.source",
     "cmdare.collectors.prometheus.source",
+    "cmdare.collectors.mlflow.server",
+    "cmdare.collectors.mlflow.store",
     "cmdare.collectors.scrape.tf_config",
     "cmdare.collectors.recording.recorder",
     "cmdare.collectors.recording.replay",

@@ -173,7 +173,14 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
 
 # [sources] keys by kind (each checked like its flag); anything else there is a string.
 _URL_KEYS = ("prometheus",)
-_LIST_KEYS = {"targets": "http(s) URLs", "tensorboard": "directory paths", "jsonl": "file paths"}
+_LIST_KEYS = {
+    "targets": "http(s) URLs",
+    "tensorboard": "directory paths",
+    "jsonl": "file paths",
+    "mlflow": "http(s) URLs",
+    "mlruns": "directory paths",
+    "mlflow_experiment": "experiment names",
+}
 _BOOL_KEYS = ("demo",)
 _NUMBER_KEYS = ("replay_speed",)
 
@@ -190,14 +197,14 @@ def _sources(loc: _Locator, src: dict[str, Any]) -> dict[str, Any]:
             loc.positive(value, "sources", key)
         else:
             loc.expect(isinstance(value, str), "sources", key, "must be a string")
-        urls = value if key == "targets" else [value] if key in _URL_KEYS else []
+        urls = value if key in ("targets", "mlflow") else [value] if key in _URL_KEYS else []
         for u in urls:
             loc.expect(
                 _is_url(u),
                 "sources",
                 key,
                 f"must be a list of http(s) URLs (bad: {u!r})"
-                if key == "targets"
+                if key in ("targets", "mlflow")
                 else f"must be an http(s) URL (bad: {u!r})",
             )
     return dict(src)

@@ -119,6 +119,30 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
         "trainer_state.json (repeatable)",
     )
     g.add_argument(
+        "--mlflow",
+        action="append",
+        type=url,
+        default=[],
+        metavar="URL",
+        help="an MLflow tracking server to read runs from (repeatable; credentials: user:password in the URL "
+        "or MLFLOW_TRACKING_USERNAME/PASSWORD/TOKEN)",
+    )
+    g.add_argument(
+        "--mlruns",
+        action="append",
+        type=directory,
+        default=[],
+        metavar="DIR",
+        help="read an MLflow file store (an mlruns folder, or the folder holding it) (repeatable)",
+    )
+    g.add_argument(
+        "--mlflow-experiment",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="show only this MLflow experiment's runs (repeatable; default: every active experiment)",
+    )
+    g.add_argument(
         "--tf-config",
         type=tf_config_value,
         default=None,
@@ -146,7 +170,10 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
 
 def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     """SessionOptions fields from the collector flags; conflicting or unusable ones raise UsageError."""
-    live = args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.demo
+    live = (
+        args.target or args.prometheus or args.tensorboard or args.jsonl or args.mlflow or args.mlruns
+        or args.tf_config or args.demo
+    )  # fmt: skip
     from_env, env_error = (None, "") if args.tf_config else env_tf_config(args, live)
     if args.replay or args.record:  # the recording's modules (and sqlite3) only when one is named
         from cmdare.collectors.recording.recorder import RecordingError
@@ -172,6 +199,11 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
             readable_file(path)
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"--jsonl {exc}") from None
+    for path in args.mlruns:  # from the config too (a list default is not checked by argparse)
+        try:
+            directory(path)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--mlruns {exc}") from None
     if args.prometheus_token_file:
         from cmdare.collectors.prometheus.auth import read_token
         from cmdare.collectors.textfile import TextFileError
@@ -202,6 +234,9 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         "prometheus_token_file",
         "tensorboard",
         "jsonl",
+        "mlflow",
+        "mlruns",
+        "mlflow_experiment",
         "tf_config",
         "metrics_port",
         "record",
@@ -298,9 +333,10 @@ def check_some_source(args: argparse.Namespace) -> None:
     if cfg is None or cfg.sources.get("demo") is not False or args.demo:
         return
     if not (
-        args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.replay
-    ):
+        args.target or args.prometheus or args.tensorboard or args.jsonl or args.mlflow or args.mlruns
+        or args.tf_config or args.replay
+    ):  # fmt: skip
         raise UsageError(
             f"nothing to monitor: {cfg.path} sets demo = false and no source is given "
-            "(--target, --prometheus, --tensorboard, --jsonl, --tf-config, --replay or --demo)"
+            "(--target, --prometheus, --tensorboard, --jsonl, --mlflow, --mlruns, --tf-config, --replay or --demo)"
         )

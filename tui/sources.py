@@ -1,7 +1,7 @@
 """Which sources a session polls: built from :class:`SessionOptions` (the command line).
 
 Live sources (scrape targets, TF_CONFIG discovery, a Prometheus server, TensorBoard logs, JSON-lines
-logs) can be combined; a replay stands alone and brings its own simulated clock. The embedded demo
+logs, MLflow tracking servers and file stores) can be combined; a replay stands alone and brings its own simulated clock. The embedded demo
 cluster starts when asked, or when nothing else was given.
 """
 
@@ -87,6 +87,17 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
         from cmdare.collectors.logs.source import JsonlSource
 
         sources += [JsonlSource(f, job=opts.job) for f in opts.jsonl]
+    if opts.mlflow:
+        from cmdare.collectors.mlflow.server import MlflowServerSource
+
+        sources += [
+            MlflowServerSource(u, timeout=opts.timeout, experiments=opts.mlflow_experiment, env=os.environ)
+            for u in opts.mlflow
+        ]
+    if opts.mlruns:
+        from cmdare.collectors.mlflow.store import MlrunsSource
+
+        sources += [MlrunsSource(d, experiments=opts.mlflow_experiment) for d in opts.mlruns]
     return sources
 
 

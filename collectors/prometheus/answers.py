@@ -63,6 +63,19 @@ def server_time(results: list[dict]) -> float:
     return float(results[0].get("value", [0.0])[0])
 
 
+def evaluation_offset(results: list[dict]) -> float:
+    """How far before the instant it answers for the engine evaluated a ``vector(time())`` answer (s):
+    the answer's time less the ``time()`` it computed, 0 for Prometheus; an engine with a latency
+    offset (VictoriaMetrics' ``-search.latencyOffset``, 30 s by default) evaluates that far back and
+    stamps the answer with the time asked. 0 when the answer is not two numbers, negative or past a day."""
+    try:
+        t, v = results[0]["value"]
+        off = float(t) - float(v)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return 0.0
+    return off if math.isfinite(off) and 0.0 < off <= 86_400.0 else 0.0
+
+
 def decode(
     body: bytes | bytearray,
     ctype: str,

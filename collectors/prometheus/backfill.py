@@ -25,7 +25,8 @@ BACKFILL_BUDGET = 6000  # target-seconds of history per refresh: 200 new targets
 MIN_BACKFILL_S = 15
 BACKFILL_POINTS = 12  # newest samples kept per target (a 10 s window at a 1 s scrape interval)
 MAX_BACKFILL_TARGETS = 200  # new targets backfilled in one refresh (a fleet's first refreshes stay cheap)
-#: The rate-making counters read back (sample name = series key), and the PS traffic (keyed by direction).
+#: The rate-making counters read back (sample name = series key), the preemption notice, and the PS
+#: traffic (keyed by direction).
 _KEYS = {
     key: key
     for key in (
@@ -36,6 +37,7 @@ _KEYS = {
         M.K_STEP_SECONDS_COUNT,
         M.K_ALLREDUCE_SECONDS_SUM,
         M.K_ALLREDUCE_SECONDS_COUNT,
+        M.K_PREEMPTED,  # a task met under a preemption notice is revoked from its oldest sample on
     )
 }
 _PS = M.PS_BYTES_SAMPLE
@@ -106,4 +108,17 @@ def backfill_polls(
                 TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst))
             )
     out.sort(key=lambda p: p.t)
+    return out
+
+
+def scrape_spacings(polls: list[TaskPoll]) -> list[float]:
+    """The spacings of each target's consecutive samples in ``polls`` (its scrape interval, as its
+    history shows it)."""
+    times: dict[str, list[float]] = {}
+    for p in polls:
+        times.setdefault(p.source, []).append(p.t)
+    out = []
+    for ts in times.values():
+        ts.sort()
+        out += [b - a for a, b in zip(ts, ts[1:], strict=False) if b > a]
     return out

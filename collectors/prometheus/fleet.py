@@ -5,8 +5,9 @@ Reading every task's values on every refresh costs the dashboard and Prometheus 
 worth at 10,000 tasks (~70,000 rows a refresh; each query selecting 10,000 series costs the server
 ~0.1 s of CPU, a join with the task-info series ~0.3 s more). So above :data:`FOCUS_FROM` tasks:
 
-* **columns** (read between refreshes, one at most every :data:`COLUMNS_EVERY_S` seconds, in the
-  turns of :data:`TURNS`: preemptions every other read, each rate once in six): Prometheus' own
+* **columns** (read between refreshes: all of them once as soon as the tasks are known, then one at
+  most every :data:`COLUMNS_EVERY_S` seconds, in the turns of :data:`TURNS`: preemptions every other
+  read, each rate once in six): Prometheus' own
   per-task rates over :data:`RATE_WINDOW` (``max by (instance) (rate(…[1m]))``: steps, compute
   seconds a step, examples) and the tasks whose cloud reports a preemption, one query each, joined
   with nothing below the tasks cap (past it, with the capped task set; the selector
@@ -289,6 +290,7 @@ def _role(job: str, role: str, idx: np.ndarray, steps: np.ndarray, examples: np.
         p50=_or_none(q[1]),
         p90=_or_none(q[2]),
         window_s=RATE_WINDOW_S,
+        examples_rated=len(ex),
     )
 
 
@@ -367,6 +369,7 @@ class FleetReader:
         self._order: list[str] = []  # the known instances, sorted (the sweep's order)
         self._by_key: dict[str, str] = {}  # task key -> instance
         self._new: set[str] = set()  # instances named since their detail was last read
+        self._first_due = True  # every column at once, once the tasks are known (first_columns)
 
     def know(self, tasks: Mapping[str, TaskInfo]) -> None:
         """Who the tasks are now (instance → identity); a task not known before is read at once."""
@@ -381,6 +384,20 @@ class FleetReader:
     def sweep_period(self) -> float:
         """Seconds in which the sweep reads every task once."""
         return self._sweep.period
+
+    @property
+    def first_due(self) -> bool:
+        """Whether the tasks are known and no column has been asked for yet (:meth:`first_columns`)."""
+        return self._first_due and self._columns is not None
+
+    def first_columns(self, now: float, tasks: str | None = None) -> dict[str, str]:
+        """Every column at once (name → PromQL), for the first read once the tasks are known: the job's
+        figures and the preempted tasks join the next refresh, not one column a turn later (the
+        examples column would come ~10 s after the steps one, the figures meanwhile a few tasks' sample).
+        ``now``: monotonic seconds (the turns go on from it); ``tasks``: the capped task set, past the tasks cap."""
+        self._first_due = False
+        self._columns_at = now
+        return column_queries(self.selector if self.direct else "", tasks)
 
     def columns_due(self, now: float) -> bool:
         """Whether this refresh reads a column (``now``: monotonic seconds): one column at a time, in

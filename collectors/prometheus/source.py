@@ -9,9 +9,15 @@ instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
    the lifecycle and the panes work unchanged), plus each target's scrape timestamp; split in
    queries the server evaluates in parallel;
 5. node detail (node_exporter, DCGM on another port of a task's host), found by the tasks' hosts
-   whatever the selector (:mod:`.hosts`), read between refreshes so that it never delays one.
+   whatever the selector (:mod:`.hosts`), read between refreshes so that it never delays one;
+   a host met for the first time is read at once, at its last scrape and the one before, so that its
+   CPU and NIC (counters) rate from the first refresh.
 6. for a task met for the first time, its recent samples (one range query, :mod:`.backfill`),
    so that the first refresh already rates over complete scrape intervals.
+
+How late the engine answers is measured on every refresh (its newest sample's age, and how far before
+the time asked it evaluates: VictoriaMetrics' latency offset) and said on the status line past two
+scrape intervals; "scraped since" reads look back from the last refresh's newest sample.
 
 Every query of one refresh is evaluated at the same instant (``time=``, the server's clock less
 :data:`EVAL_LAG_S`), so a scrape landing between two queries never mixes two samples' values with
@@ -44,6 +50,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import statistics
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -77,12 +85,18 @@ from cmdare.collectors.prometheus.answers import (
     MAX_JSON_VALUES,
     PrometheusAPIError,
     decode,
+    evaluation_offset,
     job_facts,
     number,
     server_time,
 )
 from cmdare.collectors.prometheus.auth import BasicAuth, BearerToken, public_url
-from cmdare.collectors.prometheus.backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
+from cmdare.collectors.prometheus.backfill import (
+    MAX_BACKFILL_TARGETS,
+    backfill_polls,
+    backfill_query,
+    scrape_spacings,
+)
 from cmdare.collectors.prometheus.fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
 from cmdare.collectors.prometheus.hosts import exact_instances, host_polls, host_query
 from cmdare.collectors.redaction import redact_cut
@@ -103,8 +117,24 @@ DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
-LOOK_BACK_MARGIN_S = 0.5  # "scraped since the last refresh" looks back this much more than the longest scrape
+# "scraped since the last refresh" looks back past the last evaluation instant by the engine's measured
+# lag then (to its newest sample), the longest scrape, and this floor (a sample made visible a little out
+# of its time order): samples become visible in about their time order (an engine with a latency offset
+# or slow under load shows each later, all alike), so what the last refresh could not see is newer than
+# its newest sample less the longest scrape
+LOOK_BACK_MARGIN_S = 0.5
 MAX_LOOK_BACK_S = 30.0  # a scrape reported as longer is taken as this long (full reads catch the rest)
+MAX_ENGINE_LAG_S = 3600.0  # a lag measured past this (an engine stalled for an hour) is taken as this long
+# the engine's lag is the smallest newest-sample age of the last this many refreshes (16 s at the default
+# 2 s: past a 15 s scrape interval, so one refresh lands just after a scrape and the scrapes' phase drops out)
+LAG_REFRESHES = 8
+# the status line says the engine lags past two scrape intervals (the freshest target's sample is at most
+# one interval and a scrape old when the engine is up to date) and at least this long (less is within a
+# refresh or two of the default 2 s), or when the engine evaluates this far before the time asked
+LAG_NOTE_MIN_S = 5.0
+# node detail of hosts met for the first time is read at once, and again just before their last scrape
+# (CPU and NIC are counters: a rate needs two scrapes), for at most this many hosts a refresh
+MAX_HISTORY_HOSTS = 200
 EVAL_LAG_S = (
     0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
 )
@@ -190,6 +220,12 @@ class PrometheusAPISource:
         self._polls = 0
         self._skew = 0.0  # server clock − ours, from the last answer
         self._server_now = math.nan  # the server's clock when it answered (``vector(time())``)
+        self._eval_offset = 0.0  # how far before the time asked the engine evaluates (its latency offset)
+        self._newest = -math.inf  # the newest scrape time read so far (server clock)
+        self._ages: deque[float] = deque(maxlen=LAG_REFRESHES)  # the newest sample's age, refresh by refresh
+        self._spacings: deque[float] = deque(maxlen=256)  # recent spacings of a target's consecutive scrapes
+        self._last_scrape: dict[tuple[str, str], float] = {}  # target → the scrape time last read
+        self._hosts_read: set[str] = set()  # hosts whose recent node detail was read (two instants)
         self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
         self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
         self._names: dict[tuple[str, str], tuple[str, str]] = {}  # target → (source, host), made once
@@ -227,12 +263,16 @@ class PrometheusAPISource:
 
     def _changed_queries(self) -> list[str] | None:
         """Above ``detail_tasks`` tasks, between the reads of who the tasks are: every value of the
-        targets scraped since the last refresh (less the longest scrape and a margin: a sample is
-        stamped when its scrape began), in two queries the server evaluates side by side; None when
+        targets scraped since the last refresh, looking back past its evaluation instant by the engine's
+        lag then (how old its newest sample was: an engine with a latency offset, or slow to make samples
+        visible under load, shows none newer), the longest scrape (a sample is stamped when its scrape
+        began) and :data:`LOOK_BACK_MARGIN_S`; in two queries the server evaluates side by side; None when
         a full read is due. At a 15 s scrape and a 2 s refresh about one task in six has something new."""
         if self._since is None or self._full_due or self._infos_due():
             return None
-        since = self._since - self._lag - LOOK_BACK_MARGIN_S
+        # the last refresh's evaluation instant less the engine's lag then: its newest sample
+        anchor = min(self._since, self._newest) if math.isfinite(self._newest) else self._since
+        since = anchor - self._lag - LOOK_BACK_MARGIN_S
         first, rest = [*ALWAYS_KEYS, *self._group_keys[0]], self._group_keys[1]
         return [
             changed_values_query(self.selector, first, since, scrape_time=True, tasks=self._tasks_expr),
@@ -365,6 +405,7 @@ class PrometheusAPISource:
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
         self._server_now = server_time(clock_rows) if clock_rows else math.nan
+        self._eval_offset = evaluation_offset(clock_rows) if clock_rows else 0.0
         if due and self._node_task is None and (hosts := {host_name(i) for _, i in self._known}):
             # starts after the refresh's own queries
             self._node_task = asyncio.create_task(self._in_background(self.query(client, host_query(hosts))))
@@ -571,6 +612,7 @@ class PrometheusAPISource:
         now = clock.now()
         fleet = self._fleet_mode()
         self._fill(targets, values)
+        self._measure_lag(targets, at)
         if fleet:  # only the tasks whose detail this refresh read (the focus and the sweep)
             targets = {i: tg for i, tg in targets.items() if math.isfinite(tg.scrape_time)}
         facts, fact_notes = job_facts(jobs)
@@ -580,7 +622,15 @@ class PrometheusAPISource:
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         self._since = at
         self._unchanged_targets(targets, infos is not None)
-        polls = await self._backfill(client, targets, skew if note else 0.0)
+        hosts = self._new_hosts(targets)
+        if hosts:  # read side by side with the tasks' history (else no wait at all: nothing is asked)
+            backfill, history = await asyncio.gather(
+                self._backfill(client, targets, skew if note else 0.0),
+                self._host_history(client, hosts, at, now, skew if note else 0.0),
+            )
+            polls = backfill + history
+        else:
+            polls = await self._backfill(client, targets, skew if note else 0.0)
         polls += [
             self._ok(
                 ident,
@@ -597,7 +647,25 @@ class PrometheusAPISource:
         polls += self._missing(targets, ups, clock, t0)
         polls += host_polls(node_rows, self.display, now, skew if note else 0.0)  # a host cut says so itself
         self.cap_note = self._cap_notes()
+        self._first_columns(client, at, clock.monotonic())
         return polls
+
+    def _first_columns(self, client: httpx.AsyncClient, at: float, now: float) -> None:
+        """Once a large fleet's tasks are known, every column is read at once, between this refresh and the
+        next (:meth:`FleetReader.first_columns`), so the job's figures join the next refresh whole."""
+        reader = self.fleet_reader
+        if (
+            self._fleet_mode()
+            and reader.first_due
+            and self._columns_task is None
+            and self._columns_due is None
+        ):
+            self._columns_at = at
+            self._columns_task = asyncio.create_task(
+                self._in_background(
+                    self._read_columns(client, reader.first_columns(now, self._tasks_expr), at)
+                )
+            )
 
     async def _backfill(
         self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target], skew: float
@@ -617,13 +685,104 @@ class PrometheusAPISource:
                 redact_cut(f"Prometheus {self.display}: history: {exc or 'timed out'}", 300, self._secrets()),
             )
             return []
-        return backfill_polls(
+        polls = backfill_polls(
             rows,
             {i: targets[(j, i)].info for j, i in new},
             {i: targets[(j, i)].scrape_time for j, i in new},
             {i: self._source((j, i)) for j, i in new},
             skew,
         )
+        self._spacings.extend(scrape_spacings(polls))
+        return polls
+
+    def _new_hosts(self, targets: dict[tuple[str, str], _Target]) -> list[str]:
+        """The hosts of ``targets`` whose node detail was never read (at most :data:`MAX_HISTORY_HOSTS`),
+        marked read."""
+        read = self._hosts_read
+        if len(read) > 4 * max(caps.current().tasks, len(self._known)):
+            read.clear()  # a long session's churn of hosts: bounded (a host met again is read again)
+        hosts = sorted({h for _, i in targets if (h := host_name(i)) and h not in read})[:MAX_HISTORY_HOSTS]
+        read.update(hosts)
+        return hosts
+
+    async def _host_history(
+        self, client: httpx.AsyncClient, hosts: list[str], at: float, now: float, skew: float
+    ) -> list[TaskPoll]:
+        """Node detail of ``hosts`` (met for the first time) read at once: at ``at``, then just before the
+        earliest of their last scrapes (so each host's previous scrape, whatever its scrape interval and
+        the engine's evaluation offset), so that their CPU and NIC (counters: a rate needs two scrapes)
+        show from the first refresh, not after two node detail reads between refreshes. None when the
+        reads fail (logged: the background read follows)."""
+        query = host_query(hosts)
+        try:
+            async with asyncio.timeout(self.timeout):
+                new = await self.query(client, query, at=at)
+                stamps = [
+                    v
+                    for r in new
+                    if r["metric"].get(KEY_LABEL) == T_KEY
+                    and (v := number(r["value"][1])) is not None
+                    and plausible_time(v)
+                ]
+                old = await self.query(client, query, at=min(stamps) - 0.001) if stamps else []
+        except (PrometheusAPIError, TimeoutError) as exc:
+            log.warning(
+                "%s",
+                redact_cut(
+                    f"Prometheus {self.display}: node history: {exc or 'timed out'}", 300, self._secrets()
+                ),
+            )
+            return []
+        return host_polls(old, self.display, now, skew) + host_polls(new, self.display, now, skew)
+
+    def _measure_lag(self, targets: dict[tuple[str, str], _Target], at: float) -> None:
+        """How far behind the engine answers: the newest scrape time read so far against this refresh's
+        evaluation instant ``at`` (server clock); kept for the look-back and :attr:`engine_lag_s`."""
+        newest = max((t for tg in targets.values() if math.isfinite(t := tg.scrape_time)), default=-math.inf)
+        if not math.isfinite(newest):  # nothing read (every target down, none scraped since): no measure
+            return
+        self._newest = max(self._newest, min(newest, at))  # a sample stamped in the future says nothing
+        self._ages.append(min(max(0.0, at - self._newest), MAX_ENGINE_LAG_S))
+        if self._fleet_mode():  # a fleet's detail reads a task now and then: its history's spacings only
+            return
+        last, spacings = self._last_scrape, self._spacings
+        if len(last) > 4 * max(caps.current().tasks, len(self._known)):
+            last.clear()  # a long session's churn of targets: bounded
+        for ident, tg in targets.items():  # every new scrape of a target is read: one interval apart
+            t = tg.scrape_time
+            if math.isfinite(t):
+                if (prev := last.get(ident)) is not None and t > prev:
+                    spacings.append(t - prev)
+                last[ident] = t
+
+    @property
+    def scrape_interval_s(self) -> float | None:
+        """The targets' scrape interval (s): the median spacing of a target's consecutive scrapes, read
+        refresh by refresh or in its history; None before two scrapes of one target were read."""
+        return statistics.median(self._spacings) if self._spacings else None
+
+    @property
+    def engine_lag_s(self) -> float | None:
+        """How old the engine's newest sample is when it answers (s): the smallest age of the last
+        :data:`LAG_REFRESHES` refreshes (an engine that makes samples visible D seconds late shows none
+        younger than D; VictoriaMetrics stamps its clock in whole seconds: up to 1 s less); None before
+        any sample was read."""
+        return min(self._ages) if self._ages else None
+
+    def _lag_note(self) -> str | None:
+        """For the status line: the engine's lag when it is past two scrape intervals (and
+        :data:`LAG_NOTE_MIN_S`), or its evaluation offset is past :data:`LAG_NOTE_MIN_S`."""
+        lag, off = self.engine_lag_s, self._eval_offset
+        if lag is None:
+            return None
+        interval = self.scrape_interval_s
+        limit = max(LAG_NOTE_MIN_S, 2 * (interval or 0.0))
+        if lag <= limit and off < LAG_NOTE_MIN_S:
+            return None
+        said = [f"its newest sample is {lag:.0f} s old"]
+        said += [f"a scrape every {interval:.3g} s"] if interval else []
+        said += [f"it evaluates queries {off:.0f} s back: a latency offset"] if off >= 0.5 else []
+        return f"engine lag {lag:.0f} s: every figure is that far behind ({'; '.join(said)})"
 
     def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
@@ -720,6 +879,7 @@ class PrometheusAPISource:
         if names is not None and self._in_use.get(names[0]) == ident:
             del self._in_use[names[0]]
         self._seen.pop(ident, None)
+        self._last_scrape.pop(ident, None)
         self._backfilled.discard(ident)
 
     def _drop(self, ident: tuple[str, str]) -> None:
@@ -730,8 +890,9 @@ class PrometheusAPISource:
 
     @property
     def status_note(self) -> str | None:
-        """For the status line: node detail that failed (the last read: refused, timed out), fleet column values
-        ignored (the last read), and how many tasks moved to a new address this session ("replaced")."""
+        """For the status line: an engine that answers late (:meth:`_lag_note`), node detail that failed (the
+        last read: refused, timed out), fleet column values ignored (the last read), and how many tasks moved
+        to a new address this session ("replaced")."""
         replaced = (
             self.replaced
             and f"{self.replaced:,} task(s) replaced (same name, new address): followed, not revoked"
@@ -740,7 +901,7 @@ class PrometheusAPISource:
         columns = (
             bad and f"fleet columns: {bad:,} implausible value(s) ignored (negative, not finite or past 1e30)"
         )
-        return _join(self._detail_note, columns or None, replaced or None)
+        return _join(self._lag_note(), self._detail_note, columns or None, replaced or None)
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
         valid = M.valid_value

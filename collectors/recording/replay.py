@@ -158,7 +158,9 @@ def _poll(row: tuple) -> TaskPoll:
         raise ValueError("implausible time")
     info_d, facts_d = _json(info), _json(facts)
     where = (
-        {k: info_d.pop(k) for k in ("host", "host_only") if k in info_d} if isinstance(info_d, dict) else {}
+        {k: info_d.pop(k) for k in ("host", "host_only", "finished") if k in info_d}
+        if isinstance(info_d, dict)
+        else {}
     )
     return TaskPoll(
         source=str(source),
@@ -167,6 +169,7 @@ def _poll(row: tuple) -> TaskPoll:
         info=TaskInfo(**{k: str(v) for k, v in info_d.items()}) if isinstance(info_d, dict) else None,
         host=str(where.get("host", "")),  # poll fields recorded beside the identity
         host_only=where.get("host_only") is True,
+        finished=where.get("finished") is True,  # a log run whose writer was done (recorded since issue 31)
         values=_values(_json(vals)),
         error=None if error is None else str(error),
         job_facts=facts_from_labels({k: str(v) for k, v in facts_d.items()})

@@ -32,7 +32,9 @@ SESSION_FLAG = "--session-args-from-env"  # first argument of a served session: 
 # Source flags handed on to each browser session's app (the token itself never: only the token file).
 PASSED_THROUGH = (
     ("prometheus", "--prometheus"), ("selector", "--selector"), ("prometheus_token_file", "--prometheus-token-file"),
-    ("tensorboard", "--tensorboard"), ("jsonl", "--jsonl"), ("tf_config", "--tf-config"),
+    ("tensorboard", "--tensorboard"), ("jsonl", "--jsonl"), ("mlflow", "--mlflow"), ("mlruns", "--mlruns"),
+    ("mlflow_experiment", "--mlflow-experiment"),
+    ("tf_config", "--tf-config"),
     ("metrics_port", "--metrics-port"), ("job", "--job"), ("replay", "--replay"), ("replay_speed", "--replay-speed"),
 )  # fmt: skip
 

@@ -81,7 +81,8 @@ def summary_grid(
     if job.stalled:  # no task up: the last rate is a past figure, not the job's speed
         grid.add_row("Steps/s", _stalled_cell(job))
     else:
-        grid.add_row(*speed_row(job.steps_per_sec, points, job.rate_basis))
+        basis = "; ".join(b for b in (job.rate_basis, job.coverage_note("steps")) if b)
+        grid.add_row(*speed_row(job.steps_per_sec, points, basis))
     view = state.planner.job(job.name)
     pred = view.prediction if view is not None else None
     if pred is not None:
@@ -146,7 +147,8 @@ def _examples_cell(job: JobView) -> Text:
     logged = job.training.examples_per_sec if job.training else None
     if job.examples_per_sec is None and logged is not None:
         return _cell(examples(logged), "logged")
-    return _cell(examples(job.examples_per_sec), "measured")
+    part = job.coverage_note("examples")  # a sum over part of the tasks (a fleet's first refreshes)
+    return _cell(examples(job.examples_per_sec), f"measured ({part})" if part else "measured")
 
 
 def examples(x: float | None) -> str:
@@ -162,7 +164,10 @@ def _eta_note(job: JobView, state: MonitorState) -> str:
     if job.stalled:
         return "none: the job finished" if job.finished else "none while the job is stalled"
     if job.eta_seconds is None:
-        return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
+        if not job.facts.target_steps:
+            return "needs a target step"
+        part = job.coverage_note("steps")  # a sum over part of the tasks is a fraction of the speed
+        return f"waits for every task's rate ({part})" if part else "needs a measured rate (two polls)"
     deadline = state.planner.deadline_hours
     if deadline is None:
         return "at measured speed"
