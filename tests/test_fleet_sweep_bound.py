@@ -38,3 +38,15 @@ def test_past_30000_tasks_the_columns_are_read_less_often_and_said():
     assert reader.columns_period == 1.5 * COLUMNS_EVERY_S
     reader.plan(0.0)
     assert reader.note is not None and reader.note.endswith(f"each read every {1.5 * COLUMNS_EVERY_S:.0f} s")
+
+
+def test_the_stretched_period_holds_through_a_refresh_s_jitter():
+    """The store sets the sweep's window on every task when it changes: the period does not follow each
+    refresh's few hundred milliseconds of jitter."""
+    tasks = [f"t{i}" for i in range(100_000)]
+    sweep = Sweep()
+    sweep.take(tasks, 0.0)
+    sweep.take(tasks, 2.0)
+    assert sweep.period == 250.0
+    periods = {sweep.period for t in (4.3, 6.1, 8.4, 10.2, 12.0) if sweep.take(tasks, t)}
+    assert periods == {250.0}

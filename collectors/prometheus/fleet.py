@@ -331,8 +331,12 @@ class Sweep:
         n = len(instances)
         dt = max(0.0, now - last)
         k = min(n, self.most, math.ceil(n * dt / self.nominal))
-        # how long a whole sweep takes at this pace (a slow refresh never makes the next one read more)
-        self.period = max(self.nominal, n * dt / k) if k else self.nominal
+        # how long a whole sweep takes at this pace (a slow refresh never makes the next one read more);
+        # changed only when 25% off, so that what rests on it (the store's sparse window, set on every
+        # task when it changes: 0.18 s at 100,000 tasks) does not move with each refresh's jitter
+        period = max(self.nominal, n * dt / k) if k else self.nominal
+        if abs(period - self.period) > 0.25 * self.period:
+            self.period = period
         start = self._pos % n
         self._pos = start + k
         picked = list(instances[start : start + k])
