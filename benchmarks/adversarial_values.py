@@ -167,9 +167,9 @@ async def _nic_jump(url: str, attack: str) -> Result:
     from cmdare.collectors.samples import TaskInfo, TaskPoll
     from cmdare.collectors.store import Store
 
-    store, info, notes, rates = Store(), TaskInfo("j", "ps-0", role="ps"), [], []
+    store, info, notes, rates = Store(), TaskInfo(job="j", task="ps-0", role="ps"), [], []
     for i, v in enumerate([1e6, 2e6] + [1e15 + 1e6 * k for k in range(12)]):
-        p = checked(TaskPoll("ps", 1000.0 + 2 * i, True, info=info, values={M.K_PS_IN: v}), store)
+        p = checked(TaskPoll(source="ps", t=1000.0 + 2 * i, ok=True, info=info, values={M.K_PS_IN: v}), store)
         notes += [p.error] if p.error else []
         store.add(p)
         rates.append(store.tasks[info.key].rate(M.K_PS_IN, 10.0))
@@ -186,19 +186,52 @@ async def _nic_jump(url: str, attack: str) -> Result:
 
 async def _allreduce(url: str, attack: str) -> Result:
     """One rank reporting an exposed all-reduce 50x its step time beside three honest ranks."""
+    from cmdare.collectors.observed import JobView, NodeView
     from cmdare.collectors.pricing.loader import load_offline_book
     from cmdare.collectors.samples import JobFacts, ModelSpec
-    from cmdare.planner.live_plan import LivePlanner
-    from cmdare.planner.overview import JobView, NodeView
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
 
     def rank(r: int, exposed: float) -> NodeView:
-        return NodeView(f"worker-{r}", "worker", "T4", "us-central1", "", "spot", "up", 2.0, 0.2, None, None,
-                        None, 100.0, None, 0, "", allreduce_seconds=exposed, rank=str(r), local_rank="0")  # fmt: skip
+        return NodeView(
+            name=f"worker-{r}",
+            role="worker",
+            gpu="T4",
+            region="us-central1",
+            zone="",
+            provisioning="spot",
+            status="up",
+            steps_per_sec=2.0,
+            step_seconds=0.2,
+            gpu_util=None,
+            net_in_bps=None,
+            net_out_bps=None,
+            started_at=100.0,
+            last_error=None,
+            restarts=0,
+            cause="",
+            allreduce_seconds=exposed,
+            rank=str(r),
+            local_rank="0",
+        )
 
     nodes = [rank(r, 0.3) for r in range(3)] + [rank(3, 10.0)]  # 0.5 s a step at 2 steps/s; 10 s
-    facts = JobFacts("ddp", ModelSpec("shakebig", 2.3e10, 26e6, 128, sync="sync-allreduce"), 10_000)
-    job = JobView("ddp", facts, 2.0, None, 100.0, None, nodes, sync="sync-allreduce", sync_how="declared")
+    facts = JobFacts(
+        "ddp",
+        ModelSpec(name="shakebig", model_flops=2.3e10, params=26e6, batch_size=128, sync="sync-allreduce"),
+        10_000,
+    )
+    job = JobView(
+        name="ddp",
+        facts=facts,
+        steps_per_sec=2.0,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=None,
+        nodes=nodes,
+        sync="sync-allreduce",
+        sync_how="declared",
+    )
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
     if plan.table is None or plan.calibration_samples != 3:
         return f"calibrated on {plan.calibration_samples} ranks: {plan.note}", ""

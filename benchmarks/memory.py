@@ -20,10 +20,10 @@ from pathlib import Path
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
+from cmdare.collectors.observed import build_jobs
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import DEFAULT_CAPACITY, Store
-from cmdare.planner.overview import build_jobs
 
 TARGET_MB = 200.0
 INTERVAL_S = 2.0
@@ -44,13 +44,13 @@ class SyntheticNodes:
     def __init__(self, n: int, jobs: int = 10, seed: int = 0) -> None:
         self.infos = [
             TaskInfo(
-                f"job-{i % jobs}",
-                f"worker-{i}",
-                "worker",
-                "P100",
-                "us-central1",
-                "us-central1-c",
-                "preemptible",
+                job=f"job-{i % jobs}",
+                task=f"worker-{i}",
+                role="worker",
+                gpu="P100",
+                region="us-central1",
+                zone="us-central1-c",
+                provisioning="preemptible",
             )
             for i in range(n)
         ]

@@ -13,4 +13,4 @@ catches the ImportError and installs a ``main`` that only says its CLI is unavai
 import sys
 
 if "httpx" not in sys.modules:  # imported already (by the caller): nothing left to save
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: a module that fails to import

@@ -39,7 +39,7 @@ RANK_NAME = re.compile(
 WORKER_ROLES = ("worker", "chief", "stage")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobRate:
     steps_per_sec: float  # NaN when unknown
     examples_per_sec: float
@@ -138,6 +138,7 @@ def fleet_rate(jr: JobRate, roles: Mapping[str, RoleFigures]) -> JobRate:
     # examples: the roles whose tasks report any (a parameter server counts none)
     reporting = [r for r in roles.values() if r.examples_rated]
     ex = [r.examples_per_sec for r in reporting if r.examples_per_sec is not None]
+    ex_coverage: Coverage | None
     if ex:
         examples = math.fsum(ex)
         ex_coverage = Coverage(sum(r.examples_rated for r in reporting), sum(r.tasks for r in reporting))

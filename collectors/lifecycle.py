@@ -296,7 +296,15 @@ class Lifecycle:
     @staticmethod
     def _lifetime(key: str, node: NodeStatus, end: float | None, cause: str) -> Lifetime:
         i = node.info
-        return Lifetime(key, node.started, end, cause, i.gpu, i.region, i.provisioning)
+        return Lifetime(
+            task=key,
+            start=node.started,
+            end=end,
+            cause=cause,
+            gpu=i.gpu,
+            region=i.region,
+            provisioning=i.provisioning,
+        )
 
     def source_of(self, key: str) -> str | None:
         """The address the task ``key`` answers at (a pending target's own), or None."""

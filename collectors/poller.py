@@ -45,7 +45,7 @@ class Source(Protocol):
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cycle:
     """What one poll cycle produced."""
 
@@ -142,8 +142,16 @@ class Poller:
         )
         self._update_jobs(t, polls)
         unchanged = sum(getattr(s, "unchanged", 0) for s in self.sources)
-        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged,
-                      self._notes())  # fmt: skip
+        cycle = Cycle(
+            t=t,
+            elapsed=self.clock.monotonic() - t0,
+            polls=polls,
+            transitions=transitions,
+            source_errors=errors,
+            truncations=truncations,
+            unchanged=unchanged,
+            notes=self._notes(),
+        )
         self.cycles += 1
         self.last_cycle = cycle
         for sink in self.sinks:

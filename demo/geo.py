@@ -72,7 +72,15 @@ class GeoPipelineDemo:
         for s in range(self.sc["stages"]):
             dc = self.dc_of(s)
             info = TaskInfo(
-                self.job, f"stage-{s}", "stage", self.sc["gpu"], dc, f"{dc}-a", "standard", dc, str(s)
+                job=self.job,
+                task=f"stage-{s}",
+                role="stage",
+                gpu=self.sc["gpu"],
+                region=dc,
+                zone=f"{dc}-a",
+                provisioning="standard",
+                dc=dc,
+                stage=str(s),
             )
             exp = TrainingExporter(
                 info.job,

@@ -161,8 +161,8 @@ def test_snapshot_json_carries_the_work_at_risk_and_the_optimum_interval(checkpo
 
 
 def test_checkpoint_overdue_is_raised_past_the_stated_factor_of_the_optimum():
+    from cmdare.collectors.observed import JobView
     from cmdare.collectors.samples import JobFacts
-    from cmdare.planner.overview import JobView
     from cmdare.planner.rules.alerts import AlertContext, AlertEngine
     from cmdare.planner.rules.bottlenecks import DEFAULT_RULES
     from cmdare.planner.rules.inputs import RuleInputs, frozen_map
@@ -170,7 +170,15 @@ def test_checkpoint_overdue_is_raised_past_the_stated_factor_of_the_optimum():
     o = Overheads.load()
     row = {"ckpt_optimal_s": 300.0, "ckpt_saves_s": 20.0, "ckpt_saves_usd": 0.05, "ckpt_mtbf_s": 9000.0,
            "ckpt_write_s": 2.0}  # fmt: skip
-    job = JobView("j", JobFacts(job="j"), 10.0, None, 100.0, 600.0, [])
+    job = JobView(
+        name="j",
+        facts=JobFacts(job="j"),
+        steps_per_sec=10.0,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=600.0,
+        nodes=[],
+    )
     engine = AlertEngine(DEFAULT_RULES, raise_after=1, clear_after=1)
 
     def alerts(now: float) -> list:

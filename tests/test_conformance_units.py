@@ -17,7 +17,7 @@ from tests.dcgm_page import Gpu, page
 def _series(
     task: str, rate: float, global_rate: float, offset: float = 0.0, role: str = "worker"
 ) -> TaskSeries:
-    ts = TaskSeries(TaskInfo("j", task, role), 64)
+    ts = TaskSeries(TaskInfo(job="j", task=task, role=role), 64)
     for i in range(11):
         ts.append(
             float(i),

@@ -33,7 +33,7 @@ def test_past_30000_tasks_the_columns_are_read_less_often_and_said():
     from cmdare.collectors.samples import TaskInfo
 
     reader = FleetReader('job="bench"')
-    reader.know({f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:9400": TaskInfo("big", f"worker-{i}", "worker")
+    reader.know({f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:9400": TaskInfo(job="big", task=f"worker-{i}", role="worker")
                  for i in range(45_000)})  # fmt: skip
     assert reader.columns_period == 1.5 * COLUMNS_EVERY_S
     reader.plan(0.0)

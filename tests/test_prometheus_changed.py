@@ -92,7 +92,7 @@ async def test_a_refresh_reads_only_what_was_scraped_since_the_last(
 def test_the_status_line_counts_unchanged_tasks_as_answered():
     """No poll for a task that has nothing new is not a failure: the status line says so."""
     session = MonitorSession(SessionOptions(job="x"))
-    status = session._source_status(Cycle(0.0, 0.1, [], [], unchanged=9_000))
+    status = session._source_status(Cycle(t=0.0, elapsed=0.1, polls=[], transitions=[], unchanged=9_000))
     assert (
         status[0].ok
         and status[0].message == "9,000/9,000 targets answered, 9,000 unchanged since the last refresh"

@@ -92,7 +92,7 @@ def test_a_page_with_more_gpus_than_a_host_has_is_read_up_to_the_cap_and_says_so
     from cmdare.collectors.samples import TaskInfo
     from cmdare.collectors.scrape.exposition import parse_exposition
 
-    parsed = parse_exposition(_many_gpus(5000), TaskInfo("hosts", "h", role="node"))
+    parsed = parse_exposition(_many_gpus(5000), TaskInfo(job="hosts", task="h", role="node"))
     assert parsed.values[M.K_GPU_COUNT] == H.MAX_DEVICES
     assert any(f"more than {H.MAX_DEVICES} devices" in n for n in parsed.notes)
 
@@ -161,7 +161,7 @@ def test_fleet_columns_bound_their_values() -> None:
     from cmdare.collectors.prometheus.fleet import FleetColumns
     from cmdare.collectors.samples import TaskInfo
 
-    tasks = {f"10.0.0.{i}:9400": TaskInfo("big", f"worker-{i}") for i in range(4)}
+    tasks = {f"10.0.0.{i}:9400": TaskInfo(job="big", task=f"worker-{i}") for i in range(4)}
     cols = FleetColumns(tasks)
     rows = [
         {"metric": {"instance": k}, "value": [0, v]}

@@ -74,7 +74,7 @@ def _same(a: E.Parsed, b: E.Parsed) -> bool:
 @FAST
 @given(page)
 def test_fast_scanner_agrees_with_reference_parser(text: str):
-    info = TaskInfo("j", "t")
+    info = TaskInfo(job="j", task="t")
     try:
         ref = E._fold_samples(E._samples_reference(text), info)
     except ValueError:
@@ -90,7 +90,7 @@ def test_fast_scanner_agrees_with_reference_parser(text: str):
 @given(st.lists(st.one_of(sample_line(), st.text(max_size=40)), max_size=20).map("\n".join))
 def test_exposition_never_raises_anything_but_exposition_error(text: str):
     try:
-        p = E.parse_exposition(text, TaskInfo("j", "t"))
+        p = E.parse_exposition(text, TaskInfo(job="j", task="t"))
     except E.ExpositionError as exc:
         assert "\n" not in str(exc)
         return

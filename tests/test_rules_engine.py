@@ -206,7 +206,18 @@ async def test_the_alerts_pane_marks_each_alert_by_origin():
 
     app = Host()
     async with app.run_test(size=(120, 30)) as pilot:
-        app.query_one(AlertsPane).update_state(MonitorState(2.0, 2, [], alerts, [], [], False, True))
+        app.query_one(AlertsPane).update_state(
+            MonitorState(
+                t=2.0,
+                cycles=2,
+                jobs=[],
+                alerts=alerts,
+                alert_history=[],
+                sources=[],
+                demo=False,
+                read_only=True,
+            )
+        )
         await pilot.pause()
         kinds = {r.key: r.cells[3] for r in app.query_one(FilterTable).shown()}
     assert kinds == {

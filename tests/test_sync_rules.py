@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.samples import JobFacts, ModelSpec
-from cmdare.planner.live_sync import calibrated, measured_split, shape_terms, sync_shape
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.live.sync_job import calibrated, measured_split, shape_terms, sync_shape
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.bottlenecks import DEFAULT_RULES
 from cmdare.planner.rules.sync_rules import allreduce_bound_rule, sync_straggler_rule
@@ -17,15 +17,47 @@ from cmdare.planner.rules.worker_rules import straggler_rule
 
 
 def _node(rank: int, local: int, compute: float, exposed: float, gpu: str = "T4") -> NodeView:
-    return NodeView(f"worker-{rank}", "chief" if rank == 0 else "worker", gpu, "us-central1", "", "spot", "up",
-                    1.0, compute, None, None, None, 100.0, None, 0, "", allreduce_seconds=exposed,
-                    rank=str(rank), local_rank=str(local))  # fmt: skip
+    return NodeView(
+        name=f"worker-{rank}",
+        role="chief" if rank == 0 else "worker",
+        gpu=gpu,
+        region="us-central1",
+        zone="",
+        provisioning="spot",
+        status="up",
+        steps_per_sec=1.0,
+        step_seconds=compute,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=100.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+        allreduce_seconds=exposed,
+        rank=str(rank),
+        local_rank=str(local),
+    )
 
 
 def _job(nodes: list[NodeView], params: float = 26e6, sync: str = "sync-allreduce") -> JobView:
     step = max(n.step_seconds + n.allreduce_seconds for n in nodes)  # type: ignore[operator]
-    facts = JobFacts("ddp", ModelSpec("shakebig", 2.3e10, params, 128, sync=sync), 10_000)
-    return JobView("ddp", facts, 1 / step, None, 100.0, None, nodes, sync=sync, sync_how="declared")
+    facts = JobFacts(
+        "ddp",
+        ModelSpec(name="shakebig", model_flops=2.3e10, params=params, batch_size=128, sync=sync),
+        10_000,
+    )
+    return JobView(
+        name="ddp",
+        facts=facts,
+        steps_per_sec=1 / step,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=None,
+        nodes=nodes,
+        sync=sync,
+        sync_how="declared",
+    )
 
 
 def test_shape_and_split_come_from_the_ranks() -> None:
@@ -101,7 +133,7 @@ def test_sync_straggler_names_the_slow_rank_and_the_gain() -> None:
 
 def test_live_planner_ranks_sync_shapes_calibrated_on_the_job() -> None:
     from cmdare.collectors.pricing.loader import load_offline_book
-    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
 
     job = _job([_node(r, 0, 0.2, 0.3) for r in range(4)])
@@ -124,7 +156,7 @@ def test_a_calibrated_sync_plan_says_what_it_is_calibrated_on() -> None:
     import jsonschema
 
     from cmdare.collectors.pricing.loader import load_offline_book
-    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
     from cmdare.planner.view_json import ranking_json
     from cmdare.tui.format import calibration_words, scale

@@ -23,7 +23,9 @@ from cmdare.planner.speed.speed_model import SpeedModel
 from tests.conftest import CMDARE
 
 LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
-RESNET32 = ModelSpec("resnet32", 1658696889, 1857722, 128)  # CM-DARE speed_data/0latency_k80_new.csv
+RESNET32 = ModelSpec(
+    name="resnet32", model_flops=1658696889, params=1857722, batch_size=128
+)  # CM-DARE speed_data/0latency_k80_new.csv
 
 
 def _columns(gpu, region, prov, workers, ps, ps_price_zero=None) -> ShapeColumns:
@@ -37,7 +39,18 @@ def _columns(gpu, region, prov, workers, ps, ps_price_zero=None) -> ShapeColumns
     w_usd, ps_usd = PriceTable(load_study_era_book()).lookup(gpu, region, prov, "standard")
     if ps_price_zero is not None:
         ps_usd = np.where(ps_price_zero, 0.0, ps_usd)
-    return ShapeColumns(gpu, region, prov, workers, ps, v, deg, w_usd, ps_usd, np.zeros(gpu.size))
+    return ShapeColumns(
+        gpu=gpu,
+        region=region,
+        provisioning=prov,
+        workers=workers,
+        ps=ps,
+        steps_per_sec=v,
+        degraded_steps_per_sec=deg,
+        worker_usd_per_hour=w_usd,
+        ps_usd_per_hour=ps_usd,
+        egress_usd=np.zeros(gpu.size),
+    )
 
 
 def _study_era_model() -> RevocationModel:
@@ -80,7 +93,9 @@ def test_quantiles_order_and_standard_is_deterministic() -> None:
     ov, model = Overheads.load(), RevocationModel.load()
     cols = _columns(["K80", "K80", "P100"], ["us-east1", "us-east1", "us-central1"],
                     ["preemptible", "standard", "spot"], [8, 8, 4], [1, 1, 2])  # fmt: skip
-    tc = estimate(cols, RunSettings(200000, None, 16.0), ov, model)
+    tc = estimate(
+        cols, RunSettings(steps=200000, checkpoint_interval_steps=None, checkpoint_mb=16.0), ov, model
+    )
     assert np.all(tc.seconds_p50 <= tc.seconds_p90 + 1e-9)
     assert np.all(tc.cost_p50 <= tc.cost_p90 + 1e-9)
     assert tc.expected_revocations[1] == 0 and tc.p_revocation[1] == 0
@@ -96,3 +111,39 @@ def test_poisson_quantile_matches_scipy() -> None:
     means = np.array([0.0, 0.05, 0.7, 1.0, 3.2, 10.0, 25.0])
     for q in (0.5, 0.9):
         np.testing.assert_array_equal(poisson_quantile(means, q), poisson.ppf(q, means))
+
+
+def test_one_estimate_for_every_kind_of_node() -> None:
+    """PS and synchronous shapes go through one estimate (``estimate_nodes``): a PS shape's workers alone
+    give the figures of the same shape with its parameter servers counted as none, and a PS shape is the
+    sum of its two kinds (cost grows with a second kind's price, risk with its revocations)."""
+    from cmdare.planner.risk_cost.time_cost import NodeKind, estimate_nodes
+
+    rev, hours = RevocationModel.load(), np.array([1.0, 10.0, 100.0])
+
+    def curves(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return rev.survival("K80", "us-east1", "spot", h), rev.expected_revocations(
+            "K80", "us-east1", "spot", h
+        )
+
+    base, ckpt, egress = hours * 3600.0, np.full(3, 60.0), np.zeros(3)
+
+    def kind(count: float, usd: float) -> NodeKind:
+        return NodeKind(count=np.full(3, count), curves=curves, penalty_s=np.full(3, 300.0),
+                        usd_per_hour=np.full(3, usd), request_s=100.0, start_s=90.0, redo_share=1.0)  # fmt: skip
+
+    alone = estimate_nodes((kind(4, 1.0),), base, ckpt, egress, None)
+    with_none = estimate_nodes((kind(4, 1.0), kind(0, 5.0)), base, ckpt, egress, None)
+    with_two = estimate_nodes((kind(4, 1.0), kind(2, 5.0)), base, ckpt, egress, None)
+    for name in (
+        "seconds_expected",
+        "seconds_p90",
+        "cost_expected",
+        "cost_p90",
+        "p_revocation",
+        "redo_events",
+    ):
+        np.testing.assert_allclose(getattr(with_none, name), getattr(alone, name), rtol=1e-12)
+    assert np.all(with_two.cost_expected > alone.cost_expected)
+    assert np.all(with_two.p_revocation > alone.p_revocation)
+    assert np.all(with_two.expected_revocations > alone.expected_revocations)

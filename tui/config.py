@@ -8,12 +8,12 @@ Schema and examples: ``docs/config.md``, ``examples/config.toml``."""
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from cmdare.collectors.samples import JobFacts, ModelSpec
+from cmdare.collectors.toml_lines import line_of
 
 APP_NAME = "cmdare-tui"
 TOP_KEYS = ("refresh", "timeout", "read_only", "theme", "animations", "prices")
@@ -75,7 +75,7 @@ class JobConfig:
         return self.facts.job
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """Settings; ``None`` means "not set here" (the command line or the built-in default decides)."""
 
@@ -115,7 +115,7 @@ def source_keys() -> tuple[str, ...]:
 def load_config(path: str | Path | None = None) -> Config:
     """Read ``path`` (must exist) or the default file (may be absent)."""
     explicit = path is not None
-    p = Path(path) if explicit else default_path()
+    p = Path(path) if path is not None else default_path()
     from cmdare.collectors.textfile import TextFileError, TextFileMissing, read_small_text
 
     try:
@@ -262,7 +262,10 @@ def _job(loc: _Locator, j: dict[str, Any]) -> JobConfig:
     }
     count = {k: loc.count(j[k], "jobs", k) for k in ("batch_size", "target_steps") if k in j}
     spec = ModelSpec(
-        j.get("model", ""), num.get("model_flops", 0.0), num.get("params", 0.0), count.get("batch_size", 0)
+        name=j.get("model", ""),
+        model_flops=num.get("model_flops", 0.0),
+        params=num.get("params", 0.0),
+        batch_size=count.get("batch_size", 0),
     )
     facts = JobFacts(j["name"], spec, count.get("target_steps", 0))
     return JobConfig(facts, num.get("budget_usd"), num.get("deadline_hours"))
@@ -276,19 +279,7 @@ class _Locator:
         self.lines = text.splitlines()
 
     def line_of(self, table: str, key: str) -> int | None:
-        current = ""
-        header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?")
-        keyre = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
-        for i, line in enumerate(self.lines, 1):
-            m = header.match(line)
-            if m:
-                current = m.group(1)
-                if not table and current == key:
-                    return i
-                continue
-            if current == table and keyre.match(line):
-                return i
-        return None
+        return line_of(self.lines, table, key)
 
     def fail(self, table: str, key: str, problem: str) -> ConfigError:
         line = self.line_of(table, key)

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cmdare.planner.overview import JobView
+    from cmdare.collectors.observed import JobView
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
 
 STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○", "finished": "■"}
@@ -69,9 +69,9 @@ def gpu_label(gpu: str, owns_gpu: bool, role: str) -> str:
     return gpu or ("GPU" if owns_gpu else "CPU" if role == "ps" else "unknown")
 
 
-def clock(t: float) -> str:
-    """A Unix time as the local time of day, ``HH:MM`` (when something happened)."""
-    return time.strftime("%H:%M", time.localtime(t))
+def clock(t: float | None) -> str:
+    """A Unix time as the local time of day, ``HH:MM`` (when something happened); ``?`` when unknown."""
+    return "?" if t is None else time.strftime("%H:%M", time.localtime(t))
 
 
 def stalled_phrase(job: JobView) -> str:

@@ -126,5 +126,5 @@ def help_text(sections: list[Section], notes: list[str]) -> Text:
             text.append("\n" + heading + "\n", "bold underline").append_text(key_grid(keys))
     return text
 
-    def action_dismiss(self) -> None:  # type: ignore[override]
+    def action_dismiss(self) -> None:
         self.dismiss(None)

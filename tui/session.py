@@ -15,11 +15,11 @@ from cmdare.collectors.caps import Caps
 from cmdare.collectors.caps import configure as configure_caps
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.observed import JobView, OverviewCache, build_jobs
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
-from cmdare.planner.overview import JobView, OverviewCache, build_jobs
 from cmdare.planner.view import PlannerView
 from cmdare.planner.view_json import planner_view_json
 from cmdare.tui.options import SessionOptions
@@ -28,6 +28,7 @@ from cmdare.tui.sources import SourcePlan, build_sources
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from cmdare.collectors.pricing.book import PriceBook
     from cmdare.collectors.recording.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
@@ -51,7 +52,7 @@ class SourceStatus:
         object.__setattr__(self, "message", clean_text(self.message, MESSAGE_LIMIT))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MonitorState:
     """An immutable picture of everything after one refresh; panes render it."""
 
@@ -123,7 +124,7 @@ class MonitorSession:
         self.poller: Poller | None = None
         self._engine_rows: list[dict[str, str]] = []  # firing alerts of the generated rules (--prometheus)
         self.plan: SourcePlan | None = None
-        self.price_book: object | None = None  # set by the app after loading; else the offline book
+        self.price_book: PriceBook | None = None  # set by the app after loading; else the offline book
         self.analysis: Analysis | None = None  # the planner's pipeline, loaded after the first frame
         self._ranking: asyncio.Future | None = None
         self._ranked_at: float | None = None  # when the last ranking started (the state's time)
@@ -200,7 +201,8 @@ class MonitorSession:
         their labels cleaned (none when no source is one, or the server does not answer: logged)."""
         if "cmdare.collectors.prometheus.source" not in sys.modules:  # no such source without its module
             return []
-        from cmdare.collectors.prometheus.source import PrometheusAPIError, PrometheusAPISource
+        from cmdare.collectors.prometheus.answers import PrometheusAPIError
+        from cmdare.collectors.prometheus.source import PrometheusAPISource
 
         rows: list[dict[str, str]] = []
         assert self.poller is not None
@@ -288,7 +290,7 @@ class MonitorSession:
             )
         return self.analysis
 
-    def set_price_book(self, book: object) -> None:
+    def set_price_book(self, book: PriceBook) -> None:
         """Use ``book`` from now on (the app loads live prices in a thread): costs accrue at its
         rates and the next ranking uses it."""
         self.price_book = book

@@ -122,7 +122,9 @@ def build_sources(
     plan = SourcePlan(live_sources(opts, extra_sources), notes=tf_config_notes(opts))
     if opts.demo or not plan.sources:
         if demo_factory is None:
-            from cmdare.demo.cluster import DemoCluster as demo_factory
+            from cmdare.demo.cluster import DemoCluster
+
+            demo_factory = DemoCluster
         plan.demo = demo_factory()
         plan.demo.start()
         plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout, interval_s=opts.refresh))

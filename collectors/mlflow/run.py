@@ -147,7 +147,7 @@ class RunTimeline:
             notes.append(f"more than {MAX_KEYS} metric keys: {len(self.dropped_keys)}{more} not kept")
         if math.isnan(self.step):  # no point yet: not a task (no identity the lifecycle could call silent)
             what = "reading its metrics" if catching_up else "no metrics logged yet"
-            return TaskPoll(self.source, clock.now(), False, error="; ".join([*notes, what]), elapsed=elapsed,
+            return TaskPoll(source=self.source, t=clock.now(), ok=False, error="; ".join([*notes, what]), elapsed=elapsed,
                             catching_up=catching_up)  # fmt: skip
         last = f"last metric at {clock_time(self.t)}, step {self.step:,.0f}"
         limit = 2.0 * max(self.gaps) if len(self.gaps) >= 3 else idle_after_s
@@ -155,7 +155,7 @@ class RunTimeline:
         terminal = TERMINAL.get(self.status)
         if terminal is None and not catching_up and self.idle_polls > 0 and idle >= limit:
             error = "; ".join([f"finished: no new metric for {idle:.0f} s ({last})", *notes])
-            return TaskPoll(self.source, clock.now(), False, info=self.info, error=error, elapsed=elapsed,
+            return TaskPoll(source=self.source, t=clock.now(), ok=False, info=self.info, error=error, elapsed=elapsed,
                             finished=True)  # fmt: skip
         steps, step_note = self._step_values()
         values = dict(steps)
@@ -177,7 +177,7 @@ class RunTimeline:
             notes.insert(0, f"{terminal}: MLflow status {self.status} ({last})")
         notes += [step_note] if step_note else []
         old = not catching_up and clock.now() - self.t >= max(OLD_RUN_S, limit)
-        return TaskPoll(self.source, self.t, True, info=self.info, values=values, error="; ".join(notes) or None,
+        return TaskPoll(source=self.source, t=self.t, ok=True, info=self.info, values=values, error="; ".join(notes) or None,
                         elapsed=elapsed, catching_up=catching_up, finished=terminal is not None or old)  # fmt: skip
 
 

@@ -33,6 +33,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -133,9 +134,9 @@ class MlflowServerSource:
 
     # --- requests ---------------------------------------------------------------------------------
     async def _ask(
-        self, client: httpx.AsyncClient, method: str, path: str, *, params: dict | None = None,
-        body: dict | None = None,
-    ) -> dict:  # fmt: skip
+        self, client: httpx.AsyncClient, method: str, path: str, *, params: dict[str, Any] | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """One request under the source's timeout; the answer's JSON object, or :class:`MlflowError`."""
         headers = {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         for cred in (self._basic, self._token):
@@ -186,7 +187,7 @@ class MlflowServerSource:
             self._notes.append(f"only the first {MAX_EXPERIMENTS:,} experiments read")
         self._experiments = dict(list(found.items())[:MAX_EXPERIMENTS])
 
-    async def _search_runs(self, client: httpx.AsyncClient) -> list[dict]:
+    async def _search_runs(self, client: httpx.AsyncClient) -> list[dict[str, Any]]:
         body = {
             "experiment_ids": list(self._experiments),
             "max_results": MAX_RUNS,
@@ -224,7 +225,7 @@ class MlflowServerSource:
             return
 
     # --- runs -------------------------------------------------------------------------------------
-    def _update(self, found: list[dict]) -> None:
+    def _update(self, found: list[dict[str, Any]]) -> None:
         """Runs as the search found them: names, statuses, latest points; the clock key chosen once."""
         rows = []
         for r in found:
@@ -270,7 +271,7 @@ class MlflowServerSource:
         if writes.is_read_only():
             error = ("read-only mode sends no POST, and MLflow lists runs only by POST (runs/search): nothing "
                      "read; --mlruns reads a file store without any request")  # fmt: skip
-            return [TaskPoll(self.display, clock.now(), False, error=error)]
+            return [TaskPoll(source=self.display, t=clock.now(), ok=False, error=error)]
         try:
             if clock.monotonic() - self._listed_at >= LIST_EVERY_S or not self._experiments:
                 await self._list_experiments(client)
@@ -283,7 +284,11 @@ class MlflowServerSource:
         self._fold_latest()
         if not self._runs:
             what = "no experiment" if not self._experiments else "no runs"
-            return [TaskPoll(self.display, clock.now(), False, error=f"MLflow {self.display}: {what} found")]
+            return [
+                TaskPoll(
+                    source=self.display, t=clock.now(), ok=False, error=f"MLflow {self.display}: {what} found"
+                )
+            ]
         polls = [
             run.timeline.poll(clock, self.idle_after_s, clock.monotonic() - t0, run.behind)
             for run in self._runs.values()
@@ -331,13 +336,15 @@ class MlflowServerSource:
         log.warning("%s", error)
         if self._runs:  # the runs it showed fail (and turn silent), no other row appears
             return [
-                TaskPoll(run.timeline.source, clock.now(), False, info=run.timeline.info, error=error)
+                TaskPoll(
+                    source=run.timeline.source, t=clock.now(), ok=False, info=run.timeline.info, error=error
+                )
                 for run in self._runs.values()
             ]
-        return [TaskPoll(self.display, clock.now(), False, error=error)]
+        return [TaskPoll(source=self.display, t=clock.now(), ok=False, error=error)]
 
 
-def _objects(value: object) -> list[dict]:
+def _objects(value: object) -> list[dict[str, Any]]:
     """The JSON objects of a list in an answer (anything else in it left out)."""
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
@@ -356,7 +363,7 @@ def _number(value: object) -> float | None:
     return None
 
 
-def _point(p: dict) -> tuple[float, float, float] | None:
+def _point(p: dict[str, Any]) -> tuple[float, float, float] | None:
     """``(value, timestamp ms, step)`` of a metric point of an answer (step 0 when absent), or None."""
     value, ts, step = _number(p.get("value")), _number(p.get("timestamp")), _number(p.get("step", 0))
     if value is None or ts is None or step is None:

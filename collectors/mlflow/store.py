@@ -156,16 +156,16 @@ class MlrunsSource:
             if self.only and name not in self.only:
                 continue
             try:
-                runs = [r for r in os.scandir(exp.path) if r.is_dir(follow_symlinks=False)]
+                folders = [r for r in os.scandir(exp.path) if r.is_dir(follow_symlinks=False)]
             except OSError:
                 continue
-            for run in runs:
+            for entry in folders:
                 try:
-                    run_meta = read_meta(Path(run.path) / "meta.yaml")
+                    run_meta = read_meta(Path(entry.path) / "meta.yaml")
                 except OSError:
                     continue
                 if run_meta.get("lifecycle_stage", "active") == "active":
-                    found.append((exp.name, run.name, name, Path(run.path), run_meta))
+                    found.append((exp.name, entry.name, name, Path(entry.path), run_meta))
         found.sort(key=lambda f: -(_number(f[4].get("start_time")) if f[4].get("start_time") else 0.0))
         if len(found) > MAX_RUNS:
             notes.append(f"{len(found):,} runs: only the {MAX_RUNS} started last shown")
@@ -281,17 +281,23 @@ class MlrunsSource:
         failed poll. The files are read in a worker thread: a large store never holds up the UI."""
         t0 = clock.monotonic()
         if not self.root.is_dir():
-            return [TaskPoll(str(self.root), clock.now(), False, error="MLflow store directory not found")]
+            return [
+                TaskPoll(
+                    source=str(self.root), t=clock.now(), ok=False, error="MLflow store directory not found"
+                )
+            ]
         list_now = clock.monotonic() - self._listed_at >= LIST_EVERY_S
         try:
             behind = await asyncio.to_thread(self._read, list_now)
         except OSError as exc:
-            return [TaskPoll(str(self.root), clock.now(), False, error=f"cannot list: {exc.strerror}")]
+            return [
+                TaskPoll(source=str(self.root), t=clock.now(), ok=False, error=f"cannot list: {exc.strerror}")
+            ]
         if list_now:
             self._listed_at = clock.monotonic()
         if not self._runs:
             error = "; ".join(["no MLflow runs found", *self._notes])
-            return [TaskPoll(str(self.root), clock.now(), False, error=error)]
+            return [TaskPoll(source=str(self.root), t=clock.now(), ok=False, error=error)]
         polls = [
             run.timeline.poll(clock, self.idle_after_s, clock.monotonic() - t0, behind.get(run_id, False))
             for run_id, run in self._runs.items()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import plausible_time
@@ -31,12 +32,7 @@ _KEYS = {
     key: key
     for key in (
         M.K_GLOBAL_STEP,
-        M.K_WORKER_STEPS,
-        M.K_EXAMPLES,
-        M.K_STEP_SECONDS_SUM,
-        M.K_STEP_SECONDS_COUNT,
-        M.K_ALLREDUCE_SECONDS_SUM,
-        M.K_ALLREDUCE_SECONDS_COUNT,
+        *M.STEP_COUNTER_KEYS,
         M.K_PREEMPTED,  # a task met under a preemption notice is revoked from its oldest sample on
     )
 }
@@ -66,7 +62,7 @@ def _key(labels: Mapping[str, str]) -> str | None:
     return _KEYS.get(name)
 
 
-def _fold(rows: list[dict]) -> dict[str, dict[float, dict[str, float]]]:
+def _fold(rows: list[dict[str, Any]]) -> dict[str, dict[float, dict[str, float]]]:
     """instance → scrape time → key → value (series of one scrape config per instance)."""
     out: dict[str, dict[float, dict[str, float]]] = {}
     job_of: dict[str, str] = {}
@@ -90,7 +86,7 @@ def _fold(rows: list[dict]) -> dict[str, dict[float, dict[str, float]]]:
 
 
 def backfill_polls(
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     infos: Mapping[str, TaskInfo],
     before: Mapping[str, float],
     source: Mapping[str, str],
@@ -105,7 +101,9 @@ def backfill_polls(
             continue
         for t in sorted(t for t in times if t < limit)[-BACKFILL_POINTS:]:
             out.append(
-                TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst))
+                TaskPoll(
+                    source=source[inst], t=t - skew, ok=True, info=info, values=times[t], host=host_name(inst)
+                )
             )
     out.sort(key=lambda p: p.t)
     return out

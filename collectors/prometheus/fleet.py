@@ -31,7 +31,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from cmdare.collectors import metrics as M
@@ -57,12 +57,7 @@ WORKERS = ("worker", "chief")
 # the detail query's metrics, and how a task's series of each fold into one value (as the server folds
 # them in values_query: sum per scrape job, the largest over scrape jobs); labels that split a metric
 _SUMMED = (
-    M.K_WORKER_STEPS,
-    M.K_EXAMPLES,
-    M.K_STEP_SECONDS_SUM,
-    M.K_STEP_SECONDS_COUNT,
-    M.K_ALLREDUCE_SECONDS_SUM,
-    M.K_ALLREDUCE_SECONDS_COUNT,
+    *M.STEP_COUNTER_KEYS,
     M.PS_BYTES_SAMPLE,
     M.K_STAGE_COMPUTE,
     M.K_STAGE_WAIT,
@@ -149,12 +144,12 @@ def _key(name: str, labels: Mapping[str, str]) -> str | None:
     return name if name in DETAIL_METRICS else None
 
 
-def fold_detail(rows: list[dict]) -> list[dict]:
+def fold_detail(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Raw detail rows as per-task value rows (``{"metric": {instance, cmdare_key}, "value": [t, v]}``,
     the shape of ``values_query``'s answer): summed per scrape job, the largest over scrape jobs (the
     global step, preemption and start time: the largest throughout). Rows are well formed (decoded)."""
     per_job: dict[tuple[str, str, str], float] = {}
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for r in rows:
         labels = r["metric"]
         inst = labels.get("instance", "")
@@ -181,7 +176,7 @@ def fold_detail(rows: list[dict]) -> list[dict]:
 
 def _float(text: object) -> float | None:
     try:
-        x = float(text)  # type: ignore[arg-type]
+        x = float(text)  # type: ignore[arg-type]  # any value: what float() refuses raises TypeError, caught below
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
@@ -226,7 +221,7 @@ class FleetColumns:
                 self.arrays[name] = np.where(old >= 0, np.append(values, np.nan)[old], np.nan)
             self.times = dict(carry.times)
 
-    def column(self, rows: list[dict]) -> np.ndarray:
+    def column(self, rows: list[dict[str, Any]]) -> np.ndarray:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
         is not a number in 0..:data:`~cmdare.collectors.metrics.MAX_ABS_VALUE`: counted in :attr:`implausible`). Rows are well formed (decoded): metric a dict of str, value a
         pair; values are converted in one pass (row by row only when one is not a number)."""
@@ -246,7 +241,7 @@ class FleetColumns:
         self.implausible = int(np.count_nonzero(~ok & ~np.isnan(vals)))
         return out[:n]
 
-    def take(self, name: str, rows: list[dict], t: float) -> None:
+    def take(self, name: str, rows: list[dict[str, Any]], t: float) -> None:
         """One column's answer, evaluated at server time ``t``."""
         self.arrays[name], self.times[name] = self.column(rows), t
 
@@ -450,8 +445,11 @@ class FleetReader:
         return list(dict.fromkeys([*preempted, *sorted(self._new), *keyed, *slow]))[:FOCUS_MAX]
 
     def read(
-        self, detail: Iterable[list[dict]], columns: Mapping[str, list[dict]] | None, t: float
-    ) -> list[dict]:
+        self,
+        detail: Iterable[list[dict[str, Any]]],
+        columns: Mapping[str, list[dict[str, Any]]] | None,
+        t: float,
+    ) -> list[dict[str, Any]]:
         """The detail answers as per-task value rows; the column answers (when read) as the fleet's
         figures, at server time ``t``."""
         rows = fold_detail([r for answer in detail for r in answer])
@@ -464,6 +462,6 @@ class FleetReader:
             self.fleet = self._columns.fleet()
         return rows
 
-    def set_direct(self, rows: list[dict]) -> None:
+    def set_direct(self, rows: list[dict[str, Any]]) -> None:
         """The answer of :func:`direct_probe`: the selector applies to the value series when any has it."""
         self.direct = bool(rows) and (_float(rows[0]["value"][1]) or 0.0) > 0

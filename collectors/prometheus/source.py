@@ -54,7 +54,7 @@ import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -170,7 +170,9 @@ def _info(labels: Mapping[str, str]) -> TaskInfo:
     return TaskInfo(job=job, task=task, **pick)
 
 
-_Answers = tuple[list[dict] | None, list[dict], list[dict], list[dict]]  # infos, jobs, ups, values
+_Answers = tuple[
+    list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]
+]  # infos, jobs, ups, values
 
 
 class PrometheusAPISource:
@@ -209,7 +211,7 @@ class PrometheusAPISource:
         self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
+        self._infos: dict[tuple[str, str], tuple[dict[str, Any], TaskInfo]] = {}  # labels → identity, reused
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
         self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
@@ -227,7 +229,9 @@ class PrometheusAPISource:
         self._last_scrape: dict[tuple[str, str], float] = {}  # target → the scrape time last read
         self._hosts_read: set[str] = set()  # hosts whose recent node detail was read (two instants)
         self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
-        self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
+        self._node_task: asyncio.Task[list[dict[str, Any]] | str] | None = (
+            None  # node detail read in the background
+        )
         self._names: dict[tuple[str, str], tuple[str, str]] = {}  # target → (source, host), made once
         # above ``detail_tasks`` tasks a refresh reads only the targets scraped since the last one
         self._since: float | None = None  # evaluation instant of the last refresh that answered
@@ -238,9 +242,13 @@ class PrometheusAPISource:
         # above ``focus_from`` tasks, per-task detail only for the focus (fleet.py)
         self.focus_from = focus_from
         self.fleet_reader = FleetReader(self.selector)
-        self._jobs_rows: list[dict] = []  # the job-info answer, read with the identities in fleet mode
+        self._jobs_rows: list[
+            dict[str, Any]
+        ] = []  # the job-info answer, read with the identities in fleet mode
         self._columns_due: dict[str, str] | None = None  # the column queries to start after this refresh
-        self._columns_task: asyncio.Task[dict[str, list[dict]] | str] | None = None  # read in the background
+        self._columns_task: asyncio.Task[dict[str, list[dict[str, Any]]] | str] | None = (
+            None  # read in the background
+        )
         self._columns_at = math.nan  # the evaluation instant the running column read asks for
         self.mode_note: str | None = None  # how this refresh read the fleet (the status line shows it)
 
@@ -335,7 +343,7 @@ class PrometheusAPISource:
         budget: tuple[Budget, Budget] | None = None,
         at: float | None = None,
         result_type: str = "vector",
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """One query (evaluated at server time ``at`` when given; ``result_type`` "matrix" for a range
         selector); returns the result rows or raises :class:`PrometheusAPIError`.
         Sent as GET; as POST only when the URL would exceed :data:`MAX_GET_URL`, and never in
@@ -376,14 +384,14 @@ class PrometheusAPISource:
         rows = await self.query(client, ENGINE_ALERTS_QUERY)
         out = []
         for row in rows[:ENGINE_ALERTS_MAX]:
-            labels = row.get("metric") if isinstance(row, dict) else None
+            labels = row.get("metric")  # rows are dicts (decode); their labels are the server's
             if isinstance(labels, dict):
                 out.append({clean_text(k): clean_text(v) for k, v in labels.items() if isinstance(v, str)})
         return out
 
     async def _ask(
         self, client: httpx.AsyncClient, at: float, now: float
-    ) -> tuple[list[dict] | None, list[dict], list[dict], list[dict]]:
+    ) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """This refresh's answers: identities (None when not read), job facts, down targets, task
         values. ``at``: the evaluation instant (server clock); ``now``: our monotonic clock."""
         if self._infos_due():
@@ -421,7 +429,7 @@ class PrometheusAPISource:
         """What each job trains: one row per job."""
         return f"topk by (job, exported_job) (1, {of_tasks('cmdare_job_info', self.selector)})"
 
-    def _task_queries(self) -> tuple[list[str], Callable[[list, float], _Answers]]:
+    def _task_queries(self) -> tuple[list[str], Callable[[list[Any], float], _Answers]]:
         """Every task's values (in turns, or only the targets scraped since, above ``detail_tasks``)."""
         sel = self.selector
         small = max(len(self._known), self._total or 0) <= self.detail_tasks
@@ -436,7 +444,7 @@ class PrometheusAPISource:
         # one row each; the longest scrape changes slowly: read with the identities
         watch = [] if small else [instances_query(sel), lag_query(sel) if self._infos_due() else ""]
 
-        def finish(res: list, at: float) -> _Answers:
+        def finish(res: list[Any], at: float) -> _Answers:
             if watch:
                 self._watch(*res[len(queries) :])
             return res[0], res[1], res[2], [row for r in res[3 : len(queries)] for row in r]
@@ -451,7 +459,7 @@ class PrometheusAPISource:
             return True
         return len(self._known) > self.focus_from and self._since is not None
 
-    def _fleet_queries(self, now: float) -> tuple[list[str], Callable[[list, float], _Answers]]:
+    def _fleet_queries(self, now: float) -> tuple[list[str], Callable[[list[Any], float], _Answers]]:
         """A large fleet's refresh (:mod:`.fleet`): the focus's detail and the down targets;
         identities and job facts only when due (then also whether the selector applies to the value
         series). The columns and the task count, when due, are read between refreshes (like node
@@ -474,7 +482,7 @@ class PrometheusAPISource:
             direct_probe(self.selector) if (infos_due or reader.direct is None) and self.selector else "",
         ]
 
-        def finish(res: list, at: float) -> _Answers:
+        def finish(res: list[Any], at: float) -> _Answers:
             infos, jobs, ups, probe = res[:4]
             if probe is not None:
                 reader.set_direct(probe)
@@ -488,7 +496,7 @@ class PrometheusAPISource:
 
     async def _read_columns(
         self, client: httpx.AsyncClient, queries: dict[str, str], at: float
-    ) -> dict[str, list[dict]]:
+    ) -> dict[str, list[dict[str, Any]]]:
         """A large fleet's columns (and task count), read between refreshes (:meth:`_in_background`)."""
         budget = self.budget()
         rows = await asyncio.gather(*(self.query(client, q, budget, at) for q in queries.values()))
@@ -518,14 +526,14 @@ class PrometheusAPISource:
             return True, None
         return True, out
 
-    def _columns_answers(self) -> dict[str, list[dict]] | None:
+    def _columns_answers(self) -> dict[str, list[dict[str, Any]]] | None:
         """The background column read's answers once it has finished (else None)."""
         ended, out = self._finished(self._columns_task, "fleet columns")
         if ended:
             self._columns_task = None
         return out
 
-    def _watch(self, count: list[dict] | None, lag: list[dict] | None) -> None:
+    def _watch(self, count: list[dict[str, Any]] | None, lag: list[dict[str, Any]] | None) -> None:
         """A task count other than the tasks known means tasks came or went: the next refresh reads
         every task. The longest scrape sets how far back "scraped since" looks (capped)."""
         if count is not None:
@@ -550,7 +558,7 @@ class PrometheusAPISource:
 
     async def _maybe(
         self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None = None
-    ) -> list[dict] | None:
+    ) -> list[dict[str, Any]] | None:
         return await self.query(client, promql, budget, at) if promql else None
 
     def _infos_due(self) -> bool:
@@ -566,7 +574,7 @@ class PrometheusAPISource:
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
         return self._polls % every == 0
 
-    def _node_rows(self) -> list[dict]:
+    def _node_rows(self) -> list[dict[str, Any]]:
         """The background node query's rows (about 1 s of server time at 1,000 nodes, 16 CPUs each: it
         runs between refreshes and joins the next one, never delaying it) once it has finished, else none."""
         ended, out = self._finished(self._node_task, "node detail")
@@ -682,7 +690,9 @@ class PrometheusAPISource:
         except (PrometheusAPIError, TimeoutError) as exc:
             log.warning(
                 "%s",
-                redact_cut(f"Prometheus {self.display}: history: {exc or 'timed out'}", 300, self._secrets()),
+                redact_cut(
+                    f"Prometheus {self.display}: history: {str(exc) or 'timed out'}", 300, self._secrets()
+                ),
             )
             return []
         polls = backfill_polls(
@@ -729,7 +739,9 @@ class PrometheusAPISource:
             log.warning(
                 "%s",
                 redact_cut(
-                    f"Prometheus {self.display}: node history: {exc or 'timed out'}", 300, self._secrets()
+                    f"Prometheus {self.display}: node history: {str(exc) or 'timed out'}",
+                    300,
+                    self._secrets(),
                 ),
             )
             return []
@@ -784,7 +796,9 @@ class PrometheusAPISource:
         said += [f"it evaluates queries {off:.0f} s back: a latency offset"] if off >= 0.5 else []
         return f"engine lag {lag:.0f} s: every figure is that far behind ({'; '.join(said)})"
 
-    def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
+    def _reuse_targets(
+        self, values: list[dict[str, Any]], ups: list[dict[str, Any]]
+    ) -> dict[tuple[str, str], _Target] | None:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
@@ -805,7 +819,7 @@ class PrometheusAPISource:
             if k == T_KEY and i in current and i not in down
         }
 
-    def _targets(self, infos: list[dict], now: float) -> dict[tuple[str, str], _Target]:
+    def _targets(self, infos: list[dict[str, Any]], now: float) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
         for r in infos:
             labels = r.get("metric", {})
@@ -886,7 +900,7 @@ class PrometheusAPISource:
         """Forget a target: its identity, its cached labels and names, its history read and its last scrape."""
         self._release(ident)
         for book in (self._known, self._infos, self._gone):
-            book.pop(ident, None)  # type: ignore[attr-defined]
+            book.pop(ident, None)
 
     @property
     def status_note(self) -> str | None:
@@ -903,7 +917,7 @@ class PrometheusAPISource:
         )
         return _join(self._lag_note(), self._detail_note, columns or None, replaced or None)
 
-    def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
+    def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict[str, Any]]) -> None:
         valid = M.valid_value
         for r in values:  # rows are well formed (decode): ``metric`` a dict, ``value`` a pair
             labels = r["metric"]
@@ -912,11 +926,10 @@ class PrometheusAPISource:
             if not key or tg is None:
                 continue
             val = number(r["value"][1])
-            if key != T_KEY and (val is None or not valid(key, val)):
-                tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
-                continue
             if key == T_KEY:
                 tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
+            elif val is None or not valid(key, val):
+                tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
             else:
                 tg.values[key] = val
 
@@ -938,9 +951,9 @@ class PrometheusAPISource:
         if tg.dropped:
             note = _join(note, f"{tg.dropped} implausible value(s) ignored")
         return TaskPoll(
-            self._source(ident),
-            t,
-            True,
+            source=self._source(ident),
+            t=t,
+            ok=True,
             info=tg.info,
             values=tg.values,
             error=note,
@@ -963,7 +976,7 @@ class PrometheusAPISource:
         seen.update((i, tg.scrape_time) for i, tg in targets.items())
 
     def _missing(
-        self, targets: dict[tuple[str, str], _Target], ups: list[dict], clock: Clock, t0: float
+        self, targets: dict[tuple[str, str], _Target], ups: list[dict[str, Any]], clock: Clock, t0: float
     ) -> list[TaskPoll]:
         """Failed polls for known tasks that Prometheus reports down or no longer has. Above
         ``detail_tasks`` tasks a task not read this refresh but still named and up is unchanged
@@ -991,9 +1004,9 @@ class PrometheusAPISource:
             why = "target down in Prometheus" if ident in down else "no longer in Prometheus"
             out.append(
                 TaskPoll(
-                    self._source(ident),
-                    clock.now(),
-                    False,
+                    source=self._source(ident),
+                    t=clock.now(),
+                    ok=False,
                     info=self._known[ident],
                     error=why,
                     elapsed=clock.monotonic() - t0,
@@ -1005,15 +1018,17 @@ class PrometheusAPISource:
                 del self._lost[key]
                 continue
             why = "no longer in Prometheus (its address answers for another task)"
-            out.append(TaskPoll(source, now, False, info=info, error=why, elapsed=clock.monotonic() - t0))
+            out.append(
+                TaskPoll(source=source, t=now, ok=False, info=info, error=why, elapsed=clock.monotonic() - t0)
+            )
         return out
 
     def _all_failed(self, msg: str, clock: Clock, t0: float) -> list[TaskPoll]:
         el = clock.monotonic() - t0
         if not self._known:
-            return [TaskPoll(self.display, clock.now(), False, error=msg, elapsed=el)]
+            return [TaskPoll(source=self.display, t=clock.now(), ok=False, error=msg, elapsed=el)]
         return [
-            TaskPoll(self._source(i), clock.now(), False, info=info, error=msg, elapsed=el)
+            TaskPoll(source=self._source(i), t=clock.now(), ok=False, info=info, error=msg, elapsed=el)
             for i, info in self._known.items()
         ]
 
@@ -1050,7 +1065,7 @@ def _join(*notes: str | None) -> str | None:
     return "; ".join(n for n in notes if n) or None
 
 
-def _job_value(row: dict) -> bool:
+def _job_value(row: dict[str, Any]) -> bool:
     """A row of a task's own series (not a scrape time, not node detail joined by host)."""
     key = row["metric"].get(KEY_LABEL)
     return key != T_KEY and key not in NODE_KEYS

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sqlite3
 import time
 from dataclasses import asdict
@@ -90,8 +89,8 @@ def _poll_info(p: TaskPoll) -> dict[str, str | bool]:
     return out
 
 
-def poll_row(cycle_id: int, seq: int, p: TaskPoll) -> tuple:
-    vals = {k: v for k, v in p.values.items() if not (isinstance(v, float) and math.isnan(v))}
+def poll_row(cycle_id: int, seq: int, p: TaskPoll) -> tuple[int | float | str | None, ...]:
+    vals = {k: v for k, v in p.values.items() if v == v}  # NaN (not read) left out
     return (
         cycle_id,
         seq,

@@ -20,9 +20,11 @@ import json
 import logging
 import math
 import sqlite3
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -151,7 +153,7 @@ def _values(obj: object) -> dict[str, float]:
     }
 
 
-def _poll(row: tuple) -> TaskPoll:
+def _poll(row: tuple[Any, ...]) -> TaskPoll:
     """One recorded poll; raises ValueError/TypeError when the row is malformed."""
     source, t, ok, info, vals, error, facts, elapsed = row
     if not isinstance(t, int | float) or not plausible_time(t):
@@ -273,8 +275,8 @@ class ReplaySource:
         except sqlite3.Error:
             return None
         ts = [t for t in ts if isinstance(t, int | float) and plausible_time(t)]
-        gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False) if b > a)
-        return min(gaps[len(gaps) // 2], MAX_INTERVAL_S) if gaps else None
+        gaps = [b - a for a, b in zip(ts, ts[1:], strict=False) if b > a]
+        return min(statistics.median(gaps), MAX_INTERVAL_S) if gaps else None
 
     # --- reading --------------------------------------------------------------------------
     def read_cycle(self, cycle_id: int) -> RecordedCycle:
@@ -384,7 +386,7 @@ class ReplaySource:
     def _note(self, text: str) -> TaskPoll:
         """A failed poll of the recording itself that carries what was skipped (and a log line)."""
         log.warning("replay %s: %s", self.path, text)
-        return TaskPoll(f"{self.path.name}#replay", self.clock.now(), False, error=text[:300])
+        return TaskPoll(source=f"{self.path.name}#replay", t=self.clock.now(), ok=False, error=text[:300])
 
     def close(self) -> None:
         self.conn.close()

@@ -18,7 +18,7 @@ import hashlib
 import logging
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 
@@ -27,7 +27,7 @@ from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.hostdetail import HOST_JOB, host_name, is_host_key
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, BodyTooLarge, new_client, read_body
 from cmdare.collectors.redaction import install_log_filters, redact, remember_url
-from cmdare.collectors.samples import TaskInfo, TaskPoll
+from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape.exposition import ExpositionError, Parsed, parse_exposition
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,11 @@ _UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
 def _root_cause(exc: BaseException) -> BaseException:
     """The innermost exception (httpx wraps the socket error; anyio merges happy-eyeballs attempts)."""
     seen = 0
-    while seen < 10 and (exc.__cause__ or exc.__context__) is not None:
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-        seen += 1
+    while seen < 10:
+        inner = exc.__cause__ or exc.__context__
+        if inner is None:
+            break
+        exc, seen = inner, seen + 1
     return exc
 
 
@@ -173,9 +175,18 @@ async def scrape(
     host = host_name(target.url)
     answered: list[float] = []  # when the response headers arrived: the page was rendered just before
 
-    def done(ok: bool, **kw: object) -> TaskPoll:
+    def done(
+        ok: bool,
+        *,
+        error: str | None,
+        info: TaskInfo | None = None,
+        values: dict[str, float] | None = None,
+        job_facts: JobFacts | None = None,
+        host_only: bool = False,
+    ) -> TaskPoll:
         t = answered[0] if answered and ok else clock.now()  # the sample's time, not when parsing ended
-        return TaskPoll(source=source, t=t, ok=ok, elapsed=clock.monotonic() - t0, host=host, **kw)  # type: ignore[arg-type]
+        return TaskPoll(source=source, t=t, ok=ok, info=info, values=values or {}, error=error,
+                        job_facts=job_facts, elapsed=clock.monotonic() - t0, host=host, host_only=host_only)  # fmt: skip
 
     try:
         async with asyncio.timeout(timeout):
@@ -218,12 +229,11 @@ async def _parse_or_reuse(body: bytearray, default_info: TaskInfo | None, memo: 
     if memo.parsed is not None and digest == memo.digest:
         memo.same += 1
         p = memo.parsed
-        return Parsed(p.info, p.facts, dict(p.values), list(p.notes), p.own_info, p.gpu_model, p.sample_time)
+        return replace(p, values=dict(p.values), notes=list(p.notes))
     memo.digest, memo.parsed, memo.same = b"", None, 0  # set again once the new page parsed
     parsed = await _parse(body, default_info)
     memo.digest, memo.parsed = digest, parsed
-    return Parsed(parsed.info, parsed.facts, dict(parsed.values), list(parsed.notes), parsed.own_info,
-                  parsed.gpu_model, parsed.sample_time)  # fmt: skip
+    return replace(parsed, values=dict(parsed.values), notes=list(parsed.notes))
 
 
 def host_detail_only(parsed: Parsed) -> bool:
@@ -311,7 +321,11 @@ class ScrapeSource:
                     )
                 except httpx.InvalidURL:  # one bad URL fails alone, never the whole source
                     poll = TaskPoll(
-                        redact(target.url), clock.now(), False, info=target.default_info, error="invalid URL"
+                        source=redact(target.url),
+                        t=clock.now(),
+                        ok=False,
+                        info=target.default_info,
+                        error="invalid URL",
                     )
             memo.after(poll.ok, self.max_backoff)
             return poll

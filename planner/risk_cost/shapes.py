@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import numpy as np
 
@@ -54,6 +55,12 @@ from cmdare.planner.risk_cost.time_cost import (
 )
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.speed_model import SpeedModel
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+
+# One ranked shape as a JSON-ready dict: column name -> a number, a text or None (ShapeTable.row).
+Row = dict[str, Any]
 
 OBJECTIVES = ("time", "cost", "balanced")
 
@@ -166,7 +173,7 @@ def enumerate_shapes(workload: Workload) -> dict[str, np.ndarray]:
 class Explanation:
     """Where one row's time goes (seconds per run) and its dominant term."""
 
-    row: dict[str, object]
+    row: Row
     seconds: dict[str, float]  # compute, ps, network, checkpoint, revocation
     shares: dict[str, float]  # fraction of expected time
     dominant: str
@@ -176,14 +183,15 @@ class Explanation:
         """One consistent statement: the largest time share when it is also what limits the speed, else
         what limits the speed (the speed model's regime) followed by where the time goes."""
         parts = ", ".join(
-            f"{k} {self.shares[k]:.0%}" for k in sorted(self.shares, key=self.shares.get, reverse=True)
+            f"{k} {self.shares[k]:.0%}"
+            for k in sorted(self.shares, key=lambda k: self.shares[k], reverse=True)
         )
         if self.bottleneck in ("", self.dominant):
             return f"bottleneck: {self.dominant} (time: {parts})"
         return f"speed limited by {self.bottleneck} (speed model); time: {parts}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankedRow:
     """One ranked shape, typed: what the panes, ``snapshot`` and the export render of a row (the columns of
     the same names, rounded as :meth:`ShapeTable.row`). Time in hours, cost in USD (None: the book has no
@@ -240,7 +248,7 @@ class ShapeTable:
 
     def __init__(self, columns: dict[str, np.ndarray], order: np.ndarray, objective: str,
                  terms: dict[str, np.ndarray], view: np.ndarray | None = None,
-                 explainer: Callable[[dict[str, object]], dict[str, float]] | None = None,
+                 explainer: Callable[[Row], dict[str, float]] | None = None,
                  bander: Bander | None = None) -> None:  # fmt: skip
         self.columns = columns
         self.explainer = explainer
@@ -264,12 +272,12 @@ class ShapeTable:
         return self.columns[name]
 
     @property
-    def current(self) -> dict[str, object]:
+    def current(self) -> Row:
         return self.row(0)
 
-    def row(self, i: int) -> dict[str, object]:
+    def row(self, i: int) -> Row:
         """Row ``i`` (index into the columns) as a JSON-ready dict."""
-        out: dict[str, object] = {}
+        out: Row = {}
         for k, c in self.columns.items():
             v = c[i]
             out[k] = v.item() if hasattr(v, "item") else v
@@ -293,17 +301,15 @@ class ShapeTable:
     def ranked_row(self, i: int) -> RankedRow:
         """Row ``i`` typed (a column renamed without its reader fails here, in the planner)."""
         r = self.row(i)
-        return RankedRow(
-            **{k: r[k] for k in _RANKED_REQUIRED},  # type: ignore[arg-type]
-            **{k: r.get(k) for k in _RANKED_SYNC},  # type: ignore[arg-type]
-        )
+        sync: Row = {k: r.get(k) for k in _RANKED_SYNC}  # None on a PS shape's row
+        return RankedRow(**{k: r[k] for k in _RANKED_REQUIRED}, **sync)
 
-    def top(self, n: int | None = None) -> list[dict[str, object]]:
+    def top(self, n: int | None = None) -> list[Row]:
         """The first ``n`` rows of the current view (all when ``n`` is None)."""
         idx = self.view if n is None else self.view[:n]
         return [self.row(int(i)) for i in idx]
 
-    def filter(self, mask: np.ndarray) -> ShapeTable:
+    def filter(self, mask: np.ndarray) -> Self:
         """A view keeping rows where ``mask`` (over all rows) is true."""
         out = type(self)(
             self.columns,
@@ -373,7 +379,7 @@ class ShapeTable:
         ]
         words = main + ("; fitted on other periods: " + ", ".join(others) if others else "")
         if self.risk_weights:  # the cluster's own lifetimes: which period they resemble
-            best = max(self.risk_weights, key=self.risk_weights.get)
+            best = max(self.risk_weights, key=lambda k: self.risk_weights[k])
             words += (f"; this cluster's {self.risk_learned} lifetimes favour {self.risk_labels.get(best, best)} "
                       f"({self.risk_weights[best]:.0%}) and scale every period's hazard")  # fmt: skip
         return words
@@ -447,7 +453,10 @@ class ShapeTable:
         P(≥1 revocation) 0.21 → 0.05"; "cost vs current n/a" when the current shape has no price."""
         c = self.columns
         dt = c["hours_p50"][i] / max(c["hours_p50"][0], 1e-12) - 1
-        sign = lambda x: ("+" if x >= 0 else "−") + f"{abs(x):.0%}"  # noqa: E731
+
+        def sign(x: float) -> str:
+            return ("+" if x >= 0 else "−") + f"{abs(x):.0%}"
+
         if self.current_priced and np.isfinite(c["cost_usd_p50"][i]):
             cost = f"{sign(c['cost_usd_p50'][i] / max(c['cost_usd_p50'][0], 1e-12) - 1)} cost"
         else:
@@ -476,13 +485,13 @@ class ShapeTable:
         seconds["switch"] = float(self.terms["switch"][i]) if "switch" in self.terms else 0.0
         total = sum(seconds.values()) or 1.0
         shares = {k: v / total for k, v in seconds.items()}
-        return Explanation(row, seconds, shares, max(shares, key=shares.get), str(row["bottleneck"]))
+        return Explanation(row, seconds, shares, max(shares, key=lambda k: shares[k]), str(row["bottleneck"]))
 
 
 def rank_shapes(
     workload: Workload,
     speed_model: SpeedModel,
-    price_book: object,
+    price_book: PriceBook,
     revocation_model: RevocationModel,
     objective: str = "balanced",
     overheads: Overheads | None = None,
@@ -492,50 +501,114 @@ def rank_shapes(
     (product of P50 time and P50 cost). Shapes without a price are dropped, except the current shape:
     it stays as row 0 with NaN costs ("price unknown") and the alternatives are still ranked. Spot and
     preemptible twins of equal price and risk are one row (:func:`collapse_twins`)."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
-    overheads = overheads or Overheads.load()
-    rev = revocation_model.with_start_hour(workload.options.start_hour)
+    overheads, rev = ranking_models(workload, revocation_model, objective, overheads)
     cols = shapes if shapes is not None else enumerate_shapes(workload)
     prices = PriceTable(price_book)
     w_usd, ps_usd = prices.lookup(
         cols["gpu"], cols["region"], cols["provisioning"], workload.allowed.ps_provisioning
     )
-    keep = (np.isfinite(w_usd) & np.isfinite(ps_usd)) | has_risk_curve(rev, cols["gpu"], cols["region"])
-    keep[0] = True  # the current shape stays, priced or not (its costs are then NaN: "price unknown")
-    if not np.any(np.isfinite(w_usd + ps_usd)):
-        cur = workload.current
-        raise UnpricedShapeError(
-            f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
-            f"{cur.gpu} in {cur.region} ({cur.provisioning}) nor any alternative"
-        )
+    cur = workload.current
+    keep = kept_rows(rev, cols, priced=np.isfinite(w_usd) & np.isfinite(ps_usd),
+                     unpriced=f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
+                     f"{cur.gpu} in {cur.region} ({cur.provisioning}) nor any alternative")  # fmt: skip
     cols = {k: v[keep] for k, v in cols.items()}
     w_usd, ps_usd = w_usd[keep], ps_usd[keep]
     speed = _speeds(workload, speed_model, cols)
     shape_cols = _shape_columns(workload, cols, speed, w_usd, ps_usd, prices)
     run = run_settings(workload, overheads)
-    tc = estimate(shape_cols, run, overheads, rev)
-    ckpt = interval_columns(tc, run, write_seconds(run, overheads), speed["steps_per_sec"],
-                            lambda other: estimate(shape_cols, other, overheads, rev))  # fmt: skip
-    hourly = cols["workers"] * w_usd + cols["ps"] * ps_usd
-    sw = switching(workload, cols, speed["steps_per_sec"], hourly, w_usd, overheads)
+    outcome = ranked_outcome(
+        workload, cols, steps_per_sec=speed["steps_per_sec"], hourly_usd=cols["workers"] * w_usd + cols["ps"] * ps_usd,
+        node_usd=w_usd, estimate_with=lambda other: estimate(shape_cols, other, overheads, rev), run=run,
+        overheads=overheads, rev=rev, units=cols["workers"], ps=cols["ps"],
+    )  # fmt: skip
+    columns = {**_result_columns(workload, cols, speed, outcome.figures, prices), **outcome.columns}
+    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
+    return finished_table(ShapeTable, workload, columns, outcome, prices=prices, rev=rev, objective=objective,
+                          explainer=_explainer(workload, speed_model), bander=bander)  # fmt: skip
+
+
+def ranking_models(
+    workload: Workload, revocation_model: RevocationModel, objective: str, overheads: Overheads | None
+) -> tuple[Overheads, RevocationModel]:
+    """What every ranking (PS or synchronous) estimates with: the measured overheads, and the revocation
+    model from the workload's start hour. Raises ValueError for an objective it does not know."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
+    return overheads or Overheads.load(), revocation_model.with_start_hour(workload.options.start_hour)
+
+
+def kept_rows(
+    rev: RevocationModel, cols: dict[str, np.ndarray], *, priced: np.ndarray, unpriced: str,
+    fits: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
+    """The rows a ranking keeps: priced, or with a fitted risk curve (ranked with "price unknown"), and
+    fitting (``fits``: None, all); the current shape (row 0) always, priced or not (its costs are then NaN).
+    Raises :class:`UnpricedShapeError` (``unpriced``) when the book prices no row at all."""
+    keep: np.ndarray = (priced | has_risk_curve(rev, cols["gpu"], cols["region"])) & (
+        True if fits is None else fits
+    )
+    keep[0] = True
+    if not np.any(priced):
+        raise UnpricedShapeError(unpriced)
+    return keep
+
+
+@dataclass(frozen=True)
+class RankedOutcome:
+    """A ranking's figures once estimated: time and cost with switching in, the switching terms, and the
+    columns they add (switching, checkpoint interval, risk by period)."""
+
+    figures: TimeCost
+    switching: Switching
+    columns: dict[str, np.ndarray]
+
+
+def ranked_outcome(
+    workload: Workload,
+    cols: dict[str, np.ndarray],
+    *,
+    steps_per_sec: np.ndarray,
+    hourly_usd: np.ndarray,
+    node_usd: np.ndarray,
+    estimate_with: Callable[[RunSettings], TimeCost],
+    run: RunSettings,
+    overheads: Overheads,
+    rev: RevocationModel,
+    units: np.ndarray,
+    ps: np.ndarray | None = None,
+    figures: TimeCost | None = None,
+) -> RankedOutcome:
+    """The one path from shapes to figures, PS or synchronous: estimate (``figures`` when already made
+    with ``run``), the checkpoint interval's columns, the switching terms, and the risk by period of
+    ``units`` (workers of a PS shape, with its ``ps``; nodes of a synchronous one)."""
+    tc = figures if figures is not None else estimate_with(run)
+    ckpt = interval_columns(tc, run, write_seconds(run, overheads), steps_per_sec, estimate_with)
+    sw = switching(workload, cols, steps_per_sec, hourly_usd, node_usd, overheads)
     tc = with_switching(tc, sw)
-    risks = period_risks(rev, cols, tc.seconds_expected / 3600.0, cols["workers"], cols["ps"],
-                         workload.allowed.ps_provisioning)  # fmt: skip
-    columns = {**_result_columns(workload, cols, speed, tc, prices), **sw.columns(), **ckpt,
-               **band_columns(tc.p_revocation, risks)}  # fmt: skip
+    risks = period_risks(rev, cols, tc.seconds_expected / 3600.0, units, ps, workload.allowed.ps_provisioning)
+    return RankedOutcome(tc, sw, {**sw.columns(), **ckpt, **band_columns(tc.p_revocation, risks)})
+
+
+TableT = TypeVar("TableT", bound="ShapeTable")
+
+
+def finished_table(
+    table_type: type[TableT], workload: Workload, columns: dict[str, np.ndarray], outcome: RankedOutcome,
+    *, prices: PriceTable, rev: RevocationModel, objective: str, fits: np.ndarray | None = None,
+    explainer: Callable[[dict[str, object]], dict[str, float]] | None = None, bander: Bander | None = None,
+) -> TableT:  # fmt: skip
+    """The ranked table of ``table_type`` (:class:`ShapeTable` or a synchronous one) over ``columns``, ordered
+    by :func:`finish_table`, with where its switching terms and risk periods come from."""
+    tc = outcome.figures
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
         "revocation": tc.seconds_revocation,
-        "switch": sw.seconds,
+        "switch": outcome.switching.seconds,
     }
-    columns, terms, order = finish_table(workload, columns, terms, objective)
-    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
-    table = ShapeTable(
-        columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
-    )
-    table.switch_basis = switch_basis(sw, prices)
+    columns, terms, order = finish_table(workload, columns, terms, objective, fits)
+    table = table_type(columns, order, objective, terms, explainer=explainer, bander=bander)
+    table.switch_basis = switch_basis(outcome.switching, prices)
     table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
     table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
     table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()
@@ -561,11 +634,8 @@ def has_risk_curve(rev: RevocationModel, gpu: np.ndarray, region: np.ndarray) ->
 
 def switch_basis(sw: Switching, prices: PriceTable) -> dict[str, str]:
     """Where the switching terms come from, for the explanation (``egress``: the rate a move's dataset copy
-    is priced at, the book's or the default)."""
-    own = getattr(prices.book, "egress_usd_per_gb", None)
-    rate = f"${prices.egress_usd_per_gb:g}/GB " + (
-        f"({prices.source} price book)" if own else "(GCP inter-region within a continent, background.md §2)"
-    )
+    is priced at; the price books carry node prices only, so it is the cited default)."""
+    rate = f"${prices.egress_usd_per_gb:g}/GB (GCP inter-region within a continent, background.md §2)"
     return {
         "egress": rate,
         "redo": sw.redo_basis,
@@ -604,10 +674,10 @@ def finish_table(workload: Workload, columns: dict[str, np.ndarray], terms: dict
     return columns, terms, order
 
 
-def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:
+def _explainer(workload: Workload, model: SpeedModel) -> Callable[[Row], dict[str, float]]:
     net = workload.model
 
-    def terms(row: dict[str, object]) -> dict[str, float]:
+    def terms(row: Row) -> dict[str, float]:
         pred = model.predict(
             net, {str(row["gpu"]): int(row["workers"])}, int(row["ps"]), workload.options.latency_ms
         )
@@ -654,17 +724,17 @@ def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[
                    w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
     egress = egress_usd(workload, cols, prices)
     return ShapeColumns(
-        cols["gpu"],
-        cols["region"],
-        cols["provisioning"],
-        cols["workers"],
-        cols["ps"],
-        speed["steps_per_sec"],
-        speed["degraded"],
-        w_usd,
-        ps_usd,
-        egress,
-        np.zeros(cols["gpu"].size),
+        gpu=cols["gpu"],
+        region=cols["region"],
+        provisioning=cols["provisioning"],
+        workers=cols["workers"],
+        ps=cols["ps"],
+        steps_per_sec=speed["steps_per_sec"],
+        degraded_steps_per_sec=speed["degraded"],
+        worker_usd_per_hour=w_usd,
+        ps_usd_per_hour=ps_usd,
+        egress_usd=egress,
+        started=np.zeros(cols["gpu"].size),
     )  # fmt: skip  (server starts: in the switching terms)
 
 

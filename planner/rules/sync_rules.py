@@ -3,7 +3,7 @@
 * ``allreduce-bound``: the exposed all-reduce (``cmdare_allreduce_seconds``, the wait backward does not hide)
   takes at least ``Thresholds.allreduce_share_max`` of a step (median over up ranks). Fixes, each predicted
   by the all-reduce model calibrated on this job's own compute and all-reduce times
-  (:mod:`cmdare.planner.live_sync`): fewer, larger nodes (the same GPUs, up to twice as many a node, at a
+  (:mod:`cmdare.planner.live.sync_job`): fewer, larger nodes (the same GPUs, up to twice as many a node, at a
   node size the price book offers for the GPU: the ring leaves a node less often), gradient compression 2×
   (fp16 gradients: DDP's ``fp16_compress_hook``), a
   larger bucket (4×, when the gradients span several), the faster NIC tier (gVNIC) where the GPU's VMs offer
@@ -17,25 +17,30 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
-from cmdare.planner.live_sync import (
+from cmdare.collectors.observed import JobView
+from cmdare.planner.live.sync_job import (
     MeasuredSplit,
     SyncShape,
     calibrated,
     is_sync,
     measured_split,
     placement,
+    rank_split,
     ranks,
     shape_terms,
     sync_shape,
 )
-from cmdare.planner.overview import JobView
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import basis, signed_pct, thresholds_of
 from cmdare.planner.speed.allreduce import SyncParams
 from cmdare.planner.speed.interconnect import NODE_SIZES, tiers_of
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 MEASURED = ["rank compute time (cmdare_step_seconds)", "rank exposed all-reduce (cmdare_allreduce_seconds)"]
 MODEL = [
@@ -52,7 +57,7 @@ def _step(shape: SyncShape, params: float, p: SyncParams, tier: str = "default")
     return float(shape_terms(shape, params, 1.0, p, tier).step[0])
 
 
-def node_sizes(book: Any, gpu: str, region: str, provisioning: str) -> tuple[int, ...]:
+def node_sizes(book: PriceBook | None, gpu: str, region: str, provisioning: str) -> tuple[int, ...]:
     """GPUs a node of ``gpu`` may have: the sizes the price book prices in the job's region (any region when
     the job names none), or every GCP size when there is no book or it prices no node of the GPU there."""
     if book is None:
@@ -62,7 +67,7 @@ def node_sizes(book: Any, gpu: str, region: str, provisioning: str) -> tuple[int
     return priced or NODE_SIZES
 
 
-def _priced(book: Any, gpu: str, g: int, region: str, provisioning: str) -> bool:
+def _priced(book: PriceBook, gpu: str, g: int, region: str, provisioning: str) -> bool:
     try:
         book.node_price(gpu, g, region, provisioning or "standard")
     except (KeyError, ValueError):  # PriceNotFound, an unknown GPU
@@ -132,7 +137,16 @@ def allreduce_bound_rule(ctx: AlertContext) -> list[Finding]:
         }
         msg = (f"all-reduce takes {split.share:.0%} of each step (exposed, median of {split.ranks} ranks): "
                "communication, not compute, paces training")  # fmt: skip
-        out.append(Finding("allreduce-bound", job.name, "warning", msg, evidence, fix))
+        out.append(
+            Finding(
+                kind="allreduce-bound",
+                subject=job.name,
+                severity="warning",
+                message=msg,
+                evidence=evidence,
+                fix=fix,
+            )
+        )
     return out
 
 
@@ -143,17 +157,11 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
     for job in ctx.jobs:
         if not is_sync(job):
             continue
-        rs = [n for n in ranks(job) if n.step_seconds and n.allreduce_seconds is not None]
+        rs = [(n, s) for n in ranks(job) if (s := rank_split(n)) is not None]
         if len(rs) < max(th.straggler_min_workers, 2):
             continue
-        slow = max(rs, key=lambda n: n.step_seconds or 0.0)
-        peers = sorted(n.step_seconds for n in rs if n is not slow)  # type: ignore[misc]
-        med = (
-            peers[len(peers) // 2]
-            if len(peers) % 2
-            else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
-        )
-        c, e = float(slow.step_seconds), float(slow.allreduce_seconds)  # type: ignore[arg-type]
+        slow, (c, e) = max(rs, key=lambda r: r[1][0])
+        med = statistics.median(s[0] for n, s in rs if n is not slow)
         ratio = c / med
         if ratio < min(th.straggler_clear_ratio, th.straggler_ratio):  # in the band, a raised flag holds
             continue
@@ -172,6 +180,15 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
                "every rank waits for it at each all-reduce")  # fmt: skip
         fix = (f"replace {slow.name} (or the node it runs on): predicted {signed_pct(gain)} steps/s "
                "(measured step split; band: n/a)")  # fmt: skip
-        out.append(Finding("straggler", f"{job.name}/{slow.name}", "warning", msg, evidence, fix,
-                           holds=ratio < th.straggler_ratio))  # fmt: skip
+        out.append(
+            Finding(
+                kind="straggler",
+                subject=f"{job.name}/{slow.name}",
+                severity="warning",
+                message=msg,
+                evidence=evidence,
+                fix=fix,
+                holds=ratio < th.straggler_ratio,
+            )
+        )
     return out

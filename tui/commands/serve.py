@@ -19,6 +19,7 @@ import os
 import shlex
 import socket
 import sys
+from collections.abc import MutableMapping
 from urllib.parse import urlsplit
 
 from cmdare.tui.commands import UsageError
@@ -181,7 +182,7 @@ def _check_listen(host: str, port: int, *, bind: bool) -> None:
                 raise UsageError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
 
 
-def session_argv(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+def session_argv(argv: list[str], env: MutableMapping[str, str] | None = None) -> list[str]:
     """A served session's arguments: ``argv`` without :data:`SESSION_FLAG`, plus the ones passed
     through the environment (the variable is removed, so nothing the app starts inherits it)."""
     if not argv or argv[0] != SESSION_FLAG:

@@ -12,11 +12,10 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widget import Widget
 from textual.widgets import Static
 
-from cmdare.planner.live_sync import is_sync, measured_split, refusal_note
-from cmdare.planner.overview import JobView, TrainingFigures
+from cmdare.collectors.observed import JobView, TrainingFigures
+from cmdare.planner.live.sync_job import is_sync, measured_split, refusal_note
 from cmdare.tui.format import clock, duration, money, num, rate, risk_words
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import (
@@ -32,6 +31,8 @@ from cmdare.tui.widgets.plots import (
 from cmdare.tui.widgets.quiet import set_subtitle, update_static
 
 if TYPE_CHECKING:
+    from textual_plotext import PlotextPlot
+
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
 
@@ -225,11 +226,13 @@ class JobPane(Vertical, can_focus=True):
         if self._state is not None and self._state.job() is not None:
             self._plot_widget()
 
-    def _plot_widget(self) -> Widget | None:
+    def _plot_widget(self) -> PlotextPlot | None:
         """The plot, or None until it is mounted (after :meth:`allow_plot`, once a job is shown)."""
         found = self.query("#job-plot")
         if found:
-            return found.first()
+            from textual_plotext import PlotextPlot  # imported already: it was mounted
+
+            return found.first(PlotextPlot)
         if self._plot_allowed and not self._plot_pending:
             self._plot_pending = True
             self.call_after_refresh(self._mount_plot)

@@ -5,6 +5,7 @@ the app do not fit the width, the least important are left out (every key stays 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.events import Resize
@@ -41,11 +42,11 @@ class FitFooter(Footer):
     """A Footer that drops keys by ``rank(action)`` (lowest first) until the line fits."""
 
     def __init__(
-        self, rank: Callable[[str], int], label: Callable[[str, str], str] | None = None, **kw: object
+        self, rank: Callable[[str], int], label: Callable[[str, str], str] | None = None, **kw: Any
     ) -> None:
         """``rank(action)`` orders the keys to keep; ``label(action, description)`` may reword a key
         for the moment (e.g. "Pause" while a replay is paused reads "Resume")."""
-        super().__init__(**kw)  # type: ignore[arg-type]
+        super().__init__(**kw)  # Footer's own keyword arguments
         self._rank = rank
         self._label = label or (lambda _action, description: description)
         self._composed: tuple | None = None  # what the keys on show were composed from
@@ -84,7 +85,7 @@ class FitFooter(Footer):
         if self.is_attached:
             self._composed = self._composition()
         widgets: list[Widget] = list(super().compose())
-        palette = [w for w in widgets if w.has_class(PALETTE_CLASS)]
+        palette = [w for w in widgets if isinstance(w, FooterKey) and w.has_class(PALETTE_CLASS)]
         keys = [w for w in widgets if isinstance(w, FooterKey) and w not in palette]
         for k in keys:
             k.description = self._label(k.action, k.description)
