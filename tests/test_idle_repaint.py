@@ -65,7 +65,7 @@ async def test_an_unchanged_job_is_not_ranked_again(monkeypatch):
     are the same); the job's step moving on ranks it again. The app's own session under its Pilot, the
     live planner's throttles set to zero so that only the unchanged-inputs check can hold a ranking back;
     the ranking calls counted."""
-    from cmdare.planner import live_plan
+    from cmdare.planner.live import plan as live_plan
 
     def gpu_page(task: str, step: int) -> bytes:  # with its GPU: the planner can price and rank it
         exp = TrainingExporter("idle", "worker", task, gpu="v100", region="us-central1", provisioning="spot",
