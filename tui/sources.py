@@ -72,7 +72,7 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
         targets += tf_config.targets(spec, job=opts.job or "training", metrics_port=port)
         targets = list({t.url: t for t in targets}.values())  # one scrape per URL
     if targets:
-        sources.append(ScrapeSource(targets, timeout=opts.timeout))
+        sources.append(ScrapeSource(targets, timeout=opts.timeout, interval_s=opts.refresh))
     if opts.prometheus:  # each kind of source is imported only when asked for (start-up, issue 20)
         from cmdare.collectors.prometheus.auth import read_token
         from cmdare.collectors.prometheus.source import PrometheusAPISource
@@ -127,7 +127,7 @@ def build_sources(
             demo_factory = DemoCluster
         plan.demo = demo_factory()
         plan.demo.start()
-        plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout))
+        plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout, interval_s=opts.refresh))
     if opts.record:
         from cmdare.collectors.recording.recorder import Recorder
 
