@@ -10,7 +10,8 @@ as % of one core and terminal bytes/s for each, and the app's figures beside the
 Goal (issue 34): the app <= 0.5% of a core and <= 1 kB/s to the terminal.
 
 The two targets are one exposition page each, rendered once from the project's own
-``TrainingExporter`` (a worker that has made 1,200 steps) and served unchanged by ``http.server``.
+``TrainingExporter`` (a worker that has made 1,200 steps) and served unchanged (tests/page_server.py). The app
+asks such a page every 2nd, then every 4th refresh once it has read it the same three times (collectors/scrape).
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # the repository root: helpers import as tests.*
+from tests.page_server import close_server, serve_pages  # noqa: E402
 
 GOAL_CPU_PCT = 0.5
 GOAL_BYTES_S = 1000.0
@@ -54,27 +58,6 @@ def static_page(task: str) -> bytes:
         exp.step(0.25, examples=32)
     exp.set_global_step(2400)
     return generate_latest(exp.registry)
-
-
-def serve_static(pages: dict[str, bytes]) -> ThreadingHTTPServer:
-    """An HTTP server on 127.0.0.1 answering each path of ``pages`` with its fixed body."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            body = pages.get(self.path)
-            self.send_response(200 if body is not None else 404)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body or b"")))
-            self.end_headers()
-            self.wfile.write(body or b"")
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
 
 
 def cpu_seconds(pid: int) -> float:
@@ -117,7 +100,8 @@ def main() -> None:
     args = ap.parse_args()
     if shutil.which("tmux") is None:
         sys.exit("idle.py: tmux is not installed")
-    srv = serve_static({"/a/metrics": static_page("w0"), "/b/metrics": static_page("w1")})
+    pages = {"/a/metrics": static_page("w0"), "/b/metrics": static_page("w1")}
+    srv = serve_pages(pages.get)
     base = f"http://127.0.0.1:{srv.server_address[1]}"
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env.update(TERM="xterm-256color", CMDARE_READ_ONLY="1")
@@ -127,7 +111,7 @@ def main() -> None:
     for _ in range(args.rounds):  # rotated: the two alternate, so load drifts hit both
         runs["bare Textual"].append(measure(bare, args.warmup, args.seconds, env))
         runs["cmdare-tui"].append(measure(app, args.warmup, args.seconds, env))
-    srv.shutdown()
+    close_server(srv)
     print(f"idle, two static targets, {args.seconds:g} s after {args.warmup:g} s warm-up, "
           f"{args.rounds} round(s), medians:")  # fmt: skip
     med = {

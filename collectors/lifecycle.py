@@ -4,6 +4,7 @@ lifetimes the revocation model learns from."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from cmdare.collectors.clock import clock_time
@@ -76,12 +77,21 @@ class Lifecycle:
     _running: dict[str, tuple[float, TaskInfo, Lifetime]] = field(default_factory=dict)
     _dirty: set[str] = field(default_factory=set)  # tasks whose status may have changed (take_dirty)
 
-    def resolve(self, polls: list[TaskPoll]) -> list[TaskPoll]:
+    def resolve(self, polls: list[TaskPoll], unpolled: Iterable[str] = ()) -> list[TaskPoll]:
         """Identities before anything is stored. A target that has never answered is *pending*
         under its URL (no task of its own: when it answers, it is folded into the task it turns out
         to be); two endpoints claiming one identity in the same cycles are kept apart and both
-        flagged ``duplicate-identity``; host-detail pages are no tasks."""
+        flagged ``duplicate-identity``; host-detail pages are no tasks. ``unpolled``: sources not asked
+        this cycle because their page has not changed (scrape's back-off): they answer as they last did
+        (a duplicate or a rank they claim stays claimed)."""
         self._cycle += 1
+        for source in unpolled:
+            if source in self._answered:
+                self._answered[source] = self._cycle
+                key = self._by_source.get(source)
+                if key is not None and key in self._ranks:
+                    job, rank, _ = self._ranks[key]
+                    self._ranks[key] = (job, rank, self._cycle)
         out = []
         for poll in polls:
             if poll.ok and poll.info is not None:

@@ -127,7 +127,8 @@ class Poller:
         results = await asyncio.gather(*(self._poll_source(s) for s in self.sources))
         admitted = [g.admit(ps) for g, (ps, _) in zip(self._gates, results, strict=True)]
         truncations = self._truncations()
-        polls = self.lifecycle.resolve([p for ps in admitted for p in ps])
+        unpolled = [u for s in self.sources for u in getattr(s, "unpolled", ())]  # unchanged, not asked
+        polls = self.lifecycle.resolve([p for ps in admitted for p in ps], unpolled)
         errors = {s.name: e for s, (_, e) in zip(self.sources, results, strict=True) if e}
         for i, p in enumerate(polls):
             polls[i] = p = checked(p, self.store)  # implausible values refused, with a note
@@ -242,7 +243,12 @@ class Poller:
         return heapq.nlargest(FLEET_SAMPLE, members.values(), key=attrgetter("last_seen"))
 
     def poke(self) -> None:
-        """Ask for the next poll now (the `r` key)."""
+        """Ask for the next poll now (the `r` key): every source reads everything, targets that were
+        polled less often while unchanged included."""
+        for source in self.sources:
+            wake = getattr(source, "wake", None)
+            if wake is not None:
+                wake()
         self._wake.set()
 
     async def run(self, stop: asyncio.Event, on_cycle: Callable[[Cycle], None] | None = None) -> None:

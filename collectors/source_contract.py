@@ -107,6 +107,7 @@ class BuildContext(NamedTuple):
 
     job: str | None = None  # the job name for sources whose data carry none
     timeout: float = 2.0  # seconds per request
+    refresh: float = 2.0  # seconds between polls (a source may pace its own work by it)
 
 
 class SourceValues:

@@ -58,3 +58,61 @@ async def test_unchanged_refresh_repaints_only_the_poll_counter(static_targets, 
         monkeypatch.undo()
         assert str(app.query_one("#badges").render()) != badges  # the counter moved: the refresh happened
         assert asked == [("badges", False)]  # one line repainted, nothing laid out again
+
+
+async def test_an_unchanged_job_is_not_ranked_again(monkeypatch):
+    """The planner, asked again and again about a job whose pages do not change, ranks it once (its inputs
+    are the same); the job's step moving on ranks it again. The app's own session under its Pilot, the
+    live planner's throttles set to zero so that only the unchanged-inputs check can hold a ranking back;
+    the ranking calls counted."""
+    from cmdare.planner.live import plan as live_plan
+
+    def gpu_page(task: str, step: int) -> bytes:  # with its GPU: the planner can price and rank it
+        exp = TrainingExporter("idle", "worker", task, gpu="v100", region="us-central1", provisioning="spot",
+                               model="ResNet-32", model_flops=1658696889.0, params=1857722.0, batch_size=128,
+                               target_steps=640_000, sync="sync-allreduce")  # fmt: skip
+        for _ in range(1200):
+            exp.step(0.25, examples=32)
+        exp.set_global_step(step)
+        return generate_latest(exp.registry)
+
+    pages = {"/a/metrics": gpu_page("w0", 2400), "/b/metrics": gpu_page("w1", 2400)}
+    srv = serve_pages(lambda path: pages.get(path))
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    ranked: list[str] = []
+    for name in ("rank_shapes", "rank_live_sync"):
+        real = getattr(live_plan, name)
+
+        def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            ranked.append(_name)
+            return _real(*a, **kw)
+
+        monkeypatch.setattr(live_plan, name, counted)
+    app = CmdareApp(
+        SessionOptions(targets=[f"{base}/a/metrics", f"{base}/b/metrics"], read_only=True), poll=False
+    )
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            session = app.session
+            for _ in range(3):
+                app.apply_state(await session.refresh())
+                await session.update_plans()
+                await pilot.pause()
+            live = session._analysis().live
+            live.rank_every = live.min_interval = 0.0  # any change at all would rank again
+            assert ranked, "the job was ranked once it was seen"
+            first = len(ranked)
+            for _ in range(6):  # the same pages: the same job, later
+                app.apply_state(await session.refresh())
+                await session.update_plans()
+                await pilot.pause()
+            assert len(ranked) == first  # not ranked again
+            pages["/a/metrics"] = gpu_page("w0", 240_000)  # the job moved on
+            session.poller.poke()  # as the refresh key does
+            for _ in range(2):
+                app.apply_state(await session.refresh())
+                await session.update_plans()
+                await pilot.pause()
+            assert len(ranked) > first
+    finally:
+        close_server(srv)

@@ -51,7 +51,7 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
     for; each kind of source is imported only then (start-up, issue 20)."""
     from cmdare.collectors.source_contract import BuildContext, asked_for
 
-    ctx = BuildContext(job=opts.job, timeout=opts.timeout)
+    ctx = BuildContext(job=opts.job, timeout=opts.timeout, refresh=opts.refresh)
     return [*extra, *(src for spec in asked_for(opts.sources) for src in spec.build(opts.sources, ctx))]
 
 
@@ -81,7 +81,7 @@ def build_sources(
             demo_factory = DemoCluster
         plan.demo = demo_factory()
         plan.demo.start()
-        plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout))
+        plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout, interval_s=opts.refresh))
     if opts.record:
         from cmdare.collectors.recording.recorder import Recorder
 

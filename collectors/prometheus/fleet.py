@@ -44,6 +44,8 @@ if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with 
 
 FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
 SWEEP_S = 120.0  # every task's detail is read at least this often (assumption: rows this old are fine)
+SWEEP_MAX = 800  # tasks a refresh's sweep reads at most (~6 rows each): past it the sweep period stretches
+COLUMNS_FULL_TASKS = 30_000  # past this many tasks the columns are read less often, in proportion
 COLUMNS_EVERY_S = 10.0  # Prometheus' per-task rates are read at most this often (it scrapes every 5-15 s)
 RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
 RATE_WINDOW_S = 60.0
@@ -55,12 +57,7 @@ WORKERS = ("worker", "chief")
 # the detail query's metrics, and how a task's series of each fold into one value (as the server folds
 # them in values_query: sum per scrape job, the largest over scrape jobs); labels that split a metric
 _SUMMED = (
-    M.K_WORKER_STEPS,
-    M.K_EXAMPLES,
-    M.K_STEP_SECONDS_SUM,
-    M.K_STEP_SECONDS_COUNT,
-    M.K_ALLREDUCE_SECONDS_SUM,
-    M.K_ALLREDUCE_SECONDS_COUNT,
+    *M.STEP_COUNTER_KEYS,
     M.PS_BYTES_SAMPLE,
     M.K_STAGE_COMPUTE,
     M.K_STAGE_WAIT,
@@ -310,10 +307,13 @@ def _or_none(x: float) -> float | None:
 
 class Sweep:
     """Every known task once every :data:`SWEEP_S` seconds, a slice at a time: each call takes the
-    share of the tasks that the time elapsed since the last call stands for (measured, not nominal)."""
+    share of the tasks that the time elapsed since the last call stands for (measured, not nominal),
+    at most :data:`SWEEP_MAX` a call: a refresh's detail stays bounded however large the fleet (past
+    ~30,000 tasks at a 2 s refresh the period stretches; :attr:`period` says by how much)."""
 
-    def __init__(self, period: float = SWEEP_S) -> None:
-        self.period = period
+    def __init__(self, period: float = SWEEP_S, most: int | None = None) -> None:
+        self.nominal = self.period = period  # period: the one in force (stretched past SWEEP_MAX a call)
+        self.most = SWEEP_MAX if most is None else most
         self._pos = 0
         self._last: float | None = None
 
@@ -324,7 +324,14 @@ class Sweep:
         if last is None or not instances:
             return []
         n = len(instances)
-        k = min(n, math.ceil(n * max(0.0, now - last) / self.period))
+        dt = max(0.0, now - last)
+        k = min(n, self.most, math.ceil(n * dt / self.nominal))
+        # how long a whole sweep takes at this pace (a slow refresh never makes the next one read more);
+        # changed only when 25% off, so that what rests on it (the store's sparse window, set on every
+        # task when it changes: 0.18 s at 100,000 tasks) does not move with each refresh's jitter
+        period = max(self.nominal, n * dt / k) if k else self.nominal
+        if abs(period - self.period) > 0.25 * self.period:
+            self.period = period
         start = self._pos % n
         self._pos = start + k
         picked = list(instances[start : start + k])
@@ -394,8 +401,15 @@ class FleetReader:
     def columns_due(self, now: float) -> bool:
         """Whether this refresh reads a column (``now``: monotonic seconds): one column at a time, in
         turns, so that each is read every ``columns_every_s`` and the server's work is spread out."""
-        every = self.columns_every_s / len(TURNS)
+        every = self.columns_period / len(TURNS)
         return self._columns is not None and now - self._columns_at >= every
+
+    @property
+    def columns_period(self) -> float:
+        """Seconds in which every column is read once: ``columns_every_s``, stretched past
+        :data:`COLUMNS_FULL_TASKS` tasks in proportion (a column is one row a task: at 100,000 tasks
+        each read costs ~0.1 s of decoding; Prometheus' rates span :data:`RATE_WINDOW`, longer still)."""
+        return self.columns_every_s * max(1.0, len(self._order) / COLUMNS_FULL_TASKS)
 
     def plan(
         self, now: float, busy: bool = False, tasks: str | None = None
@@ -417,6 +431,8 @@ class FleetReader:
             f"{len(swept):,} swept (each task every {self._sweep.period:.0f} s); job totals: Prometheus' "
             f"per-task rates over {RATE_WINDOW}"
         )
+        if self.columns_period > self.columns_every_s:  # a very large fleet: said, as the sweep's period is
+            self.note += f", each read every {self.columns_period:.0f} s"
         return detail_queries([*wanted, *swept]), cols
 
     def _wanted(self) -> list[str]:

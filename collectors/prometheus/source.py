@@ -138,6 +138,7 @@ MAX_HISTORY_HOSTS = 200
 EVAL_LAG_S = (
     0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
 )
+FULL_READ_MAX = 20_000  # tasks up to which the first refresh reads every task's values (then fleet mode)
 SPARSE_SWEEPS = 2.5  # a large fleet's rates reach back this many sweep periods (one late sweep, a scrape)
 NODE_DETAIL_TASKS = 200  # up to this many tasks, node detail is read on every refresh
 # a background read (node detail, a large fleet's columns) may take this many refresh timeouts
@@ -330,8 +331,10 @@ class PrometheusAPISource:
         return tuple(c.secret() for c in (self._token, self._basic) if c is not None)
 
     def budget(self) -> tuple[Budget, Budget]:
-        """What the answers of one refresh may cost together: bytes, and JSON values."""
-        return Budget(self.max_bytes), Budget(MAX_JSON_VALUES)
+        """What the answers of one refresh may cost together: bytes, and JSON values. Both are sized for
+        10,000 tasks and grow with the tasks cap past it (``[caps] tasks = 100000``: ten times each)."""
+        scale = max(1, -(-caps.current().tasks // 10_000))
+        return Budget(self.max_bytes * scale), Budget(MAX_JSON_VALUES * scale)
 
     async def query(
         self,
@@ -449,7 +452,11 @@ class PrometheusAPISource:
         return [*queries, *watch], finish
 
     def _fleet_mode(self) -> bool:
-        """Above ``focus_from`` tasks, once every task has been read once: detail for the focus only."""
+        """Above ``focus_from`` tasks, once every task has been read once: detail for the focus only.
+        Past :data:`FULL_READ_MAX` tasks from the first refresh on: there the first read of every task's
+        values (~7 rows a task) costs more than a refresh's timeout; the columns and the sweep fill in."""
+        if (self._total or 0) > FULL_READ_MAX:
+            return True
         return len(self._known) > self.focus_from and self._since is not None
 
     def _fleet_queries(self, now: float) -> tuple[list[str], Callable[[list[Any], float], _Answers]]:
@@ -542,8 +549,10 @@ class PrometheusAPISource:
         ``detail_tasks`` known tasks the instances are not listed (the query would be hundreds of
         kB): a task gone from a large fleet shows as "no longer in Prometheus", not "target down"."""
         q = f"{metric_selector('up', self.selector)} == 0"
+        if not self._known or len(self._known) > 2 * self.detail_tasks:  # not listed: no set made either
+            return q
         known = {i for _, i in self._known}
-        if not known or len(known) > self.detail_tasks:
+        if len(known) > self.detail_tasks:
             return q
         return f"{q} or up{{{exact_instances(known)}}} == 0"
 
@@ -974,13 +983,22 @@ class PrometheusAPISource:
         (counted in :attr:`unchanged`, no poll)."""
         down = {_ident(r.get("metric", {})) for r in ups if number(r.get("value", [0, ""])[1]) == 0}
         large = max(len(self._known), self._total or 0) > self.detail_tasks
-        missing = self._known.keys() - targets.keys()  # set operations: 10,000 known tasks a refresh
-        if large:  # still named and up, not read this refresh: unchanged (a fleet's: the sweep's turn)
+        fleet = large and self._fleet_mode()
+        missing = set() if fleet else self._known.keys() - targets.keys()  # a fleet's: below
+        if fleet:  # a fleet's tasks not read: the sweep's turn, unchanged unless down or no longer named;
+            # counted from the few read and the few failed (no Python loop over 100,000 tasks)
+            gone = self._known.keys() - self._current
+            failed = (gone | (down & self._known.keys())) - targets.keys()
+            read = sum(1 for i in targets if i in self._known)
+            self.unchanged = len(self._known) - read - len(failed)
+            missing = failed
+        elif large:  # still named and up, not read this refresh: unchanged
             quiet = (missing & self._current) - down
-            if not self._fleet_mode():
-                quiet &= self._seen.keys()
+            quiet &= self._seen.keys()
             missing -= quiet
-        self.unchanged = len(quiet) if large else 0
+            self.unchanged = len(quiet)
+        else:
+            self.unchanged = 0
         out = []
         for ident in [i for i in self._known if i in missing] if missing else []:  # in the known order
             why = "target down in Prometheus" if ident in down else "no longer in Prometheus"

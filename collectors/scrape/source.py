@@ -1,5 +1,12 @@
 """Direct scrape of Prometheus exposition endpoints (``/metrics`` of the job's exporter,
-node_exporter, DCGM exporter) with httpx: per-target timeout, capped body, one-line errors."""
+node_exporter, DCGM exporter) with httpx: per-target timeout, capped body, one-line errors.
+
+A target whose page comes back byte-identical is not parsed again, and past
+:data:`UNCHANGED_BEFORE_BACKOFF` identical answers in a row it is polled less often: every 2nd
+refresh, then every :data:`MAX_BACKOFF`-th (a finished job's exporter left running, a static textfile
+page). A changed page, a failure or the refresh key (:meth:`ScrapeSource.wake`) polls it every refresh
+again at once; the status line says how many targets wait and how often they are polled.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,11 @@ import asyncio
 import contextlib
 import errno
 import functools
+import hashlib
 import logging
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import httpx
 
@@ -32,7 +40,11 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024  # a node_exporter page is ~100 kB; anything
 _HEADERS = {"Accept": "text/plain", "Accept-Encoding": ACCEPT_ENCODING}
 PARSE_INLINE_BYTES = 256 * 1024  # larger pages are parsed in a thread (the slow path: ~0.5 s a MiB)
 PARSE_THREADS = 2  # large pages parsed at once
-__all__ = ["BodyTooLarge", "ScrapeSource", "ScrapeTarget", "scrape"]
+__all__ = ["BodyTooLarge", "PageMemo", "ScrapeSource", "ScrapeTarget", "scrape"]
+# A page byte-identical this many times in a row (after its first answer) is polled less often: the
+# period doubles at each further identical answer, up to MAX_BACKOFF refreshes
+UNCHANGED_BEFORE_BACKOFF = 3
+MAX_BACKOFF = 4  # an unchanged target is still polled at least every 4th refresh (8 s at the default 2 s)
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,33 @@ class ScrapeTarget:
             "@" in self.url or "?" in self.url
         ):  # a password or a token= the page may echo: redacted everywhere
             remember_url(self.url)
+
+
+@dataclass
+class PageMemo:
+    """One target's last answer between polls: its page's digest and what it parsed to (a byte-identical
+    page is not parsed again), and how often the target is polled while it stays the same."""
+
+    digest: bytes = b""
+    parsed: Parsed | None = field(default=None, repr=False)
+    same: int = 0  # byte-identical answers in a row (0: the last one changed or failed)
+    every: int = 1  # polled every ``every`` refreshes
+    wait: int = 0  # refreshes left to skip before the next poll
+
+    def after(self, ok: bool, most: int = MAX_BACKOFF) -> None:
+        """Set the next poll's period from the answer just read: back off while identical (up to every
+        ``most`` refreshes), poll every refresh again after a change or a failure."""
+        if not ok:
+            self.same, self.digest, self.parsed = 0, b"", None
+        if ok and self.same >= UNCHANGED_BEFORE_BACKOFF:
+            self.every = max(1, min(most, self.every * 2))
+        else:
+            self.every = 1
+        self.wait = self.every - 1
+
+    def reset(self) -> None:
+        """Poll at the next refresh and every refresh after (the refresh key), until it backs off again."""
+        self.same, self.every, self.wait = 0, 1, 0
 
 
 _UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
@@ -124,9 +163,11 @@ async def scrape(
     timeout: float = DEFAULT_TIMEOUT_S,
     max_bytes: int = DEFAULT_MAX_BYTES,
     clock: Clock | None = None,
+    memo: PageMemo | None = None,
 ) -> TaskPoll:
     """Scrape one target. Never raises for the target's faults: they become ``ok=False`` polls.
-    ``timeout`` bounds it all: connecting, reading, inflating and parsing."""
+    ``timeout`` bounds it all: connecting, reading, inflating and parsing. With ``memo`` (the target's
+    last page), a byte-identical page is not parsed again and ``memo.same`` counts it."""
     clock = clock or SystemClock()
     t0 = clock.monotonic()
     source = redact(target.url)  # polls are logged and recorded: they never carry the credentials
@@ -154,7 +195,7 @@ async def scrape(
                 if resp.status_code != 200:
                     return done(False, info=target.default_info, error=f"HTTP {resp.status_code}")
                 body = await read_body(resp, max_bytes)
-            parsed = await _parse(body, target.default_info)
+            parsed = await _parse_or_reuse(body, target.default_info, memo)
     except (httpx.HTTPError, TimeoutError, BodyError, OSError) as exc:
         return done(False, info=target.default_info, error=describe_error(exc))
     except ExpositionError as exc:
@@ -177,6 +218,22 @@ async def scrape(
         job_facts=parsed.facts,
         error="; ".join(parsed.notes) or None,
     )
+
+
+async def _parse_or_reuse(body: bytearray, default_info: TaskInfo | None, memo: PageMemo | None) -> Parsed:
+    """``body`` parsed, or the memo's parse when the page is byte-identical to the last one (its values a
+    fresh copy: a poll's values are its own)."""
+    if memo is None:
+        return await _parse(body, default_info)
+    digest = hashlib.blake2b(body, digest_size=16).digest()
+    if memo.parsed is not None and digest == memo.digest:
+        memo.same += 1
+        p = memo.parsed
+        return replace(p, values=dict(p.values), notes=list(p.notes))
+    memo.digest, memo.parsed, memo.same = b"", None, 0  # set again once the new page parsed
+    parsed = await _parse(body, default_info)
+    memo.digest, memo.parsed = digest, parsed
+    return replace(parsed, values=dict(parsed.values), notes=list(parsed.notes))
 
 
 def host_detail_only(parsed: Parsed) -> bool:
@@ -216,12 +273,22 @@ class ScrapeSource:
         timeout: float = DEFAULT_TIMEOUT_S,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_in_flight: int = MAX_IN_FLIGHT,
+        max_backoff: int = MAX_BACKOFF,
+        interval_s: float | None = None,
     ) -> None:
+        """``max_backoff``: an unchanged target is polled at least every this many refreshes (1: every
+        refresh); ``interval_s``: the refresh period, to say the back-off in seconds."""
         self._targets = targets
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.max_in_flight = max_in_flight
+        self.max_backoff = max_backoff
+        self.interval_s = interval_s
         self._clients: dict[str, httpx.AsyncClient] = {}  # per host, when there are many hosts
+        self._memos: dict[str, PageMemo] = {}  # per target URL: its last page and its poll period
+        self.unchanged = 0  # targets not polled this refresh: their page has not changed (poller.Cycle)
+        self.unpolled: list[str] = []  # their source names (each counts as answering as it last did)
+        self.status_note: str | None = None  # how often the unchanged targets are polled (the status line)
 
     def targets(self) -> Sequence[ScrapeTarget]:
         return self._targets() if callable(self._targets) else self._targets
@@ -239,30 +306,75 @@ class ScrapeSource:
         origins = [_origin(t.url) for t in targets]
         many = len(set(origins)) > SHARED_POOL_MAX_ORIGINS
         gate = asyncio.Semaphore(self.max_in_flight)
+        memos = self._memos_of(targets)
 
-        async def one(target: ScrapeTarget, origin: str) -> TaskPoll:
+        async def one(target: ScrapeTarget, origin: str, memo: PageMemo) -> TaskPoll:
             async with gate:  # the timeout starts when the request does, not while it queues
                 try:
-                    return await scrape(
+                    poll = await scrape(
                         self._client_for(origin) if many else client,
                         target,
                         timeout=self.timeout,
                         max_bytes=self.max_bytes,
                         clock=clock,
+                        memo=memo,
                     )
                 except httpx.InvalidURL:  # one bad URL fails alone, never the whole source
-                    return TaskPoll(
+                    poll = TaskPoll(
                         source=redact(target.url),
                         t=clock.now(),
                         ok=False,
                         info=target.default_info,
                         error="invalid URL",
                     )
+            memo.after(poll.ok, self.max_backoff)
+            return poll
 
-        polls = list(await asyncio.gather(*(one(t, o) for t, o in zip(targets, origins, strict=True))))
+        due, waiting = [], []
+        for t, o, m in zip(targets, origins, memos, strict=True):
+            if m.wait > 0:  # unchanged for a while: its turn comes every m.every refreshes
+                m.wait -= 1
+                waiting.append(t)
+            else:
+                due.append(one(t, o, m))
+        polls = list(await asyncio.gather(*due))
+        self.unchanged, self.unpolled = len(waiting), [redact(t.url) for t in waiting]
+        self.status_note = self._backoff_note(memos)
         if many and len(self._clients) > len(set(origins)):  # hosts that left the target list
             await self._drop_clients(set(self._clients) - set(origins))
         return polls
+
+    def _memos_of(self, targets: Sequence[ScrapeTarget]) -> list[PageMemo]:
+        """Each target's memo (made on first sight; those of targets no longer listed forgotten)."""
+        memos = [self._memos.setdefault(t.url, PageMemo()) for t in targets]
+        if len(self._memos) > len(memos):
+            self._memos = {t.url: m for t, m in zip(targets, memos, strict=True)}
+        return memos
+
+    def _backoff_note(self, memos: list[PageMemo]) -> str | None:
+        """``2 targets answering the same page: polled every 8 s while it stays the same``, or None when none
+        backs off."""
+        slow = [m.every for m in memos if m.every > 1]
+        if not slow:
+            return None
+        lo, hi = min(slow), max(slow)
+        if self.interval_s:
+            period = (
+                f"{hi * self.interval_s:g} s"
+                if lo == hi
+                else f"{lo * self.interval_s:g}–{hi * self.interval_s:g} s"
+            )
+        else:
+            period = f"{hi} refreshes" if lo == hi else f"{lo}–{hi} refreshes"
+        n = len(slow)
+        return f"{n} target{'s' if n != 1 else ''} answering the same page: polled every {period} while it stays the same"
+
+    def wake(self) -> None:
+        """Poll every target at the next refresh, and every refresh until it backs off again (the
+        refresh key: the user asked for fresh data)."""
+        for memo in self._memos.values():
+            memo.reset()
+        self.status_note = None
 
     async def _drop_clients(self, origins: set[str]) -> None:
         for o in origins:

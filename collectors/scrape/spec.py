@@ -99,7 +99,7 @@ def build(values: SourceValues, ctx: BuildContext) -> list[Source]:
     from cmdare.collectors.scrape.source import ScrapeSource
 
     targets = scrape_targets(values, ctx.job)
-    return [ScrapeSource(targets, timeout=ctx.timeout)] if targets else []
+    return [ScrapeSource(targets, timeout=ctx.timeout, interval_s=ctx.refresh)] if targets else []
 
 
 def check(values: SourceValues) -> None:
