@@ -2,8 +2,11 @@
 ``isinstance`` (a source declares a capability by having its members; nothing to register):
 
 - :class:`Focusable`: reads the tasks on screen in detail (a large fleet);
-- :class:`FleetReading`: a large fleet's figures from the server, how far back a rate must reach,
-  how many tasks were left unread, how it read this cycle;
+- :class:`FleetReading`: a large fleet's figures from the server, how far back a rate must reach and
+  how it read this cycle;
+- :class:`UnchangedCounting`: how many tasks it left unread this cycle, unchanged;
+- :class:`PacedPolling`: polls unchanged targets less often, says which it skipped, and reads everything
+  when woken;
 - :class:`CapNoting`: says what its own caps dropped;
 - :class:`StatusNoting`: a remark for the status line (node detail refused, tasks replaced);
 - :class:`Displayed`: a name to show that differs from ``name`` (a URL without credentials);
@@ -34,8 +37,20 @@ class FleetReading(Protocol):
     def sparse_window_s(self) -> float:
         """How far back a task's rate must reach for its last two points (0: every poll)."""
 
-    unchanged: int  # tasks up but not read this cycle (nothing new from them)
     mode_note: str | None  # how this cycle read the fleet
+
+
+@runtime_checkable
+class UnchangedCounting(Protocol):
+    unchanged: int  # tasks up but not read this cycle (nothing new from them: counted as answering)
+
+
+@runtime_checkable
+class PacedPolling(Protocol):
+    unpolled: list[str]  # the targets not asked this cycle (unchanged: polled less often)
+
+    def wake(self) -> None:
+        """Read everything on the next poll (the user asked for a refresh)."""
 
 
 @runtime_checkable

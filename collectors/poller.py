@@ -19,7 +19,15 @@ from typing import Protocol
 import httpx
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.capabilities import CapNoting, Closable, Displayed, FleetReading, StatusNoting
+from cmdare.collectors.capabilities import (
+    CapNoting,
+    Closable,
+    Displayed,
+    FleetReading,
+    PacedPolling,
+    StatusNoting,
+    UnchangedCounting,
+)
 from cmdare.collectors.caps import CapGate
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.http_client import new_client
@@ -127,7 +135,7 @@ class Poller:
         results = await asyncio.gather(*(self._poll_source(s) for s in self.sources))
         admitted = [g.admit(ps) for g, (ps, _) in zip(self._gates, results, strict=True)]
         truncations = self._truncations()
-        unpolled = [u for s in self.sources for u in getattr(s, "unpolled", ())]  # unchanged, not asked
+        unpolled = [u for s in self.sources if isinstance(s, PacedPolling) for u in s.unpolled]  # unchanged
         polls = self.lifecycle.resolve([p for ps in admitted for p in ps], unpolled)
         errors = {s.name: e for s, (_, e) in zip(self.sources, results, strict=True) if e}
         for i, p in enumerate(polls):
@@ -147,7 +155,7 @@ class Poller:
             max((s.sparse_window_s for s in self.sources if isinstance(s, FleetReading)), default=0.0)
         )
         self._update_jobs(t, polls)
-        unchanged = sum(s.unchanged for s in self.sources if isinstance(s, FleetReading))
+        unchanged = sum(s.unchanged for s in self.sources if isinstance(s, UnchangedCounting))
         cycle = Cycle(
             t=t,
             elapsed=self.clock.monotonic() - t0,
@@ -246,9 +254,8 @@ class Poller:
         """Ask for the next poll now (the `r` key): every source reads everything, targets that were
         polled less often while unchanged included."""
         for source in self.sources:
-            wake = getattr(source, "wake", None)
-            if wake is not None:
-                wake()
+            if isinstance(source, PacedPolling):
+                source.wake()
         self._wake.set()
 
     async def run(self, stop: asyncio.Event, on_cycle: Callable[[Cycle], None] | None = None) -> None:

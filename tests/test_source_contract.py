@@ -17,7 +17,9 @@ from cmdare.collectors.capabilities import (
     Displayed,
     FleetReading,
     Focusable,
+    PacedPolling,
     StatusNoting,
+    UnchangedCounting,
 )
 from cmdare.collectors.source_contract import SourceSpec, SourceValues, all_options, all_specs
 from cmdare.tui.options import SessionOptions, source_options
@@ -151,10 +153,19 @@ def test_capabilities_are_what_each_source_has(tmp_path: Path):
 
     log = tmp_path / "m.jsonl"
     log.write_text("")
-    every = (Focusable, FleetReading, CapNoting, StatusNoting, Displayed, Closable)
+    every = (
+        Focusable,
+        FleetReading,
+        UnchangedCounting,
+        PacedPolling,
+        CapNoting,
+        StatusNoting,
+        Displayed,
+        Closable,
+    )
     expected = {
-        PrometheusAPISource("http://127.0.0.1:9", ""): set(every),
-        ScrapeSource([]): {Closable},
+        PrometheusAPISource("http://127.0.0.1:9", ""): set(every) - {PacedPolling},
+        ScrapeSource([]): {Closable, StatusNoting, UnchangedCounting, PacedPolling},
         TensorBoardSource(str(tmp_path)): {Closable},
         JsonlSource(log): {CapNoting},
     }
