@@ -89,7 +89,7 @@ async def test_an_unchanged_job_is_not_ranked_again(monkeypatch):
 
         monkeypatch.setattr(live_plan, name, counted)
     app = CmdareApp(
-        SessionOptions(targets=[f"{base}/a/metrics", f"{base}/b/metrics"], read_only=True), poll=False
+        SessionOptions.of(targets=[f"{base}/a/metrics", f"{base}/b/metrics"], read_only=True), poll=False
     )
     try:
         async with app.run_test(size=(120, 40)) as pilot:
