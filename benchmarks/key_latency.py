@@ -215,9 +215,11 @@ def measure_cmdare(runs: int) -> list[Scenario]:
     out = []
     ctl = Control(f"{CMDARE} --demo", (120, 40))
     try:
-        screen = ctl.wait_screen(lambda s: "poll #2" in plain(s) and "worker-1" in plain(s))
+        screen = ctl.wait_screen(lambda s: "polled " in plain(s) and "worker-1" in plain(s))
+        time.sleep(2.5)  # one more poll (every 2 s): the rows and the planner's first answers are in
+        screen = ctl.screen()[0]
         learn_cursor(screen)
-        settle = lambda: ctl.wait_screen(text_check("poll #"))  # noqa: E731
+        settle = lambda: ctl.wait_screen(text_check("polled "))  # noqa: E731
         cur = Scenario("cursor down/up (j, k)", [("j", cursor_on("ps-0")), ("k", cursor_on("worker-0"))])
         opened, close = Scenario("help open (?)", []), Scenario("help close (esc)", [])
         sort = Scenario("sort reversed (S)", [("S", text_check("Status ▼")), ("S", text_check("Status ▲"))])
@@ -234,7 +236,7 @@ def measure_cmdare(runs: int) -> list[Scenario]:
         ctl.close()
     ctl = Control(f"{CMDARE} --demo", (80, 24))
     try:
-        ctl.wait_screen(lambda s: "poll #2" in plain(s) and "worker-1" in plain(s))
+        ctl.wait_screen(lambda s: "polled " in plain(s) and "worker-1" in plain(s))
         switch = Scenario("pane switch (2, 1) at 80x24", [("2", text_check("Global step")),
                                                            ("1", text_check(" Status "))])  # fmt: skip
         run_scenarios(ctl, [switch], runs, lambda: None)

@@ -59,7 +59,7 @@ async def test_replay_end_stops_the_counter_and_says_so(tmp_path, size):
         assert app.state.cycles == cycles and app.session.poller.cycles == polls
         line = badges(app)
         assert "6/6 polls, recording ended" in line
-        assert "ReplayFinished" not in line and "0/0" not in line and "poll #" not in line
+        assert "ReplayFinished" not in line and "0/0" not in line and "polled" not in line
         assert "17/17 targets answered" in line or "targets answered" in line  # the last recorded status
         for action in ("pause", "replay_step", "replay_speed"):
             assert app.check_action(action, ()) is False  # nothing left to pause or speed up

@@ -130,7 +130,7 @@ class FitFooter(Widget, can_focus=False):
             return
         keys, palette = self._active_keys()
         width = self.size.width or self.screen.size.width  # before the first layout: the screen's
-        room = width - (key_width(palette, False) + len(PALETTE_BORDER) if palette else 0)
+        room = width - (self._palette_width(palette) if palette else 0)
         kept = fit(keys, room, self._rank, self.compact) if room > 0 else keys
         shown = (tuple(kept), palette, width, self.compact)
         if shown == self._shown:
@@ -174,14 +174,13 @@ class FitFooter(Widget, can_focus=False):
             spans.append((x, out.cell_len - x, k))
             if compact:
                 out.append(" ")
-        if self.palette is not None:
-            width = self.size.width
-            pw = key_width(self.palette, False) + len(PALETTE_BORDER)
-            out.append(" " * max(width - out.cell_len - pw, 0))
+        if self.palette is not None:  # "▏^p palette", at the right end (one space after it unless compact)
+            out.append(" " * max(self.size.width - out.cell_len - self._palette_width(self.palette), 0))
             out.append(PALETTE_BORDER, self.get_component_rich_style("footer-key--palette-border"))
             x = out.cell_len
-            self._append_key(out, self.palette, key_style, word_style, hover, False)
+            self._append_key(out, self.palette, key_style, word_style, hover, True)
             spans.append((x, out.cell_len - x, self.palette))
+            out.append("" if compact else " ")
         self.placed = spans
         return out
 
@@ -196,6 +195,10 @@ class FitFooter(Widget, can_focus=False):
             out.stylize("dim", start)
         if k == self._hover:
             out.stylize(hover, start)
+
+    def _palette_width(self, palette: FooterKey) -> int:
+        """Cells the palette's key takes at the right end: its border, its text, a space unless compact."""
+        return len(PALETTE_BORDER) + key_width(palette, True) - 1 + (0 if self.compact else 1)
 
     def key_at(self, x: int) -> FooterKey | None:
         """The key drawn at column ``x`` of the line, if any."""
