@@ -14,8 +14,8 @@ from textual.widget import Widget
 
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.tui.app import CmdareApp
+from cmdare.tui.format import clock
 from cmdare.tui.options import SessionOptions
-from cmdare.tui.widgets.status import clock
 from tests.page_server import close_server, serve_pages
 
 

@@ -323,6 +323,9 @@ class CmdareApp(App[int]):
         self.sub_title = PANES[self._current][1]
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        help_ = self._help
+        if help_.display and event.widget is not help_ and help_ not in event.widget.ancestors:
+            help_.close(restore_focus=False)  # a click put the focus under the help: it closes
         self._mark_focused_pane()
 
     def _mark_focused_pane(self) -> None:

@@ -130,12 +130,17 @@ class HelpOverlay(VerticalScroll):
 
     def action_close(self) -> None:
         """Hide the help; the focus goes back where it was."""
+        self.close(restore_focus=True)
+
+    def close(self, *, restore_focus: bool) -> None:
+        """Hide the help; with ``restore_focus``, the focus goes back where it was (not when a click
+        already put it elsewhere)."""
         self.display = False
         before, self._before = self._before, None
-        if before is not None and before.is_attached and before.focusable:
+        if restore_focus and before is not None and before.is_attached and before.focusable:
             before.focus(scroll_visible=False)
-        else:
-            self.app.set_focus(None)
+        elif restore_focus:
+            self.screen.set_focus(None)  # nothing to go back to: the app gives a pane the focus (Closed)
         self.post_message(self.Closed())
 
     class Closed(Message):

@@ -9,13 +9,13 @@ refresh of a job whose numbers all stood still."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 
 from cmdare.collectors.untrusted import clean_text
+from cmdare.tui.format import clock  # hours and minutes: the line changes once a minute, not every poll
 
 BADGE = "reverse bold"
 REC_NAME_WIDTH = 28  # the top line keeps room for the poll count and the sources at 80 columns
@@ -49,12 +49,6 @@ def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str
     if demo:
         line.append(" simulated cluster on loopback, calibrated from CM-DARE measurements")
     return line
-
-
-def clock(t: float) -> str:
-    """``t`` (seconds since the epoch) as the line shows it, ``14:05``: local hours and minutes, so the
-    line changes once a minute, not at every poll."""
-    return time.strftime("%H:%M", time.localtime(t))
 
 
 def recording_name(path: Path, width: int = REC_NAME_WIDTH) -> str:
