@@ -77,6 +77,7 @@ class Control:
         self.lines: queue.Queue[tuple[float, bytes]] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.last_output = 0.0  # when the last %output arrived (of those read so far)
+        self.unanswered = False  # whether a key went unanswered (its screen is printed once)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -151,6 +152,10 @@ class Control:
             screen, at = self.screen()
             if check(screen):
                 return max(at - sent, 0.0)
+        if not self.unanswered:  # the first key never answered: its screen, to see why
+            self.unanswered = True
+            print(f"key {key!r} not answered in {ANSWER_TIMEOUT_S:g} s; the screen:\n{plain(self.screen()[0])}",
+                  file=sys.stderr)  # fmt: skip
         return ANSWER_TIMEOUT_S
 
     def close(self) -> None:

@@ -124,6 +124,7 @@ class CmdareApp(App[int]):
         self._shown_paused = False  # whether the footer's space key reads "Resume"
         self._keys = keys or {}
         self._help = HelpOverlay(id="help")
+        self._badges = PaintedStatic("", id="badges")  # the status line
         self._prices = prices or ("live" if live_prices else "offline")  # the --prices vocabulary
         self.animation_level = "full" if animations else "none"
         if theme:
@@ -134,7 +135,7 @@ class CmdareApp(App[int]):
         return self.options.read_only or writes.is_read_only()
 
     def compose(self) -> ComposeResult:
-        yield PaintedStatic("", id="badges")  # the top line: in every layout, so in the first data frame
+        yield self._badges  # the top line: in every layout, so in the first data frame
         yield Static("", id="tabs")
         with Container(id="panes"):
             for pane_id, title, cls in PANES:
@@ -206,7 +207,7 @@ class CmdareApp(App[int]):
 
     def _closing_down(self) -> bool:
         """True once the app quits or its screen is being taken down (the panes are gone)."""
-        return self._stop.is_set() or not self.query("#badges")
+        return self._stop.is_set() or not self._badges.is_attached  # (a query walked the whole DOM)
 
     def on_unmount(self) -> None:
         self._stop.set()  # the screen is going away (however the app ends): the poll loop ends too
@@ -237,7 +238,7 @@ class CmdareApp(App[int]):
             self.report_problem(refresh_error(RuntimeError("; ".join(failed))) if failed else None)
         if not self._first_frame_asked:
             self._first_frame_asked = True
-            self.query_one("#badges", PaintedStatic).after_paint(self._after_first_frame)
+            self._badges.after_paint(self._after_first_frame)
         self._send_focus()
 
     def _send_focus(self) -> None:
@@ -280,7 +281,7 @@ class CmdareApp(App[int]):
             refresh=self.options.refresh,
             recording=self.session.recording,
         )
-        update_static(self.query_one("#badges", Static), line, layout=False)  # one line, always: no layout
+        update_static(self._badges, line, layout=False)  # one line, always: no layout
         paused = self._paused()
         if paused != self._shown_paused:  # the footer's space reads Pause or Resume
             self._shown_paused = paused
