@@ -53,9 +53,8 @@ COMPACT_WIDTH = 110  # below this width (or 30 rows) one pane at a time, switche
 COMPACT_HEIGHT = 30
 FOCUSED_PANE = "-focused"  # the class of the pane holding the focus (its border in the accent colour)
 WRITE_ACTIONS = frozenset({"export", "screenshot"})  # absent in read-only mode
-HELP_ACTIONS = frozenset(
-    {"quit", "help", "command_palette"}
-)  # the app's keys that work while the help is open
+# the app's keys that work while the help is open (the others wait until it closes)
+HELP_ACTIONS = frozenset({"quit", "help", "command_palette"})
 
 
 STARTUP_GC_PAUSE_S = 5.0  # the longest the garbage collector stays off at start-up (tui/cli.py turns it off)
@@ -366,7 +365,8 @@ class CmdareApp(App[int]):
     # --- actions -------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Write actions do not exist in read-only mode (hidden from footer, help and palette);
-        replay controls exist only while a recording plays."""
+        replay controls exist only while a recording plays; while the help is open, only
+        :data:`HELP_ACTIONS` do."""
         if self.help_shown and action not in HELP_ACTIONS:
             return False  # the keys under the help wait until it closes
         if action.startswith("replay_"):

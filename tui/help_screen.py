@@ -103,10 +103,10 @@ def fitted(text: str, room: int) -> str:
 class HelpOverlay(VerticalScroll):
     """The help, a box over the panes on a layer of its own (``help``, declared by the app's screen,
     which centres it), shown and hidden in place: never a screen pushed and popped. A pushed screen was
-    composed, styled and painted whole at each opening, and closing it repainted the whole screen below
-    (~45 and ~65 ms of CPU on the demo at 120x40, issue 28); showing this box lays the screen out once and
-    paints the box's cells, hiding it repaints only the cells it covered. Its text is made again only when
-    what it says changed (another pane, keys remapped, a replay ended)."""
+    composed, mounted and styled at each opening and painted whole, and closing it repainted the whole
+    screen below (issue 28); showing this box mounts nothing, lays the screen out once and paints the
+    cells it covers, hiding it repaints those cells. Its text is made again only when what it says changed
+    (another pane, keys remapped, a replay ended). The panes stay in sight around it."""
 
     DEFAULT_CSS = """
     HelpOverlay { layer: help; display: none; width: 78; max-width: 100%; height: auto; max-height: 100%;
@@ -125,7 +125,8 @@ class HelpOverlay(VerticalScroll):
         update_static(self.query_one("#help-text", Static), help_text(sections, notes))
         self._before = self.app.focused
         self.display = True
-        self.scroll_home(animate=False, immediate=True)
+        if self.scroll_y:
+            self.scroll_home(animate=False, immediate=True)
         self.focus(scroll_visible=False)
 
     def action_close(self) -> None:
