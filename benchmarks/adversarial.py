@@ -55,8 +55,8 @@ def _one_line(text: str | None) -> bool:
 async def _scrape_pair(url: str, attack: str) -> Result:
     """A benign target beside the hostile one, through the real poller and a recorder."""
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.recorder import Recorder
-    from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+    from cmdare.collectors.recording.recorder import Recorder
+    from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
     from cmdare.collectors.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,7 +107,7 @@ async def _prometheus(url: str, attack: str) -> Result:
     import httpx
 
     from cmdare.collectors import writes
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
 
     writes.set_read_only(True)  # read-only: every request must be a GET
     src = PrometheusAPISource(f"{url}/p/{attack}", token=TOKEN, timeout=TIMEOUT_S)
@@ -128,7 +128,7 @@ async def _prometheus(url: str, attack: str) -> Result:
 
 
 async def _jsonl(url: str, attack: str) -> Result:
-    from cmdare.collectors.jsonl import JsonlSource
+    from cmdare.collectors.logs.source import JsonlSource
 
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "train.jsonl"
@@ -151,7 +151,7 @@ async def _jsonl(url: str, attack: str) -> Result:
 
 async def _recording(url: str, attack: str) -> Result:
     from cmdare.collectors.clock import ManualClock
-    from cmdare.collectors.replay import ReplayFinished, ReplaySource
+    from cmdare.collectors.recording.replay import ReplayFinished, ReplaySource
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "rec.sqlite"
@@ -172,14 +172,21 @@ async def _recording(url: str, attack: str) -> Result:
 def hostile_recording(path: Path, attack: str) -> None:
     """Write a recording at ``path`` that carries ``attack`` (one of the recording attacks above)."""
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.samples import TaskInfo, TaskPoll
 
     rec = Recorder(path, interval=2.0)
-    info = TaskInfo("j", "w0")
+    info = TaskInfo(job="j", task="w0")
     for i in range(4):
         t = 1.7e9 + 2 * i
-        rec.record(Cycle(t, 0.0, [TaskPoll("w", t, True, info=info, values={"cmdare_global_step": i})], []))
+        rec.record(
+            Cycle(
+                t=t,
+                elapsed=0.0,
+                polls=[TaskPoll(source="w", t=t, ok=True, info=info, values={"cmdare_global_step": i})],
+                transitions=[],
+            )
+        )
     rec.close()
     c = sqlite3.connect(path)
     with c:
@@ -225,32 +232,49 @@ def many_ps_recording(path: Path, n_ps: int, claimants: int = 0, cycles: int = 3
     """A recording of a job with model facts, 4 workers and ``n_ps`` PSs (``cycles`` of them); ``claimants``: as
     many more polls of ps-0 in cycle 2, each from its own source (one PS announced 200,000 times)."""
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
 
-    facts = JobFacts("big", ModelSpec("ResNet-32", 1.4e11, 4.6e5, 128), 64000)
+    facts = JobFacts(
+        "big", ModelSpec(name="ResNet-32", model_flops=1.4e11, params=4.6e5, batch_size=128), 64000
+    )
     rec = Recorder(path, interval=2.0)
     for c in range(cycles):
         t = 1.7e9 + 2 * c
         polls = [
-            TaskPoll(f"w{i}", t, True, job_facts=facts, values={"cmdare_global_step": 100 * c,
-                     "cmdare_worker_steps_total": 25 * c, "cmdare_step_seconds_sum": 10.0 * c,
-                     "cmdare_step_seconds_count": 25 * c},
-                     info=TaskInfo("big", f"worker-{i}", "chief" if i == 0 else "worker", gpu="K80",
-                                   region="us-central1", provisioning="spot"))
+            TaskPoll(
+                source=f"w{i}",
+                t=t,
+                ok=True,
+                job_facts=facts,
+                values={
+                    "cmdare_global_step": 100 * c,
+                    "cmdare_worker_steps_total": 25 * c,
+                    "cmdare_step_seconds_sum": 10.0 * c,
+                    "cmdare_step_seconds_count": 25 * c,
+                },
+                info=TaskInfo(
+                    job="big",
+                    task=f"worker-{i}",
+                    role="chief" if i == 0 else "worker",
+                    gpu="K80",
+                    region="us-central1",
+                    provisioning="spot",
+                ),
+            )
             for i in range(4)
-        ]  # fmt: skip
+        ]
         polls += [
             TaskPoll(
-                f"p{i}",
-                t,
-                True,
-                info=TaskInfo("big", f"ps-{i}", "ps"),
+                source=f"p{i}",
+                t=t,
+                ok=True,
+                info=TaskInfo(job="big", task=f"ps-{i}", role="ps"),
                 values={"process_cpu_seconds_total": c},
             )
             for i in range(n_ps)
         ]
-        rec.record(Cycle(t, 0.0, polls, []))
+        rec.record(Cycle(t=t, elapsed=0.0, polls=polls, transitions=[]))
     rec.close()
     if claimants:
         c = sqlite3.connect(path)
@@ -337,10 +361,12 @@ async def _fleet_1e308(url: str, attack: str) -> Result:
     """10,000 tasks' fleet columns answering 1e308 (numpy must neither overflow nor warn)."""
     import warnings
 
-    from cmdare.collectors.prometheus_fleet import FleetColumns
+    from cmdare.collectors.prometheus.fleet import FleetColumns
     from cmdare.collectors.samples import TaskInfo
 
-    tasks = {f"10.{i // 250}.{i % 250}.1:9400": TaskInfo("big", f"worker-{i}") for i in range(10_000)}
+    tasks = {
+        f"10.{i // 250}.{i % 250}.1:9400": TaskInfo(job="big", task=f"worker-{i}") for i in range(10_000)
+    }
     cols = FleetColumns(tasks)
     rows = [{"metric": {"instance": k}, "value": [0, "1e308"]} for k in tasks]
     with warnings.catch_warnings():
@@ -384,7 +410,7 @@ async def _replaced(url: str, attack: str) -> Result:
     from cmdare.collectors.exporter import TrainingExporter
     from cmdare.collectors.lifecycle import Lifecycle
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
     from cmdare.collectors.samples import TaskState
     from cmdare.collectors.store import Store
     from tests.prom_server import PROMETHEUS, PromServer

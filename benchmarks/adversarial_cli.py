@@ -230,7 +230,7 @@ def crashed_recording(folder: Path) -> None:
 
     from cmdare.collectors import metrics as M
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.samples import TaskInfo, TaskPoll
 
     live = folder.parent / f"live-{folder.name}.sqlite"
@@ -238,9 +238,13 @@ def crashed_recording(folder: Path) -> None:
     for i in range(6):
         t = 1.7e9 + 2 * i
         poll = TaskPoll(
-            "http://w0/metrics", t, True, info=TaskInfo("j", "w0"), values={M.K_WORKER_STEPS: 10.0 * i}
+            source="http://w0/metrics",
+            t=t,
+            ok=True,
+            info=TaskInfo(job="j", task="w0"),
+            values={M.K_WORKER_STEPS: 10.0 * i},
         )
-        rec.record(Cycle(t, 0.01, [poll], []))
+        rec.record(Cycle(t=t, elapsed=0.01, polls=[poll], transitions=[]))
     rec.close()
     c = sqlite3.connect(live)
     c.execute("PRAGMA wal_autocheckpoint = 0")

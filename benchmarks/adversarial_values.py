@@ -79,8 +79,8 @@ async def _secret_field(url: str, attack: str) -> Result:
     import httpx
 
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
+    from cmdare.collectors.recording.recorder import Recorder
     from cmdare.collectors.store import Store
 
     basic = attack.startswith("basic-")
@@ -125,7 +125,7 @@ async def _secret_field(url: str, attack: str) -> Result:
 async def _secret_target(url: str, where: str) -> Result:
     """A scrape target echoing the ``token=`` of its URL into its content coding or its labels."""
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+    from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
     from cmdare.collectors.store import Store
 
     log = _log_capture()
@@ -167,9 +167,9 @@ async def _nic_jump(url: str, attack: str) -> Result:
     from cmdare.collectors.samples import TaskInfo, TaskPoll
     from cmdare.collectors.store import Store
 
-    store, info, notes, rates = Store(), TaskInfo("j", "ps-0", role="ps"), [], []
+    store, info, notes, rates = Store(), TaskInfo(job="j", task="ps-0", role="ps"), [], []
     for i, v in enumerate([1e6, 2e6] + [1e15 + 1e6 * k for k in range(12)]):
-        p = checked(TaskPoll("ps", 1000.0 + 2 * i, True, info=info, values={M.K_PS_IN: v}), store)
+        p = checked(TaskPoll(source="ps", t=1000.0 + 2 * i, ok=True, info=info, values={M.K_PS_IN: v}), store)
         notes += [p.error] if p.error else []
         store.add(p)
         rates.append(store.tasks[info.key].rate(M.K_PS_IN, 10.0))
@@ -193,12 +193,45 @@ async def _allreduce(url: str, attack: str) -> Result:
     from cmdare.planner.speed.speed_model import SpeedModel
 
     def rank(r: int, exposed: float) -> NodeView:
-        return NodeView(f"worker-{r}", "worker", "T4", "us-central1", "", "spot", "up", 2.0, 0.2, None, None,
-                        None, 100.0, None, 0, "", allreduce_seconds=exposed, rank=str(r), local_rank="0")  # fmt: skip
+        return NodeView(
+            name=f"worker-{r}",
+            role="worker",
+            gpu="T4",
+            region="us-central1",
+            zone="",
+            provisioning="spot",
+            status="up",
+            steps_per_sec=2.0,
+            step_seconds=0.2,
+            gpu_util=None,
+            net_in_bps=None,
+            net_out_bps=None,
+            started_at=100.0,
+            last_error=None,
+            restarts=0,
+            cause="",
+            allreduce_seconds=exposed,
+            rank=str(r),
+            local_rank="0",
+        )
 
     nodes = [rank(r, 0.3) for r in range(3)] + [rank(3, 10.0)]  # 0.5 s a step at 2 steps/s; 10 s
-    facts = JobFacts("ddp", ModelSpec("shakebig", 2.3e10, 26e6, 128, sync="sync-allreduce"), 10_000)
-    job = JobView("ddp", facts, 2.0, None, 100.0, None, nodes, sync="sync-allreduce", sync_how="declared")
+    facts = JobFacts(
+        "ddp",
+        ModelSpec(name="shakebig", model_flops=2.3e10, params=26e6, batch_size=128, sync="sync-allreduce"),
+        10_000,
+    )
+    job = JobView(
+        name="ddp",
+        facts=facts,
+        steps_per_sec=2.0,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=None,
+        nodes=nodes,
+        sync="sync-allreduce",
+        sync_how="declared",
+    )
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
     if plan.table is None or plan.calibration_samples != 3:
         return f"calibrated on {plan.calibration_samples} ranks: {plan.note}", ""
@@ -209,7 +242,7 @@ async def _allreduce(url: str, attack: str) -> Result:
 
 # --- a CRC-valid 1 GiB TFRecord length --------------------------------------------------------------
 def _event_file(path: Path, bad_length: bool) -> None:
-    from cmdare.collectors.tfrecord import frame, masked_crc32c
+    from cmdare.collectors.tensorboard.tfrecord import frame, masked_crc32c
 
     def field(num: int, wire: int, payload: bytes) -> bytes:
         return bytes([(num << 3) | wire]) + bytes([len(payload)]) + payload
@@ -232,8 +265,8 @@ def _event_file(path: Path, bad_length: bool) -> None:
 async def _tfrecord(url: str, attack: str) -> Result:
     """30 polls of an event file ending in a CRC-valid 1 GiB length, against the same file without
     it: CPU ratio and how often the file is read (once: it must not look rewritten every poll)."""
-    from cmdare.collectors import tensorboard
     from cmdare.collectors.clock import ManualClock
+    from cmdare.collectors.tensorboard import source as tensorboard
 
     reads: list[int] = []
     real = tensorboard.read_records

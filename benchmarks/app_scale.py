@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE.parent))  # the repository root: helpers import as t
 
 from task_farm import TaskFarm, file_sd  # noqa: E402
 
-from cmdare.collectors.prometheus_fleet import FOCUS_FROM, SWEEP_S  # noqa: E402
+from cmdare.collectors.prometheus.fleet import FOCUS_FROM, SWEEP_S  # noqa: E402
 from tests.prom_server import PromServer  # noqa: E402
 
 TARGET_CPU, TARGET_P99_S, TARGET_RSS_MB, TARGET_VS_PROM, TARGET_GROWTH = 0.10, 1.0, 400.0, 0.5, 3.0

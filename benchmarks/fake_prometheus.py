@@ -8,7 +8,7 @@ the shape of the queries cmdare-tui sends and answers like a server that has eve
 * the ``or``-ed value queries (``label_replace(…, "cmdare_key", "KEY", …)``) → one row per task and
   key a data-parallel worker has (no PS, no pipeline series);
 * ``cmdare_task_info`` → one identity row per task; ``cmdare_job_info`` → one job; ``up == 0`` → none;
-* a large fleet's queries (collectors/prometheus_fleet.py): a per-task rate column → one row per task
+* a large fleet's queries (collectors/prometheus/fleet.py): a per-task rate column → one row per task
   (counters grow at 1/s; compute seconds a step 0.1 s plus a little per task), preemptions (``== 1``)
   → none, a detail query → the raw series and scrape times of the instances it lists;
 * node detail and range (backfill) queries → empty answers.
@@ -35,7 +35,7 @@ from child_server import ChildServer
 
 _KEY = re.compile(r'"cmdare_key", "([^"]+?)"')
 _TOPK = re.compile(r"topk\((\d+),")
-# "scraped since T" (prometheus_aggregate.changed_tasks)
+# "scraped since T" (prometheus/aggregate.py changed_tasks)
 _SINCE = re.compile(r"timestamp\([^()]*\) > ([0-9.]+)\)")
 
 
@@ -70,7 +70,7 @@ def _index(inst: str, n: int) -> int | None:
 
 
 def _detail(m: re.Match, n: int, now: float, scrape_s: float) -> list[dict]:
-    """A large fleet's detail query (prometheus_fleet.detail_query): raw series of the listed
+    """A large fleet's detail query (prometheus/fleet.py detail_query): raw series of the listed
     instances, and their scrape times."""
     names = [x for x in m.group(1).split("|") if "ps_bytes" not in x and "stage" not in x]
     insts = [x.replace("\\\\", "") for x in m.group(2).split("|") if x]
@@ -86,7 +86,7 @@ def _detail(m: re.Match, n: int, now: float, scrape_s: float) -> list[dict]:
 
 
 def _column(metric: str, n: int, now: float) -> list[dict]:
-    """A per-task rate column (prometheus_fleet.column_queries): counters grow at 1/s; task i's step
+    """A per-task rate column (prometheus/fleet.py column_queries): counters grow at 1/s; task i's step
     time is 0.1 s plus a little per task (so the slowest are distinct)."""
     step_time = {"cmdare_step_seconds_sum": lambda i: 0.1 + i % 97 / 970}  # sum / count: count grows at 1/s
     value = step_time.get(metric, lambda i: 1.0)

@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))  # the repository root: helpers import as tests.*
 from cmdare.collectors import metrics as M  # noqa: E402
 from cmdare.collectors.lifecycle import Lifecycle  # noqa: E402
 from cmdare.collectors.poller import Poller  # noqa: E402
-from cmdare.collectors.recorder import Recorder  # noqa: E402
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget  # noqa: E402
+from cmdare.collectors.recording.recorder import Recorder  # noqa: E402
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
 from tests.fault_server import EXPECT  # noqa: E402
 

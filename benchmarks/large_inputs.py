@@ -105,7 +105,7 @@ async def jsonl_tags(tmp: Path) -> tuple[str, int]:
 async def tb_files(tmp: Path) -> tuple[str, int]:
     from tensorboard_catchup import scalar_event
 
-    from cmdare.collectors.tfrecord import frame
+    from cmdare.collectors.tensorboard.tfrecord import frame
 
     root = tmp / "tb"
     for i in range(10_000):  # 10,000 runs of one small event file each
@@ -127,7 +127,7 @@ async def big_labels(tmp: Path) -> tuple[str, int]:
 async def replay_keys(tmp: Path) -> tuple[str, int]:
     from adversarial import hostile_recording
 
-    from cmdare.collectors.replay import ReplayFinished
+    from cmdare.collectors.recording.replay import ReplayFinished
 
     path = tmp / "rec.sqlite"
     hostile_recording(path, "huge_cycle")  # 200,000 more polls in cycles 2 and 4

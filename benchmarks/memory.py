@@ -44,13 +44,13 @@ class SyntheticNodes:
     def __init__(self, n: int, jobs: int = 10, seed: int = 0) -> None:
         self.infos = [
             TaskInfo(
-                f"job-{i % jobs}",
-                f"worker-{i}",
-                "worker",
-                "P100",
-                "us-central1",
-                "us-central1-c",
-                "preemptible",
+                job=f"job-{i % jobs}",
+                task=f"worker-{i}",
+                role="worker",
+                gpu="P100",
+                region="us-central1",
+                zone="us-central1-c",
+                provisioning="preemptible",
             )
             for i in range(n)
         ]

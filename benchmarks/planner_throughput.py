@@ -68,8 +68,18 @@ def naive_rate(
         w_usd, ps_usd = prices.lookup(
             np.array([g]), np.array([r]), np.array([p]), workload.allowed.ps_provisioning
         )
-        one = ShapeColumns(np.array([g]), np.array([r]), np.array([p]), np.array([w]), np.array([ps]),
-                           np.array([v]), np.array([deg]), w_usd, ps_usd, np.zeros(1))  # fmt: skip
+        one = ShapeColumns(
+            gpu=np.array([g]),
+            region=np.array([r]),
+            provisioning=np.array([p]),
+            workers=np.array([w]),
+            ps=np.array([ps]),
+            steps_per_sec=np.array([v]),
+            degraded_steps_per_sec=np.array([deg]),
+            worker_usd_per_hour=w_usd,
+            ps_usd_per_hour=ps_usd,
+            egress_usd=np.zeros(1),
+        )
         estimate(one, run, ov, rm)
     return sample / (time.perf_counter() - t0)
 

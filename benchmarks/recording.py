@@ -21,8 +21,8 @@ from memory import INTERVAL_S, SyntheticNodes  # noqa: E402
 
 from cmdare.collectors.clock import ManualClock  # noqa: E402
 from cmdare.collectors.poller import Cycle, Poller  # noqa: E402
-from cmdare.collectors.recorder import Recorder  # noqa: E402
-from cmdare.collectors.replay import ReplaySource  # noqa: E402
+from cmdare.collectors.recording.recorder import Recorder  # noqa: E402
+from cmdare.collectors.recording.replay import ReplaySource  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
 
 

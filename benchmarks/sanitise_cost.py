@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from cmdare.collectors import samples
-from cmdare.collectors.exposition import parse_exposition
 from cmdare.collectors.samples import TaskPoll
+from cmdare.collectors.scrape.exposition import parse_exposition
 
 HOSTILE_VALUE = "\x1b]52;c;ZXZpbA==\x07[link=file:///etc/passwd]x[/link]\u202eab\u200b" + "L" * 2000
 
@@ -39,8 +39,17 @@ def cycle(pages: list[str]) -> list[TaskPoll]:
     out = []
     for i, text in enumerate(pages):
         p = parse_exposition(text)
-        out.append(TaskPoll(f"http://10.0.{i // 250}.{i % 250}:9400/metrics", 0.0, True, info=p.info,
-                            values=p.values, job_facts=p.facts, error="; ".join(p.notes) or None))  # fmt: skip
+        out.append(
+            TaskPoll(
+                source=f"http://10.0.{i // 250}.{i % 250}:9400/metrics",
+                t=0.0,
+                ok=True,
+                info=p.info,
+                values=p.values,
+                job_facts=p.facts,
+                error="; ".join(p.notes) or None,
+            )
+        )
     return out
 
 

@@ -9,7 +9,7 @@ worker threads (the live planner re-ranks shapes there after each refresh), wall
 Textual draws on the same asyncio loop, so a frame cannot appear sooner than the loop is free
 (``--app`` runs the real app headless and measures the lag inside it, rendering included).
 Baseline in the same run: prometheus_client's reference parser on the same page (the fast scanner
-in collectors/exposition.py falls back to it on lines it does not understand).
+in collectors/scrape/exposition.py falls back to it on lines it does not understand).
 Target: <= 25% of one core at 200 targets.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from exporter_farm import Farm, NodePage, raise_fd_limit, series_count  # noqa: E402
 
-from cmdare.collectors import exposition as E  # noqa: E402
+from cmdare.collectors.scrape import exposition as E  # noqa: E402
 
 TARGET_CPU_AT_200 = 0.25  # share of one core (issue 10)
 LAG_TICK_S = 0.010

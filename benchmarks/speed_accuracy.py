@@ -68,7 +68,12 @@ def _known(obs, gpus=GPUS) -> dict[str, KnownNetwork]:
         if gpu not in gpus:
             continue
         k = out.get(name) or KnownNetwork(
-            name, family_of(name) or "", o.model_flops, o.params, int(o.tensors), 128
+            name=name,
+            family=family_of(name) or "",
+            model_flops=o.model_flops,
+            params=o.params,
+            tensors=int(o.tensors),
+            batch_size=128,
         )
         out[name] = replace(k, measured={**k.measured, gpu: o.steps_per_sec})
     return out
@@ -106,7 +111,7 @@ def lono(obs) -> None:
         model = _fit(train, _known(train))
         for g in GPUS:
             o = singles[(held, g)]
-            net = ModelSpec(held, o.model_flops, o.params)
+            net = ModelSpec(name=held, model_flops=o.model_flops, params=o.params)
             res[g]["model"].append(model.predict(net, {g: 1}).steps_per_sec)
             tr = [singles[(n, g)] for n in names if n != held]
             f = np.array([t.model_flops for t in tr])
@@ -148,11 +153,15 @@ def logo(obs) -> None:
         test = [singles[(n, test_gpu)] for n in names]
         meas = [o.steps_per_sec for o in test]
         pred = [
-            model.predict(ModelSpec(o.name, o.model_flops, o.params), {test_gpu: 1}).steps_per_sec
+            model.predict(
+                ModelSpec(name=o.name, model_flops=o.model_flops, params=o.params), {test_gpu: 1}
+            ).steps_per_sec
             for o in test
         ]
         pred_f = [
-            feat_model.predict(ModelSpec(o.name, o.model_flops, o.params), {test_gpu: 1}).steps_per_sec
+            feat_model.predict(
+                ModelSpec(name=o.name, model_flops=o.model_flops, params=o.params), {test_gpu: 1}
+            ).steps_per_sec
             for o in test
         ]
         tr = [singles[(n, train_gpu)] for n in names]
@@ -178,7 +187,7 @@ def clusters(obs) -> None:
         train = [o for o in obs if o not in pts]
         model = _fit(train, _known(train))
         single = singles[(name, gpu)].steps_per_sec
-        net = ModelSpec(name, pts[0].model_flops, pts[0].params)
+        net = ModelSpec(name=name, model_flops=pts[0].model_flops, params=pts[0].params)
         pred = [model.predict(net, {gpu: o.workers}).steps_per_sec for o in pts]
         meas = [o.steps_per_sec for o in pts]
         base = [o.workers * single for o in pts]
@@ -213,16 +222,16 @@ def _row_obs(df) -> list[Observation]:
         r = g.iloc[0]
         out.append(
             Observation(
-                canonical_network_name(name),
-                float(r["Model FLOPs"]),
-                float(r["Number of Parameters"]),
-                float(r["Number of Tensors"]),
-                str(gpu),
-                1,
-                1,
-                0.3,
-                float(g["Speed (steps/sec)"].mean()),
-                "0latency",
+                name=canonical_network_name(name),
+                model_flops=float(r["Model FLOPs"]),
+                params=float(r["Number of Parameters"]),
+                tensors=float(r["Number of Tensors"]),
+                gpu=str(gpu),
+                workers=1,
+                ps=1,
+                latency_ms=0.3,
+                steps_per_sec=float(g["Speed (steps/sec)"].mean()),
+                source="0latency",
             )
         )
     return out
@@ -245,9 +254,9 @@ def _model_step_times(obs, train_rows, test) -> tuple[np.ndarray, np.ndarray]:
                     1.0
                     / m.predict(
                         ModelSpec(
-                            canonical_network_name(r["Model (temp)"]),
-                            r["Model FLOPs"],
-                            r["Number of Parameters"],
+                            name=canonical_network_name(r["Model (temp)"]),
+                            model_flops=r["Model FLOPs"],
+                            params=r["Number of Parameters"],
                         ),
                         {r["GPU (temp)"]: 1},
                     ).steps_per_sec
@@ -310,7 +319,7 @@ def latency(shared: Path, obs) -> None:
     )
     for gpu, name, t0, t30 in latency_pairs(shared):
         k = model._lookup(name)
-        net = ModelSpec(name, k.model_flops, k.params)
+        net = ModelSpec(name=name, model_flops=k.model_flops, params=k.params)
         r = (
             model.predict(net, {gpu: 1}).steps_per_sec
             / model.predict(net, {gpu: 1}, latency_ms=30.3).steps_per_sec
@@ -341,7 +350,7 @@ def intervals(obs) -> None:
         for train, test in scheme(obs):
             model = _banded(train)
             for o in test:
-                net = ModelSpec(o.name, o.model_flops, o.params)
+                net = ModelSpec(name=o.name, model_flops=o.model_flops, params=o.params)
                 band = speed_band(model, net, {o.gpu: o.workers}, o.ps, latency_ms=o.latency_ms)
                 pred.append(band.steps_per_sec)
                 meas.append(o.steps_per_sec)

@@ -45,7 +45,11 @@ from cmdare.tui.session import MonitorState  # noqa: E402
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox  # noqa: E402
 
 T0 = 1_700_000_000.0
-FACTS = JobFacts("resnet32-p100", ModelSpec("ResNet-32", 1658696889.0, 1857722.0, 128), 64000)
+FACTS = JobFacts(
+    "resnet32-p100",
+    ModelSpec(name="ResNet-32", model_flops=1658696889.0, params=1857722.0, batch_size=128),
+    64000,
+)
 SCENARIOS = ("15% changed", "none changed", "15% + young", "15%, sorted", "table alone")
 TARGET_MS = 20.0
 
@@ -133,8 +137,27 @@ def states(n: int, share: float, young: bool, count: int, seed: int = 0) -> list
     for k in range(count):
         for i in rng.sample(range(n), int(share * n)) if k else ():
             nodes[i] = replace(nodes[i], steps_per_sec=rng.uniform(4.5, 6.0), cpu_pct=rng.uniform(5, 95))
-        job = JobView(FACTS.job, FACTS, 5.4 * n, None, 1000.0 * k, None, list(nodes))
-        out.append(MonitorState(T0 + 2.0 * k, k, [job], [], [], [], False, True))
+        job = JobView(
+            name=FACTS.job,
+            facts=FACTS,
+            steps_per_sec=5.4 * n,
+            examples_per_sec=None,
+            global_step=1000.0 * k,
+            eta_seconds=None,
+            nodes=list(nodes),
+        )
+        out.append(
+            MonitorState(
+                t=T0 + 2.0 * k,
+                cycles=k,
+                jobs=[job],
+                alerts=[],
+                alert_history=[],
+                sources=[],
+                demo=False,
+                read_only=True,
+            )
+        )
     return out
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from cmdare.collectors import metrics as M  # noqa: E402
 from cmdare.collectors.clock import ManualClock  # noqa: E402
-from cmdare.collectors.tbproto import decode_event  # noqa: E402
-from cmdare.collectors.tensorboard import TensorBoardSource  # noqa: E402
-from cmdare.collectors.tfrecord import frame, read_records  # noqa: E402
+from cmdare.collectors.tensorboard.proto import decode_event  # noqa: E402
+from cmdare.collectors.tensorboard.source import TensorBoardSource  # noqa: E402
+from cmdare.collectors.tensorboard.tfrecord import frame, read_records  # noqa: E402
 
 TARGET_POLL_S = 0.100
 TARGET_LAG_S = 0.100

@@ -8,7 +8,7 @@ process from the config's ``[caps]`` table (:func:`configure`) like the read-onl
 where each cap applies:
 
 * ``tasks``: tasks (and hosts) per source, kept first come first served (:class:`CapGate`, in the
-  poller; a Prometheus source also asks the server for at most this many, see ``prometheus_api``);
+  poller; a Prometheus source also asks the server for at most this many, see ``prometheus/source.py``);
 * ``series_per_task``: series keys per task (the gate cuts a poll; the store never grows more rings);
 * ``tags_per_task``: logged scalar tags per task (JSON lines, TensorBoard runs), over the task's life;
 * ``label_length``: characters of a label value, name or tag (``untrusted.clean_text``);
@@ -35,7 +35,7 @@ MAX_CLAIMANTS = 4  # endpoints one task identity may be claimed by in one cycle 
 _FIRST_KEYS = frozenset({K_GLOBAL_STEP, K_PREEMPTED, *COUNTER_KEYS})  # kept before any other series
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Caps:
     """What one source may grow to (see the module docstring). Every field is an integer >= 1."""
 
@@ -145,7 +145,8 @@ class CapGate:
     def _forget(self) -> None:
         if self._cycle % self.forget_after == 0:
             old = self._cycle - self.forget_after
-            self._admitted = tuple({k: c for k, c in b.items() if c > old} for b in self._admitted)  # type: ignore[assignment]
+            tasks, hosts = ({k: c for k, c in b.items() if c > old} for b in self._admitted)
+            self._admitted = (tasks, hosts)
 
 
 def _note(kept: int, over: int, cut: int, caps: Caps, claims_over: int = 0) -> str | None:

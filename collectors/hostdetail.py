@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.untrusted import clean_text, label_limit
@@ -101,10 +101,10 @@ def _device_values(vals: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def fold_devices(devices: object, values: Mapping[str, float]) -> dict[str, float]:
+def fold_devices(devices: Collection[str], values: Mapping[str, float]) -> dict[str, float]:
     """Utilisation averaged, memory summed over ``devices`` (ids as in :func:`device_id`)."""
     util, used, free, n = [], 0.0, 0.0, 0
-    for dev in devices:  # type: ignore[attr-defined]
+    for dev in devices:
         pre = f"{DEV_PREFIX}{dev}}}"
         if pre + M.K_GPU_UTIL in values:
             util.append(values[pre + M.K_GPU_UTIL])
@@ -114,7 +114,7 @@ def fold_devices(devices: object, values: Mapping[str, float]) -> dict[str, floa
     out: dict[str, float] = {M.K_GPU_COUNT: float(n)} if n else {}
     if util:
         out[M.K_GPU_UTIL] = sum(util) / len(util)
-    if any(pre in values for pre in (f"{DEV_PREFIX}{d}}}{M.K_GPU_FB_USED}" for d in devices)):  # type: ignore[attr-defined]
+    if any(pre in values for pre in (f"{DEV_PREFIX}{d}}}{M.K_GPU_FB_USED}" for d in devices)):
         out[M.K_GPU_FB_USED], out[M.K_GPU_FB_FREE] = used, free
     return out
 

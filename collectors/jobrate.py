@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.samples import JobFacts, RoleFigures
+from cmdare.collectors.samples import Coverage, JobFacts, RoleFigures
 from cmdare.collectors.store import TaskSeries
 
 SYNC_TOLERANCE = 0.25  # a worker within 25% of the global step's rate steps with it
@@ -39,7 +39,7 @@ RANK_NAME = re.compile(
 WORKER_ROLES = ("worker", "chief", "stage")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobRate:
     steps_per_sec: float  # NaN when unknown
     examples_per_sec: float
@@ -47,6 +47,9 @@ class JobRate:
     sync: str  # async-ps | sync-allreduce | pipeline | "" (one worker: either reading is the same)
     how: str  # declared | inferred | ""
     basis: str = ""  # where the rates come from when not the tasks' own samples (a large fleet)
+    # how many tasks a summed figure rests on, of how many feed it (None: not a sum, or nothing to count)
+    steps_coverage: Coverage | None = None
+    examples_coverage: Coverage | None = None
 
 
 def _rates(tasks: Sequence[TaskSeries], key: str, window: float) -> list[float]:
@@ -83,11 +86,13 @@ def job_rate(tasks: Sequence[TaskSeries], facts: JobFacts | None, window: float)
     declared = facts.model.sync if facts is not None else ""
     sync = declared or infer_sync(workers, window)
     steps = _rates(workers, M.K_WORKER_STEPS, window)
-    if sync in ("sync-allreduce", "pipeline"):
+    steps_coverage = None
+    if sync in ("sync-allreduce", "pipeline"):  # a median: any of the tasks tells the job's speed
         g_rates = _rates(tasks, M.K_GLOBAL_STEP, window)
         rate = statistics.median(g_rates) if g_rates else (statistics.fmean(steps) if steps else math.nan)
     else:
         rate = math.fsum(steps) if steps else math.nan
+        steps_coverage = _coverage(workers, M.K_WORKER_STEPS, len(steps))
     examples = _rates(tasks, M.K_EXAMPLES, window)
     gsteps = [g for ts in tasks if (g := ts.latest(M.K_GLOBAL_STEP)) is not None]
     return JobRate(
@@ -96,28 +101,55 @@ def job_rate(tasks: Sequence[TaskSeries], facts: JobFacts | None, window: float)
         global_step=max(gsteps) if gsteps else math.nan,
         sync=sync,
         how="declared" if declared else ("inferred" if sync else ""),
+        steps_coverage=steps_coverage,
+        examples_coverage=_coverage(tasks, M.K_EXAMPLES, len(examples)),
     )
+
+
+def _coverage(tasks: Sequence[TaskSeries], key: str, rated: int) -> Coverage | None:
+    """``rated`` of the tasks that feed ``key``: those of a role any task of which reports it (a task read
+    once has no rate yet; one whose value was not read yet, a large cluster's values read in turns, will
+    report it too); None when none do, or none has a rate yet (no figure: nothing to qualify)."""
+    roles = {ts.info.role for ts in tasks if ts.has(key)}
+    feeding = sum(1 for ts in tasks if ts.info.role in roles) if roles else 0
+    return Coverage(min(rated, feeding), feeding) if feeding and rated else None
 
 
 def fleet_rate(jr: JobRate, roles: Mapping[str, RoleFigures]) -> JobRate:
     """``jr`` with a large fleet's steps/s and examples/s from Prometheus' per-task rates (see
-    ``prometheus_fleet``): asynchronous, the sum of the workers'; synchronous or a pipeline, the median
+    ``prometheus.fleet``): asynchronous, the sum of the workers'; synchronous or a pipeline, the median
     task's of the largest worker role (each steps once a global step). The global step and how the
-    job trains stay the tasks' own (``jr``)."""
+    job trains stay the tasks' own (``jr``). A sum over part of the tasks carries its coverage; before
+    the server's rates are read, a sum waits (NaN: ``jr``'s would be a few tasks' sample of thousands)."""
     workers = [r for role, r in roles.items() if role in WORKER_ROLES] or list(roles.values())
     rated = sum(r.rated for r in workers)
-    if not rated:
-        return jr
+    tasks = sum(r.tasks for r in workers)
     window = max(r.window_s for r in workers)
+    waiting = "waiting for Prometheus' per-task rates"
+    steps_coverage = None
     if jr.sync in ("sync-allreduce", "pipeline"):
         main = max(workers, key=lambda r: r.rated)
-        steps, how = main.p50, f"median of {main.rated:,} tasks' rates"
-    else:
+        steps, how = (main.p50, f"median of {main.rated:,} tasks' rates") if rated else (jr.steps_per_sec, "")
+    elif rated:
         steps, how = math.fsum(r.steps_per_sec or 0.0 for r in workers), f"sum of {rated:,} tasks' rates"
-    ex = [r.examples_per_sec for r in roles.values() if r.examples_per_sec is not None]
+        steps_coverage = Coverage(rated, tasks)
+    else:
+        steps, how, steps_coverage = math.nan, waiting, Coverage(0, tasks)
+    # examples: the roles whose tasks report any (a parameter server counts none)
+    reporting = [r for r in roles.values() if r.examples_rated]
+    ex = [r.examples_per_sec for r in reporting if r.examples_per_sec is not None]
+    ex_coverage: Coverage | None
+    if ex:
+        examples = math.fsum(ex)
+        ex_coverage = Coverage(sum(r.examples_rated for r in reporting), sum(r.tasks for r in reporting))
+    else:  # the examples column not read yet (or no task counts examples)
+        examples, ex_coverage = math.nan, Coverage(0, tasks) if jr.examples_coverage is not None else None
+    basis = f"Prometheus: {how} over {window:.0f} s" if how and how != waiting else how
     return replace(
         jr,
         steps_per_sec=math.nan if steps is None else steps,
-        examples_per_sec=math.fsum(ex) if ex else jr.examples_per_sec,
-        basis=f"Prometheus: {how} over {window:.0f} s",
+        examples_per_sec=examples,
+        basis=basis,
+        steps_coverage=steps_coverage,
+        examples_coverage=ex_coverage,
     )

@@ -211,6 +211,12 @@ class Lifecycle:
             node.last_error = poll.error
             node.restarts = node.log_restarts = int(poll.values.get(K_LOG_RESTARTS, 0))
             first = [Transition(key, None, TaskState.UP, poll.t, "first seen")]
+            if preempted:  # met already under notice: revoked from its first sample on; no lifetime is
+                # recorded (its start was never seen: a zero-hour one would teach the revocation model
+                # that servers die at once)
+                node.state, node.cause = TaskState.REVOKED, "preempted"
+                reason = "cloud reports preemption (first seen under notice)"
+                return first + [Transition(key, TaskState.UP, TaskState.REVOKED, poll.t, reason)]
             if poll.finished:  # an old run read for the first time
                 node.last_error = poll.error or f"finished: last event at {clock_time(poll.t)}"
                 return first + self._set(node, key, TaskState.FINISHED, poll.t, "its log ended long ago")
@@ -280,7 +286,15 @@ class Lifecycle:
     @staticmethod
     def _lifetime(key: str, node: NodeStatus, end: float | None, cause: str) -> Lifetime:
         i = node.info
-        return Lifetime(key, node.started, end, cause, i.gpu, i.region, i.provisioning)
+        return Lifetime(
+            task=key,
+            start=node.started,
+            end=end,
+            cause=cause,
+            gpu=i.gpu,
+            region=i.region,
+            provisioning=i.provisioning,
+        )
 
     def source_of(self, key: str) -> str | None:
         """The address the task ``key`` answers at (a pending target's own), or None."""

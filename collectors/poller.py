@@ -45,7 +45,7 @@ class Source(Protocol):
     async def poll(self, client: httpx.AsyncClient, clock: Clock) -> list[TaskPoll]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cycle:
     """What one poll cycle produced."""
 
@@ -130,7 +130,7 @@ class Poller:
                 log.info("poll %s: %s", p.source, p.error)
         transitions = self.lifecycle.observe(polls)
         t = self.clock.now()
-        for source in self.sources:  # a large fleet's figures from the server (prometheus_fleet)
+        for source in self.sources:  # a large fleet's figures from the server (prometheus/fleet.py)
             fleet = getattr(source, "fleet", None)
             if fleet is not None:
                 self.store.take_fleet(fleet.roles)
@@ -141,8 +141,16 @@ class Poller:
         )
         self._update_jobs(t, polls)
         unchanged = sum(getattr(s, "unchanged", 0) for s in self.sources)
-        cycle = Cycle(t, self.clock.monotonic() - t0, polls, transitions, errors, truncations, unchanged,
-                      self._notes())  # fmt: skip
+        cycle = Cycle(
+            t=t,
+            elapsed=self.clock.monotonic() - t0,
+            polls=polls,
+            transitions=transitions,
+            source_errors=errors,
+            truncations=truncations,
+            unchanged=unchanged,
+            notes=self._notes(),
+        )
         self.cycles += 1
         self.last_cycle = cycle
         for sink in self.sinks:
@@ -205,6 +213,7 @@ class Poller:
                     known = [g for g in (jr.global_step, *steps) if g == g]  # not NaN
                     jr = replace(jr, global_step=max(known) if known else jr.global_step)
             js.sync, js.sync_how, js.rate_basis = jr.sync, jr.how, jr.basis
+            js.steps_coverage, js.examples_coverage = jr.steps_coverage, jr.examples_coverage
             js.append(
                 t,
                 {

@@ -62,10 +62,12 @@ class CleanText:
 class CleanPoll:
     """Base of :class:`TaskPoll`: messages may be longer; series keys are cleaned too."""
 
+    values: dict[str, float]  # TaskPoll's field (an annotation only: this base is no dataclass)
+
     def __post_init__(self) -> None:
         _clean_fields(self, MESSAGE_LIMIT)
-        values = clean_keys(self.values)  # type: ignore[attr-defined]
-        if values is not self.values:  # type: ignore[attr-defined]
+        values = clean_keys(self.values)
+        if values is not self.values:
             object.__setattr__(self, "values", values)
 
 
@@ -77,7 +79,7 @@ class TaskState(StrEnum):
     FINISHED = "finished"  # a log run whose writer is done: silent past its own cadence, or long ago
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskInfo(CleanText):
     """Identity of one training task; from ``cmdare_task_info`` labels, the config, or TF_CONFIG."""
 
@@ -109,7 +111,7 @@ class TaskInfo(CleanText):
 STUDY_BATCH_SIZE = 128
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec(CleanText):
     """What a job trains: the one description, from ``cmdare_job_info`` labels, the config's
     ``[[jobs]]``, a workload file's ``[model]`` or a ``predict`` row; the speed model's input.
@@ -153,13 +155,13 @@ class JobFacts(CleanText):
 
     def labels(self) -> dict[str, object]:
         """The ``cmdare_job_info`` labels these facts stand for (as recorded; parsed back by
-        :func:`cmdare.collectors.exposition.facts_from_labels`)."""
+        :func:`cmdare.collectors.scrape.exposition.facts_from_labels`)."""
         m = self.model
         return {"job": self.job, "model": m.name, "model_flops": m.model_flops, "params": m.params,
                 "batch_size": m.batch_size, "target_steps": self.target_steps, "sync": m.sync}  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskPoll(CleanPoll):
     """One poll of one source about one task.
 
@@ -181,7 +183,7 @@ class TaskPoll(CleanPoll):
     finished: bool = False  # a log's writer is done (silent past its own cadence, or its last event long ago)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Lifetime(CleanText):
     """One server lifetime: observed by the lifecycle tracker, recorded and replayed, learnt by the
     revocation model. ``start`` and ``end`` in seconds (clock or epoch; ``end`` None while it runs)."""
@@ -207,10 +209,10 @@ class Lifetime(CleanText):
         return max(0.0, (end - self.start) / 3600.0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RoleFigures(CleanText):
     """One role of one job as Prometheus' per-task rates sum it up (a large fleet, read through
-    ``collectors/prometheus_fleet.py``): how many tasks it has, how many have a step rate, the sum of
+    ``collectors/prometheus/fleet.py``): how many tasks it has, how many have a step rate, the sum of
     their step and example rates and the P10/P50/P90 of the per-task step rates, over ``window_s``."""
 
     job: str
@@ -223,3 +225,26 @@ class RoleFigures(CleanText):
     p50: float | None
     p90: float | None
     window_s: float
+    examples_rated: int = 0  # tasks with an example rate over the window
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many of a job's tasks a summed figure rests on (``rated``), of how many feed it (``tasks``):
+    in a fleet's first refreshes a sum over part of the tasks is a fraction of the job's speed, and
+    says so ("412 of 2,200 tasks so far")."""
+
+    rated: int
+    tasks: int
+
+    @property
+    def partial(self) -> bool:
+        """Whether the figure leaves tasks out."""
+        return self.rated < self.tasks
+
+    def words(self) -> str:
+        """'412 of 2,200 tasks so far'."""
+        return f"{self.rated:,} of {self.tasks:,} tasks so far"
+
+    def to_json(self) -> dict[str, int]:
+        return {"tasks": self.rated, "of": self.tasks}

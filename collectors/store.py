@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cmdare.collectors.caps import current as current_caps
+from cmdare.collectors.hostdetail import DEV_PREFIX, devices_in
 from cmdare.collectors.metrics import (
+    GPU_KEYS,
     K_EXAMPLES_RATE,
     K_LEARNING_RATE,
     K_LOSS,
@@ -22,7 +24,7 @@ from cmdare.collectors.metrics import (
     is_counter_key,
     rate_bound,
 )
-from cmdare.collectors.samples import JobFacts, RoleFigures, TaskInfo, TaskPoll
+from cmdare.collectors.samples import Coverage, JobFacts, RoleFigures, TaskInfo, TaskPoll
 
 if TYPE_CHECKING:  # numpy (~0.1 s to import) loads with the first numpy reader, not with the store
     import numpy as np
@@ -39,7 +41,7 @@ FLOAT32 = "f"  # array typecodes (numpy reads them as the same dtypes): a series
 FLOAT64 = "d"  # a series' times
 
 
-def _nans(typecode: str, n: int) -> array:
+def _nans(typecode: str, n: int) -> array[float]:
     """An array of ``n`` NaNs, allocated at exactly its size."""
     return array(typecode, (_NAN,)) * n
 
@@ -102,7 +104,7 @@ class Ring:
         """The bytes its points take (allocated, not only filled)."""
         return len(self._buf) * self._buf.itemsize
 
-    def _slice(self, n: int | None) -> array:
+    def _slice(self, n: int | None) -> array[float]:
         """A copy of the newest ``n`` values (all when None), oldest first."""
         n = self._n if n is None else min(n, self._n)
         if n <= 0:
@@ -148,7 +150,11 @@ class TaskSeries:
     last_seen: float = math.nan
     host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
     _last_values: dict[str, float] | None = field(default=None, repr=False)
-    _memo: dict[tuple, object] = field(default_factory=dict, repr=False)
+    # Figures of the newest point, computed once each (rates, ratios, latest values; spans; what readers
+    # ask of a host, :meth:`gpu_detail`): emptied by each new point.
+    _memo: dict[tuple[str | float, ...], float | None] = field(default_factory=dict, repr=False)
+    _spans: dict[float, int] = field(default_factory=dict, repr=False)
+    _gpu_detail: tuple[list[str], dict[str, float]] | None = field(default=None, repr=False)
     # The newest points as Python floats (times, and each key's values aligned with them, NaN when
     # missing): rates over a few points read these without numpy (~10x cheaper per call; ~32 bytes a
     # value); windows reaching further back read the rings.
@@ -162,7 +168,6 @@ class TaskSeries:
     max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
     allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
     version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
-    view: object = field(default=None, repr=False)  # the overview's last figures of this task (its cache)
     sparse_s: float = field(default=0.0, repr=False)  # how far back a sparsely read series' rate may reach
 
     def __post_init__(self) -> None:
@@ -189,8 +194,15 @@ class TaskSeries:
             return False
         return all(a == b or (a != a and b != b) for a, b in ((last[k], v) for k, v in values.items()))
 
+    def forget_figures(self) -> None:
+        """Empty the memos: every figure is computed again from the points held (a new point, a new
+        sparse window)."""
+        self._memo.clear()
+        self._spans.clear()
+        self._gpu_detail = None
+
     def append(self, t: float, values: dict[str, float]) -> None:
-        self._memo.clear()  # every derived figure below is recomputed from the new point on
+        self.forget_figures()  # every derived figure below is recomputed from the new point on
         self.version += 1
         if self._last_values is not None and t == self.last_seen:
             self._last_values.update(values)  # what is known at this scrape time, series read in turns
@@ -221,13 +233,18 @@ class TaskSeries:
         """``key``'s value at the newest point (None when that point did not read it)."""
         return None if self._last_values is None else self._last_values.get(key)
 
-    def derived(self, name: str, compute: Callable[[TaskSeries], object]) -> object:
-        """``compute(self)``, computed once per new point (e.g. a host's GPU detail, which every
-        task on the host asks for)."""
-        memo_key = ("derived", name)
-        if memo_key not in self._memo:
-            self._memo[memo_key] = compute(self)
-        return self._memo[memo_key]
+    def gpu_detail(self) -> tuple[list[str], dict[str, float]]:
+        """A host's GPU devices (:func:`~cmdare.collectors.hostdetail.devices_in`) and the newest value of
+        each of its GPU series, once per new point: every task on the host asks for them."""
+        if self._gpu_detail is None:
+            keys = self.keys()
+            latest = {
+                k: v
+                for k in keys
+                if (k in GPU_KEYS or k.startswith(DEV_PREFIX)) and (v := self.latest(k)) is not None
+            }
+            self._gpu_detail = (devices_in(keys), latest)
+        return self._gpu_detail
 
     def _recent_of(self, key: str) -> list[float] | None:
         """``key``'s values at the newest points (aligned with ``_recent_t``), or None."""
@@ -241,7 +258,7 @@ class TaskSeries:
         series less often than others, e.g. node detail through Prometheus), or None."""
         memo_key = ("latest", key, lookback)
         if memo_key in self._memo:
-            return self._memo[memo_key]  # type: ignore[return-value]
+            return self._memo[memo_key]
         recent = self._recent_of(key)
         out = None
         if recent is not None:
@@ -257,13 +274,12 @@ class TaskSeries:
     def _span(self, seconds: float) -> int:
         """How many of the newest points lie within ``seconds`` of the newest one (memoised per
         point): a bisection of the time ring (times are appended in order)."""
-        memo_key = ("span", seconds)
-        n = self._memo.get(memo_key)
+        n = self._spans.get(seconds)
         if n is None:
-            n = self._memo[memo_key] = (
+            n = self._spans[seconds] = (
                 self.times.count_from(self.last_seen - seconds) if len(self.times) else 0
             )
-        return n  # type: ignore[return-value]
+        return n
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of ``key`` within the last ``seconds`` before the newest point, as numpy
@@ -321,7 +337,7 @@ class TaskSeries:
         totals and rules ask for the same rates)."""
         memo_key = ("rate", key, seconds)
         if memo_key in self._memo:
-            return self._memo[memo_key]  # type: ignore[return-value]
+            return self._memo[memo_key]
         t, v = self._points(key, seconds)
         if len(v) < 2:  # a series read less often than the others (node detail, a large fleet's sweep)
             t, v = self._sparse_points(key, seconds)
@@ -341,7 +357,7 @@ class TaskSeries:
         """increase(num)/increase(den) over the window, e.g. mean step seconds from a histogram."""
         memo_key = ("ratio", num_key, den_key, seconds)
         if memo_key in self._memo:
-            return self._memo[memo_key]  # type: ignore[return-value]
+            return self._memo[memo_key]
         _, num = self._points(num_key, seconds)
         _, den = self._points(den_key, seconds)
         if len(den) < 2:  # read less often than the window (a large fleet's sweep): the last two
@@ -380,11 +396,12 @@ class JobSeries:
     sync_how: str = ""  # declared | inferred | ""
     times: Ring = field(init=False)
     values: dict[str, Ring] = field(default_factory=dict)
-    node_order: tuple | None = field(default=None, repr=False)  # the overview's last order of the job's tasks
     fleet: dict[str, RoleFigures] = field(
         default_factory=dict
     )  # a large fleet's figures by role (Prometheus)
     rate_basis: str = ""  # where the job's rates come from when not its tasks' samples
+    steps_coverage: Coverage | None = None  # how many tasks the last summed steps/s rests on, of how many
+    examples_coverage: Coverage | None = None  # likewise examples/s
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, FLOAT64)
@@ -508,7 +525,7 @@ class Store:
         self.sparse_s = seconds
         for ts in (*self.tasks.values(), *self.hosts.values()):
             ts.sparse_s = seconds
-            ts._memo.clear()
+            ts.forget_figures()
 
     def take_dirty(self) -> set[str]:
         """The tasks whose points, identity or host detail changed since the last call (one reader:

@@ -89,7 +89,7 @@ def _size_words(limit: int) -> str:
     return f"{limit:,} bytes"
 
 
-def _open_regular(p: Path, limit: int) -> BinaryIO:
+def _open_regular(p: Path, limit: int) -> _Bounded:
     """``p`` opened for reading once it is known to be a regular file of at most ``limit`` bytes."""
     try:
         st = os.stat(p)
@@ -113,7 +113,7 @@ def _open_regular(p: Path, limit: int) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
-    return _Bounded(fd, limit, p)  # type: ignore[return-value]  # a BufferedReader over it is one
+    return _Bounded(fd, limit, p)
 
 
 class _Bounded(io.FileIO):
@@ -123,7 +123,7 @@ class _Bounded(io.FileIO):
         super().__init__(fd, "rb", closefd=True)
         self._left, self._limit, self._path = limit + 1, limit, path
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]  # FileIO's takes any buffer; BufferedReader passes these
         view = memoryview(buffer)[: self._left]
         n = super().readinto(view) or 0
         self._left -= n
@@ -177,7 +177,7 @@ def open_small_text(
         yield _lines(fh, encoding, p, line_limit)
 
 
-def _lines(fh: io.BufferedReader, encoding: str, p: Path, line_limit: int) -> Iterator[str]:
+def _lines(fh: io.BufferedReader[_Bounded], encoding: str, p: Path, line_limit: int) -> Iterator[str]:
     """The decoded lines of ``fh`` (UTF-8 never has the byte 0x0A inside a character: lines split safely)."""
     first, rest = encoding, "utf-8" if encoding == "utf-8-sig" else encoding
     no = 0

@@ -135,11 +135,11 @@ def clean_tree(value: T, limit: int | None = None) -> T:
     :func:`clean_text`; numbers, booleans and dates as they are. Nesting is bounded by the parser
     that made ``value`` (each one here refuses a deep file before this is called)."""
     if isinstance(value, str):
-        return clean_text(value, limit)  # type: ignore[return-value]
+        return clean_text(value, limit)  # type: ignore[return-value]  # T is str here: a str comes back
     if isinstance(value, dict):
-        return {clean_text(k, limit): clean_tree(v, limit) for k, v in value.items()}  # type: ignore[return-value]
+        return {clean_text(k, limit): clean_tree(v, limit) for k, v in value.items()}  # type: ignore[return-value]  # a dict, as T
     if isinstance(value, list):
-        return [clean_tree(v, limit) for v in value]  # type: ignore[return-value]
+        return [clean_tree(v, limit) for v in value]  # type: ignore[return-value]  # a list, as T
     return value
 
 
@@ -187,5 +187,5 @@ def install_log_cleaning() -> None:
         clean.filter(record)
         return record
 
-    factory.cleans_text = True  # type: ignore[attr-defined]
+    factory.cleans_text = True  # type: ignore[attr-defined]  # a mark on the function, read by getattr
     logging.setLogRecordFactory(factory)

@@ -12,6 +12,7 @@ Files are written atomically: a temporary file beside the target, then ``os.repl
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import stat
@@ -188,7 +189,7 @@ def open_sqlite(path: str | os.PathLike[str], *, writable: bool) -> sqlite3.Conn
 class _LazyFileHandler(logging.FileHandler):
     """Creates its folder and file only when the first record is written."""
 
-    def _open(self):  # type: ignore[no-untyped-def]  # logging's own signature
+    def _open(self) -> io.TextIOWrapper:
         guard(f"log file {self.baseFilename}")
         check_target(self.baseFilename)
         make_dirs(Path(self.baseFilename).parent)

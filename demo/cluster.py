@@ -26,7 +26,7 @@ from importlib import resources
 
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.scrape import ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeTarget
 from cmdare.demo.geo import GeoPipelineDemo
 
 log = logging.getLogger(__name__)
@@ -125,16 +125,26 @@ class DemoCluster:
     def start(self) -> list[ScrapeTarget]:
         """Start every task's exporter on 127.0.0.1 and the simulation thread; returns the targets."""
         zone = f"{DEMO_REGION}-c"
-        infos = [TaskInfo(self.job, "ps-0", "ps", "", DEMO_REGION, zone, "standard")]
+        infos = [
+            TaskInfo(
+                job=self.job,
+                task="ps-0",
+                role="ps",
+                gpu="",
+                region=DEMO_REGION,
+                zone=zone,
+                provisioning="standard",
+            )
+        ]
         infos += [
             TaskInfo(
-                self.job,
-                f"worker-{i}",
-                "chief" if i == 0 else "worker",
-                self.cal["gpu"],
-                DEMO_REGION,
-                zone,
-                "preemptible",
+                job=self.job,
+                task=f"worker-{i}",
+                role="chief" if i == 0 else "worker",
+                gpu=self.cal["gpu"],
+                region=DEMO_REGION,
+                zone=zone,
+                provisioning="preemptible",
             )
             for i in range(self.workers)
         ]

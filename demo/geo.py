@@ -17,7 +17,7 @@ from importlib import resources
 
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.scrape import ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeTarget
 
 
 def load_geo_scenario() -> dict:
@@ -72,7 +72,15 @@ class GeoPipelineDemo:
         for s in range(self.sc["stages"]):
             dc = self.dc_of(s)
             info = TaskInfo(
-                self.job, f"stage-{s}", "stage", self.sc["gpu"], dc, f"{dc}-a", "standard", dc, str(s)
+                job=self.job,
+                task=f"stage-{s}",
+                role="stage",
+                gpu=self.sc["gpu"],
+                region=dc,
+                zone=f"{dc}-a",
+                provisioning="standard",
+                dc=dc,
+                stage=str(s),
             )
             exp = TrainingExporter(
                 info.job,

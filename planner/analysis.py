@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from cmdare.collectors.samples import Lifetime
 from cmdare.collectors.store import Store
@@ -21,12 +22,15 @@ from cmdare.planner.risk_cost.checkpointing import CheckpointFacts, WorkAtRisk, 
 from cmdare.planner.risk_cost.cost_meter import CostMeter, CostView
 from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine
 from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, JobGoal, rule_inputs, shipped_overheads
-from cmdare.planner.rules.inputs import frozen_map
+from cmdare.planner.rules.inputs import LinkCapacities, frozen_map
 from cmdare.planner.rules.thresholds import Thresholds
 from cmdare.planner.rules.wan_rules import pipelines
 from cmdare.planner.speed.speed_band import SpeedBand, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
 from cmdare.planner.view import JobPlannerView, PipelineView, PlannerView, PriceSource
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +44,12 @@ class Goals:
 class Analysis:
     def __init__(
         self,
-        price_book: object,
+        price_book: PriceBook,
         *,
         raise_after: int = 3,
         clear_after: int = 3,
         goals: Goals = Goals(),
-        link_capacity_gbps: dict | None = None,
+        link_capacity_gbps: LinkCapacities | None = None,
     ) -> None:
         self.model = SpeedModel.load()
         self.thresholds = Thresholds(raise_after=raise_after, clear_after=clear_after)
@@ -61,7 +65,7 @@ class Analysis:
         self.live = LivePlanner(self.model, price_book)
         self.live_plans: dict[str, LivePlan] = {}
 
-    def set_price_book(self, book: object) -> None:
+    def set_price_book(self, book: PriceBook) -> None:
         self.cost.book = book
         self.live.set_price_book(book)
 

@@ -13,6 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from cmdare.collectors.samples import Lifetime
 from cmdare.planner.job_plan import current_shape, network_of
@@ -27,6 +28,9 @@ from cmdare.planner.risk_cost.workload import ASSUMED_REGION, Allowed, Options, 
 from cmdare.planner.speed.calibration import Calibration
 from cmdare.planner.speed.speed_model import SpeedModel
 
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_PS = 4
@@ -34,7 +38,7 @@ STALLED_NOTE = "the job is stalled (no task up): no new plans until a task answe
 FINISHED_NOTE = "the job finished (target step reached, no task up): nothing left to plan"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LivePlan:
     job: str
     table: ShapeTable | None
@@ -52,15 +56,17 @@ class LivePlan:
 
 @dataclass
 class _JobCache:
-    key: tuple | None = None
-    inputs: tuple | None = None  # exactly what the last ranking rested on (its key's unrounded form)
+    key: tuple[object, ...] | None = None
+    inputs: tuple[object, ...] | None = (
+        None  # exactly what the last ranking rested on (its key's unrounded form)
+    )
     ranked_at: float = -math.inf
     calibrated_at: float = -math.inf
     calibration: Calibration | None = None
     plan: LivePlan | None = None
 
 
-def _dominant(counter: Counter) -> str:
+def _dominant(counter: Counter[str]) -> str:
     return counter.most_common(1)[0][0] if counter else ""
 
 
@@ -72,7 +78,11 @@ def _provisionings(current: str) -> tuple[str, ...]:
 
 
 def workload_for_job(
-    job: JobView, price_book, *, budget_usd: float | None = None, deadline_hours: float | None = None
+    job: JobView,
+    price_book: PriceBook,
+    *,
+    budget_usd: float | None = None,
+    deadline_hours: float | None = None,
 ) -> tuple[Workload | None, str | None]:
     """A workload for the remaining steps of a live job, or (None, why not)."""
     net, shape = network_of(job), current_shape(job)
@@ -95,10 +105,10 @@ def workload_for_job(
         target=Target(steps=remaining, deadline_hours=deadline_hours, budget_usd=budget_usd),
         current=Shape(gpu, shape.workers, shape.ps, region, prov),
         allowed=Allowed(
-            allowed_gpus,
-            regions,
-            max(16, 2 * shape.workers),
-            max(DEFAULT_MAX_PS, shape.ps),
+            gpus=allowed_gpus,
+            regions=regions,
+            max_workers=max(16, 2 * shape.workers),
+            max_ps=max(DEFAULT_MAX_PS, shape.ps),
             provisionings=_provisionings(prov),
         ),
         options=Options(),
@@ -111,7 +121,7 @@ class LivePlanner:
     def __init__(
         self,
         speed_model: SpeedModel,
-        price_book,
+        price_book: PriceBook,
         revocation_model: RevocationModel | None = None,
         *,
         objective: str = "balanced",
@@ -130,7 +140,7 @@ class LivePlanner:
         self.min_interval = min_interval  # never re-rank more often than this unless the prices changed
         self._jobs: dict[str, _JobCache] = {}
 
-    def set_price_book(self, book) -> None:
+    def set_price_book(self, book: PriceBook) -> None:
         self.price_book = book
         for c in self._jobs.values():
             c.key = None  # re-rank with the new prices
@@ -188,17 +198,38 @@ class LivePlanner:
         except (ValueError, KeyError) as exc:  # UnpricedShapeError, an unknown GPU
             note = f"cannot rank sync shapes: {exc}"
         scales = live_scales(table)
-        cache.plan = LivePlan(job.name, table, w, split.ranks if split else 0, None, scales[0], 1.0,
-                              getattr(self.price_book, "source", "?"), getattr(self.price_book, "as_of", "?"), note,
-                              price_date_label(self.price_book), scales[1])  # fmt: skip
+        cache.plan = LivePlan(
+            job=job.name,
+            table=table,
+            workload=w,
+            calibration_samples=split.ranks if split else 0,
+            calibration_residual=None,
+            compute_scale=scales[0],
+            ps_scale=1.0,
+            price_source=self.price_book.source,
+            price_as_of=self.price_book.as_of,
+            note=note,
+            price_date=price_date_label(self.price_book),
+            comm_scale=scales[1],
+        )
         cache.key, cache.inputs, cache.ranked_at = key, inputs, now
         return cache.plan
 
     def stalled_plan(self, job: JobView) -> LivePlan:
         """What the planner says of a stalled job (no task up): no ranking, and why."""
-        return LivePlan(job.name, None, None, 0, None, 1.0, 1.0, getattr(self.price_book, "source", "?"),
-                        getattr(self.price_book, "as_of", "?"), FINISHED_NOTE if job.finished else STALLED_NOTE,
-                        price_date_label(self.price_book))  # fmt: skip
+        return LivePlan(
+            job=job.name,
+            table=None,
+            workload=None,
+            calibration_samples=0,
+            calibration_residual=None,
+            compute_scale=1.0,
+            ps_scale=1.0,
+            price_source=self.price_book.source,
+            price_as_of=self.price_book.as_of,
+            note=FINISHED_NOTE if job.finished else STALLED_NOTE,
+            price_date=price_date_label(self.price_book),
+        )
 
     def update(self, job: JobView, now: float) -> LivePlan:
         """The job's plan: ranked again when what it rests on changed (none while the job is stalled)."""
@@ -247,19 +278,19 @@ class LivePlanner:
             except (ValueError, KeyError) as exc:
                 note = f"cannot rank shapes: {exc}"
             if table is not None and not table.current_priced:
-                note = f"the {getattr(self.price_book, 'source', '?')} book has no price for the current shape: price unknown"
+                note = f"the {self.price_book.source} book has no price for the current shape: price unknown"
         cache.plan = LivePlan(
-            job.name,
-            table,
-            w,
-            cal.samples if cal else 0,
-            cal.residual if cal and cal.samples else None,
-            c_scale,
-            p_scale,
-            getattr(self.price_book, "source", "?"),
-            getattr(self.price_book, "as_of", "?"),
-            note,
-            price_date_label(self.price_book),
+            job=job.name,
+            table=table,
+            workload=w,
+            calibration_samples=cal.samples if cal else 0,
+            calibration_residual=cal.residual if cal and cal.samples else None,
+            compute_scale=c_scale,
+            ps_scale=p_scale,
+            price_source=self.price_book.source,
+            price_as_of=self.price_book.as_of,
+            note=note,
+            price_date=price_date_label(self.price_book),
         )
         cache.key, cache.inputs, cache.ranked_at = key, inputs, now
         return cache.plan

@@ -69,7 +69,7 @@ def ranks(job: JobView, *, up_only: bool = True) -> tuple[NodeView, ...]:
 def sync_shape(job: JobView) -> SyncShape | None:
     """The job's nodes × GPUs per node and GPU label, counting every rank (down ones too: the shape
     paid for); once per view."""
-    return job.memo("sync shape", _sync_shape)
+    return job.memo(_sync_shape)
 
 
 def _sync_shape(job: JobView) -> SyncShape | None:
@@ -85,7 +85,7 @@ def _sync_shape(job: JobView) -> SyncShape | None:
 
 def placement(job: JobView) -> tuple[str, str]:
     """(region, provisioning) most of the job's ranks declare ("" when none does); once per view."""
-    return job.memo("placement", _placement)
+    return job.memo(_placement)
 
 
 def _placement(job: JobView) -> tuple[str, str]:
@@ -98,16 +98,23 @@ def _placement(job: JobView) -> tuple[str, str]:
 def measured_split(job: JobView) -> MeasuredSplit | None:
     """The job's measured compute and exposed all-reduce per step (medians over up ranks), or None;
     once per view."""
-    return job.memo("measured split", _measured_split)
+    return job.memo(_measured_split)
+
+
+def rank_split(n: NodeView) -> tuple[float, float] | None:
+    """A rank's (compute, exposed all-reduce) seconds of a step, when both are measured (a compute time > 0)."""
+    if n.step_seconds and n.allreduce_seconds is not None:
+        return n.step_seconds, n.allreduce_seconds
+    return None
 
 
 def _measured_split(job: JobView) -> MeasuredSplit | None:
-    measured = [n for n in ranks(job) if n.step_seconds and n.allreduce_seconds is not None]
-    both = [(n.step_seconds, n.allreduce_seconds) for n in measured if _fits_its_steps(n)]
+    measured = [(n, s) for n in ranks(job) if (s := rank_split(n)) is not None]
+    both = [s for n, s in measured if _fits_its_steps(n)]
     if not both:
         return None
     c = statistics.median(b[0] for b in both)
-    e = statistics.median(b[1] for b in both)  # type: ignore[misc]
+    e = statistics.median(b[1] for b in both)
     return MeasuredSplit(float(c), float(e), len(both), len(measured) - len(both))
 
 
@@ -124,7 +131,7 @@ def _fits_its_steps(n: NodeView) -> bool:
 
 def allreduce_refusals(job: JobView) -> tuple[str, ...]:
     """One line per rank whose all-reduce figures were refused (see :func:`measured_split`); once per view."""
-    return job.memo("allreduce refusals", _allreduce_refusals)
+    return job.memo(_allreduce_refusals)
 
 
 def _allreduce_refusals(job: JobView) -> tuple[str, ...]:
@@ -154,7 +161,10 @@ def shape_terms(
     from cmdare.planner.speed.interconnect import node_links
 
     links = node_links(shape.gpu, shape.gpus_per_node, tier)
-    a = lambda x: np.array([x], dtype=float)  # noqa: E731
+
+    def a(x: float) -> np.ndarray:  # one row
+        return np.array([x], dtype=float)
+
     return sync_step(a(compute_s), params, a(shape.nodes), a(shape.gpus_per_node), a(links.intra_bus_gbps),
                      a(links.nic_bus_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
 

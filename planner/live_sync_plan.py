@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.live_sync import (
@@ -33,6 +34,9 @@ from cmdare.planner.risk_cost.workload import (
 from cmdare.planner.speed.allreduce import SyncParams
 from cmdare.planner.speed.speed_model import SpeedModel
 
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+
 MAX_GPUS_PER_NODE = 8
 
 
@@ -42,7 +46,7 @@ def _dominant(values: list[str], default: str) -> str:
 
 
 def sync_workload_for_job(
-    job: JobView, price_book: object
+    job: JobView, price_book: PriceBook
 ) -> tuple[Workload | None, SyncShape | None, str | None]:
     """(workload for the job's remaining steps, its shape, None) or (None, shape, why not)."""
     f, shape = job.facts, sync_shape(job)
@@ -61,17 +65,27 @@ def sync_workload_for_job(
     rs = ranks(job, up_only=False)
     region = _dominant([n.region for n in rs], ASSUMED_REGION)
     prov = _dominant([n.provisioning for n in rs], "standard")
-    gpus = tuple(sorted(set(price_book.gpus()) | {shape.gpu}))  # type: ignore[attr-defined]
-    regions = tuple(sorted(set(price_book.regions()) | {region}))  # type: ignore[attr-defined]
+    gpus = tuple(sorted(set(price_book.gpus()) | {shape.gpu}))
+    regions = tuple(sorted(set(price_book.regions()) | {region}))
     transient = prov if prov in ("spot", "preemptible") else "spot"
     w = Workload(
         model=f.model,
         target=Target(steps=max(1, int(f.target_steps - (job.global_step or 0)))),
         current=Shape(shape.gpu, shape.gpus, 0, region, prov),
-        allowed=Allowed(gpus, regions, max(16, 2 * shape.gpus), 0, provisionings=("standard", transient)),
+        allowed=Allowed(
+            gpus=gpus,
+            regions=regions,
+            max_workers=max(16, 2 * shape.gpus),
+            max_ps=0,
+            provisionings=("standard", transient),
+        ),
         options=Options(),
         source=f"live job {job.name}",
-        parallel=Parallel("sync", shape.gpus_per_node, max(MAX_GPUS_PER_NODE, shape.gpus_per_node)),
+        parallel=Parallel(
+            mode="sync",
+            gpus_per_node=shape.gpus_per_node,
+            max_gpus_per_node=max(MAX_GPUS_PER_NODE, shape.gpus_per_node),
+        ),
     )
     return w, shape, None
 
@@ -91,7 +105,7 @@ def live_sync_params(
 def rank_live_sync(
     job: JobView,
     speed_model: SpeedModel,
-    price_book: object,
+    price_book: PriceBook,
     revocations: RevocationModel,
     objective: str = "balanced",
     options: Options | None = None,

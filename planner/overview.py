@@ -10,26 +10,31 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from cmdare.collectors import hostdetail as H
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
-from cmdare.collectors.samples import JobFacts, TaskInfo, TaskState
-from cmdare.collectors.store import TRAINING_KEYS, JobSeries, Store, TaskSeries
+from cmdare.collectors.samples import Coverage, JobFacts, TaskInfo, TaskState
+from cmdare.collectors.store import TRAINING_KEYS, Store, TaskSeries
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RATE_WINDOW_S = 10.0  # rates over the last 10 s of samples (divided by measured elapsed time)
 STEP_WINDOW_S = RATE_WINDOW_S  # mean step compute time over the same window (histogram sum / count)
 WORKER_ROLES = frozenset({"worker", "chief"})  # the roles that compute steps (JobView.workers)
+Kind = tuple[
+    str, str, str, str, str
+]  # what a task counts as in its job's census: role, GPU, region, provisioning, status
 
 
 def _finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-@dataclass(frozen=True, slots=True)  # 10,000 a job, read in passes by the rules: no __dict__ each
+@dataclass(
+    frozen=True, slots=True, kw_only=True
+)  # 10,000 a job, read in passes by the rules: no __dict__ each
 class NodeView:
     name: str
     role: str
@@ -74,7 +79,7 @@ class NodeView:
         refresh to the next (renderers and rules pass the state's time)."""
         return None if self.started_at is None else now - self.started_at
 
-    def to_json(self, now: float) -> dict:
+    def to_json(self, now: float) -> dict[str, Any]:
         out = asdict(self)
         del out["started_at"]
         out["uptime_s"] = self.uptime_s(now)
@@ -118,7 +123,7 @@ def training_figures(tasks: list[TaskSeries], window: float = 3600.0) -> Trainin
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobView:
     name: str
     facts: JobFacts
@@ -134,6 +139,26 @@ class JobView:
     rate_basis: str = ""  # where steps/s and examples/s come from when not the tasks' own samples
     stalled_since: float | None = None  # no task up: when a task last answered (steps/s, ETA then None)
     last_steps_per_sec: float | None = None  # a stalled job's last measured steps/s (a past figure)
+    # a summed figure over part of the job's tasks (a fleet's first refreshes): how many, of how many
+    steps_coverage: Coverage | None = None
+    examples_coverage: Coverage | None = None
+    # Tasks by (role, GPU label, region, provisioning, status) as :func:`build_jobs` counted them while the
+    # views changed; None: counted from ``nodes`` when first asked (:attr:`_kinds`). It goes with ``nodes``: a
+    # copy with other nodes (``dataclasses.replace(job, nodes=…)``) passes ``tally=None``.
+    tally: dict[Kind, int] | None = field(default=None, repr=False, compare=False)
+    # What :meth:`memo` computed of this view, by the function that computed it (the view's own cache).
+    _memo: dict[Callable[[JobView], object], object] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def coverage_note(self, figure: Literal["", "steps", "examples"] = "") -> str:
+        """'412 of 2,200 tasks so far' for a figure (``steps`` or ``examples``) summed over part of the
+        tasks; both, named, when ``figure`` is ""; "" when the figures cover every task."""
+        parts = {"steps": self.steps_coverage, "examples": self.examples_coverage}
+        if figure:
+            c = parts[figure]
+            return c.words() if c is not None and c.partial else ""
+        return "; ".join(f"{k}/s: {c.words()}" for k, c in parts.items() if c is not None and c.partial)
 
     @property
     def stalled(self) -> bool:
@@ -149,13 +174,12 @@ class JobView:
             return True
         return self.stalled and self.counts.get(TaskState.FINISHED.value, 0) == len(self.nodes) > 0
 
-    def memo(self, name: str, compute: Callable[[JobView], T]) -> T:
+    def memo(self, compute: Callable[[JobView], T]) -> T:
         """``compute(self)``, once per view: the rules, the planner and the panes ask the same things of
         a job's 10,000 nodes in one refresh (its shape, its ranks, their split...)."""
-        cache = self.__dict__.setdefault("_memo", {})
-        if name not in cache:
-            cache[name] = compute(self)
-        return cache[name]
+        if compute not in self._memo:
+            self._memo[compute] = compute(self)
+        return cast(T, self._memo[compute])  # held under the function that returned it: its T
 
     @functools.cached_property
     def counts(self) -> dict[str, int]:
@@ -212,16 +236,18 @@ class JobView:
         return dict(out)
 
     @functools.cached_property
-    def _kinds(self) -> dict[tuple[str, str, str, str, str], int]:
+    def _kinds(self) -> dict[Kind, int]:
         """Tasks by (role, GPU label, region, provisioning, status): the one pass over the nodes that
-        :attr:`counts`, :attr:`kinds` and :attr:`census` are made from."""
+        :attr:`counts`, :attr:`kinds` and :attr:`census` are made from (:attr:`tally` when given)."""
+        if self.tally is not None:
+            return self.tally
         return dict(Counter((n.role, n.gpu, n.region, n.provisioning, n.status) for n in self.nodes))
 
     def has_role(self, role: str) -> bool:
         """Whether any task has this role."""
         return any(r == role for r, *_ in self._kinds)
 
-    def to_json(self, now: float) -> dict:
+    def to_json(self, now: float) -> dict[str, Any]:
         """The job as a JSON-ready dict at ``now`` (the state's time: node uptimes are counted to it)."""
         return {
             "name": self.name,
@@ -234,6 +260,15 @@ class JobView:
             "sync": self.sync,
             "sync_how": self.sync_how,
             "rate_basis": self.rate_basis or None,
+            "coverage": {  # null when every figure covers every task
+                name: c.to_json()
+                for name, c in (
+                    ("steps_per_sec", self.steps_coverage),
+                    ("examples_per_sec", self.examples_coverage),
+                )
+                if c is not None and c.partial
+            }
+            or None,
             "stalled_since": self.stalled_since,
             "finished": self.finished,
             "last_steps_per_sec": _finite(self.last_steps_per_sec),
@@ -274,7 +309,7 @@ def _net(ts: TaskSeries, host: TaskSeries | None, window: float) -> tuple[float 
     return (own_in if own_in is not None else nic_in), (own_out if own_out is not None else nic_out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostFigures:
     cpu_pct: float | None = None
     mem_used: float | None = None
@@ -284,13 +319,6 @@ class HostFigures:
     gpu_util: float | None = None
     gpu_used: float | None = None
     gpu_total: float | None = None
-
-
-def _gpu_detail(series: TaskSeries) -> tuple[list[str], dict[str, float]]:
-    """A host's GPU devices and the newest value of each of its GPU series (once per new point)."""
-    devices = H.devices_in(series.keys())
-    keys = [k for k in series.keys() if k in M.GPU_KEYS or k.startswith(H.DEV_PREFIX)]
-    return devices, {k: v for k in keys if (v := series.latest(k)) is not None}
 
 
 def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> HostFigures:
@@ -306,7 +334,9 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     total = mem.latest(M.K_MEM_TOTAL) if mem else None
     avail = mem.latest(M.K_MEM_AVAIL) if mem else None
     used = total - avail if total is not None and avail is not None and avail <= total else None
-    return _gpu_figures(ts, host, HostFigures(_finite(cpu), _finite(used), _finite(total)))
+    return _gpu_figures(
+        ts, host, HostFigures(cpu_pct=_finite(cpu), mem_used=_finite(used), mem_total=_finite(total))
+    )
 
 
 def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> HostFigures:
@@ -314,10 +344,12 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     when none of them is on the host), else all of its host's."""
     i = ts.info
     gsrc = ts if ts.has(M.K_GPU_UTIL) or ts.has(M.K_GPU_COUNT) else host
-    devices, latest = gsrc.derived("gpu", _gpu_detail) if gsrc is not None else ([], {})  # type: ignore[misc]
+    devices, latest = gsrc.gpu_detail() if gsrc is not None else ([], {})
     owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
     if not owns or gsrc is None:
-        return HostFigures(base.cpu_pct, base.mem_used, base.mem_total, owns)  # replace(), ~5x cheaper
+        return HostFigures(
+            cpu_pct=base.cpu_pct, mem_used=base.mem_used, mem_total=base.mem_total, owns_gpu=owns
+        )  # replace(), ~5x cheaper
     if i.gpu_ids:
         g = H.fold_devices(H.owned_devices(devices, i.gpu_ids), latest)
     else:
@@ -449,22 +481,40 @@ def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
     return own_start if own_start is not None and 0 < own_start <= now else started
 
 
+# What a task's view was made from: the versions of its points and identity, of its host's points and of
+# its lifecycle status; its flags and its start.
+ViewKey = tuple[int, int | None, int | None, tuple[str, ...], float]
+
+
+@dataclass
+class BuiltView:
+    """A task's last view and what it was made from (:func:`cached_view`)."""
+
+    key: ViewKey
+    host: TaskSeries | None  # the host series it read (the same object, not only the same version)
+    view: NodeView
+
+
 def cached_view(
-    ts: TaskSeries, status: NodeStatus | None, now: float, host: TaskSeries | None, flags: tuple[str, ...]
+    ts: TaskSeries,
+    status: NodeStatus | None,
+    now: float,
+    host: TaskSeries | None,
+    flags: tuple[str, ...],
+    built: dict[str, BuiltView],
 ) -> NodeView:
-    """:func:`node_view`, the same object while nothing it reads has changed (the versions of the
-    task's points and identity, of its host's points and of its lifecycle status; its flags and
-    start: through Prometheus at a 15 s scrape
-    and a 2 s refresh most refreshes bring nothing new for most tasks). The view holds no time of
-    its own (uptime is counted from ``started_at`` by who shows it), so reuse is exact."""
+    """:func:`node_view`, the same object while nothing it reads has changed (``built``: the views made
+    so far, by task key; through Prometheus at a 15 s scrape and a 2 s refresh most refreshes bring
+    nothing new for most tasks). The view holds no time of its own (uptime is counted from
+    ``started_at`` by who shows it), so reuse is exact."""
     started = _started(ts, status, now)  # a start reported ahead of our clock counts once it is past
-    key = (ts.version, None if host is None else host.version, None if status is None else status.version,
-           flags, started)  # fmt: skip
-    hit = ts.view
-    if type(hit) is tuple and hit[0] == key and hit[1] is host:
-        return hit[2]
+    key: ViewKey = (ts.version, None if host is None else host.version,
+                    None if status is None else status.version, flags, started)  # fmt: skip
+    hit = built.get(ts.info.key)
+    if hit is not None and hit.key == key and hit.host is host:
+        return hit.view
     view = node_view(ts, status, now, host=host, flags=flags)
-    ts.view = (key, host, view)
+    built[ts.info.key] = BuiltView(key, host, view)
     return view
 
 
@@ -472,24 +522,24 @@ def _unanswered(status: NodeStatus) -> NodeView:
     """A task that never answered (a pending target, or known only from a failed poll)."""
     i: TaskInfo = status.info
     return NodeView(
-        i.name,
-        i.role,
-        i.gpu,
-        i.region,
-        i.zone,
-        i.provisioning,
-        status.state.value,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        status.last_error,
-        status.restarts,
-        status.cause,
-        i.stage,
-        i.dc,
+        name=i.name,
+        role=i.role,
+        gpu=i.gpu,
+        region=i.region,
+        zone=i.zone,
+        provisioning=i.provisioning,
+        status=status.state.value,
+        steps_per_sec=None,
+        step_seconds=None,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=None,
+        last_error=status.last_error,
+        restarts=status.restarts,
+        cause=status.cause,
+        stage=i.stage,
+        dc=i.dc,
     )
 
 
@@ -509,7 +559,10 @@ class OverviewCache:
     # changed (their order is made again)
     changed: dict[str, list[str]] = field(default_factory=dict)  # job -> tasks whose view changed
     at: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> task key -> its place in nodes
-    kinds: dict[str, Counter] = field(default_factory=dict)  # job -> its tasks by kind (JobView._kinds)
+    kinds: dict[str, Counter[Kind]] = field(default_factory=dict)  # job -> its tasks by kind (JobView.tally)
+    built: dict[str, BuiltView] = field(default_factory=dict)  # task key -> its last view and what made it
+    # job -> its tasks' (role, name) in the order met, and the permutation that sorts them (:func:`_ordered`)
+    orders: dict[str, tuple[tuple[tuple[str, str], ...], list[int]]] = field(default_factory=dict)
 
 
 def _task_views(
@@ -521,10 +574,10 @@ def _task_views(
         ts = store.tasks.get(key)
         if ts is None:
             continue  # a pending target: an unanswered row, made on every call
-        flags = ("duplicate-identity",) if key in lifecycle.duplicates else ()
+        flags: tuple[str, ...] = ("duplicate-identity",) if key in lifecycle.duplicates else ()
         if key in lifecycle.duplicate_ranks:  # another task of the job claims its rank
             flags += ("duplicate-rank",)
-        view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags)
+        view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags, cache.built)
         old = cache.views.get(key)
         if old is view:
             continue
@@ -571,9 +624,8 @@ def build_jobs(
     extra = _extra_rows(store, lifecycle, now)
     out = []
     for name in dict.fromkeys([*cache.members, *extra]):  # in the order jobs were first seen
-        js = store.job(name)
         if name in cache.grown or name in extra or name not in cache.nodes:
-            _order_job(js, name, cache, extra.get(name, []))
+            _order_job(name, cache, extra.get(name, []))
         elif name in cache.changed:  # the same tasks, some with new views: put those in their places
             nodes = list(cache.nodes[name])
             at = cache.at[name]
@@ -586,23 +638,22 @@ def build_jobs(
     return out
 
 
-def _kind(n: NodeView) -> tuple[str, str, str, str, str]:
+def _kind(n: NodeView) -> Kind:
     """What a task counts as in its job's census: role, GPU label, region, provisioning, status."""
     return (n.role, n.gpu, n.region, n.provisioning, n.status)
 
 
-def _order_job(js: JobSeries, name: str, cache: OverviewCache, extra: list[NodeView]) -> None:
+def _order_job(name: str, cache: OverviewCache, extra: list[NodeView]) -> None:
     """A job's node list made again, in order (it gained tasks, or has rows that are no task)."""
     keys = list(cache.members.get(name, {}))
-    nodes = _ordered(js, [cache.views[k] for k in keys] + extra)
-    order = js.node_order[1] if js.node_order else range(len(nodes))
+    nodes, order = _ordered(cache, name, [cache.views[k] for k in keys] + extra)
     cache.at[name] = {keys[i]: place for place, i in enumerate(order) if i < len(keys)}
     cache.nodes[name] = nodes
     cache.grown.discard(name)
 
 
 def _job_view(
-    store: Store, name: str, nodes: list[NodeView], history: int, kinds: Counter | None = None
+    store: Store, name: str, nodes: list[NodeView], history: int, kinds: Counter[Kind] | None = None
 ) -> JobView:
     """The job's figures from its series, with its tasks' views."""
     js = store.job(name)
@@ -621,31 +672,47 @@ def _job_view(
     if stalled_since is not None:  # the last rate is a past figure, not the job's speed now
         last_rate, rate, ex = rate, None, None
     eta = None
-    if facts.target_steps and gstep is not None and rate:
+    partial = js.steps_coverage is not None and js.steps_coverage.partial  # a fraction of the speed: no ETA
+    if facts.target_steps and gstep is not None and rate and not partial:
         eta = max(0.0, facts.target_steps - gstep) / rate
     series = list(members.values()) if store.logs_training else []
-    job = JobView(name, facts, rate, ex, gstep, eta, nodes, hist, training_figures(series), js.sync,
-                  js.sync_how, js.rate_basis, stalled_since, last_rate)  # fmt: skip
-    if kinds is not None:  # counted as the views changed (the same count as JobView._kinds would make)
-        job.__dict__["_kinds"] = dict(kinds)
-    return job
+    return JobView(
+        name=name,
+        facts=facts,
+        steps_per_sec=rate,
+        examples_per_sec=ex,
+        global_step=gstep,
+        eta_seconds=eta,
+        nodes=nodes,
+        history=hist,
+        training=training_figures(series),
+        sync=js.sync,
+        sync_how=js.sync_how,
+        rate_basis=js.rate_basis,
+        stalled_since=stalled_since,
+        last_steps_per_sec=last_rate,
+        steps_coverage=js.steps_coverage,
+        examples_coverage=js.examples_coverage,
+        tally=None if kinds is None else dict(kinds),  # counted as the views changed (as _kinds would)
+    )
 
 
 _ROLE_ORDER = {"chief": 0, "ps": 1, "worker": 2, "stage": 3}
 
 
-def _ordered(js: JobSeries, nodes: list[NodeView]) -> list[NodeView]:
-    """``nodes`` sorted by role, then name in natural order (``worker-2`` before ``worker-10``). The
-    order is kept on the job's series and reused while the same tasks come in the same order (10,000
-    views sorted anew each refresh cost more than the rest of the job's figures)."""
+def _ordered(cache: OverviewCache, name: str, nodes: list[NodeView]) -> tuple[list[NodeView], list[int]]:
+    """Job ``name``'s ``nodes`` sorted by role, then name in natural order (``worker-2`` before
+    ``worker-10``), and the permutation that sorted them. The order is kept in ``cache`` and reused while
+    the same tasks come in the same order (10,000 views sorted anew each refresh cost more than the rest
+    of the job's figures)."""
     names = tuple((n.role, n.name) for n in nodes)
-    cached = js.node_order
+    cached = cache.orders.get(name)
     if cached is None or cached[0] != names:
         perm = sorted(
             range(len(nodes)), key=lambda i: (_ROLE_ORDER.get(names[i][0], 9), _natural(names[i][1]))
         )
-        cached = js.node_order = (names, perm)
-    return [nodes[i] for i in cached[1]]
+        cached = cache.orders[name] = (names, perm)
+    return [nodes[i] for i in cached[1]], cached[1]
 
 
 def _last_finite(xs: list[float]) -> float | None:
@@ -656,5 +723,5 @@ def _last_finite(xs: list[float]) -> float | None:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _natural(name: str) -> tuple:
+def _natural(name: str) -> tuple[int | str, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))

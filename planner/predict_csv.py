@@ -189,7 +189,10 @@ class _Chunk:
         i = len(self.rows)
         self.rows.append(row)
         if sync:
-            shape = ("sync", tuple(row.items()))  # every column a sync row may read, and the rest
+            shape: tuple[object, ...] = (
+                "sync",
+                tuple(row.items()),
+            )  # every column a sync row may read, and the rest
             self.out.append(self._memo(shape, lambda: predict_sync_row(self.model, network, row), where))
             return
         mix, workers, ps = _shape(row, where)
@@ -396,8 +399,8 @@ def _chunk_on_arrays(
         chunk = _Chunk(model, memo)
         for k in slow:
             chunk.add(dict(zip(header, rows[k], strict=True)), batch[k][0])
-        for k, r in zip(slow, chunk.results(), strict=True):
-            out[k] = [r.get(c, "") for c in out_cols]
+        for k, got in zip(slow, chunk.results(), strict=True):
+            out[k] = [got.get(c, "") for c in out_cols]
     return out
 
 

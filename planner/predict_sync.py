@@ -134,7 +134,10 @@ def predict_sync_row(model: SpeedModel, network: ModelSpec, row: dict[str, str])
         p = replace(p, bucket_bytes=bucket * 2**20)
     if sharding != "ddp" and precision == "fp16":
         p = replace(p, bytes_per_param=2.0)  # ZeRO/FSDP move fp16/bf16 values: 2 B each
-    a = lambda x: np.array([x], dtype=float)  # noqa: E731
+
+    def a(x: float) -> np.ndarray:  # one row
+        return np.array([x], dtype=float)
+
     t = sync_step(a(comp.seconds), network.params, a(workers // g), a(g), a(links.intra_bus_gbps),
                   a(links.nic_bus_gbps), a(links.intra_latency_s), a(links.nic_latency_s), p)  # fmt: skip
     x = float(t.steps_per_sec[0])

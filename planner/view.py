@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from cmdare.planner.rules.inputs import frozen_map
 
 if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
     from cmdare.planner.geo.geo_live import LiveBoundary
     from cmdare.planner.job_plan import GpuMix, ShapeOutlook
     from cmdare.planner.live_plan import LivePlan
@@ -47,14 +48,13 @@ class PriceSource:
         return not self.date.startswith("price date unknown")
 
     @classmethod
-    def of(cls, book: object) -> PriceSource | None:
+    def of(cls, book: PriceBook | None) -> PriceSource | None:
         """The price source of a price book (None without a book)."""
         if book is None:
             return None
         from cmdare.planner.risk_cost.ranking_notes import price_date_label  # numpy: not at start-up
 
-        return cls(str(getattr(book, "source", "unknown")), str(getattr(book, "as_of", "") or "?"),
-                   price_date_label(book))  # fmt: skip
+        return cls(book.source, book.as_of or "?", price_date_label(book))
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class PipelineView:
         return sum(1 for b in self.boundaries if b.wan_bound)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobPlannerView:
     """The planner's answer for one job. ``prediction`` is the speed model's for the current ``shape``
     (uncalibrated, steps/s) with its P10–P90 ``band``; ``outlook`` starts with the current shape;
@@ -93,7 +93,7 @@ class JobPlannerView:
         return self.plan.table if self.plan is not None else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PlannerView:
     """The planner's answer for one refresh (empty before the planner has loaded)."""
 

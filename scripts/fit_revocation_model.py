@@ -167,7 +167,17 @@ def parse_icac_lifetime_log(text: str) -> list:
         cause = (
             "preempted" if (end - start) / 3600.0 < LIMIT_H - KILL_EPS_H else "stopped"
         )  # at the 24 h limit
-        out.append(Lifetime(cells[0], start, end, cause, gpu, m.group(1), "preemptible"))
+        out.append(
+            Lifetime(
+                task=cells[0],
+                start=start,
+                end=end,
+                cause=cause,
+                gpu=gpu,
+                region=m.group(1),
+                provisioning="preemptible",
+            )
+        )
     return out
 
 

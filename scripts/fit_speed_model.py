@@ -154,7 +154,17 @@ def ps_runs(shared: Path, nets: dict[str, dict[str, float]]) -> list[Observation
 def _obs(nets, name, gpu, workers, ps, lat, speed, src) -> Observation:
     n = nets[name]
     return Observation(
-        name, n["model_flops"], n["params"], n["tensors"], gpu, workers, ps, lat, speed, src, n["max_tensor"]
+        name=name,
+        model_flops=n["model_flops"],
+        params=n["params"],
+        tensors=n["tensors"],
+        gpu=gpu,
+        workers=workers,
+        ps=ps,
+        latency_ms=lat,
+        steps_per_sec=speed,
+        source=src,
+        max_tensor=n["max_tensor"],
     )
 
 

@@ -78,15 +78,42 @@ class SimCluster:
         self.rng = random.Random(seed)
         self.job = job
         regions = regions or ["us-central1"] * len(gpus)
-        self.ps = [SimTask(TaskInfo(job, f"ps-{i}", "ps", "", regions[0], "", "standard")) for i in range(ps)]
+        self.ps = [
+            SimTask(
+                TaskInfo(
+                    job=job,
+                    task=f"ps-{i}",
+                    role="ps",
+                    gpu="",
+                    region=regions[0],
+                    zone="",
+                    provisioning="standard",
+                )
+            )
+            for i in range(ps)
+        ]
         self.workers = [
             SimTask(
-                TaskInfo(job, f"worker-{i}", "chief" if i == 0 else "worker", g, regions[i], "", provisioning)
+                TaskInfo(
+                    job=job,
+                    task=f"worker-{i}",
+                    role="chief" if i == 0 else "worker",
+                    gpu=g,
+                    region=regions[i],
+                    zone="",
+                    provisioning=provisioning,
+                )
             )
             for i, g in enumerate(gpus)
         ]
         self.facts = (
-            JobFacts(job, ModelSpec(net.name, net.model_flops, net.params, 128), 10**7) if facts else None
+            JobFacts(
+                job,
+                ModelSpec(name=net.name, model_flops=net.model_flops, params=net.params, batch_size=128),
+                10**7,
+            )
+            if facts
+            else None
         )
         for w in self.workers:  # exporters report their counters from the first scrape on
             w.counters = dict.fromkeys(
@@ -138,7 +165,7 @@ class SimCluster:
         for task in [*self.ps, *self.workers]:
             src = f"sim://{task.info.key}"
             if not task.alive:
-                out.append(TaskPoll(src, t, False, None, error="connection refused"))
+                out.append(TaskPoll(source=src, t=t, ok=False, info=None, error="connection refused"))
                 continue
             values = {
                 **task.counters,
@@ -147,7 +174,9 @@ class SimCluster:
             }
             if self.dcgm and task.info.role != "ps":
                 values[M.K_GPU_UTIL] = 100.0 * task.busy * self.rng.uniform(1 - self.noise, 1 + self.noise)
-            out.append(TaskPoll(src, t, True, task.info, values, job_facts=self.facts))
+            out.append(
+                TaskPoll(source=src, t=t, ok=True, info=task.info, values=values, job_facts=self.facts)
+            )
         return out
 
 
@@ -169,7 +198,19 @@ class SimPipeline:
         self.dcs, self.links, self.c, self.a, self.dp = dcs, link_gbps, compute_s, activation_bytes, dp
         self.noise, self.rng = noise, random.Random(seed)
         self.stages = [
-            SimTask(TaskInfo(job, f"stage-{i}", "stage", "A100", dc, "", "standard", dc, str(i)))
+            SimTask(
+                TaskInfo(
+                    job=job,
+                    task=f"stage-{i}",
+                    role="stage",
+                    gpu="A100",
+                    region=dc,
+                    zone="",
+                    provisioning="standard",
+                    dc=dc,
+                    stage=str(i),
+                )
+            )
             for i, dc in enumerate(dcs)
         ]
         for i, st in enumerate(self.stages):
@@ -200,7 +241,10 @@ class SimPipeline:
                     c[key] = c.get(key, 0.0) + mb * self.dp * self.a
 
     def polls(self, t: float) -> list[TaskPoll]:
-        return [TaskPoll(f"sim://{s.info.key}", t, True, s.info, dict(s.counters)) for s in self.stages]
+        return [
+            TaskPoll(source=f"sim://{s.info.key}", t=t, ok=True, info=s.info, values=dict(s.counters))
+            for s in self.stages
+        ]
 
 
 class SimSource:

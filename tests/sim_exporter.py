@@ -35,13 +35,13 @@ class SimSync:
         self.workers = [
             SimTask(
                 TaskInfo(
-                    job,
-                    f"rank-{i}",
-                    "chief" if i == 0 else "worker",
-                    gpu,
-                    "us-central1",
-                    "",
-                    "standard",
+                    job=job,
+                    task=f"rank-{i}",
+                    role="chief" if i == 0 else "worker",
+                    gpu=gpu,
+                    region="us-central1",
+                    zone="",
+                    provisioning="standard",
                     rank=str(i),
                 )
             )  # fmt: skip
@@ -52,7 +52,15 @@ class SimSync:
         for w in self.workers:
             w.counters = dict.fromkeys(keys, 0.0)
         self.facts = JobFacts(
-            job, ModelSpec("resnet50", 4.1e9 * 3, 25_557_032, 64, sync="sync-allreduce"), 10**7
+            job,
+            ModelSpec(
+                name="resnet50",
+                model_flops=4.1e9 * 3,
+                params=25_557_032,
+                batch_size=64,
+                sync="sync-allreduce",
+            ),
+            10**7,
         )
         self.global_step = 0.0
 
@@ -70,11 +78,11 @@ class SimSync:
     def polls(self, t: float) -> list[TaskPoll]:
         return [
             TaskPoll(
-                f"sim://{w.info.key}",
-                t,
-                True,
-                w.info,
-                {**w.counters, M.K_GLOBAL_STEP: self.global_step},
+                source=f"sim://{w.info.key}",
+                t=t,
+                ok=True,
+                info=w.info,
+                values={**w.counters, M.K_GLOBAL_STEP: self.global_step},
                 job_facts=self.facts,
             )  # fmt: skip
             for w in self.workers

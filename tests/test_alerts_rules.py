@@ -15,7 +15,11 @@ def _flag(on: list[bool]):
     it = iter(on)
 
     def rule(ctx: AlertContext) -> list[Finding]:
-        return [Finding("x", "j", "warning", "m", {"v": 1})] if next(it) else []
+        return (
+            [Finding(kind="x", subject="j", severity="warning", message="m", evidence={"v": 1})]
+            if next(it)
+            else []
+        )
 
     return rule
 
@@ -97,11 +101,36 @@ def test_a_wide_fleet_flags_its_slowest_stragglers_not_thousands():
 
     def worker(i: int) -> NodeView:
         step = 0.1 * (1 + 3 * (i % 1000) / 999)
-        return NodeView(f"worker-{i}", "worker", "T4", "us-central1", "", "spot", "up", 1 / step, step, None,
-                        None, None, 100.0, None, 0, "")  # fmt: skip
+        return NodeView(
+            name=f"worker-{i}",
+            role="worker",
+            gpu="T4",
+            region="us-central1",
+            zone="",
+            provisioning="spot",
+            status="up",
+            steps_per_sec=1 / step,
+            step_seconds=step,
+            gpu_util=None,
+            net_in_bps=None,
+            net_out_bps=None,
+            started_at=100.0,
+            last_error=None,
+            restarts=0,
+            cause="",
+        )
 
     nodes = [worker(i) for i in range(10_000)]
-    job = JobView("big", JobFacts("big"), 1000.0, None, 5.0, None, nodes, sync="async-ps")
+    job = JobView(
+        name="big",
+        facts=JobFacts("big"),
+        steps_per_sec=1000.0,
+        examples_per_sec=None,
+        global_step=5.0,
+        eta_seconds=None,
+        nodes=nodes,
+        sync="async-ps",
+    )
     found = straggler_rule(AlertContext(0.0, [job]))
     assert len(found) == STRAGGLERS_SHOWN
     ratios = [f.evidence["ratio"] for f in found]

@@ -16,9 +16,9 @@ from cmdare.collectors import caps
 from cmdare.collectors.caps import CapGate, Caps
 from cmdare.collectors.clock import ManualClock, SystemClock
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.logs.source import JsonlSource
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import PrometheusAPISource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import MIN_POINTS, Store
 from cmdare.tui.options import SessionOptions
@@ -37,7 +37,7 @@ def _default_caps() -> Iterator[None]:
 
 def _poll(i: int, n_values: int = 3) -> TaskPoll:
     values = {f"scalar{{tag=t{k}}}": float(k) for k in range(n_values)}
-    return TaskPoll(f"s#{i}", 1.7e9, True, info=TaskInfo("job", f"w{i}"), values=values)
+    return TaskPoll(source=f"s#{i}", t=1.7e9, ok=True, info=TaskInfo(job="job", task=f"w{i}"), values=values)
 
 
 class Many:
@@ -81,7 +81,13 @@ def test_store_history_budget_shortens_history_not_memory():
     for step in range(300):
         for i in range(400):
             store.add(
-                TaskPoll(f"s#{i}", 1.7e9 + step, True, info=TaskInfo("job", f"w{i}"), values={"x": 1.0})
+                TaskPoll(
+                    source=f"s#{i}",
+                    t=1.7e9 + step,
+                    ok=True,
+                    info=TaskInfo(job="job", task=f"w{i}"),
+                    values={"x": 1.0},
+                )
             )
     allowed = store.allowed(9)
     assert MIN_POINTS <= allowed < 300
@@ -94,7 +100,11 @@ def test_store_history_budget_shortens_history_not_memory():
 def test_store_keeps_at_most_series_per_task():
     store = Store(max_series=5)
     for k in range(20):
-        store.add(TaskPoll("s", 1.7e9 + k, True, info=TaskInfo("j", "w"), values={f"k{k}": 1.0}))
+        store.add(
+            TaskPoll(
+                source="s", t=1.7e9 + k, ok=True, info=TaskInfo(job="j", task="w"), values={f"k{k}": 1.0}
+            )
+        )
     ts = store.tasks["j/w"]
     assert len(ts.values) == 5 and all(len(r) == len(ts.times) for r in ts.values.values())
 
@@ -120,19 +130,19 @@ async def test_jsonl_tasks_and_tags_are_capped_per_task_not_per_line(tmp_path: P
 
 def test_label_length_cap_cuts_names_where_they_enter():
     caps.configure(label_length=12)
-    info = TaskInfo("j", "w" * 1_000_000)
+    info = TaskInfo(job="j", task="w" * 1_000_000)
     assert info.task == "w" * 11 + "…"
     caps.configure(Caps())
-    assert len(TaskInfo("j", "w" * 300).task) == 200
+    assert len(TaskInfo(job="j", task="w" * 300).task) == 200
 
 
 def test_replay_reads_at_most_cycle_polls(tmp_path: Path):
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording.recorder import Recorder
+    from cmdare.collectors.recording.replay import ReplaySource
 
     rec = Recorder(tmp_path / "r.sqlite", interval=2.0)
-    rec.record(Cycle(1.7e9, 0.0, [_poll(i) for i in range(30)], []))
+    rec.record(Cycle(t=1.7e9, elapsed=0.0, polls=[_poll(i) for i in range(30)], transitions=[]))
     rec.close()
     caps.configure(cycle_polls=10)
     src = ReplaySource(tmp_path / "r.sqlite", ManualClock())
@@ -201,7 +211,7 @@ async def test_poller_puts_a_source_cap_note_in_the_cycle():
 
 
 def test_a_label_value_over_the_cap_is_said_by_the_parser():
-    from cmdare.collectors.exposition import parse_exposition
+    from cmdare.collectors.scrape.exposition import parse_exposition
 
     page = (
         'cmdare_task_info{job="j",task="'
@@ -217,7 +227,7 @@ def test_a_label_value_over_the_cap_is_said_by_the_parser():
 
 def test_down_query_lists_instances_only_for_small_fleets():
     src = PrometheusAPISource("http://127.0.0.1:9", 'exported_job="big"', detail_tasks=2)
-    src._known = {("", f"10.0.0.{i}:9400"): TaskInfo("big", f"w{i}") for i in range(2)}
+    src._known = {("", f"10.0.0.{i}:9400"): TaskInfo(job="big", task=f"w{i}") for i in range(2)}
     assert "instance=~" in src._down_query()
-    src._known[("", "10.0.0.9:9400")] = TaskInfo("big", "w9")
+    src._known[("", "10.0.0.9:9400")] = TaskInfo(job="big", task="w9")
     assert src._down_query() == 'up{exported_job="big"} == 0'  # a URL of 10,000 instances is never built

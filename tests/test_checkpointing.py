@@ -17,7 +17,7 @@ import pytest
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.logs.source import JsonlSource
 from cmdare.planner.risk_cost.checkpointing import (
     OVERDUE_FACTOR,
     CheckpointFacts,
@@ -90,7 +90,7 @@ async def test_jsonl_and_tensorboard_logs_mark_checkpoints(tmp_path):
     assert p.values[M.K_LAST_CHECKPOINT] == 1_700_000_060.0 and p.values[M.K_GLOBAL_STEP] == 30
 
     torch_tb = pytest.importorskip("torch.utils.tensorboard")
-    from cmdare.collectors.tensorboard import TensorBoardSource
+    from cmdare.collectors.tensorboard.source import TensorBoardSource
 
     w = torch_tb.SummaryWriter(log_dir=str(tmp_path / "tb" / "run"))
     for i in range(1, 6):
@@ -170,7 +170,15 @@ def test_checkpoint_overdue_is_raised_past_the_stated_factor_of_the_optimum():
     o = Overheads.load()
     row = {"ckpt_optimal_s": 300.0, "ckpt_saves_s": 20.0, "ckpt_saves_usd": 0.05, "ckpt_mtbf_s": 9000.0,
            "ckpt_write_s": 2.0}  # fmt: skip
-    job = JobView("j", JobFacts(job="j"), 10.0, None, 100.0, 600.0, [])
+    job = JobView(
+        name="j",
+        facts=JobFacts(job="j"),
+        steps_per_sec=10.0,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=600.0,
+        nodes=[],
+    )
     engine = AlertEngine(DEFAULT_RULES, raise_after=1, clear_after=1)
 
     def alerts(now: float) -> list:

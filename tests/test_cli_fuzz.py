@@ -54,7 +54,7 @@ def _flags(names: list[str]) -> st.SearchStrategy[list[str]]:
 
 
 APP_FLAGS = ["--target", "--refresh", "--timeout", "--prometheus", "--selector", "--prometheus-token-file",
-             "--tensorboard", "--jsonl", "--tf-config", "--metrics-port", "--job", "--record", "--replay",
+             "--tensorboard", "--jsonl", "--mlflow", "--mlruns", "--mlflow-experiment", "--tf-config", "--metrics-port", "--job", "--record", "--replay",
              "--replay-speed", "--prices", "--log-level", "--config"]  # fmt: skip
 
 

@@ -25,7 +25,9 @@ from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable
 
 T0 = 1_700_000_000.0
-FACTS = JobFacts("j", ModelSpec("ResNet-32", 1658696889.0, 1857722.0, 128), 64000)
+FACTS = JobFacts(
+    "j", ModelSpec(name="ResNet-32", model_flops=1658696889.0, params=1857722.0, batch_size=128), 64000
+)
 
 
 def view(i: int, role: str = "worker", started: float = T0 - 2 * 86_400, **kw: object) -> NodeView:
@@ -40,7 +42,24 @@ def state(
     nodes: list[NodeView], t: float = T0, alerts: list[Alert] | None = None, job: str = "j"
 ) -> MonitorState:
     return MonitorState(
-        t, 1, [JobView(job, FACTS, 5.0, None, 0.0, None, list(nodes))], alerts or [], [], [], False, True
+        t=t,
+        cycles=1,
+        jobs=[
+            JobView(
+                name=job,
+                facts=FACTS,
+                steps_per_sec=5.0,
+                examples_per_sec=None,
+                global_step=0.0,
+                eta_seconds=None,
+                nodes=list(nodes),
+            )
+        ],
+        alerts=alerts or [],
+        alert_history=[],
+        sources=[],
+        demo=False,
+        read_only=True,
     )
 
 

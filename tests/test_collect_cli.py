@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cmdare.collectors import tf_config
 from cmdare.collectors.exporter import TrainingExporter
+from cmdare.collectors.scrape import tf_config
 from cmdare.tui.cli import main
 from tests.prom_server import refused_port
 

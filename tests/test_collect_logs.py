@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
-from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.logs.source import JsonlSource
 from cmdare.collectors.store import Store
-from cmdare.collectors.tbproto import decode_event_full
-from cmdare.collectors.tensorboard import TensorBoardSource, decode_event, scalar_key
-from cmdare.collectors.tfrecord import crc32c, frame, masked_crc32c, read_records
+from cmdare.collectors.tensorboard.proto import decode_event_full
+from cmdare.collectors.tensorboard.source import TensorBoardSource, decode_event, scalar_key
+from cmdare.collectors.tensorboard.tfrecord import crc32c, frame, masked_crc32c, read_records
 
 # Written by torch.utils.tensorboard.SummaryWriter (torch 2.13.0, tensorboard 2.21.0): scalars
 # "global_step/sec" = 10 + 0.5 i and "loss" = 2 / i at step 100 i, wall time 1.7e9 + 10 i (i = 1..20),
@@ -191,7 +191,8 @@ async def test_non_finite_wall_times_are_rejected_with_a_note_and_tailing_goes_o
 async def test_records_over_the_chunk_size_are_read_and_over_the_cap_skipped_with_a_note(
     tmp_path, monkeypatch
 ):
-    from cmdare.collectors import tensorboard, tfrecord
+    from cmdare.collectors.tensorboard import source as tensorboard
+    from cmdare.collectors.tensorboard import tfrecord
 
     monkeypatch.setattr(tensorboard, "READ_CHUNK_BYTES", 64 * 1024)  # a 5 MiB record is then 80 chunks big
     monkeypatch.setattr(tfrecord, "MAX_RECORD_BYTES", 8 * 1024 * 1024)
@@ -209,7 +210,7 @@ async def test_records_over_the_chunk_size_are_read_and_over_the_cap_skipped_wit
 
 
 def test_crc32c_c_and_python_agree():
-    from cmdare.collectors.tfrecord import crc32c_py
+    from cmdare.collectors.tensorboard.tfrecord import crc32c_py
 
     for data in (b"", b"123456789", bytes(range(256)) * 3):
         assert crc32c(data) == crc32c_py(data)
@@ -223,7 +224,7 @@ async def test_jsonl_loss_and_learning_rate_become_training_figures(tmp_path):
 
 
 async def test_walk_bounds_are_said_in_the_status(tmp_path, monkeypatch):
-    from cmdare.collectors import tbruns
+    from cmdare.collectors.tensorboard import runs as tbruns
 
     monkeypatch.setattr(tbruns, "MAX_RUNS", 2)
     monkeypatch.setattr(tbruns, "MAX_DEPTH", 3)
@@ -329,7 +330,7 @@ def test_the_plainest_loss_tag_wins():
 
 
 def test_run_grouping_rules(tmp_path):
-    from cmdare.collectors.tbruns import find_runs, run_name
+    from cmdare.collectors.tensorboard.runs import find_runs, run_name
 
     for folder in (
         "est",
@@ -371,7 +372,7 @@ async def test_values_out_of_range_are_dropped_with_a_note(tmp_path):
 async def test_a_crc_valid_1_gib_length_is_skipped_once_not_read_again_every_poll(tmp_path, monkeypatch):
     """A length prefix of 1 GiB whose CRC holds, in a file far shorter: the record is skipped once,
     with a note, and the file is neither taken as rewritten nor read again on later polls."""
-    from cmdare.collectors import tensorboard
+    from cmdare.collectors.tensorboard import source as tensorboard
 
     reads: list[int] = []
     real = tensorboard.read_records

@@ -21,11 +21,11 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock, SystemClock
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.recorder import Recorder
-from cmdare.collectors.replay import ReplaySource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.recording.recorder import Recorder
+from cmdare.collectors.recording.replay import ReplaySource
 from cmdare.collectors.samples import TaskState
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from tests.prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
 from tests.training_jobs import CounterSampler, port_base, wait_training

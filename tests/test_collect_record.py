@@ -14,12 +14,17 @@ from cmdare.collectors import writes
 from cmdare.collectors.clock import Clock, ManualClock
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.recorder import Recorder, RecordingError, scrub
-from cmdare.collectors.replay import ReplayFinished, ReplaySource
+from cmdare.collectors.recording.recorder import Recorder, RecordingError, scrub
+from cmdare.collectors.recording.replay import ReplayFinished, ReplaySource
 from cmdare.collectors.samples import TaskInfo, TaskPoll, TaskState
 from cmdare.collectors.store import Store
 
-W = [TaskInfo("j", f"worker-{i}", "worker", "K80", "us-west1", provisioning="preemptible") for i in range(3)]
+W = [
+    TaskInfo(
+        job="j", task=f"worker-{i}", role="worker", gpu="K80", region="us-west1", provisioning="preemptible"
+    )
+    for i in range(3)
+]
 SECRET_URL = "http://admin:hunter2@10.0.0.1:9400/metrics?token=abc123"
 
 
@@ -38,14 +43,14 @@ class Scripted:
         for i, info in enumerate(W):
             src = SECRET_URL if i == 0 else f"http://w{i}/metrics"
             if i == 2 and self.n >= 5:
-                out.append(TaskPoll(src, self.clock.now(), False, error="connection refused"))
+                out.append(TaskPoll(source=src, t=self.clock.now(), ok=False, error="connection refused"))
                 continue
             steps = (i + 1) * 10.0 * self.n
             out.append(
                 TaskPoll(
-                    src,
-                    self.clock.now(),
-                    True,
+                    source=src,
+                    t=self.clock.now(),
+                    ok=True,
                     info=info,
                     values={M.K_WORKER_STEPS: steps, M.K_GLOBAL_STEP: 60.0 * self.n},
                 )

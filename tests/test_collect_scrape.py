@@ -16,7 +16,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from tests.prom_server import refused_port
 

@@ -86,6 +86,12 @@ CASES: dict[str, tuple[str, Any]] = {
                               lambda s, p: s["options"].prometheus_token_file == p["token"]),
     "tensorboard": ('[sources]\ntensorboard = ["{tb}"]\n', lambda s, p: s["options"].tensorboard == [p["tb"]]),
     "jsonl": ('[sources]\njsonl = ["{jsonl}"]\n', lambda s, p: s["options"].jsonl == [p["jsonl"]]),
+    "mlflow": ('[sources]\nmlflow = ["http://127.0.0.1:5000"]\n', lambda s, p: s["options"].mlflow == ["http://127.0.0.1:5000"]),
+    "mlruns": ('[sources]\nmlruns = ["{tb}"]\n', lambda s, p: s["options"].mlruns == [p["tb"]]),
+    "mlflow_experiment": (
+        '[sources]\nmlruns = ["{tb}"]\nmlflow_experiment = ["resnet"]\n',
+        lambda s, p: s["options"].mlflow_experiment == ["resnet"],
+    ),
     "tf_config": (f"[sources]\ntf_config = '{TF}'\n", lambda s, p: s["options"].tf_config == TF),
     "metrics_port": ('[sources]\ndemo = true\nmetrics_port = "+5"\n', lambda s, p: s["options"].metrics_port == "+5"),
     "job": ('[sources]\ndemo = true\njob = "bert"\n', lambda s, p: s["options"].job == "bert"),

@@ -13,10 +13,6 @@ and ``local_rank``, and compute + all-reduce must account for the step's wall ti
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,54 +23,25 @@ from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.jobrate import job_rate
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.planner.overview import build_jobs
 from tests.prom_server import free_port, prometheus_server  # noqa: F401 (fixture)
-from tests.training_jobs import CounterSampler, port_base, wait_training
+from tests.training_jobs import CounterSampler, wait_training
+from tests.training_jobs import ddp_job as run_ddp
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
-TRAIN = Path(__file__).resolve().parents[1] / "examples" / "pytorch_ddp" / "train.py"
 WINDOW_S = 10.0
 POLLS = 12
 
 
 @pytest.fixture
 def ddp(tmp_path: Path) -> Iterator[int]:
-    base = port_base()
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(free_port()),
-        str(TRAIN),
-        "--steps",
-        "0",
-        "--port-base",
-        str(base),
-    ]
-    proc = subprocess.Popen(
-        cmd,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=(tmp_path / "torchrun.log").open("wb"),
-        start_new_session=True,
-    )
-    yield base
-    # torchrun starts each rank in a session of its own: SIGTERM lets it stop them; SIGKILL is the fallback,
-    # and a rank whose launcher is gone stops by itself (train.py checks its parent every step)
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    with run_ddp(tmp_path) as base:
+        yield base
 
 
 def _own_rate(sampler: CounterSampler, store: Store) -> float:

@@ -13,7 +13,7 @@ from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.planner.overview import JobView, build_jobs
 from cmdare.tui.panes.cluster import node_row
@@ -137,8 +137,8 @@ async def test_host_detail_survives_record_and_replay(exporters, tmp_path):
     """A DCGM page (MOCK, see dcgm_page.py) given with --target joins the task on its host, live and
     in the replay of the recording (host detail is never a task of its own)."""
     from cmdare.collectors.clock import ManualClock
-    from cmdare.collectors.recorder import Recorder
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording.recorder import Recorder
+    from cmdare.collectors.recording.replay import ReplaySource
     from tests.dcgm_page import DcgmServer, Gpu, page
 
     dcgm = DcgmServer(page([Gpu(0, "GPU-1", "Tesla T4", 70.0, 3000, 12000)]))

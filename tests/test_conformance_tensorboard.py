@@ -35,7 +35,7 @@ from cmdare.collectors.lifecycle import Lifecycle  # noqa: E402
 from cmdare.collectors.poller import Poller  # noqa: E402
 from cmdare.collectors.samples import TaskState  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
-from cmdare.collectors.tensorboard import TensorBoardSource, scalar_key  # noqa: E402
+from cmdare.collectors.tensorboard.source import TensorBoardSource, scalar_key  # noqa: E402
 from cmdare.planner.overview import build_jobs  # noqa: E402
 
 T0 = 1_700_000_000.0
@@ -347,7 +347,7 @@ async def test_a_large_backlog_is_read_in_the_background_with_progress(tmp_path)
 
     last = _big_event_file(tmp_path / "big" / "events.out.tfevents.1.host", 40_000)  # ~6 MB
     src = TensorBoardSource(tmp_path, job="big")
-    src_mod = __import__("cmdare.collectors.tensorboard", fromlist=["x"])
+    src_mod = __import__("cmdare.collectors.tensorboard.source", fromlist=["x"])
     session = MonitorSession(SessionOptions(job="big"), clock=ManualClock(T0), extra_sources=[src])
     session.start()
     catching_up, seen_progress, status_honest = 0, False, True

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from cmdare.collectors import tf_config
 from cmdare.collectors.exporter import TrainingExporter
+from cmdare.collectors.scrape import tf_config
 from cmdare.tui.cli import main
 from tests.prom_server import refused_port
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.exposition import parse_exposition
 from cmdare.collectors.hostdetail import owns_gpus
 from cmdare.collectors.jobrate import job_rate
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo
+from cmdare.collectors.scrape.exposition import parse_exposition
 from cmdare.collectors.store import TaskSeries
 from tests.dcgm_page import Gpu, page
 
@@ -17,7 +17,7 @@ from tests.dcgm_page import Gpu, page
 def _series(
     task: str, rate: float, global_rate: float, offset: float = 0.0, role: str = "worker"
 ) -> TaskSeries:
-    ts = TaskSeries(TaskInfo("j", task, role), 64)
+    ts = TaskSeries(TaskInfo(job="j", task=task, role=role), 64)
     for i in range(11):
         ts.append(
             float(i),

@@ -12,7 +12,22 @@ from cmdare.planner.risk_cost.cost_meter import CostMeter
 
 def node(name, role, gpu, status="up", region="us-central1", prov="preemptible"):
     return NodeView(
-        name, role, gpu, region, "", prov, status, None, None, None, None, None, None, None, 0, ""
+        name=name,
+        role=role,
+        gpu=gpu,
+        region=region,
+        zone="",
+        provisioning=prov,
+        status=status,
+        steps_per_sec=None,
+        step_seconds=None,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=None,
+        last_error=None,
+        restarts=0,
+        cause="",
     )
 
 
@@ -26,9 +41,37 @@ def test_accrues_price_times_time_and_skips_down_nodes():
         node("w1", "worker", "V100"),
     ]
     meter = CostMeter(book, budget_usd=10.0)
-    meter.update([JobView("j", JobFacts("j"), None, None, None, None, nodes, [])], now=0.0)
+    meter.update(
+        [
+            JobView(
+                name="j",
+                facts=JobFacts("j"),
+                steps_per_sec=None,
+                examples_per_sec=None,
+                global_step=None,
+                eta_seconds=None,
+                nodes=nodes,
+                history=[],
+            )
+        ],
+        now=0.0,
+    )
     nodes[2] = node("w1", "worker", "V100", status="revoked")
-    view = meter.update([JobView("j", JobFacts("j"), None, None, None, None, nodes, [])], now=3600.0)["j"]
+    view = meter.update(
+        [
+            JobView(
+                name="j",
+                facts=JobFacts("j"),
+                steps_per_sec=None,
+                examples_per_sec=None,
+                global_step=None,
+                eta_seconds=None,
+                nodes=nodes,
+                history=[],
+            )
+        ],
+        now=3600.0,
+    )["j"]
     assert view.accrued_usd == pytest.approx(ps + 2 * worker)  # the first hour ran at the first rate
     assert view.usd_per_hour == pytest.approx(ps + worker)  # the revoked worker no longer costs
     assert view.budget_left_hours == pytest.approx((10 - view.accrued_usd) / view.usd_per_hour)
@@ -38,7 +81,21 @@ def test_accrues_price_times_time_and_skips_down_nodes():
 def test_unknown_price_is_reported_not_guessed():
     meter = CostMeter(load_offline_book())
     nodes = [node("w0", "worker", "K80")]  # the current offline book has no K80
-    view = meter.update([JobView("j", JobFacts("j"), None, None, None, None, nodes, [])], now=0.0)["j"]
+    view = meter.update(
+        [
+            JobView(
+                name="j",
+                facts=JobFacts("j"),
+                steps_per_sec=None,
+                examples_per_sec=None,
+                global_step=None,
+                eta_seconds=None,
+                nodes=nodes,
+                history=[],
+            )
+        ],
+        now=0.0,
+    )["j"]
     assert view.usd_per_hour is None and not view.complete and "w0" in view.unpriced[0]
 
 
@@ -50,7 +107,15 @@ def test_a_fleet_of_unpriced_tasks_is_counted_and_only_the_first_few_named():
     nodes = [node(f"worker-{i}", "worker", "NoSuchGPU") for i in range(10_000)] + [
         node("worker-x", "worker", "P100")
     ]
-    job = JobView("big", JobFacts("big"), None, None, None, None, nodes)
+    job = JobView(
+        name="big",
+        facts=JobFacts("big"),
+        steps_per_sec=None,
+        examples_per_sec=None,
+        global_step=None,
+        eta_seconds=None,
+        nodes=nodes,
+    )
     view = CostMeter(load_offline_book()).update([job], 0.0)["big"]
     assert view.unpriced_tasks == 10_000 and not view.complete
     assert len(view.unpriced) == UNPRICED_NAMED and view.unpriced[0].startswith("worker-0: ")

@@ -7,10 +7,6 @@ job's own last checkpoint is in ``snapshot --json``'s document."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,32 +16,33 @@ from rich.console import Console
 
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
-from tests.prom_server import free_port
-from tests.training_jobs import port_base, wait_training
+from tests.training_jobs import ddp_job as run_ddp
+from tests.training_jobs import wait_training
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
-TRAIN = Path(__file__).resolve().parents[1] / "examples" / "pytorch_ddp" / "train.py"
 TARGET = 6000  # global steps: a few minutes at the CPU run's pace
 
 
 @pytest.fixture
 def ddp_job(tmp_path: Path) -> Iterator[int]:
-    base = port_base()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-           str(TRAIN), "--steps", "0", "--port-base", str(base), "--gpu", "T4", "--region", "us-central1",
-           "--provisioning", "spot", "--target-steps", str(TARGET), "--checkpoint-dir", str(tmp_path),
-           "--checkpoint-every", "100"]  # fmt: skip
-    proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
-                            stderr=(tmp_path / "torchrun.log").open("wb"), start_new_session=True)  # fmt: skip
-    yield base
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    with run_ddp(
+        tmp_path,
+        "--gpu",
+        "T4",
+        "--region",
+        "us-central1",
+        "--provisioning",
+        "spot",
+        "--target-steps",
+        str(TARGET),
+        "--checkpoint-dir",
+        str(tmp_path),
+        "--checkpoint-every",
+        "100",
+    ) as base:
+        yield base
 
 
 async def test_minutes_left_plans_pay_for_their_switch_and_say_what_is_at_risk(ddp_job: int) -> None:

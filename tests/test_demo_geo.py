@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.exposition import parse_exposition
+from cmdare.collectors.scrape.exposition import parse_exposition
 from cmdare.demo.geo import GeoPipelineDemo
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.exposition import ExpositionError, parse_exposition
 from cmdare.collectors.samples import TaskInfo
+from cmdare.collectors.scrape.exposition import ExpositionError, parse_exposition
 from cmdare.demo.cluster import DemoCluster
 
 
@@ -49,7 +49,7 @@ def test_exporter_contract_round_trip():
     assert v[M.K_WORKER_STEPS] == 3 and v[M.K_EXAMPLES] == 32 and v[M.K_GLOBAL_STEP] == 42
     assert v[M.K_STEP_SECONDS_COUNT] == 3 and v[M.K_STEP_SECONDS_SUM] == pytest.approx(0.3)
     assert v[M.stage_bytes_key("s2")] == 1000 and v[M.K_STAGE_COMPUTE] == pytest.approx(0.2)
-    assert parsed.info == TaskInfo("j", "s1", "stage", "A100", dc="dc-a", stage="1")
+    assert parsed.info == TaskInfo(job="j", task="s1", role="stage", gpu="A100", dc="dc-a", stage="1")
 
 
 def test_standard_exporters_fold_into_one_value_per_task():
@@ -65,7 +65,7 @@ node_cpu_seconds_total{cpu="1",mode="system"} 2
 DCGM_FI_DEV_GPU_UTIL{gpu="0"} 80
 DCGM_FI_DEV_GPU_UTIL{gpu="1"} 60
 """
-    p = parse_exposition(text, TaskInfo("j", "n1", "node"))
+    p = parse_exposition(text, TaskInfo(job="j", task="n1", role="node"))
     assert p.values[M.K_NET_RX] == 150
     assert p.values[M.K_CPU_BUSY] == 5
     assert p.values[M.K_GPU_UTIL] == 70
@@ -84,7 +84,7 @@ def test_malformed_text_is_one_line_error():
 
 def test_nan_inf_and_duplicates_are_dropped_with_a_note():
     text = "cmdare_global_step 5\ncmdare_global_step 7\ncmdare_worker_steps_total NaN\nprocess_cpu_seconds_total +Inf\n"
-    p = parse_exposition(text, TaskInfo("j", "t"))
+    p = parse_exposition(text, TaskInfo(job="j", task="t"))
     assert p.values[M.K_GLOBAL_STEP] == 5
     assert M.K_WORKER_STEPS not in p.values
     assert any("non-finite" in n for n in p.notes) and any("duplicate" in n for n in p.notes)
@@ -94,7 +94,7 @@ def test_nan_inf_and_duplicates_are_dropped_with_a_note():
 @given(st.text(max_size=400))
 def test_parser_never_raises_anything_but_exposition_error(text: str):
     try:
-        p = parse_exposition(text, TaskInfo("j", "t"))
+        p = parse_exposition(text, TaskInfo(job="j", task="t"))
     except ExpositionError:
         return
     assert all(math.isfinite(v) for v in p.values.values())

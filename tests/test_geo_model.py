@@ -28,10 +28,20 @@ GPT3 = LanguageModel(layers=96, hidden=12288, seq_len=2048, micro_batch=1, param
 def _chain_job(
     dp: int, gbps: float = 5.0, schedule: str = "1f1b", sharing: str = "spatial", m: int = 32
 ) -> GeoJob:
-    dcs = tuple(DataCenter(f"dc{i}", "A100-80GB", 64, 1.0) for i in range(8))
-    links = tuple(WanLink(f"dc{i}", f"dc{i + 1}", gbps, 0.0, n_conn=1) for i in range(7))
-    layout = Layout(8, dp, 8, tuple(f"dc{i}" for i in range(8)), m, schedule, sharing)
-    return GeoJob(GPT3, dcs, links, layout, stage_compute_s=(0.21,) * 8)
+    dcs = tuple(DataCenter(name=f"dc{i}", gpu="A100-80GB", gpus=64, usd_per_gpu_hour=1.0) for i in range(8))
+    links = tuple(
+        WanLink(a=f"dc{i}", b=f"dc{i + 1}", bandwidth_gbps=gbps, rtt_ms=0.0, n_conn=1) for i in range(7)
+    )
+    layout = Layout(
+        pp=8,
+        dp=dp,
+        tp=8,
+        placement=tuple(f"dc{i}" for i in range(8)),
+        n_microbatches=m,
+        schedule=schedule,
+        sharing=sharing,
+    )
+    return GeoJob(model=GPT3, dcs=dcs, links=links, layout=layout, stage_compute_s=(0.21,) * 8)
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -47,7 +57,12 @@ def test_zero_communication_bubble_is_the_floor(schedule, p, m):
 
 def test_zero_communication_bubble_through_evaluate():
     job = _chain_job(1, gbps=1e12)
-    job = GeoJob(**{**job.__dict__, "dcs": (DataCenter("dc0", "A100-80GB", 64, 1.0, intra_gbps=1e9),)})
+    job = GeoJob(
+        **{
+            **job.__dict__,
+            "dcs": (DataCenter(name="dc0", gpu="A100-80GB", gpus=64, usd_per_gpu_hour=1.0, intra_gbps=1e9),),
+        }
+    )
     r = evaluate(with_layout(job, placement=("dc0",) * 8))  # one DC, near-free intra-DC hops
     floor = 7 / (32 + 7)
     assert r.bubble_floor == pytest.approx(floor)
@@ -103,7 +118,22 @@ def test_prefill_fits_in_bubbles_under_memory():
     assert r.prefill_capacity > 0
     assert r.gpu_utilization < r.gpu_utilization_with_prefill <= 1.0
     assert r.fillable_gpu_seconds <= r.idle_gpu_seconds + 1e-9
-    starved = evaluate(GeoJob(**{**job.__dict__, "prefill": PrefillSpec(8e9, 32, 4096, 512, 0.302, 2, 1.0)}))
+    starved = evaluate(
+        GeoJob(
+            **{
+                **job.__dict__,
+                "prefill": PrefillSpec(
+                    params=8e9,
+                    layers=32,
+                    hidden=4096,
+                    prompt_tokens=512,
+                    efficiency=0.302,
+                    precision_bytes=2,
+                    memory_limit_gb=1.0,
+                ),
+            }
+        )
+    )
     assert starved.prefill_capacity == 0
 
 
@@ -115,11 +145,20 @@ def test_bubbles_add_up_to_idle_time():
 
 
 def test_allreduce_adds_time_only_with_dp():
-    dcs = (DataCenter("a", "A100-80GB", 64, 1.0),)
-    layout = Layout(2, 4, 8, ("a", "a"), 16, "1f1b", "temporal")
-    r = evaluate(GeoJob(GPT3, dcs, (), layout))
+    dcs = (DataCenter(name="a", gpu="A100-80GB", gpus=64, usd_per_gpu_hour=1.0),)
+    layout = Layout(
+        pp=2, dp=4, tp=8, placement=("a", "a"), n_microbatches=16, schedule="1f1b", sharing="temporal"
+    )
+    r = evaluate(GeoJob(model=GPT3, dcs=dcs, links=(), layout=layout))
     assert r.allreduce_seconds > 0
-    r1 = evaluate(GeoJob(GPT3, dcs, (), Layout(2, 1, 8, ("a", "a"), 16)))
+    r1 = evaluate(
+        GeoJob(
+            model=GPT3,
+            dcs=dcs,
+            links=(),
+            layout=Layout(pp=2, dp=1, tp=8, placement=("a", "a"), n_microbatches=16),
+        )
+    )
     assert r1.allreduce_seconds == 0
 
 

@@ -36,7 +36,7 @@ def test_window_bounds_lossless_long_paths():
 
 
 def test_link_helpers():
-    link = WanLink("a", "b", 5.0, 40.0, 1e-5, n_conn=32)
+    link = WanLink(a="a", b="b", bandwidth_gbps=5.0, rtt_ms=40.0, loss=1e-5, n_conn=32)
     assert link.latency_s == pytest.approx(0.02)
     assert link.effective_gbps() == effective_gbps(5.0, 40.0, 1e-5, 32)
     assert link.effective_gbps(1) == pytest.approx(link.single_tcp_gbps())

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from cmdare.collectors.clock import SystemClock
-from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.logs.source import JsonlSource
 from tests.cli_harness import check_discipline, run_main
 from tests.test_readonly_mode import fresh_env
 from tests.test_tmux_hostile import PrivateTmux, assert_clean_stream

@@ -15,7 +15,7 @@ import pytest
 
 from cmdare.collectors.http_client import new_client
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 
 pytestmark = pytest.mark.slow

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.exposition import facts_from_labels, parse_exposition
 from cmdare.collectors.samples import STUDY_BATCH_SIZE, JobFacts, Lifetime, ModelSpec
+from cmdare.collectors.scrape.exposition import facts_from_labels, parse_exposition
 from cmdare.planner.risk_cost.workload import parse_workload
 from cmdare.planner.speed.speed_model import SpeedModel
 from cmdare.tui.config import parse_config
 
-RESNET32 = ModelSpec("ResNet-32", 1658696889.0, 1857722.0)
+RESNET32 = ModelSpec(name="ResNet-32", model_flops=1658696889.0, params=1857722.0)
 WORKLOAD = """
 [model]
 name = "ResNet-32"
@@ -48,19 +48,39 @@ def test_config_labels_and_workload_describe_one_job_alike():
 
 
 def test_recorded_facts_are_the_job_info_labels_and_parse_back():
-    facts = JobFacts("resnet", ModelSpec("ResNet-32", 1.66e9, 1.86e6, 64, sync="async-ps"), 64000)
+    facts = JobFacts(
+        "resnet",
+        ModelSpec(name="ResNet-32", model_flops=1.66e9, params=1.86e6, batch_size=64, sync="async-ps"),
+        64000,
+    )
     assert tuple(facts.labels()) == M.JOB_INFO.labels  # one vocabulary: exporter, parser, recording
     assert facts_from_labels({k: str(v) for k, v in facts.labels().items()}) == facts
 
 
 def test_model_text_is_cleaned_once_where_it_enters():
-    spec = ModelSpec("\x1b]52;c;ZXZpbA==\x07net")
+    spec = ModelSpec(name="\x1b]52;c;ZXZpbA==\x07net")
     assert "\x1b" not in spec.name and "\x07" not in spec.name
 
 
 def test_a_running_lifetime_has_an_age_only_against_now():
-    done = Lifetime("j/w0", 0.0, 5400.0, "preempted", "P100", "us-central1", "preemptible")
-    running = Lifetime("j/w1", 0.0, None, "running", "P100", "us-central1", "preemptible")
+    done = Lifetime(
+        task="j/w0",
+        start=0.0,
+        end=5400.0,
+        cause="preempted",
+        gpu="P100",
+        region="us-central1",
+        provisioning="preemptible",
+    )
+    running = Lifetime(
+        task="j/w1",
+        start=0.0,
+        end=None,
+        cause="running",
+        gpu="P100",
+        region="us-central1",
+        provisioning="preemptible",
+    )
     assert done.revoked and done.hours() == 1.5 and not running.revoked
     assert running.hours(now=7200.0) == 2.0
     with pytest.raises(ValueError, match="still running"):
@@ -68,7 +88,7 @@ def test_a_running_lifetime_has_an_age_only_against_now():
 
 
 def test_job_info_labels_are_parsed_once_and_long_ones_never_cached():
-    from cmdare.collectors import exposition
+    from cmdare.collectors.scrape import exposition
 
     labels = {"job": "resnet", "model": "ResNet-32", "batch_size": "NaN"}
     first, again = [], []

@@ -60,7 +60,7 @@ async def test_job_pane_shows_loss_lr_and_a_loss_plot(tmp_path):
 async def test_a_tensorboard_note_reaches_the_status_line(tmp_path):
     """A degraded but answered poll (here: a file unreadable past a bad length CRC) is said on screen."""
     from cmdare.collectors.clock import ManualClock
-    from cmdare.collectors.tensorboard import TensorBoardSource
+    from cmdare.collectors.tensorboard.source import TensorBoardSource
     from cmdare.tui.session import MonitorSession
 
     run = tmp_path / "run"

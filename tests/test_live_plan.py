@@ -9,29 +9,31 @@ from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.speed.speed_model import SpeedModel
 
 # ResNet-32 facts and P100 speeds: shared/data/cmdare (0latency_p100_new2.csv; cluster_speed_vs_workers.csv)
-FACTS = JobFacts("j", ModelSpec("ResNet-32", 1658696889.0, 1857722.0, 128), 64000)
+FACTS = JobFacts(
+    "j", ModelSpec(name="ResNet-32", model_flops=1658696889.0, params=1857722.0, batch_size=128), 64000
+)
 
 
 def node(
     name: str, role: str, gpu: str = "P100", status: str = "up", step_s: float | None = 0.082
 ) -> NodeView:
     return NodeView(
-        name,
-        role,
-        gpu if role != "ps" else "",
-        "us-central1",
-        "us-central1-c",
-        "preemptible" if role != "ps" else "standard",
-        status,
-        5.5,
-        step_s if role != "ps" else None,
-        None,
-        None,
-        None,
-        100.0,
-        None,
-        0,
-        "",
+        name=name,
+        role=role,
+        gpu=gpu if role != "ps" else "",
+        region="us-central1",
+        zone="us-central1-c",
+        provisioning="preemptible" if role != "ps" else "standard",
+        status=status,
+        steps_per_sec=5.5,
+        step_seconds=step_s if role != "ps" else None,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=100.0,
+        last_error=None,
+        restarts=0,
+        cause="",
     )
 
 
@@ -39,7 +41,16 @@ def job(history: list[float], workers: int = 8) -> JobView:
     nodes = [node("ps-0", "ps")] + [
         node(f"worker-{i}", "chief" if i == 0 else "worker") for i in range(workers)
     ]
-    return JobView("j", FACTS, history[-1], history[-1] * 128, 1000.0, None, nodes, history)
+    return JobView(
+        name="j",
+        facts=FACTS,
+        steps_per_sec=history[-1],
+        examples_per_sec=history[-1] * 128,
+        global_step=1000.0,
+        eta_seconds=None,
+        nodes=nodes,
+        history=history,
+    )
 
 
 def test_workload_reads_the_live_shape_and_remaining_steps():
@@ -83,13 +94,29 @@ def test_an_unchanged_job_is_not_ranked_again_at_rank_every():
     first = lp.update(j, now=0.0)
     assert first.table is not None
     assert lp.update(j, now=600.0).table is first.table  # ten rank_every later, nothing changed
-    moved = JobView("j", FACTS, 44.0, 44.0 * 128, 5000.0, None, j.nodes, j.history)  # 4,000 steps on
+    moved = JobView(
+        name="j",
+        facts=FACTS,
+        steps_per_sec=44.0,
+        examples_per_sec=44.0 * 128,
+        global_step=5000.0,
+        eta_seconds=None,
+        nodes=j.nodes,
+        history=j.history,
+    )  # 4,000 steps on
     assert lp.update(moved, now=1200.0).table is not first.table
 
 
 def test_job_without_facts_says_why():
     bare = JobView(
-        "j", JobFacts("j"), 1.0, None, None, None, [node("ps-0", "ps"), node("w", "worker")], [1.0]
+        name="j",
+        facts=JobFacts("j"),
+        steps_per_sec=1.0,
+        examples_per_sec=None,
+        global_step=None,
+        eta_seconds=None,
+        nodes=[node("ps-0", "ps"), node("w", "worker")],
+        history=[1.0],
     )
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(bare, now=0)
     assert plan.table is None and "network" in plan.note
@@ -103,9 +130,28 @@ def test_revocation_risk_learns_from_the_clusters_own_lifetimes():
     j = job([44.0] * 10)
     before = lp.update(j, now=0.0).table.current["p_revocation"]
     seen = [
-        Lifetime(f"j/w{i}", 0.0, 600.0, "preempted", "P100", "us-central1", "preemptible") for i in range(60)
+        Lifetime(
+            task=f"j/w{i}",
+            start=0.0,
+            end=600.0,
+            cause="preempted",
+            gpu="P100",
+            region="us-central1",
+            provisioning="preemptible",
+        )
+        for i in range(60)
     ]
-    seen.append(Lifetime("j/w99", 0.0, None, "running", "P100", "us-central1", "preemptible"))
+    seen.append(
+        Lifetime(
+            task="j/w99",
+            start=0.0,
+            end=None,
+            cause="running",
+            gpu="P100",
+            region="us-central1",
+            provisioning="preemptible",
+        )
+    )
     lp.learn(seen, now=1200.0)
     plan = lp.update(j, now=1.0)  # a new lifetime ended: re-ranked at once
     after = plan.table.current["p_revocation"]
@@ -118,7 +164,16 @@ def test_revocation_risk_learns_from_the_clusters_own_lifetimes():
 def test_k80_job_the_book_cannot_price_is_still_ranked_with_price_unknown():
     """Issue 16 item 5: GCP no longer prices K80; the alternatives are ranked, the current cost is unknown."""
     nodes = [node("ps-0", "ps")] + [node(f"worker-{i}", "worker", gpu="K80", step_s=0.22) for i in range(8)]
-    k80 = JobView("j", FACTS, 36.0, 36.0 * 128, 1000.0, None, nodes, [36.0] * 10)
+    k80 = JobView(
+        name="j",
+        facts=FACTS,
+        steps_per_sec=36.0,
+        examples_per_sec=36.0 * 128,
+        global_step=1000.0,
+        eta_seconds=None,
+        nodes=nodes,
+        history=[36.0] * 10,
+    )
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(k80, now=0.0)
     assert plan.table is not None and not plan.table.current_priced
     assert plan.table.current["gpu"] == "K80" and plan.table.current["cost_usd_p50"] is None
@@ -130,5 +185,16 @@ def test_a_cpu_only_worker_is_not_a_gpu_type_of_the_shape():
     from cmdare.planner.job_plan import current_shape
 
     nodes = [node("ps-0", "ps"), node("worker-0", "worker"), node("worker-1", "worker", gpu="CPU")]
-    shape = current_shape(JobView("j", FACTS, 10.0, None, None, None, nodes, [10.0]))
+    shape = current_shape(
+        JobView(
+            name="j",
+            facts=FACTS,
+            steps_per_sec=10.0,
+            examples_per_sec=None,
+            global_step=None,
+            eta_seconds=None,
+            nodes=nodes,
+            history=[10.0],
+        )
+    )
     assert shape is not None and dict(shape.gpus) == {"P100": 1}

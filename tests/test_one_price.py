@@ -23,13 +23,38 @@ from cmdare.tui.panes.planner import fit_subtitle
 
 
 def _node(name: str, role: str, gpu: str, region: str = "") -> NodeView:
-    return NodeView(name, role, gpu, region, "", "standard", "up", 5.0, 0.1, None, None, None, 0.0,
-                    None, 0, "")  # fmt: skip
+    return NodeView(
+        name=name,
+        role=role,
+        gpu=gpu,
+        region=region,
+        zone="",
+        provisioning="standard",
+        status="up",
+        steps_per_sec=5.0,
+        step_seconds=0.1,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=0.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+    )
 
 
 def _job(nodes: list[NodeView]) -> JobView:
     facts = JobFacts("j", ModelSpec(name="ResNet-32", model_flops=0.14e9, params=0.46e6), target_steps=10_000)
-    return JobView("j", facts, 10.0, None, 100.0, None, nodes, sync="async-ps")
+    return JobView(
+        name="j",
+        facts=facts,
+        steps_per_sec=10.0,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=None,
+        nodes=nodes,
+        sync="async-ps",
+    )
 
 
 def test_a_job_without_regions_is_priced_where_the_planner_plans_it():

@@ -60,10 +60,28 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
     from tests.test_live_plan import FACTS, node
 
     nodes = [node("ps-0", "ps")] + [node(f"worker-{i}", "worker", gpu="K80", step_s=0.22) for i in range(8)]
-    job = JobView("j", FACTS, 36.0, 36.0 * 128, 1000.0, None, nodes, [36.0] * 10)
+    job = JobView(
+        name="j",
+        facts=FACTS,
+        steps_per_sec=36.0,
+        examples_per_sec=36.0 * 128,
+        global_step=1000.0,
+        eta_seconds=None,
+        nodes=nodes,
+        history=[36.0] * 10,
+    )
     plan = LivePlanner(SpeedModel.load(), load_offline_book()).update(job, now=0.0)
-    state = MonitorState(0.0, 1, [job], [], [], [], False, True,
-                         PlannerView(jobs=(JobPlannerView("j", plan=plan),)))  # fmt: skip
+    state = MonitorState(
+        t=0.0,
+        cycles=1,
+        jobs=[job],
+        alerts=[],
+        alert_history=[],
+        sources=[],
+        demo=False,
+        read_only=True,
+        planner=PlannerView(jobs=(JobPlannerView(job="j", plan=plan),)),
+    )
 
     class Host(App):
         def compose(self) -> ComposeResult:

@@ -61,8 +61,25 @@ async def test_snapshot_report_has_no_trailing_spaces_and_shows_the_pipelines_bo
 
 def test_a_task_that_names_no_gpu_is_unknown_and_a_ps_is_cpu():
     def node(name: str, role: str, gpu: str = "", owns: bool = False, status: str = "up") -> NodeView:
-        return NodeView(name, role, gpu, "", "", "", status, None, None, None, None, None, None, None, 0, "",
-                        owns_gpu=owns)  # fmt: skip
+        return NodeView(
+            name=name,
+            role=role,
+            gpu=gpu,
+            region="",
+            zone="",
+            provisioning="",
+            status=status,
+            steps_per_sec=None,
+            step_seconds=None,
+            gpu_util=None,
+            net_in_bps=None,
+            net_out_bps=None,
+            started_at=None,
+            last_error=None,
+            restarts=0,
+            cause="",
+            owns_gpu=owns,
+        )
 
     nodes = [node("worker-0", "worker", status="pending"), node("run-1", "worker"), node("ps-0", "ps"),
              node("worker-2", "worker", owns=True), node("worker-3", "worker", "T4")]  # fmt: skip

@@ -223,7 +223,9 @@ def test_alerts_table_wraps_a_long_alert_within_the_width(width):
     subject = "a-rather-long-job-name-from-a-real-cluster/worker-12345"
     message = "parameter server saturated: " + " ".join(f"figure-{i}" for i in range(60))
     alert = Alert("ps-saturation", subject, "warning", message, {}, "add a parameter server", 0.0, 0.0)
-    state = MonitorState(0.0, 3, [], [alert], [], [], False, True)
+    state = MonitorState(
+        t=0.0, cycles=3, jobs=[], alerts=[alert], alert_history=[], sources=[], demo=False, read_only=True
+    )
     out = io.StringIO()
     print_overview(state, Console(file=out, width=width, no_color=True, markup=False, emoji=False))
     lines = out.getvalue().splitlines()

@@ -1,4 +1,4 @@
-"""A large fleet through Prometheus (collectors/prometheus_fleet.py), forced small (``focus_from=3``) on
+"""A large fleet through Prometheus (collectors/prometheus/fleet.py), forced small (``focus_from=3``) on
 Debian's real ``prometheus`` scraping six real exporters every second: the job's rates are Prometheus'
 own answer at the same instant, a refresh reads per-task detail only for the focus (the screen, the
 outliers, the alerts) and the sweep, the slowest worker and a preempted one are found by the server and
@@ -22,15 +22,15 @@ from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_aggregate import KEY_LABEL, T_KEY
-from cmdare.collectors.prometheus_api import MAX_GET_URL, PrometheusAPISource
-from cmdare.collectors.prometheus_fleet import (
+from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY
+from cmdare.collectors.prometheus.fleet import (
     FleetColumns,
     FleetReader,
     Sweep,
     detail_queries,
     fold_detail,
 )
+from cmdare.collectors.prometheus.source import MAX_GET_URL, PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo, TaskState
 from cmdare.collectors.store import Store
 from tests.prom_server import prometheus_server  # noqa: F401 (fixture)

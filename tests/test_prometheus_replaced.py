@@ -15,7 +15,7 @@ from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import PrometheusAPISource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.collectors.samples import TaskState
 from cmdare.collectors.store import Store
 from tests.prom_server import prometheus_server  # noqa: F401 (fixture)

@@ -11,12 +11,12 @@ import orjson
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle
-from cmdare.collectors.prometheus_answers import decode, well_formed
+from cmdare.collectors.prometheus.answers import decode, well_formed
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
-from cmdare.planner.overview import cached_view, node_view
+from cmdare.planner.overview import BuiltView, cached_view, node_view
 
-W = TaskInfo("j", "w1", "worker", "P100", "us-central1", provisioning="preemptible")
+W = TaskInfo(job="j", task="w1", role="worker", gpu="P100", region="us-central1", provisioning="preemptible")
 STEPS, SUM, COUNT = M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT
 
 
@@ -45,13 +45,16 @@ def test_cached_figures_are_the_same_view_and_uptime_moves():
         store.add(poll)
         life.observe([poll])
     ts, status = store.tasks[W.key], life.nodes[W.key]
-    first = cached_view(ts, status, 120.0, None, ())
-    again = cached_view(ts, status, 125.0, None, ())
+    built: dict[str, BuiltView] = {}  # the overview's views so far (a session's OverviewCache.built)
+    first = cached_view(ts, status, 120.0, None, (), built)
+    again = cached_view(ts, status, 125.0, None, (), built)
     assert again is first and again == node_view(ts, status, 125.0)  # nothing new: the same object
     assert again.uptime_s(125.0) is not None and again.uptime_s(125.0) - first.uptime_s(120.0) == 5.0
     store.add(ok(130.0, **{STEPS: 160.0, SUM: 65.0, COUNT: 130.0}))  # a new point: recomputed
-    assert cached_view(ts, status, 131.0, None, ()) == node_view(ts, status, 131.0)
-    assert cached_view(ts, status, 131.0, None, ("duplicate-identity",)).flags == ("duplicate-identity",)
+    assert cached_view(ts, status, 131.0, None, (), built) == node_view(ts, status, 131.0)
+    assert cached_view(ts, status, 131.0, None, ("duplicate-identity",), built).flags == (
+        "duplicate-identity",
+    )
 
 
 def _answer(rows: list) -> bytes:
@@ -87,8 +90,17 @@ def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one(
     from cmdare.planner.overview import OverviewCache, build_jobs
 
     rng = random.Random(7)
-    infos = {f"w{i}": TaskInfo("a" if i < 30 else "b", f"w{i}", "worker", "P100", "us-central1",
-                               provisioning="spot") for i in range(40)}  # fmt: skip
+    infos = {
+        f"w{i}": TaskInfo(
+            job="a" if i < 30 else "b",
+            task=f"w{i}",
+            role="worker",
+            gpu="P100",
+            region="us-central1",
+            provisioning="spot",
+        )
+        for i in range(40)
+    }
     store, life, cache = Store(), Lifecycle(silent_after=2), OverviewCache()
     unchanged_reused = 0
     for cycle in range(40):
@@ -97,21 +109,25 @@ def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one(
         for name, info in infos.items():
             roll = rng.random()
             if roll < 0.3:  # answers with a new point
-                polls.append(TaskPoll(f"http://{name}", t, True, info=info, host=f"h{name[-1]}",
+                polls.append(TaskPoll(source=f"http://{name}", t=t, ok=True, info=info, host=f"h{name[-1]}",
                                       values={STEPS: t * (1 + int(name[1:])), M.K_PREEMPTED: 0.0}))  # fmt: skip
             elif roll < 0.35:
-                polls.append(TaskPoll(f"http://{name}", t, False, info=info, error="timed out"))
+                polls.append(TaskPoll(source=f"http://{name}", t=t, ok=False, info=info, error="timed out"))
         if cycle == 10:  # a revocation notice
-            polls.append(TaskPoll("http://w3", t, True, info=infos["w3"], values={M.K_PREEMPTED: 1.0}))
+            polls.append(
+                TaskPoll(source="http://w3", t=t, ok=True, info=infos["w3"], values={M.K_PREEMPTED: 1.0})
+            )
         if cycle == 20:  # labels enriched, and a task that moves to job b
-            infos["w5"] = TaskInfo("a", "w5", "worker", "P100", "us-central1", zone="us-central1-a")
-            infos["w6"] = TaskInfo("b", "w6", "worker", "P100", "us-central1")
+            infos["w5"] = TaskInfo(
+                job="a", task="w5", role="worker", gpu="P100", region="us-central1", zone="us-central1-a"
+            )
+            infos["w6"] = TaskInfo(job="b", task="w6", role="worker", gpu="P100", region="us-central1")
             infos["w29"] = TaskInfo(
-                "a", "w29", "chief", "P100", "us-central1", provisioning="spot"
+                job="a", task="w29", role="chief", gpu="P100", region="us-central1", provisioning="spot"
             )  # sorts first
         if cycle % 7 == 0:  # host detail for the tasks on host h1
-            node = TaskInfo("hosts", "h1", "node", "NVIDIA T4")
-            polls.append(TaskPoll("http://h1:9100", t, True, info=node, host="h1", host_only=True,
+            node = TaskInfo(job="hosts", task="h1", role="node", gpu="NVIDIA T4")
+            polls.append(TaskPoll(source="http://h1:9100", t=t, ok=True, info=node, host="h1", host_only=True,
                                   values={M.K_CPU_BUSY: t, M.K_CPU_ALL: 2 * t}))  # fmt: skip
         polls = life.resolve(polls)
         for p in polls:
@@ -167,12 +183,21 @@ def test_node_detail_of_a_host_no_task_runs_on_is_a_row_of_its_own():
     from cmdare.planner.overview import build_jobs
 
     store, life = Store(), Lifecycle()
-    w = TaskInfo("a", "w0", "worker", "P100", "us-central1")
-    polls = [TaskPoll("http://w0", 10.0, True, info=w, host="h1", values={STEPS: 1.0})]
+    w = TaskInfo(job="a", task="w0", role="worker", gpu="P100", region="us-central1")
+    polls = [TaskPoll(source="http://w0", t=10.0, ok=True, info=w, host="h1", values={STEPS: 1.0})]
     for host in ("h1", "h2"):
-        node = TaskInfo("hosts", host, "node", "NVIDIA T4")
-        polls.append(TaskPoll(f"http://{host}:9100", 10.0, True, info=node, host=host, host_only=True,
-                              values={M.K_CPU_BUSY: 1.0, M.K_CPU_ALL: 2.0}))  # fmt: skip
+        node = TaskInfo(job="hosts", task=host, role="node", gpu="NVIDIA T4")
+        polls.append(
+            TaskPoll(
+                source=f"http://{host}:9100",
+                t=10.0,
+                ok=True,
+                info=node,
+                host=host,
+                host_only=True,
+                values={M.K_CPU_BUSY: 1.0, M.K_CPU_ALL: 2.0},
+            )
+        )
     for p in life.resolve(polls):
         store.add(p)
     rows = {(j.name, n.name) for j in build_jobs(store, life, 11.0) for n in j.nodes}

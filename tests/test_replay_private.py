@@ -21,11 +21,12 @@ import httpx
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors import sqlite_image, writes
+from cmdare.collectors import writes
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.poller import Cycle
-from cmdare.collectors.recorder import Recorder, RecordingError
-from cmdare.collectors.replay import ReplayFinished, ReplaySource, open_recording
+from cmdare.collectors.recording import sqlite_image
+from cmdare.collectors.recording.recorder import Recorder, RecordingError
+from cmdare.collectors.recording.replay import ReplayFinished, ReplaySource, open_recording
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from tests.test_readonly_mode import fresh_env, tree
 from tests.test_tmux_hostile import PrivateTmux
@@ -38,11 +39,13 @@ CYCLES = 6  # recorded and closed (in the main file); as many again only in the 
 
 def _recording(path: Path) -> None:
     rec = Recorder(path, interval=2.0)
-    info = TaskInfo("j", "w0")
+    info = TaskInfo(job="j", task="w0")
     for i in range(CYCLES):
         t = 1.7e9 + 2 * i
-        poll = TaskPoll("http://w0/metrics", t, True, info=info, values={M.K_WORKER_STEPS: 10.0 * i})
-        rec.record(Cycle(t, 0.01, [poll], []))
+        poll = TaskPoll(
+            source="http://w0/metrics", t=t, ok=True, info=info, values={M.K_WORKER_STEPS: 10.0 * i}
+        )
+        rec.record(Cycle(t=t, elapsed=0.01, polls=[poll], transitions=[]))
     rec.close()
 
 

@@ -90,7 +90,15 @@ def test_update_moves_toward_own_history() -> None:
     before = 1 - fresh.survival("K80", "us-central1", "preemptible", np.array([23.5]))[0]
     start = 1.55e9
     calm = [
-        Lifetime(f"k80-{i}", start, start + 86400, "stopped", "K80", "us-central1", "preemptible")
+        Lifetime(
+            task=f"k80-{i}",
+            start=start,
+            end=start + 86400,
+            cause="stopped",
+            gpu="K80",
+            region="us-central1",
+            provisioning="preemptible",
+        )
         for i in range(40)
     ]
     fresh.update(calm)

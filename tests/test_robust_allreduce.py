@@ -17,14 +17,46 @@ from cmdare.planner.speed.speed_model import SpeedModel
 
 
 def _rank(rank: int, compute: float, exposed: float, steps_per_sec: float) -> NodeView:
-    return NodeView(f"worker-{rank}", "chief" if rank == 0 else "worker", "T4", "us-central1", "", "spot", "up",
-                    steps_per_sec, compute, None, None, None, 100.0, None, 0, "", allreduce_seconds=exposed,
-                    rank=str(rank), local_rank="0")  # fmt: skip
+    return NodeView(
+        name=f"worker-{rank}",
+        role="chief" if rank == 0 else "worker",
+        gpu="T4",
+        region="us-central1",
+        zone="",
+        provisioning="spot",
+        status="up",
+        steps_per_sec=steps_per_sec,
+        step_seconds=compute,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=100.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+        allreduce_seconds=exposed,
+        rank=str(rank),
+        local_rank="0",
+    )
 
 
 def _job(nodes: list[NodeView]) -> JobView:
-    facts = JobFacts("ddp", ModelSpec("shakebig", 2.3e10, 26e6, 128, sync="sync-allreduce"), 10_000)
-    return JobView("ddp", facts, 2.0, None, 100.0, None, nodes, sync="sync-allreduce", sync_how="declared")
+    facts = JobFacts(
+        "ddp",
+        ModelSpec(name="shakebig", model_flops=2.3e10, params=26e6, batch_size=128, sync="sync-allreduce"),
+        10_000,
+    )
+    return JobView(
+        name="ddp",
+        facts=facts,
+        steps_per_sec=2.0,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=None,
+        nodes=nodes,
+        sync="sync-allreduce",
+        sync_how="declared",
+    )
 
 
 def test_an_allreduce_50x_the_step_is_refused_and_the_honest_ranks_calibrate():

@@ -13,14 +13,14 @@ import httpx
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors import scrape as scrape_mod
 from cmdare.collectors import writes
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.http_client import Budget
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_answers import decode as _decode
-from cmdare.collectors.prometheus_api import MAX_GET_URL, PrometheusAPIError, PrometheusAPISource
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget, scrape
+from cmdare.collectors.prometheus.answers import decode as _decode
+from cmdare.collectors.prometheus.source import MAX_GET_URL, PrometheusAPIError, PrometheusAPISource
+from cmdare.collectors.scrape import source as scrape_mod
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget, scrape
 from cmdare.collectors.store import Store
 from tests.hostile_server import HostileProcess
 from tests.prom_server import FakePromAPI

@@ -12,8 +12,8 @@ import pytest
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.recorder import Recorder
-from cmdare.collectors.scrape import DEFAULT_MAX_BYTES, ScrapeSource, ScrapeTarget
+from cmdare.collectors.recording.recorder import Recorder
+from cmdare.collectors.scrape.source import DEFAULT_MAX_BYTES, ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from tests.fault_server import EXPECT, FaultServer
 

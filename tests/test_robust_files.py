@@ -14,12 +14,12 @@ import httpx
 import pytest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors import replay as replay_mod
 from cmdare.collectors.clock import ManualClock
-from cmdare.collectors.jsonl import MAX_LINE_BYTES, JsonlSource
+from cmdare.collectors.logs.source import MAX_LINE_BYTES, JsonlSource
 from cmdare.collectors.poller import Cycle
-from cmdare.collectors.recorder import Recorder, RecordingError
-from cmdare.collectors.replay import MAX_PACE_S, ReplayFinished, ReplaySource
+from cmdare.collectors.recording import replay as replay_mod
+from cmdare.collectors.recording.recorder import Recorder, RecordingError
+from cmdare.collectors.recording.replay import MAX_PACE_S, ReplayFinished, ReplaySource
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 
@@ -60,11 +60,13 @@ async def test_jsonl_nan_literals_and_absurd_times(tmp_path: Path):
 
 def _recording(path: Path, cycles: int = 6) -> None:
     rec = Recorder(path, interval=2.0)
-    info = TaskInfo("j", "w0")
+    info = TaskInfo(job="j", task="w0")
     for i in range(cycles):
         t = 1.7e9 + 2 * i
-        poll = TaskPoll("http://w0/metrics", t, True, info=info, values={M.K_WORKER_STEPS: 10.0 * i})
-        rec.record(Cycle(t, 0.01, [poll], []))
+        poll = TaskPoll(
+            source="http://w0/metrics", t=t, ok=True, info=info, values={M.K_WORKER_STEPS: 10.0 * i}
+        )
+        rec.record(Cycle(t=t, elapsed=0.01, polls=[poll], transitions=[]))
     rec.close()
 
 

@@ -89,10 +89,10 @@ def _many_gpus(n: int) -> str:
 
 
 def test_a_page_with_more_gpus_than_a_host_has_is_read_up_to_the_cap_and_says_so() -> None:
-    from cmdare.collectors.exposition import parse_exposition
     from cmdare.collectors.samples import TaskInfo
+    from cmdare.collectors.scrape.exposition import parse_exposition
 
-    parsed = parse_exposition(_many_gpus(5000), TaskInfo("hosts", "h", role="node"))
+    parsed = parse_exposition(_many_gpus(5000), TaskInfo(job="hosts", task="h", role="node"))
     assert parsed.values[M.K_GPU_COUNT] == H.MAX_DEVICES
     assert any(f"more than {H.MAX_DEVICES} devices" in n for n in parsed.notes)
 
@@ -139,7 +139,7 @@ async def _node_detail_note(url: str, max_bytes: int) -> str | None:
     import asyncio
 
     from cmdare.collectors.poller import Poller
-    from cmdare.collectors.prometheus_api import PrometheusAPISource
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
     from cmdare.collectors.store import Store
 
     src = PrometheusAPISource(url, max_bytes=max_bytes, timeout=5.0)
@@ -158,10 +158,10 @@ async def _node_detail_note(url: str, max_bytes: int) -> str | None:
 def test_fleet_columns_bound_their_values() -> None:
     import warnings
 
-    from cmdare.collectors.prometheus_fleet import FleetColumns
+    from cmdare.collectors.prometheus.fleet import FleetColumns
     from cmdare.collectors.samples import TaskInfo
 
-    tasks = {f"10.0.0.{i}:9400": TaskInfo("big", f"worker-{i}") for i in range(4)}
+    tasks = {f"10.0.0.{i}:9400": TaskInfo(job="big", task=f"worker-{i}") for i in range(4)}
     cols = FleetColumns(tasks)
     rows = [
         {"metric": {"instance": k}, "value": [0, v]}

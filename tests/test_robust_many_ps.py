@@ -63,10 +63,16 @@ def test_the_ranking_of_2500_ps_enumerates_a_bounded_table() -> None:
 
     book = load_book("offline")
     gpus, regions = tuple(sorted(set(book.gpus()) | {"K80"})), tuple(sorted(book.regions()))
-    w = Workload(model=ModelSpec("ResNet-32", 1.4e11, 4.6e5, 128), target=Target(steps=64000),
-                 current=Shape("K80", 4, 2500, "us-central1", "spot"),
-                 allowed=Allowed(gpus, regions, 16, 2500, provisionings=("standard", "spot")),
-                 options=Options(), source="test")  # fmt: skip
+    w = Workload(
+        model=ModelSpec(name="ResNet-32", model_flops=1.4e11, params=4.6e5, batch_size=128),
+        target=Target(steps=64000),
+        current=Shape("K80", 4, 2500, "us-central1", "spot"),
+        allowed=Allowed(
+            gpus=gpus, regions=regions, max_workers=16, max_ps=2500, provisionings=("standard", "spot")
+        ),
+        options=Options(),
+        source="test",
+    )
     rows = enumerate_shapes(w)["ps"].size
     assert rows == len(gpus) * len(worker_counts(16, 4)) * len(ps_counts(2500, 2500)) * len(regions) * 2
     assert rows * 50 < len(gpus) * len(worker_counts(16, 4)) * 2500 * len(regions) * 2  # not every PS count
@@ -85,9 +91,11 @@ def test_one_ps_announced_20000_times_in_a_cycle_is_at_most_four_tasks(tmp_path:
 
 def test_the_gate_counts_each_claimant_against_the_task_cap() -> None:
     gate = caps.CapGate()
-    info = TaskInfo("j", "ps-0", "ps")
-    polls = [TaskPoll(f"s{i}", 1.0, True, info=info) for i in range(1000)]
-    polls += [TaskPoll(f"w{i}", 1.0, True, info=TaskInfo("j", f"worker-{i}")) for i in range(4)]
+    info = TaskInfo(job="j", task="ps-0", role="ps")
+    polls = [TaskPoll(source=f"s{i}", t=1.0, ok=True, info=info) for i in range(1000)]
+    polls += [
+        TaskPoll(source=f"w{i}", t=1.0, ok=True, info=TaskInfo(job="j", task=f"worker-{i}")) for i in range(4)
+    ]
     kept = gate.admit(polls, caps.Caps(tasks=6))
     assert [p.source for p in kept] == ["s0", "s1", "s2", "s3", "w0", "w1"]
     assert (
@@ -105,11 +113,14 @@ def small_cycles() -> object:
 
 def test_the_recorder_writes_at_most_cycle_polls_a_cycle_and_says_so(tmp_path: Path, small_cycles) -> None:
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder
+    from cmdare.collectors.recording.recorder import Recorder
 
     rec = Recorder(tmp_path / "rec.sqlite", interval=2.0)
-    polls = [TaskPoll(f"s{i}", 1.0, True, info=TaskInfo("j", f"worker-{i}")) for i in range(25)]
-    rec.record(Cycle(1.0, 0.0, polls, []))
+    polls = [
+        TaskPoll(source=f"s{i}", t=1.0, ok=True, info=TaskInfo(job="j", task=f"worker-{i}"))
+        for i in range(25)
+    ]
+    rec.record(Cycle(t=1.0, elapsed=0.0, polls=polls, transitions=[]))
     rec.close()
     c = sqlite3.connect(tmp_path / "rec.sqlite")
     (n,) = c.execute("SELECT count(*) FROM polls").fetchone()

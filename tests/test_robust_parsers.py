@@ -14,14 +14,14 @@ import httpx
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cmdare.collectors import exposition as E
 from cmdare.collectors.clock import ManualClock
-from cmdare.collectors.jsonl import JsonlSource
-from cmdare.collectors.prometheus_answers import decode as _decode
-from cmdare.collectors.prometheus_api import PrometheusAPIError, PrometheusAPISource
+from cmdare.collectors.logs.source import JsonlSource
+from cmdare.collectors.prometheus.answers import decode as _decode
+from cmdare.collectors.prometheus.source import PrometheusAPIError, PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.tensorboard import TensorBoardSource, decode_event
-from cmdare.collectors.tfrecord import frame, read_records
+from cmdare.collectors.scrape import exposition as E
+from cmdare.collectors.tensorboard.source import TensorBoardSource, decode_event
+from cmdare.collectors.tensorboard.tfrecord import frame, read_records
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -74,7 +74,7 @@ def _same(a: E.Parsed, b: E.Parsed) -> bool:
 @FAST
 @given(page)
 def test_fast_scanner_agrees_with_reference_parser(text: str):
-    info = TaskInfo("j", "t")
+    info = TaskInfo(job="j", task="t")
     try:
         ref = E._fold_samples(E._samples_reference(text), info)
     except ValueError:
@@ -90,7 +90,7 @@ def test_fast_scanner_agrees_with_reference_parser(text: str):
 @given(st.lists(st.one_of(sample_line(), st.text(max_size=40)), max_size=20).map("\n".join))
 def test_exposition_never_raises_anything_but_exposition_error(text: str):
     try:
-        p = E.parse_exposition(text, TaskInfo("j", "t"))
+        p = E.parse_exposition(text, TaskInfo(job="j", task="t"))
     except E.ExpositionError as exc:
         assert "\n" not in str(exc)
         return

@@ -14,7 +14,7 @@ import pytest
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.plausibility import checked
-from cmdare.collectors.prometheus_hosts import KEY_LABEL, host_polls
+from cmdare.collectors.prometheus.hosts import KEY_LABEL, host_polls
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
 from cmdare.tui import cli
@@ -85,11 +85,11 @@ def test_prometheus_host_detail_refuses_per_device_and_says_so():
 
 def test_a_counter_jump_faster_than_any_nic_is_refused_then_rates_recover():
     store = Store()
-    info = TaskInfo("j", "ps-0", role="ps")
+    info = TaskInfo(job="j", task="ps-0", role="ps")
     notes, rates = [], []
     series = [1e6, 2e6] + [1e15 + 1e6 * k for k in range(12)]  # +1e15 B in 2 s: 500 TB/s
     for i, v in enumerate(series):
-        p = checked(TaskPoll("ps", 1000.0 + 2 * i, True, info=info, values={M.K_PS_IN: v}), store)
+        p = checked(TaskPoll(source="ps", t=1000.0 + 2 * i, ok=True, info=info, values={M.K_PS_IN: v}), store)
         notes.append(p.error)
         store.add(p)
         rates.append(store.tasks[info.key].rate(M.K_PS_IN, 10.0))

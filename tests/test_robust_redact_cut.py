@@ -12,8 +12,8 @@ import pytest
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.recorder import Recorder
+from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.recording.recorder import Recorder
 from cmdare.collectors.redaction import MAX_SCAN, redact_cut
 from cmdare.collectors.store import Store
 from cmdare.tui import cli

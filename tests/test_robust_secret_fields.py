@@ -19,9 +19,9 @@ import pytest
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.recorder import Recorder
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.recording.recorder import Recorder
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
 from cmdare.tui import cli
 from tests.hostile_server import HostileProcess
@@ -155,7 +155,7 @@ async def test_the_app_shows_a_token_reflected_into_labels_redacted(hostile, mon
 
 
 def test_a_remembered_credential_is_redacted_in_any_letter_case_and_encoding():
-    from cmdare.collectors.prometheus_auth import BearerToken
+    from cmdare.collectors.prometheus.auth import BearerToken
     from cmdare.collectors.redaction import redact, redact_cut
 
     BearerToken(TOKEN)

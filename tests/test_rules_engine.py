@@ -142,7 +142,7 @@ async def test_engine_alerts_are_read_cleaned_and_merged_with_the_apps_once():
     """``--prometheus``: the engine's firing alerts (``ALERTS``) beside the app's, marked by origin; a label
     value from the server is cleaned where it enters (an escape sequence becomes visible text)."""
     from cmdare.collectors.http_client import new_client
-    from cmdare.collectors.prometheus_api import ENGINE_ORIGIN, PrometheusAPISource
+    from cmdare.collectors.prometheus.source import ENGINE_ORIGIN, PrometheusAPISource
     from cmdare.planner.rules.alerts import Alert
     from cmdare.planner.rules.engine_alerts import merge_engine_alerts
     from tests.prom_server import FakePromAPI
@@ -206,7 +206,18 @@ async def test_the_alerts_pane_marks_each_alert_by_origin():
 
     app = Host()
     async with app.run_test(size=(120, 30)) as pilot:
-        app.query_one(AlertsPane).update_state(MonitorState(2.0, 2, [], alerts, [], [], False, True))
+        app.query_one(AlertsPane).update_state(
+            MonitorState(
+                t=2.0,
+                cycles=2,
+                jobs=[],
+                alerts=alerts,
+                alert_history=[],
+                sources=[],
+                demo=False,
+                read_only=True,
+            )
+        )
         await pilot.pause()
         kinds = {r.key: r.cells[3] for r in app.query_one(FilterTable).shown()}
     assert kinds == {

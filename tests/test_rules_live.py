@@ -16,8 +16,8 @@ import pytest
 
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.http_client import new_client
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.planner.rules.engine_alerts import merge_engine_alerts
 from cmdare.planner.rules.engine_rules import ALERT_KINDS, RuleOptions, render
 from cmdare.tui.options import SessionOptions

@@ -11,7 +11,7 @@ import pytest
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.exposition import parse_exposition
+from cmdare.collectors.scrape.exposition import parse_exposition
 from cmdare.tui.panes.cluster import COLUMNS
 from cmdare.tui.widgets.table import FilterTable
 from tests.pilot_app import fast_demo_app, wait_for

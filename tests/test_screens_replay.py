@@ -6,7 +6,7 @@ from __future__ import annotations
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.replay import ReplaySource
+from cmdare.collectors.recording.replay import ReplaySource
 from cmdare.collectors.store import Store
 from tests.test_collect_record import record_live
 

@@ -18,6 +18,7 @@ from tests.pilot_app import wait_for
 pytestmark = pytest.mark.slow
 
 RECORDED_GAP = 0.2  # seconds between recorded polls
+STRETCH = 2000.0  # recorded gaps made 400 s where a test needs a replay that cannot end by itself
 
 
 async def recorded_demo(tmp_path: Path, cycles: int = 8) -> Path:
@@ -87,17 +88,28 @@ async def test_space_pauses_at_once_and_resumes(tmp_path):
         await wait_for(pilot, lambda: replay.position[0] >= held + 2, timeout=20)
 
 
-async def test_plus_speeds_up_a_slow_replay_at_once(tmp_path):
-    app = replay_app(await recorded_demo(tmp_path, cycles=8), speed=0.125)  # the slowest: 1.6 s a poll
+async def test_plus_speeds_up_a_slow_replay_at_once(tmp_path, monkeypatch):
+    """The recorded gaps are stretched to 400 s (a poll every 3,200 s at the slowest pace, the pace cap
+    raised for the test): the rest of the recording ends only if + re-plans the wait already running."""
+    import sqlite3
+
+    from cmdare.collectors.recording import replay as replay_mod
+
+    monkeypatch.setattr(replay_mod, "MAX_PACE_S", 3600.0)
+    rec = await recorded_demo(tmp_path, cycles=8)
+    with sqlite3.connect(rec) as db:
+        (t0,) = db.execute("SELECT min(t) FROM cycles").fetchone()
+        db.execute("UPDATE cycles SET t = ? + (t - ?) * ?", (t0, t0, STRETCH))
+    app = replay_app(rec, speed=0.125)  # the slowest
     async with app.run_test(size=(80, 24)) as pilot:
         replay = app.session.plan.replay
         await wait_for(pilot, lambda: replay.position[0] >= 1)
         start = replay.position[0]
         await pilot.press("plus")
         assert replay.speed == 0.25 and "×0.25" in badges(app)
-        await pilot.press(*["plus"] * 5)  # up to ×8: 0.025 s a poll (the recording may end on the way)
-        assert replay.speed >= 2.0
-        await wait_for(pilot, lambda: replay.ended, timeout=6)  # at 1.6 s a poll the rest would take 11 s
+        await pilot.press(*["plus"] * 12)  # up to ×1024: 0.4 s a poll (the recording may end on the way)
+        assert replay.speed >= 512.0
+        await wait_for(pilot, lambda: replay.ended, timeout=120)  # a watchdog: at the first pace, 6 hours
         assert replay.position[0] == 8 > start
         await pilot.pause(0.3)
         assert app.state.cycles == 8
@@ -111,9 +123,9 @@ async def test_a_pause_or_step_cuts_a_long_wait_short(tmp_path, monkeypatch):
     a pause and played at once by a step."""
     import httpx
 
-    from cmdare.collectors import replay as replay_mod
     from cmdare.collectors.clock import ManualClock
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording import replay as replay_mod
+    from cmdare.collectors.recording.replay import ReplaySource
 
     monkeypatch.setattr(replay_mod, "MAX_PACE_S", 3600.0)
     rec = await recorded_demo(tmp_path, cycles=3)

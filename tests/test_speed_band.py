@@ -21,9 +21,9 @@ from scripts import fit_speed_model
 from tests.conftest import REPO
 
 MODEL = SpeedModel.load()
-RES32 = ModelSpec("ResNet-32", 1658696889, 1857722)
-BIG = ModelSpec("Shake-Shake-big", 22864820174, 26204362)
-UNNAMED = ModelSpec("", 3e9, 4e6)
+RES32 = ModelSpec(name="ResNet-32", model_flops=1658696889, params=1857722)
+BIG = ModelSpec(name="Shake-Shake-big", model_flops=22864820174, params=26204362)
+UNNAMED = ModelSpec(name="", model_flops=3e9, params=4e6)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,12 @@ def test_band_is_public_in_the_speed_package():
 
 
 @pytest.mark.parametrize(
-    "net", [RES32, ModelSpec("", 3e9, 4e6, 64), ModelSpec("shake-shake-small", 2e10, 2e7, 128)]
+    "net",
+    [
+        RES32,
+        ModelSpec(name="", model_flops=3e9, params=4e6, batch_size=64),
+        ModelSpec(name="shake-shake-small", model_flops=2e10, params=2e7, batch_size=128),
+    ],
 )
 def test_mixes_on_arrays_agree_with_predict_and_speed_band(net):
     """predict's GPU mixes on arrays (issue 27): the same speed, bottleneck, band and label as one at a time."""

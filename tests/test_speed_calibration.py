@@ -5,7 +5,7 @@ from cmdare.planner.speed.calibration import Calibration
 from cmdare.planner.speed.speed_model import SpeedModel
 
 MODEL = SpeedModel.load()
-NET = ModelSpec("job", 3e9, 4e6)
+NET = ModelSpec(name="job", model_flops=3e9, params=4e6)
 
 
 def _truth() -> SpeedModel:

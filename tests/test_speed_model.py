@@ -10,7 +10,7 @@ from cmdare.planner.speed.ps_tier import PLACEMENTS, busiest_share
 from cmdare.planner.speed.speed_model import SpeedModel
 
 MODEL = SpeedModel.load()
-RES32 = ModelSpec("ResNet-32", 1658696889, 1857722)
+RES32 = ModelSpec(name="ResNet-32", model_flops=1658696889, params=1857722)
 nets = st.builds(
     ModelSpec,
     name=st.sampled_from(["", "mynet", "shake40", "ResNet-32", "custom9"]),
@@ -75,7 +75,7 @@ def test_predict_shapes_agrees_with_predict():
     names = np.array(gpu_names() * 3)
     workers = np.arange(1, len(names) + 1) % 9 + 1
     ps = np.arange(len(names)) % 3 + 1
-    for net in (RES32, ModelSpec("", 3e9, 4e6, 64)):
+    for net in (RES32, ModelSpec(name="", model_flops=3e9, params=4e6, batch_size=64)):
         out = MODEL.predict_shapes(net, names, workers, ps)
         for i, (g, n, p) in enumerate(zip(names, workers, ps, strict=True)):
             ref = MODEL.predict(net, {g: int(n)}, ps=int(p))
@@ -100,7 +100,7 @@ def test_p100_resnet32_plateau_comes_from_ps():
 def test_second_ps_capacity_depends_on_placement_not_simply_doubled():
     one, two = MODEL.predict(RES32, {"P100": 8}, ps=1), MODEL.predict(RES32, {"P100": 8}, ps=2)
     assert 1.6 <= two.terms["ps"] ** -1 / one.terms["ps"] ** -1 < 2.0  # ResNet kernels alternate servers
-    big = ModelSpec("Shake-Shake-big", 22864820174, 26204362)
+    big = ModelSpec(name="Shake-Shake-big", model_flops=22864820174, params=26204362)
     one, two = MODEL.predict(big, {"P100": 8}, ps=1), MODEL.predict(big, {"P100": 8}, ps=2)
     assert two.terms["ps"] ** -1 / one.terms["ps"] ** -1 < 1.2  # every kernel on one server
 
@@ -109,13 +109,18 @@ def test_known_network_uses_measured_speed():
     p = MODEL.predict(RES32, {"P100": 1})
     assert "measured" in p.source
     assert abs(p.steps_per_sec / 12.1137 - 1) < 0.01  # networks.csv mean of 0latency_p100_new2.csv
-    assert "fitted" in MODEL.predict(ModelSpec("unseen-net", 1658696889, 1857722), {"P100": 1}).source
+    assert (
+        "fitted"
+        in MODEL.predict(
+            ModelSpec(name="unseen-net", model_flops=1658696889, params=1857722), {"P100": 1}
+        ).source
+    )
 
 
 def test_latency_slows_and_slow_nic_binds():
     fast = MODEL.predict(RES32, {"K80": 1}).steps_per_sec
     assert MODEL.predict(RES32, {"K80": 1}, latency_ms=30.3).steps_per_sec < fast
-    big = ModelSpec("big", 2e10, 2.6e7)
+    big = ModelSpec(name="big", model_flops=2e10, params=2.6e7)
     slow = MODEL.predict(big, {"V100": 8}, ps_nic_gbps=1.0)
     assert slow.bottleneck == "network"
     assert slow.steps_per_sec < MODEL.predict(big, {"V100": 8}).steps_per_sec

@@ -158,8 +158,17 @@ def test_a_job_past_its_target_with_no_task_up_reads_finished_not_stalled() -> N
     from cmdare.tui.format import stalled_phrase
 
     def job(step: float) -> JobView:
-        return JobView("j", JobFacts("j", target_steps=1000), None, None, step, None, [], stalled_since=1.8e9,
-                       last_steps_per_sec=9.6)  # fmt: skip
+        return JobView(
+            name="j",
+            facts=JobFacts("j", target_steps=1000),
+            steps_per_sec=None,
+            examples_per_sec=None,
+            global_step=step,
+            eta_seconds=None,
+            nodes=[],
+            stalled_since=1.8e9,
+            last_steps_per_sec=9.6,
+        )
 
     done, dead = job(1000.0), job(400.0)
     assert done.finished and not dead.finished and dead.stalled

@@ -29,12 +29,14 @@ DEFERRED = (
     "cmdare.planner.risk_cost.time_cost",
     "cmdare.planner.risk_cost.revocation",
     "cmdare.collectors.pricing",  # the price book: loaded with the planner
-    "cmdare.collectors.jsonl",  # source kinds not asked for
-    "cmdare.collectors.tensorboard",
-    "cmdare.collectors.prometheus_api",
-    "cmdare.collectors.tf_config",
-    "cmdare.collectors.recorder",
-    "cmdare.collectors.replay",
+    "cmdare.collectors.logs.source",  # source kinds not asked for
+    "cmdare.collectors.tensorboard.source",
+    "cmdare.collectors.prometheus.source",
+    "cmdare.collectors.mlflow.server",
+    "cmdare.collectors.mlflow.store",
+    "cmdare.collectors.scrape.tf_config",
+    "cmdare.collectors.recording.recorder",
+    "cmdare.collectors.recording.replay",
     "sqlite3",  # recordings only
     "importlib.metadata",  # only for --version
     "numpy",  # the planner's arrays (and the store's numpy readers): after the first data frame
@@ -82,7 +84,7 @@ def test_the_demos_command_line_loads_nothing_deferred(tmp_path):
 
 
 def test_the_metrics_port_default_is_the_tf_config_one():
-    from cmdare.collectors.tf_config import DEFAULT_METRICS_PORT
+    from cmdare.collectors.scrape.tf_config import DEFAULT_METRICS_PORT
     from cmdare.tui.source_flags import METRICS_PORT, metrics_port
 
     assert METRICS_PORT == str(DEFAULT_METRICS_PORT) == metrics_port(METRICS_PORT)
@@ -101,9 +103,9 @@ def test_live_sources_import_only_the_kinds_asked_for():
 @pytest.mark.parametrize(
     ("flag", "module"),
     [
-        ("jsonl=['x.jsonl']", "cmdare.collectors.jsonl"),
-        ("tensorboard=['runs']", "cmdare.collectors.tensorboard"),
-        ("prometheus='http://127.0.0.1:9'", "cmdare.collectors.prometheus_api"),
+        ("jsonl=['x.jsonl']", "cmdare.collectors.logs.source"),
+        ("tensorboard=['runs']", "cmdare.collectors.tensorboard.source"),
+        ("prometheus='http://127.0.0.1:9'", "cmdare.collectors.prometheus.source"),
     ],
 )
 def test_a_source_kind_loads_when_asked_for(flag: str, module: str):

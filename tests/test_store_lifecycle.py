@@ -12,8 +12,8 @@ from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.samples import TaskInfo, TaskPoll, TaskState
 from cmdare.collectors.store import Ring, Store, TaskSeries
 
-W = TaskInfo("j", "w1", "worker", "P100", "us-central1", provisioning="preemptible")
-W2 = TaskInfo("j", "w2", "worker", "P100", "us-central1", provisioning="preemptible")
+W = TaskInfo(job="j", task="w1", role="worker", gpu="P100", region="us-central1", provisioning="preemptible")
+W2 = TaskInfo(job="j", task="w2", role="worker", gpu="P100", region="us-central1", provisioning="preemptible")
 
 
 def ok(t: float, info: TaskInfo = W, **values: float) -> TaskPoll:
@@ -168,7 +168,7 @@ def test_transient_task_vanishing_while_peers_run_counts_as_revoked():
 
 
 def test_on_demand_task_vanishing_stays_silent():
-    std = TaskInfo("j", "ps", "ps", provisioning="standard")
+    std = TaskInfo(job="j", task="ps", role="ps", provisioning="standard")
     lc = Lifecycle(silent_after=2, vanished_after=4)
     lc.observe([ok(0, std), ok(0, W2)])
     for t in range(1, 8):

@@ -21,12 +21,37 @@ TH = Thresholds()
 def _worker(
     name: str, step_s: float, *, gpu: str = "", region: str = "", util: float | None = None
 ) -> NodeView:
-    return NodeView(name, "worker", gpu, region, "", "standard", "up", 1 / step_s, step_s, util,
-                    None, None, 0.0, None, 0, "")  # fmt: skip
+    return NodeView(
+        name=name,
+        role="worker",
+        gpu=gpu,
+        region=region,
+        zone="",
+        provisioning="standard",
+        status="up",
+        steps_per_sec=1 / step_s,
+        step_seconds=step_s,
+        gpu_util=util,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=0.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+    )
 
 
 def _job(workers: list[NodeView]) -> JobView:
-    return JobView("pytorch-ps", JobFacts("pytorch-ps"), 60.0, None, 100.0, None, workers, sync="async-ps")
+    return JobView(
+        name="pytorch-ps",
+        facts=JobFacts("pytorch-ps"),
+        steps_per_sec=60.0,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=None,
+        nodes=workers,
+        sync="async-ps",
+    )
 
 
 def test_two_cpu_workers_taking_turns_make_one_info_flag_on_the_job():
@@ -91,7 +116,16 @@ def test_gpus_busy_is_said_only_of_dcgm_utilisation():
     dcgm = [NodeView(**{**_fields(w), "gpu_util": 40.0}) for w in declared]
     (f,) = input_bound_rule(AlertContext(0.0, [_job(dcgm)]))
     assert f.message.startswith("GPUs busy 40% of the time (GPU utilisation (DCGM))")
-    sync = JobView("ddp", JobFacts("ddp"), 60.0, None, 100.0, None, declared, sync="sync-allreduce")
+    sync = JobView(
+        name="ddp",
+        facts=JobFacts("ddp"),
+        steps_per_sec=60.0,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=None,
+        nodes=declared,
+        sync="sync-allreduce",
+    )
     assert input_bound_rule(AlertContext(0.0, [sync])) == []
 
 
@@ -118,7 +152,16 @@ def test_a_sync_straggler_holds_inside_the_band_too():
     def job(ratio: float) -> JobView:
         ranks = [NodeView(**{**_fields(_worker(f"worker-{i}", 0.01 * (ratio if i == 1 else 1.0))),
                              "allreduce_seconds": 0.002, "rank": str(i)}) for i in range(2)]  # fmt: skip
-        return JobView("ddp", JobFacts("ddp"), 60.0, None, 100.0, None, ranks, sync="sync-allreduce")
+        return JobView(
+            name="ddp",
+            facts=JobFacts("ddp"),
+            steps_per_sec=60.0,
+            examples_per_sec=None,
+            global_step=100.0,
+            eta_seconds=None,
+            nodes=ranks,
+            sync="sync-allreduce",
+        )
 
     eng = AlertEngine([sync_straggler_rule], raise_after=3, clear_after=3)
     ratios = [1.4] * 3 + [1.2, 1.25] * 4 + [1.05] * 3

@@ -8,9 +8,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.allreduce_timer import AllreduceTimer
 from cmdare.collectors.exporter import TrainingExporter
-from cmdare.collectors.exposition import parse_exposition
+from cmdare.collectors.exporter.allreduce_timer import AllreduceTimer
+from cmdare.collectors.scrape.exposition import parse_exposition
 
 
 class Clock:

@@ -81,8 +81,16 @@ def test_link_figures_name_their_sources() -> None:
 
 def _cols(nodes: list[int], degraded: list[float]) -> SyncColumns:
     n = len(nodes)
-    return SyncColumns(np.full(n, "P100"), np.full(n, "us-central1"), np.full(n, "preemptible"), np.array(nodes),
-                       np.full(n, 2.0), np.array(degraded), np.full(n, 1.5), np.zeros(n))  # fmt: skip
+    return SyncColumns(
+        gpu=np.full(n, "P100"),
+        region=np.full(n, "us-central1"),
+        provisioning=np.full(n, "preemptible"),
+        nodes=np.array(nodes),
+        steps_per_sec=np.full(n, 2.0),
+        degraded_steps_per_sec=np.array(degraded),
+        node_usd_per_hour=np.full(n, 1.5),
+        egress_usd=np.zeros(n),
+    )
 
 
 def test_revocation_policy_is_the_cheaper_per_shape_and_risk_is_any_node() -> None:

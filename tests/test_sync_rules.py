@@ -17,15 +17,47 @@ from cmdare.planner.rules.worker_rules import straggler_rule
 
 
 def _node(rank: int, local: int, compute: float, exposed: float, gpu: str = "T4") -> NodeView:
-    return NodeView(f"worker-{rank}", "chief" if rank == 0 else "worker", gpu, "us-central1", "", "spot", "up",
-                    1.0, compute, None, None, None, 100.0, None, 0, "", allreduce_seconds=exposed,
-                    rank=str(rank), local_rank=str(local))  # fmt: skip
+    return NodeView(
+        name=f"worker-{rank}",
+        role="chief" if rank == 0 else "worker",
+        gpu=gpu,
+        region="us-central1",
+        zone="",
+        provisioning="spot",
+        status="up",
+        steps_per_sec=1.0,
+        step_seconds=compute,
+        gpu_util=None,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=100.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+        allreduce_seconds=exposed,
+        rank=str(rank),
+        local_rank=str(local),
+    )
 
 
 def _job(nodes: list[NodeView], params: float = 26e6, sync: str = "sync-allreduce") -> JobView:
     step = max(n.step_seconds + n.allreduce_seconds for n in nodes)  # type: ignore[operator]
-    facts = JobFacts("ddp", ModelSpec("shakebig", 2.3e10, params, 128, sync=sync), 10_000)
-    return JobView("ddp", facts, 1 / step, None, 100.0, None, nodes, sync=sync, sync_how="declared")
+    facts = JobFacts(
+        "ddp",
+        ModelSpec(name="shakebig", model_flops=2.3e10, params=params, batch_size=128, sync=sync),
+        10_000,
+    )
+    return JobView(
+        name="ddp",
+        facts=facts,
+        steps_per_sec=1 / step,
+        examples_per_sec=None,
+        global_step=100.0,
+        eta_seconds=None,
+        nodes=nodes,
+        sync=sync,
+        sync_how="declared",
+    )
 
 
 def test_shape_and_split_come_from_the_ranks() -> None:

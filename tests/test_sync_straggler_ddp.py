@@ -8,10 +8,6 @@ unslowed run reaches here; on GPUs ranks do not share their compute.)"""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,30 +15,19 @@ import pytest
 
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
-from tests.prom_server import free_port
-from tests.training_jobs import port_base, wait_training
+from tests.training_jobs import ddp_job as run_ddp
+from tests.training_jobs import wait_training
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
-TRAIN = Path(__file__).resolve().parents[1] / "examples" / "pytorch_ddp" / "train.py"
 SLOW_S = 0.04
 
 
 @pytest.fixture
 def slow_ddp(tmp_path: Path) -> Iterator[int]:
-    base = port_base()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-           str(TRAIN), "--steps", "0", "--port-base", str(base), "--slow-rank", "1", "--slow-seconds", str(SLOW_S)]  # fmt: skip
-    proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
-                            stderr=(tmp_path / "torchrun.log").open("wb"), start_new_session=True)  # fmt: skip
-    yield base
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    with run_ddp(tmp_path, "--slow-rank", "1", "--slow-seconds", str(SLOW_S)) as base:
+        yield base
 
 
 async def test_the_slow_rank_is_named_with_the_gain_of_replacing_it(slow_ddp: int) -> None:

@@ -23,7 +23,9 @@ from cmdare.planner.speed.speed_model import SpeedModel
 from tests.conftest import CMDARE
 
 LOG = CMDARE / "icac2019_transient-deep-learning/data/lifetime/lifetime.csv"
-RESNET32 = ModelSpec("resnet32", 1658696889, 1857722, 128)  # CM-DARE speed_data/0latency_k80_new.csv
+RESNET32 = ModelSpec(
+    name="resnet32", model_flops=1658696889, params=1857722, batch_size=128
+)  # CM-DARE speed_data/0latency_k80_new.csv
 
 
 def _columns(gpu, region, prov, workers, ps, ps_price_zero=None) -> ShapeColumns:
@@ -37,7 +39,18 @@ def _columns(gpu, region, prov, workers, ps, ps_price_zero=None) -> ShapeColumns
     w_usd, ps_usd = PriceTable(load_study_era_book()).lookup(gpu, region, prov, "standard")
     if ps_price_zero is not None:
         ps_usd = np.where(ps_price_zero, 0.0, ps_usd)
-    return ShapeColumns(gpu, region, prov, workers, ps, v, deg, w_usd, ps_usd, np.zeros(gpu.size))
+    return ShapeColumns(
+        gpu=gpu,
+        region=region,
+        provisioning=prov,
+        workers=workers,
+        ps=ps,
+        steps_per_sec=v,
+        degraded_steps_per_sec=deg,
+        worker_usd_per_hour=w_usd,
+        ps_usd_per_hour=ps_usd,
+        egress_usd=np.zeros(gpu.size),
+    )
 
 
 def _study_era_model() -> RevocationModel:
@@ -80,7 +93,9 @@ def test_quantiles_order_and_standard_is_deterministic() -> None:
     ov, model = Overheads.load(), RevocationModel.load()
     cols = _columns(["K80", "K80", "P100"], ["us-east1", "us-east1", "us-central1"],
                     ["preemptible", "standard", "spot"], [8, 8, 4], [1, 1, 2])  # fmt: skip
-    tc = estimate(cols, RunSettings(200000, None, 16.0), ov, model)
+    tc = estimate(
+        cols, RunSettings(steps=200000, checkpoint_interval_steps=None, checkpoint_mb=16.0), ov, model
+    )
     assert np.all(tc.seconds_p50 <= tc.seconds_p90 + 1e-9)
     assert np.all(tc.cost_p50 <= tc.cost_p90 + 1e-9)
     assert tc.expected_revocations[1] == 0 and tc.p_revocation[1] == 0

@@ -169,15 +169,22 @@ def test_a_forced_exit_checkpoints_from_another_thread(
     main file while the recorder stays open."""
     import threading
 
-    from cmdare.collectors import recorder
     from cmdare.collectors.poller import Cycle
-    from cmdare.collectors.recorder import Recorder, checkpoint_file
+    from cmdare.collectors.recording import recorder
+    from cmdare.collectors.recording.recorder import Recorder, checkpoint_file
     from cmdare.collectors.samples import TaskPoll
 
     monkeypatch.setattr(recorder, "CHECKPOINT_EVERY_S", 1e9)  # no periodic checkpoint after the first cycle
     rec = Recorder(tmp_path / "run.sqlite")
     for i in range(10):
-        rec.record(Cycle(1.0 + i, 0.0, [TaskPoll("w", 1.0 + i, True, values={"cmdare_global_step": i})], []))
+        rec.record(
+            Cycle(
+                t=1.0 + i,
+                elapsed=0.0,
+                polls=[TaskPoll(source="w", t=1.0 + i, ok=True, values={"cmdare_global_step": i})],
+                transitions=[],
+            )
+        )
     assert _counts(_copy_alone(rec.path, tmp_path))[0] == 1
     worker = threading.Thread(target=checkpoint_file, args=(rec.path,))
     worker.start()

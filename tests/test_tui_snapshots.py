@@ -35,7 +35,11 @@ def utc_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 T0 = 1_700_000_000.0
 # ResNet-32 on P100 as in demo/data/demo_calibration.json (from ../shared/data/cmdare); the
 # per-worker speed 5.4 steps/s is what 8 workers behind one saturated PS show there (≈43 steps/s).
-FACTS = JobFacts("resnet32-p100", ModelSpec("ResNet-32", 1658696889.0, 1857722.0, 128), 64000)
+FACTS = JobFacts(
+    "resnet32-p100",
+    ModelSpec(name="ResNet-32", model_flops=1658696889.0, params=1857722.0, batch_size=128),
+    64000,
+)
 WORKER_RATE = 5.4
 REVOKE_AFTER = 4  # worker-3 stops answering after this many polls
 
@@ -54,24 +58,54 @@ class FixedSource:
         dt = t - T0
         out = [self._ps(t, dt)]
         for i in range(8):
-            info = TaskInfo(FACTS.job, f"worker-{i}", "chief" if i == 0 else "worker", "P100", "us-central1",
-                            "us-central1-a", "preemptible")  # fmt: skip
+            info = TaskInfo(
+                job=FACTS.job,
+                task=f"worker-{i}",
+                role="chief" if i == 0 else "worker",
+                gpu="P100",
+                region="us-central1",
+                zone="us-central1-a",
+                provisioning="preemptible",
+            )
             if i == 3 and self.polls > REVOKE_AFTER:
                 out.append(
-                    TaskPoll(f"http://10.0.0.{i}:9100/metrics", t, False, info, error="connection refused")
+                    TaskPoll(
+                        source=f"http://10.0.0.{i}:9100/metrics",
+                        t=t,
+                        ok=False,
+                        info=info,
+                        error="connection refused",
+                    )
                 )
                 continue
             steps = WORKER_RATE * dt
             values = {M.K_WORKER_STEPS: steps, M.K_GLOBAL_STEP: 8 * steps, M.K_EXAMPLES: 128 * steps,
                       M.K_STEP_SECONDS_SUM: 0.083 * steps, M.K_STEP_SECONDS_COUNT: steps}  # fmt: skip
-            out.append(TaskPoll(f"http://10.0.0.{i}:9100/metrics", t, True, info, values, job_facts=FACTS))
+            out.append(
+                TaskPoll(
+                    source=f"http://10.0.0.{i}:9100/metrics",
+                    t=t,
+                    ok=True,
+                    info=info,
+                    values=values,
+                    job_facts=FACTS,
+                )
+            )
         return out
 
     def _ps(self, t: float, dt: float) -> TaskPoll:
-        info = TaskInfo(FACTS.job, "ps-0", "ps", "", "us-central1", "us-central1-a", "standard")
+        info = TaskInfo(
+            job=FACTS.job,
+            task="ps-0",
+            role="ps",
+            gpu="",
+            region="us-central1",
+            zone="us-central1-a",
+            provisioning="standard",
+        )
         moved = 8 * WORKER_RATE * dt * FACTS.model.params * 4
-        return TaskPoll("http://10.0.0.100:9100/metrics", t, True, info,
-                        {M.K_PS_IN: moved, M.K_PS_OUT: moved}, job_facts=FACTS)  # fmt: skip
+        return TaskPoll(source="http://10.0.0.100:9100/metrics", t=t, ok=True, info=info,
+                        values={M.K_PS_IN: moved, M.K_PS_OUT: moved}, job_facts=FACTS)  # fmt: skip
 
 
 def fixed_app(read_only: bool = False, polls: int = 6, **opts) -> tuple[CmdareApp, object]:  # noqa: ANN003

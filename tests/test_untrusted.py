@@ -19,17 +19,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cmdare.collectors.clock import ManualClock
-from cmdare.collectors.jsonl import JsonlSource
+from cmdare.collectors.logs.source import JsonlSource
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.pricing.book import PriceBook
-from cmdare.collectors.prometheus_api import PrometheusAPISource
-from cmdare.collectors.recorder import Recorder
-from cmdare.collectors.replay import ReplaySource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.recording.recorder import Recorder
+from cmdare.collectors.recording.replay import ReplaySource
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
-from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
-from cmdare.collectors.tensorboard import TensorBoardSource
-from cmdare.collectors.tfrecord import frame
+from cmdare.collectors.tensorboard.source import TensorBoardSource
+from cmdare.collectors.tensorboard.tfrecord import frame
 from cmdare.collectors.untrusted import LABEL_LIMIT, CleanLogFilter, clean_text
 from tests.hostile_text_server import HOSTILE, INVALID_UTF8, HostileServer
 
@@ -98,9 +98,16 @@ def test_log_lines_lose_their_control_characters():
 # --- the value types are the choke point ----------------------------------------------------------
 def test_value_types_clean_on_construction():
     info = TaskInfo(job=HOSTILE["title"], task=HOSTILE["long"], gpu=HOSTILE["bidi"], dc="\x07")
-    facts = JobFacts(job=HOSTILE["osc52"], model=ModelSpec(HOSTILE["osc8"]))
-    poll = TaskPoll(HOSTILE["csi"], 0.0, False, info=info, values={f"scalar{{tag={HOSTILE['dcs']}}}": 1.0},
-                    error=HOSTILE["c1"] * 100, job_facts=facts)  # fmt: skip
+    facts = JobFacts(job=HOSTILE["osc52"], model=ModelSpec(name=HOSTILE["osc8"]))
+    poll = TaskPoll(
+        source=HOSTILE["csi"],
+        t=0.0,
+        ok=False,
+        info=info,
+        values={f"scalar{{tag={HOSTILE['dcs']}}}": 1.0},
+        error=HOSTILE["c1"] * 100,
+        job_facts=facts,
+    )
     for text in texts_of(poll):
         assert_safe(text, 500)
     assert len(info.task) == LABEL_LIMIT and info.task.endswith("…")
@@ -115,7 +122,9 @@ async def _poll(source) -> list[TaskPoll]:  # noqa: ANN001
 async def test_scrape_and_prometheus_sources_through_a_hostile_server():
     with HostileServer() as srv:
         targets = [ScrapeTarget(srv.target_url(i)) for i in range(len(HOSTILE))]
-        polls = await _poll(ScrapeSource([*targets, ScrapeTarget(srv.garbage_url(), TaskInfo("j", "g"))]))
+        polls = await _poll(
+            ScrapeSource([*targets, ScrapeTarget(srv.garbage_url(), TaskInfo(job="j", task="g"))])
+        )
         polls += await _poll(PrometheusAPISource(srv.prometheus_url()))
         polls += await _poll(PrometheusAPISource(srv.prometheus_error_url()))
     assert sum(p.ok for p in polls) == len(HOSTILE) + 3  # every hostile target still answered
@@ -214,7 +223,7 @@ async def test_a_source_raising_hostile_text_is_a_clean_status():
 
 
 def test_tf_config_refuses_a_hostile_endpoint_in_one_line():
-    from cmdare.collectors import tf_config
+    from cmdare.collectors.scrape import tf_config
 
     spec = '{"cluster": {"worker": ["10.0.0.1:2222", "h\\u001b]0;x\\u0007:2222"]}}'
     with pytest.raises(tf_config.TFConfigError) as err:
@@ -231,7 +240,7 @@ async def test_one_invalid_url_fails_alone():
     with HostileServer() as srv:
         targets = [
             ScrapeTarget(srv.target_url(0)),
-            ScrapeTarget("http://h\x1b]0;x\x07:9/metrics", TaskInfo("j", "t")),
+            ScrapeTarget("http://h\x1b]0;x\x07:9/metrics", TaskInfo(job="j", task="t")),
         ]
         polls = await _poll(ScrapeSource(targets))
     assert [p.ok for p in polls] == [True, False] and "invalid" in (polls[1].error or "").lower()
@@ -258,14 +267,30 @@ def test_snapshot_text_renders_any_label_as_text(labels: list[str]):
 
     job, task, gpu, region, error = labels
     store, life = Store(), Lifecycle()
-    polls = [TaskPoll("s", 1.0, True, info=TaskInfo(job or "j", task or "t", gpu=gpu, region=region),
-                      values={"cmdare_global_step": 1.0}, job_facts=JobFacts(job or "j", ModelSpec(gpu))),
-             TaskPoll("s2", 1.0, False, info=TaskInfo(job or "j", "x" + task), error=error)]  # fmt: skip
+    polls = [
+        TaskPoll(
+            source="s",
+            t=1.0,
+            ok=True,
+            info=TaskInfo(job=job or "j", task=task or "t", gpu=gpu, region=region),
+            values={"cmdare_global_step": 1.0},
+            job_facts=JobFacts(job or "j", ModelSpec(name=gpu)),
+        ),
+        TaskPoll(source="s2", t=1.0, ok=False, info=TaskInfo(job=job or "j", task="x" + task), error=error),
+    ]
     for p in polls:
         store.add(p)
     life.observe(polls)
-    state = MonitorState(2.0, 1, build_jobs(store, life, 2.0), [], [], [SourceStatus("s2", False, error)],
-                         demo=False, read_only=True)  # fmt: skip
+    state = MonitorState(
+        t=2.0,
+        cycles=1,
+        jobs=build_jobs(store, life, 2.0),
+        alerts=[],
+        alert_history=[],
+        sources=[SourceStatus("s2", False, error)],
+        demo=False,
+        read_only=True,
+    )
     out = io.StringIO()
     print_overview(state, Console(file=out, force_terminal=True, color_system="truecolor", width=300))
     text = out.getvalue()

@@ -21,12 +21,37 @@ def _node(i: int, rng: random.Random, *, status: str = "up", role: str = "worker
     step = rng.choice([None, 0.1, 0.1, 0.2, round(rng.uniform(0.05, 0.6), 2)])  # ties on purpose
     sps = rng.choice([None, 0.0, 3.0, round(rng.uniform(1, 10), 2)])
     util = rng.choice([None, None, None, round(rng.uniform(10, 100), 1)])
-    return NodeView(f"w{i}", role, gpu, "us-central1", "", "spot", status, sps, step, util,
-                    None, None, 0.0, None, 0, "")  # fmt: skip
+    return NodeView(
+        name=f"w{i}",
+        role=role,
+        gpu=gpu,
+        region="us-central1",
+        zone="",
+        provisioning="spot",
+        status=status,
+        steps_per_sec=sps,
+        step_seconds=step,
+        gpu_util=util,
+        net_in_bps=None,
+        net_out_bps=None,
+        started_at=0.0,
+        last_error=None,
+        restarts=0,
+        cause="",
+    )
 
 
 def _job(nodes: list[NodeView]) -> JobView:
-    return JobView("j", JobFacts("j"), 10.0, None, 1.0, None, nodes, sync="async-ps")
+    return JobView(
+        name="j",
+        facts=JobFacts("j"),
+        steps_per_sec=10.0,
+        examples_per_sec=None,
+        global_step=1.0,
+        eta_seconds=None,
+        nodes=nodes,
+        sync="async-ps",
+    )
 
 
 def _slowest_reference(workers: list[NodeView], ratio_min: float) -> list[tuple[float, str, float]]:
@@ -60,7 +85,20 @@ def test_compute_shares_match_compute_share_of_each_worker(seed, with_model):
     nodes = [_node(i, rng, status=rng.choice(["up", "up", "silent"]), role=rng.choice(["worker", "ps", "chief"]))
              for i in range(rng.randint(1, 50))]  # fmt: skip
     rates = {"V100": 6.0, "K80": 0.0}  # a K80 rate of 0: the model cannot say (no share)
-    pred = SpeedPrediction(10.0, 1280.0, "compute", 0.1, rates, 10.0, {}, "test") if with_model else None
+    pred = (
+        SpeedPrediction(
+            steps_per_sec=10.0,
+            examples_per_sec=1280.0,
+            bottleneck="compute",
+            ps_utilization=0.1,
+            worker_steps_per_sec=rates,
+            compute_bound_steps_per_sec=10.0,
+            terms={},
+            source="test",
+        )
+        if with_model
+        else None
+    )
     job = _job(nodes)
     gpu_workers = [n for n in job.up_workers() if n.gpu != "CPU"]
     assert _gpu_workers(job) == gpu_workers

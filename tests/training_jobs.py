@@ -1,17 +1,25 @@
 """Support for the tests that run a real PyTorch job (examples/pytorch_ps, examples/pytorch_ddp): free
-consecutive ports for its ranks, a wait until it trains, and a sampler of its own step counter."""
+consecutive ports for its ranks, the DDP example under torchrun, a wait until it trains, and a sampler of its own
+step counter."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import numpy as np
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.exposition import parse_exposition
+from cmdare.collectors.scrape.exposition import parse_exposition
 from tests.prom_server import free_port
 
 
@@ -83,3 +91,29 @@ class CounterSampler(threading.Thread):
         """Counter ``i``'s rate between ``t0`` and ``t1`` (epoch seconds), interpolated between samples."""
         ts, ns = np.array(self.samples[i]).T
         return float((np.interp(t1, ts, ns) - np.interp(t0, ts, ns)) / (t1 - t0))
+
+
+DDP_TRAIN = Path(__file__).resolve().parents[1] / "examples" / "pytorch_ddp" / "train.py"
+
+
+@contextmanager
+def ddp_job(log_dir: Path, *train_args: str) -> Iterator[int]:
+    """The DDP example (gloo, CPU, 2 ranks under torchrun, one thread each) training until stopped, with
+    ``train_args`` added; yields the port base (rank r serves ``/metrics`` on base + r). torchrun starts each rank
+    in a session of its own: SIGTERM to the launcher stops them (SIGKILL is the fallback, and a rank whose launcher
+    is gone stops by itself: train.py checks its parent every step)."""
+    base = port_base()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+           str(DDP_TRAIN), "--steps", "0", "--port-base", str(base), *train_args]  # fmt: skip
+    with (log_dir / "torchrun.log").open("wb") as log:
+        proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                                stderr=log, start_new_session=True)  # fmt: skip
+        try:
+            yield base
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)

@@ -172,7 +172,10 @@ class CmdareApp(App[int]):
         say(ProgressReport("loading prices…", 1, 2))
         from cmdare.collectors.pricing import load_book
 
-        self.session.set_price_book(load_book(self._prices, progress=lambda m: say(ProgressReport(m, 1, 2))))
+        def progress(message: str) -> None:
+            say(ProgressReport(message, 1, 2))
+
+        self.session.set_price_book(load_book(self._prices, progress=progress))
         say(ProgressReport(None))
 
     def _start_polling(self) -> None:
@@ -230,7 +233,7 @@ class CmdareApp(App[int]):
         with self.batch_update():
             for pane_id, title, _ in PANES:
                 try:
-                    self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]
+                    self.query_one(f"#pane-{pane_id}").update_state(state)  # type: ignore[attr-defined]  # every pane of PANES has one
                 except Exception as exc:  # one broken pane: the others and the polling go on
                     log.exception("%s pane failed to update", title)
                     failed.append(f"{title} pane: {type(exc).__name__}: {exc}")
@@ -318,7 +321,14 @@ class CmdareApp(App[int]):
         self._current = index % len(PANES)
         self._show(self._current)
         pane = self._panes()[self._current]
-        target = next((w for w in pane.query("*") if w.can_focus and w.display and w.parent.display), None)
+        target = next(
+            (
+                w
+                for w in pane.query("*")
+                if w.can_focus and w.display and w.parent is not None and w.parent.display
+            ),
+            None,
+        )
         (target or pane).focus()
         self.sub_title = PANES[self._current][1]
 
@@ -449,15 +459,17 @@ class CmdareApp(App[int]):
             return
         self.notify(f"wrote {path}", markup=False)
 
-    def action_screenshot(self) -> None:
-        """Save an SVG of the screen into the working directory (through the write guard)."""
-        path = Path.cwd() / f"cmdare-screen-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save an SVG of the screen (through the write guard): ``filename`` in the folder ``path``, by
+        default ``cmdare-screen-<time>.svg`` in the working directory (Textual's own parameters)."""
+        name = filename or f"cmdare-screen-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        target = Path(path or Path.cwd()) / name
         try:
-            writes.write_text(path, self.export_screenshot())
+            writes.write_text(target, self.export_screenshot())
         except OSError as exc:
             self.notify(f"screenshot failed: {exc}", severity="error", markup=False)
             return
-        self.notify(f"wrote {path}", markup=False)
+        self.notify(f"wrote {target}", markup=False)
 
     def help_sections(self) -> list[Section]:
         """The help's sections: the focused pane's keys (its ``KEYS_HELP`` and its tables' bindings),
@@ -477,7 +489,7 @@ class CmdareApp(App[int]):
         panes = self._panes()
         node = self.focused
         while node is not None and node not in panes:
-            node = node.parent  # type: ignore[assignment]
+            node = node.parent if isinstance(node.parent, Widget) else None
         return panes.index(node) if node is not None else self._current
 
     @property

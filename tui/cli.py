@@ -15,6 +15,7 @@ import gc
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from cmdare.tui.cli_args import add_global_args, hoist_command
 from cmdare.tui.commands import UsageError
@@ -35,7 +36,7 @@ COMMANDS = {
 
 
 class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 

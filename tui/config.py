@@ -75,7 +75,7 @@ class JobConfig:
         return self.facts.job
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Config:
     """Settings; ``None`` means "not set here" (the command line or the built-in default decides)."""
 
@@ -115,7 +115,7 @@ def source_keys() -> tuple[str, ...]:
 def load_config(path: str | Path | None = None) -> Config:
     """Read ``path`` (must exist) or the default file (may be absent)."""
     explicit = path is not None
-    p = Path(path) if explicit else default_path()
+    p = Path(path) if path is not None else default_path()
     from cmdare.collectors.textfile import TextFileError, TextFileMissing, read_small_text
 
     try:
@@ -173,7 +173,14 @@ def parse_config(text: str, path: str | Path = "<config>") -> Config:
 
 # [sources] keys by kind (each checked like its flag); anything else there is a string.
 _URL_KEYS = ("prometheus",)
-_LIST_KEYS = {"targets": "http(s) URLs", "tensorboard": "directory paths", "jsonl": "file paths"}
+_LIST_KEYS = {
+    "targets": "http(s) URLs",
+    "tensorboard": "directory paths",
+    "jsonl": "file paths",
+    "mlflow": "http(s) URLs",
+    "mlruns": "directory paths",
+    "mlflow_experiment": "experiment names",
+}
 _BOOL_KEYS = ("demo",)
 _NUMBER_KEYS = ("replay_speed",)
 
@@ -190,14 +197,14 @@ def _sources(loc: _Locator, src: dict[str, Any]) -> dict[str, Any]:
             loc.positive(value, "sources", key)
         else:
             loc.expect(isinstance(value, str), "sources", key, "must be a string")
-        urls = value if key == "targets" else [value] if key in _URL_KEYS else []
+        urls = value if key in ("targets", "mlflow") else [value] if key in _URL_KEYS else []
         for u in urls:
             loc.expect(
                 _is_url(u),
                 "sources",
                 key,
                 f"must be a list of http(s) URLs (bad: {u!r})"
-                if key == "targets"
+                if key in ("targets", "mlflow")
                 else f"must be an http(s) URL (bad: {u!r})",
             )
     return dict(src)
@@ -255,7 +262,10 @@ def _job(loc: _Locator, j: dict[str, Any]) -> JobConfig:
     }
     count = {k: loc.count(j[k], "jobs", k) for k in ("batch_size", "target_steps") if k in j}
     spec = ModelSpec(
-        j.get("model", ""), num.get("model_flops", 0.0), num.get("params", 0.0), count.get("batch_size", 0)
+        name=j.get("model", ""),
+        model_flops=num.get("model_flops", 0.0),
+        params=num.get("params", 0.0),
+        batch_size=count.get("batch_size", 0),
     )
     facts = JobFacts(j["name"], spec, count.get("target_steps", 0))
     return JobConfig(facts, num.get("budget_usd"), num.get("deadline_hours"))

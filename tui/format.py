@@ -89,9 +89,9 @@ def gpu_label(gpu: str, owns_gpu: bool, role: str) -> str:
     return gpu or ("GPU" if owns_gpu else "CPU" if role == "ps" else "unknown")
 
 
-def clock(t: float) -> str:
-    """A Unix time as the local time of day, ``HH:MM`` (when something happened)."""
-    return time.strftime("%H:%M", time.localtime(t))
+def clock(t: float | None) -> str:
+    """A Unix time as the local time of day, ``HH:MM`` (when something happened); ``?`` when unknown."""
+    return "?" if t is None else time.strftime("%H:%M", time.localtime(t))
 
 
 def stalled_phrase(job: JobView) -> str:

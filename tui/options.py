@@ -32,6 +32,9 @@ class SessionOptions:
     prometheus_token_file: str | None = None  # the token itself is never held in options
     tensorboard: list[str] = field(default_factory=list)
     jsonl: list[str] = field(default_factory=list)
+    mlflow: list[str] = field(default_factory=list)  # MLflow tracking server URLs
+    mlruns: list[str] = field(default_factory=list)  # MLflow file stores
+    mlflow_experiment: list[str] = field(default_factory=list)  # experiments shown (all when empty)
     tf_config: str | None = None  # TF_CONFIG JSON text or a file path
     metrics_port: str = "9400"  # fixed port, or "+N" = training port + N
     tf_config_from_env: bool = False  # tf_config came from $TF_CONFIG (no other source was given)

@@ -157,6 +157,9 @@ def speed_phrase(job: JobView) -> str:
     if job.stalled:
         return stalled_phrase(job)
     sps = job.steps_per_sec
+    part = job.coverage_note()
+    if part:  # summed over part of the tasks (a fleet's first refreshes): said, with how much
+        return f"{rate(sps)} steps/s measured ({part})"
     if job.sync != "pipeline" or sps is None or sps >= 1:
         return f"{rate(sps)} steps/s measured"
     if sps > 0:

@@ -28,7 +28,8 @@ from cmdare.tui.sources import SourcePlan, build_sources
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.pricing.book import PriceBook
+    from cmdare.collectors.recording.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
     from cmdare.planner.analysis import Analysis
     from cmdare.planner.rules.alerts import Alert
@@ -51,7 +52,7 @@ class SourceStatus:
         object.__setattr__(self, "message", clean_text(self.message, MESSAGE_LIMIT))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MonitorState:
     """An immutable picture of everything after one refresh; panes render it."""
 
@@ -123,7 +124,7 @@ class MonitorSession:
         self.poller: Poller | None = None
         self._engine_rows: list[dict[str, str]] = []  # firing alerts of the generated rules (--prometheus)
         self.plan: SourcePlan | None = None
-        self.price_book: object | None = None  # set by the app after loading; else the offline book
+        self.price_book: PriceBook | None = None  # set by the app after loading; else the offline book
         self.analysis: Analysis | None = None  # the planner's pipeline, loaded after the first frame
         self._ranking: asyncio.Future | None = None
         self._ranked_at: float | None = None  # when the last ranking started (the state's time)
@@ -198,9 +199,10 @@ class MonitorSession:
     async def _engine_alerts(self) -> list[dict[str, str]]:
         """The firing alerts of the generated rules (``cmdare-tui rules``) on each Prometheus-API source,
         their labels cleaned (none when no source is one, or the server does not answer: logged)."""
-        if "cmdare.collectors.prometheus_api" not in sys.modules:  # no such source without its module
+        if "cmdare.collectors.prometheus.source" not in sys.modules:  # no such source without its module
             return []
-        from cmdare.collectors.prometheus_api import PrometheusAPIError, PrometheusAPISource
+        from cmdare.collectors.prometheus.answers import PrometheusAPIError
+        from cmdare.collectors.prometheus.source import PrometheusAPISource
 
         rows: list[dict[str, str]] = []
         assert self.poller is not None
@@ -288,7 +290,7 @@ class MonitorSession:
             )
         return self.analysis
 
-    def set_price_book(self, book: object) -> None:
+    def set_price_book(self, book: PriceBook) -> None:
         """Use ``book`` from now on (the app loads live prices in a thread): costs accrue at its
         rates and the next ranking uses it."""
         self.price_book = book
@@ -420,7 +422,7 @@ class MonitorSession:
         into its main file through a connection of their own (the recorder may be mid-write)."""
         recorder = self.plan.recorder if self.plan is not None else None
         if recorder is not None and not recorder.closed:
-            from cmdare.collectors.recorder import checkpoint_file
+            from cmdare.collectors.recording.recorder import checkpoint_file
 
             checkpoint_file(recorder.path)
 

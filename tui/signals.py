@@ -76,7 +76,9 @@ def force_exit(app: Any, code: int) -> None:
         try:
             import termios
 
-            termios.tcsetattr(sys.__stdin__.fileno(), termios.TCSANOW, attrs)  # echo, line editing back
+            stdin = sys.__stdin__  # None when Python started without one
+            if stdin is not None:
+                termios.tcsetattr(stdin.fileno(), termios.TCSANOW, attrs)  # echo, line editing back
         except Exception as exc:  # noqa: BLE001 - no termios (not Unix), or the terminal is gone
             log.debug("terminal modes not restored: %s", exc)
     os._exit(code)

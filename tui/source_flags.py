@@ -52,7 +52,7 @@ def directory(value: str) -> str:
 
 def tf_config_value(value: str) -> str:
     """A TF_CONFIG JSON text or file that parses (argparse type)."""
-    from cmdare.collectors.tf_config import TFConfigError, load
+    from cmdare.collectors.scrape.tf_config import TFConfigError, load
 
     try:
         load(value)
@@ -68,7 +68,7 @@ def metrics_port(value: str) -> str:
     """A metrics port (``9400``) or an offset from the training port (``+1``) (argparse type)."""
     if value == METRICS_PORT:  # argparse checks the default too: no need to load tf_config for it
         return value
-    from cmdare.collectors.tf_config import MetricsPort, TFConfigError
+    from cmdare.collectors.scrape.tf_config import MetricsPort, TFConfigError
 
     try:
         MetricsPort.parse(value)
@@ -119,6 +119,30 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
         "trainer_state.json (repeatable)",
     )
     g.add_argument(
+        "--mlflow",
+        action="append",
+        type=url,
+        default=[],
+        metavar="URL",
+        help="an MLflow tracking server to read runs from (repeatable; credentials: user:password in the URL "
+        "or MLFLOW_TRACKING_USERNAME/PASSWORD/TOKEN)",
+    )
+    g.add_argument(
+        "--mlruns",
+        action="append",
+        type=directory,
+        default=[],
+        metavar="DIR",
+        help="read an MLflow file store (an mlruns folder, or the folder holding it) (repeatable)",
+    )
+    g.add_argument(
+        "--mlflow-experiment",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="show only this MLflow experiment's runs (repeatable; default: every active experiment)",
+    )
+    g.add_argument(
         "--tf-config",
         type=tf_config_value,
         default=None,
@@ -146,11 +170,14 @@ def add_collector_args(g: argparse._ArgumentGroup, env: dict[str, str] | None = 
 
 def collector_options(args: argparse.Namespace) -> dict[str, Any]:
     """SessionOptions fields from the collector flags; conflicting or unusable ones raise UsageError."""
-    live = args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.demo
+    live = (
+        args.target or args.prometheus or args.tensorboard or args.jsonl or args.mlflow or args.mlruns
+        or args.tf_config or args.demo
+    )  # fmt: skip
     from_env, env_error = (None, "") if args.tf_config else env_tf_config(args, live)
     if args.replay or args.record:  # the recording's modules (and sqlite3) only when one is named
-        from cmdare.collectors.recorder import RecordingError
-        from cmdare.collectors.replay import open_recording
+        from cmdare.collectors.recording.recorder import RecordingError
+        from cmdare.collectors.recording.replay import open_recording
     if args.replay:
         if live or args.record:
             raise UsageError("--replay plays a recording alone: drop the live sources and --record")
@@ -159,7 +186,7 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         except RecordingError as exc:
             raise UsageError(str(exc)) from None
     if args.tf_config:
-        from cmdare.collectors import tf_config
+        from cmdare.collectors.scrape import tf_config
 
         try:
             tf_config.targets(
@@ -172,8 +199,13 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
             readable_file(path)
         except argparse.ArgumentTypeError as exc:
             raise UsageError(f"--jsonl {exc}") from None
+    for path in args.mlruns:  # from the config too (a list default is not checked by argparse)
+        try:
+            directory(path)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"--mlruns {exc}") from None
     if args.prometheus_token_file:
-        from cmdare.collectors.prometheus_auth import read_token
+        from cmdare.collectors.prometheus.auth import read_token
         from cmdare.collectors.textfile import TextFileError
 
         try:
@@ -202,6 +234,9 @@ def collector_options(args: argparse.Namespace) -> dict[str, Any]:
         "prometheus_token_file",
         "tensorboard",
         "jsonl",
+        "mlflow",
+        "mlruns",
+        "mlflow_experiment",
         "tf_config",
         "metrics_port",
         "record",
@@ -220,7 +255,7 @@ def env_tf_config(args: argparse.Namespace, live: object) -> tuple[str | None, s
     value = os.environ.get("TF_CONFIG", "").strip()
     if live or getattr(args, "replay", None) or not value:
         return None, ""
-    from cmdare.collectors import tf_config
+    from cmdare.collectors.scrape import tf_config
 
     try:
         tf_config.targets(tf_config.load(value), metrics_port=tf_config.MetricsPort.parse(args.metrics_port))
@@ -298,9 +333,10 @@ def check_some_source(args: argparse.Namespace) -> None:
     if cfg is None or cfg.sources.get("demo") is not False or args.demo:
         return
     if not (
-        args.target or args.prometheus or args.tensorboard or args.jsonl or args.tf_config or args.replay
-    ):
+        args.target or args.prometheus or args.tensorboard or args.jsonl or args.mlflow or args.mlruns
+        or args.tf_config or args.replay
+    ):  # fmt: skip
         raise UsageError(
             f"nothing to monitor: {cfg.path} sets demo = false and no source is given "
-            "(--target, --prometheus, --tensorboard, --jsonl, --tf-config, --replay or --demo)"
+            "(--target, --prometheus, --tensorboard, --jsonl, --mlflow, --mlruns, --tf-config, --replay or --demo)"
         )

@@ -1,7 +1,7 @@
 """Which sources a session polls: built from :class:`SessionOptions` (the command line).
 
 Live sources (scrape targets, TF_CONFIG discovery, a Prometheus server, TensorBoard logs, JSON-lines
-logs) can be combined; a replay stands alone and brings its own simulated clock. The embedded demo
+logs, MLflow tracking servers and file stores) can be combined; a replay stands alone and brings its own simulated clock. The embedded demo
 cluster starts when asked, or when nothing else was given.
 """
 
@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # the collectors are imported when sources are built: keeps `
     from cmdare.collectors.clock import Clock
     from cmdare.collectors.lifecycle import Lifecycle
     from cmdare.collectors.poller import Sink, Source
-    from cmdare.collectors.recorder import Recorder
-    from cmdare.collectors.replay import ReplaySource
+    from cmdare.collectors.recording.recorder import Recorder
+    from cmdare.collectors.recording.replay import ReplaySource
     from cmdare.demo.cluster import DemoCluster
 
 log = logging.getLogger(__name__)
@@ -54,18 +54,18 @@ def _host_port(url: str) -> str:
 def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Source]:
     """Every live source the options ask for (the demo excluded)."""
     from cmdare.collectors.samples import TaskInfo
-    from cmdare.collectors.scrape import ScrapeSource, ScrapeTarget
+    from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 
     sources: list[Source] = list(extra)
     # The identity a target falls back on when its page names none: a node_exporter / DCGM page joins
-    # the tasks on its host instead (collectors/scrape.py); a target not answering yet is "pending"
+    # the tasks on its host instead (collectors/scrape/source.py); a target not answering yet is "pending"
     # under its URL (collectors/lifecycle.py), so its status and error still show in the Cluster pane.
     targets = [
         ScrapeTarget(u, TaskInfo(job=opts.job or "job", task=_host_port(u), role="node"))
         for u in opts.targets
     ]
     if opts.tf_config:
-        from cmdare.collectors import tf_config
+        from cmdare.collectors.scrape import tf_config
 
         spec = tf_config.load(opts.tf_config)
         port = tf_config.MetricsPort.parse(opts.metrics_port)
@@ -74,19 +74,30 @@ def live_sources(opts: SessionOptions, extra: Sequence[Source] = ()) -> list[Sou
     if targets:
         sources.append(ScrapeSource(targets, timeout=opts.timeout))
     if opts.prometheus:  # each kind of source is imported only when asked for (start-up, issue 20)
-        from cmdare.collectors.prometheus_api import PrometheusAPISource
-        from cmdare.collectors.prometheus_auth import read_token
+        from cmdare.collectors.prometheus.auth import read_token
+        from cmdare.collectors.prometheus.source import PrometheusAPISource
 
         token = read_token(opts.prometheus_token_file, os.environ)
         sources.append(PrometheusAPISource(opts.prometheus, opts.selector, token=token, timeout=opts.timeout))
     if opts.tensorboard:
-        from cmdare.collectors.tensorboard import TensorBoardSource
+        from cmdare.collectors.tensorboard.source import TensorBoardSource
 
         sources += [TensorBoardSource(d, job=opts.job) for d in opts.tensorboard]
     if opts.jsonl:
-        from cmdare.collectors.jsonl import JsonlSource
+        from cmdare.collectors.logs.source import JsonlSource
 
         sources += [JsonlSource(f, job=opts.job) for f in opts.jsonl]
+    if opts.mlflow:
+        from cmdare.collectors.mlflow.server import MlflowServerSource
+
+        sources += [
+            MlflowServerSource(u, timeout=opts.timeout, experiments=opts.mlflow_experiment, env=os.environ)
+            for u in opts.mlflow
+        ]
+    if opts.mlruns:
+        from cmdare.collectors.mlflow.store import MlrunsSource
+
+        sources += [MlrunsSource(d, experiments=opts.mlflow_experiment) for d in opts.mlruns]
     return sources
 
 
@@ -98,11 +109,11 @@ def build_sources(
     demo_factory: Callable[[], DemoCluster] | None = None,
 ) -> SourcePlan:
     """The sources, clock, interval and sinks for a session (starts the demo cluster if chosen)."""
-    from cmdare.collectors.scrape import ScrapeSource
+    from cmdare.collectors.scrape.source import ScrapeSource
 
     if opts.replay:  # the replay and the recorder are imported only when asked for
         from cmdare.collectors.clock import ManualClock
-        from cmdare.collectors.replay import ReplaySource
+        from cmdare.collectors.recording.replay import ReplaySource
 
         clock = ManualClock()
         replay = ReplaySource(opts.replay, clock, speed=opts.replay_speed)
@@ -111,12 +122,14 @@ def build_sources(
     plan = SourcePlan(live_sources(opts, extra_sources), notes=tf_config_notes(opts))
     if opts.demo or not plan.sources:
         if demo_factory is None:
-            from cmdare.demo.cluster import DemoCluster as demo_factory
+            from cmdare.demo.cluster import DemoCluster
+
+            demo_factory = DemoCluster
         plan.demo = demo_factory()
         plan.demo.start()
         plan.sources.append(ScrapeSource(plan.demo.targets, timeout=opts.timeout))
     if opts.record:
-        from cmdare.collectors.recorder import Recorder
+        from cmdare.collectors.recording.recorder import Recorder
 
         plan.recorder = Recorder(opts.record, lifecycle=lifecycle, interval=opts.refresh)
         plan.sinks.append(plan.recorder)
@@ -127,7 +140,7 @@ def tf_config_notes(opts: SessionOptions) -> list[str]:
     """Status-line remarks on TF_CONFIG: where it came from, tasks sharing one metrics URL, no tasks."""
     if not opts.tf_config:
         return [f"$TF_CONFIG ignored: {opts.tf_config_env_error}"] if opts.tf_config_env_error else []
-    from cmdare.collectors import tf_config
+    from cmdare.collectors.scrape import tf_config
 
     spec = tf_config.load(opts.tf_config)
     port = tf_config.MetricsPort.parse(opts.metrics_port)

@@ -42,7 +42,7 @@ class PriceNotFound(KeyError):
         return str(self.args[0]) if self.args else "price not found"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodePrice:
     """Hourly list price (USD/h) of one node: ``count`` GPUs plus their host VM."""
 
@@ -109,7 +109,10 @@ class PriceBook:
         """Region and SKU names, dates and reasons come from the Catalog API or a cache file:
         text from outside, cleaned once here (see :mod:`cmdare.collectors.untrusted`)."""
         if any(not all(map(_safe, key)) for key in self.rates):
-            self.rates = {tuple(map(clean_text, k)): v for k, v in self.rates.items()}  # type: ignore[misc]
+            self.rates = {
+                (clean_text(g), clean_text(r), clean_text(p), clean_text(u)): v
+                for (g, r, p, u), v in self.rates.items()
+            }
         self.source, self.as_of = clean_text(self.source), clean_text(self.as_of)
         self.reason = clean_optional(self.reason, MESSAGE_LIMIT)
         self.notes = tuple(clean_text(n, MESSAGE_LIMIT) for n in self.notes)
@@ -139,14 +142,32 @@ class PriceBook:
         host = self._host_price(shape, region, rate_prov)
         gpu_cost = gpu_rate * count
         return NodePrice(
-            name, int(count), region, prov, gpu_cost + host, gpu_cost, host, self.source, self.as_of
+            gpu=name,
+            count=int(count),
+            region=region,
+            provisioning=prov,
+            usd_per_hour=gpu_cost + host,
+            gpu_usd_per_hour=gpu_cost,
+            host_usd_per_hour=host,
+            source=self.source,
+            as_of=self.as_of,
         )
 
     def ps_node_price(self, region: str, provisioning: str = "standard") -> NodePrice:
         """$/h of the CPU-only parameter-server node (``ps_shape``, n1-standard-8 by default)."""
         prov = _canonical_prov(provisioning)
         host = self._host_price(self.ps_shape, region, "standard" if prov == "standard" else "spot")
-        return NodePrice("CPU", 0, region, prov, host, 0.0, host, self.source, self.as_of)
+        return NodePrice(
+            gpu="CPU",
+            count=0,
+            region=region,
+            provisioning=prov,
+            usd_per_hour=host,
+            gpu_usd_per_hour=0.0,
+            host_usd_per_hour=host,
+            source=self.source,
+            as_of=self.as_of,
+        )
 
     def rows(self) -> list[NodePrice]:
         """Every priced node: each GPU shape × region × provisioning (standard, spot, preemptible)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cmdare.collectors import writes
-from cmdare.collectors.pricing.book import PriceBook
+from cmdare.collectors.pricing.book import PriceBook, RateKey
 from cmdare.collectors.pricing.cache import (
     CachedRates,
     cache_path,
@@ -74,7 +74,7 @@ def _fallback(cached: CachedRates | None, why: str, say: Callable[[str], None]) 
     return load_offline_book(reason=f"{why}; using the offline price book")
 
 
-def _store(path: Path, rates: dict, fetched_at: datetime) -> str | None:
+def _store(path: Path, rates: dict[RateKey, float], fetched_at: datetime) -> str | None:
     if writes.is_read_only():
         return "live prices not cached: read-only mode"
     try:

@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PrefillSpec:
     """The inference model served in the bubbles and its request size.
 
@@ -49,7 +49,7 @@ class PrefillSpec:
         return 2.0 * self.layers * self.hidden * self.prompt_tokens * self.precision_bytes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Bubble:
     """Idle time of one stage's GPUs in one iteration: ``count`` gaps of ``seconds`` each, per pipeline."""
 
@@ -102,7 +102,16 @@ def stage_bubbles(
     out = []
     for kind, seconds, count in gaps:
         if seconds > 1e-12 and count > 0:
-            out.append(Bubble(stage, dc, kind, seconds, count, requests_per_bubble(seconds, request_s, cap)))
+            out.append(
+                Bubble(
+                    stage=stage,
+                    dc=dc,
+                    kind=kind,
+                    seconds=seconds,
+                    count=count,
+                    requests_each=requests_per_bubble(seconds, request_s, cap),
+                )
+            )
     return out
 
 

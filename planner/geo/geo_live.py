@@ -12,7 +12,7 @@ from dataclasses import dataclass
 __all__ = ["LiveBoundary", "wan_bound_from_live"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LiveBoundary:
     """A measured stage boundary: seconds per micro-batch on the wire vs the slowest stage's compute.
 
@@ -61,5 +61,17 @@ def wan_bound_from_live(
         t = per_mb * 8 / (cap * 1e9) if cap > 0 else float("inf")
         share = (stage_wait_share or {}).get(dst)
         waits = share is None or share >= wait_share_threshold
-        out.append(LiveBoundary(src, dst, gbps, per_mb, t, cmax, share, bool(t > cmax and waits), known))
+        out.append(
+            LiveBoundary(
+                from_stage=src,
+                to_stage=dst,
+                measured_gbps=gbps,
+                bytes_per_microbatch=per_mb,
+                transfer_seconds=t,
+                max_stage_compute_seconds=cmax,
+                wait_share=share,
+                wan_bound=bool(t > cmax and waits),
+                link_gbps=known,
+            )
+        )
     return out

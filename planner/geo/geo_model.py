@@ -17,6 +17,7 @@ verdicts: :mod:`cmdare.planner.geo.geo_live` (re-exported here).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from cmdare.planner.geo.bubbles import (
     Bubble,
@@ -30,6 +31,9 @@ from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
 from cmdare.planner.geo.pipeline_schedule import SCHEDULES, SHARINGS, PipelineTiming, pipeline_time
 from cmdare.planner.geo.wan import WanLink
 from cmdare.planner.speed.gpu_catalog import get_gpu
+
+if TYPE_CHECKING:
+    from cmdare.planner.speed.gpu_catalog import GpuSpec
 
 __all__ = [
     "DEFAULT_MFU",
@@ -57,7 +61,7 @@ DEFAULT_MFU = 0.302
 ZERO_BYTES_PER_PARAM = 16.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LanguageModel:
     """A decoder-only LM. ``params`` in parameters, ``precision_bytes`` per activation/weight value."""
 
@@ -83,7 +87,7 @@ class LanguageModel:
         return [q + (1 if k < r else 0) for k in range(pp)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DataCenter:
     """A DC: GPU type (catalog name), GPU count, price $/GPU-hour, region, intra-DC NIC Gbit/s per server.
 
@@ -98,7 +102,7 @@ class DataCenter:
     intra_gbps: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Layout:
     """PP/DP/TP degrees, stage→DC placement (one DC name per stage), micro-batches, schedule, sharing."""
 
@@ -121,15 +125,15 @@ class Layout:
             raise ValueError("pp, dp, tp and n_microbatches must be >= 1")
 
 
-def gpu_peak_tflops(spec: object, precision_bytes: int) -> float:
+def gpu_peak_tflops(spec: GpuSpec, precision_bytes: int) -> float:
     """Dense peak TFLOPS of a catalog GPU for the precision: FP16/BF16 for 2 bytes, TF32 (or FP32) for 4."""
     if precision_bytes <= 2:
-        return float(spec.fp16_tflops)  # type: ignore[attr-defined]
-    tf32 = float(getattr(spec, "tf32_tflops", 0.0) or 0.0)
-    return tf32 if tf32 > 0 else float(spec.fp32_tflops)  # type: ignore[attr-defined]
+        return float(spec.fp16_tflops)
+    tf32 = float(spec.tf32_tflops or 0.0)
+    return tf32 if tf32 > 0 else float(spec.fp32_tflops)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GeoJob:
     """Everything one evaluation needs. ``stage_compute_s`` (fwd+bwd seconds per micro-batch per stage)
     overrides the FLOPs estimate; ``activation_bytes`` overrides ``micro_batch·seq·hidden·bytes``;
@@ -158,7 +162,7 @@ class GeoJob:
         raise ValueError(f"no WAN link between {a!r} and {b!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Boundary:
     """Stage k → k+1. ``transfer_seconds`` is what one pipeline waits per micro-batch (``D·A/B_eff``
     spatial, ``A/B_eff`` temporal); ``link_busy_seconds`` = ``D·A/B_eff``; WAN-bound when that exceeds
@@ -181,7 +185,7 @@ class Boundary:
     egress_usd_per_iteration: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GeoResult:
     """One iteration of the geo-distributed job. Seconds, fractions in [0, 1], $ per iteration."""
 
@@ -245,7 +249,25 @@ def _boundaries(job: GeoJob, act: float, cmax: float) -> list[Boundary]:
         if a_dc == b_dc:
             gbps = _intra_gbps(job.dc(a_dc))
             t = act * 8 / (gbps * 1e9)
-            out.append(Boundary(k, a_dc, b_dc, False, act, gbps, gbps, 1, gbps, 0.0, t, t, False, 0.0, 0.0))
+            out.append(
+                Boundary(
+                    stage=k,
+                    from_dc=a_dc,
+                    to_dc=b_dc,
+                    wan=False,
+                    bytes_per_microbatch=act,
+                    link_gbps=gbps,
+                    single_tcp_gbps=gbps,
+                    n_conn=1,
+                    effective_gbps=gbps,
+                    latency_seconds=0.0,
+                    transfer_seconds=t,
+                    link_busy_seconds=t,
+                    wan_bound=False,
+                    egress_gb_per_iteration=0.0,
+                    egress_usd_per_iteration=0.0,
+                )
+            )
             continue
         link = job.link(a_dc, b_dc)
         n = job.n_conn or link.n_conn
@@ -254,9 +276,24 @@ def _boundaries(job: GeoJob, act: float, cmax: float) -> list[Boundary]:
         x = d * a if lay.sharing == "spatial" else a
         gb = 2.0 * m * d * act / 1e9  # activations forward + gradients backward, all D pipelines
         out.append(
-            Boundary(k, a_dc, b_dc, True, act, link.bandwidth_gbps, link.single_tcp_gbps(), n, eff,
-                     link.latency_s, x, d * a, d * a > cmax, gb, gb * link.egress_usd_per_gb)
-        )  # fmt: skip
+            Boundary(
+                stage=k,
+                from_dc=a_dc,
+                to_dc=b_dc,
+                wan=True,
+                bytes_per_microbatch=act,
+                link_gbps=link.bandwidth_gbps,
+                single_tcp_gbps=link.single_tcp_gbps(),
+                n_conn=n,
+                effective_gbps=eff,
+                latency_seconds=link.latency_s,
+                transfer_seconds=x,
+                link_busy_seconds=d * a,
+                wan_bound=d * a > cmax,
+                egress_gb_per_iteration=gb,
+                egress_usd_per_iteration=gb * link.egress_usd_per_gb,
+            )
+        )
     return out
 
 
@@ -363,6 +400,6 @@ def _bubbles(
     return out, req_s
 
 
-def with_layout(job: GeoJob, **changes: object) -> GeoJob:
+def with_layout(job: GeoJob, **changes: Any) -> GeoJob:
     """A copy of ``job`` with layout fields changed (e.g. ``sharing="spatial"``)."""
     return replace(job, layout=replace(job.layout, **changes))

@@ -56,7 +56,7 @@ class GeoWorkloadError(ValueError):
     """A geo workload file is malformed; the message names file, line (when known) and key."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GeoWorkload:
     """A parsed file: the job (its layout is the user's, or a placeholder when ``fixed_layout`` is
     False and the search picks it), the global batch and the search limits."""
@@ -185,12 +185,26 @@ def parse_geo_workload(text: str, source: str = "<string>") -> GeoWorkload:
     layout, fixed, compute = _layout(par, model, dcs, m)
     prefill = _prefill(_Table(data["prefill"], "prefill", loc), mfu) if "prefill" in data else None
     srch = _Table(data.get("search", {}), "search", loc)
-    job = GeoJob(model, dcs, links, layout, mfu, compute, act, prefill)
+    job = GeoJob(
+        model=model,
+        dcs=dcs,
+        links=links,
+        layout=layout,
+        mfu=mfu,
+        stage_compute_s=compute,
+        activation_bytes=act,
+        prefill=prefill,
+    )
     _check_links(job, par)
     return GeoWorkload(
-        job, fixed, gbatch, srch.num("top", 5, integer=True), srch.num("max_pp", 32, integer=True),
-        srch.num("max_orders", 720, integer=True), source,
-    )  # fmt: skip
+        job=job,
+        fixed_layout=fixed,
+        global_batch=gbatch,
+        top=srch.num("top", 5, integer=True),
+        max_pp=srch.num("max_pp", 32, integer=True),
+        max_orders=srch.num("max_orders", 720, integer=True),
+        source=source,
+    )
 
 
 def _model(t: _Table) -> tuple[LanguageModel, float, int, int | None, float | None]:
@@ -201,9 +215,13 @@ def _model(t: _Table) -> tuple[LanguageModel, float, int, int | None, float | No
     if mfu > 1:
         raise t.err(f"must be a fraction in (0, 1], got {mfu}", "mfu")
     model = LanguageModel(
-        t.num("layers", integer=True), t.num("hidden", integer=True), t.num("seq_len", integer=True),
-        t.num("micro_batch", 1, integer=True), t.num("params"), pb,
-    )  # fmt: skip
+        layers=t.num("layers", integer=True),
+        hidden=t.num("hidden", integer=True),
+        seq_len=t.num("seq_len", integer=True),
+        micro_batch=t.num("micro_batch", 1, integer=True),
+        params=t.num("params"),
+        precision_bytes=pb,
+    )
     gbatch = t.opt("global_batch", integer=True)
     m = t.num("n_microbatches", 8, integer=True)
     return model, mfu, m, gbatch, t.opt("activation_bytes")
@@ -222,8 +240,16 @@ def _dcs(raw: Any, loc: _Loc) -> tuple[DataCenter, ...]:
             get_gpu(gpu)
         except UnknownGpuError as exc:
             raise t.err(str(exc), "gpu") from exc
-        out.append(DataCenter(name, gpu, t.num("gpus", integer=True), t.num("usd_per_gpu_hour", 0.0, positive=False),
-                              t.text("region", "") if "region" in t.v else "", t.opt("intra_gbps")))  # fmt: skip
+        out.append(
+            DataCenter(
+                name=name,
+                gpu=gpu,
+                gpus=t.num("gpus", integer=True),
+                usd_per_gpu_hour=t.num("usd_per_gpu_hour", 0.0, positive=False),
+                region=t.text("region", "") if "region" in t.v else "",
+                intra_gbps=t.opt("intra_gbps"),
+            )
+        )
     return tuple(out)
 
 
@@ -254,8 +280,17 @@ def _links(raw: Any, dcs: tuple[DataCenter, ...], loc: _Loc) -> tuple[WanLink, .
         loss = t.num("loss", 0.0, positive=False)
         if loss >= 1:
             raise t.err(f"must be a probability < 1, got {loss}", "loss")
-        out.append(WanLink(a, b, bw, rtt, loss, t.num("n_conn", 1, integer=True),
-                           t.num("egress_usd_per_gb", egress, positive=False)))  # fmt: skip
+        out.append(
+            WanLink(
+                a=a,
+                b=b,
+                bandwidth_gbps=bw,
+                rtt_ms=rtt,
+                loss=loss,
+                n_conn=t.num("n_conn", 1, integer=True),
+                egress_usd_per_gb=t.num("egress_usd_per_gb", egress, positive=False),
+            )
+        )
     return tuple(out)
 
 
@@ -296,7 +331,19 @@ def _layout(
         ):
             raise t.err(f"must be {pp} positive numbers (one per stage)", "stage_compute_s")
         compute = tuple(float(x) for x in raw)
-    return Layout(pp, dp, tp, tuple(placement), m, schedule, sharing), fixed, compute
+    return (
+        Layout(
+            pp=pp,
+            dp=dp,
+            tp=tp,
+            placement=tuple(placement),
+            n_microbatches=m,
+            schedule=schedule,
+            sharing=sharing,
+        ),
+        fixed,
+        compute,
+    )
 
 
 def _largest_first(dcs: tuple[DataCenter, ...], pp: int, stage_gpus: int) -> list[str] | None:
@@ -311,10 +358,14 @@ def _prefill(t: _Table, mfu: float) -> PrefillSpec:
     if eff > 1:
         raise t.err(f"must be a fraction in (0, 1], got {eff}", "efficiency")
     return PrefillSpec(
-        t.num("params"), t.num("layers", integer=True), t.num("hidden", integer=True),
-        t.num("prompt_tokens", integer=True), eff, t.num("precision_bytes", 2, integer=True),
-        t.opt("memory_limit_gb"),
-    )  # fmt: skip
+        params=t.num("params"),
+        layers=t.num("layers", integer=True),
+        hidden=t.num("hidden", integer=True),
+        prompt_tokens=t.num("prompt_tokens", integer=True),
+        efficiency=eff,
+        precision_bytes=t.num("precision_bytes", 2, integer=True),
+        memory_limit_gb=t.opt("memory_limit_gb"),
+    )
 
 
 def _check_links(job: GeoJob, par: _Table) -> None:

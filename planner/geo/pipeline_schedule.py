@@ -57,7 +57,7 @@ SCHEDULES = ("gpipe", "1f1b")
 SHARINGS = ("spatial", "temporal")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PipelineTiming:
     """Timing of one pipeline flush, seconds."""
 
@@ -118,7 +118,9 @@ def _gpipe(f: list[float], b: list[float], view: LinkView, m: int, fill: float) 
     pf, pb = max(max(f), omax), max(max(b), omax)
     bound = "wan" if omax > min(max(f), max(b)) else "compute"
     total = fill + (m - 1) * (pf + pb) + view.stagger
-    return PipelineTiming(total, fill, pf + pb, view.stagger, bound, (pf, pb))
+    return PipelineTiming(
+        total=total, fill=fill, period=pf + pb, stagger=view.stagger, bound=bound, phase_periods=(pf, pb)
+    )
 
 
 class _Rounds:
@@ -224,4 +226,11 @@ def pipeline_time(
         split = _one_f_one_b_end(f, b, link_view(latency, transfer, wan, dp, "spatial"), m)
         stagger = max(0.0, min(stagger, split - end))
     period = (end - fill) / (m - 1) if m > 1 else tau
-    return PipelineTiming(end + stagger, fill, period, stagger, bound, (period, 0.0))
+    return PipelineTiming(
+        total=end + stagger,
+        fill=fill,
+        period=period,
+        stagger=stagger,
+        bound=bound,
+        phase_periods=(period, 0.0),
+    )

@@ -43,7 +43,7 @@ EGRESS_USD_PER_GB_INTER_ZONE = 0.01
 EGRESS_USD_PER_GB_INTER_REGION = 0.02
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WanLink:
     """A full-duplex link between two DCs (each direction carries ``bandwidth_gbps``).
 
@@ -122,7 +122,7 @@ def effective_gbps(
     return min(bandwidth_gbps, n_conn * single_tcp_gbps(rtt_ms, loss, mss_bytes, window_bytes))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PublicLink:
     """A published WAN measurement (``planner/data/wan_links.csv``); NaN where the source gives none."""
 

@@ -119,7 +119,7 @@ class CheckpointFacts:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkAtRisk:
     """A live job's checkpoint figures (seconds, USD): the work since its last checkpoint (None: no
     checkpoint seen), what a revocation now would cost, the optimum interval for its shape with what it saves
@@ -185,7 +185,19 @@ def work_at_risk(
     else:
         write = float(overheads.checkpoint_cost(checkpoint_mb or 0.0))
         wbasis = "CM-DARE fit 3.65 s + 0.0199 s/MB (overheads.json)"
-    bare = WorkAtRisk(since, cost, usd, interval, basis, write, wbasis, None, None, None, None)
+    bare = WorkAtRisk(
+        since_s=since,
+        revocation_now_s=cost,
+        revocation_now_usd=usd,
+        interval_s=interval,
+        interval_basis=basis,
+        write_s=write,
+        write_basis=wbasis,
+        optimal_s=None,
+        saves_s=None,
+        saves_usd=None,
+        mtbf_s=None,
+    )
     return bare.with_ranking(table_row)
 
 

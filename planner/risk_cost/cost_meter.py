@@ -12,15 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION
 
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+
 UNPRICED_NAMED = 10  # unpriced tasks named in a cost view (the rest are counted): 10,000 would cost a refresh
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CostView:
     """USD accrued while monitored, the current burn rate (USD/h), the budget (USD, or None)."""
 
@@ -49,7 +53,7 @@ class CostView:
 class CostMeter:
     """Integrates node prices over time (step function: the rate seen at a refresh holds until the next)."""
 
-    book: object  # PriceBook: node_price(gpu, count, region, prov), ps_node_price(region, prov)
+    book: PriceBook
     budget_usd: float | None = None
     _accrued: dict[str, float] = field(default_factory=dict)
     _last: dict[str, tuple[float, float]] = field(default_factory=dict)  # job -> (t, usd/h)
@@ -58,9 +62,9 @@ class CostMeter:
         """USD/h of a node of this kind (a PS or CPU-only node, or one GPU), or (None, why)."""
         try:
             if cpu_only:
-                p = self.book.ps_node_price(region, prov or "standard")  # type: ignore[attr-defined]
+                p = self.book.ps_node_price(region, prov or "standard")
             else:
-                p = self.book.node_price(gpu, 1, region, prov or "standard")  # type: ignore[attr-defined]
+                p = self.book.node_price(gpu, 1, region, prov or "standard")
         except (KeyError, ValueError) as exc:
             return None, str(exc)
         return float(p.usd_per_hour), None
@@ -94,9 +98,15 @@ class CostMeter:
                 (f"{ASSUMED_REGION} assumed ({unlabelled:,} task(s) name no region)",) if unlabelled else ()
             )
             out[job.name] = CostView(
-                job.name, self._accrued[job.name], rate if priced else None, self.budget_usd,
-                tuple(unpriced), str(getattr(self.book, "source", "")), missing, assumed,
-            )  # fmt: skip
+                job=job.name,
+                accrued_usd=self._accrued[job.name],
+                usd_per_hour=rate if priced else None,
+                budget_usd=self.budget_usd,
+                unpriced=tuple(unpriced),
+                price_source=self.book.source,
+                unpriced_tasks=missing,
+                assumed=assumed,
+            )
         return out
 
 

@@ -14,15 +14,17 @@ join), during which the cluster runs at ``degraded_speed``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
 ANY = "*"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Overheads:
     """Revocation and checkpoint overheads (seconds); look-ups fall back to the pooled ``*`` value."""
 
@@ -42,7 +44,7 @@ class Overheads:
         return cls.from_dict(json.loads(text))
 
     @classmethod
-    def from_dict(cls, d: dict) -> Overheads:
+    def from_dict(cls, d: Mapping[str, Any]) -> Overheads:
         return cls(
             server_start_s=d["server_start_s"],
             replacement_join_s=d["replacement_join_s"],
@@ -103,4 +105,5 @@ def degraded_wait(
     at ``degraded_speed`` instead of ``restored_speed`` (steps/s) for ``request_overhead_s`` (the study's
     time-to-finish estimator: remaining steps / restored speed + this); vectorised."""
     restored = np.maximum(np.asarray(restored_speed, dtype=float), 1e-12)
-    return np.asarray(request_overhead_s) * (1 - np.asarray(degraded_speed) / restored)
+    out: np.ndarray = np.asarray(request_overhead_s) * (1 - np.asarray(degraded_speed) / restored)
+    return out

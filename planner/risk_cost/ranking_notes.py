@@ -17,10 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cmdare.planner.risk_cost.revocation import TRANSIENT
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+    from cmdare.collectors.samples import ModelSpec
+    from cmdare.planner.speed.speed_model import SpeedModel
 
 #: Relative tolerance under which two rows' P50 cost and P(≥1 revocation) count as the same.
 TWIN_RTOL = 1e-6
@@ -141,12 +147,12 @@ def region_notes(region: np.ndarray, current: str, data_region: str | None, data
     return out
 
 
-def price_date_label(book: object) -> str:
+def price_date_label(book: PriceBook) -> str:
     """The date of the prices a book holds: a live or cached fetch time, a study-era price date, or for a
     derived offline book whose source rows carry no date, 'price date unknown (derived DATE from …)'."""
-    as_of = str(getattr(book, "as_of", "") or "?")
-    source = str(getattr(book, "source", "unknown"))
-    notes = " ".join(getattr(book, "notes", ()) or ())
+    as_of = book.as_of or "?"
+    source = book.source
+    notes = " ".join(book.notes)
     if "price date unknown" in notes:
         return notes
     if source in ("live", "cache"):
@@ -166,14 +172,11 @@ class RowBand:
 Bander = Callable[[str, int, int], "RowBand | None"]
 
 
-def make_bander(model: object, network: object, latency_ms: float) -> Bander | None:
+def make_bander(model: SpeedModel, network: ModelSpec, latency_ms: float) -> Bander:
     """A function (gpu, workers, ps) → :class:`RowBand` from the speed model's band API
-    (:func:`cmdare.planner.speed.speed_band.speed_band`), or None when this build has no band API. Bands are
-    computed per row shown (a handful of model calls each), not for every enumerated shape."""
-    try:
-        from cmdare.planner.speed.speed_band import speed_band  # type: ignore[import-not-found]
-    except ImportError:
-        return None
+    (:func:`cmdare.planner.speed.speed_band.speed_band`). Bands are computed per row shown (a handful of
+    model calls each), not for every enumerated shape."""
+    from cmdare.planner.speed.speed_band import speed_band
 
     def band(gpu: str, workers: int, ps: int) -> RowBand | None:
         try:

@@ -21,10 +21,11 @@ scale ``λ`` (prior Gamma(a0 = b0 = prior_weight × H(24 h)), i.e. ``prior_weigh
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -58,12 +59,14 @@ class Bathtub:
         if self.tau0 is not None:
             first = self._raw(np.array(1.0)) * np.expm1(-t / self.tau0) / np.expm1(-1.0 / self.tau0)
             f = np.where(t < 1.0, first, f)
-        return np.clip(f, 0.0, 0.999)
+        out: np.ndarray = np.clip(f, 0.0, 0.999)
+        return out
 
     def _raw(self, t: np.ndarray) -> np.ndarray:
-        return self.a * (
+        out: np.ndarray = self.a * (
             1 - np.exp(-t / self.tau1) + np.exp((t - self.b) / self.tau2) - np.exp(-self.b / self.tau2)
         )
+        return out
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ class RevocationModel:
     # ----------------------------------------------------------------- construction
     @classmethod
     def from_params(
-        cls, params: dict, prior_weight: float = 20.0, start_hour: int | None = None
+        cls, params: Mapping[str, Any], prior_weight: float = 20.0, start_hour: int | None = None
     ) -> RevocationModel:
         """Build from the JSON structure written by ``scripts/fit_revocation_model.py``."""
         model = cls(prior_weight=prior_weight, start_hour=start_hour)
@@ -268,7 +271,8 @@ def _base_cumhaz(curve: Bathtub, provisioning: str, hours: np.ndarray) -> np.nda
     inside = -np.log1p(-curve.cdf(np.minimum(t, LIMIT_H)))
     h1, h23, h24 = -np.log1p(-curve.cdf(np.array([1.0, 23.0, LIMIT_H])))
     flat_rate = max((h23 - h1) / 22.0, 1e-9)
-    return np.where(t > LIMIT_H, h24 + (t - LIMIT_H) * flat_rate, inside)
+    out: np.ndarray = np.where(t > LIMIT_H, h24 + (t - LIMIT_H) * flat_rate, inside)
+    return out
 
 
 class _HazardTable:
@@ -285,12 +289,14 @@ class _HazardTable:
         self.tail_rate = 1.0 / mean_life if mean_life > 0 else 0.0
 
     def survival(self, hours: np.ndarray) -> np.ndarray:
-        return np.interp(hours, self.grid, self.surv, right=self.surv[-1])
+        out: np.ndarray = np.interp(hours, self.grid, self.surv, right=self.surv[-1])
+        return out
 
     def renewals(self, hours: np.ndarray) -> np.ndarray:
         inside = np.interp(hours, self.grid, self.renew)
         beyond = self.renew[-1] + (hours - self.grid[-1]) * self.tail_rate
-        return np.where(hours > self.grid[-1], beyond, inside)
+        out: np.ndarray = np.where(hours > self.grid[-1], beyond, inside)
+        return out
 
 
 class _Never(_HazardTable):

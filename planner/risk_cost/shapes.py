@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -54,6 +55,12 @@ from cmdare.planner.risk_cost.time_cost import (
 )
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.speed_model import SpeedModel
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+
+# One ranked shape as a JSON-ready dict: column name -> a number, a text or None (ShapeTable.row).
+Row = dict[str, Any]
 
 OBJECTIVES = ("time", "cost", "balanced")
 
@@ -166,7 +173,7 @@ def enumerate_shapes(workload: Workload) -> dict[str, np.ndarray]:
 class Explanation:
     """Where one row's time goes (seconds per run) and its dominant term."""
 
-    row: dict[str, object]
+    row: Row
     seconds: dict[str, float]  # compute, ps, network, checkpoint, revocation
     shares: dict[str, float]  # fraction of expected time
     dominant: str
@@ -176,14 +183,15 @@ class Explanation:
         """One consistent statement: the largest time share when it is also what limits the speed, else
         what limits the speed (the speed model's regime) followed by where the time goes."""
         parts = ", ".join(
-            f"{k} {self.shares[k]:.0%}" for k in sorted(self.shares, key=self.shares.get, reverse=True)
+            f"{k} {self.shares[k]:.0%}"
+            for k in sorted(self.shares, key=lambda k: self.shares[k], reverse=True)
         )
         if self.bottleneck in ("", self.dominant):
             return f"bottleneck: {self.dominant} (time: {parts})"
         return f"speed limited by {self.bottleneck} (speed model); time: {parts}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankedRow:
     """One ranked shape, typed: what the panes, ``snapshot`` and the export render of a row (the columns of
     the same names, rounded as :meth:`ShapeTable.row`). Time in hours, cost in USD (None: the book has no
@@ -240,7 +248,7 @@ class ShapeTable:
 
     def __init__(self, columns: dict[str, np.ndarray], order: np.ndarray, objective: str,
                  terms: dict[str, np.ndarray], view: np.ndarray | None = None,
-                 explainer: Callable[[dict[str, object]], dict[str, float]] | None = None,
+                 explainer: Callable[[Row], dict[str, float]] | None = None,
                  bander: Bander | None = None) -> None:  # fmt: skip
         self.columns = columns
         self.explainer = explainer
@@ -264,12 +272,12 @@ class ShapeTable:
         return self.columns[name]
 
     @property
-    def current(self) -> dict[str, object]:
+    def current(self) -> Row:
         return self.row(0)
 
-    def row(self, i: int) -> dict[str, object]:
+    def row(self, i: int) -> Row:
         """Row ``i`` (index into the columns) as a JSON-ready dict."""
-        out: dict[str, object] = {}
+        out: Row = {}
         for k, c in self.columns.items():
             v = c[i]
             out[k] = v.item() if hasattr(v, "item") else v
@@ -293,17 +301,15 @@ class ShapeTable:
     def ranked_row(self, i: int) -> RankedRow:
         """Row ``i`` typed (a column renamed without its reader fails here, in the planner)."""
         r = self.row(i)
-        return RankedRow(
-            **{k: r[k] for k in _RANKED_REQUIRED},  # type: ignore[arg-type]
-            **{k: r.get(k) for k in _RANKED_SYNC},  # type: ignore[arg-type]
-        )
+        sync: Row = {k: r.get(k) for k in _RANKED_SYNC}  # None on a PS shape's row
+        return RankedRow(**{k: r[k] for k in _RANKED_REQUIRED}, **sync)
 
-    def top(self, n: int | None = None) -> list[dict[str, object]]:
+    def top(self, n: int | None = None) -> list[Row]:
         """The first ``n`` rows of the current view (all when ``n`` is None)."""
         idx = self.view if n is None else self.view[:n]
         return [self.row(int(i)) for i in idx]
 
-    def filter(self, mask: np.ndarray) -> ShapeTable:
+    def filter(self, mask: np.ndarray) -> Self:
         """A view keeping rows where ``mask`` (over all rows) is true."""
         out = type(self)(
             self.columns,
@@ -373,7 +379,7 @@ class ShapeTable:
         ]
         words = main + ("; fitted on other periods: " + ", ".join(others) if others else "")
         if self.risk_weights:  # the cluster's own lifetimes: which period they resemble
-            best = max(self.risk_weights, key=self.risk_weights.get)
+            best = max(self.risk_weights, key=lambda k: self.risk_weights[k])
             words += (f"; this cluster's {self.risk_learned} lifetimes favour {self.risk_labels.get(best, best)} "
                       f"({self.risk_weights[best]:.0%}) and scale every period's hazard")  # fmt: skip
         return words
@@ -447,7 +453,10 @@ class ShapeTable:
         P(≥1 revocation) 0.21 → 0.05"; "cost vs current n/a" when the current shape has no price."""
         c = self.columns
         dt = c["hours_p50"][i] / max(c["hours_p50"][0], 1e-12) - 1
-        sign = lambda x: ("+" if x >= 0 else "−") + f"{abs(x):.0%}"  # noqa: E731
+
+        def sign(x: float) -> str:
+            return ("+" if x >= 0 else "−") + f"{abs(x):.0%}"
+
         if self.current_priced and np.isfinite(c["cost_usd_p50"][i]):
             cost = f"{sign(c['cost_usd_p50'][i] / max(c['cost_usd_p50'][0], 1e-12) - 1)} cost"
         else:
@@ -476,13 +485,13 @@ class ShapeTable:
         seconds["switch"] = float(self.terms["switch"][i]) if "switch" in self.terms else 0.0
         total = sum(seconds.values()) or 1.0
         shares = {k: v / total for k, v in seconds.items()}
-        return Explanation(row, seconds, shares, max(shares, key=shares.get), str(row["bottleneck"]))
+        return Explanation(row, seconds, shares, max(shares, key=lambda k: shares[k]), str(row["bottleneck"]))
 
 
 def rank_shapes(
     workload: Workload,
     speed_model: SpeedModel,
-    price_book: object,
+    price_book: PriceBook,
     revocation_model: RevocationModel,
     objective: str = "balanced",
     overheads: Overheads | None = None,
@@ -561,11 +570,8 @@ def has_risk_curve(rev: RevocationModel, gpu: np.ndarray, region: np.ndarray) ->
 
 def switch_basis(sw: Switching, prices: PriceTable) -> dict[str, str]:
     """Where the switching terms come from, for the explanation (``egress``: the rate a move's dataset copy
-    is priced at, the book's or the default)."""
-    own = getattr(prices.book, "egress_usd_per_gb", None)
-    rate = f"${prices.egress_usd_per_gb:g}/GB " + (
-        f"({prices.source} price book)" if own else "(GCP inter-region within a continent, background.md §2)"
-    )
+    is priced at; the price books carry node prices only, so it is the cited default)."""
+    rate = f"${prices.egress_usd_per_gb:g}/GB (GCP inter-region within a continent, background.md §2)"
     return {
         "egress": rate,
         "redo": sw.redo_basis,
@@ -604,10 +610,10 @@ def finish_table(workload: Workload, columns: dict[str, np.ndarray], terms: dict
     return columns, terms, order
 
 
-def _explainer(workload: Workload, model: SpeedModel) -> Callable[[dict[str, object]], dict[str, float]]:
+def _explainer(workload: Workload, model: SpeedModel) -> Callable[[Row], dict[str, float]]:
     net = workload.model
 
-    def terms(row: dict[str, object]) -> dict[str, float]:
+    def terms(row: Row) -> dict[str, float]:
         pred = model.predict(
             net, {str(row["gpu"]): int(row["workers"])}, int(row["ps"]), workload.options.latency_ms
         )
@@ -654,17 +660,17 @@ def _shape_columns(workload: Workload, cols: dict[str, np.ndarray], speed: dict[
                    w_usd: np.ndarray, ps_usd: np.ndarray, prices: PriceTable) -> ShapeColumns:  # fmt: skip
     egress = egress_usd(workload, cols, prices)
     return ShapeColumns(
-        cols["gpu"],
-        cols["region"],
-        cols["provisioning"],
-        cols["workers"],
-        cols["ps"],
-        speed["steps_per_sec"],
-        speed["degraded"],
-        w_usd,
-        ps_usd,
-        egress,
-        np.zeros(cols["gpu"].size),
+        gpu=cols["gpu"],
+        region=cols["region"],
+        provisioning=cols["provisioning"],
+        workers=cols["workers"],
+        ps=cols["ps"],
+        steps_per_sec=speed["steps_per_sec"],
+        degraded_steps_per_sec=speed["degraded"],
+        worker_usd_per_hour=w_usd,
+        ps_usd_per_hour=ps_usd,
+        egress_usd=egress,
+        started=np.zeros(cols["gpu"].size),
     )  # fmt: skip  (server starts: in the switching terms)
 
 

@@ -63,7 +63,7 @@ class CopyRate:
         return cls(link.gbps_low, f"planner/data/wan_links.csv {COPY_LINK} (low end): {link.source}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Switching:
     """Per-row switching terms (seconds, USD) and how the move is made (``kind``: one of :data:`KINDS`)."""
 
@@ -167,7 +167,18 @@ def switching(
     stay = kind == "stay"
     for arr in (seconds, usd, start_s, restart_s, redo_s, copy_s):
         arr[stay] = 0.0
-    return Switching(seconds, usd, kind, start_s, restart_s, redo_s, copy_s, redo_steps, basis, copy)
+    return Switching(
+        seconds=seconds,
+        usd=usd,
+        kind=kind,
+        start_s=start_s,
+        restart_s=restart_s,
+        redo_s=redo_s,
+        copy_s=copy_s,
+        redo_steps=redo_steps,
+        redo_basis=basis,
+        copy=copy,
+    )
 
 
 def _kind(prov: np.ndarray) -> np.ndarray:
@@ -201,6 +212,6 @@ def worth_switching(c: dict[str, np.ndarray]) -> np.ndarray:
     score, t = c["score"].astype(float), c["hours_p50"].astype(float)
     cost = c["cost_usd_p50"].astype(float)
     priced = np.isfinite(cost) & np.isfinite(cost[0]) & np.isfinite(score) & np.isfinite(score[0])
-    out = np.where(priced, score < score[0], t < t[0])
+    out: np.ndarray = np.where(priced, score < score[0], t < t[0])
     out[0] = True
     return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from cmdare.planner.risk_cost.shapes import (
     worker_counts,
 )
 from cmdare.planner.risk_cost.switching import switching, with_switching
-from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync
+from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, SyncTimeCost, estimate_sync
 from cmdare.planner.risk_cost.time_cost import PriceTable, write_seconds
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, sync_step
@@ -49,6 +50,9 @@ from cmdare.planner.speed.memory_fit import memory_need
 from cmdare.planner.speed.speed_model import SpeedModel
 from cmdare.planner.speed.sync_band import compute_spread, sync_band
 from cmdare.planner.speed.sync_compute import sync_compute
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 GPUS_PER_NODE = NODE_SIZES
 
@@ -78,8 +82,8 @@ def enumerate_sync(workload: Workload) -> dict[str, np.ndarray]:
     rows.sort(key=lambda row: row != cur_key)
     if not rows or rows[0] != cur_key:
         rows.insert(0, cur_key)
-    gpu, g, n, r, p = (np.asarray(c) for c in zip(*rows, strict=True))
-    return {"gpu": gpu, "gpus_per_node": g, "nodes": n, "region": r, "provisioning": p}
+    names = ("gpu", "gpus_per_node", "nodes", "region", "provisioning")
+    return {name: np.asarray(c) for name, c in zip(names, zip(*rows, strict=True), strict=True)}
 
 
 def compute_seconds(model: SpeedModel, workload: Workload, gpus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,12 +144,20 @@ def sync_terms(
     keys = sorted({(str(a), int(b)) for a, b in zip(cols["gpu"], cols["gpus_per_node"], strict=True)})
     table = {k: node_links(k[0], k[1], tier, transport=workload.parallel.transport) for k in keys}
     pick = [table[(str(a), int(b))] for a, b in zip(cols["gpu"], cols["gpus_per_node"], strict=True)]
-    arr = lambda name: np.array([getattr(x, name) for x in pick], dtype=float)  # noqa: E731
-    return sync_step(compute, workload.model.params, nodes, cols["gpus_per_node"], arr("intra_bus_gbps"),
-                     arr("nic_bus_gbps"), arr("intra_latency_s"), arr("nic_latency_s"), p)  # fmt: skip
+    return sync_step(
+        compute,
+        workload.model.params,
+        nodes,
+        cols["gpus_per_node"],
+        np.array([x.intra_bus_gbps for x in pick], dtype=float),
+        np.array([x.nic_bus_gbps for x in pick], dtype=float),
+        np.array([x.intra_latency_s for x in pick], dtype=float),
+        np.array([x.nic_latency_s for x in pick], dtype=float),
+        p,
+    )
 
 
-def node_prices(book: object, cols: dict[str, np.ndarray]) -> np.ndarray:
+def node_prices(book: PriceBook, cols: dict[str, np.ndarray]) -> np.ndarray:
     """USD/h of one node (its GPUs together) per row; NaN where the book has no such node."""
     out = np.full(cols["gpu"].size, math.nan)
     cache: dict[tuple[str, int, str, str], float] = {}
@@ -155,7 +167,7 @@ def node_prices(book: object, cols: dict[str, np.ndarray]) -> np.ndarray:
         k = (str(key[0]), int(key[1]), str(key[2]), str(key[3]))
         if k not in cache:
             try:
-                cache[k] = float(book.node_price(*k).usd_per_hour)  # type: ignore[attr-defined]
+                cache[k] = float(book.node_price(*k).usd_per_hour)
             except KeyError:  # PriceNotFound: no such node in this book
                 cache[k] = math.nan
         out[i] = cache[k]
@@ -173,12 +185,12 @@ class SyncShapeTable(ShapeTable):
     known_network: bool = False  # a network of the study: its compute band is the speed model's
     calibration_ranks: int = 0  # measuring ranks the live calibration rests on (0 = none: not calibrated)
 
-    def filter(self, mask: np.ndarray) -> SyncShapeTable:
+    def filter(self, mask: np.ndarray) -> Self:
         """A view keeping rows where ``mask`` is true (with the all-reduce knobs)."""
         out = super().filter(mask)
         for name in ("params", "memory_note", "known_network", "calibration_ranks"):
             setattr(out, name, getattr(self, name))
-        return out  # type: ignore[return-value]
+        return out
 
     def explain(self, i: int) -> Explanation:
         c, t = self.columns, self.terms
@@ -194,7 +206,7 @@ class SyncShapeTable(ShapeTable):
         total = sum(seconds.values()) or 1.0
         shares = {k: v / total for k, v in seconds.items()}
         row = self.row(i)
-        return Explanation(row, seconds, shares, max(shares, key=shares.get), str(row["bottleneck"]))
+        return Explanation(row, seconds, shares, max(shares, key=lambda k: shares[k]), str(row["bottleneck"]))
 
     def band(self, i: int) -> RowBand | None:
         """Compute spread (the speed model's one-worker band for a study network, the published efficiencies'
@@ -221,7 +233,7 @@ class SyncShapeTable(ShapeTable):
 def rank_sync_shapes(
     workload: Workload,
     speed_model: SpeedModel,
-    price_book: object,
+    price_book: PriceBook,
     revocation_model: RevocationModel,
     objective: str = "balanced",
     overheads: Overheads | None = None,
@@ -265,15 +277,15 @@ def rank_sync_shapes(
     fewer_per_cur = np.maximum(gpus - cols["gpus_per_node"], 0) / float(workload.current.workers)
     v_cur = full.steps_per_sec * per_cur
     sc = SyncColumns(
-        cols["gpu"],
-        cols["region"],
-        cols["provisioning"],
-        cols["nodes"],
-        v_cur,
-        np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0),
-        usd,
-        egress,
-        np.zeros(usd.size),
+        gpu=cols["gpu"],
+        region=cols["region"],
+        provisioning=cols["provisioning"],
+        nodes=cols["nodes"],
+        steps_per_sec=v_cur,
+        degraded_steps_per_sec=np.where(cols["nodes"] > 1, fewer.steps_per_sec * fewer_per_cur, 0.0),
+        node_usd_per_hour=usd,
+        egress_usd=egress,
+        started=np.zeros(usd.size),
     )  # fmt: skip  (server starts: in the switching terms)
     run = run_settings(workload, overheads)
     stc = estimate_sync(sc, run, overheads, rev, workload.parallel.elastic)
@@ -312,9 +324,9 @@ def _bander(workload: Workload, model: SpeedModel) -> Bander | None:
     return make_bander(model, workload.model, workload.options.latency_ms)
 
 
-def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc: object, prices: PriceTable,
+def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc: SyncTimeCost, prices: PriceTable,
              egress: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
-    tc = stc.figures  # type: ignore[attr-defined]
+    tc = stc.figures
     n = cols["gpu"].size
     bottleneck = np.where(
         t.comm_share >= 0.5, np.where(t.link == "nic", "network", "interconnect"), "compute"
@@ -334,6 +346,6 @@ def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc:
         "exposed_s": t.exposed,
         "wait_s": t.straggler if t.straggler is not None else np.zeros(n),
         "step_s": t.step,
-        "policy": stc.policy,  # type: ignore[attr-defined]
+        "policy": stc.policy,
         **outcome_columns(workload, cols, tc, prices, egress),
     }

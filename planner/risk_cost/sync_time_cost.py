@@ -46,7 +46,7 @@ from cmdare.planner.risk_cost.time_cost import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncColumns:
     """Per-shape inputs of synchronous shapes (parallel arrays)."""
 
@@ -111,7 +111,8 @@ def estimate_sync(
     curves = revocation_curves(revocations, cols.gpu, cols.region, cols.provisioning)
     base = run.steps / v
     interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v
-    ckpt = run.steps / interval * write_seconds(run, overheads)
+    # a column per shape, as the others (a fixed checkpoint interval in steps gives the same for each)
+    ckpt = run.steps / interval * write_seconds(run, overheads) * np.ones_like(base)
     pen_r, pen_e, pen = penalties(cols, run, overheads, elastic)
     total = base + ckpt
     for _ in range(FIXED_POINT_PASSES):
@@ -128,9 +129,10 @@ def estimate_sync(
     replace_usd = request * cols.node_usd_per_hour / 3600.0  # per revocation
 
     def cost(seconds: np.ndarray, revs: np.ndarray) -> np.ndarray:
-        return (
+        out: np.ndarray = (
             n * cols.node_usd_per_hour * seconds / 3600.0 + start_usd + revs * replace_usd + cols.egress_usd
         )
+        return out
 
     figures = TimeCost(
         seconds_base=base,

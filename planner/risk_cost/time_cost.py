@@ -20,17 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cmdare.planner.risk_cost.overheads import Overheads, degraded_wait
 from cmdare.planner.risk_cost.revocation import RevocationModel
 
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+
 FIXED_POINT_PASSES = 4
 QUANTILES = (0.5, 0.9)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ShapeColumns:
     """Per-shape inputs as parallel numpy arrays (one entry per shape)."""
 
@@ -47,7 +51,7 @@ class ShapeColumns:
     started: np.ndarray | None = None  # server starts billed per shape (1, None = all; 0 = billed elsewhere)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSettings:
     """Workload-level settings: target steps, checkpoint interval (steps, or seconds when steps is None)
     and size (MB), PS provisioning, warm framework restarts."""
@@ -62,7 +66,7 @@ class RunSettings:
     # the interval may be an array (one per shape: the checkpointing module's optimum)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TimeCost:
     """Per-shape results (arrays). Times in seconds, costs in USD."""
 
@@ -127,7 +131,8 @@ def estimate(
 
     base = run.steps / v
     interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v  # steps between checkpoints
-    ckpt = run.steps / interval * write_seconds(run, overheads)
+    # a column per shape, as the others (a fixed checkpoint interval in steps gives the same for each)
+    ckpt = run.steps / interval * write_seconds(run, overheads) * np.ones_like(base)
     request = _request_overhead(overheads, cols.gpu, cols.provisioning)
     restart = overheads.framework_restart(run.warm_restart)
     redo = overheads.lost_work(interval / 2.0, v)
@@ -164,9 +169,15 @@ def estimate(
     ) / 3600.0
 
     def cost(seconds: np.ndarray, revocation_scale: np.ndarray) -> np.ndarray:
-        return hourly * seconds / 3600.0 + start_usd + replace_usd * revocation_scale + cols.egress_usd
+        out: np.ndarray = (
+            hourly * seconds / 3600.0 + start_usd + replace_usd * revocation_scale + cols.egress_usd
+        )
+        return out
 
-    ratio = lambda q: np.where(k > 0, q / np.maximum(k, 1e-12), 0.0)  # noqa: E731
+    def ratio(q: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.where(k > 0, q / np.maximum(k, 1e-12), 0.0)
+        return out
+
     return TimeCost(
         seconds_base=base,
         seconds_checkpoint=ckpt,
@@ -234,11 +245,11 @@ class PriceTable:
     """Vectorised node-price look-up over a price book (``node_price`` / ``ps_node_price``), one book call
     per distinct (gpu, region, provisioning); unpriced combinations come back as NaN."""
 
-    def __init__(self, book: object) -> None:
+    def __init__(self, book: PriceBook) -> None:
         self.book = book
-        self.source = str(getattr(book, "source", "unknown"))
-        self.as_of = str(getattr(book, "as_of", ""))
-        self.egress_usd_per_gb = float(getattr(book, "egress_usd_per_gb", None) or DEFAULT_EGRESS_USD_PER_GB)
+        self.source = book.source
+        self.as_of = book.as_of
+        self.egress_usd_per_gb = DEFAULT_EGRESS_USD_PER_GB  # the books carry node prices, no egress rate
 
     def lookup(
         self, gpu: np.ndarray, region: np.ndarray, provisioning: np.ndarray, ps_provisioning: str
@@ -253,12 +264,12 @@ class PriceTable:
     def _node(self, gpu_region: str, provisioning: str) -> float:
         gpu, region = gpu_region.split("|")
         try:
-            return float(self.book.node_price(gpu, 1, region, provisioning).usd_per_hour)  # type: ignore[attr-defined]
+            return float(self.book.node_price(gpu, 1, region, provisioning).usd_per_hour)
         except KeyError:  # PriceNotFound
             return float("nan")
 
     def _ps(self, region: str, provisioning: str) -> float:
         try:
-            return float(self.book.ps_node_price(region, provisioning).usd_per_hour)  # type: ignore[attr-defined]
+            return float(self.book.ps_node_price(region, provisioning).usd_per_hour)
         except KeyError:
             return float("nan")

@@ -64,7 +64,7 @@ class Shape:
     provisioning: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Allowed:
     """The space of alternatives to enumerate around the current shape."""
 
@@ -76,7 +76,7 @@ class Allowed:
     ps_provisioning: str = "standard"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Options:
     """Planner options: checkpoint interval (steps, or seconds when steps is None), start hour of day (0–23 or None = any),
     network latency (ms), warm framework restarts, data region and dataset size (GB) for egress."""
@@ -107,7 +107,7 @@ ASSUMED_REGION = "us-central1"
 MIN_BUCKET_MB = 0.01
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Parallel:
     """How the job trains: asynchronous PS (``ps``) or synchronous all-reduce (``sync``), and for sync the
     GPUs per node (the current shape's and the most to consider), NIC tier, elasticity, DDP bucket and
@@ -138,7 +138,7 @@ class Parallel:
         return "fsdp" if self.mode == "fsdp" else ("ddp", "zero1", "zero2")[self.zero_stage]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Workload:
     """A parsed workload file."""
 
@@ -269,7 +269,15 @@ def parse_workload(text: str, source: str = "<string>") -> Workload:
     current = _current(data["current"], loc, parallel)
     allowed = _allowed(data.get("allowed", {}), current, loc)
     options = _options(data.get("options", {}), loc)
-    return Workload(model, target, current, allowed, options, source, parallel)
+    return Workload(
+        model=model,
+        target=target,
+        current=current,
+        allowed=allowed,
+        options=options,
+        source=source,
+        parallel=parallel,
+    )
 
 
 MAX_NODES = 4096  # [allowed] max_workers / max_ps
@@ -322,10 +330,13 @@ def _model(v: dict[str, Any], loc: _Locator) -> ModelSpec:
         raise loc.error("must be at least 1 (a parameter count)", "model", "params")
     ckpt = v.get("checkpoint_mb")
     return ModelSpec(
-        v["name"], float(v["model_flops"]), float(v["params"]), int(v.get("batch_size", 0)),
+        name=v["name"],
+        model_flops=float(v["model_flops"]),
+        params=float(v["params"]),
+        batch_size=int(v.get("batch_size", 0)),
         checkpoint_mb=None if ckpt is None else float(ckpt),
         tensors=None if v.get("tensors") is None else int(v["tensors"]),
-    )  # fmt: skip
+    )
 
 
 def _target(v: dict[str, Any], model: ModelSpec, loc: _Locator) -> Target:
@@ -373,11 +384,20 @@ def _parallel(v: dict[str, Any], loc: _Locator) -> Parallel:
     g = int(v.get("gpus_per_node", 1))
     hop, act = v.get("hop_us"), v.get("activation_gb")
     return Parallel(
-        mode, g, max(int(v.get("max_gpus_per_node", g)), g), v.get("nic_tier", "default"),
-        bool(v.get("elastic", True)), float(v.get("bucket_mb", 25.0)), float(v.get("compression", 1.0)),
-        precision, v.get("transport", "tcp"), None if hop is None else float(hop),
-        None if act is None else float(act), bool(v.get("recompute", False)), int(v.get("zero_stage", 0)),
-    )  # fmt: skip
+        mode=mode,
+        gpus_per_node=g,
+        max_gpus_per_node=max(int(v.get("max_gpus_per_node", g)), g),
+        nic_tier=v.get("nic_tier", "default"),
+        elastic=bool(v.get("elastic", True)),
+        bucket_mb=float(v.get("bucket_mb", 25.0)),
+        compression=float(v.get("compression", 1.0)),
+        precision=precision,
+        transport=v.get("transport", "tcp"),
+        hop_us=None if hop is None else float(hop),
+        activation_gb=None if act is None else float(act),
+        recompute=bool(v.get("recompute", False)),
+        zero_stage=int(v.get("zero_stage", 0)),
+    )
 
 
 def _current(v: dict[str, Any], loc: _Locator, parallel: Parallel | None = None) -> Shape:
@@ -392,7 +412,7 @@ def _current(v: dict[str, Any], loc: _Locator, parallel: Parallel | None = None)
             raise loc.error(f"at most {MAX_NODES}", "current", key)
     if v["provisioning"] not in PROVISIONINGS:
         raise loc.error(f"must be one of {', '.join(PROVISIONINGS)}", "current", "provisioning")
-    if sync and v["workers"] % parallel.gpus_per_node:  # type: ignore[union-attr]
+    if parallel is not None and parallel.sync and v["workers"] % parallel.gpus_per_node:
         raise loc.error(
             "sync mode: workers counts GPUs in all, a multiple of gpus_per_node", "current", "workers"
         )

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 SEVERITIES = ("info", "warning", "critical")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """A rule's verdict for one subject on one refresh."""
 
@@ -114,22 +114,22 @@ def node_state_rule(ctx: AlertContext) -> list[Finding]:
                     evidence.update(expected_replacement_s=round(replace, 1), replacement_source=source)
                 out.append(
                     Finding(
-                        "node-revoked",
-                        subject,
-                        "critical" if n.role in ("ps", "chief") else "warning",
-                        msg,
-                        evidence,
+                        kind="node-revoked",
+                        subject=subject,
+                        severity="critical" if n.role in ("ps", "chief") else "warning",
+                        message=msg,
+                        evidence=evidence,
                         raise_after=1,
                     )
                 )
             elif n.status == "silent":
                 out.append(
                     Finding(
-                        "node-silent",
-                        subject,
-                        "warning",
-                        f"{n.name} does not answer: {n.last_error or 'no data'}",
-                        {
+                        kind="node-silent",
+                        subject=subject,
+                        severity="warning",
+                        message=f"{n.name} does not answer: {n.last_error or 'no data'}",
+                        evidence={
                             "measured": ["lifecycle: scrapes failing"],
                             "last_error": n.last_error,
                             "gpu": _gpu(n),

@@ -36,13 +36,13 @@ def checkpoint_overdue_rule(ctx: AlertContext) -> list[Finding]:
         }  # fmt: skip
         out.append(
             Finding(
-                "checkpoint-overdue",
-                job.name,
-                "warning",
-                f"{_dur(risk.since_s)} of work since the last checkpoint, past {risk.overdue_factor:g}× the "
+                kind="checkpoint-overdue",
+                subject=job.name,
+                severity="warning",
+                message=f"{_dur(risk.since_s)} of work since the last checkpoint, past {risk.overdue_factor:g}× the "
                 f"optimum interval {_dur(risk.optimal_s)}: a revocation now costs {lost}{money}",
-                evidence,
-                f"checkpoint now, then every {_dur(risk.optimal_s)} (saves {_dur(risk.saves_s or 0.0)} expected "
+                evidence=evidence,
+                fix=f"checkpoint now, then every {_dur(risk.optimal_s)} (saves {_dur(risk.saves_s or 0.0)} expected "
                 f"against every {_dur(risk.interval_s)})",
             )
         )

@@ -1,6 +1,6 @@
 """The rule engine's alerts beside the app's own: the firing alerts of the generated rule file (``cmdare-tui
 rules``), read from a Prometheus-API server with ``--prometheus``
-(:meth:`cmdare.collectors.prometheus_api.PrometheusAPISource.engine_alerts`: labels already cleaned), become
+(:meth:`cmdare.collectors.prometheus.source.PrometheusAPISource.engine_alerts`: labels already cleaned), become
 :class:`Alert` rows marked by origin. One that the app raises too is shown once, as the app's (its message
 names the measurements) marked ``app+engine``; one only the engine raises is marked ``engine``."""
 

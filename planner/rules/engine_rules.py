@@ -29,7 +29,7 @@ from typing import Literal
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.pricing.shapes import PS_SHAPE
-from cmdare.collectors.prometheus_api import ENGINE_ORIGIN
+from cmdare.collectors.prometheus.source import ENGINE_ORIGIN
 from cmdare.planner.job_plan import NO_GPU_NAMES
 from cmdare.planner.overview import WORKER_ROLES
 from cmdare.planner.rules.ps_rules import PS_NIC_GBPS
@@ -77,7 +77,7 @@ def _dur(seconds: float) -> str:
     return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuleOptions:
     """What the generated file depends on: the task selector, the evaluation interval (≈ the app's refresh),
     the rate window (≥ 2 scrape intervals) and the thresholds."""
@@ -90,7 +90,7 @@ class RuleOptions:
     engine: Engine = "prometheus"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rule:
     """One recording (``record``) or alerting (``alert``) rule."""
 
@@ -145,99 +145,103 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
     host_of = 'label_replace({m}, "host", "$1", "instance", "(.*):[0-9]+")'
     node_cpu = host_of.format(m=f'rate({M.NODE_CPU_SAMPLE}{{mode!="idle"}}[{w}])')
     return [
-        Rule("cmdare:task_info", f"max by ({ident}) ({renamed(info)})"),
+        Rule(name="cmdare:task_info", expr=f"max by ({ident}) ({renamed(info)})"),
         Rule(
-            "cmdare:task_info:last_seen",
-            f"max by ({ident}) ({renamed(f'last_over_time({info}[10m])')})",
+            name="cmdare:task_info:last_seen",
+            expr=f"max by ({ident}) ({renamed(f'last_over_time({info}[10m])')})",
         ),
-        Rule("cmdare:job_info", f"max by (cmdare_job, sync) ({renamed(job_info)})"),
-        Rule("cmdare:task_steps:rate", f"sum by (instance) (rate({M.K_WORKER_STEPS}[{w}])) {join}"),
+        Rule(name="cmdare:job_info", expr=f"max by (cmdare_job, sync) ({renamed(job_info)})"),
+        Rule(name="cmdare:task_steps:rate", expr=f"sum by (instance) (rate({M.K_WORKER_STEPS}[{w}])) {join}"),
         Rule(
-            "cmdare:task_step_seconds:mean",
-            f"(sum by (instance) (rate({M.K_STEP_SECONDS_SUM}[{w}])) / sum by (instance) "
+            name="cmdare:task_step_seconds:mean",
+            expr=f"(sum by (instance) (rate({M.K_STEP_SECONDS_SUM}[{w}])) / sum by (instance) "
             f"(rate({M.K_STEP_SECONDS_COUNT}[{w}]) > 0)) {join}",
         ),
         Rule(
-            "cmdare:task_allreduce_seconds:mean",
-            f"(sum by (instance) (rate({M.K_ALLREDUCE_SECONDS_SUM}[{w}])) / sum by (instance) "
+            name="cmdare:task_allreduce_seconds:mean",
+            expr=f"(sum by (instance) (rate({M.K_ALLREDUCE_SECONDS_SUM}[{w}])) / sum by (instance) "
             f"(rate({M.K_ALLREDUCE_SECONDS_COUNT}[{w}]) > 0)) {join}",
         ),
         Rule(  # step seconds × own steps/s: the share of wall time a worker computes; only for a task that ran
             # a whole window before this one (a rate over a series' first window is extrapolated low)
-            "cmdare:task_compute_share:ratio",
-            f"cmdare:task_step_seconds:mean{{{workers}}} * on (instance) group_left () cmdare:task_steps:rate "
+            name="cmdare:task_compute_share:ratio",
+            expr=f"cmdare:task_step_seconds:mean{{{workers}}} * on (instance) group_left () cmdare:task_steps:rate "
             f"and on (instance) count_over_time({M.K_WORKER_STEPS}[{w}] offset {w})",
         ),
         Rule(  # DCGM utilisation of the task's host, 0-1 (GPU-owning workers only)
-            "cmdare:task_gpu_busy:ratio",
-            f"cmdare:task_info{{{workers},{gpu_owner}}} * on (host) group_left () "
+            name="cmdare:task_gpu_busy:ratio",
+            expr=f"cmdare:task_info{{{workers},{gpu_owner}}} * on (host) group_left () "
             f"(avg by (host) ({host_of.format(m=M.GPU_UTIL.name)}) / 100)",
         ),
         Rule(  # the busier direction, Gbit/s
-            "cmdare:ps_nic:gbps",
-            f"max by (instance) (rate({M.PS_BYTES_SAMPLE}[{w}])) * 8 / 1e9 {ps_join}",
+            name="cmdare:ps_nic:gbps",
+            expr=f"max by (instance) (rate({M.PS_BYTES_SAMPLE}[{w}])) * 8 / 1e9 {ps_join}",
         ),
         Rule(  # busy CPUs ÷ the PS node's vCPUs: node_exporter of the host, else the process's own CPU
-            "cmdare:ps_cpu:ratio",
-            f'(cmdare:task_info{{role="ps"}} * on (host) group_left () (sum by (host) '
+            name="cmdare:ps_cpu:ratio",
+            expr=f'(cmdare:task_info{{role="ps"}} * on (host) group_left () (sum by (host) '
             f"({node_cpu})) / {PS_SHAPE.vcpus:g}) "
             f"or ((sum by (instance) (rate({M.K_PROCESS_CPU}[{w}])) / {PS_SHAPE.vcpus:g}) {ps_join})",
         ),
         Rule(  # 1 while the cloud says the instance is being preempted
-            "cmdare:task_preempted", f"max by (instance) ({M.PREEMPTED.name}) {join}"
+            name="cmdare:task_preempted", expr=f"max by (instance) ({M.PREEMPTED.name}) {join}"
         ),
         Rule(  # when the task's step counter last moved (to within one interval): the latest sample's time when
             # it moved in the last 1.5 intervals, else the time recorded before (the rule reads its own last
             # value: O(tasks) an evaluation, where a subquery over an hour cost seconds at 10,000 tasks)
-            "cmdare:task_last_step:time",
-            f"((max by (instance) (timestamp({M.K_WORKER_STEPS})) and on (instance) "
+            name="cmdare:task_last_step:time",
+            expr=f"((max by (instance) (timestamp({M.K_WORKER_STEPS})) and on (instance) "
             f"(max by (instance) (changes({M.K_WORKER_STEPS}[{_dur(1.5 * o.interval_s)}])) > 0)) {join}) "
             "or cmdare:task_last_step:time",
         ),
-        Rule("cmdare:task_seconds_since_step", "time() - cmdare:task_last_step:time"),
+        Rule(name="cmdare:task_seconds_since_step", expr="time() - cmdare:task_last_step:time"),
         Rule(  # async PS: the sum of the workers' rates; sync all-reduce: the global step's rate
-            "cmdare:job_steps:rate",
-            f"(sum by (cmdare_job) (cmdare:task_steps:rate{{{workers}}}) unless on (cmdare_job) "
+            name="cmdare:job_steps:rate",
+            expr=f"(sum by (cmdare_job) (cmdare:task_steps:rate{{{workers}}}) unless on (cmdare_job) "
             f'cmdare:job_info{{sync="sync-allreduce"}}) or (max by (cmdare_job) (deriv({M.GLOBAL_STEP.name}[{w}]) '
             f'{join}) and on (cmdare_job) cmdare:job_info{{sync="sync-allreduce"}})',
         ),
         Rule(
-            "cmdare:job_workers:count", f"count by (cmdare_job) (cmdare:task_step_seconds:mean{{{workers}}})"
+            name="cmdare:job_workers:count",
+            expr=f"count by (cmdare_job) (cmdare:task_step_seconds:mean{{{workers}}})",
         ),
         Rule(
-            "cmdare:job_worker_step_seconds:median",
-            f"quantile by (cmdare_job) (0.5, cmdare:task_step_seconds:mean{{{workers}}})",
+            name="cmdare:job_worker_step_seconds:median",
+            expr=f"quantile by (cmdare_job) (0.5, cmdare:task_step_seconds:mean{{{workers}}})",
         ),
         Rule(
-            "cmdare:job_worker_step_seconds:p90",
-            f"quantile by (cmdare_job) (0.9, cmdare:task_step_seconds:mean{{{workers}}})",
+            name="cmdare:job_worker_step_seconds:p90",
+            expr=f"quantile by (cmdare_job) (0.9, cmdare:task_step_seconds:mean{{{workers}}})",
         ),
         Rule(
-            "cmdare:task_step_seconds:peer_ratio",
-            f"cmdare:task_step_seconds:mean{{{workers}}} / on (cmdare_job) group_left () "
+            name="cmdare:task_step_seconds:peer_ratio",
+            expr=f"cmdare:task_step_seconds:mean{{{workers}}} / on (cmdare_job) group_left () "
             "cmdare:job_worker_step_seconds:median",
         ),
         Rule(  # every worker (ps-saturation) and the GPU-owning ones (input-bound)
-            "cmdare:job_compute_share:median",
-            "quantile by (cmdare_job) (0.5, cmdare:task_compute_share:ratio)",
+            name="cmdare:job_compute_share:median",
+            expr="quantile by (cmdare_job) (0.5, cmdare:task_compute_share:ratio)",
         ),
         Rule(
-            "cmdare:job_gpu_compute_share:median",
-            f"quantile by (cmdare_job) (0.5, cmdare:task_compute_share:ratio{{{gpu_owner}}})",
+            name="cmdare:job_gpu_compute_share:median",
+            expr=f"quantile by (cmdare_job) (0.5, cmdare:task_compute_share:ratio{{{gpu_owner}}})",
         ),
-        Rule("cmdare:job_gpu_busy:median", "quantile by (cmdare_job) (0.5, cmdare:task_gpu_busy:ratio)"),
+        Rule(
+            name="cmdare:job_gpu_busy:median",
+            expr="quantile by (cmdare_job) (0.5, cmdare:task_gpu_busy:ratio)",
+        ),
         Rule(  # exposed all-reduce ÷ (compute + exposed all-reduce), medians over the ranks
-            "cmdare:job_allreduce:share",
-            "quantile by (cmdare_job) (0.5, cmdare:task_allreduce_seconds:mean) / (quantile by (cmdare_job) "
+            name="cmdare:job_allreduce:share",
+            expr="quantile by (cmdare_job) (0.5, cmdare:task_allreduce_seconds:mean) / (quantile by (cmdare_job) "
             f"(0.5, cmdare:task_step_seconds:mean{{{workers}}} and on (instance) cmdare:task_allreduce_seconds:mean)"
             " + quantile by (cmdare_job) (0.5, cmdare:task_allreduce_seconds:mean))",
         ),
-        Rule("cmdare:job_ps_nic:gbps", "max by (cmdare_job) (cmdare:ps_nic:gbps)"),
-        Rule("cmdare:job_ps_nic:utilization", f"cmdare:job_ps_nic:gbps / {PS_NIC_GBPS:g}"),
-        Rule("cmdare:job_ps_cpu:ratio", "max by (cmdare_job) (cmdare:ps_cpu:ratio)"),
+        Rule(name="cmdare:job_ps_nic:gbps", expr="max by (cmdare_job) (cmdare:ps_nic:gbps)"),
+        Rule(name="cmdare:job_ps_nic:utilization", expr=f"cmdare:job_ps_nic:gbps / {PS_NIC_GBPS:g}"),
+        Rule(name="cmdare:job_ps_cpu:ratio", expr="max by (cmdare_job) (cmdare:ps_cpu:ratio)"),
         Rule(
-            "cmdare:job_gpu_regions:count",
-            f"count by (cmdare_job) (count by (cmdare_job, region) (cmdare:task_info{{{workers},{gpu_owner}}}))",
+            name="cmdare:job_gpu_regions:count",
+            expr=f"count by (cmdare_job) (count by (cmdare_job, region) (cmdare:task_info{{{workers},{gpu_owner}}}))",
         ),
     ]
 
@@ -271,8 +275,8 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
         if severity:
             labels["severity"] = severity
         return Rule(
-            name,
-            expr,
+            name=name,
+            expr=expr,
             alert=True,
             for_s=for_seconds(th, kind, i) + extra,
             keep_firing_s=keep_firing_seconds(th, kind, i),

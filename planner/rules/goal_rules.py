@@ -4,7 +4,7 @@ budget). Times in seconds, money in USD, rates in steps/s."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION
@@ -20,11 +20,15 @@ from cmdare.planner.rules.rule_support import (
     up_gpu_counts,
 )
 
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
+
 
 # ----------------------------------------------------------------------------------- eta-slip / cost-overrun
-def _burn_usd_per_hour(book: Any, job: JobView) -> float | None:
+def _burn_usd_per_hour(book: PriceBook | None, job: JobView) -> float | None:
     prices = [node_usd_per_hour(book, n) for n in job.nodes if n.status == "up"]
-    return None if not prices or any(p is None for p in prices) else float(sum(prices))  # type: ignore[arg-type]
+    known = [p for p in prices if p is not None]
+    return None if not prices or len(known) < len(prices) else float(sum(known))
 
 
 def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | None:
@@ -88,13 +92,13 @@ def eta_slip_rule(ctx: AlertContext) -> list[Finding]:
         }
         out.append(
             Finding(
-                "eta-slip",
-                job.name,
-                sev,
-                f"at {job.steps_per_sec or 0:.1f} steps/s the job finishes "
+                kind="eta-slip",
+                subject=job.name,
+                severity=sev,
+                message=f"at {job.steps_per_sec or 0:.1f} steps/s the job finishes "
                 f"{late / 3600:.1f} h after its deadline",
-                evidence,
-                fix,
+                evidence=evidence,
+                fix=fix,
             )
         )
     return out
@@ -138,13 +142,13 @@ def cost_overrun_rule(ctx: AlertContext) -> list[Finding]:
         }
         out.append(
             Finding(
-                "cost-overrun",
-                job.name,
-                sev,
-                f"projected ${projected:.2f} exceeds the budget "
+                kind="cost-overrun",
+                subject=job.name,
+                severity=sev,
+                message=f"projected ${projected:.2f} exceeds the budget "
                 f"${goal.budget_usd:.2f} (burning ${burn:.2f}/h, {job.eta_seconds / 3600:.1f} h left)",
-                evidence,
-                None,
+                evidence=evidence,
+                fix=None,
             )
         )
     return out

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
 
 if TYPE_CHECKING:  # annotations only: the rule modules import this one
+    from cmdare.collectors.pricing.book import PriceBook
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.rules.thresholds import Thresholds
@@ -32,7 +33,7 @@ class JobGoal:
     spent_usd: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StageRates:
     """Per-second rates of one pipeline-stage task over the rate window."""
 
@@ -45,8 +46,8 @@ class StageRates:
     sent: dict[str, float]  # peer → bytes per second
 
 
-#: ``(job, from_stage, to_stage)`` or a DC pair (``frozenset``) → link capacity, Gbit/s.
-LinkCapacities = Mapping[Any, float]
+#: A pair of datacenters (``frozenset``, config ``[links]``) → the link's capacity, Gbit/s.
+LinkCapacities = Mapping[frozenset[str], float]
 
 
 def frozen_map(d: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
@@ -54,7 +55,7 @@ def frozen_map(d: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
     return MappingProxyType(dict(d or {}))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RuleInputs:
     """The rules' inputs for one refresh (rates in steps/s, prices USD/h, times in seconds).
 
@@ -67,7 +68,7 @@ class RuleInputs:
 
     predicted: Mapping[str, SpeedPrediction] = field(default_factory=frozen_map)
     model: SpeedModel | None = None
-    price_book: Any = None
+    price_book: PriceBook | None = None
     thresholds: Thresholds | None = None
     overheads: Overheads | None = None
     replacement_seconds: Mapping[str, float] = field(default_factory=frozen_map)

@@ -41,7 +41,7 @@ GBPS_PER_VCPU = 2.0
 PS_NIC_GBPS = GBPS_PER_VCPU * PS_SHAPE.vcpus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PsLoad:
     """The numbers behind a ps-saturation verdict (rates steps/s, times s, shares 0–1)."""
 
@@ -72,17 +72,17 @@ def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | 
         bound += 1.0 / max(w.step_seconds or 0.0, cycle)
     ps = job.up_ps_nodes()
     nic = [max(n.net_in_bps or 0.0, n.net_out_bps or 0.0) * 8 / 1e9 for n in ps]
-    cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
-    cpus = [c / PS_SHAPE.vcpus for c in cpus if c is not None]
+    busy = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
+    cpus = [c / PS_SHAPE.vcpus for c in busy if c is not None]
     return PsLoad(
-        x,
-        bound,
-        x / bound,
-        x * pred.terms["ps"],
-        statistics.median(ratios) if ratios else None,
-        max(nic) / PS_NIC_GBPS if nic else None,
-        max(nic) if nic else None,
-        max(cpus) if cpus else None,
+        steps_per_sec=x,
+        compute_bound=bound,
+        efficiency=x / bound,
+        ps_utilization=x * pred.terms["ps"],
+        compute_ratio=statistics.median(ratios) if ratios else None,
+        nic_util=max(nic) / PS_NIC_GBPS if nic else None,
+        nic_gbps=max(nic) if nic else None,
+        cpu_util=max(cpus) if cpus else None,
     )
 
 
@@ -140,7 +140,10 @@ def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tupl
         return None, {}
     region = next((n.region for n in job.up_ps_nodes()), "") or next((n.region for n in job.up_workers()), "")
     usd = price_usd_per_hour(ctx.inputs.price_book, "ps_node_price", region)
-    money = (lambda add: f", +${usd * add:.2f}/h") if usd is not None else (lambda add: "")
+
+    def money(add: int) -> str:
+        return f", +${usd * add:.2f}/h" if usd is not None else ""
+
     gain = gains[ps + 1]
     extrapolated = ps + 1 > th.ps_measured_max
     fix = f"add a parameter server: {gain.words()}{money(1)}"
@@ -210,8 +213,14 @@ def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load:
     }
     fix, fx = _more_ps_fix(ctx, job, load, len(ps))
     evidence.update(fx)
-    return Finding("ps-saturation", _subject(job), "warning", "parameter server saturated: " + "; ".join(why),
-                   evidence, fix)  # fmt: skip
+    return Finding(
+        kind="ps-saturation",
+        subject=_subject(job),
+        severity="warning",
+        message="parameter server saturated: " + "; ".join(why),
+        evidence=evidence,
+        fix=fix,
+    )
 
 
 def _subject(job: JobView) -> str:
@@ -275,7 +284,14 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
     msg = (f"parameter server saturated (judged from measurements; {reason}): " + "; ".join(why)
            + "; input starvation is not ruled out (no model to compare with)")  # fmt: skip
     fix = f"add a parameter server (gain not predictable: {reason})"
-    return Finding("ps-saturation", _subject(job), "warning", msg, evidence, fix)
+    return Finding(
+        kind="ps-saturation",
+        subject=_subject(job),
+        severity="warning",
+        message=msg,
+        evidence=evidence,
+        fix=fix,
+    )
 
 
 def ps_saturation_rule(ctx: AlertContext) -> list[Finding]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from cmdare.planner.job_plan import network_of, owns_gpu
 from cmdare.planner.overview import JobView, NodeView
@@ -17,6 +17,9 @@ from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 
 # ----------------------------------------------------------------------------------- context inputs
@@ -89,11 +92,11 @@ def compute_shares(
     dcgm = bool(shares)
     if len(shares) < len(workers):  # the others: measured compute time × own rate, else vs the model
         rest = [w for w in workers if w.steps_per_sec and (w.gpu_util is None or not owns_gpu(w.gpu))]
-        shares += [w.step_seconds * w.steps_per_sec for w in rest if w.step_seconds]  # type: ignore[operator]
+        shares += [s * r for w in rest if (s := w.step_seconds) and (r := w.steps_per_sec)]
         if pred is not None and len(shares) < len(workers):
             rest = [w for w in rest if not w.step_seconds]
             own = {g: pred.worker_steps_per_sec.get(canonical_gpu(g)) for g in {w.gpu for w in rest}}
-            shares += [w.steps_per_sec / own[w.gpu] for w in rest if own[w.gpu]]  # type: ignore[operator]
+            shares += [r / o for w in rest if (o := own[w.gpu]) and (r := w.steps_per_sec)]
     first = next((sig for s, sig in (compute_share(w, pred) for w in workers) if s is not None), "")
     return shares, first, dcgm
 
@@ -117,7 +120,9 @@ def basis(
 
 
 # ----------------------------------------------------------------------------------- prices, words
-def price_usd_per_hour(book: Any, fn: str, *args: str | int) -> float | None:
+def price_usd_per_hour(
+    book: PriceBook | None, fn: Literal["node_price", "ps_node_price"], *args: str | int
+) -> float | None:
     """A price from the book, or None when the book is missing or has no price."""
     if book is None:
         return None
@@ -127,7 +132,7 @@ def price_usd_per_hour(book: Any, fn: str, *args: str | int) -> float | None:
         return None
 
 
-def node_usd_per_hour(book: Any, n: NodeView) -> float | None:
+def node_usd_per_hour(book: PriceBook | None, n: NodeView) -> float | None:
     """What one node costs (USD/h): a PS node or a one-GPU worker, by region and provisioning."""
     if n.role == "ps":
         return price_usd_per_hour(book, "ps_node_price", n.region, n.provisioning or "standard")
@@ -159,15 +164,15 @@ class PredictedGain:
     @property
     def may_be_none(self) -> bool:
         """True when the evidence allows "no gain at all"."""
-        if self.has_band:
-            return self.p10 <= 0.0  # type: ignore[operator]
+        if self.p10 is not None and self.p90 is not None:  # has_band
+            return self.p10 <= 0.0
         return self.known_error is not None and self.point <= self.known_error
 
     def words(self, unit: str = "steps/s") -> str:
         """'predicted +70% steps/s (band: n/a until calibrated; ...)'."""
         band = (
-            f"P10–P90 {signed_pct(self.p10)}…{signed_pct(self.p90)}"  # type: ignore[arg-type]
-            if self.has_band
+            f"P10–P90 {signed_pct(self.p10)}…{signed_pct(self.p90)}"
+            if self.p10 is not None and self.p90 is not None  # has_band
             else "band: n/a until calibrated"
         )
         out = f"predicted {signed_pct(self.point)} {unit} ({band})"

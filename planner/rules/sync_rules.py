@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cmdare.planner.live_sync import (
     MeasuredSplit,
@@ -27,6 +27,7 @@ from cmdare.planner.live_sync import (
     is_sync,
     measured_split,
     placement,
+    rank_split,
     ranks,
     shape_terms,
     sync_shape,
@@ -36,6 +37,9 @@ from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import basis, signed_pct, thresholds_of
 from cmdare.planner.speed.allreduce import SyncParams
 from cmdare.planner.speed.interconnect import NODE_SIZES, tiers_of
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 MEASURED = ["rank compute time (cmdare_step_seconds)", "rank exposed all-reduce (cmdare_allreduce_seconds)"]
 MODEL = [
@@ -52,7 +56,7 @@ def _step(shape: SyncShape, params: float, p: SyncParams, tier: str = "default")
     return float(shape_terms(shape, params, 1.0, p, tier).step[0])
 
 
-def node_sizes(book: Any, gpu: str, region: str, provisioning: str) -> tuple[int, ...]:
+def node_sizes(book: PriceBook | None, gpu: str, region: str, provisioning: str) -> tuple[int, ...]:
     """GPUs a node of ``gpu`` may have: the sizes the price book prices in the job's region (any region when
     the job names none), or every GCP size when there is no book or it prices no node of the GPU there."""
     if book is None:
@@ -62,7 +66,7 @@ def node_sizes(book: Any, gpu: str, region: str, provisioning: str) -> tuple[int
     return priced or NODE_SIZES
 
 
-def _priced(book: Any, gpu: str, g: int, region: str, provisioning: str) -> bool:
+def _priced(book: PriceBook, gpu: str, g: int, region: str, provisioning: str) -> bool:
     try:
         book.node_price(gpu, g, region, provisioning or "standard")
     except (KeyError, ValueError):  # PriceNotFound, an unknown GPU
@@ -132,7 +136,16 @@ def allreduce_bound_rule(ctx: AlertContext) -> list[Finding]:
         }
         msg = (f"all-reduce takes {split.share:.0%} of each step (exposed, median of {split.ranks} ranks): "
                "communication, not compute, paces training")  # fmt: skip
-        out.append(Finding("allreduce-bound", job.name, "warning", msg, evidence, fix))
+        out.append(
+            Finding(
+                kind="allreduce-bound",
+                subject=job.name,
+                severity="warning",
+                message=msg,
+                evidence=evidence,
+                fix=fix,
+            )
+        )
     return out
 
 
@@ -143,17 +156,16 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
     for job in ctx.jobs:
         if not is_sync(job):
             continue
-        rs = [n for n in ranks(job) if n.step_seconds and n.allreduce_seconds is not None]
+        rs = [(n, s) for n in ranks(job) if (s := rank_split(n)) is not None]
         if len(rs) < max(th.straggler_min_workers, 2):
             continue
-        slow = max(rs, key=lambda n: n.step_seconds or 0.0)
-        peers = sorted(n.step_seconds for n in rs if n is not slow)  # type: ignore[misc]
+        slow, (c, e) = max(rs, key=lambda r: r[1][0])
+        peers = sorted(s[0] for n, s in rs if n is not slow)
         med = (
             peers[len(peers) // 2]
             if len(peers) % 2
             else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
         )
-        c, e = float(slow.step_seconds), float(slow.allreduce_seconds)  # type: ignore[arg-type]
         ratio = c / med
         if ratio < min(th.straggler_clear_ratio, th.straggler_ratio):  # in the band, a raised flag holds
             continue
@@ -172,6 +184,15 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
                "every rank waits for it at each all-reduce")  # fmt: skip
         fix = (f"replace {slow.name} (or the node it runs on): predicted {signed_pct(gain)} steps/s "
                "(measured step split; band: n/a)")  # fmt: skip
-        out.append(Finding("straggler", f"{job.name}/{slow.name}", "warning", msg, evidence, fix,
-                           holds=ratio < th.straggler_ratio))  # fmt: skip
+        out.append(
+            Finding(
+                kind="straggler",
+                subject=f"{job.name}/{slow.name}",
+                severity="warning",
+                message=msg,
+                evidence=evidence,
+                fix=fix,
+                holds=ratio < th.straggler_ratio,
+            )
+        )
     return out

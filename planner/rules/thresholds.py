@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 _IMMEDIATE = {"node-silent": 1, "node-revoked": 1}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Thresholds:
     """Every number the rules compare against. Ratios are plain fractions; times in seconds."""
 

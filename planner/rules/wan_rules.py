@@ -7,7 +7,7 @@ boundary comes from :func:`cmdare.planner.geo.geo_model.wan_bound_from_live`.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from cmdare.collectors import metrics as M
@@ -15,7 +15,7 @@ from cmdare.collectors.store import Store
 from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
 from cmdare.planner.overview import RATE_WINDOW_S
 from cmdare.planner.rules.alerts import AlertContext, Finding
-from cmdare.planner.rules.inputs import StageRates
+from cmdare.planner.rules.inputs import LinkCapacities, StageRates
 from cmdare.planner.rules.rule_support import rate_window_s, signed_pct, thresholds_of
 
 #: Many parallel TCP connections reach ≈5 Gbit/s on a WAN regardless of distance (Atlas, background.md §2).
@@ -38,13 +38,13 @@ def stage_rates(store: Store, window_s: float = RATE_WINDOW_S) -> dict[str, list
         i = ts.info
         out.setdefault(i.job, []).append(
             StageRates(
-                i.task,
-                i.stage or i.task,
-                i.dc,
-                ts.rate(M.K_STAGE_COMPUTE, window_s) or 0.0,
-                ts.rate(M.K_STAGE_WAIT, window_s) or 0.0,
-                mb,
-                sent,
+                task=i.task,
+                stage=i.stage or i.task,
+                dc=i.dc,
+                compute=ts.rate(M.K_STAGE_COMPUTE, window_s) or 0.0,
+                wait=ts.rate(M.K_STAGE_WAIT, window_s) or 0.0,
+                microbatches=mb,
+                sent=sent,
             )
         )
     return out
@@ -84,7 +84,7 @@ def _pipeline(
 
 
 def live_boundaries(
-    stages: Sequence[StageRates], caps_by_dc: Mapping[frozenset, float], wait_share_min: float
+    stages: Sequence[StageRates], caps_by_dc: LinkCapacities, wait_share_min: float
 ) -> tuple[list[LiveBoundary], dict[str, str], dict[tuple[str, str], float]]:
     """Every WAN stage boundary of one job, measured: (boundaries, stage → DC, known capacities)."""
     compute, wait, sent = _pipeline(stages)
@@ -126,17 +126,17 @@ def wan_bound_rule(ctx: AlertContext) -> list[Finding]:
             links = ", ".join(f"{v.from_stage}->{v.to_stage}" for v in unknown)
             out.append(
                 Finding(
-                    "wan-bound",
-                    job,
-                    "warning",
-                    f"pipeline paced by a WAN link, capacity unknown: one of {links}",
-                    {
+                    kind="wan-bound",
+                    subject=job,
+                    severity="warning",
+                    message=f"pipeline paced by a WAN link, capacity unknown: one of {links}",
+                    evidence={
                         "measured": ["stage wait/compute time", "stage bytes sent"],
                         "not_measured": ["link capacity"],
                         "window_s": rate_window_s(ctx),
                         "links": links,
                     },
-                    None,
+                    fix=None,
                 )
             )
     return out
@@ -165,11 +165,11 @@ def _wan_finding(ctx: AlertContext, job: str, v: Any, dc: dict[str, str], known:
         evidence["fix_predicted_gain"] = round(gain, 3)
     where = f"{dc.get(v.from_stage, '?')}→{dc.get(v.to_stage, '?')}"
     return Finding(
-        "wan-bound",
-        f"{job}/{v.from_stage}->{v.to_stage}",
-        "warning",
-        f"stage {v.from_stage}→{v.to_stage} ({where}) needs {v.transfer_seconds * 1e3:.0f} ms per "
+        kind="wan-bound",
+        subject=f"{job}/{v.from_stage}->{v.to_stage}",
+        severity="warning",
+        message=f"stage {v.from_stage}→{v.to_stage} ({where}) needs {v.transfer_seconds * 1e3:.0f} ms per "
         f"micro-batch on the wire > slowest stage compute {cmax * 1e3:.0f} ms",
-        evidence,
-        fix,
+        evidence=evidence,
+        fix=fix,
     )

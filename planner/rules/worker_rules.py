@@ -8,11 +8,13 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
+from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.planner.job_plan import owns_gpu
 from cmdare.planner.overview import STEP_WINDOW_S, WORKER_ROLES, JobView, NodeView
 from cmdare.planner.rules.alerts import AlertContext, Finding
-from cmdare.planner.rules.ps_rules import PS_SHAPE, PsLoad, ps_load
+from cmdare.planner.rules.ps_rules import PsLoad, ps_load
 from cmdare.planner.rules.rule_support import (
     basis,
     canonical_gpu,
@@ -25,6 +27,9 @@ from cmdare.planner.rules.rule_support import (
     thresholds_of,
 )
 from cmdare.planner.rules.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from cmdare.collectors.pricing.book import PriceBook
 
 # ----------------------------------------------------------------------------------- straggler
 STRAGGLERS_SHOWN = 20  # per job, the slowest stragglers flagged (a wide fleet may hold thousands)
@@ -79,8 +84,8 @@ def _slowest(workers: list[NodeView], ratio_min: float) -> list[tuple[float, Nod
     """(ratio, worker, peers' median) of every worker whose step time is ≥ ``ratio_min`` × its peers'
     median, slowest first (ties: the later worker first). A pass, a sort of the step times and O(1)
     a straggler: the rest of a 10,000-worker job is never visited one by one."""
-    times = [w.step_seconds for w in workers]
-    ranked = sorted(times)  # type: ignore[type-var]  # workers with a step time only
+    times = [w.step_seconds or 0.0 for w in workers]  # each has a step time (the caller's filter)
+    ranked = sorted(times)
     found = []  # (ratio, peers' median) from the slowest down; the rest are faster still
     for k in range(len(ranked) - 1, -1, -1):
         med = _median_without(ranked, k)
@@ -91,7 +96,7 @@ def _slowest(workers: list[NodeView], ratio_min: float) -> list[tuple[float, Nod
     if not found:
         return []
     cut = ranked[len(ranked) - len(found)]  # the fastest straggler's time: who is at least as slow
-    slow = sorted((t, i) for i, t in enumerate(times) if t >= cut)[-len(found) :]  # type: ignore[operator]
+    slow = sorted((t, i) for i, t in enumerate(times) if t >= cut)[-len(found) :]
     return [(ratio, workers[i], med) for (ratio, med), (_, i) in zip(found, reversed(slow), strict=True)]
 
 
@@ -138,7 +143,7 @@ def _worker_kind(gpu: str) -> str:
 def _straggler(
     ctx: AlertContext,
     job: JobView,
-    book: object,
+    book: PriceBook | None,
     th: Thresholds,
     found: tuple[float, NodeView, float],
     causes: list[tuple[str, str]],
@@ -151,7 +156,8 @@ def _straggler(
     ratio, w, med = found
     gpu, region = usual
     words = " and ".join(c[1] for c in causes)
-    own = w.steps_per_sec or 1.0 / w.step_seconds  # type: ignore[operator]
+    step_s = w.step_seconds or 0.0  # a straggler has one (_slowest ranks step times)
+    own = w.steps_per_sec or (1.0 / step_s if step_s else 0.0)
     gain = own * (ratio - 1) / job.steps_per_sec if job.steps_per_sec else None
     fix = f"replace {w.name} with {_worker_kind(gpu)}" + (f" in {region}" if region else "")
     if gain is not None:
@@ -166,7 +172,7 @@ def _straggler(
         fix += f", {b - a:+.2f} $/h"
     evidence = {
         **basis(["worker step time (histogram)", "peers' step times", "task labels (GPU, region)"]),
-        "step_seconds": round(w.step_seconds, 4),  # type: ignore[arg-type]
+        "step_seconds": round(step_s, 4),
         "peer_median_step_seconds": round(med, 4),
         "ratio": round(ratio, 3),
         "raise_ratio": th.straggler_ratio,
@@ -184,8 +190,15 @@ def _straggler(
     msg = f"{w.name} steps {ratio:.2f}× slower than {than}: {words}"
     if ratio < th.straggler_ratio:
         msg += f" (held until below {th.straggler_clear_ratio:g}×)"
-    return Finding("straggler", f"{job.name}/{w.name}", "warning", msg, evidence, fix,
-                   holds=ratio < th.straggler_ratio)  # fmt: skip
+    return Finding(
+        kind="straggler",
+        subject=f"{job.name}/{w.name}",
+        severity="warning",
+        message=msg,
+        evidence=evidence,
+        fix=fix,
+        holds=ratio < th.straggler_ratio,
+    )
 
 
 def _too_few_peers(
@@ -200,14 +213,22 @@ def _too_few_peers(
            f"({len(workers)} up; an unexplained straggler needs ≥ {need} peers, {need + 1} workers)")  # fmt: skip
     evidence = {
         **basis(["worker step time (histogram)", "peers' step times", "task labels (GPU, region)"]),
-        "step_seconds": round(w.step_seconds, 4),  # type: ignore[arg-type]
+        "step_seconds": round(w.step_seconds or 0.0, 4),  # a straggler has one (_slowest ranks step times)
         "peer_median_step_seconds": round(med, 4),
         "ratio": round(ratio, 3),
         "workers": len(workers),
         "peers_needed": need,
         "window_s": STEP_WINDOW_S,
     }
-    return Finding("straggler", job.name, "info", msg, evidence, None, holds=ratio < th.straggler_ratio)
+    return Finding(
+        kind="straggler",
+        subject=job.name,
+        severity="info",
+        message=msg,
+        evidence=evidence,
+        fix=None,
+        holds=ratio < th.straggler_ratio,
+    )
 
 
 # ----------------------------------------------------------------------------------- input-bound
@@ -304,14 +325,14 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
                 evidence["predicted_steps_per_sec"] = round(pred.steps_per_sec, 2)
         out.append(
             Finding(
-                "input-bound",
-                job.name,
-                "warning",
-                f"{'GPUs busy' if dcgm else 'workers compute'} {share:.0%} of the time ({what})"
+                kind="input-bound",
+                subject=job.name,
+                severity="warning",
+                message=f"{'GPUs busy' if dcgm else 'workers compute'} {share:.0%} of the time ({what})"
                 + ("" if dcgm else "; GPU use not measured")
                 + tail,
-                evidence,
-                fix,
+                evidence=evidence,
+                fix=fix,
             )  # fmt: skip
         )
     return out

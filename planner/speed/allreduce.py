@@ -64,7 +64,7 @@ STRAGGLER_CV = float(json.loads(resources.files("cmdare.planner").joinpath("data
                                 .read_text("utf-8"))["straggler_cv"])  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncParams:
     """Knobs of the all-reduce model; ``comm_scale``/``compute_scale`` are per-job calibration."""
 
@@ -79,7 +79,7 @@ class SyncParams:
     hop_s: float | None = None  # a per-step NIC latency to use instead of the published one (``hop_us``)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SyncTerms:
     """Per-shape terms (arrays, seconds per step) and the derived rates."""
 
@@ -95,14 +95,16 @@ class SyncTerms:
 
     @property
     def steps_per_sec(self) -> np.ndarray:
-        return 1.0 / self.step
+        out: np.ndarray = 1.0 / self.step
+        return out
 
     @property
     def comm_share(self) -> np.ndarray:
         """The share of the step a rank spends in the all-reduce call (the exposed collective and the wait for
         the slowest rank, as ``cmdare_allreduce_seconds`` measures it)."""
         wait = self.straggler if self.straggler is not None else 0.0
-        return (self.exposed + wait) / self.step
+        out: np.ndarray = (self.exposed + wait) / self.step
+        return out
 
 
 def exposed_seconds(
@@ -111,7 +113,8 @@ def exposed_seconds(
     """What of ``allreduce`` backward does not hide (all but the last bucket overlap backward)."""
     k = np.maximum(np.asarray(buckets, dtype=float), 1.0)
     overlap = share * np.asarray(compute, dtype=float) * (1.0 - 1.0 / k)
-    return np.maximum(allreduce - overlap, allreduce / k)
+    out: np.ndarray = np.maximum(allreduce - overlap, allreduce / k)
+    return out
 
 
 def sync_step(
@@ -146,8 +149,17 @@ def sync_step(
     straggler = compute * p.straggler_cv * (nn - 1.0) / (nn + 1.0)
     multi = nodes > 1
     link = np.where(n <= 1, "none", np.where(multi & (np.asarray(nic_gbps) < intra_gbps), "nic", "intra"))
-    return SyncTerms(compute, ar, exposed, compute + straggler + exposed, buckets, link, np.where(n > 1, lat, 0.0),
-                     straggler, algo)  # fmt: skip
+    return SyncTerms(
+        compute=compute,
+        allreduce=ar,
+        exposed=exposed,
+        step=compute + straggler + exposed,
+        buckets=buckets,
+        link=link,
+        latency=np.where(n > 1, lat, 0.0),
+        straggler=straggler,
+        algorithm=algo,
+    )
 
 
 def calibrate(

@@ -15,7 +15,7 @@ import numpy as np
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.gpu_catalog import get_gpu
-from cmdare.planner.speed.speed_model import REF_LATENCY_MS, SpeedModel
+from cmdare.planner.speed.speed_model import REF_LATENCY_MS, SpeedModel, SpeedPrediction
 
 __all__ = ["Calibration"]
 
@@ -59,13 +59,13 @@ class Calibration:
         """Number of samples taken into account."""
         return sum(len(v) for v in self.step_times.values()) + len(self.cluster_rates)
 
-    def _predict(self, compute_scale: float, ps_scale: float):
+    def _predict(self, compute_scale: float, ps_scale: float) -> SpeedPrediction:
         model = self.model.with_scales(compute_scale, ps_scale)
         return model.predict(self.network, self.gpus, self.ps, self.latency_ms)
 
-    def _worker_step_time(self, pred, gpu: str) -> float:
+    def _worker_step_time(self, pred: SpeedPrediction, gpu: str) -> float:
         """Predicted worker time per step without PS service: own cycle 1/rate minus PS time."""
-        return 1.0 / pred.worker_steps_per_sec[gpu] - pred.terms["ps"]
+        return float(1.0 / pred.worker_steps_per_sec[gpu] - pred.terms["ps"])
 
     def fit(self) -> Calibration:
         """Re-fit ``compute_scale_`` from worker step times, then ``ps_scale_`` from cluster rates

@@ -71,7 +71,7 @@ def hop_seconds(kind: str) -> float:
 
 
 def allreduce_parts(
-    nbytes: np.ndarray,
+    nbytes: float | np.ndarray,
     nodes: np.ndarray,
     gpus_per_node: np.ndarray,
     intra_gbps: np.ndarray,

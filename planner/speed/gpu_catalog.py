@@ -22,7 +22,7 @@ class UnknownGpuError(ValueError):
     """A GPU name that is not in the catalog (nor an alias of a catalog entry)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuSpec:
     """One GPU type. Throughputs are per GPU, dense (no structured sparsity)."""
 

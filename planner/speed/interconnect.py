@@ -66,7 +66,7 @@ class Link:
     source: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodeLinks:
     """The links of one node of ``gpus_per_node`` GPUs of one type: line rates (Gbit/s each way), and the
     achieved all-reduce bus bandwidth and per-step latency of each (``collectives.csv``)."""
@@ -132,5 +132,11 @@ def node_links(
     nic = nic_gbps if nic_gbps else min(per_gpu * max(1, gpus_per_node), cap.gbps)
     kind = "nvlink" if intra.name.startswith("nvlink") else "pcie"
     return NodeLinks(
-        intra.gbps, hop_seconds(kind), float(nic), hop_seconds(transport), cap.name, kind, transport
+        intra_gbps=intra.gbps,
+        intra_latency_s=hop_seconds(kind),
+        nic_gbps=float(nic),
+        nic_latency_s=hop_seconds(transport),
+        tier=cap.name,
+        intra_kind=kind,
+        transport=transport,
     )

@@ -63,7 +63,7 @@ def activation_estimate_gb(model_flops: float, params: float, recompute: bool = 
     tokens = model_flops / (6.0 * params)
     hidden = (params * ASPECT / 12.0) ** (1.0 / 3.0)
     per = ACT_BYTES_RECOMPUTE if recompute else ACT_BYTES_PER_TOKEN_HIDDEN_LAYER
-    return per * tokens * params / (12.0 * hidden) / 1e9
+    return float(per * tokens * params / (12.0 * hidden) / 1e9)
 
 
 def memory_need(

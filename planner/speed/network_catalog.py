@@ -60,7 +60,7 @@ _ALIASES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KnownNetwork:
     """Measured facts of one network. ``measured`` maps GPU name -> single-worker steps/s."""
 

@@ -29,6 +29,9 @@ import functools
 from collections.abc import Mapping
 
 import numpy as np
+import numpy.typing as npt
+
+from cmdare.planner.speed.speed_terms import Floats
 
 __all__ = ["PLACEMENTS", "busiest_share", "capacity_seconds", "cycle_seconds", "nic_floor", "share_of"]
 
@@ -45,7 +48,9 @@ def _periodic_share(n: np.ndarray, m: np.ndarray, period: int) -> np.ndarray:
 PLACEMENTS = ("round-robin", "balanced", "worst")
 
 
-def busiest_share(n_ps, max_share, family: str | None = None, placement: str = "round-robin"):
+def busiest_share(
+    n_ps: npt.ArrayLike, max_share: npt.ArrayLike, family: str | None = None, placement: str = "round-robin"
+) -> Floats:
     """Share of the parameter bytes on the busiest of ``n_ps`` servers (vectorised over ``n_ps``).
 
     ``max_share`` is the largest tensor's share of the bytes; ``family`` ("resnet", "shake", None =
@@ -55,7 +60,7 @@ def busiest_share(n_ps, max_share, family: str | None = None, placement: str = "
     """
     n = np.maximum(np.rint(np.asarray(n_ps, dtype=float)), 1.0)
     m = np.clip(np.asarray(max_share, dtype=float), 1e-6, 1.0)
-    floor = np.maximum(1.0 / n, m)
+    floor: Floats = np.maximum(1.0 / n, m)
     if placement == "balanced":
         return floor
     if placement == "worst":
@@ -63,7 +68,8 @@ def busiest_share(n_ps, max_share, family: str | None = None, placement: str = "
     else:
         periods = [VARS_PER_LAYER[family]] if family in VARS_PER_LAYER else list(VARS_PER_LAYER.values())
         share = np.mean([_periodic_share(n, m, k) for k in periods], axis=0)
-    return np.clip(share, floor, 1.0)
+    out: Floats = np.clip(share, floor, 1.0)
+    return out
 
 
 @functools.lru_cache(maxsize=4096)
@@ -77,21 +83,38 @@ def nic_floor(th: Mapping[str, float], nic_gbps: float | None) -> float:
     return th["ps_param"] if nic_gbps is None else max(th["ps_param"], 32.0 / (nic_gbps * 1e9))
 
 
-def capacity_seconds(th: Mapping[str, float], p, t, n_ps, share, nic_gbps=None):
+def capacity_seconds(
+    th: Mapping[str, float],
+    p: npt.ArrayLike,
+    t: npt.ArrayLike,
+    n_ps: npt.ArrayLike,
+    share: npt.ArrayLike,
+    nic_gbps: float | None = None,
+) -> Floats:
     """Busiest PS's service seconds per global step (the tier serves ``1 / this`` steps/s); ``share`` is
     that server's share of the bytes (:func:`busiest_share`)."""
     n = np.asarray(n_ps, dtype=float)
-    return (
-        th["ps_const"]
-        + th["ps_tensor"] * np.asarray(t, dtype=float) / n
-        + nic_floor(th, nic_gbps) * p * share
-    )
+    per_byte = nic_floor(th, nic_gbps) * np.asarray(p, dtype=float) * np.asarray(share, dtype=float)
+    out: Floats = th["ps_const"] + th["ps_tensor"] * np.asarray(t, dtype=float) / n + per_byte
+    return out
 
 
-def cycle_seconds(th: Mapping[str, float], p, t, n_ps, share, nic_gbps=None):
+def cycle_seconds(
+    th: Mapping[str, float],
+    p: npt.ArrayLike,
+    t: npt.ArrayLike,
+    n_ps: npt.ArrayLike,
+    share: npt.ArrayLike,
+    nic_gbps: float | None = None,
+) -> Floats:
     """PS seconds inside one worker's cycle: the busiest PS's part plus the worker-side transfer share
     ``ps_wire`` of the per-byte time, which more servers do not shorten."""
     n = np.asarray(n_ps, dtype=float)
     wire = th.get("ps_wire", 0.0)
-    per_byte = nic_floor(th, nic_gbps) * p * (wire + (1.0 - wire) * np.asarray(share, dtype=float))
-    return th["ps_const"] + th["ps_tensor"] * np.asarray(t, dtype=float) / n + per_byte
+    per_byte = (
+        nic_floor(th, nic_gbps)
+        * np.asarray(p, dtype=float)
+        * (wire + (1.0 - wire) * np.asarray(share, dtype=float))
+    )
+    out: Floats = th["ps_const"] + th["ps_tensor"] * np.asarray(t, dtype=float) / n + per_byte
+    return out

@@ -51,7 +51,7 @@ _LABELS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpeedBand:
     """A predicted speed (global steps/s) with its P10–P90 band and how far it extrapolates."""
 
@@ -132,7 +132,14 @@ def speed_band(
     label = max(widths, key=lambda c: math.log(widths[c][1] / widths[c][0]))
     lo, hi, basis = widths[label]
     lo, hi = min([w[0] for w in widths.values()] + [x]), max([w[1] for w in widths.values()] + [x])
-    return SpeedBand(x, lo, hi, label, cats, "out-of-sample residuals: " + basis)
+    return SpeedBand(
+        steps_per_sec=x,
+        p10=lo,
+        p90=hi,
+        extrapolation=label,
+        extrapolations=cats,
+        basis="out-of-sample residuals: " + basis,
+    )
 
 
 def ps_gain_band(

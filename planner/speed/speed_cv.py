@@ -56,7 +56,12 @@ def known_from(obs: Sequence[Observation]) -> dict[str, KnownNetwork]:
     for (name, gpu), speeds in sorted(groups.items()):
         o = facts[name]
         k = out.get(name) or KnownNetwork(
-            name, family_of(name) or "", o.model_flops, o.params, int(o.tensors), 128
+            name=name,
+            family=family_of(name) or "",
+            model_flops=o.model_flops,
+            params=o.params,
+            tensors=int(o.tensors),
+            batch_size=128,
         )
         out[name] = replace(k, measured={**k.measured, gpu: float(np.mean(speeds))})
     return out
@@ -69,7 +74,7 @@ def fit_on(train: Sequence[Observation]) -> SpeedModel:
 
 def predict_obs(model: SpeedModel, o: Observation) -> float:
     """Predicted steps/s of an observation's shape, given as a user would (name, FLOPs, parameters)."""
-    net = ModelSpec(o.name, o.model_flops, o.params)
+    net = ModelSpec(name=o.name, model_flops=o.model_flops, params=o.params)
     return model.predict(net, {o.gpu: o.workers}, ps=o.ps, latency_ms=o.latency_ms).steps_per_sec
 
 

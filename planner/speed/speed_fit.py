@@ -9,6 +9,7 @@ jointly, including the PS service time and the blend exponent that only the clus
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,13 +27,30 @@ from cmdare.planner.speed.speed_terms import (
     param_names,
 )
 
-__all__ = ["fit_params", "fit_tensor_rule", "predict_observations"]
+__all__ = ["Observation", "fit_params", "fit_tensor_rule", "predict_observations"]
 
 # Bounds of the shape terms (speed_model.BOUNDED): overlap exponent 1 = plain sum .. 30 = nearly a hard
 # maximum; blend exponent 1 = soft harmonic sum .. 30 = nearly a hard minimum; ps_wire a share 0..1.
 
 
-def fit_tensor_rule(observations: Sequence) -> dict[str, float]:
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    """One measured cluster speed (homogeneous workers) used for fitting."""
+
+    name: str
+    model_flops: float
+    params: float
+    tensors: float
+    gpu: str
+    workers: int
+    ps: int
+    latency_ms: float
+    steps_per_sec: float
+    source: str = ""
+    max_tensor: float = 0.0  # parameters of the largest tensor (0 = unknown: the family rule)
+
+
+def fit_tensor_rule(observations: Sequence[Observation]) -> dict[str, float]:
     """Tensor rules by family: Shake-Shake median count (depth 26) and largest-tensor share; ResNets
     log T = a + b log P and the median largest tensor (parameters)."""
     nets = {o.name: (o.params, o.tensors, o.max_tensor) for o in observations}
@@ -50,7 +68,7 @@ def fit_tensor_rule(observations: Sequence) -> dict[str, float]:
     }
 
 
-def _anchors(observations: Sequence) -> np.ndarray:
+def _anchors(observations: Sequence[Observation]) -> np.ndarray:
     """Measured single-worker speed (0.3 ms) of each cluster observation's (network, GPU), else NaN.
 
     Cluster curves are fitted the way known networks are predicted: worker time from the measured
@@ -69,7 +87,7 @@ def _anchors(observations: Sequence) -> np.ndarray:
     )
 
 
-def _max_shares(observations: Sequence) -> np.ndarray:
+def _max_shares(observations: Sequence[Observation]) -> np.ndarray:
     """Largest tensor's share of each observation's parameters (measured, else the family rule)."""
     rule = fit_tensor_rule(observations)
     return np.array(
@@ -78,7 +96,7 @@ def _max_shares(observations: Sequence) -> np.ndarray:
     )  # fmt: skip
 
 
-def _arrays(observations: Sequence) -> dict[str, np.ndarray]:
+def _arrays(observations: Sequence[Observation]) -> dict[str, np.ndarray]:
     specs = {g: get_gpu(g) for g in {o.gpu for o in observations}}
     return _with_share(
         {
@@ -122,7 +140,7 @@ def _predict(theta: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
     return blend(a["n"] / (z + s_w), 1.0 / s, pp)
 
 
-def predict_observations(params: dict[str, float], observations: Sequence) -> np.ndarray:
+def predict_observations(params: dict[str, float], observations: Sequence[Observation]) -> np.ndarray:
     """Feature-only predictions (steps/s) of the observations' shapes with coefficients ``params``."""
     return _predict(np.array([params.get(k, 0.0) for k in param_names()]), _arrays(observations))
 
@@ -164,7 +182,7 @@ def _scales(a: dict[str, np.ndarray]) -> np.ndarray:
     return np.concatenate([0.1 * step / np.maximum(cols, 1e-30), 0.1 * step / ps, [1.0, 1.0, 1.0]])
 
 
-def fit_params(observations: Sequence) -> dict[str, float]:
+def fit_params(observations: Sequence[Observation]) -> dict[str, float]:
     """All model coefficients fitted on ``observations`` (deterministic)."""
     from scipy.optimize import least_squares
 
@@ -183,7 +201,8 @@ def fit_params(observations: Sequence) -> dict[str, float]:
     def residual(u: np.ndarray) -> np.ndarray:
         x = x0.copy()
         x[free] = u * scale[free]
-        return np.log(_predict(x, a) / a["y"])
+        out: np.ndarray = np.log(_predict(x, a) / a["y"])
+        return out
 
     res = least_squares(
         residual,

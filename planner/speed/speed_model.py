@@ -35,8 +35,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from typing import Any, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.planner.speed.gpu_catalog import get_gpu
@@ -48,8 +50,8 @@ from cmdare.planner.speed.network_catalog import (
     lookup_network,
 )
 from cmdare.planner.speed.ps_tier import busiest_share, capacity_seconds, cycle_seconds, share_of
-from cmdare.planner.speed.speed_fit import fit_params, fit_tensor_rule
-from cmdare.planner.speed.speed_terms import blend, compute_time, latency_time, max_share_rule
+from cmdare.planner.speed.speed_fit import Observation, fit_params, fit_tensor_rule
+from cmdare.planner.speed.speed_terms import Floats, blend, compute_time, latency_time, max_share_rule
 
 __all__ = ["SpeedPrediction", "Observation", "SpeedModel"]
 
@@ -58,7 +60,7 @@ FITTED_SOURCE = "fitted model (CM-DARE, speed_model.json)"
 MEASURED_SOURCE = "measured single-worker speed (networks.csv) + fitted PS/latency terms"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpeedPrediction:
     """Predicted cluster speed. Rates in global steps/s; ``terms`` in seconds per step."""
 
@@ -72,24 +74,7 @@ class SpeedPrediction:
     source: str
 
 
-@dataclass(frozen=True)
-class Observation:
-    """One measured cluster speed (homogeneous workers) used for fitting."""
-
-    name: str
-    model_flops: float
-    params: float
-    tensors: float
-    gpu: str
-    workers: int
-    ps: int
-    latency_ms: float
-    steps_per_sec: float
-    source: str = ""
-    max_tensor: float = 0.0  # parameters of the largest tensor (0 = unknown: the family rule)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Net:
     """A network resolved to model features."""
 
@@ -106,7 +91,16 @@ def _z_from_measured(speed: float, s: float, p: float) -> float:
     inner = speed ** (-p) - s**p
     if inner <= 0:
         return 1e-6
-    return max(inner ** (1.0 / p) - s, 1e-6)
+    return max(float(inner ** (1.0 / p)) - s, 1e-6)
+
+
+class MeasuredDomain(TypedDict, total=False):
+    """What the model was fitted on (``domain`` in ``speed_model.json``): a shape past it extrapolates."""
+
+    gpus: list[str]  # GPU types measured
+    max_ps: dict[str, int]  # most parameter servers measured, by "GPU+GPU/network"
+    default_max_ps: int  # for a GPU set and network not in max_ps
+    max_workers: int  # most workers measured
 
 
 @dataclass
@@ -124,7 +118,7 @@ class SpeedModel:
     tensor_rule_: dict[str, float] = field(default_factory=dict)
     provenance_: dict[str, object] = field(default_factory=dict)
     intervals_: dict[str, dict[str, float]] = field(default_factory=dict)  # log-residual P10/P90 by category
-    domain_: dict[str, object] = field(default_factory=dict)  # what was measured (speed_band.extrapolation)
+    domain_: MeasuredDomain = field(default_factory=lambda: MeasuredDomain())  # (speed_band.extrapolation)
 
     @classmethod
     def load(cls) -> SpeedModel:
@@ -132,13 +126,14 @@ class SpeedModel:
         return _load_shipped()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> SpeedModel:
+    def from_dict(cls, data: Mapping[str, Any]) -> SpeedModel:
+        """The model of a parsed ``speed_model.json`` document (:meth:`to_dict`'s layout)."""
         return cls(
-            params_=dict(data["params"]),  # type: ignore[arg-type]
-            tensor_rule_=dict(data["tensor_rule"]),  # type: ignore[arg-type]
-            provenance_=dict(data.get("provenance", {})),  # type: ignore[arg-type]
-            intervals_=dict(data.get("intervals", {})),  # type: ignore[arg-type]
-            domain_=dict(data.get("domain", {})),  # type: ignore[arg-type]
+            params_=dict(data["params"]),
+            tensor_rule_=dict(data["tensor_rule"]),
+            provenance_=dict(data.get("provenance", {})),
+            intervals_=dict(data.get("intervals", {})),
+            domain_=data.get("domain") or MeasuredDomain(),
         )
 
     def with_scales(self, compute_scale: float, ps_scale: float) -> SpeedModel:
@@ -181,7 +176,14 @@ class SpeedModel:
             tensors = self.estimate_tensors(net.name, net.params)
         fam = family_of(net.name)
         share = float(max_share_rule(self.tensor_rule_, fam, net.params))
-        return _Net(float(net.model_flops), float(net.params), tensors, known if usable else None, share, fam)
+        return _Net(
+            flops=float(net.model_flops),
+            params=float(net.params),
+            tensors=tensors,
+            known=known if usable else None,
+            max_share=share,
+            family=fam,
+        )
 
     # ----------------------------------------------------------------- per-GPU worker cycle
     def _worker_z(self, net: _Net, gpu_name: str, latency_ms: float) -> tuple[float, float, bool]:
@@ -207,10 +209,13 @@ class SpeedModel:
             measured = True
         return comp * self.compute_scale, lat * self.compute_scale, measured
 
-    def _ps_seconds(self, net: _Net, ps, nic_gbps: float | None = None, placement: str = "round-robin"):
+    def _ps_seconds(
+        self, net: _Net, ps: npt.ArrayLike, nic_gbps: float | None = None, placement: str = "round-robin"
+    ) -> tuple[Floats, Floats]:
         """(busiest PS seconds per step, PS seconds in a worker's cycle), calibrated by ``ps_scale``."""
+        share: float | Floats
         if np.ndim(ps) == 0:
-            share = share_of(int(ps), net.max_share, net.family, placement)
+            share = share_of(int(np.asarray(ps)), net.max_share, net.family, placement)
         else:
             share = busiest_share(ps, net.max_share, net.family, placement)
         args = (self.params_, net.params, net.tensors, ps, share, nic_gbps)

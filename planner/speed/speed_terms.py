@@ -6,14 +6,18 @@ not each other's internals. Every function is vectorised over numpy arrays.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
+import numpy.typing as npt
+
+# The terms are vectorised: each takes numbers or numpy arrays (broadcast together) and returns an array.
+Floats = npt.NDArray[np.float64]
 
 # Worker compute features (seconds per step = coefficient x feature); f FLOPs/step, p parameters,
 # t parameter tensors, peak FP32 TFLOPS, bw memory GB/s (planner/data/gpus.csv). Every term scales
 # with a catalog feature of the GPU, so an unmeasured GPU (V100, T4, ...) needs no free parameter.
-_FEATURES = {
+_FEATURES: dict[str, Callable[[Floats, Floats, Floats, Floats, Floats], Floats]] = {
     "a_flops": lambda f, p, t, pk, bw: f / (pk * 1e12),  # FLOP-bound convolution work
     "a_mem": lambda f, p, t, pk, bw: f * np.sqrt(t / p) / (bw * 1e9),  # activation traffic ~ F / width
     "a_const": lambda f, p, t, pk, bw: 1.0 / bw * np.ones_like(f * pk),  # fixed GPU work per step
@@ -31,7 +35,7 @@ def param_names() -> tuple[str, ...]:
     return (*COMPUTE_TERMS, *WORKER_TERMS, *LATENCY_TERMS, *PS_TERMS, *SHAPE_TERMS)
 
 
-def max_share_rule(rule: Mapping[str, float], fam: str | None, params) -> np.ndarray:
+def max_share_rule(rule: Mapping[str, float], fam: str | None, params: npt.ArrayLike) -> Floats:
     """Largest tensor's share of the parameters by family ``fam`` (rules in speed_model.json): ResNets keep one
     largest kernel size, Shake-Shake a fixed share; an unknown family takes the larger (more imbalance)."""
     p = np.asarray(params, dtype=float)
@@ -40,35 +44,60 @@ def max_share_rule(rule: Mapping[str, float], fam: str | None, params) -> np.nda
     return shake if fam == "shake" else resnet if fam is not None else np.maximum(resnet, shake)
 
 
-def compute_features(f, p, t, peak_tflops, bw_gbs) -> dict[str, np.ndarray]:
+def compute_features(
+    f: npt.ArrayLike, p: npt.ArrayLike, t: npt.ArrayLike, peak_tflops: npt.ArrayLike, bw_gbs: npt.ArrayLike
+) -> dict[str, Floats]:
     """Compute-time feature columns of :data:`COMPUTE_TERMS` (vectorised)."""
     pk, bw = np.asarray(peak_tflops, dtype=float), np.asarray(bw_gbs, dtype=float)
-    return {k: _FEATURES[k](f, p, t, pk, bw) for k in COMPUTE_TERMS}
+    fa, pa, ta = (np.asarray(x, dtype=float) for x in (f, p, t))
+    return {k: _FEATURES[k](fa, pa, ta, pk, bw) for k in COMPUTE_TERMS}
 
 
-def _gpu_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
+def _gpu_time(
+    th: Mapping[str, float],
+    f: npt.ArrayLike,
+    p: npt.ArrayLike,
+    t: npt.ArrayLike,
+    peak_tflops: npt.ArrayLike,
+    bw_gbs: npt.ArrayLike,
+) -> Floats:
     """GPU seconds per step (forward + backward kernels), vectorised over numpy arrays."""
     feats = compute_features(f, p, t, peak_tflops, bw_gbs)
-    return sum(th.get(k, 0.0) * v for k, v in feats.items())
+    out: Floats = np.zeros(np.broadcast(*feats.values()).shape)
+    for k, v in feats.items():
+        out = out + th.get(k, 0.0) * v
+    return out
 
 
-def compute_time(th: Mapping[str, float], f, p, t, peak_tflops, bw_gbs):
+def compute_time(
+    th: Mapping[str, float],
+    f: npt.ArrayLike,
+    p: npt.ArrayLike,
+    t: npt.ArrayLike,
+    peak_tflops: npt.ArrayLike,
+    bw_gbs: npt.ArrayLike,
+) -> Floats:
     """Worker seconds per step without latency and PS service: the GPU time and the per-tensor
     host-side work (one send/recv per variable and gradient) overlap, combined as a smooth maximum
     ``(gpu^q + host^q)^(1/q)`` (q = ``overlap_q``; q = 1 is no overlap, large q a hard maximum)."""
     gpu = _gpu_time(th, f, p, t, peak_tflops, bw_gbs)
     host = th.get("w_tensor", 0.0) * np.asarray(t, dtype=float) / np.asarray(peak_tflops, dtype=float)
     q = th.get("overlap_q", 1.0)
-    return (gpu**q + host**q) ** (1.0 / q)
+    out: Floats = (gpu**q + host**q) ** (1.0 / q)
+    return out
 
 
-def latency_time(th: Mapping[str, float], p, t, latency_ms):
+def latency_time(
+    th: Mapping[str, float], p: npt.ArrayLike, t: npt.ArrayLike, latency_ms: npt.ArrayLike
+) -> Floats:
     """Seconds per step spent waiting on the network at ``latency_ms`` one-way latency."""
-    lat = np.asarray(latency_ms)
-    return lat * (th.get("lat_const", 0.0) + th.get("lat_param", 0.0) * p)
+    lat = np.asarray(latency_ms, dtype=float)
+    out: Floats = lat * (th.get("lat_const", 0.0) + th.get("lat_param", 0.0) * np.asarray(p, dtype=float))
+    return out
 
 
-def blend(rate, cap, p):
+def blend(rate: npt.ArrayLike, cap: npt.ArrayLike, p: float) -> Floats:
     """Smooth minimum of the compute-bound rate and the PS capacity (steps/s)."""
-    rate, cap = np.asarray(rate, dtype=float), np.asarray(cap, dtype=float)
-    return (rate ** (-p) + cap ** (-p)) ** (-1.0 / p)
+    r, c = np.asarray(rate, dtype=float), np.asarray(cap, dtype=float)
+    out: Floats = (r ** (-p) + c ** (-p)) ** (-1.0 / p)
+    return out

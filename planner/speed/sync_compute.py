@@ -50,7 +50,7 @@ _ALIASES = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "bf16": "fp16", "amp
 FLOPS_PER_MAC_TRAINING = 6.0  # forward 2 FLOPs per multiply-add, backward twice the forward
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Efficiency:
     """One published single-GPU training throughput and the share of peak it achieved."""
 
@@ -95,7 +95,17 @@ def efficiency_rows() -> tuple[Efficiency, ...]:
         flops = FLOPS_PER_MAC_TRAINING * float(r["fwd_gmacs"]) * 1e9
         rate = float(r["examples_per_sec"])
         eff = rate * flops / (peak_tflops(spec, r["precision"]) * 1e12)
-        out.append(Efficiency(spec.name, r["precision"], r["network"], rate, flops, eff, r["source"]))
+        out.append(
+            Efficiency(
+                gpu=spec.name,
+                precision=r["precision"],
+                network=r["network"],
+                examples_per_sec=rate,
+                flops_per_example=flops,
+                efficiency=eff,
+                source=r["source"],
+            )
+        )
     return tuple(out)
 
 

@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cmdare.tui.cli_args import PRICE_MODES
 from cmdare.tui.commands import UsageError
+
+if TYPE_CHECKING:
+    from cmdare.planner.risk_cost.shapes import Row
 
 JSON_KEYS = (
     "gpu", "workers", "ps", "region", "provisioning", "also_provisioning", "steps_per_sec", "hours_p50",
@@ -141,7 +144,7 @@ def _reference_note(table: Any) -> str:
             f"${usd:.2f}/h, for reference only (not compared with today's prices)")  # fmt: skip
 
 
-def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
+def plan_rows(table: Any, top: int | None) -> list[Row]:
     """Ranked rows (JSON-ready), each with ``current`` (bool) and ``delta`` against the current shape."""
     idx = table.view if top is None else table.view[:top]
     rows = []
@@ -162,7 +165,7 @@ def plan_rows(table: Any, top: int | None) -> list[dict[str, object]]:
     return rows
 
 
-def band_keys(table: Any, i: int) -> dict[str, object]:
+def band_keys(table: Any, i: int) -> Row:
     """Row ``i``'s ``steps_per_sec_p10`` / ``_p90`` / ``extrapolation`` (None without the band API)."""
     band = table.band(i)
     if band is None:
@@ -175,34 +178,34 @@ def _is_sync(table: Any) -> bool:
     return "gpus_per_node" in table.columns
 
 
-def _sync_words(r: dict[str, object]) -> str:
+def _sync_words(r: Row) -> str:
     """' · all-reduce 12% of a step · on revocation: elastic' for a sync row."""
     if r.get("comm_share") is None:
         return ""
-    return f" · all-reduce {float(r['comm_share']):.0%} of a step · on revocation: {r['policy']}"  # type: ignore[arg-type]
+    return f" · all-reduce {float(r['comm_share']):.0%} of a step · on revocation: {r['policy']}"
 
 
-def _band_words(r: dict[str, object]) -> str:
+def _band_words(r: Row) -> str:
     """' · P10–P90 60–85 steps/s[, beyond the measured domain: ps]' when the row has a band."""
     if r.get("steps_per_sec_p10") is None:
         return ""
-    out = f" · P10–P90 {float(r['steps_per_sec_p10']):.3g}–{float(r['steps_per_sec_p90']):.3g} steps/s"  # type: ignore[arg-type]
+    out = f" · P10–P90 {float(r['steps_per_sec_p10']):.3g}–{float(r['steps_per_sec_p90']):.3g} steps/s"
     ext = r.get("extrapolation")  # "allreduce": a sync row's band, said once under the table (SYNC_NOTE)
     return out if ext in (None, "none", "allreduce") else f"{out}, beyond the measured domain: {ext}"
 
 
-def _price_words(cur: dict[str, object]) -> str:
+def _price_words(cur: Row) -> str:
     """'offline prices, price date unknown (derived …)', 'study-era prices, prices of 2019-02-15': the
     words every view uses for the prices' source and date."""
     return f"{cur['price_source']} prices, {cur['price_date'] or cur['price_as_of']}"
 
 
-def _prov_label(r: dict[str, object]) -> str:
+def _prov_label(r: Row) -> str:
     return "spot/preempt" if r.get("also_provisioning") else str(r["provisioning"])
 
 
-def _num(x: object, fmt: str, unknown: str = "unknown") -> str:
-    return unknown if x is None else format(float(x), fmt)  # type: ignore[arg-type]
+def _num(x: float | None, fmt: str, unknown: str = "unknown") -> str:
+    return unknown if x is None else format(float(x), fmt)
 
 
 ROW_FMT = "{:>3} {:<5} {:>3} {:>2} {:<15} {:<5} {:>7} {:>6} {:>6} {:>7} {:>9}"
@@ -226,23 +229,23 @@ def _wrap(text: str, width: int, indent: int = 0) -> list[str]:
                          break_on_hyphens=False) or [pad]  # fmt: skip
 
 
-def _prov_code(r: dict[str, object]) -> str:
+def _prov_code(r: Row) -> str:
     from cmdare.tui.format import provisioning_code
 
     return "s/pre" if r.get("also_provisioning") else provisioning_code(str(r["provisioning"]))
 
 
-def _region_cell(r: dict[str, object]) -> str:
+def _region_cell(r: Row) -> str:
     """The row's region, ``+N`` when it stands for N other regions with the same figures, † for a move."""
-    regions = list(r.get("regions") or [r["region"]])  # type: ignore[call-overload]
+    regions = list(r.get("regions") or [r["region"]])
     more = f"+{len(regions) - 1}" if len(regions) > 1 else ""
     return f"{r['region']}{more}" + ("†" if r.get("region_note") else "")
 
 
-def _detail(table: Any, r: dict[str, object]) -> str:
+def _detail(table: Any, r: Row) -> str:
     """What a row's fixed columns do not say: its change against the current shape, what switching to it
     costs (or that it is not worth it), its speed band, the regions it stands for."""
-    i = int(r["index"])  # type: ignore[call-overload]
+    i = int(r["index"])
     words = [table.switch_words(i)]
     if r["delta"] == "current shape":  # the reference line: where "stay" ranks, when to checkpoint
         rank = next((k + 1 for k, x in enumerate(table.view) if int(x) == 0), None)
@@ -250,7 +253,7 @@ def _detail(table: Any, r: dict[str, object]) -> str:
                  table.checkpoint_words(0)]  # fmt: skip
     elif i != 0:
         words.insert(0, ("★ " if r["pareto"] else "") + str(r["delta"]))
-    regions = list(r.get("regions") or [])  # type: ignore[call-overload]
+    regions = list(r.get("regions") or [])
     if len(regions) > 1:
         words.append("same figures in " + ", ".join(regions[1:]))
     if r.get("cost_usd_p50") is None:
@@ -259,7 +262,7 @@ def _detail(table: Any, r: dict[str, object]) -> str:
     return text + _band_words(r) + _sync_words(r)
 
 
-def render_text(table: Any, rows: list[dict[str, object]], note: str = "", width: int | None = None) -> str:
+def render_text(table: Any, rows: list[Row], note: str = "", width: int | None = None) -> str:
     """A plain-text table wrapped at ``width`` (default :func:`text_width`): the current shape first, then the
     ranked rows ("stay" among them), each row's details beneath it; † marks a region move, explained under the
     table (egress for the stated dataset, capacity not guaranteed)."""
@@ -284,7 +287,7 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "", width
         lines.append(ROW_FMT.format(
             label, r["gpu"], a, b, _region_cell(r), _prov_code(r),
             f"{r['steps_per_sec']:.1f}", f"{r['hours_p50']:.2f}", f"{r['hours_p90']:.2f}",
-            _num(r["cost_usd_p50"], ".2f"), table.risk_cell(int(r["index"])),  # type: ignore[call-overload]
+            _num(r["cost_usd_p50"], ".2f"), table.risk_cell(int(r["index"])),
         ).rstrip())  # fmt: skip
         lines += _wrap(_detail(table, r), width, DETAIL_INDENT)
     for region, words in moves.items():
@@ -299,7 +302,7 @@ def render_text(table: Any, rows: list[dict[str, object]], note: str = "", width
     return "\n".join(lines)
 
 
-def _unpriced_note(table: Any, rows: list[dict[str, object]]) -> str:
+def _unpriced_note(table: Any, rows: list[Row]) -> str:
     """Shapes kept for their revocation fit although the book has no price, when none of them is shown."""
     import numpy as np
 

@@ -36,7 +36,14 @@ def geo_report(work: GeoWorkload, top: int | None = None) -> dict[str, Any]:
             raise ValueError("no placement fits: every DC is smaller than one stage of dp × tp GPUs")
         best: Placement = ranked.by_time[0]
         job = GeoJob(
-            job.model, job.dcs, job.links, best.layout, job.mfu, None, job.activation_bytes, job.prefill
+            model=job.model,
+            dcs=job.dcs,
+            links=job.links,
+            layout=best.layout,
+            mfu=job.mfu,
+            stage_compute_s=None,
+            activation_bytes=job.activation_bytes,
+            prefill=job.prefill,
         )
     r = evaluate(job)
     lay = job.layout

@@ -50,7 +50,7 @@ def _seconds(flag: str, text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``rules``; returns the exit status."""
     from cmdare.collectors import writes
-    from cmdare.collectors.prometheus_aggregate import selector_matchers
+    from cmdare.collectors.prometheus.aggregate import selector_matchers
     from cmdare.planner.rules.engine_rules import RuleOptions, render
 
     interval, window = _seconds("--interval", args.interval), _seconds("--window", args.window)

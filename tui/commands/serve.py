@@ -19,6 +19,7 @@ import os
 import shlex
 import socket
 import sys
+from collections.abc import MutableMapping
 from urllib.parse import urlsplit
 
 from cmdare.tui.commands import UsageError
@@ -32,7 +33,9 @@ SESSION_FLAG = "--session-args-from-env"  # first argument of a served session: 
 # Source flags handed on to each browser session's app (the token itself never: only the token file).
 PASSED_THROUGH = (
     ("prometheus", "--prometheus"), ("selector", "--selector"), ("prometheus_token_file", "--prometheus-token-file"),
-    ("tensorboard", "--tensorboard"), ("jsonl", "--jsonl"), ("tf_config", "--tf-config"),
+    ("tensorboard", "--tensorboard"), ("jsonl", "--jsonl"), ("mlflow", "--mlflow"), ("mlruns", "--mlruns"),
+    ("mlflow_experiment", "--mlflow-experiment"),
+    ("tf_config", "--tf-config"),
     ("metrics_port", "--metrics-port"), ("job", "--job"), ("replay", "--replay"), ("replay_speed", "--replay-speed"),
 )  # fmt: skip
 
@@ -179,7 +182,7 @@ def _check_listen(host: str, port: int, *, bind: bool) -> None:
                 raise UsageError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
 
 
-def session_argv(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+def session_argv(argv: list[str], env: MutableMapping[str, str] | None = None) -> list[str]:
     """A served session's arguments: ``argv`` without :data:`SESSION_FLAG`, plus the ones passed
     through the environment (the variable is removed, so nothing the app starts inherits it)."""
     if not argv or argv[0] != SESSION_FLAG:

@@ -128,7 +128,7 @@ class SafeServer(Server):
         )
         return web.Response(text=html, content_type="text/html")
 
-    async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         if not self.origin_ok(request):
             log.warning("serve: refused a WebSocket from Origin %r", request.headers.get("Origin"))
             raise web.HTTPForbidden(text="cross-origin WebSocket refused (see --allow-origin)")
@@ -137,8 +137,12 @@ class SafeServer(Server):
                 text=f"session limit reached ({self.max_sessions}; see --max-sessions)"
             )
         websocket = web.WebSocketResponse(heartbeat=15)
+
+        async def close() -> None:
+            await websocket.close()
+
         service = AppService(self.command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
-                             close=websocket.close, download_manager=self.download_manager, debug=self.debug)  # fmt: skip
+                             close=close, download_manager=self.download_manager, debug=self.debug)  # fmt: skip
         self.sessions.add(service)
         try:
             await websocket.prepare(request)

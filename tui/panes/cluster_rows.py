@@ -122,7 +122,7 @@ class TaskSort(Sequence[object]):
     def __len__(self) -> int:
         return len(SORT_BY)
 
-    def __getitem__(self, col: int) -> object:  # type: ignore[override]
+    def __getitem__(self, col: int) -> object:  # type: ignore[override]  # one column's sort key; never sliced
         return self.job if col == JOB else SORT_BY[col](self.view, self.marks)
 
 

@@ -12,7 +12,6 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widget import Widget
 from textual.widgets import Static
 
 from cmdare.planner.live_sync import is_sync, measured_split, refusal_note
@@ -32,6 +31,8 @@ from cmdare.tui.widgets.plots import (
 from cmdare.tui.widgets.quiet import set_subtitle, update_static
 
 if TYPE_CHECKING:
+    from textual_plotext import PlotextPlot
+
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
 
@@ -81,7 +82,8 @@ def summary_grid(
     if job.stalled:  # no task up: the last rate is a past figure, not the job's speed
         grid.add_row("Steps/s", _stalled_cell(job))
     else:
-        grid.add_row(*speed_row(job.steps_per_sec, points, job.rate_basis))
+        basis = "; ".join(b for b in (job.rate_basis, job.coverage_note("steps")) if b)
+        grid.add_row(*speed_row(job.steps_per_sec, points, basis))
     view = state.planner.job(job.name)
     pred = view.prediction if view is not None else None
     if pred is not None:
@@ -146,7 +148,8 @@ def _examples_cell(job: JobView) -> Text:
     logged = job.training.examples_per_sec if job.training else None
     if job.examples_per_sec is None and logged is not None:
         return _cell(examples(logged), "logged")
-    return _cell(examples(job.examples_per_sec), "measured")
+    part = job.coverage_note("examples")  # a sum over part of the tasks (a fleet's first refreshes)
+    return _cell(examples(job.examples_per_sec), f"measured ({part})" if part else "measured")
 
 
 def examples(x: float | None) -> str:
@@ -162,7 +165,10 @@ def _eta_note(job: JobView, state: MonitorState) -> str:
     if job.stalled:
         return "none: the job finished" if job.finished else "none while the job is stalled"
     if job.eta_seconds is None:
-        return "needs a measured rate (two polls)" if job.facts.target_steps else "needs a target step"
+        if not job.facts.target_steps:
+            return "needs a target step"
+        part = job.coverage_note("steps")  # a sum over part of the tasks is a fraction of the speed
+        return f"waits for every task's rate ({part})" if part else "needs a measured rate (two polls)"
     deadline = state.planner.deadline_hours
     if deadline is None:
         return "at measured speed"
@@ -220,11 +226,13 @@ class JobPane(Vertical, can_focus=True):
         if self._state is not None and self._state.job() is not None:
             self._plot_widget()
 
-    def _plot_widget(self) -> Widget | None:
+    def _plot_widget(self) -> PlotextPlot | None:
         """The plot, or None until it is mounted (after :meth:`allow_plot`, once a job is shown)."""
         found = self.query("#job-plot")
         if found:
-            return found.first()
+            from textual_plotext import PlotextPlot  # imported already: it was mounted
+
+            return found.first(PlotextPlot)
         if self._plot_allowed and not self._plot_pending:
             self._plot_pending = True
             self.call_after_refresh(self._mount_plot)

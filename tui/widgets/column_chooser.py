@@ -31,7 +31,7 @@ class ColumnChooser(ModalScreen[None]):
     """
     BINDINGS = [
         Binding("escape,c,q", "close", "Close", id="columns.close"),
-        Binding("space", "toggle", "Show/hide", id="columns.toggle"),
+        Binding("space", "toggle_column", "Show/hide", id="columns.toggle"),
     ]
 
     def __init__(self, table: FilterTable) -> None:
@@ -74,7 +74,7 @@ class ColumnChooser(ModalScreen[None]):
         self._redraw()
         event.stop()
 
-    def action_toggle(self) -> None:
+    def action_toggle_column(self) -> None:
         """``space``: show or hide the highlighted column (one column always stays)."""
         at = self.query_one(OptionList).highlighted
         if at is None:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, 
 class _Grid(Table):
     """Label / value rows; both are shown as plain text (data is never parsed as markup)."""
 
-    def add_row(self, *cells: Any, **kw: Any) -> None:  # type: ignore[override]
+    def add_row(self, *cells: Any, **kw: Any) -> None:
         super().add_row(*(c if isinstance(c, Text) else Text(str(c)) for c in cells), **kw)
 
 
@@ -156,7 +156,7 @@ class ExplainScreen(ModalScreen[None]):
             ex = table.explain(i)
         except ValueError as exc:
             return cls("Why this shape", t, str(exc))
-        for k in sorted(ex.shares, key=ex.shares.get, reverse=True):
+        for k in sorted(ex.shares, key=lambda k: ex.shares[k], reverse=True):
             t.add_row(f"  {k}", f"{duration(ex.seconds[k])} ({ex.shares[k]:.0%})")
         return cls(
             "Why this shape",

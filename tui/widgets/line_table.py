@@ -359,7 +359,7 @@ class LineTable(ScrollView, can_focus=True):
         """Post DataTable's ``RowSelected`` for the row under the cursor (what ``enter`` does)."""
         key = self.current_key()
         if key is not None:  # DataTable's own message (its handlers serve both); the table is this one
-            self.post_message(DataTable.RowSelected(self, self._cursor, RowKey(key)))  # type: ignore[arg-type]
+            self.post_message(DataTable.RowSelected(self, self._cursor, RowKey(key)))  # type: ignore[arg-type]  # not a DataTable: its handlers read the row only
 
     # --- drawing ------------------------------------------------------------------------------
     def render_lines(self, crop: Region) -> list[Strip]:

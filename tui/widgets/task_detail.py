@@ -100,7 +100,7 @@ def lifetime_words(lifetimes: Sequence[Lifetime]) -> str:
 def task_rows(view: NodeView, job: str, status: NodeStatus | None, source: str | None,
               past: Sequence[Lifetime], now: float) -> list[tuple[str, str]]:  # fmt: skip
     """The label / value rows of one task's detail."""
-    from cmdare.collectors.prometheus_auth import public_url
+    from cmdare.collectors.prometheus.auth import public_url
 
     rows = [("Address", public_url(source) if source else "– (not polled by address)")]
     if status is not None:

@@ -1,6 +1,6 @@
 """``--replay FILE``: play a recording back as a source, at any speed, with pause and step.
 
-The file is opened without writing anything, its ``-wal`` included (:mod:`cmdare.collectors.sqlite_image`),
+The file is opened without writing anything, its ``-wal`` included (:mod:`cmdare.collectors.recording.sqlite_image`),
 and refused when it cannot be played (:func:`check_usable`); the end says how much was played. Each
 ``poll`` returns the polls of the next recorded cycle and sets the session's :class:`ManualClock` to
 that cycle's recorded time, so rates, uptimes and alerts come out exactly as they did live. Pacing:
@@ -23,16 +23,17 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from cmdare.collectors import caps, writes
 from cmdare.collectors.clock import Clock, ManualClock, plausible_time
-from cmdare.collectors.exposition import facts_from_labels
-from cmdare.collectors.recorder import RecordingError, check_version
+from cmdare.collectors.recording.recorder import RecordingError, check_version
+from cmdare.collectors.recording.sqlite_image import ImageTooLarge, open_immutable, open_private
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.sqlite_image import ImageTooLarge, open_immutable, open_private
+from cmdare.collectors.scrape.exposition import facts_from_labels
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +152,16 @@ def _values(obj: object) -> dict[str, float]:
     }
 
 
-def _poll(row: tuple) -> TaskPoll:
+def _poll(row: tuple[Any, ...]) -> TaskPoll:
     """One recorded poll; raises ValueError/TypeError when the row is malformed."""
     source, t, ok, info, vals, error, facts, elapsed = row
     if not isinstance(t, int | float) or not plausible_time(t):
         raise ValueError("implausible time")
     info_d, facts_d = _json(info), _json(facts)
     where = (
-        {k: info_d.pop(k) for k in ("host", "host_only") if k in info_d} if isinstance(info_d, dict) else {}
+        {k: info_d.pop(k) for k in ("host", "host_only", "finished") if k in info_d}
+        if isinstance(info_d, dict)
+        else {}
     )
     return TaskPoll(
         source=str(source),
@@ -167,6 +170,7 @@ def _poll(row: tuple) -> TaskPoll:
         info=TaskInfo(**{k: str(v) for k, v in info_d.items()}) if isinstance(info_d, dict) else None,
         host=str(where.get("host", "")),  # poll fields recorded beside the identity
         host_only=where.get("host_only") is True,
+        finished=where.get("finished") is True,  # a log run whose writer was done (recorded since issue 31)
         values=_values(_json(vals)),
         error=None if error is None else str(error),
         job_facts=facts_from_labels({k: str(v) for k, v in facts_d.items()})
@@ -381,7 +385,7 @@ class ReplaySource:
     def _note(self, text: str) -> TaskPoll:
         """A failed poll of the recording itself that carries what was skipped (and a log line)."""
         log.warning("replay %s: %s", self.path, text)
-        return TaskPoll(f"{self.path.name}#replay", self.clock.now(), False, error=text[:300])
+        return TaskPoll(source=f"{self.path.name}#replay", t=self.clock.now(), ok=False, error=text[:300])
 
     def close(self) -> None:
         self.conn.close()

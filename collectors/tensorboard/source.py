@@ -1,10 +1,10 @@
 """Tail TensorBoard event files (``events.out.tfevents.*``) and turn their scalars into task polls.
 
-* **One task per training run** (:mod:`cmdare.collectors.tbruns`): writer subfolders
+* **One task per training run** (:mod:`cmdare.collectors.tensorboard.runs`): writer subfolders
   (``add_scalars``, ``add_hparams``, Keras ``train``/``validation``, Estimator ``eval``) belong to
   their run; runs are found at any depth, within bounds. Role ``chief``: the process that writes
   summaries.
-* **Events** are decoded by :mod:`cmdare.collectors.tbproto` (every scalar encoding TensorBoard reads).
+* **Events** are decoded by :mod:`cmdare.collectors.tensorboard.proto` (every scalar encoding TensorBoard reads).
   The event ``step`` is the global step; its increase over the events' own wall times is the run's
   steps/s, so ``cmdare_global_step`` and ``cmdare_worker_steps_total`` both carry it and rates come
   out right without poll jitter. An event logging a checkpoint tag (``checkpoint``, ``ckpt_seconds``…,
@@ -47,10 +47,10 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, clock_time
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.tbproto import Event, ProtoError, decode_event
-from cmdare.collectors.tbruns import EVENT_PREFIX, find_runs, run_name, sub_prefix
+from cmdare.collectors.tensorboard.proto import Event, ProtoError, decode_event
+from cmdare.collectors.tensorboard.runs import EVENT_PREFIX, find_runs, run_name, sub_prefix
+from cmdare.collectors.tensorboard.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 from cmdare.collectors.textfile import open_regular
-from cmdare.collectors.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 
 __all__ = ["TensorBoardSource", "decode_event", "scalar_key"]
 
@@ -139,7 +139,7 @@ class TensorBoardSource:
         self._layout_notes: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._work: asyncio.Future | None = None
+        self._work: asyncio.Future[None] | None = None
         self._executor = ThreadPoolExecutor(
             1, thread_name_prefix="cmdare-tensorboard", initializer=_background
         )
@@ -212,7 +212,8 @@ class TensorBoardSource:
     def _apply(self, run: _Run, events: list[Event], prefix: str, path: Path) -> None:
         """Fold a chunk's events into the run: summarised without the lock, merged under it (the
         event loop takes the lock to report, so it is held for a few dict updates only)."""
-        rejected, new, top, latest, ckpt = 0, 0, None, {}, math.nan
+        rejected, new, top, ckpt = 0, 0, None, math.nan
+        latest: dict[str, tuple[int, float]] = {}  # tag -> (step, value) of its highest step
         main = prefix == ""  # the run's own folder: a newer file there may restart the timeline
         with self._lock:
             later = _later_firsts(run, path) if main else {}
@@ -315,7 +316,9 @@ class TensorBoardSource:
         failed poll."""
         t0 = clock.monotonic()
         if not self.logdir.is_dir():
-            return [TaskPoll(str(self.logdir), clock.now(), False, error="log directory not found")]
+            return [
+                TaskPoll(source=str(self.logdir), t=clock.now(), ok=False, error="log directory not found")
+            ]
         if self._work is None or self._work.done():
             self._check_failure()
             self._work = asyncio.get_running_loop().run_in_executor(self._executor, self._advance)
@@ -329,7 +332,7 @@ class TensorBoardSource:
                 )
         if not polls:
             what = "reading the log directory" if busy else "no event files found (searched any depth)"
-            return [TaskPoll(str(self.logdir), clock.now(), False, error=what)]
+            return [TaskPoll(source=str(self.logdir), t=clock.now(), ok=False, error=what)]
         return polls
 
     def _check_failure(self) -> None:
@@ -371,14 +374,20 @@ class TensorBoardSource:
         src, elapsed = str(run_dir), clock.monotonic() - t0
         if math.isnan(run.step):  # not a task yet (no identity: the lifecycle must not call it silent)
             error = "; ".join(notes) or "no scalar events yet"
-            return TaskPoll(src, clock.now(), False, error=error, elapsed=elapsed)
+            return TaskPoll(source=src, t=clock.now(), ok=False, error=error, elapsed=elapsed)
         idle = now - run.last_new
         if progress is None and run.idle_polls > 0 and idle >= self._idle_limit(run):
             # the writer stayed silent past its own cadence: the run is finished (or hung: it says when)
             last = f"last event at {clock_time(run.wall_time)}, step {run.step:,.0f}"
             error = "; ".join([f"finished: no new event for {idle:.0f} s ({last})", *notes])
             return TaskPoll(
-                src, clock.now(), False, info=run.info, error=error, elapsed=elapsed, finished=True
+                source=src,
+                t=clock.now(),
+                ok=False,
+                info=run.info,
+                error=error,
+                elapsed=elapsed,
+                finished=True,
             )
         # a run whose newest event is long past on the reader's clock is an old run, finished
         old = progress is None and clock.now() - run.wall_time >= max(OLD_RUN_S, self._idle_limit(run))
@@ -397,9 +406,9 @@ class TensorBoardSource:
             values = {k: v for k, v in values.items() if k not in bad}
         # Stamp the poll with the run's own clock: rates are then exact steps / logged seconds.
         return TaskPoll(
-            src,
-            run.wall_time,
-            True,
+            source=src,
+            t=run.wall_time,
+            ok=True,
             info=run.info,
             values=values,
             error="; ".join(notes) or None,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import plausible_time
@@ -103,10 +104,12 @@ def time_kind(x: float) -> str:
     return ""
 
 
-def flatten(obj: dict, max_names: int, prefix: str = "", depth: int = 0) -> tuple[dict, dict[str, str]]:
+def flatten(
+    obj: dict[str, Any], max_names: int, prefix: str = "", depth: int = 0
+) -> tuple[dict[str, Any], dict[str, str]]:
     """``obj`` with nested objects flattened to dotted names (at most ``max_names`` leaves), and what
     was not understood (deeper nesting, lists)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     bad: dict[str, str] = {}
     for k, v in obj.items():
         name = f"{prefix}{k}"
@@ -124,7 +127,7 @@ def flatten(obj: dict, max_names: int, prefix: str = "", depth: int = 0) -> tupl
     return out, bad
 
 
-def read_record(obj: dict, max_scalars: int) -> Record:
+def read_record(obj: dict[str, Any], max_scalars: int) -> Record:
     """Read one record through the table (``max_scalars`` bounds the other numbers kept)."""
     rec = Record()
     flat, rec.not_understood = flatten(obj, 4 * max_scalars)

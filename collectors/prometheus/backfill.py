@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import plausible_time
 from cmdare.collectors.hostdetail import host_name
-from cmdare.collectors.prometheus_hosts import promql_string
+from cmdare.collectors.prometheus.hosts import promql_string
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 BACKFILL_S = 60  # seconds of history read for a few new targets (the store bridges up to six 10 s windows)
@@ -25,7 +26,8 @@ BACKFILL_BUDGET = 6000  # target-seconds of history per refresh: 200 new targets
 MIN_BACKFILL_S = 15
 BACKFILL_POINTS = 12  # newest samples kept per target (a 10 s window at a 1 s scrape interval)
 MAX_BACKFILL_TARGETS = 200  # new targets backfilled in one refresh (a fleet's first refreshes stay cheap)
-#: The rate-making counters read back (sample name = series key), and the PS traffic (keyed by direction).
+#: The rate-making counters read back (sample name = series key), the preemption notice, and the PS
+#: traffic (keyed by direction).
 _KEYS = {
     key: key
     for key in (
@@ -36,6 +38,7 @@ _KEYS = {
         M.K_STEP_SECONDS_COUNT,
         M.K_ALLREDUCE_SECONDS_SUM,
         M.K_ALLREDUCE_SECONDS_COUNT,
+        M.K_PREEMPTED,  # a task met under a preemption notice is revoked from its oldest sample on
     )
 }
 _PS = M.PS_BYTES_SAMPLE
@@ -64,7 +67,7 @@ def _key(labels: Mapping[str, str]) -> str | None:
     return _KEYS.get(name)
 
 
-def _fold(rows: list[dict]) -> dict[str, dict[float, dict[str, float]]]:
+def _fold(rows: list[dict[str, Any]]) -> dict[str, dict[float, dict[str, float]]]:
     """instance → scrape time → key → value (series of one scrape config per instance)."""
     out: dict[str, dict[float, dict[str, float]]] = {}
     job_of: dict[str, str] = {}
@@ -88,7 +91,7 @@ def _fold(rows: list[dict]) -> dict[str, dict[float, dict[str, float]]]:
 
 
 def backfill_polls(
-    rows: list[dict],
+    rows: list[dict[str, Any]],
     infos: Mapping[str, TaskInfo],
     before: Mapping[str, float],
     source: Mapping[str, str],
@@ -103,7 +106,22 @@ def backfill_polls(
             continue
         for t in sorted(t for t in times if t < limit)[-BACKFILL_POINTS:]:
             out.append(
-                TaskPoll(source[inst], t - skew, True, info=info, values=times[t], host=host_name(inst))
+                TaskPoll(
+                    source=source[inst], t=t - skew, ok=True, info=info, values=times[t], host=host_name(inst)
+                )
             )
     out.sort(key=lambda p: p.t)
+    return out
+
+
+def scrape_spacings(polls: list[TaskPoll]) -> list[float]:
+    """The spacings of each target's consecutive samples in ``polls`` (its scrape interval, as its
+    history shows it)."""
+    times: dict[str, list[float]] = {}
+    for p in polls:
+        times.setdefault(p.source, []).append(p.t)
+    out = []
+    for ts in times.values():
+        ts.sort()
+        out += [b - a for a, b in zip(ts, ts[1:], strict=False) if b > a]
     return out

@@ -4,7 +4,7 @@ read again from the start when Lightning rewrites it with a new column) and Hugg
 ``trainer_state.json`` (its ``log_history``, read again whenever the Trainer rewrites the file).
 
 Recognised fields (all optional except a step or a contract key; the keys, and the dialects of
-MMEngine, detectron2, Lightning and Hugging Face, are one table in :mod:`cmdare.collectors.logkeys`)::
+MMEngine, detectron2, Lightning and Hugging Face, are one table in :mod:`cmdare.collectors.logs.keys`)::
 
     {"time": 1700000000.5, "job": "resnet", "task": "worker-0", "role": "worker",
      "step": 1200, "examples": 153600, "loss": 0.41, "cmdare_worker_steps_total": 600}
@@ -44,6 +44,7 @@ import stat
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -51,9 +52,9 @@ import orjson
 from cmdare.collectors import caps as C
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, clock_time, plausible_time
-from cmdare.collectors.logkeys import Record, describe, read_record
+from cmdare.collectors.logs.keys import Record, describe, read_record
 from cmdare.collectors.samples import TaskInfo, TaskPoll
-from cmdare.collectors.tensorboard import scalar_key
+from cmdare.collectors.tensorboard.source import scalar_key
 from cmdare.collectors.textfile import open_regular
 
 log = logging.getLogger(__name__)
@@ -92,14 +93,17 @@ def load_line(raw: bytes) -> object | None:
     1,024 levels); what it refuses besides (NaN/Infinity literals that Python's json writes, integers
     past 64 bits) goes to json, whose RecursionError on deep nesting is caught: a line costs at most
     two bounded parses (lines are capped at MAX_LINE_BYTES)."""
+    value: object
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
+        return value
     except orjson.JSONDecodeError:
         pass
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except (ValueError, RecursionError):
         return None
+    return value
 
 
 def _cell(text: str) -> float | str:
@@ -171,7 +175,7 @@ class JsonlSource:
         self.offset, self._skipping = 0, False
         self._csv_header, self._csv_header_raw = None, b""
 
-    def _line(self, raw: bytes) -> dict | None:
+    def _line(self, raw: bytes) -> dict[str, Any] | None:
         """One line as a record: a JSON object, or a CSV row under the file's header."""
         if self.kind != "csv":
             obj = load_line(raw)
@@ -240,9 +244,9 @@ class JsonlSource:
             return False
         return obj == {} or self.apply_record(obj, now)
 
-    def apply_record(self, obj: dict, now: float) -> bool:
+    def apply_record(self, obj: dict[str, Any], now: float) -> bool:
         """Fold one logged record (a JSON line, or a record of another log format read through
-        :mod:`cmdare.collectors.logkeys`) into its task; False when it carries nothing to show."""
+        :mod:`cmdare.collectors.logs.keys`) into its task; False when it carries nothing to show."""
         rec = read_record(obj, MAX_TAGS)
         self._learn(rec)
         values = dict(rec.values)
@@ -361,10 +365,16 @@ class JsonlSource:
             error = f"cannot read log: {exc.strerror or type(exc).__name__}"
             if self._tasks:  # the tasks it named fail (and turn silent), no other row appears
                 return [
-                    TaskPoll(f"{self.path}#{task.info.task}", clock.now(), False, info=task.info, error=error)
+                    TaskPoll(
+                        source=f"{self.path}#{task.info.task}",
+                        t=clock.now(),
+                        ok=False,
+                        info=task.info,
+                        error=error,
+                    )
                     for task in self._tasks.values()
                 ]
-            return [TaskPoll(str(self.path), clock.now(), False, error=error)]
+            return [TaskPoll(source=str(self.path), t=clock.now(), ok=False, error=error)]
         self.bad_lines += bad
         self.cap_note = self._cap_note()
         notes = [
@@ -378,9 +388,9 @@ class JsonlSource:
         if not self._tasks:  # not a task yet: no identity (its lines may name other tasks), so no row
             return [
                 TaskPoll(
-                    str(self.path),
-                    clock.now(),
-                    False,
+                    source=str(self.path),
+                    t=clock.now(),
+                    ok=False,
                     error=note or "no metric lines yet",
                     elapsed=clock.monotonic() - t0,
                 )
@@ -408,8 +418,14 @@ class JsonlSource:
             )
             error = "; ".join(filter(None, [f"finished: no new line for {idle:.0f} s ({last})", note]))
             return TaskPoll(
-                src, clock.now(), False, info=task.info, error=error, elapsed=elapsed, finished=True
+                source=src,
+                t=clock.now(),
+                ok=False,
+                info=task.info,
+                error=error,
+                elapsed=elapsed,
+                finished=True,
             )
         old = clock.now() - task.t >= max(OLD_RUN_S, limit)
-        return TaskPoll(src, task.t, True, info=task.info, values=dict(task.values), error=note,
+        return TaskPoll(source=src, t=task.t, ok=True, info=task.info, values=dict(task.values), error=note,
                         elapsed=elapsed, finished=old)  # fmt: skip

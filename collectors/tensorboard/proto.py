@@ -106,11 +106,13 @@ def _fixed(raw: int | bytes, fmt: str, width: int) -> list[float]:
 
 
 def _half(bits: int) -> float:
-    return struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0]
+    value: float = struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0]
+    return value
 
 
 def _bfloat16(bits: int) -> float:
-    return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
+    value: float = struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
+    return value
 
 
 # dtype -> (struct format of one element in tensor_content, width, the TensorProto list field)

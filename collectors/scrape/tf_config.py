@@ -23,12 +23,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo
-from cmdare.collectors.scrape import ScrapeTarget
+from cmdare.collectors.scrape.source import ScrapeTarget
 
-# Assumption: the exporter's documented example port (collectors/exporter.py); change with --metrics-port.
+# Assumption: the exporter's documented example port (collectors/exporter/training.py); change with --metrics-port.
 DEFAULT_METRICS_PORT = 9400
 ROLES = {"chief": "chief", "master": "chief", "worker": "worker", "ps": "ps"}
 
@@ -63,7 +64,7 @@ class MetricsPort:
         return p
 
 
-def load(text_or_path: str) -> dict:
+def load(text_or_path: str) -> dict[str, Any]:
     """Parse TF_CONFIG from JSON text, or from a file when the value is not JSON."""
     s = text_or_path.strip()
     if not s.startswith("{"):
@@ -102,7 +103,11 @@ def _split(endpoint: str) -> tuple[str, int]:
 
 
 def targets(
-    spec: dict, *, job: str = "training", metrics_port: MetricsPort | None = None, path: str = "/metrics"
+    spec: dict[str, Any],
+    *,
+    job: str = "training",
+    metrics_port: MetricsPort | None = None,
+    path: str = "/metrics",
 ) -> list[ScrapeTarget]:
     """One scrape target per metrics URL of the chief/worker/ps endpoints, tasks named
     ``<type>-<index>`` (TF's per-role index). Several tasks behind one URL give one target without
@@ -126,7 +131,9 @@ def targets(
     return out
 
 
-def shared_urls(spec: dict, *, metrics_port: MetricsPort | None = None, path: str = "/metrics") -> list[str]:
+def shared_urls(
+    spec: dict[str, Any], *, metrics_port: MetricsPort | None = None, path: str = "/metrics"
+) -> list[str]:
     """One line per metrics URL that several TF_CONFIG tasks map to (only one of them can be read)."""
     mp = metrics_port or MetricsPort()
     by_url: dict[str, list[str]] = {}

@@ -8,14 +8,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from itertools import chain
+from typing import Any
 
 import orjson
 
 from cmdare.collectors import caps
-from cmdare.collectors.exposition import facts_from_labels
 from cmdare.collectors.http_client import Budget
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts
+from cmdare.collectors.scrape.exposition import facts_from_labels
 
 # JSON values (about: commas + objects + arrays) the answers of one refresh may hold together, counted
 # before parsing: ~6 a value row, ~20 an identity row (~0.9 M in the busiest refresh at 10k tasks, whose
@@ -31,13 +32,13 @@ class PrometheusAPIError(Exception):
 def number(text: object) -> float | None:
     """``text`` as a finite float, or None."""
     try:
-        x = float(text)  # type: ignore[arg-type]
+        x = float(text)  # type: ignore[arg-type]  # any value: what float() refuses raises TypeError, caught below
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
 
 
-def job_facts(jobs: list[dict]) -> tuple[dict[str, JobFacts], dict[str, str]]:
+def job_facts(jobs: list[dict[str, Any]]) -> tuple[dict[str, JobFacts], dict[str, str]]:
     """Each job's facts, and per job a note on the implausible facts dropped (never the poll)."""
     facts: dict[str, JobFacts] = {}
     notes: dict[str, str] = {}
@@ -58,9 +59,22 @@ def job_labels(labels: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def server_time(results: list[dict]) -> float:
+def server_time(results: list[dict[str, Any]]) -> float:
     """The evaluation time of a ``vector(time())`` answer."""
     return float(results[0].get("value", [0.0])[0])
+
+
+def evaluation_offset(results: list[dict[str, Any]]) -> float:
+    """How far before the instant it answers for the engine evaluated a ``vector(time())`` answer (s):
+    the answer's time less the ``time()`` it computed, 0 for Prometheus; an engine with a latency
+    offset (VictoriaMetrics' ``-search.latencyOffset``, 30 s by default) evaluates that far back and
+    stamps the answer with the time asked. 0 when the answer is not two numbers, negative or past a day."""
+    try:
+        t, v = results[0]["value"]
+        off = float(t) - float(v)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return 0.0
+    return off if math.isfinite(off) and 0.0 < off <= 86_400.0 else 0.0
 
 
 def decode(
@@ -70,7 +84,7 @@ def decode(
     values: Budget | None = None,
     result_type: str = "vector",
     cut: list[int] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
     the JSON-value budget it counts against (shared by a refresh's answers; its own when None).
     Rows past ``[caps] rows_per_answer`` are dropped; how many is appended to ``cut``."""
@@ -99,8 +113,8 @@ def decode(
         or data.get("resultType") != result_type
         or not isinstance(data.get("result"), list)
     ):
-        kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
-        raise PrometheusAPIError(f"unexpected result type {redact_cut(str(kind), 20)!r}")
+        got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+        raise PrometheusAPIError(f"unexpected result type {redact_cut(str(got), 20)!r}")
     result = data["result"]
     limit = caps.current().rows_per_answer
     if len(result) > limit:
@@ -112,7 +126,7 @@ def decode(
     return well_formed_rows(data["result"])
 
 
-def well_formed_rows(rows: list) -> list[dict]:
+def well_formed_rows(rows: list[Any]) -> list[dict[str, Any]]:
     """The rows that are :func:`well_formed`, in order. Checked in bulk (a few C-level passes over
     the whole answer: row types, label value types, value pairs, finite times); only an answer
     holding a bad row is checked row by row."""

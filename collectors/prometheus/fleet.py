@@ -5,8 +5,9 @@ Reading every task's values on every refresh costs the dashboard and Prometheus 
 worth at 10,000 tasks (~70,000 rows a refresh; each query selecting 10,000 series costs the server
 ~0.1 s of CPU, a join with the task-info series ~0.3 s more). So above :data:`FOCUS_FROM` tasks:
 
-* **columns** (read between refreshes, one at most every :data:`COLUMNS_EVERY_S` seconds, in the
-  turns of :data:`TURNS`: preemptions every other read, each rate once in six): Prometheus' own
+* **columns** (read between refreshes: all of them once as soon as the tasks are known, then one at
+  most every :data:`COLUMNS_EVERY_S` seconds, in the turns of :data:`TURNS`: preemptions every other
+  read, each rate once in six): Prometheus' own
   per-task rates over :data:`RATE_WINDOW` (``max by (instance) (rate(…[1m]))``: steps, compute
   seconds a step, examples) and the tasks whose cloud reports a preemption, one query each, joined
   with nothing below the tasks cap (past it, with the capped task set; the selector
@@ -18,10 +19,10 @@ worth at 10,000 tasks (~70,000 rows a refresh; each query selecting 10,000 serie
 * **detail** (every refresh) only for the focus: the tasks the screen shows, the outliers, the tasks
   the alerts name, and a sweep that reads every other task once every :data:`SWEEP_S` seconds
   (:class:`Sweep`); by explicit instances (:func:`detail_query`: an index lookup for the server),
-  folded here per task exactly as :func:`~cmdare.collectors.prometheus_aggregate.values_query` folds
+  folded here per task exactly as :func:`~cmdare.collectors.prometheus.aggregate.values_query` folds
   them on the server, so the store and the panes take them unchanged.
 
-Pure functions and plain state: no I/O (``prometheus_api`` sends the queries).
+Pure functions and plain state: no I/O (``source`` sends the queries).
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.prometheus_aggregate import KEY_LABEL, T_KEY, metric_selector
-from cmdare.collectors.prometheus_hosts import exact_instances, promql_string
+from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY, metric_selector
+from cmdare.collectors.prometheus.hosts import exact_instances, promql_string
 from cmdare.collectors.samples import RoleFigures, TaskInfo
 
 if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with the Prometheus source
@@ -48,7 +49,7 @@ RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
 RATE_WINDOW_S = 60.0
 SLOWEST = 10  # per job: the slowest workers by step rate, and by compute time per step, read in detail
 FOCUS_MAX = 500  # tasks in the focus (screen, outliers, alerts) read in one refresh
-DETAIL_URL_BUDGET = 7000  # characters of a detail query's URL (GET limit 8000: prometheus_api.MAX_GET_URL)
+DETAIL_URL_BUDGET = 7000  # characters of a detail query's URL (GET limit 8000: source.MAX_GET_URL)
 WORKERS = ("worker", "chief")
 
 # the detail query's metrics, and how a task's series of each fold into one value (as the server folds
@@ -80,7 +81,7 @@ TURNS = ("steps", "preempted", "compute", "preempted", "examples", "preempted")
 def column_queries(selector: str, tasks: str | None = None) -> dict[str, str]:
     """One query per column, each Prometheus' own per-task figure folded per instance; ``selector``
     (the inside of the braces, "" for none) applies to the value series directly. ``tasks``: past the
-    tasks cap, the capped task set (``prometheus_aggregate.capped_tasks``): each column is joined with
+    tasks cap, the capped task set (``aggregate.capped_tasks``): each column is joined with
     it, so an answer never holds more tasks than the cap (a join costs the server, past the cap only)."""
 
     def rate(metric: str) -> str:
@@ -146,12 +147,12 @@ def _key(name: str, labels: Mapping[str, str]) -> str | None:
     return name if name in DETAIL_METRICS else None
 
 
-def fold_detail(rows: list[dict]) -> list[dict]:
+def fold_detail(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Raw detail rows as per-task value rows (``{"metric": {instance, cmdare_key}, "value": [t, v]}``,
     the shape of ``values_query``'s answer): summed per scrape job, the largest over scrape jobs (the
     global step, preemption and start time: the largest throughout). Rows are well formed (decoded)."""
     per_job: dict[tuple[str, str, str], float] = {}
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for r in rows:
         labels = r["metric"]
         inst = labels.get("instance", "")
@@ -178,7 +179,7 @@ def fold_detail(rows: list[dict]) -> list[dict]:
 
 def _float(text: object) -> float | None:
     try:
-        x = float(text)  # type: ignore[arg-type]
+        x = float(text)  # type: ignore[arg-type]  # any value: what float() refuses raises TypeError, caught below
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
@@ -223,7 +224,7 @@ class FleetColumns:
                 self.arrays[name] = np.where(old >= 0, np.append(values, np.nan)[old], np.nan)
             self.times = dict(carry.times)
 
-    def column(self, rows: list[dict]) -> np.ndarray:
+    def column(self, rows: list[dict[str, Any]]) -> np.ndarray:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
         is not a number in 0..:data:`~cmdare.collectors.metrics.MAX_ABS_VALUE`: counted in :attr:`implausible`). Rows are well formed (decoded): metric a dict of str, value a
         pair; values are converted in one pass (row by row only when one is not a number)."""
@@ -243,7 +244,7 @@ class FleetColumns:
         self.implausible = int(np.count_nonzero(~ok & ~np.isnan(vals)))
         return out[:n]
 
-    def take(self, name: str, rows: list[dict], t: float) -> None:
+    def take(self, name: str, rows: list[dict[str, Any]], t: float) -> None:
         """One column's answer, evaluated at server time ``t``."""
         self.arrays[name], self.times[name] = self.column(rows), t
 
@@ -287,6 +288,7 @@ def _role(job: str, role: str, idx: np.ndarray, steps: np.ndarray, examples: np.
         p50=_or_none(q[1]),
         p90=_or_none(q[2]),
         window_s=RATE_WINDOW_S,
+        examples_rated=len(ex),
     )
 
 
@@ -359,6 +361,7 @@ class FleetReader:
         self._order: list[str] = []  # the known instances, sorted (the sweep's order)
         self._by_key: dict[str, str] = {}  # task key -> instance
         self._new: set[str] = set()  # instances named since their detail was last read
+        self._first_due = True  # every column at once, once the tasks are known (first_columns)
 
     def know(self, tasks: Mapping[str, TaskInfo]) -> None:
         """Who the tasks are now (instance → identity); a task not known before is read at once."""
@@ -373,6 +376,20 @@ class FleetReader:
     def sweep_period(self) -> float:
         """Seconds in which the sweep reads every task once."""
         return self._sweep.period
+
+    @property
+    def first_due(self) -> bool:
+        """Whether the tasks are known and no column has been asked for yet (:meth:`first_columns`)."""
+        return self._first_due and self._columns is not None
+
+    def first_columns(self, now: float, tasks: str | None = None) -> dict[str, str]:
+        """Every column at once (name → PromQL), for the first read once the tasks are known: the job's
+        figures and the preempted tasks join the next refresh, not one column a turn later (the
+        examples column would come ~10 s after the steps one, the figures meanwhile a few tasks' sample).
+        ``now``: monotonic seconds (the turns go on from it); ``tasks``: the capped task set, past the tasks cap."""
+        self._first_due = False
+        self._columns_at = now
+        return column_queries(self.selector if self.direct else "", tasks)
 
     def columns_due(self, now: float) -> bool:
         """Whether this refresh reads a column (``now``: monotonic seconds): one column at a time, in
@@ -412,8 +429,11 @@ class FleetReader:
         return list(dict.fromkeys([*preempted, *sorted(self._new), *keyed, *slow]))[:FOCUS_MAX]
 
     def read(
-        self, detail: Iterable[list[dict]], columns: Mapping[str, list[dict]] | None, t: float
-    ) -> list[dict]:
+        self,
+        detail: Iterable[list[dict[str, Any]]],
+        columns: Mapping[str, list[dict[str, Any]]] | None,
+        t: float,
+    ) -> list[dict[str, Any]]:
         """The detail answers as per-task value rows; the column answers (when read) as the fleet's
         figures, at server time ``t``."""
         rows = fold_detail([r for answer in detail for r in answer])
@@ -426,6 +446,6 @@ class FleetReader:
             self.fleet = self._columns.fleet()
         return rows
 
-    def set_direct(self, rows: list[dict]) -> None:
+    def set_direct(self, rows: list[dict[str, Any]]) -> None:
         """The answer of :func:`direct_probe`: the selector applies to the value series when any has it."""
         self.direct = bool(rows) and (_float(rows[0]["value"][1]) or 0.0) > 0

@@ -1,9 +1,9 @@
 """The PromQL a Prometheus source asks of every task: per-task values folded by the server (``sum by
 (instance)``: ~300 raw series of a node become ~13 values), the tasks cap as a server-side ``topk``, the
 "scraped since" filter, the task counts. A large fleet's queries (per-task rate columns, detail of
-chosen tasks) are in :mod:`cmdare.collectors.prometheus_fleet`.
+chosen tasks) are in :mod:`cmdare.collectors.prometheus.fleet`.
 
-Pure functions of the selector: no I/O (``prometheus_api`` sends them and reads the answers).
+Pure functions of the selector: no I/O (``source`` sends them and reads the answers).
 """
 
 from __future__ import annotations

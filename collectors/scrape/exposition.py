@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.hostdetail import DCGM_NAMES, DcgmFold, device_id, forget_memory
@@ -84,7 +85,8 @@ FACTS_CACHE_CHARS = 512  # longer label sets are parsed each time: a hostile pag
 
 def _facts_of(key: tuple[str, ...]) -> tuple[JobFacts, tuple[str, ...]]:
     """The facts of the ``cmdare_job_info`` label values ``key`` (in ``M.JOB_INFO.labels`` order), and notes."""
-    labels, notes = dict(zip(M.JOB_INFO.labels, key, strict=True)), []
+    labels = dict(zip(M.JOB_INFO.labels, key, strict=True))
+    notes: list[str] = []
     spec = ModelSpec(
         name=labels["model"],
         model_flops=_fact(labels, "model_flops", notes),
@@ -256,7 +258,7 @@ def parse_exposition(text: str, default_info: TaskInfo | None = None) -> Parsed:
     return _fold_samples(samples, default_info)
 
 
-def _fold_samples(samples: list, default_info: TaskInfo | None) -> Parsed:
+def _fold_samples(samples: list[Any], default_info: TaskInfo | None) -> Parsed:
     out = Parsed()
     acc: dict[str, list[float]] = {}
     dcgm = DcgmFold()

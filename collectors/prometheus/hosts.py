@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.hostdetail import (
@@ -58,7 +59,7 @@ def instance_matcher(hosts: Iterable[str]) -> str:
 
 def exact_instances(instances: Iterable[str], escape: Callable[[str], str] = re.escape) -> str:
     """``instance=~"a|b"`` matching exactly these instances (Prometheus anchors the regex);
-    ``escape``: how each instance becomes a regex (``prometheus_fleet`` leaves the dots as they are)."""
+    ``escape``: how each instance becomes a regex (``fleet`` leaves the dots as they are)."""
     alts = "|".join(escape(i) for i in sorted(set(instances)) if i)
     return f'instance=~"{promql_string(alts)}"'
 
@@ -86,13 +87,13 @@ def host_query(hosts: Iterable[str]) -> str:
 
 def _number(text: object) -> float | None:
     try:
-        x = float(text)  # type: ignore[arg-type]
+        x = float(text)  # type: ignore[arg-type]  # any value: what float() refuses raises TypeError, caught below
     except (TypeError, ValueError):
         return None
     return x if math.isfinite(x) else None
 
 
-def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> list[TaskPoll]:
+def host_polls(rows: list[dict[str, Any]], source: str, now: float, skew: float = 0.0) -> list[TaskPoll]:
     """One host-detail poll per host from the answer of :func:`host_query`, stamped with the
     node_exporter's own scrape time (else the newest of the host's instances, else ``now``)."""
     values: dict[str, dict[str, float]] = {}
@@ -144,9 +145,9 @@ def host_polls(rows: list[dict], source: str, now: float, skew: float = 0.0) -> 
             note = f"GPU detail: {read:,} of {series:,.0f} DCGM series read (at most {MAX_DEVICES} devices a host)"
         out.append(
             TaskPoll(
-                f"{source}#host/{host}",
-                t if math.isfinite(t) else now,
-                True,
+                source=f"{source}#host/{host}",
+                t=t if math.isfinite(t) else now,
+                ok=True,
                 info=info,
                 values=vals,
                 host=host,

@@ -7,7 +7,8 @@
 * Schema versioned in ``meta``; a file of another version is refused, never migrated in place.
 * At most the ``cycle_polls`` cap of polls per cycle (what a replay reads), the rest said in the cycle's
   errors; rows written one by one, never a whole cycle's rows in memory.
-* Failed polls, state transitions and closed server lifetimes are recorded too.
+* Failed polls, state transitions and closed server lifetimes are recorded too; a log run's ``finished``
+  mark rides in the poll's identity column (``"finished": true``), so a replay shows it finished.
 * No secrets: sources are stored without user:password or query strings, and the Prometheus
   token never reaches a poll in the first place.
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sqlite3
 import time
 from dataclasses import asdict
@@ -78,15 +78,26 @@ def _json(obj: object) -> str:
     return json.dumps(obj, separators=(",", ":"), allow_nan=True)
 
 
-def poll_row(cycle_id: int, seq: int, p: TaskPoll) -> tuple:
-    vals = {k: v for k, v in p.values.items() if not (isinstance(v, float) and math.isnan(v))}
+def _poll_info(p: TaskPoll) -> dict[str, str | bool]:
+    """A poll's identity and the poll fields recorded beside it (where it runs; a log run finished: a
+    replay shows it finished as the session did, not silent)."""
+    out: dict[str, str | bool] = (
+        {**asdict(p.info), "host": p.host, "host_only": p.host_only} if p.info else {}
+    )
+    if p.finished:
+        out["finished"] = True
+    return out
+
+
+def poll_row(cycle_id: int, seq: int, p: TaskPoll) -> tuple[int | float | str | None, ...]:
+    vals = {k: v for k, v in p.values.items() if v == v}  # NaN (not read) left out
     return (
         cycle_id,
         seq,
         scrub(p.source),
         p.t,
         int(p.ok),
-        _json({**asdict(p.info), "host": p.host, "host_only": p.host_only}) if p.info else None,
+        _json(_poll_info(p)) if p.info else None,
         _json(vals),
         scrub(p.error),
         _json(p.job_facts.labels()) if p.job_facts else None,

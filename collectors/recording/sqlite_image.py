@@ -164,7 +164,7 @@ def _last_commit_bytes(wal: Path, size: int) -> int:
             head = fh.read(_WAL_HEADER)
             if len(head) < _WAL_HEADER:
                 return 0
-            page_size = struct.unpack(">I", head[8:12])[0]
+            page_size: int = struct.unpack(">I", head[8:12])[0]
             if page_size < 512 or page_size > 65536:
                 return 0
             frames = (size - _WAL_HEADER) // (_FRAME_HEADER + page_size)
@@ -176,7 +176,8 @@ def _last_commit_bytes(wal: Path, size: int) -> int:
         return 0
     if len(frame) < _FRAME_HEADER or frame[8:16] != head[16:24]:
         return 0
-    return struct.unpack(">I", frame[4:8])[0] * page_size
+    count: int = struct.unpack(">I", frame[4:8])[0]
+    return count * page_size
 
 
 def _uri(path: Path, query: str) -> str:

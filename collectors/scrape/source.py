@@ -16,11 +16,11 @@ import httpx
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, SystemClock
-from cmdare.collectors.exposition import ExpositionError, Parsed, parse_exposition
 from cmdare.collectors.hostdetail import HOST_JOB, host_name, is_host_key
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, BodyTooLarge, new_client, read_body
 from cmdare.collectors.redaction import install_log_filters, redact, remember_url
-from cmdare.collectors.samples import TaskInfo, TaskPoll
+from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
+from cmdare.collectors.scrape.exposition import ExpositionError, Parsed, parse_exposition
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,11 @@ _UNREACHABLE = {errno.EHOSTUNREACH, errno.ENETUNREACH}
 def _root_cause(exc: BaseException) -> BaseException:
     """The innermost exception (httpx wraps the socket error; anyio merges happy-eyeballs attempts)."""
     seen = 0
-    while seen < 10 and (exc.__cause__ or exc.__context__) is not None:
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-        seen += 1
+    while seen < 10:
+        inner = exc.__cause__ or exc.__context__
+        if inner is None:
+            break
+        exc, seen = inner, seen + 1
     return exc
 
 
@@ -132,9 +134,18 @@ async def scrape(
     host = host_name(target.url)
     answered: list[float] = []  # when the response headers arrived: the page was rendered just before
 
-    def done(ok: bool, **kw: object) -> TaskPoll:
+    def done(
+        ok: bool,
+        *,
+        error: str | None,
+        info: TaskInfo | None = None,
+        values: dict[str, float] | None = None,
+        job_facts: JobFacts | None = None,
+        host_only: bool = False,
+    ) -> TaskPoll:
         t = answered[0] if answered and ok else clock.now()  # the sample's time, not when parsing ended
-        return TaskPoll(source=source, t=t, ok=ok, elapsed=clock.monotonic() - t0, host=host, **kw)  # type: ignore[arg-type]
+        return TaskPoll(source=source, t=t, ok=ok, info=info, values=values or {}, error=error,
+                        job_facts=job_facts, elapsed=clock.monotonic() - t0, host=host, host_only=host_only)  # fmt: skip
 
     try:
         async with asyncio.timeout(timeout):
@@ -241,7 +252,11 @@ class ScrapeSource:
                     )
                 except httpx.InvalidURL:  # one bad URL fails alone, never the whole source
                     return TaskPoll(
-                        redact(target.url), clock.now(), False, info=target.default_info, error="invalid URL"
+                        source=redact(target.url),
+                        t=clock.now(),
+                        ok=False,
+                        info=target.default_info,
+                        error="invalid URL",
                     )
 
         polls = list(await asyncio.gather(*(one(t, o) for t, o in zip(targets, origins, strict=True))))

@@ -41,11 +41,12 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from cmdare.collectors import metrics as M
-from cmdare.collectors.allreduce_timer import AllreduceTimer
+from cmdare.collectors.exporter.allreduce_timer import AllreduceTimer
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class TrainingExporter:
                 Counter(M.STAGE_BYTES_SENT.name, M.STAGE_BYTES_SENT.help, ["peer"], registry=r),
                 Counter(M.STAGE_MICROBATCHES.name, M.STAGE_MICROBATCHES.help, registry=r),
             )
-        self._server = None
+        self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.port: int | None = None
@@ -205,8 +206,9 @@ class TrainingExporter:
     # --- serving ----------------------------------------------------------------------------
     def start(self, port: int = 0, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` on ``addr:port`` (0 = any free port); returns the port."""
-        self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
-        self.port = self._server.server_address[1]
+        server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        self._server = server
+        self.port = server.server_address[1]
         return self.port
 
     def stop(self) -> None:

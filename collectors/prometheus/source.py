@@ -9,9 +9,15 @@ instant queries per refresh (``/api/v1/query``), whatever the number of tasks:
    the lifecycle and the panes work unchanged), plus each target's scrape timestamp; split in
    queries the server evaluates in parallel;
 5. node detail (node_exporter, DCGM on another port of a task's host), found by the tasks' hosts
-   whatever the selector (:mod:`prometheus_hosts`), read between refreshes so that it never delays one.
-6. for a task met for the first time, its recent samples (one range query, :mod:`prometheus_backfill`),
+   whatever the selector (:mod:`.hosts`), read between refreshes so that it never delays one;
+   a host met for the first time is read at once, at its last scrape and the one before, so that its
+   CPU and NIC (counters) rate from the first refresh.
+6. for a task met for the first time, its recent samples (one range query, :mod:`.backfill`),
    so that the first refresh already rates over complete scrape intervals.
+
+How late the engine answers is measured on every refresh (its newest sample's age, and how far before
+the time asked it evaluates: VictoriaMetrics' latency offset) and said on the status line past two
+scrape intervals; "scraped since" reads look back from the last refresh's newest sample.
 
 Every query of one refresh is evaluated at the same instant (``time=``, the server's clock less
 :data:`EVAL_LAG_S`), so a scrape landing between two queries never mixes two samples' values with
@@ -44,9 +50,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import statistics
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -56,7 +64,7 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import Clock, plausible_time
 from cmdare.collectors.hostdetail import host_name
 from cmdare.collectors.http_client import ACCEPT_ENCODING, BodyError, Budget, read_body
-from cmdare.collectors.prometheus_aggregate import (
+from cmdare.collectors.prometheus.aggregate import (
     ALWAYS_KEYS,
     KEY_LABEL,
     NODE_KEYS,
@@ -73,21 +81,27 @@ from cmdare.collectors.prometheus_aggregate import (
     selector_matchers,
     values_query,
 )
-from cmdare.collectors.prometheus_answers import (
+from cmdare.collectors.prometheus.answers import (
     MAX_JSON_VALUES,
     PrometheusAPIError,
     decode,
+    evaluation_offset,
     job_facts,
     number,
     server_time,
 )
-from cmdare.collectors.prometheus_auth import BasicAuth, BearerToken, public_url
-from cmdare.collectors.prometheus_backfill import MAX_BACKFILL_TARGETS, backfill_polls, backfill_query
-from cmdare.collectors.prometheus_fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
-from cmdare.collectors.prometheus_hosts import exact_instances, host_polls, host_query
+from cmdare.collectors.prometheus.auth import BasicAuth, BearerToken, public_url
+from cmdare.collectors.prometheus.backfill import (
+    MAX_BACKFILL_TARGETS,
+    backfill_polls,
+    backfill_query,
+    scrape_spacings,
+)
+from cmdare.collectors.prometheus.fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
+from cmdare.collectors.prometheus.hosts import exact_instances, host_polls, host_query
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
-from cmdare.collectors.scrape import describe_error
+from cmdare.collectors.scrape.source import describe_error
 from cmdare.collectors.untrusted import clean_text
 
 T = TypeVar("T")
@@ -103,8 +117,24 @@ DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # ~17 series x 10k tasks fits; past this a query is refused
 MAX_GET_URL = 8000  # bytes: longer queries go as POST (proxies cut longer URLs), never in read-only mode
 SKEW_TOLERANCE_S = 2.0  # assumption: larger server/client clock differences are corrected and reported
-LOOK_BACK_MARGIN_S = 0.5  # "scraped since the last refresh" looks back this much more than the longest scrape
+# "scraped since the last refresh" looks back past the last evaluation instant by the engine's measured
+# lag then (to its newest sample), the longest scrape, and this floor (a sample made visible a little out
+# of its time order): samples become visible in about their time order (an engine with a latency offset
+# or slow under load shows each later, all alike), so what the last refresh could not see is newer than
+# its newest sample less the longest scrape
+LOOK_BACK_MARGIN_S = 0.5
 MAX_LOOK_BACK_S = 30.0  # a scrape reported as longer is taken as this long (full reads catch the rest)
+MAX_ENGINE_LAG_S = 3600.0  # a lag measured past this (an engine stalled for an hour) is taken as this long
+# the engine's lag is the smallest newest-sample age of the last this many refreshes (16 s at the default
+# 2 s: past a 15 s scrape interval, so one refresh lands just after a scrape and the scrapes' phase drops out)
+LAG_REFRESHES = 8
+# the status line says the engine lags past two scrape intervals (the freshest target's sample is at most
+# one interval and a scrape old when the engine is up to date) and at least this long (less is within a
+# refresh or two of the default 2 s), or when the engine evaluates this far before the time asked
+LAG_NOTE_MIN_S = 5.0
+# node detail of hosts met for the first time is read at once, and again just before their last scrape
+# (CPU and NIC are counters: a rate needs two scrapes), for at most this many hosts a refresh
+MAX_HISTORY_HOSTS = 200
 EVAL_LAG_S = (
     0.1  # queries are evaluated this far behind the server's now (a scrape in progress is not half-read)
 )
@@ -139,7 +169,9 @@ def _info(labels: Mapping[str, str]) -> TaskInfo:
     return TaskInfo(job=job, task=task, **pick)
 
 
-_Answers = tuple[list[dict] | None, list[dict], list[dict], list[dict]]  # infos, jobs, ups, values
+_Answers = tuple[
+    list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]
+]  # infos, jobs, ups, values
 
 
 class PrometheusAPISource:
@@ -178,7 +210,7 @@ class PrometheusAPISource:
         self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        self._infos: dict[tuple[str, str], tuple[dict, TaskInfo]] = {}  # labels → identity, reused
+        self._infos: dict[tuple[str, str], tuple[dict[str, Any], TaskInfo]] = {}  # labels → identity, reused
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
         self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
@@ -189,8 +221,16 @@ class PrometheusAPISource:
         self._polls = 0
         self._skew = 0.0  # server clock − ours, from the last answer
         self._server_now = math.nan  # the server's clock when it answered (``vector(time())``)
+        self._eval_offset = 0.0  # how far before the time asked the engine evaluates (its latency offset)
+        self._newest = -math.inf  # the newest scrape time read so far (server clock)
+        self._ages: deque[float] = deque(maxlen=LAG_REFRESHES)  # the newest sample's age, refresh by refresh
+        self._spacings: deque[float] = deque(maxlen=256)  # recent spacings of a target's consecutive scrapes
+        self._last_scrape: dict[tuple[str, str], float] = {}  # target → the scrape time last read
+        self._hosts_read: set[str] = set()  # hosts whose recent node detail was read (two instants)
         self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
-        self._node_task: asyncio.Task[list[dict] | str] | None = None  # node detail read in the background
+        self._node_task: asyncio.Task[list[dict[str, Any]] | str] | None = (
+            None  # node detail read in the background
+        )
         self._names: dict[tuple[str, str], tuple[str, str]] = {}  # target → (source, host), made once
         # above ``detail_tasks`` tasks a refresh reads only the targets scraped since the last one
         self._since: float | None = None  # evaluation instant of the last refresh that answered
@@ -198,12 +238,16 @@ class PrometheusAPISource:
         self._full_due = False  # the task count moved: read every task's values next refresh
         self._seen: dict[tuple[str, str], float] = {}  # target → the scrape time last handed on
         self.unchanged = 0  # known tasks up and not scraped since the last refresh (no poll this time)
-        # above ``focus_from`` tasks, per-task detail only for the focus (prometheus_fleet)
+        # above ``focus_from`` tasks, per-task detail only for the focus (fleet.py)
         self.focus_from = focus_from
         self.fleet_reader = FleetReader(self.selector)
-        self._jobs_rows: list[dict] = []  # the job-info answer, read with the identities in fleet mode
+        self._jobs_rows: list[
+            dict[str, Any]
+        ] = []  # the job-info answer, read with the identities in fleet mode
         self._columns_due: dict[str, str] | None = None  # the column queries to start after this refresh
-        self._columns_task: asyncio.Task[dict[str, list[dict]] | str] | None = None  # read in the background
+        self._columns_task: asyncio.Task[dict[str, list[dict[str, Any]]] | str] | None = (
+            None  # read in the background
+        )
         self._columns_at = math.nan  # the evaluation instant the running column read asks for
         self.mode_note: str | None = None  # how this refresh read the fleet (the status line shows it)
 
@@ -226,12 +270,16 @@ class PrometheusAPISource:
 
     def _changed_queries(self) -> list[str] | None:
         """Above ``detail_tasks`` tasks, between the reads of who the tasks are: every value of the
-        targets scraped since the last refresh (less the longest scrape and a margin: a sample is
-        stamped when its scrape began), in two queries the server evaluates side by side; None when
+        targets scraped since the last refresh, looking back past its evaluation instant by the engine's
+        lag then (how old its newest sample was: an engine with a latency offset, or slow to make samples
+        visible under load, shows none newer), the longest scrape (a sample is stamped when its scrape
+        began) and :data:`LOOK_BACK_MARGIN_S`; in two queries the server evaluates side by side; None when
         a full read is due. At a 15 s scrape and a 2 s refresh about one task in six has something new."""
         if self._since is None or self._full_due or self._infos_due():
             return None
-        since = self._since - self._lag - LOOK_BACK_MARGIN_S
+        # the last refresh's evaluation instant less the engine's lag then: its newest sample
+        anchor = min(self._since, self._newest) if math.isfinite(self._newest) else self._since
+        since = anchor - self._lag - LOOK_BACK_MARGIN_S
         first, rest = [*ALWAYS_KEYS, *self._group_keys[0]], self._group_keys[1]
         return [
             changed_values_query(self.selector, first, since, scrape_time=True, tasks=self._tasks_expr),
@@ -292,7 +340,7 @@ class PrometheusAPISource:
         budget: tuple[Budget, Budget] | None = None,
         at: float | None = None,
         result_type: str = "vector",
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """One query (evaluated at server time ``at`` when given; ``result_type`` "matrix" for a range
         selector); returns the result rows or raises :class:`PrometheusAPIError`.
         Sent as GET; as POST only when the URL would exceed :data:`MAX_GET_URL`, and never in
@@ -333,14 +381,14 @@ class PrometheusAPISource:
         rows = await self.query(client, ENGINE_ALERTS_QUERY)
         out = []
         for row in rows[:ENGINE_ALERTS_MAX]:
-            labels = row.get("metric") if isinstance(row, dict) else None
+            labels = row.get("metric")  # rows are dicts (decode); their labels are the server's
             if isinstance(labels, dict):
                 out.append({clean_text(k): clean_text(v) for k, v in labels.items() if isinstance(v, str)})
         return out
 
     async def _ask(
         self, client: httpx.AsyncClient, at: float, now: float
-    ) -> tuple[list[dict] | None, list[dict], list[dict], list[dict]]:
+    ) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
         """This refresh's answers: identities (None when not read), job facts, down targets, task
         values. ``at``: the evaluation instant (server clock); ``now``: our monotonic clock."""
         if self._infos_due():
@@ -362,6 +410,7 @@ class PrometheusAPISource:
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
         self._server_now = server_time(clock_rows) if clock_rows else math.nan
+        self._eval_offset = evaluation_offset(clock_rows) if clock_rows else 0.0
         if due and self._node_task is None and (hosts := {host_name(i) for _, i in self._known}):
             # starts after the refresh's own queries
             self._node_task = asyncio.create_task(self._in_background(self.query(client, host_query(hosts))))
@@ -377,7 +426,7 @@ class PrometheusAPISource:
         """What each job trains: one row per job."""
         return f"topk by (job, exported_job) (1, {of_tasks('cmdare_job_info', self.selector)})"
 
-    def _task_queries(self) -> tuple[list[str], Callable[[list, float], _Answers]]:
+    def _task_queries(self) -> tuple[list[str], Callable[[list[Any], float], _Answers]]:
         """Every task's values (in turns, or only the targets scraped since, above ``detail_tasks``)."""
         sel = self.selector
         small = max(len(self._known), self._total or 0) <= self.detail_tasks
@@ -392,7 +441,7 @@ class PrometheusAPISource:
         # one row each; the longest scrape changes slowly: read with the identities
         watch = [] if small else [instances_query(sel), lag_query(sel) if self._infos_due() else ""]
 
-        def finish(res: list, at: float) -> _Answers:
+        def finish(res: list[Any], at: float) -> _Answers:
             if watch:
                 self._watch(*res[len(queries) :])
             return res[0], res[1], res[2], [row for r in res[3 : len(queries)] for row in r]
@@ -403,8 +452,8 @@ class PrometheusAPISource:
         """Above ``focus_from`` tasks, once every task has been read once: detail for the focus only."""
         return len(self._known) > self.focus_from and self._since is not None
 
-    def _fleet_queries(self, now: float) -> tuple[list[str], Callable[[list, float], _Answers]]:
-        """A large fleet's refresh (:mod:`prometheus_fleet`): the focus's detail and the down targets;
+    def _fleet_queries(self, now: float) -> tuple[list[str], Callable[[list[Any], float], _Answers]]:
+        """A large fleet's refresh (:mod:`.fleet`): the focus's detail and the down targets;
         identities and job facts only when due (then also whether the selector applies to the value
         series). The columns and the task count, when due, are read between refreshes (like node
         detail: ~0.1-0.3 s of server time each at 10,000 tasks), and join the refresh after."""
@@ -426,7 +475,7 @@ class PrometheusAPISource:
             direct_probe(self.selector) if (infos_due or reader.direct is None) and self.selector else "",
         ]
 
-        def finish(res: list, at: float) -> _Answers:
+        def finish(res: list[Any], at: float) -> _Answers:
             infos, jobs, ups, probe = res[:4]
             if probe is not None:
                 reader.set_direct(probe)
@@ -440,7 +489,7 @@ class PrometheusAPISource:
 
     async def _read_columns(
         self, client: httpx.AsyncClient, queries: dict[str, str], at: float
-    ) -> dict[str, list[dict]]:
+    ) -> dict[str, list[dict[str, Any]]]:
         """A large fleet's columns (and task count), read between refreshes (:meth:`_in_background`)."""
         budget = self.budget()
         rows = await asyncio.gather(*(self.query(client, q, budget, at) for q in queries.values()))
@@ -470,14 +519,14 @@ class PrometheusAPISource:
             return True, None
         return True, out
 
-    def _columns_answers(self) -> dict[str, list[dict]] | None:
+    def _columns_answers(self) -> dict[str, list[dict[str, Any]]] | None:
         """The background column read's answers once it has finished (else None)."""
         ended, out = self._finished(self._columns_task, "fleet columns")
         if ended:
             self._columns_task = None
         return out
 
-    def _watch(self, count: list[dict] | None, lag: list[dict] | None) -> None:
+    def _watch(self, count: list[dict[str, Any]] | None, lag: list[dict[str, Any]] | None) -> None:
         """A task count other than the tasks known means tasks came or went: the next refresh reads
         every task. The longest scrape sets how far back "scraped since" looks (capped)."""
         if count is not None:
@@ -500,7 +549,7 @@ class PrometheusAPISource:
 
     async def _maybe(
         self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None = None
-    ) -> list[dict] | None:
+    ) -> list[dict[str, Any]] | None:
         return await self.query(client, promql, budget, at) if promql else None
 
     def _infos_due(self) -> bool:
@@ -516,7 +565,7 @@ class PrometheusAPISource:
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
         return self._polls % every == 0
 
-    def _node_rows(self) -> list[dict]:
+    def _node_rows(self) -> list[dict[str, Any]]:
         """The background node query's rows (about 1 s of server time at 1,000 nodes, 16 CPUs each: it
         runs between refreshes and joins the next one, never delaying it) once it has finished, else none."""
         ended, out = self._finished(self._node_task, "node detail")
@@ -562,6 +611,7 @@ class PrometheusAPISource:
         now = clock.now()
         fleet = self._fleet_mode()
         self._fill(targets, values)
+        self._measure_lag(targets, at)
         if fleet:  # only the tasks whose detail this refresh read (the focus and the sweep)
             targets = {i: tg for i, tg in targets.items() if math.isfinite(tg.scrape_time)}
         facts, fact_notes = job_facts(jobs)
@@ -571,7 +621,15 @@ class PrometheusAPISource:
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         self._since = at
         self._unchanged_targets(targets, infos is not None)
-        polls = await self._backfill(client, targets, skew if note else 0.0)
+        hosts = self._new_hosts(targets)
+        if hosts:  # read side by side with the tasks' history (else no wait at all: nothing is asked)
+            backfill, history = await asyncio.gather(
+                self._backfill(client, targets, skew if note else 0.0),
+                self._host_history(client, hosts, at, now, skew if note else 0.0),
+            )
+            polls = backfill + history
+        else:
+            polls = await self._backfill(client, targets, skew if note else 0.0)
         polls += [
             self._ok(
                 ident,
@@ -588,12 +646,30 @@ class PrometheusAPISource:
         polls += self._missing(targets, ups, clock, t0)
         polls += host_polls(node_rows, self.display, now, skew if note else 0.0)  # a host cut says so itself
         self.cap_note = self._cap_notes()
+        self._first_columns(client, at, clock.monotonic())
         return polls
+
+    def _first_columns(self, client: httpx.AsyncClient, at: float, now: float) -> None:
+        """Once a large fleet's tasks are known, every column is read at once, between this refresh and the
+        next (:meth:`FleetReader.first_columns`), so the job's figures join the next refresh whole."""
+        reader = self.fleet_reader
+        if (
+            self._fleet_mode()
+            and reader.first_due
+            and self._columns_task is None
+            and self._columns_due is None
+        ):
+            self._columns_at = at
+            self._columns_task = asyncio.create_task(
+                self._in_background(
+                    self._read_columns(client, reader.first_columns(now, self._tasks_expr), at)
+                )
+            )
 
     async def _backfill(
         self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target], skew: float
     ) -> list[TaskPoll]:
-        """The recent samples of targets met for the first time (see :mod:`prometheus_backfill`);
+        """The recent samples of targets met for the first time (see :mod:`.backfill`);
         none when the query fails (logged: the current values still show)."""
         new = [i for i in targets if i not in self._backfilled][:MAX_BACKFILL_TARGETS]
         if not new:
@@ -605,18 +681,115 @@ class PrometheusAPISource:
         except (PrometheusAPIError, TimeoutError) as exc:
             log.warning(
                 "%s",
-                redact_cut(f"Prometheus {self.display}: history: {exc or 'timed out'}", 300, self._secrets()),
+                redact_cut(
+                    f"Prometheus {self.display}: history: {str(exc) or 'timed out'}", 300, self._secrets()
+                ),
             )
             return []
-        return backfill_polls(
+        polls = backfill_polls(
             rows,
             {i: targets[(j, i)].info for j, i in new},
             {i: targets[(j, i)].scrape_time for j, i in new},
             {i: self._source((j, i)) for j, i in new},
             skew,
         )
+        self._spacings.extend(scrape_spacings(polls))
+        return polls
 
-    def _reuse_targets(self, values: list[dict], ups: list[dict]) -> dict[tuple[str, str], _Target] | None:
+    def _new_hosts(self, targets: dict[tuple[str, str], _Target]) -> list[str]:
+        """The hosts of ``targets`` whose node detail was never read (at most :data:`MAX_HISTORY_HOSTS`),
+        marked read."""
+        read = self._hosts_read
+        if len(read) > 4 * max(caps.current().tasks, len(self._known)):
+            read.clear()  # a long session's churn of hosts: bounded (a host met again is read again)
+        hosts = sorted({h for _, i in targets if (h := host_name(i)) and h not in read})[:MAX_HISTORY_HOSTS]
+        read.update(hosts)
+        return hosts
+
+    async def _host_history(
+        self, client: httpx.AsyncClient, hosts: list[str], at: float, now: float, skew: float
+    ) -> list[TaskPoll]:
+        """Node detail of ``hosts`` (met for the first time) read at once: at ``at``, then just before the
+        earliest of their last scrapes (so each host's previous scrape, whatever its scrape interval and
+        the engine's evaluation offset), so that their CPU and NIC (counters: a rate needs two scrapes)
+        show from the first refresh, not after two node detail reads between refreshes. None when the
+        reads fail (logged: the background read follows)."""
+        query = host_query(hosts)
+        try:
+            async with asyncio.timeout(self.timeout):
+                new = await self.query(client, query, at=at)
+                stamps = [
+                    v
+                    for r in new
+                    if r["metric"].get(KEY_LABEL) == T_KEY
+                    and (v := number(r["value"][1])) is not None
+                    and plausible_time(v)
+                ]
+                old = await self.query(client, query, at=min(stamps) - 0.001) if stamps else []
+        except (PrometheusAPIError, TimeoutError) as exc:
+            log.warning(
+                "%s",
+                redact_cut(
+                    f"Prometheus {self.display}: node history: {str(exc) or 'timed out'}",
+                    300,
+                    self._secrets(),
+                ),
+            )
+            return []
+        return host_polls(old, self.display, now, skew) + host_polls(new, self.display, now, skew)
+
+    def _measure_lag(self, targets: dict[tuple[str, str], _Target], at: float) -> None:
+        """How far behind the engine answers: the newest scrape time read so far against this refresh's
+        evaluation instant ``at`` (server clock); kept for the look-back and :attr:`engine_lag_s`."""
+        newest = max((t for tg in targets.values() if math.isfinite(t := tg.scrape_time)), default=-math.inf)
+        if not math.isfinite(newest):  # nothing read (every target down, none scraped since): no measure
+            return
+        self._newest = max(self._newest, min(newest, at))  # a sample stamped in the future says nothing
+        self._ages.append(min(max(0.0, at - self._newest), MAX_ENGINE_LAG_S))
+        if self._fleet_mode():  # a fleet's detail reads a task now and then: its history's spacings only
+            return
+        last, spacings = self._last_scrape, self._spacings
+        if len(last) > 4 * max(caps.current().tasks, len(self._known)):
+            last.clear()  # a long session's churn of targets: bounded
+        for ident, tg in targets.items():  # every new scrape of a target is read: one interval apart
+            t = tg.scrape_time
+            if math.isfinite(t):
+                if (prev := last.get(ident)) is not None and t > prev:
+                    spacings.append(t - prev)
+                last[ident] = t
+
+    @property
+    def scrape_interval_s(self) -> float | None:
+        """The targets' scrape interval (s): the median spacing of a target's consecutive scrapes, read
+        refresh by refresh or in its history; None before two scrapes of one target were read."""
+        return statistics.median(self._spacings) if self._spacings else None
+
+    @property
+    def engine_lag_s(self) -> float | None:
+        """How old the engine's newest sample is when it answers (s): the smallest age of the last
+        :data:`LAG_REFRESHES` refreshes (an engine that makes samples visible D seconds late shows none
+        younger than D; VictoriaMetrics stamps its clock in whole seconds: up to 1 s less); None before
+        any sample was read."""
+        return min(self._ages) if self._ages else None
+
+    def _lag_note(self) -> str | None:
+        """For the status line: the engine's lag when it is past two scrape intervals (and
+        :data:`LAG_NOTE_MIN_S`), or its evaluation offset is past :data:`LAG_NOTE_MIN_S`."""
+        lag, off = self.engine_lag_s, self._eval_offset
+        if lag is None:
+            return None
+        interval = self.scrape_interval_s
+        limit = max(LAG_NOTE_MIN_S, 2 * (interval or 0.0))
+        if lag <= limit and off < LAG_NOTE_MIN_S:
+            return None
+        said = [f"its newest sample is {lag:.0f} s old"]
+        said += [f"a scrape every {interval:.3g} s"] if interval else []
+        said += [f"it evaluates queries {off:.0f} s back: a latency offset"] if off >= 0.5 else []
+        return f"engine lag {lag:.0f} s: every figure is that far behind ({'; '.join(said)})"
+
+    def _reuse_targets(
+        self, values: list[dict[str, Any]], ups: list[dict[str, Any]]
+    ) -> dict[tuple[str, str], _Target] | None:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
@@ -637,7 +810,7 @@ class PrometheusAPISource:
             if k == T_KEY and i in current and i not in down
         }
 
-    def _targets(self, infos: list[dict], now: float) -> dict[tuple[str, str], _Target]:
+    def _targets(self, infos: list[dict[str, Any]], now: float) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
         for r in infos:
             labels = r.get("metric", {})
@@ -711,18 +884,20 @@ class PrometheusAPISource:
         if names is not None and self._in_use.get(names[0]) == ident:
             del self._in_use[names[0]]
         self._seen.pop(ident, None)
+        self._last_scrape.pop(ident, None)
         self._backfilled.discard(ident)
 
     def _drop(self, ident: tuple[str, str]) -> None:
         """Forget a target: its identity, its cached labels and names, its history read and its last scrape."""
         self._release(ident)
         for book in (self._known, self._infos, self._gone):
-            book.pop(ident, None)  # type: ignore[attr-defined]
+            book.pop(ident, None)
 
     @property
     def status_note(self) -> str | None:
-        """For the status line: node detail that failed (the last read: refused, timed out), fleet column values
-        ignored (the last read), and how many tasks moved to a new address this session ("replaced")."""
+        """For the status line: an engine that answers late (:meth:`_lag_note`), node detail that failed (the
+        last read: refused, timed out), fleet column values ignored (the last read), and how many tasks moved
+        to a new address this session ("replaced")."""
         replaced = (
             self.replaced
             and f"{self.replaced:,} task(s) replaced (same name, new address): followed, not revoked"
@@ -731,9 +906,9 @@ class PrometheusAPISource:
         columns = (
             bad and f"fleet columns: {bad:,} implausible value(s) ignored (negative, not finite or past 1e30)"
         )
-        return _join(self._detail_note, columns or None, replaced or None)
+        return _join(self._lag_note(), self._detail_note, columns or None, replaced or None)
 
-    def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict]) -> None:
+    def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict[str, Any]]) -> None:
         valid = M.valid_value
         for r in values:  # rows are well formed (decode): ``metric`` a dict, ``value`` a pair
             labels = r["metric"]
@@ -742,11 +917,10 @@ class PrometheusAPISource:
             if not key or tg is None:
                 continue
             val = number(r["value"][1])
-            if key != T_KEY and (val is None or not valid(key, val)):
-                tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
-                continue
             if key == T_KEY:
                 tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
+            elif val is None or not valid(key, val):
+                tg.dropped += 1  # one bad value goes (NaN, inf, huge, a negative counter), never the task
             else:
                 tg.values[key] = val
 
@@ -768,9 +942,9 @@ class PrometheusAPISource:
         if tg.dropped:
             note = _join(note, f"{tg.dropped} implausible value(s) ignored")
         return TaskPoll(
-            self._source(ident),
-            t,
-            True,
+            source=self._source(ident),
+            t=t,
+            ok=True,
             info=tg.info,
             values=tg.values,
             error=note,
@@ -793,7 +967,7 @@ class PrometheusAPISource:
         seen.update((i, tg.scrape_time) for i, tg in targets.items())
 
     def _missing(
-        self, targets: dict[tuple[str, str], _Target], ups: list[dict], clock: Clock, t0: float
+        self, targets: dict[tuple[str, str], _Target], ups: list[dict[str, Any]], clock: Clock, t0: float
     ) -> list[TaskPoll]:
         """Failed polls for known tasks that Prometheus reports down or no longer has. Above
         ``detail_tasks`` tasks a task not read this refresh but still named and up is unchanged
@@ -812,9 +986,9 @@ class PrometheusAPISource:
             why = "target down in Prometheus" if ident in down else "no longer in Prometheus"
             out.append(
                 TaskPoll(
-                    self._source(ident),
-                    clock.now(),
-                    False,
+                    source=self._source(ident),
+                    t=clock.now(),
+                    ok=False,
                     info=self._known[ident],
                     error=why,
                     elapsed=clock.monotonic() - t0,
@@ -826,15 +1000,17 @@ class PrometheusAPISource:
                 del self._lost[key]
                 continue
             why = "no longer in Prometheus (its address answers for another task)"
-            out.append(TaskPoll(source, now, False, info=info, error=why, elapsed=clock.monotonic() - t0))
+            out.append(
+                TaskPoll(source=source, t=now, ok=False, info=info, error=why, elapsed=clock.monotonic() - t0)
+            )
         return out
 
     def _all_failed(self, msg: str, clock: Clock, t0: float) -> list[TaskPoll]:
         el = clock.monotonic() - t0
         if not self._known:
-            return [TaskPoll(self.display, clock.now(), False, error=msg, elapsed=el)]
+            return [TaskPoll(source=self.display, t=clock.now(), ok=False, error=msg, elapsed=el)]
         return [
-            TaskPoll(self._source(i), clock.now(), False, info=info, error=msg, elapsed=el)
+            TaskPoll(source=self._source(i), t=clock.now(), ok=False, info=info, error=msg, elapsed=el)
             for i, info in self._known.items()
         ]
 
@@ -871,7 +1047,7 @@ def _join(*notes: str | None) -> str | None:
     return "; ".join(n for n in notes if n) or None
 
 
-def _job_value(row: dict) -> bool:
+def _job_value(row: dict[str, Any]) -> bool:
     """A row of a task's own series (not a scrape time, not node detail joined by host)."""
     key = row["metric"].get(KEY_LABEL)
     return key != T_KEY and key not in NODE_KEYS
