@@ -114,8 +114,8 @@ class HelpOverlay(VerticalScroll):
     """
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close help", id="help.close")]
 
-    def __init__(self, **kw: str) -> None:
-        super().__init__(Static("", id="help-text"), **kw)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(Static("", id="help-text"), id=id)
         self.sections: list[Section] = []
         self._before: Widget | None = None  # what had the focus when the help opened
 

@@ -30,9 +30,12 @@ PALETTE_BORDER = "▏"  # left of the command palette's key, which keeps the rig
 class KeyLike(Protocol):
     """What :func:`fit` reads of a key."""
 
-    key_display: str
-    description: str
-    action: str
+    @property
+    def key_display(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def action(self) -> str: ...
 
 
 @dataclass(frozen=True)
