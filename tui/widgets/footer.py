@@ -38,7 +38,7 @@ class KeyLike(Protocol):
     def action(self) -> str: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FooterKey:
     """One key on the line: the key a click presses, as shown, its word, its action and tooltip."""
 
@@ -149,14 +149,26 @@ class FitFooter(Widget, can_focus=False):
         for _node, binding, enabled, tooltip in active.values():
             if binding.show and binding.action not in keys:
                 word = self._label(binding.action, binding.description)
-                keys[binding.action] = FooterKey(binding.key, self.app.get_key_display(binding), word,
-                                                 binding.action, enabled, tooltip or binding.tooltip)  # fmt: skip
+                keys[binding.action] = FooterKey(
+                    key=binding.key,
+                    key_display=self.app.get_key_display(binding),
+                    description=word,
+                    action=binding.action,
+                    enabled=enabled,
+                    tooltip=tooltip or binding.tooltip,
+                )
         palette = None
         if self.app.ENABLE_COMMAND_PALETTE and self.app.COMMAND_PALETTE_BINDING in active:
             _node, binding, enabled, tooltip = active[self.app.COMMAND_PALETTE_BINDING]
             keys.pop(binding.action, None)
-            palette = FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
-                                binding.action, enabled, binding.tooltip or binding.description)  # fmt: skip
+            palette = FooterKey(
+                key=binding.key,
+                key_display=self.app.get_key_display(binding),
+                description=binding.description,
+                action=binding.action,
+                enabled=enabled,
+                tooltip=binding.tooltip or binding.description,
+            )
         return list(keys.values()), palette
 
     def render(self) -> Text:
