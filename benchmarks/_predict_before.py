@@ -1,4 +1,4 @@
-"""``planner/predict_csv.py`` as it was before issue 27 (main at 64b15e7): one ``SpeedModel.predict`` and one
+"""``planner/predict/batch.py`` as it was before issue 27 (main at 64b15e7): one ``SpeedModel.predict`` and one
 ``speed_band`` per row, the whole output built in memory. Kept as the baseline of benchmarks/predict_rows.py
 (measured in the same run); nothing in the app imports it.
 
@@ -13,7 +13,7 @@ residuals, :mod:`cmdare.planner.speed.speed_band`), ``extrapolation`` (``none`` 
 ``examples_per_sec``, ``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError`
 naming the row.
 
-Synchronous rows (:mod:`cmdare.planner.predict_sync`): optional columns ``mode`` (``sync``),
+Synchronous rows (:mod:`cmdare.planner.predict.sync`): optional columns ``mode`` (``sync``),
 ``gpus_per_node`` and ``nic_gbps``; ``workers`` = GPUs in all, ``ps`` = 0. A file with a ``mode`` column
 gets an ``allreduce_share`` output column too; files without one are read and written as before.
 """
@@ -25,7 +25,7 @@ import io
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.collectors.untrusted import clean_text
-from cmdare.planner.predict_sync import SyncRowError, is_sync, predict_sync_row
+from cmdare.planner.predict.sync import SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_band import speed_band
 from cmdare.planner.speed.speed_model import SpeedModel

@@ -30,7 +30,7 @@ from textual.geometry import Region
 from textual.message import Message
 from textual.widgets import DataTable
 
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.tui.format import rate
 from cmdare.tui.panes.cluster_rows import gpu_name, node_cells
 from cmdare.tui.session import MonitorState

@@ -186,10 +186,10 @@ async def _nic_jump(url: str, attack: str) -> Result:
 
 async def _allreduce(url: str, attack: str) -> Result:
     """One rank reporting an exposed all-reduce 50x its step time beside three honest ranks."""
+    from cmdare.collectors.observed import JobView, NodeView
     from cmdare.collectors.pricing.loader import load_offline_book
     from cmdare.collectors.samples import JobFacts, ModelSpec
-    from cmdare.planner.live_plan import LivePlanner
-    from cmdare.planner.overview import JobView, NodeView
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
 
     def rank(r: int, exposed: float) -> NodeView:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
+from cmdare.collectors.observed import build_jobs
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import DEFAULT_CAPACITY, Store
-from cmdare.planner.overview import build_jobs
 
 TARGET_MB = 200.0
 INTERVAL_S = 2.0

@@ -38,8 +38,8 @@ from textual.widgets import Static
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the baseline beside this script
 import _table_before as before  # noqa: E402
 
+from cmdare.collectors.observed import JobView, NodeView  # noqa: E402
 from cmdare.collectors.samples import JobFacts, ModelSpec  # noqa: E402
-from cmdare.planner.overview import JobView, NodeView  # noqa: E402
 from cmdare.tui.panes.cluster import COLUMNS, ClusterPane  # noqa: E402
 from cmdare.tui.session import MonitorState  # noqa: E402
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox  # noqa: E402

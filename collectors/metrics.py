@@ -175,14 +175,19 @@ K_LEARNING_RATE = LEARNING_RATE.name
 K_EXAMPLES_RATE = EXAMPLES_RATE.name
 K_LOG_RESTARTS = LOG_RESTARTS.name
 
+#: The counters every training step moves: a job's steps/s, examples/s, compute and exposed all-reduce per
+#: step are made of their rates. Every reader of a task's page, log or server reads them (one list, here).
+STEP_COUNTER_KEYS = (
+    K_WORKER_STEPS,
+    K_EXAMPLES,
+    K_STEP_SECONDS_SUM,
+    K_STEP_SECONDS_COUNT,
+    K_ALLREDUCE_SECONDS_SUM,
+    K_ALLREDUCE_SECONDS_COUNT,
+)
 COUNTER_KEYS = frozenset(
     {
-        K_WORKER_STEPS,
-        K_EXAMPLES,
-        K_STEP_SECONDS_SUM,
-        K_STEP_SECONDS_COUNT,
-        K_ALLREDUCE_SECONDS_SUM,
-        K_ALLREDUCE_SECONDS_COUNT,
+        *STEP_COUNTER_KEYS,
         K_CHECKPOINT_SECONDS_SUM,
         K_CHECKPOINT_SECONDS_COUNT,
         K_PS_IN,

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cmdare.collectors.observed import JobView
 from cmdare.collectors.samples import Lifetime
 from cmdare.collectors.store import Store
-from cmdare.planner.job_plan import ShapeOutlook, network_of, outlook
-from cmdare.planner.live_plan import LivePlan, LivePlanner
-from cmdare.planner.overview import JobView
+from cmdare.planner.live.outlook import ShapeOutlook, network_of, outlook
+from cmdare.planner.live.plan import LivePlan, LivePlanner
 from cmdare.planner.risk_cost.checkpointing import CheckpointFacts, WorkAtRisk, ranking_row, work_at_risk
 from cmdare.planner.risk_cost.cost_meter import CostMeter, CostView
 from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine

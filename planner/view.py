@@ -2,7 +2,7 @@
 
 :class:`PlannerView` holds one :class:`JobPlannerView` per job — the current shape's predicted speed with its
 P10–P90 band and model source, the speed-only outlook of nearby shapes, the calibrated ranking of alternative
-shapes (:class:`~cmdare.planner.live_plan.LivePlan`), a pipeline job's WAN boundaries, the cost accrued and
+shapes (:class:`~cmdare.planner.live.plan.LivePlan`), a pipeline job's WAN boundaries, the cost accrued and
 its burn rate, the job's goal — and the cluster-wide parts: thresholds, overheads, measured replacement times,
 and the price source with its date. Built by :meth:`cmdare.planner.analysis.Analysis.refresh`; a renamed field
 fails at attribute access and type check, not as a silent "–" on screen.
@@ -21,8 +21,8 @@ from cmdare.planner.rules.inputs import frozen_map
 if TYPE_CHECKING:
     from cmdare.collectors.pricing.book import PriceBook
     from cmdare.planner.geo.geo_live import LiveBoundary
-    from cmdare.planner.job_plan import GpuMix, ShapeOutlook
-    from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.live.outlook import GpuMix, ShapeOutlook
+    from cmdare.planner.live.plan import LivePlan
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
     from cmdare.planner.risk_cost.overheads import Overheads

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.live.plan import LivePlan
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.cost_meter import CostView
     from cmdare.planner.risk_cost.overheads import Overheads

@@ -14,12 +14,12 @@ import numpy as np
 from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.observed import build_jobs
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Poller
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.collectors.samples import JobFacts, ModelSpec, TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
-from cmdare.planner.job_plan import current_shape, network_of
-from cmdare.planner.overview import build_jobs
+from cmdare.planner.live.outlook import current_shape, network_of
 from cmdare.planner.rules.alerts import Alert, AlertContext, AlertEngine
 from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, rule_inputs, shipped_overheads
 from cmdare.planner.rules.thresholds import Thresholds

@@ -147,7 +147,7 @@ def vmalert(workdir: Path, rule_file: Path, vm_url: str, notifier: str, interval
     """vmalert evaluating ``rule_file`` against VictoriaMetrics, writing recorded series back to it."""
     port = free_port()
     argv = [VMALERT, f"-rule={rule_file}", f"-datasource.url={vm_url}", f"-remoteWrite.url={vm_url}",
-            "-remoteWrite.flushInterval=200ms", "-datasource.lookback=2s", f"-notifier.url={notifier}", f"-evaluationInterval={interval}",
+            "-remoteWrite.flushInterval=200ms", f"-notifier.url={notifier}", f"-evaluationInterval={interval}",
             f"-httpListenAddr=127.0.0.1:{port}", "-loggerLevel=WARN"]  # fmt: skip
     return Process(argv, port, workdir, "/health", "vmalert")
 

@@ -152,7 +152,7 @@ async def test_ps_fix_carries_the_models_band_when_the_prediction_has_one():
 
 
 def _net_and_shape(job):
-    from cmdare.planner.job_plan import current_shape, network_of
+    from cmdare.planner.live.outlook import current_shape, network_of
 
     shape = current_shape(job)
     return network_of(job), dict(shape.gpus), shape.ps

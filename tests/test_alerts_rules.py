@@ -95,8 +95,8 @@ def test_a_wide_fleet_flags_its_slowest_stragglers_not_thousands():
     """10,000 asynchronous workers whose step times spread over 4x: thousands pass the straggler ratio;
     the slowest STRAGGLERS_SHOWN are flagged, slowest first, each saying how many there are in all (and
     each found in O(1) of its peers: the majority GPU and region are counted once)."""
+    from cmdare.collectors.observed import JobView, NodeView
     from cmdare.collectors.samples import JobFacts
-    from cmdare.planner.overview import JobView, NodeView
     from cmdare.planner.rules.worker_rules import STRAGGLERS_SHOWN, straggler_rule
 
     def worker(i: int) -> NodeView:

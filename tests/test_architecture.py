@@ -406,7 +406,7 @@ def flat_families(modules: list[str], rooms: list[str]) -> dict[str, list[str]]:
     """Modules that belong in a room: flat modules sharing their first word (``prometheus_api``,
     ``prometheus_fleet``), or a flat module named after a room beside it (``prometheus_x`` by ``prometheus/``)."""
     by_word: dict[str, list[str]] = {}
-    for name in modules:
+    for name in sorted(modules):
         by_word.setdefault(name.split("_")[0], []).append(name)
     return {
         word: names
@@ -415,14 +415,32 @@ def flat_families(modules: list[str], rooms: list[str]) -> dict[str, list[str]]:
     }
 
 
-def test_collectors_keep_no_prefix_family_flat():
-    """``ls collectors`` reads as rooms plus what every source shares: a family of modules (``prometheus_*``
-    ×7, ``tensorboard``/``tb*``…) lives in its sub-package, as ``pricing/`` does (issue 32 item 4)."""
-    folder = REPO / "collectors"
-    modules = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
-    rooms = [p.name for p in folder.iterdir() if (p / "__init__.py").exists()]
-    assert flat_families(modules, rooms) == {}
-    assert {"prometheus", "tensorboard", "scrape", "logs", "recording", "exporter", "pricing"} <= set(rooms)
+#: Flat modules that share a first word and stay side by side, with why.
+FLAT_PAIRS = {"view": ["view", "view_json"]}  # the planner's typed answer and its one JSON rendering
+
+
+@pytest.mark.parametrize(
+    ("folder", "expected_rooms"),
+    [
+        (
+            "collectors",
+            {"prometheus", "tensorboard", "scrape", "logs", "mlflow", "recording", "exporter", "pricing"},
+        ),
+        ("planner", {"speed", "risk_cost", "geo", "rules", "live", "predict"}),
+    ],
+)
+def test_no_prefix_family_stays_flat(folder: str, expected_rooms: set[str]):
+    """``ls collectors`` and ``ls planner`` read as rooms plus what the rooms share: a family of modules
+    (``prometheus_*`` ×7, ``tensorboard``/``tb*``…; ``live_*``, ``predict_*``) lives in its sub-package,
+    as ``pricing/`` does (issue 32 item 4)."""
+    root = REPO / folder
+    modules = [p.stem for p in root.glob("*.py") if p.stem != "__init__"]
+    rooms = [p.name for p in root.iterdir() if (p / "__init__.py").exists()]
+    families = {
+        word: names for word, names in flat_families(modules, rooms).items() if FLAT_PAIRS.get(word) != names
+    }
+    assert families == {}
+    assert expected_rooms <= set(rooms)
 
 
 def test_flat_family_check_catches_a_family_and_a_stray_beside_its_room():

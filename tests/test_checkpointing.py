@@ -161,8 +161,8 @@ def test_snapshot_json_carries_the_work_at_risk_and_the_optimum_interval(checkpo
 
 
 def test_checkpoint_overdue_is_raised_past_the_stated_factor_of_the_optimum():
+    from cmdare.collectors.observed import JobView
     from cmdare.collectors.samples import JobFacts
-    from cmdare.planner.overview import JobView
     from cmdare.planner.rules.alerts import AlertContext, AlertEngine
     from cmdare.planner.rules.bottlenecks import DEFAULT_RULES
     from cmdare.planner.rules.inputs import RuleInputs, frozen_map

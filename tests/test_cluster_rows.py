@@ -15,8 +15,8 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.samples import JobFacts, ModelSpec
-from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.alerts import Alert
 from cmdare.tui.format import rate, uptime, uptime_until
 from cmdare.tui.panes.cluster import ClusterPane, RoleTally, replaced, role_summary

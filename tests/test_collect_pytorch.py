@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 TRAIN = Path(__file__).resolve().parents[1] / "examples" / "pytorch_ps" / "train.py"
 ROLES = {"ps-0": "ps", "worker-0": "chief", "worker-1": "worker"}
 POLLS = 12
-WINDOW_S = 10.0  # the rate window the panes use (planner/overview.py RATE_WINDOW_S)
+WINDOW_S = 10.0  # the rate window the panes use (collectors/observed.py RATE_WINDOW_S)
 
 
 @pytest.fixture

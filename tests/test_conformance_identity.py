@@ -11,11 +11,11 @@ import pytest
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.observed import JobView, build_jobs
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
-from cmdare.planner.overview import JobView, build_jobs
 from cmdare.tui.panes.cluster import node_row
 from cmdare.tui.panes.cluster_rows import COLUMNS
 from tests.prom_server import free_port

@@ -32,12 +32,12 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.observed import JobView, build_jobs
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape.source import ScrapeSource, ScrapeTarget
 from cmdare.collectors.store import Store
-from cmdare.planner.overview import JobView, build_jobs
 from tests.dcgm_page import DcgmServer, Gpu, page
 from tests.prom_server import PROMETHEUS, PromServer, free_port
 

@@ -32,11 +32,11 @@ from tensorboard.util import tensor_util  # noqa: E402
 from cmdare.collectors import metrics as M  # noqa: E402
 from cmdare.collectors.clock import ManualClock  # noqa: E402
 from cmdare.collectors.lifecycle import Lifecycle  # noqa: E402
+from cmdare.collectors.observed import build_jobs  # noqa: E402
 from cmdare.collectors.poller import Poller  # noqa: E402
 from cmdare.collectors.samples import TaskState  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
 from cmdare.collectors.tensorboard.source import TensorBoardSource, scalar_key  # noqa: E402
-from cmdare.planner.overview import build_jobs  # noqa: E402
 
 T0 = 1_700_000_000.0
 STEPS = 40  # per phase; each layout is written in two phases (a poll in between)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.collectors.samples import JobFacts
-from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.risk_cost.cost_meter import CostMeter
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.collectors.samples import JobFacts, ModelSpec
-from cmdare.planner.live_plan import LivePlanner, workload_for_job
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.live.plan import LivePlanner, workload_for_job
 from cmdare.planner.speed.speed_model import SpeedModel
 
 # ResNet-32 facts and P100 speeds: shared/data/cmdare (0latency_p100_new2.csv; cluster_speed_vs_workers.csv)
@@ -182,7 +182,7 @@ def test_k80_job_the_book_cannot_price_is_still_ranked_with_price_unknown():
 
 
 def test_a_cpu_only_worker_is_not_a_gpu_type_of_the_shape():
-    from cmdare.planner.job_plan import current_shape
+    from cmdare.planner.live.outlook import current_shape
 
     nodes = [node("ps-0", "ps"), node("worker-0", "worker"), node("worker-1", "worker", gpu="CPU")]
     shape = current_shape(

@@ -23,10 +23,10 @@ from cmdare.collectors import metrics as M
 from cmdare.collectors.clock import ManualClock
 from cmdare.collectors.logs.keys import read_record
 from cmdare.collectors.logs.source import JsonlSource
+from cmdare.collectors.observed import build_jobs
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.store import Store
 from cmdare.collectors.tensorboard.source import scalar_key
-from cmdare.planner.overview import build_jobs
 
 T0 = 1_790_000_000.0
 

@@ -13,10 +13,10 @@ torch_tb = pytest.importorskip("torch.utils.tensorboard")
 
 from cmdare.collectors.clock import ManualClock  # noqa: E402
 from cmdare.collectors.logs.source import JsonlSource  # noqa: E402
+from cmdare.collectors.observed import build_jobs  # noqa: E402
 from cmdare.collectors.poller import Poller  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
 from cmdare.collectors.tensorboard.source import TensorBoardSource  # noqa: E402
-from cmdare.planner.overview import build_jobs  # noqa: E402
 
 T0 = 1_790_000_000.0
 

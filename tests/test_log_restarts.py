@@ -20,10 +20,10 @@ from tensorboard.util import tensor_util  # noqa: E402
 from cmdare.collectors import metrics as M  # noqa: E402
 from cmdare.collectors.clock import ManualClock  # noqa: E402
 from cmdare.collectors.logs.source import JsonlSource  # noqa: E402
+from cmdare.collectors.observed import build_jobs  # noqa: E402
 from cmdare.collectors.poller import Poller  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
 from cmdare.collectors.tensorboard.source import TensorBoardSource  # noqa: E402
-from cmdare.planner.overview import build_jobs  # noqa: E402
 from cmdare.tui.panes.cluster_rows import node_cells  # noqa: E402
 
 T0 = 1_790_000_000.0

@@ -37,10 +37,10 @@ from cmdare.collectors.mlflow import server as mlflow_server  # noqa: E402
 from cmdare.collectors.mlflow.run import turning_points  # noqa: E402
 from cmdare.collectors.mlflow.server import MlflowServerSource  # noqa: E402
 from cmdare.collectors.mlflow.store import MlrunsSource  # noqa: E402
+from cmdare.collectors.observed import build_jobs  # noqa: E402
 from cmdare.collectors.poller import Poller  # noqa: E402
 from cmdare.collectors.samples import TaskState  # noqa: E402
 from cmdare.collectors.store import Store  # noqa: E402
-from cmdare.planner.overview import build_jobs  # noqa: E402
 from tests.cli_harness import run_main  # noqa: E402
 from tests.prom_server import free_port  # noqa: E402
 

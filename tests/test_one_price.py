@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.pricing import load_offline_book
 from cmdare.collectors.samples import JobFacts, ModelSpec
-from cmdare.planner.live_plan import workload_for_job
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.live.plan import workload_for_job
 from cmdare.planner.risk_cost.cost_meter import CostMeter
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION
 from cmdare.tui.panes.job import _cost_cell

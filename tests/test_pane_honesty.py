@@ -50,9 +50,9 @@ async def test_planner_pane_shows_an_unpriced_k80_job_as_price_unknown_and_ranks
     """The real PlannerPane in a Textual app, fed the live plan of a K80 job (GCP no longer prices K80)."""
     from textual.app import App, ComposeResult
 
+    from cmdare.collectors.observed import JobView
     from cmdare.collectors.pricing import load_offline_book
-    from cmdare.planner.live_plan import LivePlanner
-    from cmdare.planner.overview import JobView
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
     from cmdare.planner.view import JobPlannerView, PlannerView
     from cmdare.tui.panes.planner import PlannerPane

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from cmdare.collectors.observed import NodeView
 from cmdare.demo.cluster import DemoCluster
-from cmdare.planner.overview import NodeView
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.cluster_rows import gpu_name
 from cmdare.tui.plain import cluster_table, print_overview

@@ -53,7 +53,14 @@ async def test_explain_switching_regions_and_work_at_risk_on_screen():
 
         await pilot.press("2")
         risk = app.state.planner.job(JOB).checkpoint
-        assert risk.optimal_s and risk.optimal_s > 0 and risk.interval_s == 600.0
+        assert risk.optimal_s and risk.optimal_s > 0
+        # before two checkpoints are seen the interval is TensorFlow's default, said as assumed; after, it is measured
+        # between the writes (5 s of wall time here: the demo's clock runs 120x): which one depends on how busy the
+        # machine kept the Pilot, so both are accepted, each with its own words
+        if risk.interval_basis.startswith("assumed"):
+            assert risk.interval_s == 600.0
+        else:
+            assert risk.interval_basis == "measured between the job's checkpoints" and risk.interval_s > 0
         await wait_for(pilot, lambda: app.state.planner.job(JOB).checkpoint.since_s is not None, timeout=60)
         from cmdare.tui.panes.job import summary_grid  # what the pane renders
 

@@ -254,3 +254,16 @@ def test_ranked_rows_of_both_modes_match_the_schema(workload: str):
         assert all(0 <= r["comm_share"] <= 1 and r["policy"] in ("restart", "elastic") for r in rows)
     else:
         assert all(r["nodes"] is None and r["comm_share"] is None and r["policy"] is None for r in rows)
+
+
+def test_the_planner_pane_lists_the_rows_snapshot_lists():
+    """The pane shows ``n`` ranked rows, the current shape's among them, the very rows and order ``snapshot``
+    and the JSON take from the planner (:func:`ranked_indices`): not ``n`` best plus the current one."""
+    from cmdare.planner.view_json import ranked_indices
+    from cmdare.tui.commands.plan import build_table
+    from cmdare.tui.panes.planner import ranked_rows
+
+    table = build_table(REPO / "examples" / "workload-resnet32.toml", "balanced", prices="study-era")
+    assert 0 not in [int(x) for x in table.view[:5]]  # the current shape ranks below the top five
+    keys = [row.key for row in ranked_rows(table, 5)]
+    assert keys == [str(i) for i in ranked_indices(table, 5)] and len(keys) == 5 and keys[0] == "0"

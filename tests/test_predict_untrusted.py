@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cmdare.planner.predict_csv import FIELD_LIMIT, predict_csv_text
+from cmdare.planner.predict.batch import FIELD_LIMIT, predict_csv_text
 
 REPO = Path(__file__).resolve().parents[1]
 OSC52 = "\x1b]52;c;aGVsbG8=\x07"  # write to the clipboard

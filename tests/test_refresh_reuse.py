@@ -11,10 +11,10 @@ import orjson
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.observed import BuiltView, cached_view, node_view
 from cmdare.collectors.prometheus.answers import decode, well_formed
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
-from cmdare.planner.overview import BuiltView, cached_view, node_view
 
 W = TaskInfo(job="j", task="w1", role="worker", gpu="P100", region="us-central1", provisioning="preemptible")
 STEPS, SUM, COUNT = M.K_WORKER_STEPS, M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT
@@ -87,7 +87,7 @@ def test_the_session_overview_rebuilds_only_what_changed_and_equals_a_fresh_one(
     import random
     from collections import Counter
 
-    from cmdare.planner.overview import OverviewCache, build_jobs
+    from cmdare.collectors.observed import OverviewCache, build_jobs
 
     rng = random.Random(7)
     infos = {
@@ -180,7 +180,7 @@ async def test_the_live_ranking_is_throttled_on_the_states_clock():
 
 def test_node_detail_of_a_host_no_task_runs_on_is_a_row_of_its_own():
     """Node detail joins the tasks on its host; a host no task runs on shows as a row of its own."""
-    from cmdare.planner.overview import build_jobs
+    from cmdare.collectors.observed import build_jobs
 
     store, life = Store(), Lifecycle()
     w = TaskInfo(job="a", task="w0", role="worker", gpu="P100", region="us-central1")

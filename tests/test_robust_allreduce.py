@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.pricing.loader import load_offline_book
 from cmdare.collectors.samples import JobFacts, ModelSpec
-from cmdare.planner.live_plan import LivePlanner
-from cmdare.planner.live_sync import STEP_PERIOD_SLACK, allreduce_refusals, measured_split
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.live.plan import LivePlanner
+from cmdare.planner.live.sync_job import STEP_PERIOD_SLACK, allreduce_refusals, measured_split
 from cmdare.planner.speed.speed_model import SpeedModel
 
 

@@ -76,6 +76,12 @@ def test_vmalert_accepts_its_variant(tmp_path):
     run = subprocess.run([VMALERT, "-dryRun", f"-rule={path}"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "keep_firing_for:" not in path.read_text()
+    # every alert reads the scraped series itself: no recorded series but a memory (a silent task's identity),
+    # which vmalert would read back through VictoriaMetrics an evaluation late per link of a chain
+    alerts = re.findall(r"- alert: (\w+)\n        expr: '(.*)'\n", path.read_text())
+    assert {name for name, _ in alerts} == set(ALERT_KINDS)
+    for name, expr in alerts:
+        assert set(re.findall(r"cmdare:[a-z0-9_:]+", expr)) <= {"cmdare:task_info:last_seen"}, name
 
 
 def test_thresholds_and_hysteresis_are_the_apps_own():

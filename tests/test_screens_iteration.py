@@ -78,7 +78,9 @@ def test_the_snapshot_report_says_s_per_iteration_for_a_slow_pipeline():
     from cmdare.tui.plain import speed_phrase
 
     def job(sync: str, sps: float | None) -> SimpleNamespace:
-        return SimpleNamespace(sync=sync, steps_per_sec=sps, stalled=False)
+        return SimpleNamespace(
+            sync=sync, steps_per_sec=sps, stalled=False, coverage_note=lambda: None
+        )  # every task rated
 
     assert speed_phrase(job("pipeline", 0.025)) == "40.0 s/iteration measured"
     assert speed_phrase(job("pipeline", 0.0)).startswith("no iteration finished in the rate window")

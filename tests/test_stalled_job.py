@@ -20,7 +20,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import Static
 
-from cmdare.planner.live_plan import STALLED_NOTE
+from cmdare.planner.live.plan import STALLED_NOTE
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.format import clock
 from cmdare.tui.options import SessionOptions
@@ -150,10 +150,10 @@ async def test_planner_stops_ranking_a_stalled_job() -> None:
 
 
 def test_a_job_past_its_target_with_no_task_up_reads_finished_not_stalled() -> None:
+    from cmdare.collectors.observed import JobView
     from cmdare.collectors.pricing import load_offline_book
     from cmdare.collectors.samples import JobFacts
-    from cmdare.planner.live_plan import FINISHED_NOTE, LivePlanner
-    from cmdare.planner.overview import JobView
+    from cmdare.planner.live.plan import FINISHED_NOTE, LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
     from cmdare.tui.format import stalled_phrase
 

@@ -20,7 +20,7 @@ DEFERRED = (
     "plotext",  # the Job pane's plot: mounted just after the first data frame
     "textual_plotext",
     "cmdare.planner.analysis",  # the planner: loaded in a worker after the first frame
-    "cmdare.planner.job_plan",
+    "cmdare.planner.live.outlook",
     "cmdare.planner.speed.speed_model",
     "cmdare.planner.speed.speed_fit",
     "cmdare.planner.risk_cost.shapes",  # ranking

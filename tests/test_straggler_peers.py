@@ -8,8 +8,8 @@ the real app on the real two-worker PS example is in test_stalled_job.py."""
 
 from __future__ import annotations
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.samples import JobFacts
-from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.alerts import AlertContext, AlertEngine
 from cmdare.planner.rules.thresholds import Thresholds
 from cmdare.planner.rules.worker_rules import input_bound_rule, straggler_rule

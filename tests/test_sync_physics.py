@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cmdare.planner.predict_csv import predict_csv_text
+from cmdare.planner.predict.batch import predict_csv_text
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_shapes import rank_sync_shapes
 from cmdare.planner.risk_cost.workload import load_workload
@@ -157,8 +157,8 @@ def test_the_held_out_half_meets_the_goals(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_predict_help_lists_every_input_and_output_column() -> None:
-    from cmdare.planner.predict_csv import OUTPUT_COLUMNS, REQUIRED_COLUMNS
-    from cmdare.planner.predict_sync import SYNC_COLUMNS, SYNC_INPUTS
+    from cmdare.planner.predict.batch import OUTPUT_COLUMNS, REQUIRED_COLUMNS
+    from cmdare.planner.predict.sync import SYNC_COLUMNS, SYNC_INPUTS
     from cmdare.tui.commands.predict import HELP
 
     words = set(HELP.replace(",", " ").split())
@@ -189,7 +189,7 @@ def test_workload_keys_of_the_sync_model_are_read_and_checked() -> None:
 
 
 def test_bad_sync_columns_name_the_row() -> None:
-    from cmdare.planner.predict_csv import PredictInputError
+    from cmdare.planner.predict.batch import PredictInputError
 
     head = "model,model_flops,params,batch_size,gpu,workers,ps,mode,transport,precision,hop_us\n"
     for row, word in (("x,1e12,1e6,8,A100,8,0,fsdp,ib,,", "transport"), ("x,1e12,1e6,8,A100,8,0,sync,,fp8,", "fp8"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cmdare.planner.predict_csv import PredictInputError, predict_csv_text
+from cmdare.planner.predict.batch import PredictInputError, predict_csv_text
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync, penalties

@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.samples import JobFacts, ModelSpec
-from cmdare.planner.live_sync import calibrated, measured_split, shape_terms, sync_shape
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.planner.live.sync_job import calibrated, measured_split, shape_terms, sync_shape
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.bottlenecks import DEFAULT_RULES
 from cmdare.planner.rules.sync_rules import allreduce_bound_rule, sync_straggler_rule
@@ -133,7 +133,7 @@ def test_sync_straggler_names_the_slow_rank_and_the_gain() -> None:
 
 def test_live_planner_ranks_sync_shapes_calibrated_on_the_job() -> None:
     from cmdare.collectors.pricing.loader import load_offline_book
-    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
 
     job = _job([_node(r, 0, 0.2, 0.3) for r in range(4)])
@@ -156,7 +156,7 @@ def test_a_calibrated_sync_plan_says_what_it_is_calibrated_on() -> None:
     import jsonschema
 
     from cmdare.collectors.pricing.loader import load_offline_book
-    from cmdare.planner.live_plan import LivePlanner
+    from cmdare.planner.live.plan import LivePlanner
     from cmdare.planner.speed.speed_model import SpeedModel
     from cmdare.planner.view_json import ranking_json
     from cmdare.tui.format import calibration_words, scale

@@ -111,3 +111,39 @@ def test_poisson_quantile_matches_scipy() -> None:
     means = np.array([0.0, 0.05, 0.7, 1.0, 3.2, 10.0, 25.0])
     for q in (0.5, 0.9):
         np.testing.assert_array_equal(poisson_quantile(means, q), poisson.ppf(q, means))
+
+
+def test_one_estimate_for_every_kind_of_node() -> None:
+    """PS and synchronous shapes go through one estimate (``estimate_nodes``): a PS shape's workers alone
+    give the figures of the same shape with its parameter servers counted as none, and a PS shape is the
+    sum of its two kinds (cost grows with a second kind's price, risk with its revocations)."""
+    from cmdare.planner.risk_cost.time_cost import NodeKind, estimate_nodes
+
+    rev, hours = RevocationModel.load(), np.array([1.0, 10.0, 100.0])
+
+    def curves(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return rev.survival("K80", "us-east1", "spot", h), rev.expected_revocations(
+            "K80", "us-east1", "spot", h
+        )
+
+    base, ckpt, egress = hours * 3600.0, np.full(3, 60.0), np.zeros(3)
+
+    def kind(count: float, usd: float) -> NodeKind:
+        return NodeKind(count=np.full(3, count), curves=curves, penalty_s=np.full(3, 300.0),
+                        usd_per_hour=np.full(3, usd), request_s=100.0, start_s=90.0, redo_share=1.0)  # fmt: skip
+
+    alone = estimate_nodes((kind(4, 1.0),), base, ckpt, egress, None)
+    with_none = estimate_nodes((kind(4, 1.0), kind(0, 5.0)), base, ckpt, egress, None)
+    with_two = estimate_nodes((kind(4, 1.0), kind(2, 5.0)), base, ckpt, egress, None)
+    for name in (
+        "seconds_expected",
+        "seconds_p90",
+        "cost_expected",
+        "cost_p90",
+        "p_revocation",
+        "redo_events",
+    ):
+        np.testing.assert_allclose(getattr(with_none, name), getattr(alone, name), rtol=1e-12)
+    assert np.all(with_two.cost_expected > alone.cost_expected)
+    assert np.all(with_two.p_revocation > alone.p_revocation)
+    assert np.all(with_two.expected_revocations > alone.expected_revocations)

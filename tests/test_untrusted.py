@@ -261,7 +261,7 @@ def test_snapshot_text_renders_any_label_as_text(labels: list[str]):
     from rich.console import Console
 
     from cmdare.collectors.lifecycle import Lifecycle
-    from cmdare.planner.overview import build_jobs
+    from cmdare.collectors.observed import build_jobs
     from cmdare.tui.plain import print_overview
     from cmdare.tui.session import MonitorState, SourceStatus
 

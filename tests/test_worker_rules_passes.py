@@ -9,8 +9,8 @@ import statistics
 
 import pytest
 
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.samples import JobFacts
-from cmdare.planner.overview import JobView, NodeView
 from cmdare.planner.rules.rule_support import compute_share, compute_shares
 from cmdare.planner.rules.worker_rules import _gpu_workers, _slowest
 from cmdare.planner.speed.speed_model import SpeedPrediction

@@ -8,12 +8,12 @@ Schema and examples: ``docs/config.md``, ``examples/config.toml``."""
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from cmdare.collectors.samples import JobFacts, ModelSpec
+from cmdare.collectors.toml_lines import line_of
 
 APP_NAME = "cmdare-tui"
 TOP_KEYS = ("refresh", "timeout", "read_only", "theme", "animations", "prices")
@@ -279,19 +279,7 @@ class _Locator:
         self.lines = text.splitlines()
 
     def line_of(self, table: str, key: str) -> int | None:
-        current = ""
-        header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?")
-        keyre = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
-        for i, line in enumerate(self.lines, 1):
-            m = header.match(line)
-            if m:
-                current = m.group(1)
-                if not table and current == key:
-                    return i
-                continue
-            if current == table and keyre.match(line):
-                return i
-        return None
+        return line_of(self.lines, table, key)
 
     def fail(self, table: str, key: str, problem: str) -> ConfigError:
         line = self.line_of(table, key)

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cmdare.planner.overview import JobView
+    from cmdare.collectors.observed import JobView
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
 
 STATUS_SYMBOL = {"up": "●", "silent": "◌", "revoked": "✖", "pending": "○", "finished": "■"}

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from cmdare.planner.overview import RATE_WINDOW_S, JobView
+from cmdare.collectors.observed import RATE_WINDOW_S, JobView
 from cmdare.planner.view import JobPlannerView, PlannerView
 from cmdare.planner.view_json import ranked_indices, shape_deltas
 from cmdare.tui.format import (

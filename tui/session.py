@@ -15,11 +15,11 @@ from cmdare.collectors.caps import Caps
 from cmdare.collectors.caps import configure as configure_caps
 from cmdare.collectors.clock import Clock, SystemClock
 from cmdare.collectors.lifecycle import Lifecycle
+from cmdare.collectors.observed import JobView, OverviewCache, build_jobs
 from cmdare.collectors.poller import RATE_WINDOW_POLLS, Cycle, Poller, Source
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
-from cmdare.planner.overview import JobView, OverviewCache, build_jobs
 from cmdare.planner.view import PlannerView
 from cmdare.planner.view_json import planner_view_json
 from cmdare.tui.options import SessionOptions

@@ -32,12 +32,7 @@ _KEYS = {
     key: key
     for key in (
         M.K_GLOBAL_STEP,
-        M.K_WORKER_STEPS,
-        M.K_EXAMPLES,
-        M.K_STEP_SECONDS_SUM,
-        M.K_STEP_SECONDS_COUNT,
-        M.K_ALLREDUCE_SECONDS_SUM,
-        M.K_ALLREDUCE_SECONDS_COUNT,
+        *M.STEP_COUNTER_KEYS,
         M.K_PREEMPTED,  # a task met under a preemption notice is revoked from its oldest sample on
     )
 }

@@ -55,12 +55,7 @@ WORKERS = ("worker", "chief")
 # the detail query's metrics, and how a task's series of each fold into one value (as the server folds
 # them in values_query: sum per scrape job, the largest over scrape jobs); labels that split a metric
 _SUMMED = (
-    M.K_WORKER_STEPS,
-    M.K_EXAMPLES,
-    M.K_STEP_SECONDS_SUM,
-    M.K_STEP_SECONDS_COUNT,
-    M.K_ALLREDUCE_SECONDS_SUM,
-    M.K_ALLREDUCE_SECONDS_COUNT,
+    *M.STEP_COUNTER_KEYS,
     M.PS_BYTES_SAMPLE,
     M.K_STAGE_COMPUTE,
     M.K_STAGE_WAIT,

@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import sqlite3
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,8 +275,8 @@ class ReplaySource:
         except sqlite3.Error:
             return None
         ts = [t for t in ts if isinstance(t, int | float) and plausible_time(t)]
-        gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False) if b > a)
-        return min(gaps[len(gaps) // 2], MAX_INTERVAL_S) if gaps else None
+        gaps = [b - a for a, b in zip(ts, ts[1:], strict=False) if b > a]
+        return min(statistics.median(gaps), MAX_INTERVAL_S) if gaps else None
 
     # --- reading --------------------------------------------------------------------------
     def read_cycle(self, cycle_id: int) -> RecordedCycle:

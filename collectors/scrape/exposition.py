@@ -106,12 +106,7 @@ _SIMPLE = {
     key: key
     for key in (
         M.K_GLOBAL_STEP,
-        M.K_WORKER_STEPS,
-        M.K_EXAMPLES,
-        M.K_STEP_SECONDS_SUM,
-        M.K_STEP_SECONDS_COUNT,
-        M.K_ALLREDUCE_SECONDS_SUM,
-        M.K_ALLREDUCE_SECONDS_COUNT,
+        *M.STEP_COUNTER_KEYS,
         M.K_PREEMPTED,
         M.K_CHECKPOINT_SECONDS_SUM,
         M.K_CHECKPOINT_SECONDS_COUNT,

@@ -19,12 +19,12 @@ Errors are :class:`GeoWorkloadError` naming the file, the line when found, and t
 from __future__ import annotations
 
 import math
-import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cmdare.collectors.toml_lines import line_of
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, clean_tree
 from cmdare.planner.geo.bubbles import PrefillSpec
 from cmdare.planner.geo.geo_model import DEFAULT_MFU, DataCenter, GeoJob, LanguageModel, Layout
@@ -77,22 +77,7 @@ class _Loc:
         self.lines, self.source = text.splitlines(), source
 
     def line(self, table: str, index: int | None, key: str | None) -> int | None:
-        header = re.compile(rf"^\s*\[\[?\s*{re.escape(table)}\s*\]\]?")
-        seen, start = -1, None
-        for i, text in enumerate(self.lines):
-            if header.match(text):
-                seen += 1
-                if index is None or seen == index:
-                    start = i
-                    break
-        if start is None or key is None:
-            return None if start is None else start + 1
-        for i in range(start + 1, len(self.lines)):
-            if re.match(r"^\s*\[", self.lines[i]):
-                break
-            if re.match(rf"^\s*{re.escape(key)}\s*=", self.lines[i]):
-                return i + 1
-        return start + 1
+        return line_of(self.lines, table, key, index)
 
     def error(
         self, message: str, table: str, index: int | None = None, key: str | None = None

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cmdare.planner.overview import JobView
+from cmdare.collectors.observed import JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.time_cost import RunSettings, TimeCost
 from cmdare.planner.risk_cost.workload import Options

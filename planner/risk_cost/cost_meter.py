@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from cmdare.planner.job_plan import owns_gpu
-from cmdare.planner.overview import JobView
+from cmdare.collectors.observed import JobView
+from cmdare.planner.live.outlook import owns_gpu
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION
 
 if TYPE_CHECKING:

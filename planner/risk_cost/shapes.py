@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import numpy as np
 
@@ -501,50 +501,114 @@ def rank_shapes(
     (product of P50 time and P50 cost). Shapes without a price are dropped, except the current shape:
     it stays as row 0 with NaN costs ("price unknown") and the alternatives are still ranked. Spot and
     preemptible twins of equal price and risk are one row (:func:`collapse_twins`)."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
-    overheads = overheads or Overheads.load()
-    rev = revocation_model.with_start_hour(workload.options.start_hour)
+    overheads, rev = ranking_models(workload, revocation_model, objective, overheads)
     cols = shapes if shapes is not None else enumerate_shapes(workload)
     prices = PriceTable(price_book)
     w_usd, ps_usd = prices.lookup(
         cols["gpu"], cols["region"], cols["provisioning"], workload.allowed.ps_provisioning
     )
-    keep = (np.isfinite(w_usd) & np.isfinite(ps_usd)) | has_risk_curve(rev, cols["gpu"], cols["region"])
-    keep[0] = True  # the current shape stays, priced or not (its costs are then NaN: "price unknown")
-    if not np.any(np.isfinite(w_usd + ps_usd)):
-        cur = workload.current
-        raise UnpricedShapeError(
-            f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
-            f"{cur.gpu} in {cur.region} ({cur.provisioning}) nor any alternative"
-        )
+    cur = workload.current
+    keep = kept_rows(rev, cols, priced=np.isfinite(w_usd) & np.isfinite(ps_usd),
+                     unpriced=f"the {prices.source} price book ({prices.as_of}) prices neither the current shape "
+                     f"{cur.gpu} in {cur.region} ({cur.provisioning}) nor any alternative")  # fmt: skip
     cols = {k: v[keep] for k, v in cols.items()}
     w_usd, ps_usd = w_usd[keep], ps_usd[keep]
     speed = _speeds(workload, speed_model, cols)
     shape_cols = _shape_columns(workload, cols, speed, w_usd, ps_usd, prices)
     run = run_settings(workload, overheads)
-    tc = estimate(shape_cols, run, overheads, rev)
-    ckpt = interval_columns(tc, run, write_seconds(run, overheads), speed["steps_per_sec"],
-                            lambda other: estimate(shape_cols, other, overheads, rev))  # fmt: skip
-    hourly = cols["workers"] * w_usd + cols["ps"] * ps_usd
-    sw = switching(workload, cols, speed["steps_per_sec"], hourly, w_usd, overheads)
+    outcome = ranked_outcome(
+        workload, cols, steps_per_sec=speed["steps_per_sec"], hourly_usd=cols["workers"] * w_usd + cols["ps"] * ps_usd,
+        node_usd=w_usd, estimate_with=lambda other: estimate(shape_cols, other, overheads, rev), run=run,
+        overheads=overheads, rev=rev, units=cols["workers"], ps=cols["ps"],
+    )  # fmt: skip
+    columns = {**_result_columns(workload, cols, speed, outcome.figures, prices), **outcome.columns}
+    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
+    return finished_table(ShapeTable, workload, columns, outcome, prices=prices, rev=rev, objective=objective,
+                          explainer=_explainer(workload, speed_model), bander=bander)  # fmt: skip
+
+
+def ranking_models(
+    workload: Workload, revocation_model: RevocationModel, objective: str, overheads: Overheads | None
+) -> tuple[Overheads, RevocationModel]:
+    """What every ranking (PS or synchronous) estimates with: the measured overheads, and the revocation
+    model from the workload's start hour. Raises ValueError for an objective it does not know."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
+    return overheads or Overheads.load(), revocation_model.with_start_hour(workload.options.start_hour)
+
+
+def kept_rows(
+    rev: RevocationModel, cols: dict[str, np.ndarray], *, priced: np.ndarray, unpriced: str,
+    fits: np.ndarray | None = None,
+) -> np.ndarray:  # fmt: skip
+    """The rows a ranking keeps: priced, or with a fitted risk curve (ranked with "price unknown"), and
+    fitting (``fits``: None, all); the current shape (row 0) always, priced or not (its costs are then NaN).
+    Raises :class:`UnpricedShapeError` (``unpriced``) when the book prices no row at all."""
+    keep: np.ndarray = (priced | has_risk_curve(rev, cols["gpu"], cols["region"])) & (
+        True if fits is None else fits
+    )
+    keep[0] = True
+    if not np.any(priced):
+        raise UnpricedShapeError(unpriced)
+    return keep
+
+
+@dataclass(frozen=True)
+class RankedOutcome:
+    """A ranking's figures once estimated: time and cost with switching in, the switching terms, and the
+    columns they add (switching, checkpoint interval, risk by period)."""
+
+    figures: TimeCost
+    switching: Switching
+    columns: dict[str, np.ndarray]
+
+
+def ranked_outcome(
+    workload: Workload,
+    cols: dict[str, np.ndarray],
+    *,
+    steps_per_sec: np.ndarray,
+    hourly_usd: np.ndarray,
+    node_usd: np.ndarray,
+    estimate_with: Callable[[RunSettings], TimeCost],
+    run: RunSettings,
+    overheads: Overheads,
+    rev: RevocationModel,
+    units: np.ndarray,
+    ps: np.ndarray | None = None,
+    figures: TimeCost | None = None,
+) -> RankedOutcome:
+    """The one path from shapes to figures, PS or synchronous: estimate (``figures`` when already made
+    with ``run``), the checkpoint interval's columns, the switching terms, and the risk by period of
+    ``units`` (workers of a PS shape, with its ``ps``; nodes of a synchronous one)."""
+    tc = figures if figures is not None else estimate_with(run)
+    ckpt = interval_columns(tc, run, write_seconds(run, overheads), steps_per_sec, estimate_with)
+    sw = switching(workload, cols, steps_per_sec, hourly_usd, node_usd, overheads)
     tc = with_switching(tc, sw)
-    risks = period_risks(rev, cols, tc.seconds_expected / 3600.0, cols["workers"], cols["ps"],
-                         workload.allowed.ps_provisioning)  # fmt: skip
-    columns = {**_result_columns(workload, cols, speed, tc, prices), **sw.columns(), **ckpt,
-               **band_columns(tc.p_revocation, risks)}  # fmt: skip
+    risks = period_risks(rev, cols, tc.seconds_expected / 3600.0, units, ps, workload.allowed.ps_provisioning)
+    return RankedOutcome(tc, sw, {**sw.columns(), **ckpt, **band_columns(tc.p_revocation, risks)})
+
+
+TableT = TypeVar("TableT", bound="ShapeTable")
+
+
+def finished_table(
+    table_type: type[TableT], workload: Workload, columns: dict[str, np.ndarray], outcome: RankedOutcome,
+    *, prices: PriceTable, rev: RevocationModel, objective: str, fits: np.ndarray | None = None,
+    explainer: Callable[[dict[str, object]], dict[str, float]] | None = None, bander: Bander | None = None,
+) -> TableT:  # fmt: skip
+    """The ranked table of ``table_type`` (:class:`ShapeTable` or a synchronous one) over ``columns``, ordered
+    by :func:`finish_table`, with where its switching terms and risk periods come from."""
+    tc = outcome.figures
     terms = {
         "base": tc.seconds_base,
         "checkpoint": tc.seconds_checkpoint,
         "revocation": tc.seconds_revocation,
-        "switch": sw.seconds,
+        "switch": outcome.switching.seconds,
     }
-    columns, terms, order = finish_table(workload, columns, terms, objective)
-    bander = make_bander(speed_model, workload.model, workload.options.latency_ms)
-    table = ShapeTable(
-        columns, order, objective, terms, explainer=_explainer(workload, speed_model), bander=bander
-    )
-    table.switch_basis = switch_basis(sw, prices)
+    columns, terms, order = finish_table(workload, columns, terms, objective, fits)
+    table = table_type(columns, order, objective, terms, explainer=explainer, bander=bander)
+    table.switch_basis = switch_basis(outcome.switching, prices)
     table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
     table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
     table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()

@@ -22,27 +22,23 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from cmdare.planner.risk_cost.checkpointing import interval_columns
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.ranking_notes import Bander, RowBand
 from cmdare.planner.risk_cost.revocation import RevocationModel
-from cmdare.planner.risk_cost.risk_periods import band_columns, period_risks
 from cmdare.planner.risk_cost.shapes import (
-    OBJECTIVES,
     Explanation,
     ShapeTable,
-    UnpricedShapeError,
     egress_usd,
-    finish_table,
-    has_risk_curve,
+    finished_table,
+    kept_rows,
     outcome_columns,
+    ranked_outcome,
+    ranking_models,
     run_settings,
-    switch_basis,
     worker_counts,
 )
-from cmdare.planner.risk_cost.switching import switching, with_switching
-from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, SyncTimeCost, estimate_sync
-from cmdare.planner.risk_cost.time_cost import PriceTable, write_seconds
+from cmdare.planner.risk_cost.sync_time_cost import SyncColumns, estimate_sync
+from cmdare.planner.risk_cost.time_cost import PriceTable, TimeCost
 from cmdare.planner.risk_cost.workload import Workload
 from cmdare.planner.speed.allreduce import SyncParams, SyncTerms, sync_step
 from cmdare.planner.speed.interconnect import NODE_SIZES, node_links
@@ -240,11 +236,9 @@ def rank_sync_shapes(
     calibrated: SyncParams | None = None,
     calibration_ranks: int = 0,
 ) -> SyncShapeTable:
-    """Enumerate, estimate and rank synchronous shapes (see the module docstring)."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
-    overheads = overheads or Overheads.load()
-    rev = revocation_model.with_start_hour(workload.options.start_hour)
+    """Enumerate, estimate and rank synchronous shapes (see the module docstring): the ranking path of PS
+    shapes (:func:`~cmdare.planner.risk_cost.shapes.ranked_outcome`), with nodes for workers and PSs."""
+    overheads, rev = ranking_models(workload, revocation_model, objective, overheads)
     cols = enumerate_sync(workload)
     workload, live_memory = _anchored_on_running(workload, cols, calibrated is not None)
     fits, verdicts = memory_columns(workload, cols)
@@ -256,13 +250,9 @@ def rank_sync_shapes(
         memory_note = "; ".join(x for x in (memory_note, f"{left_out} shapes left out: the model does not fit "
                                             f"their GPUs ({verdicts[1:][int(np.argmin(fits[1:]))]})") if x)  # fmt: skip
     usd = node_prices(price_book, cols)
-    keep = (np.isfinite(usd) | has_risk_curve(rev, cols["gpu"], cols["region"])) & fits
-    keep[0] = True
-    if not np.any(np.isfinite(usd)):
-        cur = workload.current
-        raise UnpricedShapeError(
-            f"the price book prices neither {cur.gpu} nodes in {cur.region} nor any alternative"
-        )
+    cur = workload.current
+    keep = kept_rows(rev, cols, priced=np.isfinite(usd), fits=fits,
+                     unpriced=f"the price book prices neither {cur.gpu} nodes in {cur.region} nor any alternative")  # fmt: skip
     cols, usd = {k: v[keep] for k, v in cols.items()}, usd[keep]
     p = sync_params(workload, calibrated)
     compute, band_ref = compute_seconds(speed_model, workload, cols["gpu"])
@@ -288,30 +278,22 @@ def rank_sync_shapes(
         started=np.zeros(usd.size),
     )  # fmt: skip  (server starts: in the switching terms)
     run = run_settings(workload, overheads)
-    stc = estimate_sync(sc, run, overheads, rev, workload.parallel.elastic)
-    ckpt = interval_columns(stc.figures, run, write_seconds(run, overheads), v_cur,
-                            lambda other: estimate_sync(sc, other, overheads, rev, workload.parallel.elastic).figures)  # fmt: skip
-    sw = switching(workload, cols, v_cur, cols["nodes"] * usd, usd, overheads)
-    stc = replace(stc, figures=with_switching(stc.figures, sw))
-    risks = period_risks(rev, cols, stc.figures.seconds_expected / 3600.0, cols["nodes"])
-    columns = {**_columns(workload, cols, full, stc, prices, egress), **sw.columns(), **ckpt,
-               **band_columns(stc.figures.p_revocation, risks)}  # fmt: skip
+    elastic = workload.parallel.elastic
+    stc = estimate_sync(sc, run, overheads, rev, elastic)
+    outcome = ranked_outcome(
+        workload, cols, steps_per_sec=v_cur, hourly_usd=cols["nodes"] * usd, node_usd=usd,
+        estimate_with=lambda other: estimate_sync(sc, other, overheads, rev, elastic).figures, run=run,
+        overheads=overheads, rev=rev, units=cols["nodes"], figures=stc.figures,
+    )  # fmt: skip
+    columns = {
+        **_columns(workload, cols, full, outcome.figures, stc.policy, prices, egress),
+        **outcome.columns,
+    }
     columns["band_ref_sps"] = band_ref
     columns["memory"] = np.asarray(verdicts, dtype=object)[keep].astype(str)
-    tc = stc.figures
-    terms = {
-        "base": tc.seconds_base,
-        "checkpoint": tc.seconds_checkpoint,
-        "revocation": tc.seconds_revocation,
-        "switch": sw.seconds,
-    }
-    columns, terms, order = finish_table(workload, columns, terms, objective, fits[keep])
-    table = SyncShapeTable(columns, order, objective, terms, bander=_bander(workload, speed_model))
+    table = finished_table(SyncShapeTable, workload, columns, outcome, prices=prices, rev=rev, objective=objective,
+                           fits=fits[keep], bander=_bander(workload, speed_model))  # fmt: skip
     table.params = p
-    table.switch_basis = switch_basis(sw, prices)
-    table.risk_period_name, table.risk_period = rev.period_, rev.period_label()
-    table.risk_labels = {name: p.label for name, p in rev.periods_.items()}
-    table.risk_weights, table.risk_learned = rev.period_weights(), rev.learned()
     table.memory_note = memory_note
     table.known_network = speed_model._resolve(workload.model).known is not None
     table.calibration_ranks = calibration_ranks
@@ -324,9 +306,8 @@ def _bander(workload: Workload, model: SpeedModel) -> Bander | None:
     return make_bander(model, workload.model, workload.options.latency_ms)
 
 
-def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc: SyncTimeCost, prices: PriceTable,
-             egress: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
-    tc = stc.figures
+def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, tc: TimeCost, policy: np.ndarray,
+             prices: PriceTable, egress: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
     n = cols["gpu"].size
     bottleneck = np.where(
         t.comm_share >= 0.5, np.where(t.link == "nic", "network", "interconnect"), "compute"
@@ -346,6 +327,6 @@ def _columns(workload: Workload, cols: dict[str, np.ndarray], t: SyncTerms, stc:
         "exposed_s": t.exposed,
         "wait_s": t.straggler if t.straggler is not None else np.zeros(n),
         "step_s": t.step,
-        "policy": stc.policy,
+        "policy": policy,
         **outcome_columns(workload, cols, tc, prices, egress),
     }

@@ -20,7 +20,8 @@ the job is the risk of *any* node: ``P(≥1 revocation) = 1 − S(T)^nodes``. Pe
   study's TensorFlow cold / warm restarts (``framework_restart_s``), taken for torchrun's restart and
   re-rendezvous of the worker processes (assumption: not measured for torchrun).
 
-``E[T] = T0 + T_ckpt + K(E[T]) × P`` (fixed point, as for PS shapes); P50/P90 with the revocation count
+``E[T] = T0 + T_ckpt + K(E[T]) × P`` (fixed point, the one estimate PS shapes go through too:
+:func:`~cmdare.planner.risk_cost.time_cost.estimate_nodes`, with one kind of node); P50/P90 with the revocation count
 Poisson of mean ``K = nodes × m(E[T])`` (:func:`~cmdare.planner.risk_cost.time_cost.poisson_quantile`).
 Per-node lifetimes are the revocation model's (fitted on one-GPU VMs: a node of several GPUs is assumed to
 be revoked like one VM — assumption). Cost = nodes × node price × billed hours + one server start per node
@@ -36,13 +37,13 @@ import numpy as np
 from cmdare.planner.risk_cost.overheads import Overheads, degraded_wait
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.time_cost import (
-    FIXED_POINT_PASSES,
-    QUANTILES,
+    NodeKind,
     RunSettings,
     TimeCost,
-    poisson_quantile,
+    estimate_nodes,
+    request_and_start_s,
     revocation_curves,
-    write_seconds,
+    run_seconds,
 )
 
 
@@ -71,18 +72,6 @@ class SyncTimeCost:
     penalty_elastic_s: np.ndarray
 
 
-def _per_pair(
-    overheads: Overheads, gpu: np.ndarray, provisioning: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(request overhead s, server start s) per shape, one look-up per distinct (gpu, provisioning)."""
-    keys = np.char.add(np.char.add(gpu.astype(str), "|"), provisioning.astype(str))
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    pairs = [k.rsplit("|", 1) for k in uniq]
-    request = np.array([overheads.request_overhead(g, p) for g, p in pairs])[inverse]
-    start = np.array([overheads.server_start(g, p) for g, p in pairs])[inverse]
-    return request, start
-
-
 def penalties(
     cols: SyncColumns, run: RunSettings, overheads: Overheads, elastic: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -90,7 +79,7 @@ def penalties(
     v = np.maximum(cols.steps_per_sec, 1e-12)
     interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v
     redo = overheads.lost_work(interval / 2.0, v)
-    request, _ = _per_pair(overheads, cols.gpu, cols.provisioning)
+    request, _ = request_and_start_s(overheads, cols.gpu, cols.provisioning)
     restart = request + overheads.framework_restart(False) + redo
     warm = overheads.framework_restart(True)
     shrink = 2.0 * warm + redo + degraded_wait(request, v, cols.degraded_steps_per_sec)
@@ -105,51 +94,20 @@ def estimate_sync(
     revocations: RevocationModel,
     elastic: bool = True,
 ) -> SyncTimeCost:
-    """Expected / P50 / P90 time and cost of every synchronous shape."""
-    v = np.maximum(cols.steps_per_sec, 1e-12)
-    n = cols.nodes.astype(float)
-    curves = revocation_curves(revocations, cols.gpu, cols.region, cols.provisioning)
-    base = run.steps / v
-    interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v
-    # a column per shape, as the others (a fixed checkpoint interval in steps gives the same for each)
-    ckpt = run.steps / interval * write_seconds(run, overheads) * np.ones_like(base)
+    """Expected / P50 / P90 time and cost of every synchronous shape: one kind of node, through the same
+    estimate as PS shapes (:func:`~cmdare.planner.risk_cost.time_cost.estimate_nodes`)."""
+    _, _, base, ckpt = run_seconds(cols.steps_per_sec, run, overheads)
     pen_r, pen_e, pen = penalties(cols, run, overheads, elastic)
-    total = base + ckpt
-    for _ in range(FIXED_POINT_PASSES):
-        _, m = curves(total / 3600.0)
-        total = base + ckpt + n * m * pen
-    surv, m = curves(total / 3600.0)
-    k = n * m
-    q50, q90 = (poisson_quantile(k, q) for q in QUANTILES)
-    t50, t90 = base + ckpt + q50 * pen, base + ckpt + q90 * pen
-    request, start = _per_pair(overheads, cols.gpu, cols.provisioning)
-    start_usd = n * start * cols.node_usd_per_hour / 3600.0
-    if cols.started is not None:
-        start_usd = start_usd * cols.started
-    replace_usd = request * cols.node_usd_per_hour / 3600.0  # per revocation
-
-    def cost(seconds: np.ndarray, revs: np.ndarray) -> np.ndarray:
-        out: np.ndarray = (
-            n * cols.node_usd_per_hour * seconds / 3600.0 + start_usd + revs * replace_usd + cols.egress_usd
-        )
-        return out
-
-    figures = TimeCost(
-        seconds_base=base,
-        seconds_checkpoint=ckpt,
-        seconds_revocation=total - base - ckpt,
-        seconds_expected=total,
-        seconds_p50=t50,
-        seconds_p90=t90,
-        cost_expected=cost(total, k),
-        cost_p50=cost(t50, q50),
-        cost_p90=cost(t90, q90),
-        expected_revocations=k,
-        p_revocation=1.0 - surv**n,
-        per_node_risk=1.0 - surv,
-        penalty_worker_s=pen,
-        penalty_ps_s=np.zeros_like(base),
-        redo_events=k,  # every revocation stops the job: back to its last checkpoint
+    request, start = request_and_start_s(overheads, cols.gpu, cols.provisioning)
+    nodes = NodeKind(
+        count=cols.nodes.astype(float),
+        curves=revocation_curves(revocations, cols.gpu, cols.region, cols.provisioning),
+        penalty_s=pen,
+        usd_per_hour=cols.node_usd_per_hour,
+        request_s=request,
+        start_s=start,
+        redo_share=1.0,  # every revocation stops the job: back to its last checkpoint
     )
+    figures = estimate_nodes((nodes,), base, ckpt, cols.egress_usd, cols.started)
     policy = np.where(pen_e < pen_r, "elastic", "restart")
     return SyncTimeCost(figures, policy, pen_r, pen_e)

@@ -8,6 +8,9 @@ For each shape (``n`` one-GPU workers, ``ps`` parameter servers) at cluster spee
     P_ps    = R_ps + interval/2 / v + restart                            per PS revocation (stall)
     E[T]    = T0 + T_ckpt + K_w(E[T]) × P_w + K_ps(E[T]) × P_ps           (fixed point, 4 passes)
 
+Workers and parameter servers are two :class:`NodeKind` s of one estimate (:func:`estimate_nodes`), the
+one a synchronous job's nodes go through too (:mod:`~cmdare.planner.risk_cost.sync_time_cost`: one kind).
+
 where ``R`` is the study's request overhead (server start + join), a revoked worker is the chief with
 probability 1/n (it then redoes on average half a checkpoint interval and restarts the framework),
 and ``K`` are renewal expectations from :class:`~cmdare.planner.risk_cost.revocation.RevocationModel`.
@@ -18,6 +21,8 @@ server start per node and the request overhead per replacement.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -115,69 +120,60 @@ def revocation_curves(
     return evaluate
 
 
-def estimate(
-    cols: ShapeColumns,
-    run: RunSettings,
-    overheads: Overheads,
-    revocations: RevocationModel,
+@dataclass(frozen=True, kw_only=True)
+class NodeKind:
+    """One kind of node in every shape (PS workers, parameter servers, a synchronous job's nodes), as
+    parallel arrays: how many, how each is revoked, and what one revocation costs the run."""
+
+    count: np.ndarray  # nodes of this kind per shape
+    curves: RiskFn  # hours[] -> (survival[], expected revocations[]) of one node
+    penalty_s: np.ndarray  # seconds one revocation adds to the run
+    usd_per_hour: np.ndarray  # price of one node
+    request_s: np.ndarray | float  # seconds a replacement is billed before it joins
+    start_s: np.ndarray | float  # seconds a node's first start is billed
+    redo_share: np.ndarray | float  # share of its revocations that send the job back to its checkpoint
+
+
+def estimate_nodes(
+    kinds: tuple[NodeKind, ...],
+    base: np.ndarray,
+    ckpt: np.ndarray,
+    egress_usd: np.ndarray,
+    started: np.ndarray | None,
 ) -> TimeCost:
-    """Expected / P50 / P90 time and cost for every shape in ``cols``."""
-    v = np.maximum(cols.steps_per_sec, 1e-12)
-    n = cols.workers.astype(float)
-    ps = cols.ps.astype(float)
-    worker_fn = revocation_curves(revocations, cols.gpu, cols.region, cols.provisioning)
-    ps_prov = np.full(cols.gpu.shape, run.ps_provisioning)
-    ps_fn = revocation_curves(revocations, np.full(cols.gpu.shape, "*"), cols.region, ps_prov)
-
-    base = run.steps / v
-    interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v  # steps between checkpoints
-    # a column per shape, as the others (a fixed checkpoint interval in steps gives the same for each)
-    ckpt = run.steps / interval * write_seconds(run, overheads) * np.ones_like(base)
-    request = _request_overhead(overheads, cols.gpu, cols.provisioning)
-    restart = overheads.framework_restart(run.warm_restart)
-    redo = overheads.lost_work(interval / 2.0, v)
-    pen_w = degraded_wait(request, v, cols.degraded_steps_per_sec) + (redo + restart) / n
-    ps_request = overheads.server_start("*", run.ps_provisioning)
-    pen_ps = ps_request + redo + restart
-
+    """Expected / P50 / P90 time and cost of every shape made of ``kinds`` of nodes: the one estimate PS
+    shapes (workers and parameter servers) and synchronous shapes (nodes) both go through. ``base``:
+    seconds without interruptions; ``ckpt``: seconds writing checkpoints."""
     total = base + ckpt
     for _ in range(FIXED_POINT_PASSES):
-        hours = total / 3600.0
-        _, m_w = worker_fn(hours)
-        _, m_ps = ps_fn(hours)
-        k_w, k_ps = n * m_w, ps * m_ps
-        total = base + ckpt + k_w * pen_w + k_ps * pen_ps
+        total = base + ckpt + _total([k.count * k.curves(total / 3600.0)[1] * k.penalty_s for k in kinds])
     hours = total / 3600.0
-    s_w, m_w = worker_fn(hours)
-    s_ps, m_ps = ps_fn(hours)
-    k_w, k_ps = n * m_w, ps * m_ps
-    k = k_w + k_ps
-    mean_pen = np.where(k > 0, (k_w * pen_w + k_ps * pen_ps) / np.maximum(k, 1e-12), 0.0)
-    q50, q90 = (poisson_quantile(k, q) for q in QUANTILES)
+    at_end = [k.curves(hours) for k in kinds]  # (survival, expected revocations) of one node of each kind
+    surv = [s for s, _ in at_end]
+    revs = [k.count * m for k, (_, m) in zip(kinds, at_end, strict=True)]
+    k_all = _total(revs)
+    lost = _total([r * k.penalty_s for r, k in zip(revs, kinds, strict=True)])
+    mean_pen = np.where(k_all > 0, lost / np.maximum(k_all, 1e-12), 0.0)
+    q50, q90 = (poisson_quantile(k_all, q) for q in QUANTILES)
     t50, t90 = base + ckpt + q50 * mean_pen, base + ckpt + q90 * mean_pen
 
-    hourly = n * cols.worker_usd_per_hour + ps * cols.ps_usd_per_hour
-    ps_start = overheads.server_start("*", run.ps_provisioning)
-    start_usd = (
-        n * _start_seconds(overheads, cols.gpu, cols.provisioning) * cols.worker_usd_per_hour
-        + ps * ps_start * cols.ps_usd_per_hour
-    ) / 3600.0
-    if cols.started is not None:
-        start_usd = start_usd * cols.started
+    hourly = _total([k.count * k.usd_per_hour for k in kinds])
+    start_usd = _total([k.count * k.start_s * k.usd_per_hour for k in kinds]) / 3600.0
+    if started is not None:
+        start_usd = start_usd * started
     replace_usd = (
-        k_w * request * cols.worker_usd_per_hour + k_ps * ps_request * cols.ps_usd_per_hour
-    ) / 3600.0
+        _total([r * k.request_s * k.usd_per_hour for r, k in zip(revs, kinds, strict=True)]) / 3600.0
+    )
 
     def cost(seconds: np.ndarray, revocation_scale: np.ndarray) -> np.ndarray:
-        out: np.ndarray = (
-            hourly * seconds / 3600.0 + start_usd + replace_usd * revocation_scale + cols.egress_usd
-        )
+        out: np.ndarray = hourly * seconds / 3600.0 + start_usd + replace_usd * revocation_scale + egress_usd
         return out
 
     def ratio(q: np.ndarray) -> np.ndarray:
-        out: np.ndarray = np.where(k > 0, q / np.maximum(k, 1e-12), 0.0)
+        out: np.ndarray = np.where(k_all > 0, q / np.maximum(k_all, 1e-12), 0.0)
         return out
 
+    p_none = functools.reduce(operator.mul, [s**k.count for s, k in zip(surv, kinds, strict=True)])
     return TimeCost(
         seconds_base=base,
         seconds_checkpoint=ckpt,
@@ -185,16 +181,68 @@ def estimate(
         seconds_expected=total,
         seconds_p50=t50,
         seconds_p90=t90,
-        cost_expected=cost(total, np.ones_like(k)),
+        cost_expected=cost(total, np.ones_like(k_all)),
         cost_p50=cost(t50, ratio(q50)),
         cost_p90=cost(t90, ratio(q90)),
-        expected_revocations=k,
-        p_revocation=1.0 - s_w**n * s_ps**ps,
-        per_node_risk=1.0 - s_w,
-        penalty_worker_s=pen_w,
-        penalty_ps_s=np.full_like(base, pen_ps),
-        redo_events=k_w / n + k_ps,  # a worker revocation is the chief's one time in n
+        expected_revocations=k_all,
+        p_revocation=1.0 - p_none,
+        per_node_risk=1.0 - surv[0],
+        penalty_worker_s=kinds[0].penalty_s,
+        penalty_ps_s=np.full_like(base, kinds[1].penalty_s) if len(kinds) > 1 else np.zeros_like(base),
+        redo_events=_total([r * k.redo_share for r, k in zip(revs, kinds, strict=True)]),
     )
+
+
+def _total(parts: list[np.ndarray]) -> np.ndarray:
+    """The element-wise sum of one array per kind of node (one kind: that array)."""
+    return functools.reduce(operator.add, parts)
+
+
+def run_seconds(
+    steps_per_sec: np.ndarray, run: RunSettings, overheads: Overheads
+) -> tuple[np.ndarray, np.ndarray | float, np.ndarray, np.ndarray]:
+    """Per shape: its speed (floored above 0), its checkpoint interval in steps (one for all when the run
+    fixes it), its seconds without interruptions and its seconds writing checkpoints."""
+    v = np.maximum(steps_per_sec, 1e-12)
+    interval = run.checkpoint_interval_steps or run.checkpoint_interval_s * v  # steps between checkpoints
+    base = run.steps / v
+    # a column per shape, as the others (a fixed checkpoint interval in steps gives the same for each)
+    return v, interval, base, run.steps / interval * write_seconds(run, overheads) * np.ones_like(base)
+
+
+def estimate(
+    cols: ShapeColumns,
+    run: RunSettings,
+    overheads: Overheads,
+    revocations: RevocationModel,
+) -> TimeCost:
+    """Expected / P50 / P90 time and cost for every PS shape in ``cols`` (workers and parameter servers)."""
+    v, interval, base, ckpt = run_seconds(cols.steps_per_sec, run, overheads)
+    n = cols.workers.astype(float)
+    request, start = request_and_start_s(overheads, cols.gpu, cols.provisioning)
+    restart = overheads.framework_restart(run.warm_restart)
+    redo = overheads.lost_work(interval / 2.0, v)
+    ps_request = overheads.server_start("*", run.ps_provisioning)
+    ps_prov = np.full(cols.gpu.shape, run.ps_provisioning)
+    workers = NodeKind(
+        count=n,
+        curves=revocation_curves(revocations, cols.gpu, cols.region, cols.provisioning),
+        penalty_s=degraded_wait(request, v, cols.degraded_steps_per_sec) + (redo + restart) / n,
+        usd_per_hour=cols.worker_usd_per_hour,
+        request_s=request,
+        start_s=start,
+        redo_share=1.0 / n,  # a worker revocation is the chief's one time in n
+    )
+    ps = NodeKind(
+        count=cols.ps.astype(float),
+        curves=revocation_curves(revocations, np.full(cols.gpu.shape, "*"), cols.region, ps_prov),
+        penalty_s=ps_request + redo + restart,
+        usd_per_hour=cols.ps_usd_per_hour,
+        request_s=ps_request,
+        start_s=ps_request,
+        redo_share=1.0,
+    )
+    return estimate_nodes((workers, ps), base, ckpt, cols.egress_usd, cols.started)
 
 
 def write_seconds(run: RunSettings, overheads: Overheads) -> float:
@@ -204,12 +252,14 @@ def write_seconds(run: RunSettings, overheads: Overheads) -> float:
     return float(overheads.checkpoint_cost(run.checkpoint_mb))
 
 
-def _request_overhead(overheads: Overheads, gpu: np.ndarray, provisioning: np.ndarray) -> np.ndarray:
-    return _per_pair(gpu, provisioning, overheads.request_overhead)
-
-
-def _start_seconds(overheads: Overheads, gpu: np.ndarray, provisioning: np.ndarray) -> np.ndarray:
-    return _per_pair(gpu, provisioning, overheads.server_start)
+def request_and_start_s(
+    overheads: Overheads, gpu: np.ndarray, provisioning: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(request overhead s, server start s) per shape, one look-up per distinct (gpu, provisioning)."""
+    return (
+        _per_pair(gpu, provisioning, overheads.request_overhead),
+        _per_pair(gpu, provisioning, overheads.server_start),
+    )
 
 
 def _per_pair(gpu: np.ndarray, provisioning: np.ndarray, fn: Callable[[str, str], float]) -> np.ndarray:

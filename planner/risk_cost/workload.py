@@ -26,13 +26,13 @@ Errors are :class:`WorkloadError` naming the file, the line when it can be found
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cmdare.collectors.samples import ModelSpec
+from cmdare.collectors.toml_lines import line_of
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, clean_tree
 
 PROVISIONINGS: tuple[str, ...] = ("spot", "preemptible", "standard")
@@ -220,18 +220,7 @@ class _Locator:
         self.source = source
 
     def line_of(self, table: str, key: str | None = None) -> int | None:
-        in_table = False
-        for no, raw in enumerate(self.lines, start=1):
-            line = raw.strip()
-            header = re.match(r"^\[\s*([A-Za-z0-9_.-]+)\s*\]", line)
-            if header:
-                in_table = header.group(1) == table
-                if in_table and key is None:
-                    return no
-                continue
-            if in_table and key is not None and re.match(rf"^{re.escape(key)}\s*=", line):
-                return no
-        return None
+        return line_of(self.lines, table, key)
 
     def error(self, message: str, table: str, key: str | None = None) -> WorkloadError:
         line = self.line_of(table, key)

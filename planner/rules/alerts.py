@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.planner.rules.inputs import RuleInputs
 
 log = logging.getLogger(__name__)

@@ -32,8 +32,8 @@ import functools
 from collections.abc import Sequence
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.observed import RATE_WINDOW_S, STEP_WINDOW_S, JobView
 from cmdare.collectors.store import Store
-from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S, JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.rules.alerts import AlertContext, Finding, Rule, node_state_rule
 from cmdare.planner.rules.checkpoint_rules import checkpoint_overdue_rule

@@ -5,8 +5,16 @@ One source for thresholds: every number below is read from :class:`Thresholds` (
 same record), :data:`PS_NIC_GBPS` / ``PS_SHAPE.vcpus`` (the PS node) and :data:`WORKER_ROLES`; ``for:`` is the
 app's hysteresis in evaluation intervals (a verdict raised after K refreshes has held for K − 1 intervals:
 Prometheus fires when ``for:`` has elapsed since the first true evaluation) and ``keep_firing_for:`` the clear
-hysteresis the same way. The file is valid for Prometheus ≥ 2.42 and vmalert (``engine="vmalert"`` leaves out
-``keep_firing_for``, which older vmalert releases refuse).
+hysteresis the same way. The file is valid for Prometheus ≥ 2.42; ``engine="vmalert"`` writes vmalert's
+variant: no ``keep_firing_for`` (older vmalert releases refuse it) and alerts that read the scraped series
+themselves (:func:`inline_recordings`: vmalert reads recorded series back through the datasource, a chain of
+them lags an evaluation per link).
+
+Three groups: the identity (:func:`identity_rules`) and the graph-only figures (:func:`figure_rules`) once a
+window; the figures the verdicts read and the verdicts every interval, in order (:func:`recording_rules`,
+:func:`alerting_rules`). At 10,000 tasks the cost is the number of times a rule selects every task's series
+(``benchmarks/rules_engine.py``: Prometheus 2.42 spends an evaluation's time selecting series and
+collecting garbage, not on samples), so the identity and the graph-only figures run once a window.
 
 Series are joined to tasks on ``instance`` (the exporter's identity labels are on ``cmdare_task_info`` only,
 as for the app's Prometheus source), the exporter's ``job`` label becoming ``cmdare_job`` whether or not the
@@ -22,16 +30,17 @@ left to the app (:data:`LEFT_TO_APP` gives the reasons).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.observed import WORKER_ROLES
 from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.collectors.prometheus.source import ENGINE_ORIGIN
-from cmdare.planner.job_plan import NO_GPU_NAMES
-from cmdare.planner.overview import WORKER_ROLES
+from cmdare.planner.live.outlook import NO_GPU_NAMES
 from cmdare.planner.rules.ps_rules import PS_NIC_GBPS
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
@@ -58,6 +67,12 @@ LEFT_TO_APP: dict[str, str] = {
     "ps-saturation (model)": "the test against the speed model's compute-bound rate needs the model's "
     "prediction: the engine judges from measurements only (workers' compute share and PS NIC / CPU)",
 }
+
+#: The rule groups: who each task is (every window), the figures the verdicts read with the verdicts (every
+#: interval), the figures only graphs read (every window).
+IDENTITY_GROUP = "cmdare-identity"
+BOTTLENECK_GROUP = "cmdare-bottlenecks"
+FIGURES_GROUP = "cmdare-figures"
 
 _DURATION = re.compile(r"^([0-9]+)(ms|s|m|h)$")
 _SCALE = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -103,6 +118,11 @@ class Rule:
     annotations: dict[str, str] = field(default_factory=dict)
 
 
+def _clear_ratio(th: Thresholds) -> float:
+    """The straggler band's lower edge: a raised straggler is held down to it (never above the raise ratio)."""
+    return min(th.straggler_clear_ratio, th.straggler_ratio)
+
+
 def raise_after(th: Thresholds, kind: str) -> int:
     """Refreshes a condition must hold before the app raises ``kind`` (its hysteresis)."""
     return th.raise_after_by_kind.get(kind, th.raise_after)
@@ -123,34 +143,58 @@ def _re(values: frozenset[str] | set[str]) -> str:
     return "|".join(sorted(re.escape(v).replace("\\", "\\\\") for v in values))
 
 
-def recording_rules(o: RuleOptions) -> list[Rule]:
-    """The figures the verdicts rest on, per task (labels ``instance``, ``cmdare_job``, ``task``, ``role``,
-    ``gpu``, ``region``, ``host``) and per job (``cmdare_job``)."""
-    sel = o.selector
-    w = _dur(o.window_s)
-    info = f"{M.TASK_INFO.name}{{{sel}}}" if sel else M.TASK_INFO.name
-    job_info = M.JOB_INFO.name
+_WORKERS = f'role=~"{_re(WORKER_ROLES)}"'
+_GPU_OWNER = f'gpu!~"(?i){_re({n for n in NO_GPU_NAMES if n})}|"'
+
+
+def slow_interval(o: RuleOptions) -> float:
+    """The identity's and the graph-only figures' interval: a window, at least the interval, at most 2 min
+    (two of their rules read their own last value, which the engine finds only within its 5 min look-back)."""
+    return max(o.interval_s, min(o.window_s, 120.0))
+
+
+def _renamed(expr: str) -> str:
+    """``expr`` with the exporter's job as ``cmdare_job`` (``job`` with honor_labels, else ``exported_job``) and
+    the task's ``host`` (``instance`` less its port)."""
+    return (
+        f'label_replace(label_replace(label_replace({expr}, "cmdare_job", "$1", "job", "(.*)"), '
+        f'"cmdare_job", "$1", "exported_job", "(.+)"), "host", "$1", "instance", "(.*):[0-9]+")'
+    )
+
+
+def identity_rules(o: RuleOptions) -> list[Rule]:
+    """Who each task is (its identity labels, joined to every per-task figure on ``instance``), who it was
+    while its scrapes fail, and each job's facts. Evaluated in their own group every window (identity
+    changes when a task starts, and a task's rates need a window before they are judged): at 10,000 tasks
+    the renaming costs as much as a per-task figure, and it is paid once a window, not once an interval."""
+    info = f"{M.TASK_INFO.name}{{{o.selector}}}" if o.selector else M.TASK_INFO.name
     ident = "instance, cmdare_job, task, role, gpu, region, host"
+    return [
+        Rule(name="cmdare:task_info", expr=f"max by ({ident}) ({_renamed(info)})"),
+        Rule(  # a task's identity held while its scrapes fail (the rule reads its own last value)
+            name="cmdare:task_info:last_seen",
+            expr="cmdare:task_info or (cmdare:task_info:last_seen and on (instance) max by (instance) (up == 0))",
+        ),
+        Rule(name="cmdare:job_info", expr=f"max by (cmdare_job, sync) ({_renamed(M.JOB_INFO.name)})"),
+        Rule(  # the regions a job's GPU workers run in (input-bound is judged in one region only)
+            name="cmdare:job_gpu_regions:count",
+            expr=f"count by (cmdare_job) (count by (cmdare_job, region) (cmdare:task_info{{{_WORKERS},{_GPU_OWNER}}}))",
+        ),
+    ]
 
-    def renamed(expr: str) -> str:  # the exporter's job: `job` with honor_labels, else `exported_job`
-        return (
-            f'label_replace(label_replace(label_replace({expr}, "cmdare_job", "$1", "job", "(.*)"), '
-            f'"cmdare_job", "$1", "exported_job", "(.+)"), "host", "$1", "instance", "(.*):[0-9]+")'
-        )
 
+def recording_rules(o: RuleOptions) -> list[Rule]:
+    """The figures the verdicts rest on, evaluated every interval before the alerts: per task (labels
+    ``instance``, ``cmdare_job``, ``task``, ``role``, ``gpu``, ``region``, ``host``, joined once from
+    ``cmdare:task_info``) and per job (``cmdare_job``)."""
+    w = _dur(o.window_s)
+    ident = "instance, cmdare_job, task, role, gpu, region, host"
     join = f"* on (instance) group_left ({ident.removeprefix('instance, ')}) cmdare:task_info"
     ps_join = join.replace("cmdare:task_info", 'cmdare:task_info{role="ps"}')
-    workers = f'role=~"{_re(WORKER_ROLES)}"'
-    gpu_owner = f'gpu!~"(?i){_re({n for n in NO_GPU_NAMES if n})}|"'
+    workers, gpu_owner = _WORKERS, _GPU_OWNER
     host_of = 'label_replace({m}, "host", "$1", "instance", "(.*):[0-9]+")'
     node_cpu = host_of.format(m=f'rate({M.NODE_CPU_SAMPLE}{{mode!="idle"}}[{w}])')
     return [
-        Rule(name="cmdare:task_info", expr=f"max by ({ident}) ({renamed(info)})"),
-        Rule(
-            name="cmdare:task_info:last_seen",
-            expr=f"max by ({ident}) ({renamed(f'last_over_time({info}[10m])')})",
-        ),
-        Rule(name="cmdare:job_info", expr=f"max by (cmdare_job, sync) ({renamed(job_info)})"),
         Rule(name="cmdare:task_steps:rate", expr=f"sum by (instance) (rate({M.K_WORKER_STEPS}[{w}])) {join}"),
         Rule(
             name="cmdare:task_step_seconds:mean",
@@ -183,23 +227,10 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             f"({node_cpu})) / {PS_SHAPE.vcpus:g}) "
             f"or ((sum by (instance) (rate({M.K_PROCESS_CPU}[{w}])) / {PS_SHAPE.vcpus:g}) {ps_join})",
         ),
-        Rule(  # 1 while the cloud says the instance is being preempted
-            name="cmdare:task_preempted", expr=f"max by (instance) ({M.PREEMPTED.name}) {join}"
-        ),
-        Rule(  # when the task's step counter last moved (to within one interval): the latest sample's time when
-            # it moved in the last 1.5 intervals, else the time recorded before (the rule reads its own last
-            # value: O(tasks) an evaluation, where a subquery over an hour cost seconds at 10,000 tasks)
-            name="cmdare:task_last_step:time",
-            expr=f"((max by (instance) (timestamp({M.K_WORKER_STEPS})) and on (instance) "
-            f"(max by (instance) (changes({M.K_WORKER_STEPS}[{_dur(1.5 * o.interval_s)}])) > 0)) {join}) "
-            "or cmdare:task_last_step:time",
-        ),
-        Rule(name="cmdare:task_seconds_since_step", expr="time() - cmdare:task_last_step:time"),
-        Rule(  # async PS: the sum of the workers' rates; sync all-reduce: the global step's rate
-            name="cmdare:job_steps:rate",
-            expr=f"(sum by (cmdare_job) (cmdare:task_steps:rate{{{workers}}}) unless on (cmdare_job) "
-            f'cmdare:job_info{{sync="sync-allreduce"}}) or (max by (cmdare_job) (deriv({M.GLOBAL_STEP.name}[{w}]) '
-            f'{join}) and on (cmdare_job) cmdare:job_info{{sync="sync-allreduce"}})',
+        Rule(  # 1 while the cloud says the instance is being preempted (absent otherwise): the notices are
+            # picked out before the join, so it costs a look at the series, not a join over every task
+            name="cmdare:task_preempted",
+            expr=f"max by (instance) ({M.PREEMPTED.name} == 1) {join}",
         ),
         Rule(
             name="cmdare:job_workers:count",
@@ -209,14 +240,11 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
             name="cmdare:job_worker_step_seconds:median",
             expr=f"quantile by (cmdare_job) (0.5, cmdare:task_step_seconds:mean{{{workers}}})",
         ),
-        Rule(
-            name="cmdare:job_worker_step_seconds:p90",
-            expr=f"quantile by (cmdare_job) (0.9, cmdare:task_step_seconds:mean{{{workers}}})",
-        ),
-        Rule(
+        Rule(  # the candidates only: workers at the straggler band's lower edge or above (the alert reads
+            # them twice; a selection of every worker costs as much as the ratio itself at 10,000 tasks)
             name="cmdare:task_step_seconds:peer_ratio",
             expr=f"cmdare:task_step_seconds:mean{{{workers}}} / on (cmdare_job) group_left () "
-            "cmdare:job_worker_step_seconds:median",
+            f"cmdare:job_worker_step_seconds:median >= {_clear_ratio(o.thresholds):g}",
         ),
         Rule(  # every worker (ps-saturation) and the GPU-owning ones (input-bound)
             name="cmdare:job_compute_share:median",
@@ -239,10 +267,6 @@ def recording_rules(o: RuleOptions) -> list[Rule]:
         Rule(name="cmdare:job_ps_nic:gbps", expr="max by (cmdare_job) (cmdare:ps_nic:gbps)"),
         Rule(name="cmdare:job_ps_nic:utilization", expr=f"cmdare:job_ps_nic:gbps / {PS_NIC_GBPS:g}"),
         Rule(name="cmdare:job_ps_cpu:ratio", expr="max by (cmdare_job) (cmdare:ps_cpu:ratio)"),
-        Rule(
-            name="cmdare:job_gpu_regions:count",
-            expr=f"count by (cmdare_job) (count by (cmdare_job, region) (cmdare:task_info{{{workers},{gpu_owner}}}))",
-        ),
     ]
 
 
@@ -255,6 +279,36 @@ def _q(metric: str, fmt: str = 'printf "%.2f"') -> str:
     )
 
 
+def figure_rules(o: RuleOptions) -> list[Rule]:
+    """Figures for graphs that no verdict reads (the job's step rate, the 90th percentile of its workers'
+    step seconds, the time since a task's last step): their own group, evaluated once a window (a rate
+    over a window changes little within it), so they cost no selection of every task each interval."""
+    w = _dur(o.window_s)
+    ident = "instance, cmdare_job, task, role, gpu, region, host"
+    join = f"* on (instance) group_left ({ident.removeprefix('instance, ')}) cmdare:task_info"
+    workers = _WORKERS
+    return [
+        Rule(  # async PS: the sum of the workers' rates; sync all-reduce: the global step's rate
+            name="cmdare:job_steps:rate",
+            expr=f"(sum by (cmdare_job) (cmdare:task_steps:rate{{{workers}}}) unless on (cmdare_job) "
+            f'cmdare:job_info{{sync="sync-allreduce"}}) or (max by (cmdare_job) (deriv({M.GLOBAL_STEP.name}[{w}]) '
+            f'{join}) and on (cmdare_job) cmdare:job_info{{sync="sync-allreduce"}})',
+        ),
+        Rule(
+            name="cmdare:job_worker_step_seconds:p90",
+            expr=f"quantile by (cmdare_job) (0.9, cmdare:task_step_seconds:mean{{{workers}}})",
+        ),
+        Rule(  # when the task's step counter last moved (to within an evaluation of this group): this
+            # evaluation's time when it moved in the last 1.5 intervals, else the time recorded before (the rule
+            # reads its own last value, and the identity from the task's rate: no join, no subquery)
+            name="cmdare:task_last_step:time",
+            expr=f"(timestamp(cmdare:task_steps:rate) and on (instance) "
+            f"changes({M.K_WORKER_STEPS}[{_dur(1.5 * o.interval_s)}]) > 0) or cmdare:task_last_step:time",
+        ),
+        Rule(name="cmdare:task_seconds_since_step", expr="time() - cmdare:task_last_step:time"),
+    ]
+
+
 def alerting_rules(o: RuleOptions) -> list[Rule]:
     """One alert per verdict the engine judges; labels ``kind`` (the app's verdict) and ``origin``."""
     th, i = o.thresholds, o.interval_s
@@ -265,7 +319,7 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
     # workers a straggler is told among: the app's minimum, and one more than the peers an unexplained
     # straggler needs
     min_workers = max(th.straggler_min_workers, 2, th.straggler_min_peers + 1)
-    clear_ratio = min(th.straggler_clear_ratio, th.straggler_ratio)
+    clear_ratio = _clear_ratio(th)
 
     def alert(name: str, expr: str, severity: str | None, summary: str, fix: str, **ann: str) -> Rule:
         kind = ALERT_KINDS[name]
@@ -370,6 +424,46 @@ def alerting_rules(o: RuleOptions) -> list[Rule]:
     ]
 
 
+# ------------------------------------------------------------------------------- vmalert variant
+_REF = re.compile(r"(?<![\w:])(cmdare:[a-z0-9_:]+)(?:\{([^{}]*)\})?")
+_MATCHER = re.compile(r'\s*([A-Za-z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def inline_recordings(expr: str, rules: list[Rule]) -> str:
+    """``expr`` with every recorded series it reads replaced by the recording's own expression, recursively
+    (label matchers on a recorded series become MetricsQL's ``label_match`` / ``label_mismatch``).
+
+    For vmalert: it reads a recorded series back through the datasource, so a chain of recordings lags an
+    evaluation per link (Prometheus evaluates a group's rules in order at one instant), and VictoriaMetrics
+    1.79 answers "no series" for up to ~10 s about a series first written after a query for it was cached.
+    A recording that reads its own last value (a memory: the identity of a silent task, the last step's
+    time) is read back as it is: it is not fresh by nature."""
+    defs = {r.name: r.expr for r in rules if not r.alert}
+    memory = {name for name, e in defs.items() if any(m.group(1) == name for m in _REF.finditer(e))}
+
+    def sub(m: re.Match[str]) -> str:
+        name, matchers = m.group(1), m.group(2) or ""
+        if name not in defs or name in memory:
+            return m.group(0)
+        body = f"({inline_recordings(defs[name], rules)})"
+        for label, op, value in _MATCHER.findall(matchers):
+            pattern = value if op in ("=~", "!~") else _re({value})
+            fn = "label_match" if op in ("=", "=~") else "label_mismatch"
+            body = f'{fn}({body}, "{label}", "{pattern}")'
+        return body
+
+    return _REF.sub(sub, expr)
+
+
+def _engine_alerts(o: RuleOptions) -> list[Rule]:
+    """The alerting rules as the engine is to read them: for vmalert, each reads the scraped series itself."""
+    alerts = alerting_rules(o)
+    if o.engine != "vmalert":
+        return alerts
+    rules = [*identity_rules(o), *recording_rules(o), *figure_rules(o)]
+    return [dataclasses.replace(a, expr=inline_recordings(a.expr, rules)) for a in alerts]
+
+
 # ----------------------------------------------------------------------------------- rendering
 def _s(text: str) -> str:
     """A YAML single-quoted scalar (only ``'`` is escaped, as ``''``: PromQL's double quotes stay readable)."""
@@ -402,9 +496,23 @@ def render(o: RuleOptions) -> str:
         "groups:",
     ]
     out = list(head)
-    # one group: its rules run in order at each evaluation, so a verdict reads the figures of the same instant
-    out += ["  - name: cmdare-bottlenecks", f"    interval: {_dur(o.interval_s)}", "    rules:"]
-    for r in [*recording_rules(o), *alerting_rules(o)]:
+    # the identity every window; the figures and the verdicts every interval, in one group: its rules run in
+    # order at each evaluation, so a verdict reads the figures of the same instant; graph-only figures last
+    groups = (
+        (IDENTITY_GROUP, slow_interval(o), identity_rules(o)),
+        (BOTTLENECK_GROUP, o.interval_s, [*recording_rules(o), *_engine_alerts(o)]),
+        (FIGURES_GROUP, slow_interval(o), figure_rules(o)),
+    )
+    for name, interval, rules in groups:
+        out += [f"  - name: {name}", f"    interval: {_dur(interval)}", "    rules:"]
+        out += _render_rules(rules, o)
+    return "\n".join(out) + "\n"
+
+
+def _render_rules(rules: list[Rule], o: RuleOptions) -> list[str]:
+    """One group's rules as YAML lines."""
+    out: list[str] = []
+    for r in rules:
         out.append(f"      - {'alert' if r.alert else 'record'}: {r.name}")
         out.append(f"        expr: {_s(r.expr)}")
         if r.alert:
@@ -415,7 +523,7 @@ def render(o: RuleOptions) -> str:
             if mapping:
                 out.append(f"        {key}:")
                 out += [f"          {k}: {_s(v)}" for k, v in mapping.items()]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _threshold_summary(th: Thresholds) -> dict[str, float | int]:

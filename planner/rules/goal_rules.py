@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from cmdare.planner.overview import JobView
+from cmdare.collectors.observed import JobView
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import (

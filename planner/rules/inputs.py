@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from cmdare.planner.overview import RATE_WINDOW_S, STEP_WINDOW_S
+from cmdare.collectors.observed import RATE_WINDOW_S, STEP_WINDOW_S
 
 if TYPE_CHECKING:  # annotations only: the rule modules import this one
     from cmdare.collectors.pricing.book import PriceBook

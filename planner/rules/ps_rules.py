@@ -14,9 +14,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from cmdare.collectors.observed import STEP_WINDOW_S, JobView
 from cmdare.collectors.pricing.shapes import PS_SHAPE
-from cmdare.planner.job_plan import network_of
-from cmdare.planner.overview import STEP_WINDOW_S, JobView
+from cmdare.planner.live.outlook import network_of
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import (
     PredictedGain,

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from cmdare.planner.job_plan import network_of, owns_gpu
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.collectors.observed import JobView, NodeView
+from cmdare.planner.live.outlook import network_of, owns_gpu
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu

@@ -3,7 +3,7 @@
 * ``allreduce-bound``: the exposed all-reduce (``cmdare_allreduce_seconds``, the wait backward does not hide)
   takes at least ``Thresholds.allreduce_share_max`` of a step (median over up ranks). Fixes, each predicted
   by the all-reduce model calibrated on this job's own compute and all-reduce times
-  (:mod:`cmdare.planner.live_sync`): fewer, larger nodes (the same GPUs, up to twice as many a node, at a
+  (:mod:`cmdare.planner.live.sync_job`): fewer, larger nodes (the same GPUs, up to twice as many a node, at a
   node size the price book offers for the GPU: the ring leaves a node less often), gradient compression 2×
   (fp16 gradients: DDP's ``fp16_compress_hook``), a
   larger bucket (4×, when the gradients span several), the faster NIC tier (gVNIC) where the GPU's VMs offer
@@ -17,10 +17,12 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from cmdare.planner.live_sync import (
+from cmdare.collectors.observed import JobView
+from cmdare.planner.live.sync_job import (
     MeasuredSplit,
     SyncShape,
     calibrated,
@@ -32,7 +34,6 @@ from cmdare.planner.live_sync import (
     shape_terms,
     sync_shape,
 )
-from cmdare.planner.overview import JobView
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import basis, signed_pct, thresholds_of
 from cmdare.planner.speed.allreduce import SyncParams
@@ -160,12 +161,7 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
         if len(rs) < max(th.straggler_min_workers, 2):
             continue
         slow, (c, e) = max(rs, key=lambda r: r[1][0])
-        peers = sorted(s[0] for n, s in rs if n is not slow)
-        med = (
-            peers[len(peers) // 2]
-            if len(peers) % 2
-            else (peers[len(peers) // 2 - 1] + peers[len(peers) // 2]) / 2
-        )
+        med = statistics.median(s[0] for n, s in rs if n is not slow)
         ratio = c / med
         if ratio < min(th.straggler_clear_ratio, th.straggler_ratio):  # in the band, a raised flag holds
             continue

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from cmdare.collectors import metrics as M
+from cmdare.collectors.observed import RATE_WINDOW_S
 from cmdare.collectors.store import Store
 from cmdare.planner.geo.geo_live import LiveBoundary, wan_bound_from_live
-from cmdare.planner.overview import RATE_WINDOW_S
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.inputs import LinkCapacities, StageRates
 from cmdare.planner.rules.rule_support import rate_window_s, signed_pct, thresholds_of

@@ -10,9 +10,9 @@ from collections import Counter
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from cmdare.collectors.observed import STEP_WINDOW_S, WORKER_ROLES, JobView, NodeView
 from cmdare.collectors.pricing.shapes import PS_SHAPE
-from cmdare.planner.job_plan import owns_gpu
-from cmdare.planner.overview import STEP_WINDOW_S, WORKER_ROLES, JobView, NodeView
+from cmdare.planner.live.outlook import owns_gpu
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.ps_rules import PsLoad, ps_load
 from cmdare.planner.rules.rule_support import (

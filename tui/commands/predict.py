@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     :data:`MAX_INPUT_BYTES` before a byte is read) a chunk of rows at a time; ``--output`` is written
     atomically once every row predicted (a bad row leaves it untouched), stdout a chunk at a time."""
     from cmdare.collectors.textfile import TextFileError, open_small_text
-    from cmdare.planner.predict_csv import PredictInputError, predict_csv_lines
+    from cmdare.planner.predict.batch import PredictInputError, predict_csv_lines
 
     follow = getattr(args, "follow_symlinks", False)
     if args.output is not None:

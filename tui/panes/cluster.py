@@ -11,6 +11,7 @@ steps/s, GPU, host CPU %, host memory, GPU %, provisioning); the rest scrolls si
 
 from __future__ import annotations
 
+import statistics
 from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from cmdare.planner.overview import JobView
+from cmdare.collectors.observed import JobView
 from cmdare.tui.format import rate
 from cmdare.tui.panes.cluster_rows import (
     COLLAPSE,
@@ -44,8 +45,8 @@ __all__ = ["COLUMNS", "ClusterPane", "RoleTally", "node_cells", "node_row", "rol
 class RoleTally:
     """Per role: how many tasks, how many up, and their (finite) steps/s in order, kept up to date
     task by task (:meth:`swap`): at 10,000 tasks a pass over every view costs ~15 ms (they lie all
-    over memory), so the summary line costs the tasks that changed. The median is read off the
-    ordered rates; roles are listed by count, ties in the order the roles were first seen."""
+    over memory), so the summary line costs the tasks that changed. The median is ``statistics.median``
+    of the ordered rates (its sort of a sorted list is one pass: ~50 µs at 10,000); roles are listed by count, ties in the order the roles were first seen."""
 
     def __init__(self) -> None:
         self.total: Counter[str] = Counter()
@@ -98,7 +99,7 @@ class RoleTally:
             if total > up:
                 line.append(f" ({total - up:,} not)", "yellow")
             if rates := self.rates.get(role):
-                line.append(f", median {rate(median(rates))} steps/s")
+                line.append(f", median {rate(statistics.median(rates))} steps/s")
             line.append("  ")
         return line
 
@@ -140,13 +141,6 @@ def replaced(ordered: list[float], out: list[float], add: list[float]) -> list[f
     merged += add
     merged.sort()
     return merged
-
-
-def median(ordered: list[float]) -> float:
-    """The median of values already in order (as ``statistics.median`` has it: the mean of the
-    middle two for an even count)."""
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def role_summary(jobs: list[JobView]) -> Text:

@@ -1,6 +1,6 @@
 """What the Cluster pane's table shows of each task, and how its rows are kept from one refresh to the
 next (:class:`TaskRows`): a task's row is the very same object while the overview hands over the same
-view of it (planner/overview.py keeps a task's ``NodeView`` while nothing about it changed) and the
+view of it (collectors/observed.py keeps a task's ``NodeView`` while nothing about it changed) and the
 flags raised on it stay; its cells are made only when the row is drawn (or filtered on), its uptime
 counted to the time the pane shows (:class:`ShownAt`), so the row need not change as time passes."""
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from cmdare.collectors.clock import clock_time
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.collectors.observed import JobView, NodeView
 from cmdare.tui.format import (
     STATUS_SYMBOL,
     bytes_rate,

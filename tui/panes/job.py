@@ -14,8 +14,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from cmdare.planner.live_sync import is_sync, measured_split, refusal_note
-from cmdare.planner.overview import JobView, TrainingFigures
+from cmdare.collectors.observed import JobView, TrainingFigures
+from cmdare.planner.live.sync_job import is_sync, measured_split, refusal_note
 from cmdare.tui.format import clock, duration, money, num, rate, risk_words
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.plots import (

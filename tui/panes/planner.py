@@ -22,6 +22,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable
 
 from cmdare.planner.view import JobPlannerView
+from cmdare.planner.view_json import ranked_indices
 from cmdare.planner.view_json import shape_deltas as deltas
 from cmdare.tui.format import (
     calibration_words,
@@ -41,8 +42,8 @@ from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
 if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, issue 20)
     from cmdare.planner.geo.geo_live import LiveBoundary
-    from cmdare.planner.job_plan import ShapeOutlook
-    from cmdare.planner.live_plan import LivePlan
+    from cmdare.planner.live.outlook import ShapeOutlook
+    from cmdare.planner.live.plan import LivePlan
     from cmdare.planner.risk_cost.shapes import RankedRow, ShapeTable
 
 OUTLOOK_COLUMNS = (("Shape", 18), ("Steps/s", 7), ("Δ speed", 7), ("Bound", 7), ("PS load", 7))
@@ -63,7 +64,7 @@ BOUND_CODE = {"compute": "comp", "network": "net"}
 # pace × MB/mb, alike on every boundary of a pipeline whatever its link.
 PIPELINE_COLUMNS = (("Boundary", 8), ("DCs", 13), ("Verdict", 9), ("MB/mb", 6), ("Link Gb/s", 9),
                     ("Wire s/mb", 9), ("Compute s", 9), ("Wait", 5), ("Sent Gb/s", 9))  # fmt: skip
-TOP_N = 30
+TOP_N = 30  # rows of the ranking in all, the current shape's among them (as `snapshot` counts them)
 
 
 def link_cell(b: LiveBoundary) -> str:
@@ -108,11 +109,12 @@ def outlook_rows(rows: list[ShapeOutlook]) -> list[Row]:
 
 
 def ranked_rows(table: ShapeTable, n: int = TOP_N, expanded: frozenset[int] = frozenset()) -> list[Row]:
-    """The current shape first (the reference row, ▶), then the ranking; ★ marks the Pareto front of
-    (time, cost, risk), ✗ a row not worth switching to. A row standing for other regions lists them beneath it
-    (└) when its index is in ``expanded``."""
+    """The current shape first (the reference row, ▶), then the ranking, ``n`` rows in all (the planner's
+    :func:`ranked_indices`, as ``snapshot`` lists them); ★ marks the Pareto front of (time, cost, risk), ✗ a
+    row not worth switching to. A row standing for other regions lists them beneath it (└) when its index is
+    in ``expanded``."""
     out = []
-    for i in [0] + [int(x) for x in table.view[:n] if int(x) != 0]:
+    for i in ranked_indices(table, n):
         out.append(_ranked_row(table, i))
         if i in expanded:
             out += [_ranked_row(table, j, member=True) for j in table.members(i)]

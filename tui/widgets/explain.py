@@ -18,7 +18,7 @@ from cmdare.tui.format import duration, money, pct, rate
 
 if TYPE_CHECKING:  # the planner's models load after the first frame (start-up, issue 20)
     from cmdare.planner.geo.geo_live import LiveBoundary
-    from cmdare.planner.job_plan import ShapeOutlook
+    from cmdare.planner.live.outlook import ShapeOutlook
     from cmdare.planner.risk_cost.shapes import ShapeTable
 
 

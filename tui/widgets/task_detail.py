@@ -17,9 +17,9 @@ from cmdare.tui.widgets.explain import ExplainScreen, detail_grid
 
 if TYPE_CHECKING:
     from cmdare.collectors.lifecycle import Lifecycle, NodeStatus
+    from cmdare.collectors.observed import NodeView
     from cmdare.collectors.samples import Lifetime
     from cmdare.collectors.store import TaskSeries
-    from cmdare.planner.overview import NodeView
 
 BARS = "▁▂▃▄▅▆▇█"
 SPARK_POINTS = 40  # the newest points a sparkline shows

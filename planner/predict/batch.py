@@ -9,7 +9,7 @@ residuals, :mod:`cmdare.planner.speed.speed_band`), ``extrapolation`` (``none`` 
 ``examples_per_sec``, ``bottleneck`` and ``ps_utilization``. Bad input raises :class:`PredictInputError`
 naming the row.
 
-Synchronous rows (:mod:`cmdare.planner.predict_sync`): optional columns ``mode`` (``sync`` | ``fsdp`` |
+Synchronous rows (:mod:`cmdare.planner.predict.sync`): optional columns ``mode`` (``sync`` | ``fsdp`` |
 ``zero1`` | ``zero2``), ``gpus_per_node``, ``nic_gbps``, ``transport``, ``precision``, ``bucket_mb``, ``hop_us``,
 ``activation_gb``, ``recompute``; ``workers`` = GPUs in all, ``ps`` = 0. A file with a ``mode`` column gets the
 output columns ``allreduce_share``, ``compute_s``, ``algorithm``, ``memory_gb`` and ``memory`` too; files
@@ -33,7 +33,7 @@ import numpy as np
 
 from cmdare.collectors.samples import ModelSpec
 from cmdare.collectors.untrusted import clean_text
-from cmdare.planner.predict_sync import PS_MODES, SYNC_COLUMNS, SyncRowError, is_sync, predict_sync_row
+from cmdare.planner.predict.sync import PS_MODES, SYNC_COLUMNS, SyncRowError, is_sync, predict_sync_row
 from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
 from cmdare.planner.speed.speed_band import mix_bands, shape_bands, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel

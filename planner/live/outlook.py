@@ -7,8 +7,8 @@ import functools
 from collections import Counter
 from dataclasses import dataclass
 
+from cmdare.collectors.observed import JobView
 from cmdare.collectors.samples import ModelSpec
-from cmdare.planner.overview import JobView
 from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
 

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from cmdare.collectors.observed import JobView
 from cmdare.collectors.samples import Lifetime
-from cmdare.planner.job_plan import current_shape, network_of
-from cmdare.planner.live_sync import is_sync, measured_split, sync_shape
-from cmdare.planner.live_sync_plan import live_scales, rank_live_sync
-from cmdare.planner.overview import JobView
+from cmdare.planner.live.outlook import current_shape, network_of
+from cmdare.planner.live.sync_job import is_sync, measured_split, sync_shape
+from cmdare.planner.live.sync_plan import live_scales, rank_live_sync
 from cmdare.planner.risk_cost.checkpointing import CheckpointFacts
 from cmdare.planner.risk_cost.ranking_notes import price_date_label
 from cmdare.planner.risk_cost.revocation import RevocationModel

@@ -1,5 +1,6 @@
 """The observed state of every job, computed from the store and the lifecycle: what the Cluster and
-Job panes show and what ``snapshot --json`` prints. Pure computation: no I/O, no Textual."""
+Job panes show, what ``snapshot --json`` prints and what the planner reads (its job views). Measured,
+not predicted: no model here. Pure computation: no I/O, no Textual."""
 
 from __future__ import annotations
 

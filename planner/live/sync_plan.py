@@ -1,6 +1,6 @@
 """The live Planner for a running synchronous all-reduce job: a sync workload for its remaining steps, and
 its alternatives ranked by :func:`~cmdare.planner.risk_cost.sync_shapes.rank_sync_shapes` with the all-reduce
-model calibrated on the job's own measured compute and exposed all-reduce (:mod:`cmdare.planner.live_sync`).
+model calibrated on the job's own measured compute and exposed all-reduce (:mod:`cmdare.planner.live.sync_job`).
 Pure computation."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from cmdare.planner.job_plan import owns_gpu
-from cmdare.planner.live_sync import (
+from cmdare.collectors.observed import JobView
+from cmdare.planner.live.outlook import owns_gpu
+from cmdare.planner.live.sync_job import (
     MeasuredSplit,
     SyncShape,
     calibrated,
@@ -19,7 +20,6 @@ from cmdare.planner.live_sync import (
     refusal_note,
     sync_shape,
 )
-from cmdare.planner.overview import JobView
 from cmdare.planner.risk_cost.revocation import RevocationModel
 from cmdare.planner.risk_cost.sync_shapes import SyncShapeTable, compute_seconds, rank_sync_shapes
 from cmdare.planner.risk_cost.workload import (

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cmdare.planner.overview import JobView, NodeView
+from cmdare.collectors.observed import JobView, NodeView
 
 if TYPE_CHECKING:  # the model (and numpy) load with the planner, not with the Job pane (start-up)
     from cmdare.planner.speed.allreduce import SyncParams, SyncTerms
