@@ -215,9 +215,9 @@ async def session_only(url: str, seconds: float) -> dict[str, float]:
 
 
 def last_status(screen: bytes) -> str:
-    """The last status line the app painted (``poll #…``), ANSI stripped."""
+    """The last status line the app painted (``every 2s, polled 14:05 · …``), ANSI stripped."""
     text = ANSI.sub(b"", screen).decode(errors="replace")
-    hits = re.findall(r"poll #\d+[^\n\r]*", text)
+    hits = re.findall(r"every [\d.]+s, polled [^\n\r]*", text)
     return hits[-1].strip()[:160] if hits else "(no status line seen)"
 
 

@@ -3,7 +3,10 @@
 only echoes each key) and one other Textual app (toolong, installed from PyPI into a temporary
 venv by this benchmark; ``--no-other`` skips it).
 
-    python benchmarks/key_latency.py [--runs 20] [--no-other]
+    python benchmarks/key_latency.py [--runs 20] [--no-other] [--app COMMAND]
+
+``--app`` measures another build the same way (e.g. ``"env PYTHONPATH=/tmp/old cmdare-tui"`` for a tree
+of an older commit), to compare before and after in the same hour.
 
 How it measures: each program runs in its own tmux server (a private socket) at a fixed size; one
 tmux control-mode client sends the keys and reads the pane's output as tmux reads it from the
@@ -77,6 +80,7 @@ class Control:
         self.lines: queue.Queue[tuple[float, bytes]] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.last_output = 0.0  # when the last %output arrived (of those read so far)
+        self.unanswered = False  # whether a key went unanswered (its screen is printed once)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -151,6 +155,10 @@ class Control:
             screen, at = self.screen()
             if check(screen):
                 return max(at - sent, 0.0)
+        if not self.unanswered:  # the first key never answered: its screen, to see why
+            self.unanswered = True
+            print(f"key {key!r} not answered in {ANSWER_TIMEOUT_S:g} s; the screen:\n{plain(self.screen()[0])}",
+                  file=sys.stderr)  # fmt: skip
         return ANSWER_TIMEOUT_S
 
     def close(self) -> None:
@@ -188,6 +196,12 @@ def text_check(word: str, present: bool = True) -> Check:
     return lambda s: (word in plain(s)) == present
 
 
+def polled(screen: Screen) -> bool:
+    """The status line shows data: ``polled HH:MM`` (builds before 2026-12-03 said ``poll #N``)."""
+    text = plain(screen)
+    return "polled " in text or "poll #" in text
+
+
 def cursor_on(name: str) -> Check:
     """The row naming task ``name`` is drawn in the cursor's colours (the line's first background)."""
 
@@ -210,14 +224,16 @@ def learn_cursor(screen: Screen) -> None:
     CURSOR_BG[0] = sorted(own - other)[0] if own - other else ""
 
 
-def measure_cmdare(runs: int) -> list[Scenario]:
+def measure_cmdare(runs: int, app: str) -> list[Scenario]:
     """The demo at 120x40 (cursor, sort, help) and at 80x24 (pane switch: one pane at a time)."""
     out = []
-    ctl = Control(f"{CMDARE} --demo", (120, 40))
+    ctl = Control(f"{app} --demo", (120, 40))
     try:
-        screen = ctl.wait_screen(lambda s: "poll #2" in plain(s) and "worker-1" in plain(s))
+        screen = ctl.wait_screen(lambda s: polled(s) and "worker-1" in plain(s))
+        time.sleep(2.5)  # one more poll (every 2 s): the rows and the planner's first answers are in
+        screen = ctl.screen()[0]
         learn_cursor(screen)
-        settle = lambda: ctl.wait_screen(text_check("poll #"))  # noqa: E731
+        settle = lambda: ctl.wait_screen(polled)  # noqa: E731
         cur = Scenario("cursor down/up (j, k)", [("j", cursor_on("ps-0")), ("k", cursor_on("worker-0"))])
         opened, close = Scenario("help open (?)", []), Scenario("help close (esc)", [])
         sort = Scenario("sort reversed (S)", [("S", text_check("Status ▼")), ("S", text_check("Status ▲"))])
@@ -232,9 +248,9 @@ def measure_cmdare(runs: int) -> list[Scenario]:
         out += [cur, opened, close, sort]
     finally:
         ctl.close()
-    ctl = Control(f"{CMDARE} --demo", (80, 24))
+    ctl = Control(f"{app} --demo", (80, 24))
     try:
-        ctl.wait_screen(lambda s: "poll #2" in plain(s) and "worker-1" in plain(s))
+        ctl.wait_screen(lambda s: polled(s) and "worker-1" in plain(s))
         switch = Scenario("pane switch (2, 1) at 80x24", [("2", text_check("Global step")),
                                                            ("1", text_check(" Status "))])  # fmt: skip
         run_scenarios(ctl, [switch], runs, lambda: None)
@@ -321,17 +337,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=20, help="keys per scenario (default 20)")
     p.add_argument("--no-other", action="store_true", help="skip the other Textual app (toolong)")
+    p.add_argument(
+        "--app", default=str(CMDARE), help="the command that starts cmdare-tui (default: this venv's)"
+    )
     args = p.parse_args(argv)
     if shutil.which("tmux") is None:
         print("tmux is needed", file=sys.stderr)
         return 2
     load = os.getloadavg()
     base = measure_echo(args.runs)
-    scenarios = measure_cmdare(args.runs)
+    scenarios = measure_cmdare(args.runs, args.app)
     scenarios += [] if args.no_other else measure_toolong(args.runs)
     print(f"key latency, {args.runs} keys per row; load average {load[0]:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores); goal ≤ {GOAL_MEDIAN_MS:.0f} ms median, "
-          f"≤ {GOAL_P90_MS:.0f} ms p90")  # fmt: skip
+          f"≤ {GOAL_P90_MS:.0f} ms p90; app: {args.app}")  # fmt: skip
     report(scenarios, base)
     return 0
 

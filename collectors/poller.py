@@ -65,6 +65,9 @@ class Cycle:
     source_errors: dict[str, str] = field(default_factory=dict)
     truncations: dict[str, str] = field(default_factory=dict)  # per source: what its caps dropped
     unchanged: int = 0  # tasks up but not scraped since the last cycle (no poll: nothing new)
+    waiting: int = (
+        0  # targets not asked this cycle, their page the same for a while (their source's note says)
+    )
     notes: dict[str, str] = field(default_factory=dict)  # per source: how it read this cycle (large fleets)
 
     def __post_init__(self) -> None:
@@ -164,6 +167,7 @@ class Poller:
             source_errors=errors,
             truncations=truncations,
             unchanged=unchanged,
+            waiting=len(unpolled),
             notes=self._notes(),
         )
         self.cycles += 1

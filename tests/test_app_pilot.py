@@ -6,7 +6,6 @@ import pytest
 
 from cmdare.demo.cluster import DemoCluster
 from cmdare.tui.app import CmdareApp
-from cmdare.tui.help_screen import HelpScreen
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.planner import PIPELINE_COLUMNS
 from cmdare.tui.session import MonitorSession
@@ -59,9 +58,9 @@ async def test_keys_move_between_panes_help_and_quit():
         await pilot.press("shift+tab", "4")
         assert app.query_one("#pane-alerts").display and not app.query_one("#pane-job").display
         await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
+        assert app.help_shown and app.focused is app.query_one("#help")
         await pilot.press("escape")
-        assert not isinstance(app.screen, HelpScreen)
+        assert not app.help_shown and app.query_one("#pane-alerts").has_class("-focused")
         await pilot.press("q")
     assert app.return_value == 0
 

@@ -18,7 +18,7 @@ from textual.widgets import Static
 from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.samples import JobFacts, ModelSpec
 from cmdare.planner.rules.alerts import Alert
-from cmdare.tui.format import duration, duration_until, rate
+from cmdare.tui.format import rate, uptime, uptime_until
 from cmdare.tui.panes.cluster import ClusterPane, RoleTally, replaced, role_summary
 from cmdare.tui.panes.cluster_rows import COLUMNS, UP, ShownAt, TaskCells, TaskRows, task_facts
 from cmdare.tui.session import MonitorState
@@ -97,12 +97,12 @@ def test_cells_stay_the_same_tuple_until_the_uptime_shown_changes():
     shown = ShownAt(T0)
     cells = TaskCells(view(1, started=T0 - 30), (), shown)
     first = cells()
-    assert first[UP] == "30s" and cells() is first
-    shown.now = T0 + 0.2
-    assert cells() is first  # still "30s"
-    shown.now = T0 + 1
+    assert first[UP] == "<1m" and cells() is first
+    shown.now = T0 + 29
+    assert cells() is first  # still "<1m"
+    shown.now = T0 + 30
     second = cells()
-    assert second[UP] == "31s" and second[:UP] == first[:UP] and second[UP + 1 :] == first[UP + 1 :]
+    assert second[UP] == "1m" and second[:UP] == first[:UP] and second[UP + 1 :] == first[UP + 1 :]
     old = TaskCells(view(2, started=T0 - 2 * 86_400), (), shown)
     before = old()
     shown.now = T0 + 59
@@ -116,16 +116,21 @@ def test_the_uptime_reads_the_same_until_the_time_said():
         b + d for b in near for d in (-1e-9, 0, 1e-9)
     ]
     for up in samples:
-        until = duration_until(up)
+        until = uptime_until(up)
         assert until >= up  # never behind
         for d in (0.0, (until - up) * 0.5, (until - up) * 0.999999, rng.uniform(0, until - up)):
             if up + d < until:  # (the sum in floating point may round up to the end)
-                assert duration(up + d) == duration(up), (up, d, until)
-    assert (
-        duration_until(30.2) == 30.5
-        and duration_until(4000.0) == 4019.5
-        and duration_until(90000.0) == 93599.5
-    )
+                assert uptime(up + d) == uptime(up), (up, d, until)
+    assert uptime_until(30.2) == 59.5 and uptime_until(4000.0) == 4019.5 and uptime_until(90000.0) == 93599.5
+    assert [uptime(s) for s in (30, 59.4, 60, 185, 3599, 3600, 90000)] == [
+        "<1m",
+        "<1m",
+        "1m",
+        "3m",
+        "59m",
+        "1h00m",
+        "1d01h",
+    ]  # minutes under an hour: a row reads the same for a minute at least
 
 
 def reference_line(nodes: list[NodeView]) -> str:

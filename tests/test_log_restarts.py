@@ -120,3 +120,18 @@ async def test_jsonl_restart_is_counted_and_rated_on_the_new_timeline(tmp_path):
     (job,) = build_jobs(poller.store, poller.lifecycle, clock.now())
     assert job.nodes[0].restarts == 1
     assert job.steps_per_sec == pytest.approx(10.0, rel=0.02)
+
+
+def test_a_resumed_writers_file_is_read_after_the_first_whatever_its_number(tmp_path):
+    """torch numbers the event files of one process in turn: a job resumed within the second writes ``….10``
+    beside ``….9``, and the resumed file must be read second (compared as text it came first, and the restart
+    read as the old timeline: found in the full suite, where earlier tests had made nine writers)."""
+    from cmdare.collectors.tensorboard.runs import find_runs
+
+    run = tmp_path / "run"
+    run.mkdir()
+    names = [f"events.out.tfevents.1796308021.vm.3617.{n}" for n in (9, 10, 100)]
+    for name in reversed(names):
+        (run / name).write_bytes(b"")
+    (files,) = find_runs(tmp_path).runs.values()
+    assert [f.name for f in files] == names

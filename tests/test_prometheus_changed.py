@@ -78,9 +78,9 @@ async def test_a_refresh_reads_only_what_was_scraped_since_the_last(
     assert accounted[1:] == [len(tasks)] * 23, accounted  # every task, every refresh: new or unchanged
     since = [n for changed, n in read if changed]
     assert len(since) >= 12 and all(n == len(tasks) for changed, n in read[1:] if not changed), read
-    # fewer than every task: the look-back reaches from the last refresh's newest sample (up to a scrape
-    # interval old with three targets; a few ms in a fleet of thousands, each scraped at its own phase)
-    assert sum(since) / len(since) < len(tasks), read
+    # how many tasks a "scraped since" read returns is not held here: the look-back reaches from the last
+    # refresh's newest sample, up to a scrape interval old with three targets (so on a busy machine every read may
+    # return all three), a few ms in a fleet of thousands (benchmarks/prometheus_scale.py measures that)
     for task, times in handed.items():
         assert times == sorted(set(times)), task  # never the same scrape twice
         truth = prom.query(f'cmdare_task_info{{task="{task}"}}[60s]')  # a range: every sample

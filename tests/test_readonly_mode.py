@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cmdare.collectors import writes
-from cmdare.tui.help_screen import HelpScreen
+from cmdare.tui.help_screen import HelpOverlay
 from tests.test_tui_snapshots import fixed_app
 
 pytestmark = pytest.mark.slow
@@ -58,8 +58,10 @@ async def test_app_read_only_writes_nothing_and_hides_write_actions(isolated_hom
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Export JSON" not in titles and "Screenshot" not in titles and "Show Planner" in titles
         await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
-        assert all("Export" not in desc for _, keys in app.screen.sections for _, desc in keys)
+        assert app.help_shown
+        assert all(
+            "Export" not in desc for _, keys in app.query_one(HelpOverlay).sections for _, desc in keys
+        )
         await pilot.press("escape", "q")
     assert tree(isolated_home) == before
 

@@ -10,10 +10,11 @@ import subprocess
 import sys
 
 import pytest
+from textual.widget import Widget
 from textual.widgets import OptionList, Static
 
 from cmdare.tui.app import CmdareApp
-from cmdare.tui.help_screen import HelpScreen, key_label
+from cmdare.tui.help_screen import HelpOverlay, key_label
 from cmdare.tui.widgets.column_chooser import ColumnChooser
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.table import FilterTable
@@ -23,12 +24,12 @@ from tests.pilot_app import fast_demo_app, wait_for
 pytestmark = pytest.mark.slow
 
 
-def screen_text(app: CmdareApp) -> str:
-    """The text of every Static on the active screen (tables' cells included)."""
+def screen_text(app: CmdareApp, within: Widget | None = None) -> str:
+    """The text of every Static on the active screen (tables' cells included), or ``within`` a widget."""
     from rich.console import Console
 
     console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    for w in app.screen.query(Static):
+    for w in (within or app.screen).query(Static):
         console.print(w.content)
     return console.export_text()
 
@@ -113,15 +114,15 @@ async def test_help_lists_table_keys_mouse_and_legend_and_n_moves_the_cluster_cu
         job = app.state.job().name
         assert table.current_key().startswith(f"{job}/")
         await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-        sections = dict(app.screen.sections)
+        await wait_for(pilot, lambda: app.help_shown)
+        sections = dict(app.query_one(HelpOverlay).sections)
         assert {"In tables", "Mouse", "Symbols and abbreviations"} <= sections.keys()
         shown = {k for k, _ in sections["In tables"]}
         assert {"← →", "Home End", "PgUp PgDn", "/", "s", "S", "c"} <= shown
         legend = " ".join(k for k, _ in sections["Symbols and abbreviations"])
         for symbol in ("★", "▶", "†", "◌", "○", "✖", "usc1", "pre", "od", "comp"):
             assert symbol in legend, symbol
-        text = screen_text(app)
+        text = screen_text(app, app.query_one(HelpOverlay))
         assert "Symbols and abbreviations" in text and "usc1" in text and "…" not in text
 
 

@@ -7,12 +7,10 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 from textual.app import App, ComposeResult
-from textual.containers import VerticalScroll
 from textual.widgets import Static
-from textual.widgets._footer import FooterKey
 
-from cmdare.tui.help_screen import HelpScreen, key_label
-from cmdare.tui.widgets.footer import FitFooter, fit, key_width
+from cmdare.tui.help_screen import HelpOverlay, key_label
+from cmdare.tui.widgets.footer import FitFooter, FooterKey, fit, key_width
 from cmdare.tui.widgets.table import FilterTable, Row
 from tests.pilot_app import fast_demo_app, wait_for
 
@@ -26,22 +24,24 @@ PANE_KEYS = {
 }
 
 
-def footer_keys(app: App) -> tuple[list[FooterKey], FooterKey]:
-    """The footer's keys (left to right) and the command palette's key."""
-    keys = list(app.query_one(FitFooter).query(FooterKey))
-    palette = next(k for k in keys if k.has_class("-command-palette"))
-    return sorted((k for k in keys if k is not palette), key=lambda k: k.region.x), palette
+def footer_keys(app: App) -> tuple[list[tuple[int, int, FooterKey]], tuple[int, int, FooterKey]]:
+    """The footer's keys as drawn, (x, width, key) left to right, and the command palette's."""
+    footer = app.query_one(FitFooter)
+    placed = sorted(footer.placed, key=lambda p: p[0])
+    palette = next(p for p in placed if p[2] == footer.palette)
+    return [p for p in placed if p is not palette], palette
 
 
 def assert_footer_readable(app: App) -> list[str]:
     """Every key is whole, on screen, left of the palette's key; returns the key names shown."""
-    keys, palette = footer_keys(app)
-    width = app.size.width
-    assert palette.region.right <= width
-    for k in keys:
-        assert k.region.width >= len(k.key_display) + len(k.description), k.description  # never cut
-        assert k.region.right <= palette.region.x, f"{k.key_display} {k.description} runs under the palette"
-    return [k.key_display for k in keys]
+    keys, (px, pw, _) = footer_keys(app)
+    line = app.query_one(FitFooter).render_line(0).text
+    assert px + pw <= app.size.width and "^p palette" in line[px:]
+    for x, w, k in keys:
+        assert w >= len(k.key_display) + len(k.description), k.description  # never cut
+        assert f"{k.key_display} {k.description}".strip() in line[x : x + w]  # as drawn on the line
+        assert x + w <= px, f"{k.key_display} {k.description} runs under the palette"
+    return [k.key_display for _, _, k in keys]
 
 
 def test_fit_drops_the_lowest_ranked_first():
@@ -86,9 +86,9 @@ async def test_replay_footer_shows_pause_and_speed(tmp_path, size):
             assert {"space", "+", "-", "q", "?"} <= set(shown), shown
             assert "r" not in shown  # nothing to poll in a recording
         await pilot.press("question_mark")  # the longest help: a table pane's keys and the replay's
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await wait_for(pilot, lambda: app.help_shown)
         await pilot.pause(0.2)
-        everywhere = [k for k, _ in app.screen.sections[1][1]]
+        everywhere = [k for k, _ in app.query_one(HelpOverlay).sections[1][1]]
         assert {"space", ".", "+", "-"} <= set(everywhere) and "e" not in everywhere  # replays are read-only
         assert keys_fit(app) and "…" not in "\n".join(help_text(app))
 
@@ -96,7 +96,7 @@ async def test_replay_footer_shows_pause_and_speed(tmp_path, size):
 def keys_fit(app: App) -> bool:
     """The focused pane's keys and those that work everywhere are on the help's first screen (the
     tables' keys, the mouse and the legend follow, scrolled to)."""
-    scroll = app.screen.query_one(VerticalScroll)
+    scroll = app.query_one(HelpOverlay)
     lines = help_text(app)
     end = next(
         (i for i, line in enumerate(lines) if line.strip() in ("In tables", "Symbols and abbreviations"))
@@ -106,7 +106,7 @@ def keys_fit(app: App) -> bool:
 
 def help_text(app: App) -> list[str]:
     """The help screen's lines as rendered at its own width."""
-    scroll = app.screen.query_one(VerticalScroll)
+    scroll = app.query_one(HelpOverlay)
     console = Console(width=scroll.content_region.width, color_system=None)
     lines = []
     for static in scroll.query(Static):
@@ -125,8 +125,8 @@ async def test_help_shows_the_focused_panes_keys_first(size):
             await pilot.press(key)
             await pilot.pause(0.2)
             await pilot.press("question_mark")
-            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-            sections = app.screen.sections
+            await wait_for(pilot, lambda: app.help_shown)
+            sections = app.query_one(HelpOverlay).sections
             tables = ["In tables", "Mouse"] if title != "Job" else []
             assert [h for h, _ in sections] == [
                 f"{title} pane",
@@ -143,7 +143,7 @@ async def test_help_shows_the_focused_panes_keys_first(size):
             text = "\n".join(help_text(app))
             assert "…" not in text and f"{title} pane" in text  # no description is cut
             await pilot.press("escape")
-            await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+            await wait_for(pilot, lambda: not app.help_shown)
 
 
 def test_key_labels_are_what_a_user_types():
@@ -194,7 +194,10 @@ async def test_remapped_keys_show_in_footer_and_help():
         shown = assert_footer_readable(app)
         assert "^q" in shown and "f" in shown and "q" not in shown
         await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-        everywhere, tables = dict(app.screen.sections[1][1]), dict(app.screen.sections[2][1])
+        await wait_for(pilot, lambda: app.help_shown)
+        everywhere, tables = (
+            dict(app.query_one(HelpOverlay).sections[1][1]),
+            dict(app.query_one(HelpOverlay).sections[2][1]),
+        )
         assert tables.get("f", "").startswith("Filter") and everywhere.get("ctrl+q") == "Quit"
         assert "q" not in everywhere

@@ -8,11 +8,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from textual.widgets._footer import FooterKey
 
 from cmdare.tui.app import CmdareApp
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
+from cmdare.tui.widgets.footer import FitFooter
 from tests.pilot_app import wait_for
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,7 @@ async def test_replay_end_stops_the_counter_and_says_so(tmp_path, size):
         assert app.state.cycles == cycles and app.session.poller.cycles == polls
         line = badges(app)
         assert "6/6 polls, recording ended" in line
-        assert "ReplayFinished" not in line and "0/0" not in line and "poll #" not in line
+        assert "ReplayFinished" not in line and "0/0" not in line and "polled" not in line
         assert "17/17 targets answered" in line or "targets answered" in line  # the last recorded status
         for action in ("pause", "replay_step", "replay_speed"):
             assert app.check_action(action, ()) is False  # nothing left to pause or speed up
@@ -76,13 +76,15 @@ async def test_space_pauses_at_once_and_resumes(tmp_path):
         held = replay.position[0]
         assert replay.paused and "paused" in badges(app)
         await pilot.pause(0.3)
-        assert any(k.description == "Resume" for k in app.query(FooterKey))  # the footer says what space does
+        assert any(
+            k.description == "Resume" for k in app.query_one(FitFooter).keys
+        )  # the footer says what space does
         await pilot.pause(10 * RECORDED_GAP)  # ten recorded intervals: not one more poll
         assert replay.position[0] == held and app.state.cycles == held
         await pilot.press("space")
         assert not replay.paused
         await pilot.pause(0.3)
-        assert any(k.description == "Pause" for k in app.query(FooterKey))
+        assert any(k.description == "Pause" for k in app.query_one(FitFooter).keys)
         await wait_for(pilot, lambda: replay.position[0] >= held + 2, timeout=20)
 
 

@@ -63,7 +63,7 @@ class Tmux:
 def test_demo_read_only_at_80x24():
     t = Tmux(f"{EXE} --demo --read-only --refresh 1")
     try:
-        s = t.wait_for(lambda s: "worker-0" in s and "poll #2" in s)
+        s = t.wait_for(lambda s: "worker-0" in s and "polled " in s)
         lines = s.splitlines()
         assert lines[0].lstrip().startswith("READ-ONLY") and "DEMO" in lines[0]
         assert "1 Cluster" in lines[1] and "Steps/s" in s and "● up" in s

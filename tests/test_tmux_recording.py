@@ -80,8 +80,9 @@ def exporter() -> Iterator[str]:
 
 
 def _poll_number(screen: str) -> int:
-    m = re.search(r"poll #(\d+)", screen)
-    return int(m[1]) if m else -1
+    """The polls recorded so far, as the REC marker says (``● REC  run.sqlite, 12 polls``); -1 before."""
+    m = re.search(r"REC +\S+, ([\d,]+) polls?", screen)
+    return int(m[1].replace(",", "")) if m else -1
 
 
 def _copy_alone(path: Path, into: Path) -> Path:

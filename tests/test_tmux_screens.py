@@ -29,7 +29,7 @@ def footer_words(screen: str) -> str:
 def test_footer_and_help(size):
     t = Tmux(f"{EXE} --demo --refresh 1", *size)
     try:
-        s = t.wait_for(lambda s: "worker-0" in s and "poll #2" in s and PALETTE in s)
+        s = t.wait_for(lambda s: "worker-0" in s and "polled " in s and PALETTE in s)
         assert re.search(r"/ +Filter +s +Sort .*q +Quit +\? +Help", footer_words(s))
         t.keys("3")
         s = t.wait_for(lambda s: "Shape" in s and PALETTE in s)
@@ -60,7 +60,7 @@ def test_replay_footer_and_end_at_80x24(tmp_path):
         t.keys("plus", "plus", "plus")  # ×4
         s = t.wait_for(lambda s: "8/8 polls, recording ended" in s, timeout=60)
         header = s.splitlines()[0]
-        assert "ReplayFinished" not in header and "0/0" not in header and "poll #" not in header
+        assert "ReplayFinished" not in header and "0/0" not in header and "polled" not in header
         assert "targets answered" in header  # the last recorded status stays
         time.sleep(3)  # several recorded intervals: the header does not move
         assert t.screen().splitlines()[0] == header

@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from textual.widgets import Static
 
+from cmdare.tui.app import CmdareApp
+from cmdare.tui.help_screen import HelpOverlay
 from cmdare.tui.panes.job import JobPane
 from cmdare.tui.widgets.explain import ExplainScreen
+from cmdare.tui.widgets.footer import FitFooter
 from cmdare.tui.widgets.table import FilterTable
 from tests.test_tui_snapshots import fixed_app
 
@@ -123,3 +127,68 @@ async def test_replay_keys_pause_step_and_change_speed(tmp_path):
         await pilot.press("plus", "plus")
         assert replay.speed == 4.0
         assert "REPLAY" in str(app.query_one("#badges").render())
+
+
+def widgets(app: CmdareApp) -> set[int]:
+    """Every widget of the app's screen, by identity."""
+    return {id(w) for w in app.screen.walk_children()}
+
+
+async def test_help_is_a_box_over_the_panes_and_keys_under_it_wait():
+    """Issue 28/34: the help opens over the panes in the app's own screen (no screen pushed, nothing
+    mounted), the keys under it wait, esc gives the focus back; a click on a pane closes it."""
+    app, before = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await before(pilot)
+        table = app.query_one("#cluster-table", FilterTable)
+        screen, mounted = app.screen, widgets(app)
+        await pilot.press("question_mark")
+        help_ = app.query_one(HelpOverlay)
+        assert app.help_shown and app.screen is screen and app.focused is help_
+        assert app.query_one("#pane-cluster").display and help_.region.width == 78  # the panes stay around it
+        assert "cmdare-tui — keys (esc closes)" in str(help_.query_one(Static).content)
+        footer = app.query_one(FitFooter)
+        assert [k.key_display for k in footer.keys] == ["esc"] and footer.keys[0].description == "Close help"
+        await pilot.press("2", "j")  # waits: no pane switch, no cursor move under the help
+        assert app.help_shown and app._current == 0 and table.cursor_row == 0
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not app.help_shown and app.focused is table and widgets(app) == mounted
+        assert "q" in [k.key_display for k in footer.keys]  # the keys are back
+        await pilot.press("question_mark")
+        alerts = app.query_one("#pane-alerts")
+        await pilot.click(alerts, offset=(alerts.size.width - 4, 3))  # beside the help: the focus goes there
+        await pilot.pause()  # (and the help closes)
+        await pilot.pause()
+        assert not app.help_shown and app.query_one("#pane-alerts").has_class("-focused")
+
+
+async def test_pane_switch_marks_the_pane_and_mounts_nothing():
+    """Issue 28: switching panes toggles what is shown and repaints; no widget is mounted or removed
+    (Textual's Footer remounted its keys at every switch), and only the focused pane wears the accent."""
+    app, before = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await before(pilot)
+        mounted = widgets(app)
+        footer = app.query_one(FitFooter)
+        for key, pane in (("2", "job"), ("3", "planner"), ("4", "alerts"), ("1", "cluster")):
+            await pilot.press(key)
+            await pilot.pause()
+            shown = [p.id for p in app.query(".pane") if p.display]
+            marked = [p.id for p in app.query(".pane") if p.has_class("-focused")]
+            assert shown == marked == [f"pane-{pane}"]
+            keys = [k.key_display for k in footer.keys]
+            assert ("/" in keys) == (pane != "job")  # the line follows the pane (a table's filter key)
+            assert widgets(app) == mounted
+
+
+async def test_a_click_on_a_footer_key_presses_it():
+    app, before = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await before(pilot)
+        footer = app.query_one(FitFooter)
+        x, _, _ = next(p for p in footer.placed if p[2].key_display == "?")
+        assert footer.key_at(x) is not None and footer.key_at(x).action == "help"
+        await pilot.click(FitFooter, offset=(x + 1, 0))
+        await pilot.pause()
+        assert app.help_shown

@@ -6,6 +6,9 @@ Update after an intended change: ``.venv/bin/pytest tests/test_tui_snapshots.py 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -17,6 +20,17 @@ from cmdare.tui.options import SessionOptions
 from cmdare.tui.session import MonitorSession
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def utc_clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The top line's ``polled HH:MM`` is local time: every snapshot in UTC, wherever it is taken."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
 
 T0 = 1_700_000_000.0
 # ResNet-32 on P100 as in demo/data/demo_calibration.json (from ../shared/data/cmdare); the

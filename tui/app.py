@@ -16,16 +16,17 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
-from cmdare.tui.help_screen import HelpScreen, Section, binding_rows, help_sections
+from cmdare.tui.help_screen import HelpOverlay, Section, binding_rows, help_sections
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
@@ -50,7 +51,10 @@ PANES: tuple[tuple[str, str, type[Widget]], ...] = (
 )
 COMPACT_WIDTH = 110  # below this width (or 30 rows) one pane at a time, switched with tab / 1-4
 COMPACT_HEIGHT = 30
+FOCUSED_PANE = "-focused"  # the class of the pane holding the focus (its border in the accent colour)
 WRITE_ACTIONS = frozenset({"export", "screenshot"})  # absent in read-only mode
+# the app's keys that work while the help is open (the others wait until it closes)
+HELP_ACTIONS = frozenset({"quit", "help", "command_palette"})
 
 
 STARTUP_GC_PAUSE_S = 5.0  # the longest the garbage collector stays off at start-up (tui/cli.py turns it off)
@@ -118,6 +122,8 @@ class CmdareApp(App[int]):
         self._selected_job: str | None = None
         self._shown_paused = False  # whether the footer's space key reads "Resume"
         self._keys = keys or {}
+        self._help = HelpOverlay(id="help")
+        self._badges = PaintedStatic("", id="badges")  # the status line
         self._prices = prices or ("live" if live_prices else "offline")  # the --prices vocabulary
         self.animation_level = "full" if animations else "none"
         if theme:
@@ -128,7 +134,7 @@ class CmdareApp(App[int]):
         return self.options.read_only or writes.is_read_only()
 
     def compose(self) -> ComposeResult:
-        yield PaintedStatic("", id="badges")  # the top line: in every layout, so in the first data frame
+        yield self._badges  # the top line: in every layout, so in the first data frame
         yield Static("", id="tabs")
         with Container(id="panes"):
             for pane_id, title, cls in PANES:
@@ -137,6 +143,7 @@ class CmdareApp(App[int]):
                 yield pane
         yield ProgressLine(id="progress")
         yield FitFooter(self.footer_rank, self.footer_label)
+        yield self._help  # hidden until ``?``
 
     def on_mount(self) -> None:
         if self._keys:
@@ -202,7 +209,7 @@ class CmdareApp(App[int]):
 
     def _closing_down(self) -> bool:
         """True once the app quits or its screen is being taken down (the panes are gone)."""
-        return self._stop.is_set() or not self.query("#badges")
+        return self._stop.is_set() or not self._badges.is_attached  # (a query walked the whole DOM)
 
     def on_unmount(self) -> None:
         self._stop.set()  # the screen is going away (however the app ends): the poll loop ends too
@@ -233,7 +240,7 @@ class CmdareApp(App[int]):
             self.report_problem(refresh_error(RuntimeError("; ".join(failed))) if failed else None)
         if not self._first_frame_asked:
             self._first_frame_asked = True
-            self.query_one("#badges", PaintedStatic).after_paint(self._after_first_frame)
+            self._badges.after_paint(self._after_first_frame)
         self._send_focus()
 
     def _send_focus(self) -> None:
@@ -276,7 +283,7 @@ class CmdareApp(App[int]):
             refresh=self.options.refresh,
             recording=self.session.recording,
         )
-        update_static(self.query_one("#badges", Static), line, layout=False)  # one line, always: no layout
+        update_static(self._badges, line, layout=False)  # one line, always: no layout
         paused = self._paused()
         if paused != self._shown_paused:  # the footer's space reads Pause or Resume
             self._shown_paused = paused
@@ -290,7 +297,7 @@ class CmdareApp(App[int]):
         compact = width < COMPACT_WIDTH or height < COMPACT_HEIGHT
         self.query_one("#panes").set_class(compact, "-compact")
         self.query_one("#tabs").display = compact
-        self.query_one(Footer).compact = compact
+        self.query_one(FitFooter).compact = compact
         self._show(self._current)
 
     def _panes(self) -> list[Widget]:
@@ -308,7 +315,7 @@ class CmdareApp(App[int]):
             f"[reverse bold] {i + 1} {t} [/]" if i == index else f" {i + 1} {t} "
             for i, (_, t, _) in enumerate(PANES)
         ]
-        self.query_one("#tabs", Static).update("".join(tabs) + "  [dim]tab/1-4[/]")
+        update_static(self.query_one("#tabs", Static), "".join(tabs) + "  [dim]tab/1-4[/]", layout=False)
 
     def _focus_pane(self, index: int) -> None:
         self._current = index % len(PANES)
@@ -324,6 +331,23 @@ class CmdareApp(App[int]):
         )
         (target or pane).focus()
         self.sub_title = PANES[self._current][1]
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        help_ = self._help
+        if help_.display and event.widget is not help_ and help_ not in event.widget.ancestors:
+            help_.close(restore_focus=False)  # a click put the focus under the help: it closes
+        self._mark_focused_pane()
+
+    def _mark_focused_pane(self) -> None:
+        """Give the pane holding the focus (else the one last shown) the class :data:`FOCUSED_PANE`,
+        restyling that pane alone: its border is the only rule that reads the class. A class set the usual
+        way, like ``:focus-within``, restyles the pane's whole subtree (both panes' at each move of the focus:
+        half the CPU of a pane switch, issue 28)."""
+        index = self._focused_pane_index()
+        for i, pane in enumerate(self._panes()):
+            if pane.has_class(FOCUSED_PANE) != (i == index):
+                pane.set_class(i == index, FOCUSED_PANE, update=False)
+                self.stylesheet.update_nodes([pane], animate=False)
 
     def footer_rank(self, action: str) -> int:
         """How much the footer wants the key of ``action`` (footer.FOOTER_RANK): the plot key ranks
@@ -351,7 +375,10 @@ class CmdareApp(App[int]):
     # --- actions -------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Write actions do not exist in read-only mode (hidden from footer, help and palette);
-        replay controls exist only while a recording plays."""
+        replay controls exist only while a recording plays; while the help is open, only
+        :data:`HELP_ACTIONS` do."""
+        if self.help_shown and action not in HELP_ACTIONS:
+            return False  # the keys under the help wait until it closes
         if action.startswith("replay_"):
             return self._replay is not None and not self._replay.ended
         if action == "pause":
@@ -465,9 +492,26 @@ class CmdareApp(App[int]):
             node = node.parent if isinstance(node.parent, Widget) else None
         return panes.index(node) if node is not None else self._current
 
+    @property
+    def help_shown(self) -> bool:
+        """Whether the help is open."""
+        return self._help.display  # (a reference, not a query: bindings are checked often)
+
     def action_help(self) -> None:
+        """``?``: open the help over the panes (again: close it)."""
+        overlay = self._help
+        if overlay.display:
+            overlay.action_close()
+            return
         notes = ["READ-ONLY: nothing is written anywhere; exports are off."] if self.read_only else []
-        self.push_screen(HelpScreen(self.help_sections(), notes))
+        overlay.open(self.help_sections(), notes)
+        self.refresh_bindings()
+
+    def on_help_overlay_closed(self) -> None:
+        """The help closed: the keys under it work again; a pane takes the focus if nothing had it."""
+        if self.focused is None:
+            self._focus_pane(self._current)
+        self.refresh_bindings()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The palette: the app's own commands first, then Textual's (minus its unguarded screenshot)."""

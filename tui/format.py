@@ -62,6 +62,26 @@ def duration_until(seconds: float) -> float:
     return s // step * step + step - 0.5
 
 
+def uptime(seconds: float | None) -> str:
+    """An uptime as the Cluster pane shows it: whole minutes under an hour (``<1m``, ``3m``), then as
+    :func:`duration` (``2h10m``, ``1d04h``). It reads the same for a minute at least: at seconds, every
+    young task's row changed at every poll and a quiet job's table was repainted each time (issue 34)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    s = int(round(seconds))
+    if s >= HOUR:
+        return duration(seconds)
+    return f"{s // MINUTE}m" if s >= MINUTE else "<1m"
+
+
+def uptime_until(seconds: float) -> float:
+    """The time until which :func:`uptime` reads as it does at ``seconds`` (no later: it may read the same
+    a little longer): whole minutes under a day, whole hours beyond."""
+    s = int(round(seconds))
+    step = MINUTE if s < DAY else HOUR
+    return s // step * step + step - 0.5
+
+
 def gpu_label(gpu: str, owns_gpu: bool, role: str) -> str:
     """What a task's GPU column says: its ``gpu`` label, "GPU" when DCGM saw GPUs it did not name,
     "CPU" for a parameter server that names none (a CPU node, as the planner prices it), else

@@ -1,16 +1,19 @@
 """The help screen (``?``): the focused pane's keys first, then the keys that work everywhere; each
-from the BINDINGS that declare them (the binding's tooltip is its long form) or the pane's ``KEYS_HELP``."""
+from the BINDINGS that declare them (the binding's tooltip is its long form) or the pane's ``KEYS_HELP``.
+Drawn by :class:`HelpOverlay`, a box over the panes in the app's own screen."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Static
+
+from cmdare.tui.widgets.quiet import update_static
 
 KeyRow = tuple[str, str]  # (key as shown, what it does)
 Section = tuple[str, list[KeyRow]]  # (heading, its keys)
@@ -97,23 +100,52 @@ def fitted(text: str, room: int) -> str:
     return text if len(text) <= room else text[: max(room - 1, 0)] + "…"
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpOverlay(VerticalScroll):
+    """The help, a box over the panes on a layer of its own (``help``, declared by the app's screen,
+    which centres it), shown and hidden in place: never a screen pushed and popped. A pushed screen was
+    composed, mounted and styled at each opening and painted whole, and closing it repainted the whole
+    screen below (issue 28); showing this box mounts nothing, lays the screen out once and paints the
+    cells it covers, hiding it repaints those cells. Its text is made again only when what it says changed
+    (another pane, keys remapped, a replay ended). The panes stay in sight around it."""
+
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; background: $background; }
-    /* opaque: a see-through modal re-tints every cell of the screen below it at each paint (issue 28) */
-    HelpScreen > VerticalScroll { width: 78; max-width: 100%; height: auto; max-height: 100%;
+    HelpOverlay { layer: help; display: none; width: 78; max-width: 100%; height: auto; max-height: 100%;
         border: round $accent; background: $surface; padding: 0 1; }
     """
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close help", id="help.close")]
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close help", id="help.close")]
 
-    def __init__(self, sections: list[Section], notes: list[str]) -> None:
-        super().__init__()
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(Static("", id="help-text"), id=id)
+        self.sections: list[Section] = []
+        self._before: Widget | None = None  # what had the focus when the help opened
+
+    def open(self, sections: list[Section], notes: list[str]) -> None:
+        """Show the help for ``sections`` (scrolled to its top) and take the focus."""
         self.sections = sections
-        self._notes = notes
+        update_static(self.query_one("#help-text", Static), help_text(sections, notes))
+        self._before = self.app.focused
+        self.display = True
+        if self.scroll_y:
+            self.scroll_home(animate=False, immediate=True)
+        self.focus(scroll_visible=False)
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(help_text(self.sections, self._notes))
+    def action_close(self) -> None:
+        """Hide the help; the focus goes back where it was."""
+        self.close(restore_focus=True)
+
+    def close(self, *, restore_focus: bool) -> None:
+        """Hide the help; with ``restore_focus``, the focus goes back where it was (not when a click
+        already put it elsewhere)."""
+        self.display = False
+        before, self._before = self._before, None
+        if restore_focus and before is not None and before.is_attached and before.focusable:
+            before.focus(scroll_visible=False)
+        elif restore_focus:
+            self.screen.set_focus(None)  # nothing to go back to: the app gives a pane the focus (Closed)
+        self.post_message(self.Closed())
+
+    class Closed(Message):
+        """The help was closed (the app gives the focus a pane when nothing had it)."""
 
 
 def help_text(sections: list[Section], notes: list[str]) -> Text:
@@ -125,6 +157,3 @@ def help_text(sections: list[Section], notes: list[str]) -> Text:
         if keys:
             text.append("\n" + heading + "\n", "bold underline").append_text(key_grid(keys))
     return text
-
-    def action_dismiss(self) -> None:
-        self.dismiss(None)

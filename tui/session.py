@@ -313,6 +313,9 @@ class MonitorSession:
         if done:
             total -= len(done)
             note += f", {len(done):,} finished"
+        # targets waiting their turn (a back-off on an unchanged page) answer as they last did; their source's
+        # note says how often they are asked, so the line reads the same whether or not they were asked this time
+        answered, total = answered + cycle.waiting, total + cycle.waiting
         if cycle.unchanged:  # up, not scraped since the last refresh: nothing new to read
             answered, total = answered + cycle.unchanged, total + cycle.unchanged
             note += f", {cycle.unchanged:,} unchanged since the last refresh"

@@ -286,8 +286,9 @@ class ScrapeSource:
         self.interval_s = interval_s
         self._clients: dict[str, httpx.AsyncClient] = {}  # per host, when there are many hosts
         self._memos: dict[str, PageMemo] = {}  # per target URL: its last page and its poll period
-        self.unchanged = 0  # targets not polled this refresh: their page has not changed (poller.Cycle)
-        self.unpolled: list[str] = []  # their source names (each counts as answering as it last did)
+        # targets not polled this refresh, their page the same for a while: their source names (each counts as
+        # answering as it last did; the poller's Cycle.waiting, said by status_note, not as "unchanged")
+        self.unpolled: list[str] = []
         self.status_note: str | None = None  # how often the unchanged targets are polled (the status line)
 
     def targets(self) -> Sequence[ScrapeTarget]:
@@ -338,7 +339,7 @@ class ScrapeSource:
             else:
                 due.append(one(t, o, m))
         polls = list(await asyncio.gather(*due))
-        self.unchanged, self.unpolled = len(waiting), [redact(t.url) for t in waiting]
+        self.unpolled = [redact(t.url) for t in waiting]
         self.status_note = self._backoff_note(memos)
         if many and len(self._clients) > len(set(origins)):  # hosts that left the target list
             await self._drop_clients(set(self._clients) - set(origins))

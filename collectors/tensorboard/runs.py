@@ -17,6 +17,8 @@ Symbolic links to folders are not followed (no loops).
 
 from __future__ import annotations
 
+import re
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,8 +98,15 @@ def find_runs(logdir: Path) -> RunLayout:
         layout.notes.append(f"{len(layout.runs):,} runs: only the first {MAX_RUNS} shown")
         layout.runs = dict(sorted(layout.runs.items())[:MAX_RUNS])
     for files in layout.runs.values():
-        files.sort()
+        files.sort(key=event_file_order)
     return layout
+
+
+def event_file_order(path: Path) -> list[str | int]:
+    """A run's event files in the order they were written: their names compared with every number as a number
+    (``…tfevents.1796308021.host.3617.10`` after ``….9``; writers number the files of one process in turn, and
+    two writers in one second differ only there: compared as text, a resumed run's new file came first)."""
+    return [int(part) if k % 2 else part for k, part in enumerate(re.split(r"(\d+)", path.name))]
 
 
 def run_name(run: Path, logdir: Path) -> str:

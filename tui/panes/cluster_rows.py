@@ -20,13 +20,13 @@ from cmdare.collectors.observed import JobView, NodeView
 from cmdare.tui.format import (
     STATUS_SYMBOL,
     bytes_rate,
-    duration,
-    duration_until,
     gpu_label,
     num,
     provisioning,
     rate,
     region_code,
+    uptime,
+    uptime_until,
 )
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import Row
@@ -65,7 +65,7 @@ def used_of(used: float | None, total: float | None, unit: float) -> str:
 
 def up_cell(n: NodeView, now: float) -> str:
     """The Up column: the uptime, or ``@10:42`` (its last event) for a finished log run."""
-    return duration(n.uptime_s(now)) if n.ended_at is None else f"@{clock_time(n.ended_at)}"
+    return uptime(n.uptime_s(now)) if n.ended_at is None else f"@{clock_time(n.ended_at)}"
 
 
 def node_cells(n: NodeView, marks: Sequence[str], now: float, job: str = "") -> tuple[object, ...]:
@@ -151,7 +151,7 @@ def steady_from(now: float, up: float | None) -> tuple[float, float]:
     """The times, from ``now``, over which an uptime of ``up`` at ``now`` reads the same."""
     if up is None or not math.isfinite(up):
         return -math.inf, math.inf  # "–" at any time
-    return now, now + duration_until(up) - up
+    return now, now + uptime_until(up) - up
 
 
 class TaskCells:
@@ -176,7 +176,7 @@ class TaskCells:
         self._steady = steady_from(now, up)
         if self._cells is None:
             self._cells = node_cells(self.view, self.marks, now, self.job)
-        elif (text := duration(up)) != self._cells[UP]:
+        elif (text := uptime(up)) != self._cells[UP]:
             self._cells = (*self._cells[:UP], text, *self._cells[UP + 1 :])
         return self._cells
 

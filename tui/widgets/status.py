@@ -1,6 +1,11 @@
 """The status line (the app's top line): badges first (they must survive 80 columns), then the
-last problem, the poll count and every source's message. Built as rich ``Text``: source messages
-quote remote text, which is never parsed as markup."""
+last problem, when the sources were last polled and every source's message. Built as rich ``Text``:
+source messages quote remote text, which is never parsed as markup.
+
+Nothing on it changes with a refresh that brings nothing new (issue 34): the poll's clock reads hours and
+minutes (it ticks once a minute), and a count of polls is shown only while recording (the recording grows
+with each poll). An ever-moving ``poll #N`` repainted the line, and wrote it to the terminal, at every
+refresh of a job whose numbers all stood still."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from cmdare.collectors.untrusted import clean_text
+from cmdare.tui.format import clock  # hours and minutes: the line changes once a minute, not every poll
 
 BADGE = "reverse bold"
 REC_NAME_WIDTH = 28  # the top line keeps room for the poll count and the sources at 80 columns
@@ -22,7 +28,8 @@ def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str
     the file ``--record`` writes to, while it does; ``paused``: live polling paused)."""
     line = Text()
     if recording is not None:
-        line.append(" ● REC ", "reverse bold red").append(f" {recording_name(recording)} · ")
+        polls = f", {state.cycles:,} poll{'s' if state.cycles != 1 else ''}" if state is not None else ""
+        line.append(" ● REC ", "reverse bold red").append(f" {recording_name(recording)}{polls} · ")
     if paused:
         line.append(" PAUSED ", "reverse bold yellow").append(" ")
     if read_only:
@@ -35,7 +42,7 @@ def status_line(*, read_only: bool, demo: bool, replay: Any | None, problem: str
         line.append(f"⚠ {problem}", "bold red").append(" · ")
     if state is not None:
         every = "paused (space resumes)" if paused else f"every {refresh:g}s"
-        polled = "" if replay is not None else f"poll #{state.cycles} {every} · "
+        polled = "" if replay is not None else f"{every}, polled {clock(state.t)} · "
         line.append(polled + " · ".join(s.message for s in state.sources))
     else:
         line.append(f"polling every {refresh:g}s…")
