@@ -165,7 +165,7 @@ def test_capabilities_are_what_each_source_has(tmp_path: Path):
     )
     expected = {
         PrometheusAPISource("http://127.0.0.1:9", ""): set(every) - {PacedPolling},
-        ScrapeSource([]): {Closable, StatusNoting, UnchangedCounting, PacedPolling},
+        ScrapeSource([]): {Closable, StatusNoting, PacedPolling},
         TensorBoardSource(str(tmp_path)): {Closable},
         JsonlSource(log): {CapNoting},
     }
