@@ -17,9 +17,8 @@ Symbolic links to folders are not followed (no loops).
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
