@@ -117,7 +117,9 @@ async def test_ddp_job_rate_is_the_global_step_rate_not_the_sum(ddp, prometheus_
             assert 0.7 <= wall <= 1.15
         undeclared = job_rate(list(store.tasks.values()), None, WINDOW_S)
         assert undeclared.sync == "sync-allreduce" and undeclared.how == "inferred"
-        assert undeclared.steps_per_sec == pytest.approx(own, rel=0.02)
+        assert undeclared.steps_per_sec == pytest.approx(
+            own, rel=0.05
+        )  # as the declared rate: the same spans
     direct, through_prometheus = shares  # one histogram per rank, read two ways
     assert direct.keys() == through_prometheus.keys()
     assert all(abs(direct[k] - through_prometheus[k]) < 0.1 for k in direct)
