@@ -13,6 +13,7 @@ from cmdare.tui.panes.job import JobPane
 from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.footer import FitFooter
 from cmdare.tui.widgets.table import FilterTable
+from tests.pilot_app import wait_for
 from tests.test_tui_snapshots import fixed_app
 
 pytestmark = pytest.mark.slow
@@ -134,12 +135,19 @@ def widgets(app: CmdareApp) -> set[int]:
     return {id(w) for w in app.screen.walk_children()}
 
 
+async def settled(app: CmdareApp, pilot) -> None:  # noqa: ANN001
+    """Wait for the Job pane's plot: it is mounted after the first data frame is drawn (not to delay it),
+    which a busy machine puts after the polls of ``before``; a widget count taken earlier would see it come."""
+    await wait_for(pilot, lambda: bool(app.query("#job-plot")))
+
+
 async def test_help_is_a_box_over_the_panes_and_keys_under_it_wait():
     """Issue 28/34: the help opens over the panes in the app's own screen (no screen pushed, nothing
     mounted), the keys under it wait, esc gives the focus back; a click on a pane closes it."""
     app, before = fixed_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await before(pilot)
+        await settled(app, pilot)
         table = app.query_one("#cluster-table", FilterTable)
         screen, mounted = app.screen, widgets(app)
         await pilot.press("question_mark")
@@ -169,6 +177,7 @@ async def test_pane_switch_marks_the_pane_and_mounts_nothing():
     app, before = fixed_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await before(pilot)
+        await settled(app, pilot)
         mounted = widgets(app)
         footer = app.query_one(FitFooter)
         for key, pane in (("2", "job"), ("3", "planner"), ("4", "alerts"), ("1", "cluster")):
