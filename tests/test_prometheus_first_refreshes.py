@@ -185,8 +185,9 @@ async def test_a_lagging_engine_is_said_and_no_scrape_is_lost(tmp_path):
         vm.stop()
         for e in exps:
             e.stop()
-    # no sample is visible younger than the offset (its clock read in whole seconds: up to 1 s less)
-    assert lag is not None and lag >= 5.0
+    # no sample is visible younger than the offset (its clock read in whole seconds: up to 1 s less, and a few ms
+    # more where a scrape's stamp and the evaluation instant fall either side of a second's turn: 4.99 seen)
+    assert lag is not None and lag >= 4.9
     assert interval == pytest.approx(1.0, abs=0.5)  # its scrapes, read one after another
     assert f"engine lag {lag:.0f} s: every figure is that far behind" in note, note
     assert re.search(r"it evaluates queries [56] s back", note), note
