@@ -115,7 +115,9 @@ async def test_pytorch_ps_job_through_scrape_and_prometheus(job, prometheus_serv
             own = sampler.rate(i, t[0], t[-1])  # the job's own delta / time over the same span
             measured = ts.rate(M.K_WORKER_STEPS, WINDOW_S)
             print(f"{task}: measured {measured:.2f} steps/s, job's own count {own:.2f}")
-            assert own > 0 and measured == pytest.approx(own, rel=0.02), (task, measured, own)
+            # within 5%: Prometheus stamps a sample when its scrape began, the sampler when it read, so on a busy
+            # machine the two spans differ by a scrape's jitter (2.4% seen beside a CPU hog), as in test_conformance_ddp
+            assert own > 0 and measured == pytest.approx(own, rel=0.05), (task, measured, own)
     assert scrape_store.tasks["pytorch-ps/ps-0"].rate(M.K_PS_IN, 1e9) > 0
 
     procs[2].send_signal(signal.SIGKILL)  # worker-1 dies
