@@ -19,7 +19,7 @@ TRANSIENT = frozenset({"spot", "preemptible"})
 _UNSET = object()  # a NodeStatus field not set yet
 
 
-@dataclass
+@dataclass(slots=True)  # one a task: no __dict__ each
 class NodeStatus:
     """One task's lifecycle state; ``version`` counts its changes (a field set to another value),
     which is what a reader's cache keys on."""
@@ -37,7 +37,7 @@ class NodeStatus:
     log_restarts: int = 0  # restarts from a checkpoint its logs showed (cmdare_log_restarts)
 
     def __setattr__(self, name: str, value: object) -> None:
-        old = self.__dict__.get(name, _UNSET)
+        old = getattr(self, name, _UNSET)
         object.__setattr__(self, name, value)
         if name != "version" and old is not value and old != value:  # a poll sets what it had: no change
             object.__setattr__(self, "version", getattr(self, "version", 0) + 1)

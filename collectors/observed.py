@@ -487,7 +487,7 @@ def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
 ViewKey = tuple[int, int | None, int | None, tuple[str, ...], float]
 
 
-@dataclass
+@dataclass(slots=True)  # one a task
 class BuiltView:
     """A task's last view and what it was made from (:func:`cached_view`)."""
 

@@ -135,6 +135,7 @@ class Poller:
 
     async def poll_once(self) -> Cycle:
         t0 = self.clock.monotonic()
+        self.store.release_figures()  # a large store's figures of the last cycle (store.FIGURES_KEPT_UNDER)
         results = await asyncio.gather(*(self._poll_source(s) for s in self.sources))
         admitted = [g.admit(ps) for g, (ps, _) in zip(self._gates, results, strict=True)]
         truncations = self._truncations()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,13 +31,76 @@ if TYPE_CHECKING:  # numpy (~0.1 s to import) loads with the first numpy reader,
 TRAINING_KEYS = frozenset((K_LOSS, K_LEARNING_RATE, K_EXAMPLES_RATE))  # what jobs log (TensorBoard scalars)
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
-RECENT_POINTS = 16  # newest points kept as Python floats for rates (a 10 s window at 2 s holds 6)
+RECENT_POINTS = 16  # newest points kept at full precision for rates (a 10 s window at 2 s holds 6)
 _NAN = math.nan  # one shared object for every missing value in the recent points
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
-INITIAL_POINTS = 16  # a ring's first size; it doubles as points come, up to its capacity (64 cost 100,000 tasks ~190 MB more)
+INITIAL_POINTS = 4  # a ring's first size; it doubles as points come, up to its capacity (a large fleet's
+# sweep brings a task a point every ~2 min: 16 at once cost 100,000 tasks ~50 MB more, 64 ~240 MB)
+# past this many tasks a task's memoised figures (rates, latest values) are kept one poll cycle only: the
+# views made from them are cached (observed.cached_view), and a fleet's task is read again minutes later
+FIGURES_KEPT_UNDER = 2000
+_SCHEMA_MAX = 1024  # distinct key orders whose key -> position maps are shared between tasks
 MIN_POINTS = 32  # points per series kept whatever the history budget (rates need ~6)
 FLOAT32 = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
 FLOAT64 = "d"  # a series' times
+
+
+def _schema(keys: tuple[str, ...]) -> dict[str, int]:
+    """``{key: position}`` for a task's keys in this order: one dict shared by every task whose keys
+    came in the same order (a fleet's tasks mostly do). Never mutated."""
+    got = _SCHEMAS.get(keys)
+    if got is None:
+        got = {k: i for i, k in enumerate(keys)}
+        if len(_SCHEMAS) < _SCHEMA_MAX:
+            _SCHEMAS[keys] = got
+    return got
+
+
+_SCHEMAS: dict[tuple[str, ...], dict[str, int]] = {}
+_NO_KEYS: dict[str, int] = {}  # the schema of a task with no series yet (shared, never mutated)
+
+
+class RecentRows:
+    """A task's newest points as float64 rows ``[t, v0, v1, …]`` (values in the task's key order, NaN
+    where a key was not read) in one flat ``array``, oldest first, at most :data:`RECENT_POINTS` rows:
+    rates over a few points read them as Python floats without numpy, at full precision (the rings hold
+    float32). ~8 bytes a value, where a tuple of floats a point cost ~30."""
+
+    __slots__ = ("buf", "stride")
+
+    def __init__(self) -> None:
+        self.buf = array(FLOAT64)
+        self.stride = 1  # values a row holds: its time and one per key
+
+    def __len__(self) -> int:
+        return len(self.buf) // self.stride
+
+    def append(self, t: float, row: list[float]) -> None:
+        """One point: its time and its values (as many as the task has keys; they only grow)."""
+        if 1 + len(row) != self.stride:
+            self._widen(1 + len(row))
+        if len(self.buf) >= RECENT_POINTS * self.stride:
+            del self.buf[: self.stride]
+        self.buf.append(t)
+        self.buf.extend(row)
+
+    def _widen(self, stride: int) -> None:
+        """Rows of ``stride`` values: keys met late read NaN at the points held."""
+        old, width = self.buf, self.stride
+        pad = _nans(FLOAT64, stride - width)
+        new = array(FLOAT64)
+        for start in range(0, len(old), width):
+            new.extend(old[start : start + width])
+            new.extend(pad)
+        self.buf, self.stride = new, stride
+
+    def times(self) -> list[float]:
+        """The points' times, oldest first."""
+        return self.buf[:: self.stride].tolist()
+
+    def column(self, i: int) -> list[float]:
+        """The values of the ``i``-th key at the points, oldest first."""
+        return self.buf[1 + i :: self.stride].tolist()
 
 
 def _nans(typecode: str, n: int) -> array[float]:
@@ -140,7 +202,7 @@ class Ring:
         return head + size - bisect_left(buf, x, size + start, size)
 
 
-@dataclass
+@dataclass(slots=True)  # one a task (100,000 in a large fleet): no __dict__ each
 class TaskSeries:
     info: TaskInfo
     capacity: int
@@ -151,24 +213,20 @@ class TaskSeries:
     host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
     _last_values: dict[str, float] | None = field(default=None, repr=False)
     # Figures of the newest point, computed once each (rates, ratios, latest values; spans; what readers
-    # ask of a host, :meth:`gpu_detail`): emptied by each new point.
-    _memo: dict[tuple[str | float, ...], float | None] = field(default_factory=dict, repr=False)
-    _spans: dict[float, int] = field(default_factory=dict, repr=False)
+    # ask of a host, :meth:`gpu_detail`): emptied by each new point; made when first asked (None: empty).
+    _memo: dict[tuple[str | float, ...], float | None] | None = field(default=None, repr=False)
+    _spans: dict[float, int] | None = field(default=None, repr=False)
     _gpu_detail: tuple[list[str], dict[str, float]] | None = field(default=None, repr=False)
-    # The newest points as Python floats (times, and each key's values aligned with them, NaN when
-    # missing): rates over a few points read these without numpy (~10x cheaper per call; ~32 bytes a
-    # value); windows reaching further back read the rings.
-    _recent_t: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_POINTS), repr=False)
-    # one tuple a point, its values in ``values``' key order (a tuple shorter than the keys: the
-    # later keys were not met yet): ~150 bytes a point where a deque a key cost ~400 bytes a key
-    _recent_rows: deque[tuple[float, ...]] = field(
-        default_factory=lambda: deque(maxlen=RECENT_POINTS), repr=False
-    )
-    _index: dict[str, int] = field(default_factory=dict, repr=False)
+    # The newest points at full precision (:class:`RecentRows`): rates over a few points read these
+    # without numpy (~10x cheaper per call); windows reaching further back read the rings.
+    _recent: RecentRows = field(default_factory=RecentRows, repr=False)
+    _index: dict[str, int] = field(default_factory=lambda: _NO_KEYS, repr=False)  # key -> place (_schema)
     max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
     allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
     version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
     sparse_s: float = field(default=0.0, repr=False)  # how far back a sparsely read series' rate may reach
+    # the store's book of tasks whose memo holds figures (Store.release_figures), by id
+    figured: dict[int, TaskSeries] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, FLOAT64)
@@ -196,10 +254,17 @@ class TaskSeries:
 
     def forget_figures(self) -> None:
         """Empty the memos: every figure is computed again from the points held (a new point, a new
-        sparse window)."""
-        self._memo.clear()
-        self._spans.clear()
-        self._gpu_detail = None
+        sparse window, or a large store's new cycle: :meth:`Store.release_figures`)."""
+        self._memo = self._spans = self._gpu_detail = None
+
+    def _remember(self, memo_key: tuple[str | float, ...], out: float | None) -> float | None:
+        """``out`` memoised under ``memo_key`` until the next point (the store's book says who holds any)."""
+        if self._memo is None:
+            self._memo = {}
+            if self.figured is not None:
+                self.figured[id(self)] = self
+        self._memo[memo_key] = out
+        return out
 
     def append(self, t: float, values: dict[str, float]) -> None:
         self.forget_figures()  # every derived figure below is recomputed from the new point on
@@ -211,12 +276,11 @@ class TaskSeries:
         if not values.keys() <= self.values.keys():
             for key in values:  # a series met late: NaN back to the task's first point (up to the cap)
                 if key not in self.values and len(self.values) < self.max_series:
-                    self._index[key] = len(self.values)
                     self.values[key] = Ring.aligned_with(self.times, self.capacity)
+            self._index = _schema(tuple(self.values))
         limit = None if self.allow is None else self.allow(len(self.values))
         size, pos = len(self.times._buf), self.times._head
         self.times.append(t, limit)
-        self._recent_t.append(t)
         get = values.get
         row = [get(key, _NAN) for key in self.values]
         if len(self.times._buf) == size:  # no ring grew: every value ring writes where the times did
@@ -224,7 +288,7 @@ class TaskSeries:
         else:
             for ring, value in zip(self.values.values(), row, strict=True):
                 ring.append(value, limit)
-        self._recent_rows.append(tuple(row))
+        self._recent.append(t, row)
         if math.isnan(self.first_seen):
             self.first_seen = t
         self.last_seen = t
@@ -247,17 +311,17 @@ class TaskSeries:
         return self._gpu_detail
 
     def _recent_of(self, key: str) -> list[float] | None:
-        """``key``'s values at the newest points (aligned with ``_recent_t``), or None."""
+        """``key``'s values at the newest points (aligned with ``_recent.times()``), or None."""
         i = self._index.get(key)
         if i is None:
             return None
-        return [r[i] if i < len(r) else _NAN for r in self._recent_rows]
+        return self._recent.column(i)
 
     def latest(self, key: str, lookback: int = LATEST_LOOKBACK) -> float | None:
         """The newest value of ``key`` among the last ``lookback`` points (a source may read some
         series less often than others, e.g. node detail through Prometheus), or None."""
         memo_key = ("latest", key, lookback)
-        if memo_key in self._memo:
+        if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
         recent = self._recent_of(key)
         out = None
@@ -268,17 +332,17 @@ class TaskSeries:
                 )
             else:
                 out = next((x for x in reversed(self.values[key].tail(lookback)) if x == x), None)
-        self._memo[memo_key] = out
-        return out
+        return self._remember(memo_key, out)
 
     def _span(self, seconds: float) -> int:
         """How many of the newest points lie within ``seconds`` of the newest one (memoised per
         point): a bisection of the time ring (times are appended in order)."""
-        n = self._spans.get(seconds)
+        spans = self._spans
+        if spans is None:
+            spans = self._spans = {}
+        n = spans.get(seconds)
         if n is None:
-            n = self._spans[seconds] = (
-                self.times.count_from(self.last_seen - seconds) if len(self.times) else 0
-            )
+            n = spans[seconds] = self.times.count_from(self.last_seen - seconds) if len(self.times) else 0
         return n
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -307,7 +371,7 @@ class TaskSeries:
         if recent is None:
             return [], []
         since = self.last_seen - seconds
-        times = self._recent_t
+        times = self._recent.times()
         if len(times) < RECENT_POINTS or times[0] < since:  # the window lies within them
             t: list[float] = []
             v: list[float] = []
@@ -336,7 +400,7 @@ class TaskSeries:
         its last two within ``SPARSE_STRETCH`` windows. Computed once per new point (panes, job
         totals and rules ask for the same rates)."""
         memo_key = ("rate", key, seconds)
-        if memo_key in self._memo:
+        if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
         t, v = self._points(key, seconds)
         if len(v) < 2:  # a series read less often than the others (node detail, a large fleet's sweep)
@@ -350,13 +414,12 @@ class TaskSeries:
             bound = rate_bound(key)
             if bound is not None and out > bound.high:  # a jump no NIC or CPU makes: refused (the
                 out = None  # poll that brought it said so, collectors/plausibility.py)
-        self._memo[memo_key] = out
-        return out
+        return self._remember(memo_key, out)
 
     def mean_of_ratio(self, num_key: str, den_key: str, seconds: float) -> float | None:
         """increase(num)/increase(den) over the window, e.g. mean step seconds from a histogram."""
         memo_key = ("ratio", num_key, den_key, seconds)
-        if memo_key in self._memo:
+        if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
         _, num = self._points(num_key, seconds)
         _, den = self._points(den_key, seconds)
@@ -365,8 +428,7 @@ class TaskSeries:
             _, den = self._sparse_points(den_key, seconds)
         dn = _increase(den) if len(den) >= 2 else math.nan
         out = None if not dn > 0 else (_increase(num) if len(num) >= 2 else math.nan) / dn
-        self._memo[memo_key] = out
-        return out
+        return self._remember(memo_key, out)
 
 
 def _since_last_drop(t: list[float], v: list[float]) -> tuple[list[float], list[float]]:
@@ -466,6 +528,8 @@ class Store:
         self._on_host: dict[str, set[str]] = {}  # host -> the tasks that run on it
         self.logs_training = False  # whether any task ever logged a training figure (loss, LR, examples/s)
         self.sparse_s = 0.0  # how far back a sparsely read series' rate may reach (set_sparse_window)
+        self._figured: dict[int, TaskSeries] = {}  # tasks whose memo holds figures (release_figures)
+        self._allow = self.allowed  # one bound method for every task (not one made per task)
 
     def add(self, poll: TaskPoll) -> TaskSeries | None:
         """Add one successful poll; failed polls carry no values and are left to the lifecycle.
@@ -477,7 +541,7 @@ class Store:
         before = -1 if ts is None else ts.version
         if ts is None:
             ts = book[key] = TaskSeries(
-                poll.info, self.capacity, max_series=self.max_series, allow=self.allowed
+                poll.info, self.capacity, max_series=self.max_series, allow=self._allow, figured=self._figured
             )
             ts.sparse_s = self.sparse_s
             if not poll.host_only:
@@ -526,6 +590,15 @@ class Store:
         for ts in (*self.tasks.values(), *self.hosts.values()):
             ts.sparse_s = seconds
             ts.forget_figures()
+
+    def release_figures(self) -> None:
+        """A new poll cycle: past :data:`FIGURES_KEPT_UNDER` tasks, the figures memoised in the last one
+        are let go (~2 KB a task: a large fleet's task is read again only minutes later, and the views
+        made from its figures are cached); below it they are kept until the task's next point."""
+        if len(self.tasks) + len(self.hosts) > FIGURES_KEPT_UNDER:
+            for ts in list(self._figured.values()):
+                ts.forget_figures()
+        self._figured.clear()  # each task's book (the same dict): filled again as figures are asked
 
     def take_dirty(self) -> set[str]:
         """The tasks whose points, identity or host detail changed since the last call (one reader:

@@ -42,7 +42,7 @@ import logging
 import math
 import stat
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -256,7 +256,7 @@ class JsonlSource:
         checkpoint = any(M.is_checkpoint_tag(k) and v not in (None, False, "", 0) for k, v in obj.items())
         if not values and not checkpoint:
             return False
-        info = TaskInfo(**{**self.default_info.__dict__, **rec.ident})
+        info = replace(self.default_info, **rec.ident)
         task = self._tasks.get(info.key)
         if task is None:
             if len(self._tasks) >= C.current().tasks:  # past the cap: counted, not kept

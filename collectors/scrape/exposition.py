@@ -11,7 +11,7 @@ import functools
 import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cmdare.collectors import metrics as M
@@ -66,7 +66,7 @@ def _fact(labels: dict[str, str], name: str, notes: list[str] | None) -> float:
 def _info_from_labels(labels: dict[str, str], default: TaskInfo | None) -> TaskInfo:
     base = default or TaskInfo(job=labels.get("job", "job"), task=labels.get("task", "task"))
     pick = {k: labels[k] for k in TASK_LABELS if labels.get(k)}
-    return TaskInfo(**{**base.__dict__, **pick})
+    return replace(base, **pick)
 
 
 def facts_from_labels(labels: dict[str, str], notes: list[str] | None = None) -> JobFacts:
