@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -122,13 +122,6 @@ class Ring:
         self._n = 0
         self._head = 0  # next write position
 
-    @classmethod
-    def aligned_with(cls, other: Ring, capacity: int) -> Ring:
-        """An all-NaN float32 ring with ``other``'s size, length and head (a series met late)."""
-        ring = cls(capacity, FLOAT32, len(other._buf))
-        ring._n, ring._head = other._n, other._head
-        return ring
-
     def append(self, value: float, limit: int | None = None) -> None:
         size = len(self._buf)
         if self._n == size:
@@ -142,16 +135,6 @@ class Ring:
             self._head = 0
         if self._n < size:
             self._n += 1
-
-    @staticmethod
-    def write_aligned(rings: Iterable[Ring], values: list[float], pos: int, times: Ring) -> None:
-        """Append ``values`` to ``rings`` kept in step with ``times`` (same size, length and head:
-        :meth:`aligned_with`, then the same appends), which has just appended at ``pos`` without
-        growing: what :meth:`append` would do to each, without a call per ring."""
-        n, head = times._n, times._head
-        for ring, value in zip(rings, values, strict=True):
-            ring._buf[pos] = value
-            ring._n, ring._head = n, head
 
     def _grow(self, size: int) -> None:
         """Make room for ``size`` points: the ones held first, oldest first, then NaN."""
@@ -202,12 +185,64 @@ class Ring:
         return head + size - bisect_left(buf, x, size + start, size)
 
 
+class Column:
+    """One key's values of a task (:attr:`TaskSeries.values`): a view of its column in the task's value
+    grid, read like a :class:`Ring` (``len``, :meth:`tail`, :meth:`last`)."""
+
+    __slots__ = ("_ts", "_i")
+
+    def __init__(self, ts: TaskSeries, i: int) -> None:
+        self._ts, self._i = ts, i
+
+    def __len__(self) -> int:
+        return len(self._ts.times)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its points take (allocated, not only filled)."""
+        return len(self._ts.times._buf) * 4
+
+    def tail(self, n: int | None = None) -> list[float]:
+        """The newest ``n`` values (all when None), oldest first, as Python floats (no numpy)."""
+        return self._ts._column(self._i, n).tolist()
+
+    def last(self, n: int | None = None) -> np.ndarray:
+        """The newest ``n`` values (all when None), oldest first, as a float32 numpy array."""
+        import numpy as np
+
+        return np.frombuffer(self._ts._column(self._i, n), dtype=np.float32)
+
+
+class ColumnMap(Mapping[str, Column]):
+    """A task's series by key (:attr:`TaskSeries.values`), in the order they were met: views made when
+    asked (the values themselves are one grid a task)."""
+
+    __slots__ = ("_ts",)
+
+    def __init__(self, ts: TaskSeries) -> None:
+        self._ts = ts
+
+    def __getitem__(self, key: str) -> Column:
+        return Column(self._ts, self._ts._index[key])
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ts._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ts._index)
+
+    def __len__(self) -> int:
+        return len(self._ts._index)
+
+
 @dataclass(slots=True)  # one a task (100,000 in a large fleet): no __dict__ each
 class TaskSeries:
     info: TaskInfo
     capacity: int
     times: Ring = field(init=False)
-    values: dict[str, Ring] = field(default_factory=dict)
+    # every key's values, float32, in one array aligned with the time ring: slot p's row holds key i's
+    # value at ``p * len(keys) + i`` (NaN where a point did not read it); a Ring a key cost ~200 bytes more
+    _grid: array[float] = field(default_factory=lambda: array(FLOAT32), repr=False)
     first_seen: float = math.nan
     last_seen: float = math.nan
     host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
@@ -231,16 +266,35 @@ class TaskSeries:
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, FLOAT64)
 
+    @property
+    def values(self) -> ColumnMap:
+        """The task's series by key (in the order met), each read like a ring (:class:`Column`)."""
+        return ColumnMap(self)
+
     def keys(self) -> list[str]:
         """The series keys this task has reported so far."""
-        return list(self.values)
+        return list(self._index)
 
     def has(self, key: str) -> bool:
-        return key in self.values
+        return key in self._index
 
     @property
     def nbytes(self) -> int:
-        return self.times.nbytes + sum(r.nbytes for r in self.values.values())
+        return self.times.nbytes + self._grid.itemsize * len(self._grid)
+
+    def _column(self, i: int, n: int | None) -> array[float]:
+        """Key ``i``'s newest ``n`` values (all when None), oldest first (a copy)."""
+        times, grid, width = self.times, self._grid, len(self._index)
+        held = times._n
+        n = held if n is None else min(n, held)
+        if n <= 0:
+            return grid[:0]
+        head = times._head
+        start = head - n
+        if start >= 0:
+            return grid[start * width + i : head * width : width]
+        size = len(times._buf)  # wraps around the end
+        return grid[(size + start) * width + i :: width] + grid[i : head * width : width]
 
     def is_repeat(self, t: float, values: dict[str, float]) -> bool:
         """The same sample again: a Prometheus server answers with a target's last scrape until it
@@ -273,21 +327,28 @@ class TaskSeries:
             self._last_values.update(values)  # what is known at this scrape time, series read in turns
         else:
             self._last_values = dict(values)
-        if not values.keys() <= self.values.keys():
+        index = self._index
+        if not values.keys() <= index.keys():
+            keys = list(index)
             for key in values:  # a series met late: NaN back to the task's first point (up to the cap)
-                if key not in self.values and len(self.values) < self.max_series:
-                    self.values[key] = Ring.aligned_with(self.times, self.capacity)
-            self._index = _schema(tuple(self.values))
-        limit = None if self.allow is None else self.allow(len(self.values))
-        size, pos = len(self.times._buf), self.times._head
-        self.times.append(t, limit)
+                if key not in index and len(keys) < self.max_series:
+                    keys.append(key)
+            if len(keys) > len(index):
+                self._widen(len(keys))
+                self._index = index = _schema(tuple(keys))
+        width = len(index)
+        limit = None if self.allow is None else self.allow(width)
+        times = self.times
+        size, pos, held = len(times._buf), times._head, times._n
+        times.append(t, limit)
+        if len(times._buf) != size:  # the time ring grew (it was full): its points oldest first, then room
+            grid = self._grid
+            cut = pos * width if held == size else 0
+            self._grid = grid[cut:] + grid[:cut] + _nans(FLOAT32, (len(times._buf) - size) * width)
+            pos = held
         get = values.get
-        row = [get(key, _NAN) for key in self.values]
-        if len(self.times._buf) == size:  # no ring grew: every value ring writes where the times did
-            Ring.write_aligned(self.values.values(), row, pos, self.times)
-        else:
-            for ring, value in zip(self.values.values(), row, strict=True):
-                ring.append(value, limit)
+        row = [get(key, _NAN) for key in index]
+        self._grid[pos * width : (pos + 1) * width] = array(FLOAT32, row)
         self._recent.append(t, row)
         if math.isnan(self.first_seen):
             self.first_seen = t
@@ -310,6 +371,20 @@ class TaskSeries:
             self._gpu_detail = (devices_in(keys), latest)
         return self._gpu_detail
 
+    def _widen(self, width: int) -> None:
+        """Room for keys met late: NaN columns for them at every slot (the grid keeps the ring's size)."""
+        old = len(self._index)
+        grid = self._grid
+        if not grid:  # no slot yet (a task's first point): the grid is made with the time ring's size
+            self._grid = _nans(FLOAT32, len(self.times._buf) * width)
+            return
+        pad = _nans(FLOAT32, width - old)
+        new = array(FLOAT32)
+        for start in range(0, len(grid), old or 1):
+            new.extend(grid[start : start + old])
+            new.extend(pad)
+        self._grid = new
+
     def _recent_of(self, key: str) -> list[float] | None:
         """``key``'s values at the newest points (aligned with ``_recent.times()``), or None."""
         i = self._index.get(key)
@@ -331,7 +406,8 @@ class TaskSeries:
                     (x for _, x in zip(range(lookback), reversed(recent), strict=False) if x == x), None
                 )
             else:
-                out = next((x for x in reversed(self.values[key].tail(lookback)) if x == x), None)
+                i = self._index[key]
+                out = next((x for x in reversed(self._column(i, lookback).tolist()) if x == x), None)
         return self._remember(memo_key, out)
 
     def _span(self, seconds: float) -> int:
@@ -350,19 +426,19 @@ class TaskSeries:
         arrays (float64 times, float32 values; numpy is imported on the first call)."""
         import numpy as np
 
-        ring = self.values.get(key)
-        if ring is None or len(self.times) == 0:
+        i = self._index.get(key)
+        if i is None or len(self.times) == 0:
             return np.empty(0), np.empty(0)
         n = self._span(seconds)
-        return self.times.last(n), ring.last(n)
+        return self.times.last(n), np.frombuffer(self._column(i, n), dtype=np.float32)
 
     def window_values(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """:meth:`window` as Python floats (NaN where ``key`` was not read), without numpy."""
-        ring = self.values.get(key)
-        if ring is None or len(self.times) == 0:
+        i = self._index.get(key)
+        if i is None or len(self.times) == 0:
             return [], []
         n = self._span(seconds)
-        return self.times.tail(n), ring.tail(n)
+        return self.times.tail(n), self._column(i, n).tolist()
 
     def _points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The window's (times, values) without NaN values, as Python floats: a rate reads a

@@ -15,19 +15,23 @@ from tests.dcgm_page import Gpu, page
 
 
 def _series(
-    task: str, rate: float, global_rate: float, offset: float = 0.0, role: str = "worker"
+    task: str,
+    rate: float,
+    global_rate: float,
+    offset: float = 0.0,
+    role: str = "worker",
+    histogram: bool = True,
 ) -> TaskSeries:
     ts = TaskSeries(TaskInfo(job="j", task=task, role=role), 64)
     for i in range(11):
-        ts.append(
-            float(i),
-            {
-                M.K_WORKER_STEPS: rate * i,
-                M.K_GLOBAL_STEP: offset + global_rate * i,
-                M.K_EXAMPLES: 32 * rate * i,
-                M.K_STEP_SECONDS_COUNT: rate * i,
-            },
-        )
+        values = {
+            M.K_WORKER_STEPS: rate * i,
+            M.K_GLOBAL_STEP: offset + global_rate * i,
+            M.K_EXAMPLES: 32 * rate * i,
+        }
+        if histogram:  # the step-time histogram (a log run has none)
+            values[M.K_STEP_SECONDS_COUNT] = rate * i
+        ts.append(float(i), values)
     return ts
 
 
@@ -43,15 +47,14 @@ def test_sync_jobs_take_the_global_step_rate_async_jobs_the_sum():
     declared = job_rate(ps, JobFacts("j", ModelSpec(sync="sync-allreduce")), 10.0)
     assert (declared.steps_per_sec, declared.how) == (pytest.approx(60.0), "declared")  # the global step
     assert job_rate(ddp, None, 10.0).examples_per_sec == pytest.approx(2 * 32 * 71.0)  # summed in every mode
-    for ts in ddp:  # the same steps from two log runs named for ranks (no step-time histogram): the
-        ts.values.pop(M.K_STEP_SECONDS_COUNT)  # per-rank logs of one sync job (issue 31)
+    # the same steps from two log runs named for ranks (no step-time histogram): the per-rank logs of one
+    # sync job (issue 31)
+    ddp = [_series(f"worker-{i}", 71.0, 71.0, histogram=False) for i in range(2)]
     assert (job_rate(ddp, None, 10.0).steps_per_sec, job_rate(ddp, None, 10.0).sync) == (
         pytest.approx(71.0),
         "sync-allreduce",
     )
-    sweep = [_series(name, 71.0, 71.0) for name in ("lr_a", "lr_b")]  # other names: a sweep, summed
-    for ts in sweep:
-        ts.values.pop(M.K_STEP_SECONDS_COUNT)
+    sweep = [_series(name, 71.0, 71.0, histogram=False) for name in ("lr_a", "lr_b")]  # other names: summed
     assert job_rate(sweep, None, 10.0).steps_per_sec == pytest.approx(142.0)
 
 

@@ -147,31 +147,51 @@ def _key(name: str, labels: Mapping[str, str]) -> str | None:
 def fold_detail(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Raw detail rows as per-task value rows (``{"metric": {instance, cmdare_key}, "value": [t, v]}``,
     the shape of ``values_query``'s answer): summed per scrape job, the largest over scrape jobs (the
-    global step, preemption and start time: the largest throughout). Rows are well formed (decoded)."""
+    global step, preemption and start time: the largest throughout). Rows are well formed (decoded).
+    One pass a row with no call but the number's conversion (~15,000 rows a refresh at 100,000 tasks)."""
+    plain, largest, special = _PLAIN_KEYS, _LARGEST_SET, _SPECIAL
     per_job: dict[tuple[str, str, str], float] = {}
     out: list[dict[str, Any]] = []
     for r in rows:
         labels = r["metric"]
-        inst = labels.get("instance", "")
         name = labels.get("__name__")
         if name is None:  # the scrape-time row
             if labels.get(KEY_LABEL) == T_KEY:
+                inst = labels.get("instance", "")
                 out.append({"metric": {"instance": inst, KEY_LABEL: T_KEY}, "value": r["value"]})
             continue
-        key = _key(name, labels)
-        value = _float(r["value"][1])
-        if key is None or value is None:
+        key = plain.get(name)
+        if key is None:
+            key = _key(name, labels) if name in special else None
+            if key is None:
+                continue
+        try:
+            value = float(r["value"][1])
+        except (TypeError, ValueError):
             continue
-        slot = (inst, key, labels.get("job", ""))
-        if name in _LARGEST:
-            per_job[slot] = max(per_job.get(slot, -math.inf), value)
+        if value - value != 0.0:  # inf or NaN
+            continue
+        slot = (labels.get("instance", ""), key, labels.get("job", ""))
+        held = per_job.get(slot)
+        if held is None:
+            per_job[slot] = value
+        elif name in largest:
+            if value > held:
+                per_job[slot] = value
         else:
-            per_job[slot] = per_job.get(slot, 0.0) + value
+            per_job[slot] = held + value
     folded: dict[tuple[str, str], float] = {}
     for (inst, key, _), value in per_job.items():
-        folded[(inst, key)] = max(folded.get((inst, key), -math.inf), value)
+        held = folded.get((inst, key))
+        if held is None or value > held:
+            folded[(inst, key)] = value
     out += [{"metric": {"instance": i, KEY_LABEL: k}, "value": [0, v]} for (i, k), v in folded.items()]
     return out
+
+
+_PLAIN_KEYS = {name: name for name in DETAIL_METRICS if name not in (M.PS_BYTES_SAMPLE, M.STAGE_BYTES_SAMPLE)}
+_SPECIAL = frozenset((M.PS_BYTES_SAMPLE, M.STAGE_BYTES_SAMPLE))  # keyed by a label (_key)
+_LARGEST_SET = frozenset(_LARGEST)
 
 
 def _float(text: object) -> float | None:

@@ -166,8 +166,47 @@ def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
 def _info(labels: Mapping[str, str]) -> TaskInfo:
     job = labels.get("exported_job") or labels.get("job") or "job"
     task = labels.get("task") or labels.get("instance") or "task"
-    pick = {k: labels[k] for k in M.TASK_INFO.labels if k not in ("job", "task") if labels.get(k)}
-    return TaskInfo(job=job, task=task, **pick)
+    pick = {
+        k: _shared(v) if k in _MANY else v
+        for k in M.TASK_INFO.labels
+        if k not in ("job", "task")
+        if (v := labels.get(k))
+    }
+    return TaskInfo(job=_shared(job), task=task, **pick)
+
+
+# the labels an identity is made of (:func:`_info`): what a task's cached identity is compared on
+_INFO_LABELS = (
+    "exported_job",
+    "job",
+    "task",
+    "instance",
+    *(k for k in M.TASK_INFO.labels if k not in ("job", "task")),
+)
+# the labels whose values many tasks share (the others are a task's own: its name, address, ranks, GPUs)
+_MANY = frozenset(
+    ("exported_job", "job", "role", "gpu", "region", "zone", "provisioning", "dc", "stage", "local_rank")
+)
+_SHARED_AT = frozenset(i for i, k in enumerate(_INFO_LABELS) if k in _MANY)
+_SHARED: dict[str, str] = {}  # label values many tasks carry (job, role, GPU, region…): one string each
+_SHARED_MAX = 4096
+
+
+def _shared(value: str) -> str:
+    """One string object for a label value many tasks carry (each answer's parse makes its own copy);
+    past :data:`_SHARED_MAX` distinct values, the value itself."""
+    got = _SHARED.get(value)
+    if got is None:
+        if len(_SHARED) >= _SHARED_MAX or len(value) > 64:
+            return value
+        got = _SHARED[value] = value
+    return got
+
+
+def _fingerprint(labels: Mapping[str, str]) -> tuple[str | None, ...]:
+    """What a task's identity is made of, to compare with the next read's (exact, ~100 bytes: the whole
+    label set, as parsed, costs ~800 a task)."""
+    return tuple(map(labels.get, _INFO_LABELS))
 
 
 _Answers = tuple[
@@ -211,7 +250,8 @@ class PrometheusAPISource:
         self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        self._infos: dict[tuple[str, str], tuple[dict[str, Any], TaskInfo]] = {}  # labels → identity, reused
+        # target → (what its identity was made of, the identity), reused while its labels stay the same
+        self._infos: dict[tuple[str, str], tuple[tuple[str | None, ...], TaskInfo]] = {}
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
         self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
@@ -825,8 +865,13 @@ class PrometheusAPISource:
             labels = r.get("metric", {})
             ident = _ident(labels)
             cached = self._infos.get(ident)
-            if cached is None or cached[0] != labels:  # a new task, or its labels changed
-                cached = self._infos[ident] = (labels, _info(labels))
+            made_of = _fingerprint(labels)
+            if cached is None or cached[0] != made_of:  # a new task, or its labels changed
+                info = _info(labels)
+                made_of = tuple(
+                    _shared(v) if v is not None and i in _SHARED_AT else v for i, v in enumerate(made_of)
+                )
+                cached = self._infos[ident] = (made_of, info)
             out[ident] = _Target(cached[1])
         self._follow(out, now)
         for ident, tg in out.items():
