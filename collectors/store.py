@@ -246,7 +246,11 @@ class TaskSeries:
     first_seen: float = math.nan
     last_seen: float = math.nan
     host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
-    _last_values: dict[str, float] | None = field(default=None, repr=False)
+    # the values known at ``last_seen`` (merged over the polls of that scrape time: series read in turns),
+    # float64 in key order; which were read: bits of ``_read``; keys past the series cap: ``_extra``
+    _last: array[float] | None = field(default=None, repr=False)
+    _read: int = field(default=0, repr=False)
+    _extra: dict[str, float] | None = field(default=None, repr=False)
     # Figures of the newest point, computed once each (rates, ratios, latest values; spans; what readers
     # ask of a host, :meth:`gpu_detail`): emptied by each new point; made when first asked (None: empty).
     _memo: dict[tuple[str | float, ...], float | None] | None = field(default=None, repr=False)
@@ -301,10 +305,21 @@ class TaskSeries:
         scrapes it anew, so polls faster than its scrape interval repeat samples (NaN-aware). A poll
         reading only some series (a large fleet's value groups are read in turns) repeats when each
         of its values is the one already held for that scrape time."""
-        last = self._last_values
-        if last is None or t != self.last_seen or not values.keys() <= last.keys():
+        last = self._last
+        if last is None or t != self.last_seen:
             return False
-        return all(a == b or (a != a and b != b) for a, b in ((last[k], v) for k, v in values.items()))
+        index, read, extra = self._index, self._read, self._extra
+        for key, v in values.items():
+            i = index.get(key)
+            if i is not None and read >> i & 1:
+                a = last[i]
+            elif extra is not None and key in extra:
+                a = extra[key]
+            else:
+                return False  # not read at this scrape time yet
+            if not (a == v or (a != a and v != v)):
+                return False
+        return True
 
     def forget_figures(self) -> None:
         """Empty the memos: every figure is computed again from the points held (a new point, a new
@@ -323,10 +338,6 @@ class TaskSeries:
     def append(self, t: float, values: dict[str, float]) -> None:
         self.forget_figures()  # every derived figure below is recomputed from the new point on
         self.version += 1
-        if self._last_values is not None and t == self.last_seen:
-            self._last_values.update(values)  # what is known at this scrape time, series read in turns
-        else:
-            self._last_values = dict(values)
         index = self._index
         if not values.keys() <= index.keys():
             keys = list(index)
@@ -350,13 +361,39 @@ class TaskSeries:
         row = [get(key, _NAN) for key in index]
         self._grid[pos * width : (pos + 1) * width] = array(FLOAT32, row)
         self._recent.append(t, row)
+        self._remember_last(t, values, row)
         if math.isnan(self.first_seen):
             self.first_seen = t
         self.last_seen = t
 
+    def _remember_last(self, t: float, values: dict[str, float], row: list[float]) -> None:
+        """What is known at scrape time ``t`` (:meth:`is_repeat`, :meth:`last_value`): ``values`` merged
+        into what the polls of the same time read (series read in turns), else only them."""
+        index, last = self._index, self._last
+        if last is None or t != self.last_seen:
+            self._last, self._read, self._extra = array(FLOAT64, row), 0, None
+        elif len(last) < len(row):  # keys met since: not read at this time before
+            last.extend(row[len(last) :])
+        last, read = self._last, self._read
+        for key, v in values.items():
+            i = index.get(key)
+            if i is None:  # past the series cap: not in the grid, known all the same
+                if self._extra is None:
+                    self._extra = {}
+                self._extra[key] = v
+            else:
+                last[i] = v
+                read |= 1 << i
+        self._read = read
+
     def last_value(self, key: str) -> float | None:
         """``key``'s value at the newest point (None when that point did not read it)."""
-        return None if self._last_values is None else self._last_values.get(key)
+        if self._last is None:
+            return None
+        i = self._index.get(key)
+        if i is not None and self._read >> i & 1:
+            return self._last[i]
+        return None if self._extra is None else self._extra.get(key)
 
     def gpu_detail(self) -> tuple[list[str], dict[str, float]]:
         """A host's GPU devices (:func:`~cmdare.collectors.hostdetail.devices_in`) and the newest value of
