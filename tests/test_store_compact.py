@@ -1,0 +1,146 @@
+"""A task's compact storage (issue 34: 100,000 tasks in the store): the value grid, the newest points at
+full precision, what the newest scrape time read, and the figures a large store lets go of after a cycle,
+each checked against a plain reference of what was appended."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cmdare.collectors import metrics as M
+from cmdare.collectors.samples import TaskInfo, TaskPoll
+from cmdare.collectors.store import FIGURES_KEPT_UNDER, RECENT_POINTS, Store, TaskSeries
+
+KEYS = ("a", "b", "c", "d")
+
+
+def _reference(
+    points: list[tuple[float, dict[str, float]]], keys: list[str], n: int
+) -> dict[str, list[float]]:
+    """Each key's newest ``n`` values as float32, NaN where a point did not read it (a plain list)."""
+    return {k: [float(np.float32(v.get(k, math.nan))) for _, v in points[-n:]] if n else [] for k in keys}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.integers(1, 24),  # capacity
+    st.lists(  # points: a time step (0: the same scrape time again) and the keys read with their values
+        st.tuples(
+            st.sampled_from([0.0, 0.5, 2.0]),
+            st.dictionaries(st.sampled_from(KEYS), st.floats(0, 1e9, allow_nan=False), max_size=4),
+        ),
+        max_size=60,
+    ),
+)
+def test_the_grid_holds_what_each_key_read_in_the_order_met(capacity, steps):
+    """Keys met late read NaN back to the task's first point; the grid grows with the time ring and then
+    overwrites its oldest points; every key's column, window and length agree with a plain list."""
+    ts = TaskSeries(TaskInfo(job="j", task="w"), capacity)
+    points: list[tuple[float, dict[str, float]]] = []
+    order: list[str] = []
+    t = 0.0
+    for dt, values in steps:
+        t += dt
+        ts.append(t, values)
+        points.append((t, values))
+        order += [k for k in values if k not in order]
+    held = min(len(points), capacity)
+    assert ts.keys() == order and list(ts.values) == order and len(ts.values) == len(order)
+    assert ts.times.tail() == [p[0] for p in points[-held:]] if held else ts.times.tail() == []
+    want = _reference(points, order, held)
+    for k in order:
+        col = ts.values[k]
+        assert len(col) == held
+        assert np.array_equal(np.array(col.tail(), np.float32), np.array(want[k], np.float32), equal_nan=True)
+        assert col.last().dtype == np.float32 and np.array_equal(col.last(), col.tail(), equal_nan=True)
+        tt, vv = ts.window(k, 1e9)
+        assert tt.tolist() == ts.times.tail() and np.array_equal(vv, col.last(), equal_nan=True)
+        assert ts.window_values(k, 1e9)[1] == pytest.approx(col.tail(), nan_ok=True)
+    assert ts.nbytes == ts.times.nbytes + 4 * len(ts.times._buf) * len(order)
+    assert "zz" not in ts.values and ts.window("zz", 10.0)[0].size == 0
+
+
+def test_rates_read_the_newest_points_at_full_precision_with_a_key_met_late():
+    """A counter near 1.7e9 (a Unix time, a byte count) rates exactly from the newest points (float32
+    would round it to 128), also after another key widened the rows; past the newest points the rows
+    keep :data:`RECENT_POINTS` of them."""
+    ts = TaskSeries(TaskInfo(job="j", task="w"), 64)
+    for i in range(RECENT_POINTS + 5):
+        values = {M.K_WORKER_STEPS: 1.7e9 + 3.0 * i}
+        if i >= 10:  # met late
+            values[M.K_EXAMPLES] = 32.0 * i
+        ts.append(2.0 * i, values)
+    assert ts.rate(M.K_WORKER_STEPS, 10.0) == 1.5  # 3 steps every 2 s, not a float32 step
+    assert ts.rate(M.K_EXAMPLES, 10.0) == 16.0
+    assert len(ts._recent) == RECENT_POINTS
+    assert ts._recent.column(1)[: RECENT_POINTS - 11] == pytest.approx([math.nan] * 5, nan_ok=True)
+    assert ts.latest(M.K_EXAMPLES) == 32.0 * (RECENT_POINTS + 4)
+
+
+def test_the_newest_scrape_time_merges_the_series_read_in_turns():
+    """Polls of one scrape time reading different series repeat only what was read at that time; a new
+    time starts afresh; keys past the series cap are known all the same."""
+    ts = TaskSeries(TaskInfo(job="j", task="w"), 16, max_series=2)
+    ts.append(10.0, {"a": 1.0})
+    assert not ts.is_repeat(10.0, {"b": 2.0}) and ts.is_repeat(10.0, {"a": 1.0})
+    ts.append(10.0, {"b": 2.0, "c": 3.0})  # "c": past the cap of two series
+    assert ts.keys() == ["a", "b"]
+    assert ts.is_repeat(10.0, {"a": 1.0, "b": 2.0, "c": 3.0}) and not ts.is_repeat(10.0, {"b": 2.5})
+    assert (ts.last_value("a"), ts.last_value("b"), ts.last_value("c")) == (1.0, 2.0, 3.0)
+    ts.append(12.0, {"b": 4.0})
+    assert ts.last_value("a") is None and ts.last_value("c") is None and ts.last_value("b") == 4.0
+    assert not ts.is_repeat(12.0, {"a": 1.0}) and ts.is_repeat(12.0, {"b": 4.0})
+    nan = TaskSeries(TaskInfo(job="j", task="n"), 16)
+    nan.append(1.0, {"a": math.nan})
+    assert nan.is_repeat(1.0, {"a": math.nan}) and not nan.is_repeat(2.0, {"a": math.nan})
+
+
+def _poll(i: int, t: float, steps: float) -> TaskPoll:
+    info = TaskInfo(job="j", task=f"w{i}")
+    return TaskPoll(source=f"s{i}", t=t, ok=True, info=info, values={M.K_WORKER_STEPS: steps})
+
+
+@pytest.mark.parametrize("tasks", [3, FIGURES_KEPT_UNDER + 1])
+def test_a_large_store_lets_its_figures_go_after_a_cycle_and_computes_the_same(tasks):
+    """Below :data:`FIGURES_KEPT_UNDER` tasks a figure is memoised until the task's next point; past it
+    the memo goes at the next cycle, and the figure computed again is the same."""
+    store = Store(capacity=16)
+    for t in (0.0, 2.0):
+        for i in range(tasks):
+            store.add(_poll(i, t, 5.0 * t + i))
+    ts = store.tasks["j/w0"]
+    assert ts.rate(M.K_WORKER_STEPS, 10.0) == 5.0 and ts._memo is not None
+    store.release_figures()
+    assert (ts._memo is None) == (tasks > FIGURES_KEPT_UNDER)
+    assert ts.rate(M.K_WORKER_STEPS, 10.0) == 5.0
+    store.release_figures()
+    store.release_figures()  # its book was emptied: nothing held twice, nothing left behind
+    assert not store._figured
+
+
+def test_an_identity_is_made_again_only_when_the_labels_it_is_made_of_change():
+    """The Prometheus source keeps a task's identity while the labels it is made of stay the same (the
+    same object: nothing downstream is rebuilt), makes it again when one changes, and holds the values
+    many tasks share (job, role, GPU, region) as one string each."""
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
+
+    src = PrometheusAPISource("http://127.0.0.1:9", 'job="x"')
+
+    def row(i: int, **more: str) -> dict:
+        labels = {"__name__": "cmdare_task_info", "instance": f"10.0.0.{i}:9400", "job": "x"}
+        labels |= {"exported_job": "big", "task": f"worker-{i}", "role": "worker", "gpu": "K80", **more}
+        return {"metric": {k: "".join(v) for k, v in labels.items()}, "value": [0, "1"]}  # fresh strings
+
+    first = src._targets([row(i) for i in range(3)], 0.0)
+    again = src._targets([row(i, scrape_pool="other") for i in range(3)], 1.0)  # a label no identity reads
+    assert [t.info for t in again.values()] == [t.info for t in first.values()]
+    assert all(a.info is b.info for a, b in zip(first.values(), again.values(), strict=True))
+    moved = src._targets([row(0, region="us-east1"), row(1), row(2)], 2.0)
+    infos = [t.info for t in moved.values()]
+    assert infos[0].region == "us-east1" and infos[0] is not first[("", "10.0.0.0:9400")].info
+    assert infos[1] is first[("", "10.0.0.1:9400")].info
+    assert infos[1].gpu is infos[2].gpu and infos[1].job is infos[2].job  # one string for shared values
