@@ -81,8 +81,15 @@ class TaskState(StrEnum):
     FINISHED = "finished"  # a log run whose writer is done: silent past its own cadence, or long ago
 
 
+class _KeyOnce(CleanText):
+    """Base of :class:`TaskInfo`: a slot for its key, made on first use (no dataclass field: not in
+    ``asdict``, equality or a recording)."""
+
+    __slots__ = ("_key_made",)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TaskInfo(CleanText):
+class TaskInfo(_KeyOnce):
     """Identity of one training task; from ``cmdare_task_info`` labels, the config, or TF_CONFIG."""
 
     job: str
@@ -106,7 +113,13 @@ class TaskInfo(CleanText):
 
     @property
     def key(self) -> str:
-        return f"{self.job}/{self.name}"
+        """``job/name``: one string a task (every book of tasks holds it: made once, not one copy each)."""
+        try:
+            return self._key_made
+        except AttributeError:
+            key = f"{self.job}/{self.name}"
+            object.__setattr__(self, "_key_made", key)
+            return key
 
 
 #: The batch per worker of the CM-DARE measurements: what the models assume when a job declares none.

@@ -144,21 +144,28 @@ def _key(name: str, labels: Mapping[str, str]) -> str | None:
     return name if name in DETAIL_METRICS else None
 
 
-def fold_detail(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Raw detail rows as per-task value rows (``{"metric": {instance, cmdare_key}, "value": [t, v]}``,
-    the shape of ``values_query``'s answer): summed per scrape job, the largest over scrape jobs (the
-    global step, preemption and start time: the largest throughout). Rows are well formed (decoded).
-    One pass a row with no call but the number's conversion (~15,000 rows a refresh at 100,000 tasks)."""
+@dataclass(frozen=True, slots=True)
+class FoldedDetail:
+    """A refresh's detail answers folded per task: each instance's scrape time (the raw ``value`` text of
+    its scrape-time row) and its values by series key (what ``values_query`` would answer)."""
+
+    times: dict[str, Any]
+    values: dict[str, dict[str, float]]
+
+
+def fold_by_task(rows: list[dict[str, Any]]) -> FoldedDetail:
+    """Raw detail rows folded per task: summed per scrape job, the largest over scrape jobs (the global
+    step, preemption and start time: the largest throughout). Rows are well formed (decoded). One pass a
+    row, one dict a task and scrape job (~15,000 rows a refresh at 100,000 tasks: no object a row)."""
     plain, largest, special = _PLAIN_KEYS, _LARGEST_SET, _SPECIAL
-    per_job: dict[tuple[str, str, str], float] = {}
-    out: list[dict[str, Any]] = []
+    times: dict[str, Any] = {}
+    by_job: dict[str, dict[str, dict[str, float]]] = {}  # instance -> scrape job -> key -> value
     for r in rows:
         labels = r["metric"]
         name = labels.get("__name__")
         if name is None:  # the scrape-time row
             if labels.get(KEY_LABEL) == T_KEY:
-                inst = labels.get("instance", "")
-                out.append({"metric": {"instance": inst, KEY_LABEL: T_KEY}, "value": r["value"]})
+                times[labels.get("instance", "")] = r["value"][1]
             continue
         key = plain.get(name)
         if key is None:
@@ -171,21 +178,47 @@ def fold_detail(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         if value - value != 0.0:  # inf or NaN
             continue
-        slot = (labels.get("instance", ""), key, labels.get("job", ""))
-        held = per_job.get(slot)
+        inst = labels.get("instance", "")
+        jobs = by_job.get(inst)
+        if jobs is None:
+            jobs = by_job[inst] = {}
+        job = labels.get("job", "")
+        held = jobs.get(job)
         if held is None:
-            per_job[slot] = value
+            held = jobs[job] = {}
+        was = held.get(key)
+        if was is None:
+            held[key] = value
         elif name in largest:
-            if value > held:
-                per_job[slot] = value
+            if value > was:
+                held[key] = value
         else:
-            per_job[slot] = held + value
-    folded: dict[tuple[str, str], float] = {}
-    for (inst, key, _), value in per_job.items():
-        held = folded.get((inst, key))
-        if held is None or value > held:
-            folded[(inst, key)] = value
-    out += [{"metric": {"instance": i, KEY_LABEL: k}, "value": [0, v]} for (i, k), v in folded.items()]
+            held[key] = was + value
+    values: dict[str, dict[str, float]] = {}
+    for inst, jobs in by_job.items():
+        if len(jobs) == 1:  # one scrape job reads the task (the usual case): its sums as they are
+            (values[inst],) = jobs.values()
+            continue
+        out: dict[str, float] = {}
+        for held in jobs.values():
+            for key, value in held.items():
+                was = out.get(key)
+                if was is None or value > was:
+                    out[key] = value
+        values[inst] = out
+    return FoldedDetail(times, values)
+
+
+def fold_detail(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`fold_by_task` as per-task value rows (``{"metric": {instance, cmdare_key}, "value": [t,
+    v]}``, the shape of ``values_query``'s answer): the scrape-time rows first."""
+    folded = fold_by_task(rows)
+    out = [{"metric": {"instance": i, KEY_LABEL: T_KEY}, "value": [0, t]} for i, t in folded.times.items()]
+    out += [
+        {"metric": {"instance": i, KEY_LABEL: k}, "value": [0, v]}
+        for i, values in folded.values.items()
+        for k, v in values.items()
+    ]
     return out
 
 
@@ -469,11 +502,11 @@ class FleetReader:
         detail: Iterable[list[dict[str, Any]]],
         columns: Mapping[str, list[dict[str, Any]]] | None,
         t: float,
-    ) -> list[dict[str, Any]]:
-        """The detail answers as per-task value rows; the column answers (when read) as the fleet's
-        figures, at server time ``t``."""
-        rows = fold_detail([r for answer in detail for r in answer])
-        self._new.difference_update(r["metric"]["instance"] for r in rows if r["metric"][KEY_LABEL] == T_KEY)
+    ) -> FoldedDetail:
+        """The detail answers folded per task; the column answers (when read) as the fleet's figures, at
+        server time ``t``."""
+        rows = fold_by_task([r for answer in detail for r in answer])
+        self._new.difference_update(rows.times)
         if columns and self._columns is not None:
             self.implausible = 0
             for name, answer in columns.items():

@@ -97,7 +97,7 @@ from cmdare.collectors.prometheus.backfill import (
     backfill_query,
     scrape_spacings,
 )
-from cmdare.collectors.prometheus.fleet import FOCUS_FROM, Fleet, FleetReader, direct_probe
+from cmdare.collectors.prometheus.fleet import FOCUS_FROM, Fleet, FleetReader, FoldedDetail, direct_probe
 from cmdare.collectors.prometheus.hosts import exact_instances, host_polls, host_query
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
@@ -209,9 +209,10 @@ def _fingerprint(labels: Mapping[str, str]) -> tuple[str | None, ...]:
     return tuple(map(labels.get, _INFO_LABELS))
 
 
-_Answers = tuple[
-    list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]
-]  # infos, jobs, ups, values
+# a refresh's task values: value rows (``values_query``'s), or a large fleet's detail folded per task
+Values = list[dict[str, Any]] | FoldedDetail
+_Answers = tuple[list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], Values]
+# infos, jobs, ups, values
 
 
 class PrometheusAPISource:
@@ -253,6 +254,7 @@ class PrometheusAPISource:
         # target → (what its identity was made of, the identity), reused while its labels stay the same
         self._infos: dict[tuple[str, str], tuple[tuple[str | None, ...], TaskInfo]] = {}
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
+        self._gone_cache: set[tuple[str, str]] | None = None  # known − current (_gone_known)
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
         self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
         self._set_queries(None)
@@ -429,9 +431,7 @@ class PrometheusAPISource:
                 out.append({clean_text(k): clean_text(v) for k, v in labels.items() if isinstance(v, str)})
         return out
 
-    async def _ask(
-        self, client: httpx.AsyncClient, at: float, now: float
-    ) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    async def _ask(self, client: httpx.AsyncClient, at: float, now: float) -> _Answers:
         """This refresh's answers: identities (None when not read), job facts, down targets, task
         values. ``at``: the evaluation instant (server clock); ``now``: our monotonic clock."""
         if self._infos_due():
@@ -643,7 +643,12 @@ class PrometheusAPISource:
             msg = redact_cut(f"Prometheus {self.display}: {exc}", 200, self._secrets())
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
-        targets = self._targets(infos, clock.now()) if infos is not None else self._reuse_targets(values, ups)
+        if infos is not None:
+            targets: dict[tuple[str, str], _Target] | None = self._targets(infos, clock.now())
+        elif isinstance(values, FoldedDetail):
+            targets = self._reuse_folded(values, ups)
+        else:
+            targets = self._reuse_targets(values, ups)
         if targets is None:  # a task we have not met: ask who it is now
             try:
                 async with asyncio.timeout(self.timeout):
@@ -656,10 +661,16 @@ class PrometheusAPISource:
                 return self._all_failed(msg, clock, t0)
             targets = self._targets(infos, clock.now())
         if infos is not None:
-            self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
+            if isinstance(values, FoldedDetail):  # a fleet's detail holds task values only
+                self._no_info = {("", i) for i, v in values.values.items() if v} - self._current
+            else:
+                self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
         now = clock.now()
         fleet = self._fleet_mode()
-        self._fill(targets, values)
+        if isinstance(values, FoldedDetail):
+            self._fill_folded(targets, values)
+        else:
+            self._fill(targets, values)
         self._measure_lag(targets, at)
         if fleet:  # only the tasks whose detail this refresh read (the focus and the sweep)
             targets = {i: tg for i, tg in targets.items() if math.isfinite(tg.scrape_time)}
@@ -877,6 +888,7 @@ class PrometheusAPISource:
         for ident, tg in out.items():
             self._known[ident] = tg.info
         self._current = set(out)
+        self._gone_cache = None
         if len(out) > self.focus_from:
             self.fleet_reader.know({i: info for (_, i), info in ((k, t.info) for k, t in out.items())})
             self._full_due = False  # a fleet's newcomers are read in detail next refresh, not all tasks
@@ -946,6 +958,7 @@ class PrometheusAPISource:
         self._release(ident)
         for book in (self._known, self._infos, self._gone):
             book.pop(ident, None)
+        self._gone_cache = None
 
     @property
     def status_note(self) -> str | None:
@@ -961,6 +974,38 @@ class PrometheusAPISource:
             bad and f"fleet columns: {bad:,} implausible value(s) ignored (negative, not finite or past 1e30)"
         )
         return _join(self._lag_note(), self._detail_note, columns or None, replaced or None)
+
+    def _reuse_folded(
+        self, folded: FoldedDetail, ups: list[dict[str, Any]]
+    ) -> dict[tuple[str, str], _Target] | None:
+        """:meth:`_reuse_targets` for a large fleet's folded detail: the targets read (a scrape time each)
+        that Prometheus still names and reaches; None when a task not met before has values."""
+        down = {_ident(r.get("metric", {})) for r in ups}
+        current, infos, no_info = self._current, self._infos, self._no_info
+        if any(v and ("", i) not in current and ("", i) not in no_info for i, v in folded.values.items()):
+            return None  # job values from a target we cannot name yet
+        return {
+            ident: _Target(infos[ident][1])
+            for i in folded.times
+            if (ident := ("", i)) in current and ident not in down
+        }
+
+    def _fill_folded(self, targets: dict[tuple[str, str], _Target], folded: FoldedDetail) -> None:
+        """:meth:`_fill` for a large fleet's folded detail (its values are finite numbers already): each
+        task's dict is handed on as it is when every value is plausible."""
+        valid = M.valid_value
+        for inst, text in folded.times.items():
+            tg = targets.get(("", inst))
+            if tg is not None:
+                val = number(text)
+                tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
+        for inst, values in folded.values.items():
+            tg = targets.get(("", inst))
+            if tg is None:
+                continue
+            kept = {k: v for k, v in values.items() if valid(k, v)}
+            tg.dropped += len(values) - len(kept)  # one bad value goes, never the task
+            tg.values = kept if len(kept) < len(values) else values
 
     def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict[str, Any]]) -> None:
         valid = M.valid_value
@@ -1031,9 +1076,9 @@ class PrometheusAPISource:
         fleet = large and self._fleet_mode()
         missing = set() if fleet else self._known.keys() - targets.keys()  # a fleet's: below
         if fleet:  # a fleet's tasks not read: the sweep's turn, unchanged unless down or no longer named;
-            # counted from the few read and the few failed (no Python loop over 100,000 tasks)
-            gone = self._known.keys() - self._current
-            failed = (gone | (down & self._known.keys())) - targets.keys()
+            # counted from the few read and the few failed (no pass over 100,000 tasks)
+            known = self._known
+            failed = (self._gone_known() | {i for i in down if i in known}) - targets.keys()
             read = sum(1 for i in targets if i in self._known)
             self.unchanged = len(self._known) - read - len(failed)
             missing = failed
@@ -1067,6 +1112,12 @@ class PrometheusAPISource:
                 TaskPoll(source=source, t=now, ok=False, info=info, error=why, elapsed=clock.monotonic() - t0)
             )
         return out
+
+    def _gone_known(self) -> set[tuple[str, str]]:
+        """The known targets the last identity read did not name (made again only when either changed)."""
+        if self._gone_cache is None:
+            self._gone_cache = set(self._known.keys() - self._current)
+        return self._gone_cache
 
     def _all_failed(self, msg: str, clock: Clock, t0: float) -> list[TaskPoll]:
         el = clock.monotonic() - t0
