@@ -53,7 +53,7 @@ import math
 import statistics
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -175,19 +175,12 @@ def _info(labels: Mapping[str, str]) -> TaskInfo:
     return TaskInfo(job=_shared(job), task=task, **pick)
 
 
-# the labels an identity is made of (:func:`_info`): what a task's cached identity is compared on
-_INFO_LABELS = (
-    "exported_job",
-    "job",
-    "task",
-    "instance",
-    *(k for k in M.TASK_INFO.labels if k not in ("job", "task")),
-)
 # the labels whose values many tasks share (the others are a task's own: its name, address, ranks, GPUs)
 _MANY = frozenset(
     ("exported_job", "job", "role", "gpu", "region", "zone", "provisioning", "dc", "stage", "local_rank")
 )
-_SHARED_AT = frozenset(i for i, k in enumerate(_INFO_LABELS) if k in _MANY)
+_OTHER_LABELS = tuple(k for k in M.TASK_INFO.labels if k not in ("job", "task"))  # fields of their own name
+_DEFAULTS = {f.name: f.default for f in fields(TaskInfo)}
 _SHARED: dict[str, str] = {}  # label values many tasks carry (job, role, GPU, region…): one string each
 _SHARED_MAX = 4096
 
@@ -203,10 +196,17 @@ def _shared(value: str) -> str:
     return got
 
 
-def _fingerprint(labels: Mapping[str, str]) -> tuple[str | None, ...]:
-    """What a task's identity is made of, to compare with the next read's (exact, ~100 bytes: the whole
-    label set, as parsed, costs ~800 a task)."""
-    return tuple(map(labels.get, _INFO_LABELS))
+def _made_from(info: TaskInfo, labels: Mapping[str, str]) -> bool:
+    """Whether :func:`_info` would make ``info`` again of ``labels`` (the labels it reads have the values
+    it holds): a task's identity is kept, the same object, while they stay the same (~800 bytes a task
+    for the parsed labels kept to compare, where this holds nothing). A value its cleaning changed reads
+    as changed: that task's identity is made again at each read, as a new one would be."""
+    get = labels.get
+    if info.job != (get("exported_job") or get("job") or "job"):
+        return False
+    if info.task != (get("task") or get("instance") or "task"):
+        return False
+    return all(getattr(info, k) == (get(k) or _DEFAULTS[k]) for k in _OTHER_LABELS)
 
 
 # a refresh's task values: value rows (``values_query``'s), or a large fleet's detail folded per task
@@ -251,8 +251,8 @@ class PrometheusAPISource:
         self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        # target → (what its identity was made of, the identity), reused while its labels stay the same
-        self._infos: dict[tuple[str, str], tuple[tuple[str | None, ...], TaskInfo]] = {}
+        # target → its identity, reused while the labels it is made of stay the same (_made_from)
+        self._infos: dict[tuple[str, str], TaskInfo] = {}
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._gone_cache: set[tuple[str, str]] | None = None  # known − current (_gone_known)
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
@@ -865,7 +865,7 @@ class PrometheusAPISource:
         ):
             return None  # job values from a target we cannot name yet
         return {
-            i: _Target(infos[i][1])
+            i: _Target(infos[i])
             for i, k in zip(idents, keys, strict=True)
             if k == T_KEY and i in current and i not in down
         }
@@ -875,15 +875,10 @@ class PrometheusAPISource:
         for r in infos:
             labels = r.get("metric", {})
             ident = _ident(labels)
-            cached = self._infos.get(ident)
-            made_of = _fingerprint(labels)
-            if cached is None or cached[0] != made_of:  # a new task, or its labels changed
-                info = _info(labels)
-                made_of = tuple(
-                    _shared(v) if v is not None and i in _SHARED_AT else v for i, v in enumerate(made_of)
-                )
-                cached = self._infos[ident] = (made_of, info)
-            out[ident] = _Target(cached[1])
+            info = self._infos.get(ident)
+            if info is None or not _made_from(info, labels):  # a new task, or its labels changed
+                info = self._infos[ident] = _info(labels)
+            out[ident] = _Target(info)
         self._follow(out, now)
         for ident, tg in out.items():
             self._known[ident] = tg.info
@@ -985,7 +980,7 @@ class PrometheusAPISource:
         if any(v and ("", i) not in current and ("", i) not in no_info for i, v in folded.values.items()):
             return None  # job values from a target we cannot name yet
         return {
-            ident: _Target(infos[ident][1])
+            ident: _Target(infos[ident])
             for i in folded.times
             if (ident := ("", i)) in current and ident not in down
         }
