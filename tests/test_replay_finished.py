@@ -68,11 +68,11 @@ async def test_a_backlog_being_read_replays_as_catching_up(tmp_path, monkeypatch
     read every one of them as up to date)."""
     import cmdare.collectors.tensorboard.source as tb_source
     from cmdare.collectors.tensorboard.source import TensorBoardSource
-    from tests.test_conformance_tensorboard import _big_event_file
+    from tests.test_conformance_tensorboard import big_event_file
 
     monkeypatch.setattr(tb_source, "READ_CHUNK_BYTES", 16 * 1024)  # a small file, many chunks
     monkeypatch.setattr(tb_source, "PROGRESS_MIN_BYTES", 16 * 1024)
-    _big_event_file(tmp_path / "logs" / "big" / "events.out.tfevents.1.host", 4_000)
+    big_event_file(tmp_path / "logs" / "big" / "events.out.tfevents.1.host", 4_000)
     rec = tmp_path / "session.sqlite"
     clock, lifecycle = ManualClock(T0), Lifecycle()
     recorder = Recorder(rec, lifecycle=lifecycle, interval=1.0)
