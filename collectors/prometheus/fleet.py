@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -112,7 +113,7 @@ def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) ->
     chunk: list[str] = []
     used = len(quote(detail_query([])))
     for inst in instances:
-        cost = 2 * len(quote(promql_string(_loose(inst)) + "|"))
+        cost = 2 * _quoted_len(promql_string(_loose(inst)) + "|")
         if chunk and used + cost > budget:
             out.append(detail_query(chunk))
             chunk, used = [], len(quote(detail_query([])))
@@ -121,6 +122,16 @@ def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) ->
     if chunk:
         out.append(detail_query(chunk))
     return out
+
+
+# what ``quote`` makes of each ASCII character it escapes (all but its default safe set: letters, digits, "_.-~/")
+_SAFE = frozenset(string.ascii_letters + string.digits + "_.-~/")
+_ESCAPED = str.maketrans({c: f"%{c:02X}" for c in range(128) if chr(c) not in _SAFE})
+
+
+def _quoted_len(text: str) -> int:
+    """``len(quote(text))``: one C-level pass for ASCII text (1,300 instances a refresh at 100,000 tasks)."""
+    return len(text.translate(_ESCAPED)) if text.isascii() else len(quote(text))
 
 
 def _loose(instance: str) -> str:
