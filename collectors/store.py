@@ -647,7 +647,9 @@ class Store:
         self.jobs: dict[str, JobSeries] = {}
         self.hosts: dict[str, TaskSeries] = {}  # node_exporter / DCGM detail by host (info.gpu = GPU model)
         self._dirty: set[str] = set()  # tasks whose points, identity or host detail changed (take_dirty)
-        self._on_host: dict[str, set[str]] = {}  # host -> the tasks that run on it
+        # host -> the task that runs on it, or the set of them when several do (a fleet's task mostly has
+        # a host of its own: a set each cost 100,000 tasks ~20 MB)
+        self._on_host: dict[str, str | set[str]] = {}
         self.logs_training = False  # whether any task ever logged a training figure (loss, LR, examples/s)
         self.sparse_s = 0.0  # how far back a sparsely read series' rate may reach (set_sparse_window)
         self._figured: dict[int, TaskSeries] = {}  # tasks whose memo holds figures (release_figures)
@@ -677,8 +679,8 @@ class Store:
             ts.version += 1  # what a reader's cache keys on: the identity changed too
         if poll.host and poll.host != ts.host:
             if not poll.host_only:
-                self._on_host.get(ts.host, set()).discard(key)
-                self._on_host.setdefault(poll.host, set()).add(key)
+                self._leave_host(ts.host, key)
+                self._join_host(poll.host, key)
             ts.host = poll.host
             ts.version += 1
         if not ts.is_repeat(poll.t, poll.values):
@@ -689,7 +691,7 @@ class Store:
                 self.staged[key] = ts
         if ts.version != before:  # something a reader shows changed: the task, or every task on the host
             if poll.host_only:
-                self._dirty.update(self._on_host.get(key, ()))
+                self._dirty.update(self._tasks_on(key))
             else:
                 self._dirty.add(key)
         if poll.job_facts is not None and not poll.host_only:
@@ -743,7 +745,28 @@ class Store:
 
     def has_tasks_on(self, host: str) -> bool:
         """Whether any task runs on ``host`` (its node detail alone does not count)."""
-        return bool(self._on_host.get(host))
+        return bool(self._tasks_on(host))
+
+    def _tasks_on(self, host: str) -> set[str] | tuple[str, ...]:
+        """The tasks that run on ``host``."""
+        held = self._on_host.get(host)
+        return () if held is None else (held,) if isinstance(held, str) else held
+
+    def _join_host(self, host: str, key: str) -> None:
+        held = self._on_host.get(host)
+        if held is None or held == key:
+            self._on_host[host] = key
+        elif isinstance(held, str):
+            self._on_host[host] = {held, key}
+        else:
+            held.add(key)
+
+    def _leave_host(self, host: str, key: str) -> None:
+        held = self._on_host.get(host)
+        if held == key:
+            del self._on_host[host]
+        elif isinstance(held, set):
+            held.discard(key)
 
     def host_of(self, ts: TaskSeries) -> TaskSeries | None:
         """The node_exporter / DCGM detail of the host ``ts`` runs on, if any was read."""

@@ -144,3 +144,28 @@ def test_an_identity_is_made_again_only_when_the_labels_it_is_made_of_change():
     assert infos[0].region == "us-east1" and infos[0] is not first[("", "10.0.0.0:9400")].info
     assert infos[1] is first[("", "10.0.0.1:9400")].info
     assert infos[1].gpu is infos[2].gpu and infos[1].job is infos[2].job  # one string for shared values
+
+
+def test_the_tasks_on_a_host_follow_them_whether_one_or_several():
+    """A host holds one task or several; a task that moves leaves its old host; a host's detail marks
+    the tasks on it (and only them) as changed."""
+    store = Store(capacity=16)
+
+    def poll(task: str, host: str, t: float = 1.0, host_only: bool = False) -> TaskPoll:
+        info = TaskInfo(job="j", task=task, role="node" if host_only else "worker")
+        return TaskPoll(source=task, t=t, ok=True, info=info, values={"x": t}, host=host, host_only=host_only)
+
+    store.add(poll("a", "h1"))
+    store.add(poll("b", "h1"))
+    store.add(poll("c", "h2"))
+    assert store.has_tasks_on("h1") and store.has_tasks_on("h2") and not store.has_tasks_on("h3")
+    store.add(poll("c", "h3", 2.0))  # moved
+    assert not store.has_tasks_on("h2") and store.has_tasks_on("h3")
+    store.add(poll("a", "h3", 2.0))
+    store.add(poll("b", "h3", 2.0))
+    assert not store.has_tasks_on("h1")
+    store.take_dirty()
+    store.add(poll("n3", "h3", 3.0, host_only=True))
+    assert store.take_dirty() == {"j/a", "j/b", "j/c"}
+    store.add(poll("n1", "h1", 3.0, host_only=True))
+    assert store.take_dirty() == set()
