@@ -582,8 +582,7 @@ class CmdareApp(App[int]):
 
     async def action_quit(self) -> None:
         """Quit at once: close the poller, the recorder (the recording complete in its file) and the replay;
-        stop the demo exporters in a thread for at most 1 s (each socketserver takes ~0.3 s to shut down;
-        their threads are daemons and end with us). ``q``, ctrl+c, SIGTERM, SIGHUP and SIGINT all come here."""
+        stop the demo exporters in a thread for at most 1 s (their one thread is a daemon and ends with us). ``q``, ctrl+c, SIGTERM, SIGHUP and SIGINT all come here."""
         self._stop.set()
         if self.session.poller is not None:
             await self.session.poller.aclose()
