@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 log = logging.getLogger(__name__)
 
 POLL_S = 0.5  # the host's wait when nothing is asked for (a socket added meanwhile is seen at once anyway)
-CLIENT_TIMEOUT_S = 2.0  # a client that connects and says nothing holds every page up this long at most
+CLIENT_TIMEOUT_S = 5.0  # a client that connects and says nothing holds every page up this long at most
 
 
 class _QuietHandler(WSGIRequestHandler):
