@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmdare.collectors.pricing.book import PriceBook
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from cmdare.planner.speed.speed_model import SpeedPrediction
 
 
-def _empty_map() -> Mapping[str, object]:
+def _empty_map() -> Mapping[Any, Any]:
     """An empty read-only mapping (the rules' ``frozen_map()``; their module loads with the planner, not at
     start-up: the first state's empty view needs none of it)."""
     return MappingProxyType({})
