@@ -58,10 +58,12 @@ def given(x: Floats) -> Bools:
 def median_of(values: Floats) -> float:
     """``statistics.median`` of the values, in numpy: the middle one, or the mean of the middle two
     computed as ``(a + b) / 2`` (the same float as the standard library's)."""
-    ranked = np.sort(values)
-    n = len(ranked)
+    n = len(values)
     i = n // 2
-    return float(ranked[i]) if n % 2 else float((ranked[i - 1] + ranked[i]) / 2)
+    if n % 2:
+        return float(np.partition(values, i)[i])
+    low, high = np.partition(values, (i - 1, i))[i - 1 : i + 1]  # the two middle values, without a sort
+    return float((low + high) / 2)
 
 
 class JobColumns:
@@ -126,16 +128,18 @@ class JobColumns:
         nodes = self.nodes
         rows = list(map(_READ, map(nodes.__getitem__, at)) if len(at) < len(nodes) else map(_READ, nodes))
         role, status, gpu, region, *floats = zip(*rows, strict=True)
-        idx = np.asarray(at, np.intp)
-        up = np.fromiter((s == "up" for s in status), bool, len(at))
-        work = np.fromiter((r in WORKER_ROLES for r in role), bool, len(at))
+        idx, n = np.asarray(at, np.intp), len(at)
+        work = np.fromiter(map(WORKER_ROLES.__contains__, role), bool, n)
+        up = np.fromiter(map("up".__eq__, status), bool, n)
         self.worker[idx] = work
         self.up_worker[idx] = up & work
-        self.up_ps[idx] = up & np.fromiter((r == "ps" for r in role), bool, len(at))
-        self.chief[idx] = np.fromiter((r == "chief" for r in role), bool, len(at))
-        code = self._code
-        self.gpu[idx] = [code(g) for g in gpu]
-        self.region[idx] = [code(r) for r in region]
+        self.up_ps[idx] = up & np.fromiter(map("ps".__eq__, role), bool, n)
+        self.chief[idx] = np.fromiter(map("chief".__eq__, role), bool, n)
+        codes = self._codes
+        for label in {*gpu, *region} - codes.keys():  # labels met for the first time
+            self._code(label)
+        self.gpu[idx] = np.fromiter(map(codes.__getitem__, gpu), np.intp, n)
+        self.region[idx] = np.fromiter(map(codes.__getitem__, region), np.intp, n)
         for name, col in zip(_FLOATS, floats, strict=True):
             getattr(self, name)[idx] = np.array(col, dtype=float)  # None -> NaN
 
