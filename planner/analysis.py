@@ -189,9 +189,13 @@ class Analysis:
         revocation model first learns the server lifetimes seen so far."""
         self.live.learn(lifetimes, now)
         out: dict[str, LivePlan] = {}
+        columns = self.columns  # the last refresh's (a refresh replaces the dict, never changes one)
         for job in jobs:
+            cols = columns.get(job.name)
             try:
-                out[job.name] = self.live.update(job, now)
+                out[job.name] = self.live.update(
+                    job, now, cols if cols is not None and cols.nodes is job.nodes else None
+                )
             except Exception as exc:  # a planner failure is a status on screen, not a crash
                 log.warning("live planner: job %s: %s", job.name, exc)
         return out

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from cmdare.collectors.observed import JobView, NodeView
-from cmdare.collectors.samples import JobFacts
+from cmdare.collectors.samples import JobFacts, ModelSpec
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.inputs import RuleInputs, frozen_map
 from cmdare.planner.rules.ps_rules import ps_load
@@ -218,3 +218,46 @@ def test_checkpoint_facts_of_columns_match_the_views(seed):
 
     job = _job(_fleet(random.Random(seed), 60))
     assert CheckpointFacts.of_columns(JobColumns.of(job)) == CheckpointFacts.of(job)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_live_plans_inputs_from_columns_match_the_views(seed):
+    """The live ranking's calibration samples, the job's region and provisioning, and the calibration's
+    residual: from the columns as from one worker after another."""
+    from collections import Counter
+
+    from cmdare.planner.live.plan import _dominant
+    from cmdare.planner.speed.calibration import Calibration
+    from cmdare.planner.speed.speed_model import SpeedModel
+
+    rng = random.Random(seed)
+    nodes = [replace(n, provisioning=rng.choice(["spot", "standard", ""]), region=rng.choice(["", n.region]),
+                     gpu=rng.choice([n.gpu, "Tesla K80", "V100"]) if n.gpu != "CPU" else "")
+             for n in _fleet(rng, rng.randint(2, 120))]  # fmt: skip
+    job = _job(nodes)
+    cols = JobColumns.of(job)
+    workers = [n for n in job.nodes if n.role in ("worker", "chief")]
+    assert cols.dominant(cols.region[cols.worker]) == _dominant(
+        Counter(n.region for n in workers if n.region)
+    )
+    assert cols.dominant(cols.prov[cols.worker]) == _dominant(
+        Counter(n.provisioning for n in workers if n.provisioning)
+    )
+    model = SpeedModel.load()
+    net = ModelSpec(name="ResNet-32", model_flops=1658696889.0, params=1857722.0, batch_size=128)
+    one = Calibration(model, net, {"K80": 3, "V100": 2}, 1)
+    for n in job.workers():
+        if n.status == "up" and n.step_seconds and n.gpu:
+            one.add_worker_step_time(n.gpu, n.step_seconds)
+    assert cols.step_times() == one.step_times  # the same names, in the same order, the same times
+    for r in (5.0, 7.5):
+        one.add_cluster_rate(r)
+    one.fit()
+    errs = [
+        abs(one._predict(one.compute_scale_, one.ps_scale_).steps_per_sec / r - 1) for r in one.cluster_rates
+    ]
+    pred = one._predict(one.compute_scale_, one.ps_scale_)
+    for g, v in one.step_times.items():
+        if g in pred.worker_steps_per_sec:
+            errs += [abs(one._worker_step_time(pred, g) / x - 1) for x in v]
+    assert one.residual == float(np.mean(errs))
