@@ -119,7 +119,7 @@ def measure(
             prof.disable()
         if prof is not None and profile == "rank" and k >= 2:
             prof.enable()
-        r, plans = cpu(lambda jobs=jobs, now=now: engine.rank(jobs, now))
+        r, plans = cpu(lambda jobs=jobs, now=now: engine.rank(jobs, now, (), engine.ranking_columns(jobs)))
         if prof is not None:
             prof.disable()
         engine.live_plans = plans  # type: ignore[assignment]

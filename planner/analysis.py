@@ -9,7 +9,7 @@ Pure computation over the store and the jobs (no I/O beyond loading shipped para
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -182,16 +182,29 @@ class Analysis:
             log.warning("planner: band of job %s: %s", job.name, exc)
             return None
 
+    def ranking_columns(self, jobs: list[JobView]) -> dict[str, JobColumns]:
+        """Copies of the jobs' columns for :meth:`rank` (taken where the refreshes run: a ranking's thread
+        then reads columns no refresh changes)."""
+        return {
+            j.name: c.copy()
+            for j in jobs
+            if (c := self.columns.get(j.name)) is not None and c.nodes is j.nodes
+        }
+
     def rank(
-        self, jobs: list[JobView], now: float, lifetimes: Sequence[Lifetime] = ()
+        self,
+        jobs: list[JobView],
+        now: float,
+        lifetimes: Sequence[Lifetime] = (),
+        columns: Mapping[str, JobColumns] | None = None,
     ) -> dict[str, LivePlan]:
         """Calibrate and rank alternative shapes for every job (CPU work: run it in a thread); the
-        revocation model first learns the server lifetimes seen so far."""
+        revocation model first learns the server lifetimes seen so far. ``columns``: the jobs' columns
+        (:meth:`ranking_columns`), read instead of the views where they were read from them."""
         self.live.learn(lifetimes, now)
         out: dict[str, LivePlan] = {}
-        columns = self.columns  # the last refresh's (a refresh replaces the dict, never changes one)
         for job in jobs:
-            cols = columns.get(job.name)
+            cols = (columns or {}).get(job.name)
             try:
                 out[job.name] = self.live.update(
                     job, now, cols if cols is not None and cols.nodes is job.nodes else None

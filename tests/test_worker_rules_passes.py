@@ -167,8 +167,9 @@ def test_columns_kept_over_refreshes_match_columns_read_whole(seed):
         nodes = list(nodes)
         for i in swapped:
             nodes[i] = fresh_views[i] if rng.random() < 0.3 else replace(nodes[i], steps_per_sec=rng.random())
-        was_length = len(kept.nodes)
+        was_length, held = len(kept.nodes), kept.copy()  # a ranking's copy: no update changes it
         kept = kept.update(nodes)
+        _same_columns(held, JobColumns(held.nodes))
         if was_length == len(nodes):
             assert kept.changed == len(swapped)
         job = _job(nodes)
