@@ -1,16 +1,20 @@
 """What the consumers of a refresh cost at 10,000 and 100,000 tasks: the planner's and rules' passes
 (:meth:`cmdare.planner.analysis.Analysis.refresh`), the live ranking (:meth:`Analysis.rank`) and the
 app's ``apply_state`` (every pane, the paint that follows), fed synthetic job views shaped like
-benchmarks/fake_prometheus.py's fleet (one job of K80 workers; ``--ps`` adds parameter servers), with
-``--changed`` of the tasks (13%: a 15 s scrape read every 2 s) given a new view each refresh, as the
-collectors' overview hands them over (a new :class:`JobView` a refresh, unchanged tasks the same objects).
+benchmarks/fake_prometheus.py's fleet (one job of K80 workers; ``--ps`` adds parameter servers, ``--sync``
+makes it a data-parallel all-reduce job of 8 ranks a node), with ``--changed`` of the tasks given a new
+view each refresh, as the collectors' overview hands them over (a new :class:`JobView` a refresh,
+unchanged tasks the same objects). 13% is a 15 s scrape read every 2 s when every task's rates move; the
+synthetic server's constant rate columns change far fewer (~800 views a refresh at 100,000 tasks: the
+fleet's sweep and focus). The network is one the speed model predicts (``--fake-model``: the synthetic
+server's, which it does not), so the outlook, the ranking and the model's verdicts run.
 
 No collector runs here (decoding and the store are benchmarks/prometheus_scale.py's): this is the quick
 loop for the consumer side. CPU per refresh (``time.process_time``, the collector paused around each
 step) by part, medians over ``--refreshes``, and the growth from the first size to the last.
 
     python benchmarks/consumer_scale.py [--sizes 10000,100000] [--refreshes 8] [--changed 0.13]
-                                        [--no-app] [--profile PART]
+                                        [--ps N] [--sync] [--fake-model] [--no-app] [--profile PART]
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ PREDICTED = JobFacts(
 )
 
 
-def _node(i: int, rng: random.Random, ps_every: int) -> NodeView:
+def _node(i: int, rng: random.Random, ps_every: int, sync: bool = False) -> NodeView:
     """Task ``i``: a K80 worker whose step time is 0.1 s plus a little per task (fake_prometheus's), up
     for a day; every ``ps_every``-th a parameter server (0: none)."""
     ps = bool(ps_every) and i % ps_every == 0
@@ -56,6 +60,8 @@ def _node(i: int, rng: random.Random, ps_every: int) -> NodeView:
         steps_per_sec=None if ps else rng.uniform(0.95, 1.05), step_seconds=None if ps else 0.1 + i % 97 / 970,
         gpu_util=None, net_in_bps=rng.uniform(1e6, 1e8) if ps else None, net_out_bps=None,
         started_at=T0 - 86_400 - i % 1000, last_error=None, restarts=0, cause="",
+        **({"allreduce_seconds": 0.02 + i % 89 / 8900, "rank": str(i), "local_rank": str(i % 8),
+            "host": f"node-{i // 8}"} if sync else {}),
     )  # fmt: skip
 
 
@@ -64,11 +70,11 @@ def _kind(n: NodeView) -> tuple[str, str, str, str, str]:
 
 
 def job_views(
-    n: int, changed: float, ps_every: int, facts: JobFacts, seed: int = 0
+    n: int, changed: float, ps_every: int, facts: JobFacts, seed: int = 0, sync: bool = False
 ) -> Iterator[list[JobView]]:
     """Successive refreshes' job lists: each gives ``changed`` of the tasks a new view (new steps/s)."""
     rng = random.Random(seed)
-    nodes = [_node(i, rng, ps_every) for i in range(n)]
+    nodes = [_node(i, rng, ps_every, sync) for i in range(n)]
     tally = Counter(map(_kind, nodes))
     k = 0
     while True:
@@ -78,7 +84,7 @@ def job_views(
                     nodes[i] = replace(nodes[i], steps_per_sec=rng.uniform(0.95, 1.05))
         job = JobView(name=facts.job, facts=facts, steps_per_sec=0.99 * n, examples_per_sec=None,
                       global_step=1000.0 + k * n, eta_seconds=None, nodes=list(nodes),
-                      history=[0.99 * n] * min(k + 1, 120), sync="async-ps" if ps_every else "",
+                      history=[0.99 * n] * min(k + 1, 120), sync="sync-allreduce" if sync else "async-ps" if ps_every else "",
                       tally=dict(tally))  # fmt: skip
         yield [job]
         k += 1
@@ -96,7 +102,14 @@ def cpu(step: Callable[[], object]) -> tuple[float, object]:
 
 
 def measure(
-    n: int, refreshes: int, changed: float, ps_every: int, app: bool, profile: str, facts: JobFacts
+    n: int,
+    refreshes: int,
+    changed: float,
+    ps_every: int,
+    app: bool,
+    profile: str,
+    facts: JobFacts,
+    sync: bool = False,
 ) -> dict[str, float]:
     from cmdare.collectors.pricing import load_offline_book
     from cmdare.collectors.store import Store
@@ -105,7 +118,7 @@ def measure(
 
     engine = Analysis(load_offline_book())
     store = Store()
-    views = job_views(n, changed, ps_every, facts)
+    views = job_views(n, changed, ps_every, facts, sync=sync)
     parts: dict[str, list[float]] = {"analysis": [], "rank": [], "app": []}
     prof = cProfile.Profile() if profile else None
     states: list[MonitorState] = []
@@ -184,13 +197,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--fake-model", action="store_true", help="fake_prometheus's job: a network not predicted"
     )
+    ap.add_argument("--sync", action="store_true", help="a data-parallel all-reduce job (8 ranks a node)")
     ap.add_argument("--no-app", action="store_true", help="the planner's parts only")
     ap.add_argument("--profile", choices=("", "analysis", "rank", "app"), default="")
     a = ap.parse_args(argv)
     print(f"consumer_scale: {a.changed:.0%} of tasks new each refresh, {a.refreshes} refreshes (medians)")
     out = [
         measure(
-            int(x), a.refreshes, a.changed, a.ps, not a.no_app, a.profile, FAKE if a.fake_model else PREDICTED
+            int(x),
+            a.refreshes,
+            a.changed,
+            a.ps,
+            not a.no_app,
+            a.profile,
+            FAKE if a.fake_model else PREDICTED,
+            a.sync,
         )
         for x in a.sizes.split(",")
     ]

@@ -27,7 +27,7 @@ from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, JobGoal, rule_inputs
 from cmdare.planner.rules.inputs import LinkCapacities, frozen_map
 from cmdare.planner.rules.thresholds import Thresholds
 from cmdare.planner.rules.wan_rules import pipelines
-from cmdare.planner.rules.worker_columns import JobColumns
+from cmdare.planner.rules.worker_columns import JobColumns, kept_columns
 from cmdare.planner.speed.speed_band import SpeedBand, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
 from cmdare.planner.view import JobPlannerView, PipelineView, PlannerView, PriceSource
@@ -78,6 +78,12 @@ class Analysis:
     ) -> tuple[PlannerView, list[Alert]]:
         """The planner's answer the panes render, and the active alerts, for one refresh."""
         self.columns = {j.name: self._columns(j) for j in jobs}  # the views that changed read again
+        with kept_columns(self.columns):  # what is asked once per view (a sync job's split) read from them
+            return self._refresh(store, jobs, now, rate_window_s)
+
+    def _refresh(
+        self, store: Store, jobs: list[JobView], now: float, rate_window_s: float
+    ) -> tuple[PlannerView, list[Alert]]:
         outlooks = self._predictions(jobs)
         cost = self.cost.update(jobs, now)
         hours = self.goals.deadline_hours

@@ -16,7 +16,7 @@ import pytest
 
 from cmdare.collectors.observed import JobView, NodeView
 from cmdare.collectors.samples import JobFacts, ModelSpec
-from cmdare.planner.rules.alerts import AlertContext
+from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.inputs import RuleInputs, frozen_map
 from cmdare.planner.rules.ps_rules import ps_load
 from cmdare.planner.rules.rule_support import canonical_gpu, compute_share, compute_shares
@@ -262,3 +262,52 @@ def test_the_live_plans_inputs_from_columns_match_the_views(seed):
         if g in pred.worker_steps_per_sec:
             errs += [abs(one._worker_step_time(pred, g) / x - 1) for x in v]
     assert one.residual == float(np.mean(errs))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_sync_jobs_split_shape_and_straggler_from_columns_match_the_views(seed):
+    """A data-parallel job's measured split, shape, placement and refused ranks, and its sync straggler:
+    read from the planner's kept columns (as its refresh does) and from the views, one rank at a time."""
+    from cmdare.planner.live import sync_job
+    from cmdare.planner.rules.sync_rules import sync_straggler_rule
+    from cmdare.planner.rules.worker_columns import kept_columns
+
+    rng = random.Random(seed)
+    nodes = [replace(n, allreduce_seconds=rng.choice([None, 0.0, rng.uniform(0.001, 0.5)]),
+                     local_rank=rng.choice([str(i % 8)] * 8 + ["", "x"]) if seed % 3 else str(i % 4),
+                     steps_per_sec=rng.choice([None, 0.0, rng.uniform(0.5, 9), 100.0]), rank=str(i))
+             for i, n in enumerate(_fleet(rng, rng.randint(2, 150)))]  # fmt: skip
+    asked = (
+        sync_job._measured_split,
+        sync_job._sync_shape,
+        sync_job._placement,
+        sync_job._allreduce_refusals,
+    )
+    views = _job(nodes)
+    views = replace(views, sync="sync-allreduce")
+    want = [f(views) for f in asked]
+    job = replace(views, tally=None)
+    cols = JobColumns.of(job)
+    with kept_columns({job.name: cols}):
+        assert sync_job._kept(job) is cols
+        assert [f(job) for f in asked] == want
+    assert sync_job._kept(job) is None  # outside the planner's refresh: the views
+    ctx = AlertContext(0.0, [job], RuleInputs(columns=frozen_map({job.name: cols})))
+    assert sync_straggler_rule(ctx) == _sync_straggler_reference(views)
+
+
+def _sync_straggler_reference(job: JobView) -> list[Finding]:
+    """The sync straggler's verdict over the views (the rule's per-rank code before columns)."""
+    from cmdare.planner.live.sync_job import rank_split, ranks
+    from cmdare.planner.rules import sync_rules
+    from cmdare.planner.rules.worker_columns import kept_columns
+
+    with kept_columns({}):  # no columns: columns_of reads the job's own (a full read), as a control
+        got = sync_rules.sync_straggler_rule(AlertContext(0.0, [job]))
+    rs = [(n, s) for n in ranks(job) if (s := rank_split(n)) is not None]
+    if len(rs) >= 2:  # the per-rank definition, for the ratio the finding states
+        slow, (c, _) = max(rs, key=lambda r: r[1][0])
+        med = statistics.median(s[0] for n, s in rs if n is not slow)
+        for f in got:
+            assert f.subject == f"{job.name}/{slow.name}" and f.evidence["ratio"] == round(c / med, 3)
+    return got

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from itertools import compress
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,11 +39,15 @@ Bools = npt.NDArray[np.bool_]
 Ints = npt.NDArray[np.intp]
 
 _READ = operator.attrgetter(
-    "role", "status", "gpu", "region", "provisioning", "step_seconds", "steps_per_sec", "gpu_util",
-    "last_checkpoint_at", "checkpoint_seconds", "checkpoint_interval_s",
+    "role", "status", "gpu", "region", "provisioning", "local_rank", "step_seconds", "steps_per_sec", "gpu_util",
+    "last_checkpoint_at", "checkpoint_seconds", "checkpoint_interval_s", "allreduce_seconds",
 )  # fmt: skip
-_FLOATS = ("step", "sps", "util", "ckpt_last", "ckpt_write", "ckpt_gap")
-_ARRAYS = ("up_worker", "up_ps", "worker", "chief", "gpu", "region", "prov", *_FLOATS)
+_FLOATS = ("step", "sps", "util", "ckpt_last", "ckpt_write", "ckpt_gap", "allreduce")
+_ARRAYS = ("up_worker", "up_ps", "worker", "chief", "gpu", "region", "prov", "local", *_FLOATS)
+NO_LOCAL_RANK, BAD_LOCAL_RANK = (
+    -1,
+    -2,
+)  # ``local`` of a rank without a numeric local rank / with digits int() refuses
 
 
 def canonical_gpu(gpu: str) -> str:
@@ -49,6 +56,37 @@ def canonical_gpu(gpu: str) -> str:
         return get_gpu(gpu).name
     except UnknownGpuError:
         return gpu
+
+
+def _local_rank(text: str) -> int:
+    """A local rank as the sync shape reads it (``int(x)`` where ``x.isdigit()``), else a marker."""
+    if not text.isdigit():
+        return NO_LOCAL_RANK
+    try:
+        return int(text)
+    except ValueError:  # digits int() does not read ("²"): the shape's read raises on them too
+        return BAD_LOCAL_RANK
+
+
+_KEPT: ContextVar[Mapping[str, JobColumns]] = ContextVar("kept_columns", default=MappingProxyType({}))
+
+
+@contextmanager
+def kept_columns(columns: Mapping[str, JobColumns]) -> Iterator[None]:
+    """While in this block, :func:`kept_for` finds these columns (job name → columns): the planner's
+    refresh sets them around its rules, so what is asked of a job once per view (its sync split, its
+    shape) is read from them; a ranking's thread does not see them (it reads what the rules left)."""
+    token = _KEPT.set(columns)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def kept_for(job: JobView) -> JobColumns | None:
+    """The job's kept columns (:func:`kept_columns`) when read from this very node list, else None."""
+    cols = _KEPT.get().get(job.name)
+    return cols if cols is not None and cols.nodes is job.nodes else None
 
 
 def canonical_gpu_strict(gpu: str) -> str:
@@ -77,7 +115,8 @@ class JobColumns:
     from; ``labels`` the GPU and region strings, ``gpu`` / ``region`` their codes into it."""
 
     __slots__ = ("nodes", "labels", "_codes", "up_worker", "up_ps", "worker", "chief", "gpu", "region",
-                 "prov", "step", "sps", "util", "ckpt_last", "ckpt_write", "ckpt_gap", "changed")  # fmt: skip
+                 "prov", "local", "step", "sps", "util", "ckpt_last", "ckpt_write", "ckpt_gap", "allreduce",
+                 "changed")  # fmt: skip
 
     def __init__(self, nodes: Sequence[NodeView]) -> None:
         self.nodes: Sequence[NodeView] = nodes
@@ -91,12 +130,14 @@ class JobColumns:
         self.gpu: Ints = np.zeros(n, np.intp)
         self.region: Ints = np.zeros(n, np.intp)
         self.prov: Ints = np.zeros(n, np.intp)
+        self.local: Ints = np.full(n, NO_LOCAL_RANK, np.intp)  # the local rank as a number
         self.step: Floats = np.full(n, np.nan)
         self.sps: Floats = np.full(n, np.nan)
         self.util: Floats = np.full(n, np.nan)
         self.ckpt_last: Floats = np.full(n, np.nan)
         self.ckpt_write: Floats = np.full(n, np.nan)
         self.ckpt_gap: Floats = np.full(n, np.nan)
+        self.allreduce: Floats = np.full(n, np.nan)  # a sync rank's exposed all-reduce a step (s)
         self.changed = n  # views read by the last update
         self._read(range(n))
 
@@ -144,7 +185,7 @@ class JobColumns:
             return
         nodes = self.nodes
         rows = list(map(_READ, map(nodes.__getitem__, at)) if len(at) < len(nodes) else map(_READ, nodes))
-        role, status, gpu, region, prov, *floats = zip(*rows, strict=True)
+        role, status, gpu, region, prov, local, *floats = zip(*rows, strict=True)
         idx, n = np.asarray(at, np.intp), len(at)
         work = np.fromiter(map(WORKER_ROLES.__contains__, role), bool, n)
         up = np.fromiter(map("up".__eq__, status), bool, n)
@@ -158,6 +199,7 @@ class JobColumns:
         self.gpu[idx] = np.fromiter(map(codes.__getitem__, gpu), np.intp, n)
         self.region[idx] = np.fromiter(map(codes.__getitem__, region), np.intp, n)
         self.prov[idx] = np.fromiter(map(codes.__getitem__, prov), np.intp, n)
+        self.local[idx] = np.fromiter(map(_local_rank, local), np.intp, n)
         for name, col in zip(_FLOATS, floats, strict=True):
             getattr(self, name)[idx] = np.array(col, dtype=float)  # None -> NaN
 
