@@ -32,11 +32,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cmdare.collectors.observed import JobView, NodeView  # noqa: E402
 from cmdare.collectors.samples import JobFacts, ModelSpec  # noqa: E402
+
+if TYPE_CHECKING:
+    from cmdare.planner.analysis import Analysis
 
 T0 = 1_700_000_000.0
 REFRESH_S = 2.0
@@ -90,6 +94,14 @@ def job_views(
         k += 1
 
 
+def rank(engine: Analysis, jobs: list[JobView], now: float) -> object:
+    """The live ranking as the session starts it: with copies of the jobs' columns (a planner that keeps
+    none, an older one measured for comparison, ranks from the views)."""
+    if hasattr(engine, "ranking_columns"):
+        return engine.rank(jobs, now, (), engine.ranking_columns(jobs))
+    return engine.rank(jobs, now)
+
+
 def cpu(step: Callable[[], object]) -> tuple[float, object]:
     gc.collect()
     gc.disable()
@@ -132,7 +144,7 @@ def measure(
             prof.disable()
         if prof is not None and profile == "rank" and k >= 2:
             prof.enable()
-        r, plans = cpu(lambda jobs=jobs, now=now: engine.rank(jobs, now, (), engine.ranking_columns(jobs)))
+        r, plans = cpu(lambda jobs=jobs, now=now: rank(engine, jobs, now))
         if prof is not None:
             prof.disable()
         engine.live_plans = plans  # type: ignore[assignment]
