@@ -1,13 +1,16 @@
 """A job's tasks as columns (numpy arrays, position for position with ``job.nodes``), kept from one refresh
 to the next: what the rules and the planner read of every worker of a 100,000-task job (up or not, role,
-GPU and region labels, step time, steps/s, DCGM utilisation, checkpoints) without a Python pass over the
-views each refresh.
+GPU, region and provisioning labels, local rank, step time, steps/s, DCGM utilisation, exposed all-reduce,
+checkpoints) without a Python pass over the views each refresh.
 
 :meth:`JobColumns.update` compares the job's new node list with the one it last read, position for
 position, in one C-level pass (``operator.is_not``: the overview hands over the same ``NodeView`` while
 nothing about a task changed) and reads again only the views that are other objects (a 15 s scrape read
-every 2 s: ~13% of them); a list of another length is read whole. The columns are a function of the list
-alone, so a kept and a fresh :class:`JobColumns` hold the same values (tests/test_worker_columns.py).
+every 2 s: up to ~13% of them); a list of another length is read whole. The columns are a function of the
+list alone, so a kept and a fresh :class:`JobColumns` hold the same values (tests/test_worker_rules_passes.py).
+The planner hands its kept columns to the rules (``RuleInputs.columns``), to what is asked of a job once per
+view while its refresh runs (:func:`kept_columns`: a sync job's split and shape) and, as a copy, to the live
+ranking's thread.
 
 A missing figure (None) is NaN in a float column; "truthy" (:func:`given`) is the rules' own test of a
 figure (``if w.step_seconds``: neither None nor 0). Order is the nodes' order throughout, so a verdict that
@@ -44,10 +47,8 @@ _READ = operator.attrgetter(
 )  # fmt: skip
 _FLOATS = ("step", "sps", "util", "ckpt_last", "ckpt_write", "ckpt_gap", "allreduce")
 _ARRAYS = ("up_worker", "up_ps", "worker", "chief", "gpu", "region", "prov", "local", *_FLOATS)
-NO_LOCAL_RANK, BAD_LOCAL_RANK = (
-    -1,
-    -2,
-)  # ``local`` of a rank without a numeric local rank / with digits int() refuses
+NO_LOCAL_RANK = -1  # ``local`` of a rank whose local rank is not digits
+BAD_LOCAL_RANK = -2  # ``local`` of a rank whose local rank is digits int() does not read
 
 
 def canonical_gpu(gpu: str) -> str:
