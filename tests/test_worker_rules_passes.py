@@ -19,8 +19,8 @@ from cmdare.collectors.samples import JobFacts, ModelSpec
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.inputs import RuleInputs, frozen_map
 from cmdare.planner.rules.ps_rules import ps_load
-from cmdare.planner.rules.rule_support import canonical_gpu, compute_share, compute_shares
-from cmdare.planner.rules.worker_columns import JobColumns, compute_shares_of
+from cmdare.planner.rules.rule_support import compute_share, compute_shares
+from cmdare.planner.rules.worker_columns import JobColumns, canonical_gpu, compute_shares_of
 from cmdare.planner.rules.worker_rules import _slowest
 from cmdare.planner.speed.speed_model import SpeedPrediction
 

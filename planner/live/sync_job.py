@@ -37,7 +37,10 @@ def _kept(job: JobView) -> JobColumns | None:
     """The planner's columns of the job while its refresh runs (:func:`~cmdare.planner.rules.worker_columns.
     kept_columns`), read instead of the views; None before the planner has loaded, or elsewhere."""
     columns = sys.modules.get(_COLUMNS)
-    return columns.kept_for(job) if columns is not None else None  # type: ignore[no-any-return]  # a module found by name: its kept_for returns JobColumns | None
+    found: JobColumns | None = (
+        columns.kept_for(job) if columns is not None else None
+    )  # a module found by name
+    return found
 
 
 SYNC = "sync-allreduce"

@@ -97,7 +97,8 @@ def canonical_gpu_strict(gpu: str) -> str:
 
 def given(x: Floats) -> Bools:
     """Where a float column holds a figure the rules count (``if x``: not None, not 0)."""
-    return ~np.isnan(x) & (x != 0)
+    out: Bools = ~np.isnan(x) & (x != 0)
+    return out
 
 
 def median_of(values: Floats) -> float:
@@ -208,7 +209,7 @@ class JobColumns:
     def views(self, where: Bools) -> list[NodeView]:
         """The views where ``where`` holds, in the nodes' order."""
         nodes = self.nodes
-        return [nodes[i] for i in np.flatnonzero(where)]
+        return [nodes[i] for i in np.flatnonzero(where).tolist()]
 
     def up_ps_nodes(self) -> list[NodeView]:
         """The parameter servers that are up, in the nodes' order (``JobView.up_ps_nodes``)."""

@@ -18,7 +18,6 @@ from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.ps_rules import PsLoad, ps_load
 from cmdare.planner.rules.rule_support import (
     basis,
-    canonical_gpu,
     columns_of,
     current_prediction,
     node_usd_per_hour,
@@ -28,7 +27,14 @@ from cmdare.planner.rules.rule_support import (
     thresholds_of,
 )
 from cmdare.planner.rules.thresholds import Thresholds
-from cmdare.planner.rules.worker_columns import Floats, Ints, compute_shares_of, given, median_of
+from cmdare.planner.rules.worker_columns import (
+    Floats,
+    Ints,
+    canonical_gpu,
+    compute_shares_of,
+    given,
+    median_of,
+)
 
 if TYPE_CHECKING:
     from cmdare.collectors.pricing.book import PriceBook
