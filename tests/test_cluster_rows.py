@@ -21,6 +21,7 @@ from cmdare.planner.rules.alerts import Alert
 from cmdare.tui.format import rate, uptime, uptime_until
 from cmdare.tui.panes.cluster import ClusterPane, RoleTally, replaced, role_summary
 from cmdare.tui.panes.cluster_rows import COLUMNS, UP, ShownAt, TaskCells, TaskRows, task_facts
+from cmdare.tui.panes.ordered_values import OrderedValues
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable
 
@@ -179,6 +180,35 @@ def test_replaced_is_the_multiset_difference_and_union():
         for value in out:
             left.remove(value)
         assert replaced(ordered, out, add) == sorted(left + add)
+
+
+def test_ordered_values_kept_value_by_value_match_a_fresh_sort():
+    """Incremental (chunks split and emptied, small batches one by one, large ones merged) vs the values
+    sorted afresh each time, and the median vs statistics.median's, over random updates."""
+    rng = random.Random(11)
+    pool = [1.0, 2.0, 2.0, 3.5] + [rng.random() * 4 for _ in range(50)]
+    held = sorted(rng.choice(pool) for _ in range(3000))
+    kept = OrderedValues(held)
+    for step in range(400):
+        big = step % 40 == 0
+        out = rng.sample(held, min(len(held), rng.randint(0, 800 if big else 60)))
+        add = [
+            rng.choice(pool) if rng.random() < 0.7 else rng.random() * 4
+            for _ in range(rng.randint(0, 800 if big else 70))
+        ]
+        for value in out:
+            held.remove(value)
+        held = sorted(held + add)
+        kept.update(out + ([9.0] if step % 13 == 0 else []), add)  # a value not held is passed over
+        assert kept.values() == held and len(kept) == len(held)
+        assert kept.median() == statistics.median(held)
+    for _ in range(2500):  # one value at a time past the top: the last chunk overflows and splits, often
+        kept.update([], [5.0])
+    held += [5.0] * 2500
+    assert kept.values() == held and kept.median() == statistics.median(held)
+    for value in list(held):
+        kept.update([value], [])  # one by one down to nothing (every chunk emptied)
+    assert not kept and kept.values() == []
 
 
 class PaneApp(App[None]):
