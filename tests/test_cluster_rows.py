@@ -152,6 +152,29 @@ def reference_line(nodes: list[NodeView]) -> str:
     return out
 
 
+def test_rows_kept_across_refreshes_match_rows_made_afresh():
+    """Incremental vs fresh: over random refreshes where views are replaced, tasks trade places (the
+    same count: where each task is must be found again), and flags come and go on tasks and on the job
+    (its PS rows), the kept rows read exactly as a new TaskRows' would (keys, cells, sort values)."""
+    rng = random.Random(7)
+    nodes = [view(i, "ps" if i % 10 == 0 else "worker", steps_per_sec=1.0) for i in range(60)]
+    kept = TaskRows()
+    for step in range(150):
+        for i in rng.sample(range(len(nodes)), rng.randint(0, 6)):
+            nodes[i] = replace(nodes[i], steps_per_sec=rng.choice([1.0, 2.0, None]))
+        if step % 7 == 3:
+            a, b = rng.sample(range(len(nodes)), 2)
+            nodes[a], nodes[b] = nodes[b], nodes[a]
+        subjects = [f"j/{n.name}" for n in rng.sample(nodes, rng.randint(0, 4))] + ["j/gone-9"]
+        alerts = [alert(rng.choice(["straggler", "silent"]), s) for s in subjects]
+        alerts += [alert("ps-saturation", "j")] if step % 3 == 0 else []
+        now = state(nodes, T0 + step, alerts)
+        got, fresh = kept.update(now), TaskRows().update(now)
+        assert [r.key for r in got] == [r.key for r in fresh]
+        assert [r.values() for r in got] == [r.values() for r in fresh]
+        assert [list(r.sort_values() or ()) for r in got] == [list(r.sort_values() or ()) for r in fresh]
+
+
 def test_the_tally_is_the_defined_summary_over_random_refreshes():
     rng = random.Random(3)
     roles = ["worker"] * 8 + ["ps", "chief"]
