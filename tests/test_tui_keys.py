@@ -143,7 +143,8 @@ async def settled(app: CmdareApp, pilot) -> None:  # noqa: ANN001
 
 async def test_help_is_a_box_over_the_panes_and_keys_under_it_wait():
     """Issue 28/34: the help opens over the panes in the app's own screen (no screen pushed, nothing
-    mounted), the keys under it wait, esc gives the focus back; a click on a pane closes it."""
+    mounted) and takes the keys while the table below keeps the focus (unchanged: no restyle, no repaint
+    in blurred colours); the keys under it wait, esc closes it; a click on another pane closes it."""
     app, before = fixed_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await before(pilot)
@@ -152,23 +153,59 @@ async def test_help_is_a_box_over_the_panes_and_keys_under_it_wait():
         screen, mounted = app.screen, widgets(app)
         await pilot.press("question_mark")
         help_ = app.query_one(HelpOverlay)
-        assert app.help_shown and app.screen is screen and app.focused is help_
+        assert app.help_shown and app.screen is screen and app.focused is table and table.has_focus
         assert app.query_one("#pane-cluster").display and help_.region.width == 78  # the panes stay around it
         assert "cmdare-tui — keys (esc closes)" in str(help_.query_one(Static).content)
         footer = app.query_one(FitFooter)
         assert [k.key_display for k in footer.keys] == ["esc"] and footer.keys[0].description == "Close help"
-        await pilot.press("2", "j")  # waits: no pane switch, no cursor move under the help
-        assert app.help_shown and app._current == 0 and table.cursor_row == 0
+        await pilot.press("2", "j", "down", "slash", "s")  # wait: no pane switch, cursor move, filter or sort
+        assert app.help_shown and app._current == 0 and table.cursor_row == 0 and app.focused is table
+        assert table.view.sort_col is None and not app.query("Input.filter.-active")
         await pilot.press("escape")
         await pilot.pause()
         assert not app.help_shown and app.focused is table and widgets(app) == mounted
         assert "q" in [k.key_display for k in footer.keys]  # the keys are back
+        await pilot.press("j")
+        assert table.cursor_row == 1  # and go to the table again
+        await pilot.press("question_mark")
+        assert table.region.x + 2 < help_.region.x  # a click on the focused table beside the help closes it
+        await pilot.click(table, offset=(2, 3))  # (the focus does not move: only the click can tell)
+        await pilot.pause()
+        assert not app.help_shown and app.focused is table
         await pilot.press("question_mark")
         alerts = app.query_one("#pane-alerts")
         await pilot.click(alerts, offset=(alerts.size.width - 4, 3))  # beside the help: the focus goes there
         await pilot.pause()  # (and the help closes)
         await pilot.pause()
         assert not app.help_shown and app.query_one("#pane-alerts").has_class("-focused")
+
+
+async def test_help_answers_its_keys_and_a_click_beside_it_closes_it():
+    """Issue 28: while the help is open, its keys scroll it (not the table below, which keeps the focus),
+    and ``q`` and ``?`` close it (``q`` does not quit)."""
+    app, before = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:  # the help is taller than the screen: it scrolls
+        await before(pilot)
+        table = app.query_one("#cluster-table", FilterTable)
+        help_ = app.query_one(HelpOverlay)
+        await pilot.press("question_mark")
+        assert app.help_shown and help_.max_scroll_y > 0 and help_.scroll_y == 0
+        await pilot.press("down", "down")
+        await pilot.pause()
+        assert help_.scroll_y == 2 and table.cursor_row == 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert help_.scroll_y > 2
+        await pilot.press("home")
+        await pilot.pause()
+        assert help_.scroll_y == 0
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.help_shown and app.is_running and app.focused is table
+        await pilot.press("question_mark")
+        assert app.help_shown
+        await pilot.press("question_mark")
+        assert not app.help_shown
 
 
 async def test_pane_switch_marks_the_pane_and_mounts_nothing():

@@ -20,6 +20,7 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
@@ -28,6 +29,7 @@ from textual.worker import Worker, WorkerState
 from cmdare.collectors import writes
 from cmdare.tui.help_screen import HelpOverlay, Section, binding_rows, help_sections
 from cmdare.tui.options import SessionOptions
+from cmdare.tui.pane_screen import PaneScreen
 from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.panes.job import JobPane
@@ -128,6 +130,19 @@ class CmdareApp(App[int]):
         self.animation_level = "full" if animations else "none"
         if theme:
             self.theme = theme
+
+    def get_default_screen(self) -> Screen:
+        return PaneScreen(id="_default")
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; on Linux and macOS the one that answers ``esc`` after
+        ``ESCDELAY`` instead of Textual's 0.1 s (tui/escape_driver.py)."""
+        driver = super().get_driver_class()
+        if (driver.__module__, driver.__qualname__) == ("textual.drivers.linux_driver", "LinuxDriver"):
+            from cmdare.tui.escape_driver import EscapeDriver
+
+            return EscapeDriver
+        return driver
 
     @property
     def read_only(self) -> bool:
@@ -333,10 +348,17 @@ class CmdareApp(App[int]):
         self.sub_title = PANES[self._current][1]
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        help_ = self._help
-        if help_.display and event.widget is not help_ and help_ not in event.widget.ancestors:
-            help_.close(restore_focus=False)  # a click put the focus under the help: it closes
+        if self._help.display:
+            self._help.close(restore_focus=False)  # the focus moved under the help (it never takes it)
         self._mark_focused_pane()
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        """A press of the mouse beside the open help closes it (then does what it does). The help keeps
+        the focus where it was: a click on the focused table would not move the focus and close it."""
+        help_ = self._help
+        under = event.widget
+        if help_.display and (under is None or (under is not help_ and help_ not in under.ancestors)):
+            help_.close(restore_focus=False)
 
     def _mark_focused_pane(self) -> None:
         """Give the pane holding the focus (else the one last shown) the class :data:`FOCUSED_PANE`,
