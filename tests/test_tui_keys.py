@@ -228,6 +228,24 @@ async def test_pane_switch_marks_the_pane_and_mounts_nothing():
             assert widgets(app) == mounted
 
 
+async def test_pane_switch_moves_focus_mark_and_key_line_at_once():
+    """Issue 28: a pane switch moves the focus, the pane's mark and the key line in the action itself,
+    so they are drawn in the frame that shows the pane (the focus came a turn of the loop later, and the
+    mark and the key line in a second frame); the sub-title follows without repainting the screen."""
+    app, before = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await before(pilot)
+        footer = app.query_one(FitFooter)
+        app.action_show_pane("job")  # no pause: what the next frame draws is set already
+        job = app.query_one("#pane-job")
+        assert app.focused is not None and (app.focused is job or job in app.focused.ancestors)
+        assert job.has_class("-focused") and not app.query_one("#pane-cluster").has_class("-focused")
+        assert "/" not in [k.key_display for k in footer.keys] and app.sub_title == "Job"
+        app.action_show_pane("cluster")
+        assert app.focused is app.query_one("#cluster-table", FilterTable)
+        assert "/" in [k.key_display for k in footer.keys] and app.sub_title == "Cluster"
+
+
 async def test_a_click_on_a_footer_key_presses_it():
     app, before = fixed_app()
     async with app.run_test(size=(120, 40)) as pilot:

@@ -344,8 +344,13 @@ class CmdareApp(App[int]):
             ),
             None,
         )
-        (target or pane).focus()
-        self.sub_title = PANES[self._current][1]
+        # the focus moved now, not at the next turn of the loop (Widget.focus): the pane's mark and the key
+        # line change in the same frame as the pane (they came in a frame of their own ~30 ms later)
+        self.screen.set_focus(target or pane, scroll_visible=False)
+        self._mark_focused_pane()
+        self.query_one(FitFooter).update_keys()
+        # (not shown by this app: Textual's App.sub_title repaints the whole screen when set)
+        self.set_reactive(App.sub_title, PANES[self._current][1])
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         if self._help.display:
