@@ -353,7 +353,7 @@ class CmdareApp(App[int]):
         self.set_reactive(App.sub_title, PANES[self._current][1])
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        if self._help.display:
+        if self._help.shown:
             self._help.close(restore_focus=False)  # the focus moved under the help (it never takes it)
         self._mark_focused_pane()
 
@@ -362,7 +362,7 @@ class CmdareApp(App[int]):
         the focus where it was: a click on the focused table would not move the focus and close it."""
         help_ = self._help
         under = event.widget
-        if help_.display and (under is None or (under is not help_ and help_ not in under.ancestors)):
+        if help_.shown and (under is None or (under is not help_ and help_ not in under.ancestors)):
             help_.close(restore_focus=False)
 
     def _mark_focused_pane(self) -> None:
@@ -522,12 +522,12 @@ class CmdareApp(App[int]):
     @property
     def help_shown(self) -> bool:
         """Whether the help is open."""
-        return self._help.display  # (a reference, not a query: bindings are checked often)
+        return self._help.shown  # (a reference, not a query: bindings are checked often)
 
     def action_help(self) -> None:
         """``?``: open the help over the panes (again: close it)."""
         overlay = self._help
-        if overlay.display:
+        if overlay.shown:
             overlay.action_close()
             return
         notes = ["READ-ONLY: nothing is written anywhere; exports are off."] if self.read_only else []

@@ -107,7 +107,10 @@ class HelpOverlay(VerticalScroll, can_focus=False):
     composed, mounted and styled at each opening and painted whole, and closing it repainted the whole
     screen below (issue 28); showing this box mounts nothing, lays the screen out once and paints the
     cells it covers, hiding it repaints those cells. Its text is made again only when what it says changed
-    (another pane, keys remapped, a replay ended). The panes stay in sight around it.
+    (another pane, keys remapped, a replay ended). The panes stay in sight around it. Closed, it is
+    hidden (``visibility``), not taken out of the layout: a box that came and went changed the painting
+    order of every widget on the screen, so the whole screen was written again at each opening and
+    closing (~25 kB through tmux for a 78-column box, issue 28).
 
     It never takes the focus: while it is open the screen sends it the keys (:meth:`PaneScreen.take_keys`:
     its own close and scroll keys, then the app's that work over it), and the focused table stays focused
@@ -115,7 +118,7 @@ class HelpOverlay(VerticalScroll, can_focus=False):
     wheel scrolls it as any box; a click beside it closes it (the app)."""
 
     DEFAULT_CSS = """
-    HelpOverlay { layer: help; display: none; width: 78; max-width: 100%; height: auto; max-height: 100%;
+    HelpOverlay { layer: help; visibility: hidden; width: 78; max-width: 100%; height: auto; max-height: 100%;
         border: round $accent; background: $surface; padding: 0 1; }
     """
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close help", id="help.close")]
@@ -130,7 +133,7 @@ class HelpOverlay(VerticalScroll, can_focus=False):
         takes typed text (the filter line) gives up the focus until the help closes."""
         self.sections = sections
         update_static(self.query_one("#help-text", Static), help_text(sections, notes))
-        self.display = True
+        self.styles.visibility = "visible"
         if self.scroll_y:
             self.scroll_home(animate=False, immediate=True)
         focused = self.app.focused
@@ -138,6 +141,11 @@ class HelpOverlay(VerticalScroll, can_focus=False):
             self._before = focused
             self.screen.set_focus(None)
         self._screen().take_keys(self)
+
+    @property
+    def shown(self) -> bool:
+        """Whether the help is open."""
+        return self.styles.visibility == "visible"
 
     def action_close(self) -> None:
         """Hide the help; the keys go back to the focused widget (a text field to the focus it gave up)."""
@@ -147,7 +155,7 @@ class HelpOverlay(VerticalScroll, can_focus=False):
         """Hide the help; the keys go back to the focused widget. With ``restore_focus``, a text field that
         gave up the focus at opening takes it back (not when a click already put the focus elsewhere); with
         nothing focused, the app gives a pane the focus (:class:`Closed`)."""
-        self.display = False
+        self.styles.visibility = "hidden"
         self._screen().take_keys(None)
         before, self._before = self._before, None
         if restore_focus and before is not None and before.is_attached and before.focusable:
