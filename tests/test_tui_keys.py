@@ -256,3 +256,58 @@ async def test_a_click_on_a_footer_key_presses_it():
         await pilot.click(FitFooter, offset=(x + 1, 0))
         await pilot.pause()
         assert app.help_shown
+
+
+def test_a_lone_escape_waits_its_delay_not_the_input_threads_tenth_of_a_second(monkeypatch):
+    """Issue 28: Textual's input thread read a pending escape sequence only when its 0.1 s wait for input
+    ended, so ``esc`` came 100+ ms late whatever ESCDELAY said. The app's driver waits for input only until
+    the sequence times out: a lone ESC becomes ``esc`` then; an arrow's sequence is still one key."""
+    from textual import constants
+    from textual._time import get_time
+    from textual._xterm_parser import XTermParser
+
+    from cmdare.tui.escape_driver import IDLE_WAIT_S, EscapeDriver, input_wait
+
+    assert CmdareApp().get_driver_class() is EscapeDriver  # (tests run without TEXTUAL_DRIVER)
+    monkeypatch.setattr(constants, "ESCAPE_DELAY", 0.025)  # what tui/cli.py's ESCDELAY gives
+    parser = XTermParser()
+    assert input_wait(parser, get_time()) == IDLE_WAIT_S and IDLE_WAIT_S == 0.1  # idle: as Textual's
+    assert list(parser.feed("\x1b")) == []  # a lone ESC: is more coming?
+    wait = input_wait(parser, get_time())
+    assert 0 < wait <= constants.ESCAPE_DELAY < IDLE_WAIT_S
+    import time
+
+    time.sleep(wait)  # the thread's wait ends when the sequence times out
+    assert [e.key for e in parser.tick()] == ["escape"]
+    assert input_wait(parser, get_time()) == IDLE_WAIT_S
+    assert [e.key for e in parser.feed("\x1b[A")] == ["up"]  # a sequence in one read: one key, no wait
+
+
+async def test_help_open_close_lays_out_nothing_else():
+    """Issue 28: the help is hidden, not taken out of the layout (a box that came and went changed the
+    painting order of every widget, so the whole screen was written again), and a layout repaints no
+    table's scroll bars when the table did not change (Textual's ScrollView repainted them at every
+    layout, in a frame of their own)."""
+    from textual.scrollbar import ScrollBar
+
+    app, before = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await before(pilot)
+        await settled(app, pilot)
+        help_ = app.query_one(HelpOverlay)
+        painted: list[ScrollBar] = []
+        tables = [t for t in app.query(FilterTable) if t is not app.focused and t.show_vertical_scrollbar]
+        bars = [t.vertical_scrollbar for t in tables]
+        for bar in bars:  # (the scroll bars of the tables without the focus: nothing of theirs changes)
+            bar.refresh = lambda *a, _b=bar, _r=bar.refresh, **k: (painted.append(_b), _r(*a, **k))[1]  # type: ignore[method-assign]  # a spy on the real method
+        order = {
+            id(w): w.region for w in app.screen.walk_children() if w is not help_ and help_ not in w.ancestors
+        }
+        for key in ("question_mark", "escape", "question_mark", "escape"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert help_.display and help_.shown == (key == "question_mark")
+        assert bars and painted == []
+        assert order == {
+            id(w): w.region for w in app.screen.walk_children() if w is not help_ and help_ not in w.ancestors
+        }
