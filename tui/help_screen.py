@@ -126,6 +126,7 @@ class HelpOverlay(VerticalScroll, can_focus=False):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(Static("", id="help-text"), id=id)
         self.sections: list[Section] = []
+        self._shown = False
         self._before: Widget | None = None  # the text field that had the focus when the help opened
 
     def open(self, sections: list[Section], notes: list[str]) -> None:
@@ -134,6 +135,7 @@ class HelpOverlay(VerticalScroll, can_focus=False):
         self.sections = sections
         update_static(self.query_one("#help-text", Static), help_text(sections, notes))
         self.styles.visibility = "visible"
+        self._shown = True
         if self.scroll_y:
             self.scroll_home(animate=False, immediate=True)
         focused = self.app.focused
@@ -144,8 +146,8 @@ class HelpOverlay(VerticalScroll, can_focus=False):
 
     @property
     def shown(self) -> bool:
-        """Whether the help is open."""
-        return self.styles.visibility == "visible"
+        """Whether the help is open (read at every check of a key's binding: an attribute, not a style)."""
+        return self._shown
 
     def action_close(self) -> None:
         """Hide the help; the keys go back to the focused widget (a text field to the focus it gave up)."""
@@ -156,6 +158,7 @@ class HelpOverlay(VerticalScroll, can_focus=False):
         gave up the focus at opening takes it back (not when a click already put the focus elsewhere); with
         nothing focused, the app gives a pane the focus (:class:`Closed`)."""
         self.styles.visibility = "hidden"
+        self._shown = False
         self._screen().take_keys(None)
         before, self._before = self._before, None
         if restore_focus and before is not None and before.is_attached and before.focusable:
