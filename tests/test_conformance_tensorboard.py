@@ -325,7 +325,7 @@ def _state(lifecycle: Lifecycle, task: str) -> TaskState:
     return node.state
 
 
-def _big_event_file(path: Path, steps: int) -> int:
+def big_event_file(path: Path, steps: int) -> int:
     """An event file written with tensorboard's own protos and record writer: 3 scalars a step."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as fh:
@@ -345,7 +345,7 @@ async def test_a_large_backlog_is_read_in_the_background_with_progress(tmp_path)
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 
-    last = _big_event_file(tmp_path / "big" / "events.out.tfevents.1.host", 40_000)  # ~6 MB
+    last = big_event_file(tmp_path / "big" / "events.out.tfevents.1.host", 40_000)  # ~6 MB
     src = TensorBoardSource(tmp_path, job="big")
     src_mod = __import__("cmdare.collectors.tensorboard.source", fromlist=["x"])
     session = MonitorSession(SessionOptions(job="big"), clock=ManualClock(T0), extra_sources=[src])

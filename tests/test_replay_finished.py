@@ -1,9 +1,11 @@
 """A finished run stays finished in its recording (issue 31, item 5): a JSON-lines log that went silent past
 its own cadence is "finished" live, and a replay of the session's recording shows it finished too, with
-the same words, where it used to turn "silent" (the poll's ``finished`` mark was not recorded)."""
+the same words, where it used to turn "silent" (the poll's ``finished`` mark was not recorded). Likewise a
+source still reading a backlog: its polls replay as "catching up", not as up to date."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from cmdare.collectors.clock import ManualClock
@@ -52,11 +54,51 @@ async def test_a_finished_run_replays_finished(tmp_path):
 
 
 def test_snapshot_of_the_replay_shows_the_job_finished(tmp_path):
-    import asyncio
-
     rec, _ = asyncio.run(_record(tmp_path))
     code, out, err = run_main(["snapshot", "--json", "--replay", str(rec), "--replay-speed", "1000000",
                                "--samples", "11", "--interval", "0"])  # fmt: skip
     assert code == 0, err
     (job,) = json.loads(out)["jobs"]
     assert job["finished"] and job["nodes"][0]["status"] == "finished"
+
+
+async def test_a_backlog_being_read_replays_as_catching_up(tmp_path, monkeypatch):
+    """A TensorBoard file read chunk by chunk: the session's polls say "catching up" (values real but behind)
+    until the reader reaches the end; the replay of its recording says so on the same polls (it used to
+    read every one of them as up to date)."""
+    import cmdare.collectors.tensorboard.source as tb_source
+    from cmdare.collectors.tensorboard.source import TensorBoardSource
+    from tests.test_conformance_tensorboard import big_event_file
+
+    monkeypatch.setattr(tb_source, "READ_CHUNK_BYTES", 16 * 1024)  # a small file, many chunks
+    monkeypatch.setattr(tb_source, "PROGRESS_MIN_BYTES", 16 * 1024)
+    big_event_file(tmp_path / "logs" / "big" / "events.out.tfevents.1.host", 4_000)
+    rec = tmp_path / "session.sqlite"
+    clock, lifecycle = ManualClock(T0), Lifecycle()
+    recorder = Recorder(rec, lifecycle=lifecycle, interval=1.0)
+    source = TensorBoardSource(tmp_path / "logs", job="big")
+    poller = Poller([source], Store(), lifecycle=lifecycle, clock=clock, interval=1.0, sinks=[recorder])
+    live: list[bool] = []
+    try:
+        for _ in range(2_000):
+            cycle = await poller.poll_once()
+            (p,) = cycle.polls
+            live.append(p.catching_up)
+            if p.ok and not p.catching_up and live.count(True) >= 2:
+                break
+            clock.advance(1.0)
+            await asyncio.sleep(0.005)  # the reader thread reads a chunk beside the polls
+    finally:
+        await source.aclose()
+        recorder.close()
+    assert live.count(True) >= 2 and not live[-1]
+
+    rclock = ManualClock()
+    replay = ReplaySource(rec, rclock, speed=1e6)
+    rpoller = Poller([replay], Store(), clock=rclock, interval=1.0)
+    replayed: list[bool] = []
+    for _ in range(len(live)):
+        (p,) = (await rpoller.poll_once()).polls
+        replayed.append(p.catching_up)
+    replay.close()
+    assert replayed == live

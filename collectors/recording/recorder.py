@@ -8,7 +8,8 @@
 * At most the ``cycle_polls`` cap of polls per cycle (what a replay reads), the rest said in the cycle's
   errors; rows written one by one, never a whole cycle's rows in memory.
 * Failed polls, state transitions and closed server lifetimes are recorded too; a log run's ``finished``
-  mark rides in the poll's identity column (``"finished": true``), so a replay shows it finished.
+  mark rides in the poll's identity column (``"finished": true``), so a replay shows it finished; so does a
+  source's ``catching_up`` (a backlog still being read), so a replay says "catching up" where the session did.
 * No secrets: sources are stored without user:password or query strings, and the Prometheus
   token never reaches a poll in the first place.
 
@@ -86,6 +87,8 @@ def _poll_info(p: TaskPoll) -> dict[str, str | bool]:
     )
     if p.finished:
         out["finished"] = True
+    if p.catching_up:  # values real but behind (a backlog being read): a replay says so as the session did
+        out["catching_up"] = True
     return out
 
 

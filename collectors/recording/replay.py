@@ -160,7 +160,7 @@ def _poll(row: tuple[Any, ...]) -> TaskPoll:
         raise ValueError("implausible time")
     info_d, facts_d = _json(info), _json(facts)
     where = (
-        {k: info_d.pop(k) for k in ("host", "host_only", "finished") if k in info_d}
+        {k: info_d.pop(k) for k in ("host", "host_only", "finished", "catching_up") if k in info_d}
         if isinstance(info_d, dict)
         else {}
     )
@@ -172,6 +172,7 @@ def _poll(row: tuple[Any, ...]) -> TaskPoll:
         host=str(where.get("host", "")),  # poll fields recorded beside the identity
         host_only=where.get("host_only") is True,
         finished=where.get("finished") is True,  # a log run whose writer was done (recorded since issue 31)
+        catching_up=where.get("catching_up") is True,  # a backlog being read (older recordings: up to date)
         values=_values(_json(vals)),
         error=None if error is None else str(error),
         job_facts=facts_from_labels({k: str(v) for k, v in facts_d.items()})
