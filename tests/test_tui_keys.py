@@ -311,3 +311,24 @@ async def test_help_open_close_lays_out_nothing_else():
         assert order == {
             id(w): w.region for w in app.screen.walk_children() if w is not help_ and help_ not in w.ancestors
         }
+
+
+async def test_a_move_of_the_focus_repaints_what_it_changes_not_the_screen():
+    """Issue 28: Textual's screen repainted every cell at each move of the focus (its ``focused`` repaints
+    the screen); the app's screen repaints only the widgets whose look changes. Switching panes in the
+    2×2 layout (a move of the focus, nothing laid out again) asks no repaint of the whole screen."""
+    app, before = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await before(pilot)
+        await settled(app, pilot)
+        screen = app.screen
+        whole: list[tuple[object, ...]] = []
+        real = screen.refresh
+        screen.refresh = lambda *regions, **kw: (
+            whole.append(regions) if not regions else None,
+            real(*regions, **kw),
+        )[1]  # type: ignore[method-assign]  # a spy on the real method
+        for key in ("3", "4", "1"):
+            await pilot.press(key)
+            await pilot.pause()
+        assert app.focused is app.query_one("#cluster-table", FilterTable) and whole == []
