@@ -13,7 +13,7 @@ import os
 import selectors
 from codecs import getincrementaldecoder
 
-from textual._parser import ParseError, Parser
+from textual._parser import ParseError
 from textual._time import get_time
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
@@ -21,7 +21,7 @@ from textual.drivers.linux_driver import LinuxDriver
 IDLE_WAIT_S = 0.1  # Textual's own wait for input between keys
 
 
-def input_wait(parser: Parser[object], now: float) -> float:
+def input_wait(parser: XTermParser, now: float) -> float:
     """How long the input thread may wait for input: until ``parser``'s pending sequence times out
     (a lone ESC becomes the ``esc`` key then), else :data:`IDLE_WAIT_S`."""
     due = parser._timeout_time  # when the sequence read so far times out (None: nothing pending)
