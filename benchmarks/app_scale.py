@@ -9,6 +9,7 @@ does, and Prometheus then does its real work (scraping, storing, answering); a p
 would leave out the scraping cost that the "app CPU <= 0.5x Prometheus'" target compares against.
 
     python benchmarks/app_scale.py [--tasks 1000,10000] [--seconds 60] [--quick]
+    python benchmarks/app_scale.py --synthetic 10000,100000 [--seconds 60]
 
 Per N, over the same window (after a warm-up of one sweep period, ``WARM_UP_S``: in its first sweep a
 large fleet reads each task's recent history once, as the sweep meets it; the app's CPU share in that
@@ -16,6 +17,15 @@ warm-up is printed too): the app's CPU share of one core (UI included: the whole
 latency (poll began -> state painted) median and p99, the app's peak RSS, Prometheus' own CPU, the
 farm's, and the load average. Then growth 1,000 -> 10,000. Targets: <= 10% of a core, p99 <= 1 s,
 <= 400 MB, app CPU <= 0.5x Prometheus', CPU growth <= 3x.
+
+``--synthetic`` (issue 34: 100,000 tasks): the same app against benchmarks/fake_prometheus.py (the
+synthetic Prometheus API in its own process, answering like a server that scrapes every 15 s: no real
+engine holds 100,000 targets on this machine), ``[caps] tasks`` set to N in a config file as a user
+would, ``--timeout 30`` past 10,000 tasks. The warm-up lasts until the Cluster pane's border counts
+every task (a large fleet's tasks appear as its sweep first reads them: minutes at 100,000), at most
+``SYNTHETIC_WARM_UP_MAX_S``; its CPU share is printed as the first sweep's. The server's own CPU is
+printed, not compared (it is no engine), and no session-only run follows (``prometheus_scale.py
+--synthetic`` measures that).
 """
 
 from __future__ import annotations
@@ -48,6 +58,9 @@ TIMEOUT_S = 10.0  # per query: at 10,000 tasks a loaded 2-core machine's Prometh
 WARM_UP_S = SWEEP_S + 10.0  # a large fleet is measured after one sweep period: each task's history read once
 SMALL_WARM_UP_S = 10.0  # below FOCUS_FROM tasks every refresh reads every task: nothing to sweep
 TICK = os.sysconf("SC_CLK_TCK")
+SYNTHETIC_SCRAPE_S = 15.0
+SYNTHETIC_WARM_UP_MAX_S = 600.0
+UP_COUNT = re.compile(r"([\d,]+)/([\d,]+) up")  # the Cluster pane's border: up/total
 
 
 def cpu_s(pid: int) -> float:
@@ -174,6 +187,90 @@ def measure(n: int, seconds: float, tmp: Path) -> dict[str, float]:
     }
 
 
+def tasks_shown(screen: bytes) -> int:
+    """The task count on the Cluster pane's border (``812/812 up``) last painted, 0 before one."""
+    hits = UP_COUNT.findall(ANSI.sub(b"", screen).decode(errors="replace"))
+    return int(hits[-1][1].replace(",", "")) if hits else 0
+
+
+def measure_synthetic(n: int, seconds: float, tmp: Path) -> dict[str, float]:
+    """The app against the synthetic API server at ``n`` tasks (see the module's docstring)."""
+    from fake_prometheus import FakePrometheus
+
+    config = tmp / f"config-{n}.toml"
+    config.write_text(f"[caps]\ntasks = {max(n, 10_000)}\n")
+    timeout = 30.0 if n > 10_000 else TIMEOUT_S
+    with FakePrometheus(n, SYNTHETIC_SCRAPE_S) as prom:
+        probe = tmp / f"probe-{n}.txt"
+        argv = [sys.executable, str(HERE / "app_probe.py"), "--config", str(config), "--prometheus", prom.url,
+                "--selector", 'job="bench"', "--read-only", "--refresh", "2", "--timeout", str(timeout)]  # fmt: skip
+        tail = bytearray()
+        app = spawn_on_pty(argv, {**os.environ, "CMDARE_PROBE": str(probe)}, tail)
+        try:
+            deadline = time.monotonic() + 120
+            while len(refreshes(probe, 0)) < 2 and time.monotonic() < deadline:  # the first refreshes
+                time.sleep(0.5)
+            w0, wa0, shown = time.monotonic(), cpu_s(app.pid), 0
+            while shown < n and time.monotonic() - w0 < SYNTHETIC_WARM_UP_MAX_S:
+                time.sleep(0.5)  # the count as it passes in the terminal's output (its tail is 64 kB)
+                shown = max(shown, tasks_shown(bytes(tail)))
+            time.sleep(2 * SYNTHETIC_SCRAPE_S)  # the sweep's period settles once every task is read
+            warm = time.monotonic() - w0
+            first = (cpu_s(app.pid) - wa0) / warm
+            first_rss = peak_rss_mb(app.pid)
+            t0, a0, p0 = time.monotonic(), cpu_s(app.pid), cpu_s(prom.proc.pid)  # type: ignore[union-attr]
+            load0 = os.getloadavg()[0]
+            time.sleep(seconds)
+            wall = time.monotonic() - t0
+            a1, p1 = cpu_s(app.pid), cpu_s(prom.proc.pid)  # type: ignore[union-attr]
+            rss = peak_rss_mb(app.pid)
+            lat = sorted(refreshes(probe, t0))
+            status, shown = last_status(bytes(tail)), max(shown, tasks_shown(bytes(tail)))
+        finally:
+            app.terminate()
+            try:
+                app.wait(10)
+            except subprocess.TimeoutExpired:
+                app.kill()
+    p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan")
+    return {"n": n, "seconds": wall, "first": first, "warm": warm, "first_rss": first_rss, "app": (a1 - a0) / wall,
+            "prom": (p1 - p0) / wall, "rss": rss, "median": statistics.median(lat) if lat else float("nan"),
+            "p99": p99, "refreshes": len(lat), "load": (load0 + os.getloadavg()[0]) / 2, "status": status,
+            "shown": shown}  # fmt: skip
+
+
+def report_synthetic(rows: list[dict[str, float]]) -> int:
+    print("app_scale --synthetic: the real cmdare-tui on a pty (120x40) against benchmarks/fake_prometheus.py"
+          f" (scrape every {SYNTHETIC_SCRAPE_S:g} s), refresh every 2 s")  # fmt: skip
+    print(f"{'tasks':>8} {'app CPU':>8} {'s/refr':>7} {'median':>8} {'p99':>7} {'RSS MB':>7} {'refr':>5} "
+          f"{'load':>5} | {'warm-up':>8} {'its CPU':>8} {'its RSS':>8} | {'server CPU':>10}")  # fmt: skip
+    for r in rows:
+        per = r["app"] * r["seconds"] / max(r["refreshes"], 1)
+        print(f"{r['n']:>8,} {r['app']:>8.1%} {per:>7.3f} {r['median']:>7.3f}s {r['p99']:>6.3f}s {r['rss']:>7.0f} "
+              f"{r['refreshes']:>5} {r['load']:>5.1f} | {r['warm']:>7.0f}s {r['first']:>8.1%} {r['first_rss']:>8.0f}"
+              f" | {r['prom']:>10.1%}")  # fmt: skip
+    for r in rows:
+        print(f"  at {r['n']:,}: {r['shown']:,} tasks on the Cluster pane's border; status: {r['status']}")
+    big = rows[-1]
+    checks = [
+        (
+            f"app CPU at {big['n']:,} tasks <= {TARGET_CPU:.0%} of a core (UI included)",
+            big["app"] <= TARGET_CPU,
+        ),
+        (f"refresh p99 <= {TARGET_P99_S:g} s", big["p99"] <= TARGET_P99_S),
+        (f"app RSS <= {TARGET_RSS_MB:.0f} MB", big["rss"] <= TARGET_RSS_MB),
+        (f"every task on screen ({big['n']:,})", big["shown"] >= big["n"]),
+    ]
+    if len(rows) > 1:
+        per = [r["app"] * r["seconds"] / max(r["refreshes"], 1) for r in (rows[0], big)]
+        growth = per[1] / per[0]
+        checks.append((f"CPU per refresh growth {rows[0]['n']:,} -> {big['n']:,}: {growth:.2f}x <= "
+                       f"{TARGET_GROWTH:g}x", growth <= TARGET_GROWTH))  # fmt: skip
+    for what, ok in checks:
+        print(f"  {what}: {'PASS' if ok else 'MISS'}")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
 async def session_only(url: str, seconds: float) -> dict[str, float]:
     """The same refreshes without a screen: the headless session (sources, store, planner) in this
     process, a refresh every 2 s, over the same Prometheus right after the app's window."""
@@ -270,7 +367,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default="1000,10000")
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--quick", action="store_true", help="100 and 1,000 tasks, 20 s each")
+    ap.add_argument(
+        "--synthetic", default="", help="task counts against the synthetic API server, e.g. 10000,100000"
+    )
     a = ap.parse_args(argv)
+    if a.synthetic:
+        rows = []
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in [int(x) for x in a.synthetic.split(",")]:
+                rows.append(measure_synthetic(n, a.seconds, Path(tmp)))
+                print(f"  measured {n:,} tasks", flush=True)
+        return report_synthetic(rows)
     tasks = [100, 1000] if a.quick else [int(x) for x in a.tasks.split(",")]
     seconds = 20.0 if a.quick else a.seconds
     rows = []

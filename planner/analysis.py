@@ -9,9 +9,11 @@ Pure computation over the store and the jobs (no I/O beyond loading shipped para
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from cmdare.collectors.observed import JobView
 from cmdare.collectors.samples import Lifetime
@@ -25,6 +27,7 @@ from cmdare.planner.rules.bottlenecks import DEFAULT_RULES, JobGoal, rule_inputs
 from cmdare.planner.rules.inputs import LinkCapacities, frozen_map
 from cmdare.planner.rules.thresholds import Thresholds
 from cmdare.planner.rules.wan_rules import pipelines
+from cmdare.planner.rules.worker_columns import JobColumns, kept_columns
 from cmdare.planner.speed.speed_band import SpeedBand, speed_band
 from cmdare.planner.speed.speed_model import SpeedModel
 from cmdare.planner.view import JobPlannerView, PipelineView, PlannerView, PriceSource
@@ -64,6 +67,7 @@ class Analysis:
         self.link_capacity_gbps = link_capacity_gbps
         self.live = LivePlanner(self.model, price_book)
         self.live_plans: dict[str, LivePlan] = {}
+        self.columns: dict[str, JobColumns] = {}  # job -> its tasks as columns, kept from refresh to refresh
 
     def set_price_book(self, book: PriceBook) -> None:
         self.cost.book = book
@@ -73,6 +77,13 @@ class Analysis:
         self, store: Store, jobs: list[JobView], now: float, rate_window_s: float
     ) -> tuple[PlannerView, list[Alert]]:
         """The planner's answer the panes render, and the active alerts, for one refresh."""
+        self.columns = {j.name: self._columns(j) for j in jobs}  # the views that changed read again
+        with kept_columns(self.columns):  # what is asked once per view (a sync job's split) read from them
+            return self._refresh(store, jobs, now, rate_window_s)
+
+    def _refresh(
+        self, store: Store, jobs: list[JobView], now: float, rate_window_s: float
+    ) -> tuple[PlannerView, list[Alert]]:
         outlooks = self._predictions(jobs)
         cost = self.cost.update(jobs, now)
         hours = self.goals.deadline_hours
@@ -94,6 +105,7 @@ class Analysis:
             replacement_seconds=frozen_map(self.alerts.measured_replacement_seconds()),
             goals=frozen_map(goals),
             link_capacity_gbps=frozen_map(self.link_capacity_gbps),
+            columns=frozen_map(self.columns),
         )
         risks = {j.name: r for j in jobs if (r := self._work_at_risk(j, now, cost.get(j.name))) is not None}
         inputs = replace(inputs, work_at_risk=frozen_map(risks))
@@ -132,14 +144,24 @@ class Analysis:
         with no GPU worker to plan for."""
         plan = self.live_plans.get(job.name)
         table = plan.table if plan is not None else None
-        workers = [n for n in job.nodes if n.role in ("worker", "chief") and n.gpu]
-        if not workers:
+        cols = self.columns.get(job.name)
+        if cols is None or cols.nodes is not job.nodes:
+            cols = job.memo(JobColumns.of)
+        gpu = np.array([bool(x) for x in cols.labels], bool)[cols.gpu]
+        workers = cols.worker & gpu  # the workers (and chief) that name a GPU
+        if not workers.any():
             return None
-        ref = next((n for n in workers if n.role == "chief"), workers[0])
+        chief = workers & cols.chief
+        ref = cols.nodes[int(np.argmax(chief if chief.any() else workers))]
         row = ranking_row(table.columns if table is not None else None)
         mb = job.facts.model.checkpoint_mb or shipped_overheads().checkpoint_mb(job.facts.model.params or 0.0)
-        return work_at_risk(CheckpointFacts.of(job), now, shipped_overheads(), ref.gpu,
+        return work_at_risk(CheckpointFacts.of_columns(cols), now, shipped_overheads(), ref.gpu,
                             ref.provisioning or "standard", cost.usd_per_hour if cost else None, row, mb)  # fmt: skip
+
+    def _columns(self, job: JobView) -> JobColumns:
+        """The job's columns: the last refresh's, updated where its views changed."""
+        kept = self.columns.get(job.name)
+        return JobColumns.of(job) if kept is None else kept.update(job.nodes)
 
     def _predictions(self, jobs: list[JobView]) -> dict[str, list[ShapeOutlook]]:
         """The current shape's prediction (first) and nearby shapes, per job with a known network and shape."""
@@ -166,16 +188,33 @@ class Analysis:
             log.warning("planner: band of job %s: %s", job.name, exc)
             return None
 
+    def ranking_columns(self, jobs: list[JobView]) -> dict[str, JobColumns]:
+        """Copies of the jobs' columns for :meth:`rank` (taken where the refreshes run: a ranking's thread
+        then reads columns no refresh changes)."""
+        return {
+            j.name: c.copy()
+            for j in jobs
+            if (c := self.columns.get(j.name)) is not None and c.nodes is j.nodes
+        }
+
     def rank(
-        self, jobs: list[JobView], now: float, lifetimes: Sequence[Lifetime] = ()
+        self,
+        jobs: list[JobView],
+        now: float,
+        lifetimes: Sequence[Lifetime] = (),
+        columns: Mapping[str, JobColumns] | None = None,
     ) -> dict[str, LivePlan]:
         """Calibrate and rank alternative shapes for every job (CPU work: run it in a thread); the
-        revocation model first learns the server lifetimes seen so far."""
+        revocation model first learns the server lifetimes seen so far. ``columns``: the jobs' columns
+        (:meth:`ranking_columns`), read instead of the views where they were read from them."""
         self.live.learn(lifetimes, now)
         out: dict[str, LivePlan] = {}
         for job in jobs:
+            cols = (columns or {}).get(job.name)
             try:
-                out[job.name] = self.live.update(job, now)
+                out[job.name] = self.live.update(
+                    job, now, cols if cols is not None and cols.nodes is job.nodes else None
+                )
             except Exception as exc:  # a planner failure is a status on screen, not a crash
                 log.warning("live planner: job %s: %s", job.name, exc)
         return out

@@ -82,13 +82,18 @@ def test_leave_one_out_median_matches_the_definition():
     import random
     import statistics
 
-    from cmdare.planner.rules.worker_rules import _median_without
+    import numpy as np
+
+    from cmdare.planner.rules.worker_rules import _slowest
 
     rng = random.Random(3)
     for n in range(2, 12):
-        vals = sorted(rng.choice([0.1, 0.2, 0.25, 0.3, 1.0]) for _ in range(n))
-        for k in range(n):
-            assert _median_without(vals, k) == statistics.median(vals[:k] + vals[k + 1 :])
+        vals = [rng.choice([0.1, 0.2, 0.25, 0.3, 1.0]) for _ in range(n)]
+        ratios, meds, idx = _slowest(np.array(vals), 0.0)  # every worker: each against its peers' median
+        assert sorted(idx.tolist()) == list(range(n))
+        for r, m, k in zip(ratios.tolist(), meds.tolist(), idx.tolist(), strict=True):
+            assert m == statistics.median(vals[:k] + vals[k + 1 :])
+            assert r == vals[k] / m
 
 
 def test_a_wide_fleet_flags_its_slowest_stragglers_not_thousands():

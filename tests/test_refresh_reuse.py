@@ -162,8 +162,11 @@ async def test_the_live_ranking_is_throttled_on_the_states_clock():
         def __init__(self) -> None:
             self.asked: list[float] = []
 
-        def rank(self, jobs: object, now: float, lifetimes: object) -> dict:
+        def rank(self, jobs: object, now: float, lifetimes: object, columns: object = None) -> dict:
             self.asked.append(now)
+            return {}
+
+        def ranking_columns(self, jobs: object) -> dict:
             return {}
 
     session = MonitorSession(SessionOptions(read_only=True))

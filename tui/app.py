@@ -60,6 +60,10 @@ HELP_ACTIONS = frozenset({"quit", "help", "command_palette"})
 
 
 STARTUP_GC_PAUSE_S = 5.0  # the longest the garbage collector stays off at start-up (tui/cli.py turns it off)
+# The longest the screen waits for the first poll's data before it is drawn without it (issue 34): a frame of
+# empty panes drawn first cost ~30-40 ms of the one CPU start-up runs on (its layouts and paints, composed and
+# then composed again with the data) and was on the terminal ~0.1 s (the demo, a quiet machine).
+FIRST_FRAME_HOLD_S = 0.5
 
 
 GC_YOUNG = 50_000  # container allocations between young-generation collections (CPython's default: 700)
@@ -78,6 +82,17 @@ def collect_again() -> None:
         gc.freeze()
         gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
         gc.enable()
+
+
+class HeldScreen(Screen[None]):
+    """The app's screen: composes no frame while the app holds its first one (:meth:`CmdareApp.hold_first_frame`).
+    Textual sends no frame during a batch but still composes it; this one is not composed at all."""
+
+    def _compositor_refresh(self) -> None:
+        app = self.app
+        if isinstance(app, CmdareApp) and app.holding_first_frame:
+            return  # the release repaints the whole screen
+        super()._compositor_refresh()
 
 
 class CmdareApp(App[int]):
@@ -121,6 +136,9 @@ class CmdareApp(App[int]):
         self._poll = poll
         self._prepared = False
         self._first_frame_asked = False  # whether the work waiting for the first data frame is scheduled
+        self.holding_first_frame = (
+            False  # whether the screen waits for the first poll's data (FIRST_FRAME_HOLD_S)
+        )
         self._selected_job: str | None = None
         self._shown_paused = False  # whether the footer's space key reads "Resume"
         self._keys = keys or {}
@@ -169,6 +187,7 @@ class CmdareApp(App[int]):
         self._focus_pane(0)
         self.query_one(FitFooter).show_keys()  # in the first frame, not one after it
         if self._poll:
+            self.hold_first_frame()
             self._start_polling()  # the planner is warmed up once the first poll is on screen
         self.set_timer(STARTUP_GC_PAUSE_S, collect_again)  # should the first data frame never come
         if not self.is_headless:
@@ -193,6 +212,29 @@ class CmdareApp(App[int]):
         self.session.set_price_book(load_book(self._prices, progress=progress))
         say(ProgressReport(None))
 
+    def get_default_screen(self) -> Screen[None]:
+        return HeldScreen(id="_default")
+
+    def hold_first_frame(self) -> None:
+        """Draw nothing until the first poll's state is in the panes (or a refresh failed, the polling ended,
+        or :data:`FIRST_FRAME_HOLD_S` passed): the first frame on the terminal has the data. The layout still
+        runs (the widgets have their sizes); Textual's batch keeps frames off the terminal, :class:`HeldScreen`
+        keeps them from being composed."""
+        self._begin_batch()
+        self.holding_first_frame = True
+        self.set_timer(
+            FIRST_FRAME_HOLD_S, lambda: self.release_first_frame(repaint=True), name="first frame hold"
+        )
+
+    def release_first_frame(self, repaint: bool = False) -> None:
+        """End the hold of :meth:`hold_first_frame` (once; later calls do nothing). The next frame is the whole
+        screen; ``repaint`` asks for it now (else the change that released the hold brings it)."""
+        if self.holding_first_frame:
+            self.holding_first_frame = False
+            self._end_batch()
+            if repaint:
+                self.screen.refresh()
+
     def _start_polling(self) -> None:
         self.run_worker(self._poll_loop(), name="poller", group="poll", exclusive=True, exit_on_error=False)
 
@@ -204,6 +246,7 @@ class CmdareApp(App[int]):
 
     async def _poll_loop(self) -> None:
         await self.session.run(self._stop, self.apply_state, self.report_problem)
+        self.release_first_frame(repaint=True)  # a replay that ended before its first state
         if not self._closing_down():  # a replay's end: the last recorded state stays, the header says so
             self._render_badges()
             self.refresh_bindings()  # pause, step and speed are gone with the recording
@@ -221,6 +264,8 @@ class CmdareApp(App[int]):
         self._problem = message
         if not self._closing_down():
             self._render_badges()
+            if message is not None:
+                self.release_first_frame()  # a failed first refresh is shown at once
 
     def _closing_down(self) -> bool:
         """True once the app quits or its screen is being taken down (the panes are gone)."""
@@ -253,6 +298,7 @@ class CmdareApp(App[int]):
                     log.exception("%s pane failed to update", title)
                     failed.append(f"{title} pane: {type(exc).__name__}: {exc}")
             self.report_problem(refresh_error(RuntimeError("; ".join(failed))) if failed else None)
+        self.release_first_frame()  # the first frame drawn is this one
         if not self._first_frame_asked:
             self._first_frame_asked = True
             self._badges.after_paint(self._after_first_frame)
@@ -563,8 +609,7 @@ class CmdareApp(App[int]):
 
     async def action_quit(self) -> None:
         """Quit at once: close the poller, the recorder (the recording complete in its file) and the replay;
-        stop the demo exporters in a thread for at most 1 s (each socketserver takes ~0.3 s to shut down;
-        their threads are daemons and end with us). ``q``, ctrl+c, SIGTERM, SIGHUP and SIGINT all come here."""
+        stop the demo exporters in a thread for at most 1 s (their one thread is a daemon and ends with us). ``q``, ctrl+c, SIGTERM, SIGHUP and SIGINT all come here."""
         self._stop.set()
         if self.session.poller is not None:
             await self.session.poller.aclose()

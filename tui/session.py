@@ -347,8 +347,9 @@ class MonitorSession:
         """Re-rank shapes for the latest state now (awaits the thread)."""
         if self.state is not None:
             engine = self._analysis()
+            jobs = self.state.jobs
             engine.live_plans = await asyncio.to_thread(
-                engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes()
+                engine.rank, jobs, self.state.t, self.lifecycle.all_lifetimes(), engine.ranking_columns(jobs)
             )
 
     def _start_ranking(self) -> None:
@@ -369,8 +370,11 @@ class MonitorSession:
             if not fut.cancelled() and fut.exception() is None:
                 engine.live_plans = fut.result()
 
+        jobs = self.state.jobs  # with copies of their columns, taken here: the next refresh updates its own
         self._ranking = asyncio.ensure_future(
-            asyncio.to_thread(engine.rank, self.state.jobs, self.state.t, self.lifecycle.all_lifetimes())
+            asyncio.to_thread(
+                engine.rank, jobs, self.state.t, self.lifecycle.all_lifetimes(), engine.ranking_columns(jobs)
+            )
         )
         self._ranking.add_done_callback(done)
 

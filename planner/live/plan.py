@@ -30,6 +30,7 @@ from cmdare.planner.speed.speed_model import SpeedModel
 
 if TYPE_CHECKING:
     from cmdare.collectors.pricing.book import PriceBook
+    from cmdare.planner.rules.worker_columns import JobColumns
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,10 @@ def workload_for_job(
     *,
     budget_usd: float | None = None,
     deadline_hours: float | None = None,
+    cols: JobColumns | None = None,
 ) -> tuple[Workload | None, str | None]:
-    """A workload for the remaining steps of a live job, or (None, why not)."""
+    """A workload for the remaining steps of a live job, or (None, why not); ``cols``: the job's tasks as
+    columns (the same workload, read without a pass over the views)."""
     net, shape = network_of(job), current_shape(job)
     if net is None:
         return None, "the job does not say which network it trains (cmdare_job_info or config [model])"
@@ -93,9 +96,13 @@ def workload_for_job(
     if not job.facts.target_steps:
         return None, "no target step count (cmdare_job_info target_steps or config) to plan time and cost for"
     remaining = max(1, int(job.facts.target_steps - (job.global_step or 0)))
-    workers = [n for n in job.nodes if n.role in ("worker", "chief")]
-    region = _dominant(Counter(n.region for n in workers if n.region)) or ASSUMED_REGION
-    prov = _dominant(Counter(n.provisioning for n in workers if n.provisioning)) or "standard"
+    if cols is not None:
+        region = cols.dominant(cols.region[cols.worker]) or ASSUMED_REGION
+        prov = cols.dominant(cols.prov[cols.worker]) or "standard"
+    else:
+        workers = [n for n in job.nodes if n.role in ("worker", "chief")]
+        region = _dominant(Counter(n.region for n in workers if n.region)) or ASSUMED_REGION
+        prov = _dominant(Counter(n.provisioning for n in workers if n.provisioning)) or "standard"
     gpu, count = max(shape.gpus, key=lambda g: g[1])
     book_gpus = set(price_book.gpus())
     allowed_gpus = tuple(sorted(book_gpus | {gpu}))
@@ -156,16 +163,21 @@ class LivePlanner:
         for c in self._jobs.values():
             c.key = None
 
-    def _calibrate(self, job: JobView, cache: _JobCache, now: float) -> Calibration | None:
+    def _calibrate(
+        self, job: JobView, cache: _JobCache, now: float, cols: JobColumns | None = None
+    ) -> Calibration | None:
         if now - cache.calibrated_at < self.calibrate_every and cache.calibration is not None:
             return cache.calibration
         net, shape = network_of(job), current_shape(job, include_down=False)
         if net is None or shape is None:
             return None
         cal = Calibration(self.speed_model, net, dict(shape.gpus), shape.ps)
-        for n in job.workers():
-            if n.status == "up" and n.step_seconds and n.gpu:
-                cal.add_worker_step_time(n.gpu, n.step_seconds)
+        if cols is not None:  # the same samples, taken from the columns
+            cal.step_times = cols.step_times()
+        else:
+            for n in job.workers():
+                if n.status == "up" and n.step_seconds and n.gpu:
+                    cal.add_worker_step_time(n.gpu, n.step_seconds)
         for x in job.history[-15:]:
             if math.isfinite(x) and x > 0:
                 cal.add_cluster_rate(x)
@@ -231,20 +243,22 @@ class LivePlanner:
             price_date=price_date_label(self.price_book),
         )
 
-    def update(self, job: JobView, now: float) -> LivePlan:
-        """The job's plan: ranked again when what it rests on changed (none while the job is stalled)."""
+    def update(self, job: JobView, now: float, cols: JobColumns | None = None) -> LivePlan:
+        """The job's plan: ranked again when what it rests on changed (none while the job is stalled);
+        ``cols``: the job's tasks as columns (read instead of its views: the same plan)."""
         if job.stalled:  # a dead job's rate is a past figure: nothing to calibrate or rank on
             self._jobs.pop(job.name, None)  # ranked afresh (calibrated anew) once a task answers again
             return self.stalled_plan(job)
         cache = self._jobs.setdefault(job.name, _JobCache())
         if is_sync(job):
             return self._update_sync(job, cache, now)
-        cal = self._calibrate(job, cache, now)
+        cal = self._calibrate(job, cache, now, cols)
         c_scale = cal.compute_scale_ if cal and cal.samples else 1.0
         p_scale = cal.ps_scale_ if cal and cal.samples else 1.0
-        w, why = workload_for_job(job, self.price_book)
+        w, why = workload_for_job(job, self.price_book, cols=cols)
         if w is not None:  # the job's measured checkpoints: the work a switch redoes, when to checkpoint
-            w = replace(w, options=CheckpointFacts.of(job).options(now, w.options))
+            facts = CheckpointFacts.of(job) if cols is None else CheckpointFacts.of_columns(cols)
+            w = replace(w, options=facts.options(now, w.options))
         # what would change the ranking: the shape, the prices, the remaining work (10% steps) and
         # the calibration (20% steps); small drifts wait for rank_every
         remaining = round(math.log(w.target.steps) / math.log(1.1)) if w else None

@@ -15,14 +15,33 @@ measured compute / exposed all-reduce split, and the all-reduce model calibrated
 from __future__ import annotations
 
 import statistics
+import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cmdare.collectors.observed import JobView, NodeView
 
 if TYPE_CHECKING:  # the model (and numpy) load with the planner, not with the Job pane (start-up)
+    import numpy as np
+    import numpy.typing as npt
+
+    from cmdare.planner.rules.worker_columns import JobColumns
     from cmdare.planner.speed.allreduce import SyncParams, SyncTerms
+
+_COLUMNS = "cmdare.planner.rules.worker_columns"  # loaded with the planner (numpy): not by the Job pane
+
+
+def _kept(job: JobView) -> JobColumns | None:
+    """The planner's columns of the job while its refresh runs (:func:`~cmdare.planner.rules.worker_columns.
+    kept_columns`), read instead of the views; None before the planner has loaded, or elsewhere."""
+    columns = sys.modules.get(_COLUMNS)
+    found: JobColumns | None = (
+        columns.kept_for(job) if columns is not None else None
+    )  # a module found by name
+    return found
+
 
 SYNC = "sync-allreduce"
 # assumption: compute + exposed all-reduce a step (histogram means over the step window) may exceed the
@@ -73,6 +92,9 @@ def sync_shape(job: JobView) -> SyncShape | None:
 
 
 def _sync_shape(job: JobView) -> SyncShape | None:
+    cols = _kept(job)
+    if cols is not None:
+        return _sync_shape_of(cols)
     rs = ranks(job, up_only=False)
     if not rs:
         return None
@@ -83,12 +105,34 @@ def _sync_shape(job: JobView) -> SyncShape | None:
     return SyncShape(gpu, nodes, g)
 
 
+def _sync_shape_of(cols: JobColumns) -> SyncShape | None:
+    """:func:`_sync_shape` from the job's columns."""
+    import numpy as np
+
+    from cmdare.planner.rules.worker_columns import BAD_LOCAL_RANK
+
+    count = int(np.count_nonzero(cols.worker))
+    if not count:
+        return None
+    local = cols.local[cols.worker]
+    if (local == BAD_LOCAL_RANK).any():  # as int() of such a local rank does
+        raise ValueError("a local rank of digits int() does not read")
+    numbered = local[local >= 0]
+    g = int(numbered.max()) + 1 if len(numbered) and len(numbered) == count else 1
+    nodes = max(1, -(-count // g))
+    gpu = cols.counter(cols.gpu[cols.worker]).most_common(1)[0][0]
+    return SyncShape(gpu, nodes, g)
+
+
 def placement(job: JobView) -> tuple[str, str]:
     """(region, provisioning) most of the job's ranks declare ("" when none does); once per view."""
     return job.memo(_placement)
 
 
 def _placement(job: JobView) -> tuple[str, str]:
+    cols = _kept(job)
+    if cols is not None:
+        return cols.dominant(cols.region[cols.worker]), cols.dominant(cols.prov[cols.worker])
     rs = ranks(job, up_only=False)
     region = Counter(n.region for n in rs if n.region).most_common(1)
     prov = Counter(n.provisioning for n in rs if n.provisioning).most_common(1)
@@ -109,6 +153,9 @@ def rank_split(n: NodeView) -> tuple[float, float] | None:
 
 
 def _measured_split(job: JobView) -> MeasuredSplit | None:
+    cols = _kept(job)
+    if cols is not None:
+        return _measured_split_of(cols)
     measured = [(n, s) for n in ranks(job) if (s := rank_split(n)) is not None]
     both = [s for n, s in measured if _fits_its_steps(n)]
     if not both:
@@ -116,6 +163,43 @@ def _measured_split(job: JobView) -> MeasuredSplit | None:
     c = statistics.median(b[0] for b in both)
     e = statistics.median(b[1] for b in both)
     return MeasuredSplit(float(c), float(e), len(both), len(measured) - len(both))
+
+
+def split_ranks(cols: JobColumns) -> npt.NDArray[np.bool_]:
+    """Where the up ranks that measured both their compute and their exposed all-reduce are
+    (:func:`rank_split` of each)."""
+    import numpy as np
+
+    from cmdare.planner.rules.worker_columns import given
+
+    return cols.up_worker & given(cols.step) & ~np.isnan(cols.allreduce)
+
+
+def _fitting(cols: JobColumns) -> npt.NDArray[np.bool_]:
+    """:func:`_fits_its_steps` of every task (read where both times are measured)."""
+    import numpy as np
+
+    from cmdare.planner.rules.worker_columns import given
+
+    rate = cols.sps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        within = np.nan_to_num(cols.step) + np.nan_to_num(cols.allreduce) <= STEP_PERIOD_SLACK / rate
+    return ~given(rate) | (rate <= 0) | within
+
+
+def _measured_split_of(cols: JobColumns) -> MeasuredSplit | None:
+    """:func:`_measured_split` from the job's columns."""
+    import numpy as np
+
+    from cmdare.planner.rules.worker_columns import median_of
+
+    measured = split_ranks(cols)
+    both = measured & _fitting(cols)
+    if not both.any():
+        return None
+    c, e = median_of(cols.step[both]), median_of(cols.allreduce[both])
+    count = int(np.count_nonzero(both))
+    return MeasuredSplit(c, e, count, int(np.count_nonzero(measured)) - count)
 
 
 def _fits_its_steps(n: NodeView) -> bool:
@@ -135,10 +219,17 @@ def allreduce_refusals(job: JobView) -> tuple[str, ...]:
 
 
 def _allreduce_refusals(job: JobView) -> tuple[str, ...]:
+    cols = _kept(job)
+    if cols is not None:
+        from cmdare.planner.rules.worker_columns import given
+
+        refused: Sequence[NodeView] = cols.views(split_ranks(cols) & given(cols.sps) & ~_fitting(cols))
+    else:
+        refused = ranks(job)
     return tuple(
         f"{n.name}: compute {n.step_seconds * 1e3:,.0f} ms + all-reduce {n.allreduce_seconds * 1e3:,.0f} ms a step"
         f" beside {n.steps_per_sec:.3g} steps/s ({1e3 / n.steps_per_sec:,.0f} ms a step)"
-        for n in ranks(job)
+        for n in refused
         if n.step_seconds and n.allreduce_seconds is not None and n.steps_per_sec and not _fits_its_steps(n)
     )
 

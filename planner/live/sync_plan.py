@@ -5,7 +5,6 @@ Pure computation."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,7 @@ from cmdare.planner.live.sync_job import (
     SyncShape,
     calibrated,
     measured_split,
-    ranks,
+    placement,
     refusal_note,
     sync_shape,
 )
@@ -40,11 +39,6 @@ if TYPE_CHECKING:
 MAX_GPUS_PER_NODE = 8
 
 
-def _dominant(values: list[str], default: str) -> str:
-    got = Counter(v for v in values if v)
-    return got.most_common(1)[0][0] if got else default
-
-
 def sync_workload_for_job(
     job: JobView, price_book: PriceBook
 ) -> tuple[Workload | None, SyncShape | None, str | None]:
@@ -62,9 +56,8 @@ def sync_workload_for_job(
         return None, shape, f"the ranks name no GPU type (gpu={shape.gpu!r}): nothing to compare shapes on"
     if not f.target_steps:
         return None, shape, "no target step count (cmdare_job_info target_steps) to plan time and cost for"
-    rs = ranks(job, up_only=False)
-    region = _dominant([n.region for n in rs], ASSUMED_REGION)
-    prov = _dominant([n.provisioning for n in rs], "standard")
+    region, prov = placement(job)  # what most ranks declare (once per view)
+    region, prov = region or ASSUMED_REGION, prov or "standard"
     gpus = tuple(sorted(set(price_book.gpus()) | {shape.gpu}))
     regions = tuple(sorted(set(price_book.regions()) | {region}))
     transient = prov if prov in ("spot", "preemptible") else "spot"

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from cmdare.collectors.observed import JobView
 from cmdare.planner.risk_cost.overheads import Overheads
 from cmdare.planner.risk_cost.time_cost import RunSettings, TimeCost
 from cmdare.planner.risk_cost.workload import Options
+
+if TYPE_CHECKING:
+    from cmdare.planner.rules.worker_columns import JobColumns
 
 METHOD = "Daly 2006 higher-order optimum (Young 1974 to first order), hazard averaged over the run"
 #: ``checkpoint-overdue`` is raised when the work at risk passes this many optimum intervals (stated choice:
@@ -89,6 +93,16 @@ class CheckpointFacts:
     last_at: float | None = None
     write_s: float | None = None
     interval_s: float | None = None
+
+    @classmethod
+    def of_columns(cls, cols: JobColumns) -> CheckpointFacts:
+        """:meth:`of` from the job's columns (the same figures: the same values, in the same order)."""
+        last, write, gaps = (c[~np.isnan(c)] for c in (cols.ckpt_last, cols.ckpt_write, cols.ckpt_gap))
+        return cls(
+            float(last.max()) if len(last) else None,
+            float(np.mean(write)) if len(write) else None,
+            float(np.median(gaps)) if len(gaps) else None,
+        )
 
     @classmethod
     def of(cls, job: JobView) -> CheckpointFacts:

@@ -6,11 +6,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from cmdare.collectors.observed import JobView
 from cmdare.planner.risk_cost.workload import ASSUMED_REGION
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import (
     basis,
+    columns_of,
     node_usd_per_hour,
     predict_shape,
     price_usd_per_hour,
@@ -33,12 +36,13 @@ def _burn_usd_per_hour(book: PriceBook | None, job: JobView) -> float | None:
 
 def _faster_shape_fix(ctx: AlertContext, job: JobView, need: float) -> str | None:
     """The cheapest extra (workers of the main GPU, PS) predicted to reach ``need`` steps/s."""
-    gpus, ps = up_gpu_counts(job), len(job.up_ps_nodes())
+    cols = columns_of(ctx, job)
+    gpus, ps = up_gpu_counts(job, cols), int(np.count_nonzero(cols.up_ps))
     base = predict_shape(ctx, job, gpus, max(ps, 1))
     if not gpus or base is None or not job.steps_per_sec:
         return None
     main = max(gpus, key=lambda g: gpus[g])
-    ref = next(n for n in job.up_workers() if n.gpu == main)
+    ref = cols.nodes[int(np.argmax(cols.up_worker & (cols.gpu == cols.code_of(main))))]
     book = ctx.inputs.price_book
     region = ref.region or ASSUMED_REGION  # where the cost meter and the planner price it too
     w_price = price_usd_per_hour(book, "node_price", main, 1, region, ref.provisioning or "standard")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # annotations only: the rule modules import this one
     from cmdare.planner.risk_cost.checkpointing import WorkAtRisk
     from cmdare.planner.risk_cost.overheads import Overheads
     from cmdare.planner.rules.thresholds import Thresholds
+    from cmdare.planner.rules.worker_columns import JobColumns
     from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
 
@@ -64,7 +65,8 @@ class RuleInputs:
     ``overheads``: the CM-DARE overheads; ``replacement_seconds``: GPU (``"CPU"``) → measured seconds until a
     replacement trained; ``goals``: job → deadline and budget; ``stages``: job → pipeline-stage rates;
     ``ps_cpu``: ``job/task`` → busy CPUs of a PS; ``link_capacity_gbps``: known WAN capacities; the windows
-    the rates were measured over; ``work_at_risk``: job → its checkpoint figures."""
+    the rates were measured over; ``work_at_risk``: job → its checkpoint figures; ``columns``: job → its
+    tasks as columns (:mod:`~cmdare.planner.rules.worker_columns`)."""
 
     predicted: Mapping[str, SpeedPrediction] = field(default_factory=frozen_map)
     model: SpeedModel | None = None
@@ -81,3 +83,6 @@ class RuleInputs:
     work_at_risk: Mapping[str, WorkAtRisk] = field(
         default_factory=frozen_map
     )  # job → since its last checkpoint
+    # job → its tasks as columns, kept from refresh to refresh by the planner (read only while they were
+    # read from the very node list the job holds: else the rules read the job's own, once per view)
+    columns: Mapping[str, JobColumns] = field(default_factory=frozen_map)

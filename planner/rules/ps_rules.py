@@ -10,19 +10,19 @@ predicted gain of more PS nodes with its band, or says the gain is uncertain.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from cmdare.collectors.observed import STEP_WINDOW_S, JobView
+import numpy as np
+
+from cmdare.collectors.observed import STEP_WINDOW_S, JobView, NodeView
 from cmdare.collectors.pricing.shapes import PS_SHAPE
 from cmdare.planner.live.outlook import network_of
 from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.rule_support import (
     PredictedGain,
     basis,
-    canonical_gpu,
-    compute_shares,
+    columns_of,
     current_prediction,
     predict_shape,
     price_usd_per_hour,
@@ -33,6 +33,7 @@ from cmdare.planner.rules.rule_support import (
     thresholds_of,
     up_gpu_counts,
 )
+from cmdare.planner.rules.worker_columns import compute_shares_of, given, median_of
 from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
 #: GCP maximum egress data rate: 2 Gbit/s per vCPU (GCP "Network bandwidth" documentation; the same
@@ -58,19 +59,20 @@ class PsLoad:
 def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | None:
     """Measured vs compute-bound rate (per-worker, with measured step time when slower than predicted),
     the PS busy share implied by the model's PS seconds per step, and PS NIC / CPU load."""
-    x, workers = job.steps_per_sec, job.up_workers()
-    if not x or x <= 0 or not workers:
+    x, cols = job.steps_per_sec, columns_of(ctx, job)
+    at = np.flatnonzero(cols.up_worker)  # the up workers, in the nodes' order
+    if not x or x <= 0 or not len(at):
         return None
-    bound, ratios = 0.0, []
-    for w in workers:
-        own = pred.worker_steps_per_sec.get(canonical_gpu(w.gpu))
-        if not own:
-            return None
-        cycle = 1.0 / own  # predicted single-worker step time (compute + latency + PS service)
-        if w.step_seconds:
-            ratios.append(w.step_seconds / cycle)
-        bound += 1.0 / max(w.step_seconds or 0.0, cycle)
-    ps = job.up_ps_nodes()
+    own = cols.own_rates(pred)[cols.gpu[at]]
+    if not given(own).all():  # a worker whose GPU the model does not rate
+        return None
+    cycle = 1.0 / own  # predicted single-worker step time (compute + latency + PS service)
+    step = cols.step[at]
+    timed = given(step)
+    ratios = step[timed] / cycle[timed]
+    # summed in the workers' order, one after another (cumsum: as a loop adds, not pairwise)
+    bound = float(np.cumsum(1.0 / np.maximum(np.where(timed, step, 0.0), cycle))[-1])
+    ps = cols.up_ps_nodes()
     nic = [max(n.net_in_bps or 0.0, n.net_out_bps or 0.0) * 8 / 1e9 for n in ps]
     busy = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
     cpus = [c / PS_SHAPE.vcpus for c in busy if c is not None]
@@ -79,7 +81,7 @@ def ps_load(ctx: AlertContext, job: JobView, pred: SpeedPrediction) -> PsLoad | 
         compute_bound=bound,
         efficiency=x / bound,
         ps_utilization=x * pred.terms["ps"],
-        compute_ratio=statistics.median(ratios) if ratios else None,
+        compute_ratio=median_of(ratios) if len(ratios) else None,
         nic_util=max(nic) / PS_NIC_GBPS if nic else None,
         nic_gbps=max(nic) if nic else None,
         cpu_util=max(cpus) if cpus else None,
@@ -91,7 +93,7 @@ def _ps_gains(ctx: AlertContext, job: JobView, ps: int) -> dict[int, PredictedGa
     the model's prediction carries a P10–P90 band (``steps_per_sec_p10`` / ``_p90``), the gain does too;
     without one, the model's known 2-PS error is attached instead."""
     th = thresholds_of(ctx)
-    gpus = up_gpu_counts(job)
+    gpus = up_gpu_counts(job, columns_of(ctx, job))
     base = predict_shape(ctx, job, gpus, ps)
     gains: dict[int, PredictedGain] = {}
     if base is None:
@@ -138,7 +140,10 @@ def _more_ps_fix(ctx: AlertContext, job: JobView, load: PsLoad, ps: int) -> tupl
     gains = _ps_gains(ctx, job, ps)
     if not gains or gains[ps + 1].point <= 0.05:
         return None, {}
-    region = next((n.region for n in job.up_ps_nodes()), "") or next((n.region for n in job.up_workers()), "")
+    cols = columns_of(ctx, job)
+    region = next((n.region for n in cols.up_ps_nodes()), "") or next(
+        (cols.labels[cols.region[i]] for i in np.flatnonzero(cols.up_worker)[:1]), ""
+    )
     usd = price_usd_per_hour(ctx.inputs.price_book, "ps_node_price", region)
 
     def money(add: int) -> str:
@@ -177,14 +182,15 @@ def _measured_names(load: PsLoad, nic: float | None, cpu: float | None) -> tuple
 
 def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load: PsLoad) -> Finding | None:
     """The verdict against the speed model's compute-bound rate (model facts known)."""
-    th, ps = thresholds_of(ctx), job.up_ps_nodes()
+    th, cols = thresholds_of(ctx), columns_of(ctx, job)
+    ps = cols.up_ps_nodes()
     normal = load.compute_ratio is None or load.compute_ratio <= th.compute_normal_max
     slow = load.efficiency < th.ps_efficiency_max and load.ps_utilization >= th.ps_utilization_min and normal
     nic = load.nic_util is not None and load.nic_util >= th.ps_nic_util_max
     cpu = load.cpu_util is not None and load.cpu_util >= th.ps_cpu_util_max
     if not (slow or nic or cpu):
         return None
-    n = len(job.up_workers())
+    n = int(np.count_nonzero(cols.up_worker))
     why = [
         f"{load.steps_per_sec:.1f} steps/s = {load.efficiency:.0%} of the {load.compute_bound:.0f} "
         f"its {n} workers could do (speed model); PS ≈{min(load.ps_utilization, 1):.0%} busy"
@@ -215,7 +221,7 @@ def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load:
     evidence.update(fx)
     return Finding(
         kind="ps-saturation",
-        subject=_subject(job),
+        subject=_subject(job, ps),
         severity="warning",
         message="parameter server saturated: " + "; ".join(why),
         evidence=evidence,
@@ -223,15 +229,17 @@ def _model_finding(ctx: AlertContext, job: JobView, pred: SpeedPrediction, load:
     )
 
 
-def _subject(job: JobView) -> str:
-    ps = job.up_ps_nodes()
+def _subject(job: JobView, ps: list[NodeView]) -> str:
     return f"{job.name}/{ps[0].name}" if len(ps) == 1 else job.name
 
 
-def median_compute_share(job: JobView, pred: SpeedPrediction | None = None) -> tuple[float | None, str, int]:
+def median_compute_share(
+    ctx: AlertContext, job: JobView, pred: SpeedPrediction | None = None
+) -> tuple[float | None, str, int]:
     """(median compute share of the up workers, its signal, how many workers gave one)."""
-    shares, signal, _ = compute_shares(job.up_workers(), pred)
-    return (statistics.median(shares) if shares else None), signal, len(shares)
+    cols = columns_of(ctx, job)
+    shares, signal, _ = compute_shares_of(cols, cols.up_worker, pred)
+    return (median_of(shares) if len(shares) else None), signal, len(shares)
 
 
 def _no_model_reason(job: JobView) -> str:
@@ -246,9 +254,10 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
     ≥ ``ps_traffic_high_gbps`` each way or its CPU is pegged. Input starvation is not ruled out then:
     both causes are named."""
     th = thresholds_of(ctx)
-    share, signal, count = median_compute_share(job)
-    traffic = ps_traffic_gbps(job)
-    cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in job.up_ps_nodes()]
+    share, signal, count = median_compute_share(ctx, job)
+    ps = columns_of(ctx, job).up_ps_nodes()
+    traffic = ps_traffic_gbps(job, ps)
+    cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
     cpu = max((c / PS_SHAPE.vcpus for c in cpus if c is not None), default=None)
     if share is None or share >= th.ps_efficiency_max:
         return None
@@ -278,7 +287,7 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
         "ps_nic_gbps": traffic and round(traffic, 3),
         "ps_traffic_high_gbps": th.ps_traffic_high_gbps,
         "ps_cpu_util": cpu and round(cpu, 3),
-        "ps": len(job.up_ps_nodes()),
+        "ps": len(ps),
         "also_possible": ["input-bound"],
     }
     msg = (f"parameter server saturated (judged from measurements; {reason}): " + "; ".join(why)
@@ -286,7 +295,7 @@ def measured_only_finding(ctx: AlertContext, job: JobView) -> Finding | None:
     fix = f"add a parameter server (gain not predictable: {reason})"
     return Finding(
         kind="ps-saturation",
-        subject=_subject(job),
+        subject=_subject(job, ps),
         severity="warning",
         message=msg,
         evidence=evidence,
@@ -300,7 +309,7 @@ def ps_saturation_rule(ctx: AlertContext) -> list[Finding]:
     workers' compute share and the measured PS traffic / CPU."""
     out = []
     for job in ctx.jobs:
-        if not job.up_ps_nodes():
+        if not columns_of(ctx, job).up_ps.any():
             continue
         pred = current_prediction(ctx, job)
         load = ps_load(ctx, job, pred) if pred is not None else None

@@ -15,7 +15,7 @@ from cmdare.collectors.observed import JobView, NodeView
 from cmdare.planner.live.outlook import network_of, owns_gpu
 from cmdare.planner.rules.alerts import AlertContext
 from cmdare.planner.rules.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from cmdare.planner.speed.gpu_catalog import UnknownGpuError, get_gpu
+from cmdare.planner.rules.worker_columns import JobColumns, canonical_gpu
 from cmdare.planner.speed.speed_model import SpeedModel, SpeedPrediction
 
 if TYPE_CHECKING:
@@ -31,6 +31,15 @@ def thresholds_of(ctx: AlertContext) -> Thresholds:
 def speed_model_of(ctx: AlertContext) -> SpeedModel:
     """The speed model: ``ctx.inputs.model``, else the shipped one."""
     return ctx.inputs.model or SpeedModel.load()
+
+
+def columns_of(ctx: AlertContext, job: JobView) -> JobColumns:
+    """The job's tasks as columns: the planner's kept ones (``ctx.inputs.columns``) when read from this
+    very node list, else read from the job's nodes once per view."""
+    kept = ctx.inputs.columns.get(job.name)
+    if kept is not None and kept.nodes is job.nodes:
+        return kept
+    return job.memo(JobColumns.of)
 
 
 def rate_window_s(ctx: AlertContext) -> float:
@@ -56,16 +65,11 @@ def predict_shape(ctx: AlertContext, job: JobView, gpus: dict[str, int], ps: int
 
 
 # ----------------------------------------------------------------------------------- nodes
-def canonical_gpu(gpu: str) -> str:
-    """The catalogue name of a GPU (as the speed model keys it), or the name as given when unknown."""
-    try:
-        return get_gpu(gpu).name
-    except UnknownGpuError:
-        return gpu
-
-
-def up_gpu_counts(job: JobView) -> dict[str, int]:
-    """GPU type → number of up workers with it (CPU-only workers are not counted)."""
+def up_gpu_counts(job: JobView, cols: JobColumns | None = None) -> dict[str, int]:
+    """GPU type → number of up workers with it (CPU-only workers are not counted), in the order the
+    workers show them; from ``cols`` (the job's columns) when given."""
+    if cols is not None:
+        return cols.up_gpu_counts()
     return dict(Counter(n.gpu for n in job.up_workers() if owns_gpu(n.gpu)))
 
 
@@ -101,11 +105,12 @@ def compute_shares(
     return shares, first, dcgm
 
 
-def ps_traffic_gbps(job: JobView) -> float | None:
-    """The busiest up PS's traffic, Gbit/s, in its busier direction (measured), or None unmeasured."""
+def ps_traffic_gbps(job: JobView, ps: Sequence[NodeView] | None = None) -> float | None:
+    """The busiest up PS's traffic, Gbit/s, in its busier direction (measured), or None unmeasured;
+    ``ps``: the job's up PSs when the caller has them."""
     rates = [
         max(n.net_in_bps or 0.0, n.net_out_bps or 0.0) * 8 / 1e9
-        for n in job.up_ps_nodes()
+        for n in (job.up_ps_nodes() if ps is None else ps)
         if n.net_in_bps is not None or n.net_out_bps is not None
     ]
     return max(rates) if rates else None

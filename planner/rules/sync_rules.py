@@ -17,9 +17,10 @@
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import replace
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from cmdare.collectors.observed import JobView
 from cmdare.planner.live.sync_job import (
@@ -29,13 +30,13 @@ from cmdare.planner.live.sync_job import (
     is_sync,
     measured_split,
     placement,
-    rank_split,
-    ranks,
     shape_terms,
+    split_ranks,
     sync_shape,
 )
 from cmdare.planner.rules.alerts import AlertContext, Finding
-from cmdare.planner.rules.rule_support import basis, signed_pct, thresholds_of
+from cmdare.planner.rules.rule_support import basis, columns_of, signed_pct, thresholds_of
+from cmdare.planner.rules.worker_columns import median_of
 from cmdare.planner.speed.allreduce import SyncParams
 from cmdare.planner.speed.interconnect import NODE_SIZES, tiers_of
 
@@ -157,11 +158,14 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
     for job in ctx.jobs:
         if not is_sync(job):
             continue
-        rs = [(n, s) for n in ranks(job) if (s := rank_split(n)) is not None]
-        if len(rs) < max(th.straggler_min_workers, 2):
+        cols = columns_of(ctx, job)  # the ranks with both times, as columns, in the nodes' order
+        at = np.flatnonzero(split_ranks(cols))
+        if len(at) < max(th.straggler_min_workers, 2):
             continue
-        slow, (c, e) = max(rs, key=lambda r: r[1][0])
-        med = statistics.median(s[0] for n, s in rs if n is not slow)
+        steps = cols.step[at]
+        k = int(np.argmax(steps))  # the first slowest, as max() finds it
+        slow, c, e = cols.nodes[at[k]], float(steps[k]), float(cols.allreduce[at[k]])
+        med = median_of(np.delete(steps, k))
         ratio = c / med
         if ratio < min(th.straggler_clear_ratio, th.straggler_ratio):  # in the band, a raised flag holds
             continue
@@ -174,7 +178,7 @@ def sync_straggler_rule(ctx: AlertContext) -> list[Finding]:
             "own_allreduce_seconds": round(e, 5),
             "ratio": round(ratio, 3),
             "predicted_gain": round(gain, 3),
-            "ranks": len(rs),
+            "ranks": len(at),
         }
         msg = (f"{slow.name} (rank {slow.rank or '?'}) computes {ratio:.2f}× slower than its peers' median: "
                "every rank waits for it at each all-reduce")  # fmt: skip

@@ -5,10 +5,11 @@ GPU wording and GPU rules apply only to tasks that own a GPU."""
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from operator import attrgetter
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from cmdare.collectors.observed import STEP_WINDOW_S, WORKER_ROLES, JobView, NodeView
 from cmdare.collectors.pricing.shapes import PS_SHAPE
@@ -17,8 +18,7 @@ from cmdare.planner.rules.alerts import AlertContext, Finding
 from cmdare.planner.rules.ps_rules import PsLoad, ps_load
 from cmdare.planner.rules.rule_support import (
     basis,
-    canonical_gpu,
-    compute_shares,
+    columns_of,
     current_prediction,
     node_usd_per_hour,
     price_usd_per_hour,
@@ -27,6 +27,14 @@ from cmdare.planner.rules.rule_support import (
     thresholds_of,
 )
 from cmdare.planner.rules.thresholds import Thresholds
+from cmdare.planner.rules.worker_columns import (
+    Floats,
+    Ints,
+    canonical_gpu,
+    compute_shares_of,
+    given,
+    median_of,
+)
 
 if TYPE_CHECKING:
     from cmdare.collectors.pricing.book import PriceBook
@@ -70,58 +78,58 @@ def _straggler_causes(
     return out or [("unexplained", "unexplained (same GPU type and region as its peers)")]
 
 
-def _median_without(ranked: list[float], k: int) -> float:
-    """Median of the sorted list ``ranked`` with its ``k``-th element left out."""
-    n = len(ranked) - 1
+def _slowest(times: Floats, ratio_min: float) -> tuple[Floats, Floats, Ints]:
+    """(ratios, peers' medians, indices into ``times``) of every worker whose step time is ≥ ``ratio_min``
+    × its peers' median (the median of every other worker's), slowest first (ties: the later worker
+    first). A sort and a few array operations: each worker's peers' median is read off the sorted times
+    with its own left out, for every worker at once, and the run stops at the first worker, from the
+    slowest down, under ``ratio_min`` (the rest are faster still)."""
+    order = np.argsort(times, kind="stable")  # ascending, ties by position: reversed, the later first
+    ranked = times[order]
+    n, k = len(ranked) - 1, np.arange(len(ranked))
 
-    def at(j: int) -> float:
-        return ranked[j if j < k else j + 1]
+    def at(j: int) -> Floats:
+        return ranked[np.where(j < k, j, j + 1)]
 
-    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
-
-
-def _slowest(workers: list[NodeView], ratio_min: float) -> list[tuple[float, NodeView, float]]:
-    """(ratio, worker, peers' median) of every worker whose step time is ≥ ``ratio_min`` × its peers'
-    median, slowest first (ties: the later worker first). A pass, a sort of the step times and O(1)
-    a straggler: the rest of a 10,000-worker job is never visited one by one."""
-    times = [w.step_seconds or 0.0 for w in workers]  # each has a step time (the caller's filter)
-    ranked = sorted(times)
-    found = []  # (ratio, peers' median) from the slowest down; the rest are faster still
-    for k in range(len(ranked) - 1, -1, -1):
-        med = _median_without(ranked, k)
-        ratio = ranked[k] / med
-        if ratio < ratio_min:
-            break
-        found.append((ratio, med))
-    if not found:
-        return []
-    cut = ranked[len(ranked) - len(found)]  # the fastest straggler's time: who is at least as slow
-    slow = sorted((t, i) for i, t in enumerate(times) if t >= cut)[-len(found) :]
-    return [(ratio, workers[i], med) for (ratio, med), (_, i) in zip(found, reversed(slow), strict=True)]
+    med = at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+    med, ranked, order = med[::-1], ranked[::-1], order[::-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = ranked / med
+    below = np.flatnonzero(ratio < ratio_min)
+    count = int(below[0]) if below.size else len(ratio)
+    if (med[: count + 1] == 0).any():  # a median of 0 (times ≤ 0): no ratio, as a float division says
+        raise ZeroDivisionError("float division by zero")
+    return ratio[:count], med[:count], order[:count]
 
 
 def straggler_rule(ctx: AlertContext) -> list[Finding]:
     """A worker whose step time is ≥ ratio × the median of its peers'. Raised, it holds until the ratio
     falls below the clear ratio (a band: no flapping around one line). An unexplained one (same GPU
     type and region as its peers) needs ``straggler_min_peers`` peers to be told apart: with fewer, the
-    job gets one info flag that says so (the same subject whichever worker is slower, so no flap)."""
+    job gets one info flag that says so (the same subject whichever worker is slower, so no flap).
+    The workers are read as columns (:mod:`~cmdare.planner.rules.worker_columns`): a sort and a few
+    array operations per job, the views themselves only for the flagged."""
     th, out = thresholds_of(ctx), []
     book = ctx.inputs.price_book
     low = min(th.straggler_clear_ratio, th.straggler_ratio)
     for job in ctx.jobs:
-        workers = [w for w in job.up_workers() if w.step_seconds]
-        if job.sync == "sync-allreduce" or len(workers) < max(
-            th.straggler_min_workers, 2
-        ):  # sync: sync_rules
+        if job.sync == "sync-allreduce":  # sync: sync_rules
             continue
-        slow = _slowest(workers, low)
-        if not slow:
+        cols = columns_of(ctx, job)
+        where = cols.up_worker & given(cols.step)
+        at = np.flatnonzero(where)  # the workers with a step time, in the nodes' order
+        if len(at) < max(th.straggler_min_workers, 2):
             continue
-        peers = len(workers) - 1
-        raised = sum(1 for ratio, _, _ in slow if ratio >= th.straggler_ratio)  # past the raise line
-        gpus, regions = Counter(map(_GPU, workers)), Counter(map(_REGION, workers))  # the peers' usual
+        ratios, meds, idx = _slowest(cols.step[at], low)
+        if not len(ratios):
+            continue
+        peers = len(at) - 1
+        raised = int(np.count_nonzero(ratios >= th.straggler_ratio))  # past the raise line
+        gpus, regions = cols.counter(cols.gpu[at]), cols.counter(cols.region[at])  # the peers' usual
         undecided: tuple[float, NodeView, float] | None = None
-        for ratio, w, med in slow[:STRAGGLERS_SHOWN]:
+        for ratio, i, med in zip(ratios[:STRAGGLERS_SHOWN].tolist(), idx[:STRAGGLERS_SHOWN].tolist(),
+                                 meds[:STRAGGLERS_SHOWN].tolist(), strict=True):  # fmt: skip
+            w = cols.nodes[at[i]]
             gpu, region = _majority_without(gpus, w.gpu), _majority_without(regions, w.region)
             causes = _straggler_causes(ctx, job, w, gpu, region)
             if causes[0][0] == "unexplained" and peers < th.straggler_min_peers:
@@ -129,7 +137,7 @@ def straggler_rule(ctx: AlertContext) -> list[Finding]:
                 continue
             out.append(_straggler(ctx, job, book, th, (ratio, w, med), causes, (gpu, region), peers, raised))
         if undecided is not None:
-            out.append(_too_few_peers(job, workers, undecided, th))
+            out.append(_too_few_peers(job, cols.views(where), undecided, th))
     return out
 
 
@@ -259,12 +267,6 @@ def _ps_words(
     return busy, words, measured, missing
 
 
-def _gpu_workers(job: JobView) -> list[NodeView]:
-    """The job's up workers that own a GPU (the GPU labels checked once each, from the census)."""
-    gpus = {g for (role, g, _, _, up) in job.kinds if up and role in WORKER_ROLES and owns_gpu(g)}
-    return [w for w in job.up_workers() if w.gpu in gpus]
-
-
 def input_bound_rule(ctx: AlertContext) -> list[Finding]:
     """GPUs busy well below capacity while the PS was measured not busy; when the PS load was not
     measured, the message says the PS may be the cause too. Tasks without a GPU never count; "GPUs
@@ -282,16 +284,18 @@ def input_bound_rule(ctx: AlertContext) -> list[Finding]:
         if len(regions) != 1:  # no GPU worker up, or cross-region: the network may be the cause
             continue
         pred = current_prediction(ctx, job)
-        shares, first, dcgm = compute_shares(_gpu_workers(job), pred)
-        if not shares:
+        cols = columns_of(ctx, job)  # the up workers that own a GPU, as columns
+        shares, first, dcgm = compute_shares_of(cols, cols.up_worker & cols.owns()[cols.gpu], pred)
+        if not len(shares):
             continue
         what = "GPU utilisation (DCGM)" if dcgm else first
-        share = statistics.median(shares)
+        share = median_of(shares)
         if share >= (th.gpu_util_max / 100.0 if dcgm else th.busy_share_max):
             continue
         load = ps_load(ctx, job, pred) if pred else None
-        traffic = ps_traffic_gbps(job)
-        cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in job.up_ps_nodes()]
+        ps = cols.up_ps_nodes()
+        traffic = ps_traffic_gbps(job, ps)
+        cpus = [ctx.inputs.ps_cpu.get(f"{job.name}/{n.name}") for n in ps]
         cpu = max((c / PS_SHAPE.vcpus for c in cpus if c is not None), default=None)
         busy, ps_words, measured, missing = _ps_words(th, load, traffic, cpu)
         if busy:

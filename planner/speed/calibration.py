@@ -105,12 +105,12 @@ class Calibration:
         if not self.samples:
             return 0.0
         pred = self._predict(self.compute_scale_, self.ps_scale_)
-        errs = [abs(pred.steps_per_sec / r - 1) for r in self.cluster_rates]
+        errs = [np.array([abs(pred.steps_per_sec / r - 1) for r in self.cluster_rates])]
         for g, v in self.step_times.items():
-            if g in pred.worker_steps_per_sec:
-                t = self._worker_step_time(pred, g)
-                errs += [abs(t / x - 1) for x in v]
-        return float(np.mean(errs)) if errs else 0.0
+            if g in pred.worker_steps_per_sec:  # a 100,000-worker job: its step times as one array
+                errs.append(np.abs(self._worker_step_time(pred, g) / np.array(v, dtype=float) - 1))
+        every = np.concatenate(errs)
+        return float(np.mean(every)) if len(every) else 0.0
 
     def calibrated_model(self) -> SpeedModel:
         """A predictor with the same ``predict``/``predict_shapes`` API, anchored on this job."""
