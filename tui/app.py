@@ -84,9 +84,10 @@ def collect_again() -> None:
         gc.enable()
 
 
-class HeldScreen(Screen[None]):
-    """The app's screen: composes no frame while the app holds its first one (:meth:`CmdareApp.hold_first_frame`).
-    Textual sends no frame during a batch but still composes it; this one is not composed at all."""
+class HeldScreen(PaneScreen):
+    """The app's screen (a :class:`PaneScreen`: focus moves repaint what they change, the open help takes the
+    keys): composes no frame while the app holds its first one (:meth:`CmdareApp.hold_first_frame`). Textual
+    sends no frame during a batch but still composes it; this one is not composed at all."""
 
     def _compositor_refresh(self) -> None:
         app = self.app
@@ -148,9 +149,6 @@ class CmdareApp(App[int]):
         self.animation_level = "full" if animations else "none"
         if theme:
             self.theme = theme
-
-    def get_default_screen(self) -> Screen:
-        return PaneScreen(id="_default")
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver for this terminal; on Linux and macOS the one that answers ``esc`` after
