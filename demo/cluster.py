@@ -20,11 +20,11 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 
 from cmdare.collectors.exporter import TrainingExporter
+from cmdare.collectors.exporter.page_host import PageHost
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape.source import ScrapeTarget
 from cmdare.demo.geo import GeoPipelineDemo
@@ -100,6 +100,7 @@ class DemoCluster:
         self._next_checkpoint = 0.0
         self.revocations = 0
         self.geo = GeoPipelineDemo() if geo else None
+        self.pages: PageHost | None = None  # one thread answers every exporter's /metrics (start())
 
     @property
     def job(self) -> str:
@@ -148,12 +149,13 @@ class DemoCluster:
             )
             for i in range(self.workers)
         ]
+        self.pages = PageHost("cmdare-demo-pages")
         for info in infos:
             exp = self._exporter(info)
-            port = exp.start(0)
+            port = exp.start(0, host=self.pages)
             self.tasks.append(_Task(info, exp, port))
         if self.geo is not None:
-            self.geo.start()
+            self.geo.start(self.pages)
         self._t0 = time.monotonic()
         self._next_revocation = self._t0 + self.first_revocation_s
         self._next_checkpoint = self._t0 + CHECKPOINT_EVERY_S / self.time_factor
@@ -174,9 +176,10 @@ class DemoCluster:
             exporters += self.geo.exporters() if self.geo is not None else []
             for t in self.tasks:
                 t.exporter = None
-        # each server takes up to its 0.5 s poll interval to stop: stop them all at once
-        with ThreadPoolExecutor(max_workers=max(1, len(exporters))) as pool:
-            list(pool.map(TrainingExporter.stop, exporters))
+        for exp in exporters:
+            exp.stop()  # its port closed by the host (no thread of its own to wait for)
+        if self.pages is not None:
+            self.pages.close()
 
     # --- simulation ---------------------------------------------------------------------------
     def cluster_speed(self, n_workers: float) -> float:
@@ -231,10 +234,10 @@ class DemoCluster:
             elif t.down_until and now >= t.down_until:
                 exp = self._exporter(t.info)
                 try:
-                    exp.start(t.port)
+                    exp.start(t.port, host=self.pages)
                 except OSError as exc:  # port taken meanwhile: take a new one
                     log.warning("demo: port %d busy (%s), replacement moves", t.port, exc)
-                    t.port = exp.start(0)
+                    t.port = exp.start(0, host=self.pages)
                 exp.set_global_step(int(self.global_step))
                 t.exporter, t.down_until = exp, 0.0
 

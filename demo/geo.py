@@ -14,10 +14,14 @@ import json
 import random
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.samples import TaskInfo
 from cmdare.collectors.scrape.source import ScrapeTarget
+
+if TYPE_CHECKING:
+    from cmdare.collectors.exporter.page_host import PageHost
 
 
 def load_geo_scenario() -> dict:
@@ -68,7 +72,8 @@ class GeoPipelineDemo:
         a, b = self.dc_of(s), self.dc_of(s + 1)
         return None if a == b else self.link_gbps(a, b)
 
-    def start(self) -> list[ScrapeTarget]:
+    def start(self, pages: PageHost | None = None) -> list[ScrapeTarget]:
+        """Start each stage's exporter (answered by ``pages``' thread when given) on 127.0.0.1; the targets."""
         for s in range(self.sc["stages"]):
             dc = self.dc_of(s)
             info = TaskInfo(
@@ -95,7 +100,7 @@ class GeoPipelineDemo:
                 model=self.sc["model"],
                 sync="pipeline",  # the rate of the shared global step, not a sum over stages
             )
-            self.stages.append(_Stage(s, info, exp, exp.start(0)))
+            self.stages.append(_Stage(s, info, exp, exp.start(0, host=pages)))
         return self.targets()
 
     def targets(self) -> list[ScrapeTarget]:

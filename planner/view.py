@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
-
-from cmdare.planner.rules.inputs import frozen_map
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cmdare.collectors.pricing.book import PriceBook
@@ -31,6 +30,12 @@ if TYPE_CHECKING:
     from cmdare.planner.rules.thresholds import Thresholds
     from cmdare.planner.speed.speed_band import SpeedBand
     from cmdare.planner.speed.speed_model import SpeedPrediction
+
+
+def _empty_map() -> Mapping[Any, Any]:
+    """An empty read-only mapping (the rules' ``frozen_map()``; their module loads with the planner, not at
+    start-up: the first state's empty view needs none of it)."""
+    return MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class PipelineView:
     """A pipeline job's measured WAN boundaries (``wan_rules.pipelines``) and each stage's datacenter."""
 
     boundaries: tuple[LiveBoundary, ...]
-    dc: Mapping[str, str] = field(default_factory=frozen_map)
+    dc: Mapping[str, str] = field(default_factory=_empty_map)
 
     @property
     def wan_bound(self) -> int:
@@ -100,7 +105,7 @@ class PlannerView:
     jobs: tuple[JobPlannerView, ...] = ()
     thresholds: Thresholds | None = None
     overheads: Overheads | None = None
-    replacement_seconds: Mapping[str, float] = field(default_factory=frozen_map)  # GPU → s, measured
+    replacement_seconds: Mapping[str, float] = field(default_factory=_empty_map)  # GPU → s, measured
     prices: PriceSource | None = None
     deadline_hours: float | None = None  # from the start of monitoring
     budget_usd: float | None = None

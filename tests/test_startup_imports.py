@@ -42,6 +42,8 @@ DEFERRED = (
     "numpy",  # the planner's arrays (and the store's numpy readers): after the first data frame
     "cmdare.planner.speed.allreduce",  # the sync model: with the planner, not with the Job pane
     "cmdare.planner.rules.alerts",  # the rules engine: with the planner (its Alert type is only named)
+    "cmdare.planner.rules.inputs",  # the rules' inputs: with the planner (the first state's view needs none)
+    "cmdare.tui.widgets.explain",  # a row's explanation window: on enter
     "cmdare.planner.risk_cost.cost_meter",
     "pandas",
     "sklearn",

@@ -20,6 +20,7 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
@@ -28,6 +29,7 @@ from textual.worker import Worker, WorkerState
 from cmdare.collectors import writes
 from cmdare.tui.help_screen import HelpOverlay, Section, binding_rows, help_sections
 from cmdare.tui.options import SessionOptions
+from cmdare.tui.pane_screen import PaneScreen
 from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.panes.job import JobPane
@@ -58,6 +60,10 @@ HELP_ACTIONS = frozenset({"quit", "help", "command_palette"})
 
 
 STARTUP_GC_PAUSE_S = 5.0  # the longest the garbage collector stays off at start-up (tui/cli.py turns it off)
+# The longest the screen waits for the first poll's data before it is drawn without it (issue 34): a frame of
+# empty panes drawn first cost ~30-40 ms of the one CPU start-up runs on (its layouts and paints, composed and
+# then composed again with the data) and was on the terminal ~0.1 s (the demo, a quiet machine).
+FIRST_FRAME_HOLD_S = 0.5
 
 
 GC_YOUNG = 50_000  # container allocations between young-generation collections (CPython's default: 700)
@@ -76,6 +82,18 @@ def collect_again() -> None:
         gc.freeze()
         gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
         gc.enable()
+
+
+class HeldScreen(PaneScreen):
+    """The app's screen (a :class:`PaneScreen`: focus moves repaint what they change, the open help takes the
+    keys): composes no frame while the app holds its first one (:meth:`CmdareApp.hold_first_frame`). Textual
+    sends no frame during a batch but still composes it; this one is not composed at all."""
+
+    def _compositor_refresh(self) -> None:
+        app = self.app
+        if isinstance(app, CmdareApp) and app.holding_first_frame:
+            return  # the release repaints the whole screen
+        super()._compositor_refresh()
 
 
 class CmdareApp(App[int]):
@@ -119,6 +137,9 @@ class CmdareApp(App[int]):
         self._poll = poll
         self._prepared = False
         self._first_frame_asked = False  # whether the work waiting for the first data frame is scheduled
+        self.holding_first_frame = (
+            False  # whether the screen waits for the first poll's data (FIRST_FRAME_HOLD_S)
+        )
         self._selected_job: str | None = None
         self._shown_paused = False  # whether the footer's space key reads "Resume"
         self._keys = keys or {}
@@ -128,6 +149,16 @@ class CmdareApp(App[int]):
         self.animation_level = "full" if animations else "none"
         if theme:
             self.theme = theme
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; on Linux and macOS the one that answers ``esc`` after
+        ``ESCDELAY`` instead of Textual's 0.1 s (tui/escape_driver.py)."""
+        driver = super().get_driver_class()
+        if (driver.__module__, driver.__qualname__) == ("textual.drivers.linux_driver", "LinuxDriver"):
+            from cmdare.tui.escape_driver import EscapeDriver
+
+            return EscapeDriver
+        return driver
 
     @property
     def read_only(self) -> bool:
@@ -154,6 +185,7 @@ class CmdareApp(App[int]):
         self._focus_pane(0)
         self.query_one(FitFooter).show_keys()  # in the first frame, not one after it
         if self._poll:
+            self.hold_first_frame()
             self._start_polling()  # the planner is warmed up once the first poll is on screen
         self.set_timer(STARTUP_GC_PAUSE_S, collect_again)  # should the first data frame never come
         if not self.is_headless:
@@ -178,6 +210,29 @@ class CmdareApp(App[int]):
         self.session.set_price_book(load_book(self._prices, progress=progress))
         say(ProgressReport(None))
 
+    def get_default_screen(self) -> Screen[None]:
+        return HeldScreen(id="_default")
+
+    def hold_first_frame(self) -> None:
+        """Draw nothing until the first poll's state is in the panes (or a refresh failed, the polling ended,
+        or :data:`FIRST_FRAME_HOLD_S` passed): the first frame on the terminal has the data. The layout still
+        runs (the widgets have their sizes); Textual's batch keeps frames off the terminal, :class:`HeldScreen`
+        keeps them from being composed."""
+        self._begin_batch()
+        self.holding_first_frame = True
+        self.set_timer(
+            FIRST_FRAME_HOLD_S, lambda: self.release_first_frame(repaint=True), name="first frame hold"
+        )
+
+    def release_first_frame(self, repaint: bool = False) -> None:
+        """End the hold of :meth:`hold_first_frame` (once; later calls do nothing). The next frame is the whole
+        screen; ``repaint`` asks for it now (else the change that released the hold brings it)."""
+        if self.holding_first_frame:
+            self.holding_first_frame = False
+            self._end_batch()
+            if repaint:
+                self.screen.refresh()
+
     def _start_polling(self) -> None:
         self.run_worker(self._poll_loop(), name="poller", group="poll", exclusive=True, exit_on_error=False)
 
@@ -189,6 +244,7 @@ class CmdareApp(App[int]):
 
     async def _poll_loop(self) -> None:
         await self.session.run(self._stop, self.apply_state, self.report_problem)
+        self.release_first_frame(repaint=True)  # a replay that ended before its first state
         if not self._closing_down():  # a replay's end: the last recorded state stays, the header says so
             self._render_badges()
             self.refresh_bindings()  # pause, step and speed are gone with the recording
@@ -206,6 +262,8 @@ class CmdareApp(App[int]):
         self._problem = message
         if not self._closing_down():
             self._render_badges()
+            if message is not None:
+                self.release_first_frame()  # a failed first refresh is shown at once
 
     def _closing_down(self) -> bool:
         """True once the app quits or its screen is being taken down (the panes are gone)."""
@@ -238,6 +296,7 @@ class CmdareApp(App[int]):
                     log.exception("%s pane failed to update", title)
                     failed.append(f"{title} pane: {type(exc).__name__}: {exc}")
             self.report_problem(refresh_error(RuntimeError("; ".join(failed))) if failed else None)
+        self.release_first_frame()  # the first frame drawn is this one
         if not self._first_frame_asked:
             self._first_frame_asked = True
             self._badges.after_paint(self._after_first_frame)
@@ -329,14 +388,26 @@ class CmdareApp(App[int]):
             ),
             None,
         )
-        (target or pane).focus()
-        self.sub_title = PANES[self._current][1]
+        # the focus moved now, not at the next turn of the loop (Widget.focus): the pane's mark and the key
+        # line change in the same frame as the pane (they came in a frame of their own ~30 ms later)
+        self.screen.set_focus(target or pane, scroll_visible=False)
+        self._mark_focused_pane()
+        self.query_one(FitFooter).update_keys()
+        # (not shown by this app: Textual's App.sub_title repaints the whole screen when set)
+        self.set_reactive(App.sub_title, PANES[self._current][1])
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        help_ = self._help
-        if help_.display and event.widget is not help_ and help_ not in event.widget.ancestors:
-            help_.close(restore_focus=False)  # a click put the focus under the help: it closes
+        if self._help.shown:
+            self._help.close(restore_focus=False)  # the focus moved under the help (it never takes it)
         self._mark_focused_pane()
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        """A press of the mouse beside the open help closes it (then does what it does). The help keeps
+        the focus where it was: a click on the focused table would not move the focus and close it."""
+        help_ = self._help
+        under = event.widget
+        if help_.shown and (under is None or (under is not help_ and help_ not in under.ancestors)):
+            help_.close(restore_focus=False)
 
     def _mark_focused_pane(self) -> None:
         """Give the pane holding the focus (else the one last shown) the class :data:`FOCUSED_PANE`,
@@ -495,12 +566,12 @@ class CmdareApp(App[int]):
     @property
     def help_shown(self) -> bool:
         """Whether the help is open."""
-        return self._help.display  # (a reference, not a query: bindings are checked often)
+        return self._help.shown  # (a reference, not a query: bindings are checked often)
 
     def action_help(self) -> None:
         """``?``: open the help over the panes (again: close it)."""
         overlay = self._help
-        if overlay.display:
+        if overlay.shown:
             overlay.action_close()
             return
         notes = ["READ-ONLY: nothing is written anywhere; exports are off."] if self.read_only else []
@@ -536,8 +607,7 @@ class CmdareApp(App[int]):
 
     async def action_quit(self) -> None:
         """Quit at once: close the poller, the recorder (the recording complete in its file) and the replay;
-        stop the demo exporters in a thread for at most 1 s (each socketserver takes ~0.3 s to shut down;
-        their threads are daemons and end with us). ``q``, ctrl+c, SIGTERM, SIGHUP and SIGINT all come here."""
+        stop the demo exporters in a thread for at most 1 s (their one thread is a daemon and ends with us). ``q``, ctrl+c, SIGTERM, SIGHUP and SIGINT all come here."""
         self._stop.set()
         if self.session.poller is not None:
             await self.session.poller.aclose()

@@ -47,6 +47,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.exporter.allreduce_timer import AllreduceTimer
+from cmdare.collectors.exporter.page_host import PageHost
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ class TrainingExporter:
             )
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._host: PageHost | None = None  # the host answering for this exporter (start(host=...)), if any
         self._stop = threading.Event()
         self.port: int | None = None
 
@@ -204,9 +206,14 @@ class TrainingExporter:
         self.preempted.set(1 if preempted else 0)
 
     # --- serving ----------------------------------------------------------------------------
-    def start(self, port: int = 0, addr: str = "127.0.0.1") -> int:
-        """Serve ``/metrics`` on ``addr:port`` (0 = any free port); returns the port."""
-        server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+    def start(self, port: int = 0, addr: str = "127.0.0.1", host: PageHost | None = None) -> int:
+        """Serve ``/metrics`` on ``addr:port`` (0 = any free port); returns the port. With ``host``, that
+        host's thread answers (several exporters in one process), else a thread of the exporter's own."""
+        if host is not None:
+            server = host.add(self.registry, port, addr)
+            self._host = host
+        else:
+            server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
         self._server = server
         self.port = server.server_address[1]
         return self.port
@@ -214,8 +221,11 @@ class TrainingExporter:
     def stop(self) -> None:
         self._stop.set()
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            if self._host is not None:
+                self._host.remove(self._server)
+            else:
+                self._server.shutdown()
+                self._server.server_close()
             self._server = None
 
     def watch_gce_preemption(self, interval: float = 5.0, url: str = GCE_PREEMPTED_URL) -> threading.Thread:

@@ -14,7 +14,6 @@ from textual.widgets import DataTable
 
 from cmdare.tui.format import SEVERITY_SYMBOL
 from cmdare.tui.session import MonitorState
-from cmdare.tui.widgets.explain import ExplainScreen, detail_grid
 from cmdare.tui.widgets.quiet import set_subtitle
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
@@ -123,6 +122,8 @@ class AlertsPane(Vertical):
         )
         if a is None:
             return
+        from cmdare.tui.widgets.explain import ExplainScreen, detail_grid  # on enter only, not at start-up
+
         rows = [("Severity", f"{SEVERITY_SYMBOL.get(a.severity, '?')} {a.severity}"), ("Subject", a.subject),
                 ("Kind", a.kind), ("Raised by", ORIGIN_WORDS.get(a.origin, a.origin)), ("Message", a.message),
                 ("Fix", a.fix or "–")]  # fmt: skip

@@ -36,7 +36,6 @@ from cmdare.tui.format import (
     signed_pct,
 )
 from cmdare.tui.session import MonitorState
-from cmdare.tui.widgets.explain import ExplainScreen
 from cmdare.tui.widgets.quiet import set_subtitle
 from cmdare.tui.widgets.table import FilterTable, Row, TableBox
 
@@ -348,6 +347,8 @@ class PlannerPane(Vertical):
         """``enter`` on a row: explain it."""
         if self._state is None or event.row_key.value is None:
             return
+        from cmdare.tui.widgets.explain import ExplainScreen  # on enter only, not at start-up
+
         key = str(event.row_key.value)
         ranked = self._ranked(self._state)
         if ranked is not None and self.mode == "ranked":
