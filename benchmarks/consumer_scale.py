@@ -131,7 +131,7 @@ def measure(
     engine = Analysis(load_offline_book())
     store = Store()
     views = job_views(n, changed, ps_every, facts, sync=sync)
-    parts: dict[str, list[float]] = {"analysis": [], "rank": [], "app": []}
+    parts: dict[str, list[float]] = {"analysis": [], "rank": [], "app": [], "cluster": []}
     prof = cProfile.Profile() if profile else None
     states: list[MonitorState] = []
     for k in range(refreshes + 2):
@@ -154,7 +154,7 @@ def measure(
         states.append(MonitorState(t=now, cycles=k + 1, jobs=jobs, alerts=alerts, alert_history=[],  # type: ignore[arg-type]
                                    sources=[], demo=False, read_only=True, planner=planner))  # type: ignore[arg-type]  # fmt: skip
     if app:
-        parts["app"] = asyncio.run(app_costs(states, prof if profile == "app" else None))
+        parts["app"], parts["cluster"] = asyncio.run(app_costs(states, prof if profile == "app" else None))
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(30)
     out = {p: statistics.median(v) for p, v in parts.items() if v}
@@ -162,11 +162,15 @@ def measure(
     return out
 
 
-async def app_costs(states: list, prof: cProfile.Profile | None) -> list[float]:  # list[MonitorState]
-    """CPU of ``apply_state`` and the paint that follows, the real app headless at 120x40."""
+async def app_costs(
+    states: list, prof: cProfile.Profile | None
+) -> tuple[list[float], list[float]]:  # list[MonitorState]
+    """CPU of ``apply_state`` and the paint that follows, the real app headless at 120x40; and of the
+    Cluster pane's ``update_state`` alone (within it: its rows, table order and summary line)."""
     from cmdare.tui.app import CmdareApp
     from cmdare.tui.options import SessionOptions
-    from cmdare.tui.session import MonitorSession
+    from cmdare.tui.panes.cluster import ClusterPane
+    from cmdare.tui.session import MonitorSession, MonitorState
 
     class Quiet(MonitorSession):
         def start(self) -> None:  # no source: the states are handed over
@@ -175,7 +179,17 @@ async def app_costs(states: list, prof: cProfile.Profile | None) -> list[float]:
     opts = SessionOptions(read_only=True)
     app = CmdareApp(opts, Quiet(opts), poll=False)
     costs: list[float] = []
+    pane: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:
+        cluster = app.query_one(ClusterPane)
+        update = cluster.update_state
+
+        def timed(state: MonitorState) -> None:
+            t0 = time.process_time()
+            update(state)
+            pane.append(time.process_time() - t0)
+
+        cluster.update_state = timed  # type: ignore[method-assign]
 
         async def settled() -> None:
             done = asyncio.Event()
@@ -195,9 +209,11 @@ async def app_costs(states: list, prof: cProfile.Profile | None) -> list[float]:
             if prof is not None:
                 prof.disable()
             gc.enable()
-            if k >= 2:
+            if k < 2:
+                pane.clear()
+            else:
                 costs.append(c)
-    return costs
+    return costs, pane
 
 
 def main(argv: list[str] | None = None) -> int:

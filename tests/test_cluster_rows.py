@@ -21,6 +21,7 @@ from cmdare.planner.rules.alerts import Alert
 from cmdare.tui.format import rate, uptime, uptime_until
 from cmdare.tui.panes.cluster import ClusterPane, RoleTally, replaced, role_summary
 from cmdare.tui.panes.cluster_rows import COLUMNS, UP, ShownAt, TaskCells, TaskRows, task_facts
+from cmdare.tui.panes.ordered_values import OrderedValues
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable
 
@@ -151,6 +152,29 @@ def reference_line(nodes: list[NodeView]) -> str:
     return out
 
 
+def test_rows_kept_across_refreshes_match_rows_made_afresh():
+    """Incremental vs fresh: over random refreshes where views are replaced, tasks trade places (the
+    same count: where each task is must be found again), and flags come and go on tasks and on the job
+    (its PS rows), the kept rows read exactly as a new TaskRows' would (keys, cells, sort values)."""
+    rng = random.Random(7)
+    nodes = [view(i, "ps" if i % 10 == 0 else "worker", steps_per_sec=1.0) for i in range(60)]
+    kept = TaskRows()
+    for step in range(150):
+        for i in rng.sample(range(len(nodes)), rng.randint(0, 6)):
+            nodes[i] = replace(nodes[i], steps_per_sec=rng.choice([1.0, 2.0, None]))
+        if step % 7 == 3:
+            a, b = rng.sample(range(len(nodes)), 2)
+            nodes[a], nodes[b] = nodes[b], nodes[a]
+        subjects = [f"j/{n.name}" for n in rng.sample(nodes, rng.randint(0, 4))] + ["j/gone-9"]
+        alerts = [alert(rng.choice(["straggler", "silent"]), s) for s in subjects]
+        alerts += [alert("ps-saturation", "j")] if step % 3 == 0 else []
+        now = state(nodes, T0 + step, alerts)
+        got, fresh = kept.update(now), TaskRows().update(now)
+        assert [r.key for r in got] == [r.key for r in fresh]
+        assert [r.values() for r in got] == [r.values() for r in fresh]
+        assert [list(r.sort_values() or ()) for r in got] == [list(r.sort_values() or ()) for r in fresh]
+
+
 def test_the_tally_is_the_defined_summary_over_random_refreshes():
     rng = random.Random(3)
     roles = ["worker"] * 8 + ["ps", "chief"]
@@ -179,6 +203,35 @@ def test_replaced_is_the_multiset_difference_and_union():
         for value in out:
             left.remove(value)
         assert replaced(ordered, out, add) == sorted(left + add)
+
+
+def test_ordered_values_kept_value_by_value_match_a_fresh_sort():
+    """Incremental (chunks split and emptied, small batches one by one, large ones merged) vs the values
+    sorted afresh each time, and the median vs statistics.median's, over random updates."""
+    rng = random.Random(11)
+    pool = [1.0, 2.0, 2.0, 3.5] + [rng.random() * 4 for _ in range(50)]
+    held = sorted(rng.choice(pool) for _ in range(3000))
+    kept = OrderedValues(held)
+    for step in range(400):
+        big = step % 40 == 0
+        out = rng.sample(held, min(len(held), rng.randint(0, 800 if big else 60)))
+        add = [
+            rng.choice(pool) if rng.random() < 0.7 else rng.random() * 4
+            for _ in range(rng.randint(0, 800 if big else 70))
+        ]
+        for value in out:
+            held.remove(value)
+        held = sorted(held + add)
+        kept.update(out + ([9.0] if step % 13 == 0 else []), add)  # a value not held is passed over
+        assert kept.values() == held and len(kept) == len(held)
+        assert kept.median() == statistics.median(held)
+    for _ in range(2500):  # one value at a time past the top: the last chunk overflows and splits, often
+        kept.update([], [5.0])
+    held += [5.0] * 2500
+    assert kept.values() == held and kept.median() == statistics.median(held)
+    for value in list(held):
+        kept.update([value], [])  # one by one down to nothing (every chunk emptied)
+    assert not kept and kept.values() == []
 
 
 class PaneApp(App[None]):

@@ -84,14 +84,14 @@ async def test_a_backlog_being_read_replays_as_catching_up(tmp_path, monkeypatch
             cycle = await poller.poll_once()
             (p,) = cycle.polls
             live.append(p.catching_up)
-            if p.ok and not p.catching_up and live.count(True) >= 2:
+            if p.ok and not p.catching_up and True in live:  # read to its end
                 break
             clock.advance(1.0)
             await asyncio.sleep(0.005)  # the reader thread reads a chunk beside the polls
     finally:
         await source.aclose()
         recorder.close()
-    assert live.count(True) >= 2 and not live[-1]
+    assert True in live and not live[-1]  # how many polls the reading spans depends on the machine
 
     rclock = ManualClock()
     replay = ReplaySource(rec, rclock, speed=1e6)

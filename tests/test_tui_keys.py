@@ -143,7 +143,8 @@ async def settled(app: CmdareApp, pilot) -> None:  # noqa: ANN001
 
 async def test_help_is_a_box_over_the_panes_and_keys_under_it_wait():
     """Issue 28/34: the help opens over the panes in the app's own screen (no screen pushed, nothing
-    mounted), the keys under it wait, esc gives the focus back; a click on a pane closes it."""
+    mounted) and takes the keys while the table below keeps the focus (unchanged: no restyle, no repaint
+    in blurred colours); the keys under it wait, esc closes it; a click on another pane closes it."""
     app, before = fixed_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await before(pilot)
@@ -152,23 +153,62 @@ async def test_help_is_a_box_over_the_panes_and_keys_under_it_wait():
         screen, mounted = app.screen, widgets(app)
         await pilot.press("question_mark")
         help_ = app.query_one(HelpOverlay)
-        assert app.help_shown and app.screen is screen and app.focused is help_
+        assert app.help_shown and app.screen is screen and app.focused is table and table.has_focus
         assert app.query_one("#pane-cluster").display and help_.region.width == 78  # the panes stay around it
         assert "cmdare-tui — keys (esc closes)" in str(help_.query_one(Static).content)
         footer = app.query_one(FitFooter)
         assert [k.key_display for k in footer.keys] == ["esc"] and footer.keys[0].description == "Close help"
-        await pilot.press("2", "j")  # waits: no pane switch, no cursor move under the help
-        assert app.help_shown and app._current == 0 and table.cursor_row == 0
+        await pilot.press("2", "j", "down", "slash", "s")  # wait: no pane switch, cursor move, filter or sort
+        assert app.help_shown and app._current == 0 and table.cursor_row == 0 and app.focused is table
+        assert table.view.sort_col is None and not app.query("Input.filter.-active")
         await pilot.press("escape")
         await pilot.pause()
         assert not app.help_shown and app.focused is table and widgets(app) == mounted
         assert "q" in [k.key_display for k in footer.keys]  # the keys are back
+        await pilot.press("j")
+        assert table.cursor_row == 1  # and go to the table again
+        await pilot.press("question_mark")
+        assert table.region.x + 2 < help_.region.x  # a click on the focused table beside the help closes it
+        await pilot.click(table, offset=(2, 3))  # (the focus does not move: only the click can tell)
+        await pilot.pause()
+        assert not app.help_shown and app.focused is table
         await pilot.press("question_mark")
         alerts = app.query_one("#pane-alerts")
         await pilot.click(alerts, offset=(alerts.size.width - 4, 3))  # beside the help: the focus goes there
         await pilot.pause()  # (and the help closes)
         await pilot.pause()
         assert not app.help_shown and app.query_one("#pane-alerts").has_class("-focused")
+
+
+async def test_help_answers_its_keys_and_a_click_beside_it_closes_it():
+    """Issue 28: while the help is open, its keys scroll it (not the table below, which keeps the focus),
+    and ``q`` and ``?`` close it (``q`` does not quit)."""
+    app, before = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:  # the help is taller than the screen: it scrolls
+        await before(pilot)
+        table = app.query_one("#cluster-table", FilterTable)
+        help_ = app.query_one(HelpOverlay)
+        await pilot.press("question_mark")
+        assert app.help_shown and help_.max_scroll_y > 0 and help_.scroll_y == 0
+        await pilot.press("down", "down")
+        await pilot.pause()
+        assert help_.scroll_y == 2 and table.cursor_row == 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert help_.scroll_y > 2
+        await pilot.press("home")
+        await pilot.pause()
+        assert help_.scroll_y == 0
+        await pilot.click(help_, offset=(10, 5))  # a click inside the help leaves it open, the focus below
+        await pilot.pause()
+        assert app.help_shown and app.focused is table
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.help_shown and app.is_running and app.focused is table
+        await pilot.press("question_mark")
+        assert app.help_shown
+        await pilot.press("question_mark")
+        assert not app.help_shown
 
 
 async def test_pane_switch_marks_the_pane_and_mounts_nothing():
@@ -191,6 +231,24 @@ async def test_pane_switch_marks_the_pane_and_mounts_nothing():
             assert widgets(app) == mounted
 
 
+async def test_pane_switch_moves_focus_mark_and_key_line_at_once():
+    """Issue 28: a pane switch moves the focus, the pane's mark and the key line in the action itself,
+    so they are drawn in the frame that shows the pane (the focus came a turn of the loop later, and the
+    mark and the key line in a second frame); the sub-title follows without repainting the screen."""
+    app, before = fixed_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await before(pilot)
+        footer = app.query_one(FitFooter)
+        app.action_show_pane("job")  # no pause: what the next frame draws is set already
+        job = app.query_one("#pane-job")
+        assert app.focused is not None and (app.focused is job or job in app.focused.ancestors)
+        assert job.has_class("-focused") and not app.query_one("#pane-cluster").has_class("-focused")
+        assert "/" not in [k.key_display for k in footer.keys] and app.sub_title == "Job"
+        app.action_show_pane("cluster")
+        assert app.focused is app.query_one("#cluster-table", FilterTable)
+        assert "/" in [k.key_display for k in footer.keys] and app.sub_title == "Cluster"
+
+
 async def test_a_click_on_a_footer_key_presses_it():
     app, before = fixed_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -201,3 +259,79 @@ async def test_a_click_on_a_footer_key_presses_it():
         await pilot.click(FitFooter, offset=(x + 1, 0))
         await pilot.pause()
         assert app.help_shown
+
+
+def test_a_lone_escape_waits_its_delay_not_the_input_threads_tenth_of_a_second(monkeypatch):
+    """Issue 28: Textual's input thread read a pending escape sequence only when its 0.1 s wait for input
+    ended, so ``esc`` came 100+ ms late whatever ESCDELAY said. The app's driver waits for input only until
+    the sequence times out: a lone ESC becomes ``esc`` then; an arrow's sequence is still one key."""
+    from textual import constants
+    from textual._time import get_time
+    from textual._xterm_parser import XTermParser
+
+    from cmdare.tui.escape_driver import IDLE_WAIT_S, EscapeDriver, input_wait
+
+    assert CmdareApp().get_driver_class() is EscapeDriver  # (tests run without TEXTUAL_DRIVER)
+    monkeypatch.setattr(constants, "ESCAPE_DELAY", 0.025)  # what tui/cli.py's ESCDELAY gives
+    parser = XTermParser()
+    assert input_wait(parser, get_time()) == IDLE_WAIT_S and IDLE_WAIT_S == 0.1  # idle: as Textual's
+    assert list(parser.feed("\x1b")) == []  # a lone ESC: is more coming?
+    wait = input_wait(parser, get_time())
+    assert 0 < wait <= constants.ESCAPE_DELAY < IDLE_WAIT_S
+    import time
+
+    time.sleep(wait)  # the thread's wait ends when the sequence times out
+    assert [e.key for e in parser.tick()] == ["escape"]
+    assert input_wait(parser, get_time()) == IDLE_WAIT_S
+    assert [e.key for e in parser.feed("\x1b[A")] == ["up"]  # a sequence in one read: one key, no wait
+
+
+async def test_help_open_close_lays_out_nothing_else():
+    """Issue 28: the help is hidden, not taken out of the layout (a box that came and went changed the
+    painting order of every widget, so the whole screen was written again), and a layout repaints no
+    table's scroll bars when the table did not change (Textual's ScrollView repainted them at every
+    layout, in a frame of their own)."""
+    from textual.scrollbar import ScrollBar
+
+    app, before = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await before(pilot)
+        await settled(app, pilot)
+        help_ = app.query_one(HelpOverlay)
+        painted: list[ScrollBar] = []
+        tables = [t for t in app.query(FilterTable) if t is not app.focused and t.show_vertical_scrollbar]
+        bars = [t.vertical_scrollbar for t in tables]
+        for bar in bars:  # (the scroll bars of the tables without the focus: nothing of theirs changes)
+            bar.refresh = lambda *a, _b=bar, _r=bar.refresh, **k: (painted.append(_b), _r(*a, **k))[1]  # type: ignore[method-assign]  # a spy on the real method
+        order = {
+            id(w): w.region for w in app.screen.walk_children() if w is not help_ and help_ not in w.ancestors
+        }
+        for key in ("question_mark", "escape", "question_mark", "escape"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert help_.display and help_.shown == (key == "question_mark")
+        assert bars and painted == []
+        assert order == {
+            id(w): w.region for w in app.screen.walk_children() if w is not help_ and help_ not in w.ancestors
+        }
+
+
+async def test_a_move_of_the_focus_repaints_what_it_changes_not_the_screen():
+    """Issue 28: Textual's screen repainted every cell at each move of the focus (its ``focused`` repaints
+    the screen); the app's screen repaints only the widgets whose look changes. Switching panes in the
+    2×2 layout (a move of the focus, nothing laid out again) asks no repaint of the whole screen."""
+    app, before = fixed_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await before(pilot)
+        await settled(app, pilot)
+        screen = app.screen
+        whole: list[tuple[object, ...]] = []
+        real = screen.refresh
+        screen.refresh = lambda *regions, **kw: (
+            whole.append(regions) if not regions else None,
+            real(*regions, **kw),
+        )[1]  # type: ignore[method-assign]  # a spy on the real method
+        for key in ("3", "4", "1"):
+            await pilot.press(key)
+            await pilot.pause()
+        assert app.focused is app.query_one("#cluster-table", FilterTable) and whole == []

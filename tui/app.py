@@ -20,6 +20,7 @@ from textual import events
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Container
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
@@ -28,6 +29,7 @@ from textual.worker import Worker, WorkerState
 from cmdare.collectors import writes
 from cmdare.tui.help_screen import HelpOverlay, Section, binding_rows, help_sections
 from cmdare.tui.options import SessionOptions
+from cmdare.tui.pane_screen import PaneScreen
 from cmdare.tui.panes.alerts import AlertsPane
 from cmdare.tui.panes.cluster import ClusterPane
 from cmdare.tui.panes.job import JobPane
@@ -82,9 +84,10 @@ def collect_again() -> None:
         gc.enable()
 
 
-class HeldScreen(Screen[None]):
-    """The app's screen: composes no frame while the app holds its first one (:meth:`CmdareApp.hold_first_frame`).
-    Textual sends no frame during a batch but still composes it; this one is not composed at all."""
+class HeldScreen(PaneScreen):
+    """The app's screen (a :class:`PaneScreen`: focus moves repaint what they change, the open help takes the
+    keys): composes no frame while the app holds its first one (:meth:`CmdareApp.hold_first_frame`). Textual
+    sends no frame during a batch but still composes it; this one is not composed at all."""
 
     def _compositor_refresh(self) -> None:
         app = self.app
@@ -146,6 +149,16 @@ class CmdareApp(App[int]):
         self.animation_level = "full" if animations else "none"
         if theme:
             self.theme = theme
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; on Linux and macOS the one that answers ``esc`` after
+        ``ESCDELAY`` instead of Textual's 0.1 s (tui/escape_driver.py)."""
+        driver = super().get_driver_class()
+        if (driver.__module__, driver.__qualname__) == ("textual.drivers.linux_driver", "LinuxDriver"):
+            from cmdare.tui.escape_driver import EscapeDriver
+
+            return EscapeDriver
+        return driver
 
     @property
     def read_only(self) -> bool:
@@ -375,14 +388,26 @@ class CmdareApp(App[int]):
             ),
             None,
         )
-        (target or pane).focus()
-        self.sub_title = PANES[self._current][1]
+        # the focus moved now, not at the next turn of the loop (Widget.focus): the pane's mark and the key
+        # line change in the same frame as the pane (they came in a frame of their own ~30 ms later)
+        self.screen.set_focus(target or pane, scroll_visible=False)
+        self._mark_focused_pane()
+        self.query_one(FitFooter).update_keys()
+        # (not shown by this app: Textual's App.sub_title repaints the whole screen when set)
+        self.set_reactive(App.sub_title, PANES[self._current][1])
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        help_ = self._help
-        if help_.display and event.widget is not help_ and help_ not in event.widget.ancestors:
-            help_.close(restore_focus=False)  # a click put the focus under the help: it closes
+        if self._help.shown:
+            self._help.close(restore_focus=False)  # the focus moved under the help (it never takes it)
         self._mark_focused_pane()
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        """A press of the mouse beside the open help closes it (then does what it does). The help keeps
+        the focus where it was: a click on the focused table would not move the focus and close it."""
+        help_ = self._help
+        under = event.widget
+        if help_.shown and (under is None or (under is not help_ and help_ not in under.ancestors)):
+            help_.close(restore_focus=False)
 
     def _mark_focused_pane(self) -> None:
         """Give the pane holding the focus (else the one last shown) the class :data:`FOCUSED_PANE`,
@@ -541,12 +566,12 @@ class CmdareApp(App[int]):
     @property
     def help_shown(self) -> bool:
         """Whether the help is open."""
-        return self._help.display  # (a reference, not a query: bindings are checked often)
+        return self._help.shown  # (a reference, not a query: bindings are checked often)
 
     def action_help(self) -> None:
         """``?``: open the help over the panes (again: close it)."""
         overlay = self._help
-        if overlay.display:
+        if overlay.shown:
             overlay.action_close()
             return
         notes = ["READ-ONLY: nothing is written anywhere; exports are off."] if self.read_only else []

@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
 
+from cmdare.tui.pane_screen import PaneScreen
 from cmdare.tui.widgets.quiet import update_static
 
 KeyRow = tuple[str, str]  # (key as shown, what it does)
@@ -100,16 +101,24 @@ def fitted(text: str, room: int) -> str:
     return text if len(text) <= room else text[: max(room - 1, 0)] + "…"
 
 
-class HelpOverlay(VerticalScroll):
+class HelpOverlay(VerticalScroll, can_focus=False):
     """The help, a box over the panes on a layer of its own (``help``, declared by the app's screen,
     which centres it), shown and hidden in place: never a screen pushed and popped. A pushed screen was
     composed, mounted and styled at each opening and painted whole, and closing it repainted the whole
     screen below (issue 28); showing this box mounts nothing, lays the screen out once and paints the
     cells it covers, hiding it repaints those cells. Its text is made again only when what it says changed
-    (another pane, keys remapped, a replay ended). The panes stay in sight around it."""
+    (another pane, keys remapped, a replay ended). The panes stay in sight around it. Closed, it is
+    hidden (``visibility``), not taken out of the layout: a box that came and went changed the painting
+    order of every widget on the screen, so the whole screen was written again at each opening and
+    closing (~25 kB through tmux for a 78-column box, issue 28).
+
+    It never takes the focus: while it is open the screen sends it the keys (:meth:`PaneScreen.take_keys`:
+    its own close and scroll keys, then the app's that work over it), and the focused table stays focused
+    and unchanged below it (moving the focus restyled and repainted the table twice, issue 28). The mouse
+    wheel scrolls it as any box; a click beside it closes it (the app)."""
 
     DEFAULT_CSS = """
-    HelpOverlay { layer: help; display: none; width: 78; max-width: 100%; height: auto; max-height: 100%;
+    HelpOverlay { layer: help; visibility: hidden; width: 78; max-width: 100%; height: auto; max-height: 100%;
         border: round $accent; background: $surface; padding: 0 1; }
     """
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close help", id="help.close")]
@@ -117,32 +126,49 @@ class HelpOverlay(VerticalScroll):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(Static("", id="help-text"), id=id)
         self.sections: list[Section] = []
-        self._before: Widget | None = None  # what had the focus when the help opened
+        self._shown = False
+        self._before: Widget | None = None  # the text field that had the focus when the help opened
 
     def open(self, sections: list[Section], notes: list[str]) -> None:
-        """Show the help for ``sections`` (scrolled to its top) and take the focus."""
+        """Show the help for ``sections`` (scrolled to its top) and take the keys. A focused field that
+        takes typed text (the filter line) gives up the focus until the help closes."""
         self.sections = sections
         update_static(self.query_one("#help-text", Static), help_text(sections, notes))
-        self._before = self.app.focused
-        self.display = True
+        self.styles.visibility = "visible"
+        self._shown = True
         if self.scroll_y:
             self.scroll_home(animate=False, immediate=True)
-        self.focus(scroll_visible=False)
+        focused = self.app.focused
+        if focused is not None and focused.check_consume_key("a", "a"):
+            self._before = focused
+            self.screen.set_focus(None)
+        self._screen().take_keys(self)
+
+    @property
+    def shown(self) -> bool:
+        """Whether the help is open (read at every check of a key's binding: an attribute, not a style)."""
+        return self._shown
 
     def action_close(self) -> None:
-        """Hide the help; the focus goes back where it was."""
+        """Hide the help; the keys go back to the focused widget (a text field to the focus it gave up)."""
         self.close(restore_focus=True)
 
     def close(self, *, restore_focus: bool) -> None:
-        """Hide the help; with ``restore_focus``, the focus goes back where it was (not when a click
-        already put it elsewhere)."""
-        self.display = False
+        """Hide the help; the keys go back to the focused widget. With ``restore_focus``, a text field that
+        gave up the focus at opening takes it back (not when a click already put the focus elsewhere); with
+        nothing focused, the app gives a pane the focus (:class:`Closed`)."""
+        self.styles.visibility = "hidden"
+        self._shown = False
+        self._screen().take_keys(None)
         before, self._before = self._before, None
         if restore_focus and before is not None and before.is_attached and before.focusable:
             before.focus(scroll_visible=False)
-        elif restore_focus:
-            self.screen.set_focus(None)  # nothing to go back to: the app gives a pane the focus (Closed)
         self.post_message(self.Closed())
+
+    def _screen(self) -> PaneScreen:
+        screen = self.screen
+        assert isinstance(screen, PaneScreen), "the help lives on the app's PaneScreen"
+        return screen
 
     class Closed(Message):
         """The help was closed (the app gives the focus a pane when nothing had it)."""

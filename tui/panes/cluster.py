@@ -11,11 +11,8 @@ steps/s, GPU, host CPU %, host memory, GPU %, provisioning); the rest scrolls si
 
 from __future__ import annotations
 
-import statistics
-from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from itertools import compress
 from typing import Any
 
 from rich.text import Text
@@ -36,22 +33,25 @@ from cmdare.tui.panes.cluster_rows import (
     node_row,
     task_facts,
 )
+from cmdare.tui.panes.ordered_values import OrderedValues, replaced
 from cmdare.tui.session import MonitorState
 from cmdare.tui.widgets.table import FilterTable, TableBox
 
-__all__ = ["COLUMNS", "ClusterPane", "RoleTally", "node_cells", "node_row", "role_summary"]
+__all__ = ["COLUMNS", "ClusterPane", "RoleTally", "node_cells", "node_row", "replaced", "role_summary"]
 
 
 class RoleTally:
     """Per role: how many tasks, how many up, and their (finite) steps/s in order, kept up to date
     task by task (:meth:`swap`): at 10,000 tasks a pass over every view costs ~15 ms (they lie all
-    over memory), so the summary line costs the tasks that changed. The median is ``statistics.median``
-    of the ordered rates (its sort of a sorted list is one pass: ~50 µs at 10,000); roles are listed by count, ties in the order the roles were first seen."""
+    over memory), so the summary line costs the tasks that changed. The rates are kept in order value by
+    value (:class:`~cmdare.tui.panes.ordered_values.OrderedValues`: no pass over a role's rates unless
+    an eighth of them moved), the median read from them as ``statistics.median`` gives it; roles are
+    listed by count, ties in the order the roles were first seen."""
 
     def __init__(self) -> None:
         self.total: Counter[str] = Counter()
         self.up: Counter[str] = Counter()
-        self.rates: dict[str, list[float]] = {}
+        self.rates: dict[str, OrderedValues] = {}
         self.seen: dict[str, int] = {}  # role -> when it was first seen
         self._seen = 0
 
@@ -67,7 +67,7 @@ class RoleTally:
         for facts in odd_gone:
             self._count(facts, -1, out)
         for role in out.keys() | add.keys():
-            self.rates[role] = replaced(self.rates.get(role, []), out.get(role, []), add.get(role, []))
+            self.rates.setdefault(role, OrderedValues()).update(out.get(role, []), add.get(role, []))
         self._drop_empty()
 
     def _drop_empty(self) -> None:
@@ -99,7 +99,7 @@ class RoleTally:
             if total > up:
                 line.append(f" ({total - up:,} not)", "yellow")
             if rates := self.rates.get(role):
-                line.append(f", median {rate(statistics.median(rates))} steps/s")
+                line.append(f", median {rate(rates.median())} steps/s")
             line.append("  ")
         return line
 
@@ -124,23 +124,6 @@ def _rates_moved(
             if after is not None:
                 add[role].append(after)
     return odd_gone, odd_new
-
-
-def replaced(ordered: list[float], out: list[float], add: list[float]) -> list[float]:
-    """``ordered`` without the values ``out`` (each once per time listed) and with ``add``, in order:
-    the values out found by bisection, the rest kept in one C-level pass, then one sort that merges
-    two runs. ~1 ms for 1,500 values in and out of 10,000 where one by one costs ~7 (memmove)."""
-    keep, size = bytearray(b"\x01") * len(ordered), len(ordered)
-    for value in sorted(out):  # a value out twice: the second goes past the first
-        at = bisect_left(ordered, value)
-        while at < size and not keep[at] and ordered[at] == value:
-            at += 1
-        if at < size and ordered[at] == value:
-            keep[at] = 0
-    merged = list(compress(ordered, keep))
-    merged += add
-    merged.sort()
-    return merged
 
 
 def role_summary(jobs: list[JobView]) -> Text:

@@ -147,6 +147,9 @@ class LineTable(ScrollView, can_focus=True):
         self._strips: LRUCache[tuple[Any, ...], tuple[object, Strip]] = LRUCache(512)
         self._pseudo: object = None  # focus and the like: part of what a drawn line depends on
         self._base: Style | None = None  # the widget's style, as of the paint under way
+        self._sized: tuple[Size, Size, Size] | None = (
+            None  # (size, container size, virtual size) laid out last
+        )
 
     # --- what is shown ------------------------------------------------------------------------
     @property
@@ -272,6 +275,19 @@ class LineTable(ScrollView, can_focus=True):
 
     def on_resize(self, _: events.Resize) -> None:
         self.fit_columns()
+
+    def _size_updated(
+        self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True
+    ) -> bool:
+        """Textual's, skipped when the table's size, room and rows are those of the last layout. Textual's
+        ScrollView takes the screen's content size for a change of its own at every layout of the screen,
+        and repainted both scroll bars of every table then, in a frame of their own (opening or closing the
+        help drew a second frame ~30 ms after the first: issue 28)."""
+        sized = (size, container_size, self.virtual_size)
+        if sized == self._sized:
+            return False
+        self._sized = sized
+        return super()._size_updated(size, virtual_size, container_size, layout)
 
     def _stale_lines(self, recheck: bool) -> list[int]:
         """The positions on screen whose cells differ from those drawn there (made now)."""
