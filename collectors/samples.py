@@ -86,6 +86,7 @@ class _KeyOnce(CleanText):
     ``asdict``, equality or a recording)."""
 
     __slots__ = ("_key_made",)
+    _key_made: str  # the slot's type (set on first use of :attr:`TaskInfo.key`)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

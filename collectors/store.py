@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from cmdare.collectors.caps import current as current_caps
 from cmdare.collectors.hostdetail import DEV_PREFIX, devices_in
@@ -47,8 +47,8 @@ INITIAL_POINTS = 4  # a ring's first size; it doubles as points come, up to its 
 FIGURES_KEPT_UNDER = 2000
 _SCHEMA_MAX = 1024  # distinct key orders whose key -> position maps are shared between tasks
 MIN_POINTS = 32  # points per series kept whatever the history budget (rates need ~6)
-FLOAT32 = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
-FLOAT64 = "d"  # a series' times
+FLOAT32: Final = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
+FLOAT64: Final = "d"  # a series' times
 
 
 def _schema(keys: tuple[str, ...]) -> dict[str, int]:
@@ -378,10 +378,11 @@ class TaskSeries:
         into what the polls of the same time read (series read in turns), else only them."""
         index, last = self._index, self._last
         if last is None or t != self.last_seen:
-            self._last, self._read, self._extra = array(FLOAT64, row), 0, None
+            last = array(FLOAT64, row)
+            self._last, self._read, self._extra = last, 0, None
         elif len(last) < len(row):  # keys met since: not read at this time before
             last.extend(row[len(last) :])
-        last, read = self._last, self._read
+        read = self._read
         for key, v in values.items():
             i = index.get(key)
             if i is None:  # past the series cap: not in the grid, known all the same
