@@ -1,8 +1,9 @@
 """The real ``cmdare-tui`` (its own ``main``, the real Textual app on the real terminal) with two timing
 hooks for benchmarks/app_scale.py: when each poll begins (``Poller.poll_once``) and when the state it
 produced has been painted (``CmdareApp.apply_state``, then the next screen refresh). One line per
-refresh is appended to ``$CMDARE_PROBE``: ``<poll began> <painted>`` (monotonic seconds). Nothing else
-differs from ``cmdare-tui ARGS``.
+refresh is appended to ``$CMDARE_PROBE``: ``<poll began> <painted>`` (monotonic seconds); with
+``$CMDARE_GC_LOG`` set, one line per full garbage collection is appended there. Nothing else differs
+from ``cmdare-tui ARGS``.
 
     CMDARE_PROBE=/tmp/probe.txt python benchmarks/app_probe.py --prometheus URL --read-only
 """
@@ -38,6 +39,28 @@ def install(path: str) -> None:
     CmdareApp.apply_state = timed_apply  # type: ignore[method-assign]
 
 
+def log_full_collections(path: str) -> None:
+    """Append one line per generation-2 (full) garbage collection to ``path``:
+    ``<monotonic start> <seconds> <collected> <frozen count after>`` (``gc.callbacks``)."""
+    import gc
+
+    out = open(path, "a", buffering=1)  # noqa: SIM115 (open for the process' life)
+    began = [0.0]
+
+    def hook(phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            began[0] = time.monotonic()
+        else:
+            t = time.monotonic()
+            out.write(
+                f"{began[0]:.4f} {t - began[0]:.4f} {info.get('collected', 0)} {gc.get_freeze_count()}\n"
+            )
+
+    gc.callbacks.append(hook)
+
+
 def profile(path: str) -> None:
     """cProfile the main thread (the event loop: polls, planner, panes, painting) to ``path`` at exit."""
     import atexit
@@ -50,6 +73,8 @@ def profile(path: str) -> None:
 
 if __name__ == "__main__":
     install(os.environ["CMDARE_PROBE"])
+    if os.environ.get("CMDARE_GC_LOG"):
+        log_full_collections(os.environ["CMDARE_GC_LOG"])
     if os.environ.get("CMDARE_PROFILE"):
         profile(os.environ["CMDARE_PROFILE"])
     from cmdare.tui.cli import main

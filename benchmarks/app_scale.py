@@ -193,6 +193,22 @@ def tasks_shown(screen: bytes) -> int:
     return int(hits[-1][1].replace(",", "")) if hits else 0
 
 
+def print_full_collections(t0: float, t1: float) -> None:
+    """With ``$CMDARE_GC_LOG`` set (benchmarks/app_probe.py writes it): the app's full garbage collections
+    since start-up and inside the measured window ``t0..t1`` (monotonic), their seconds and frozen counts."""
+    path = os.environ.get("CMDARE_GC_LOG")
+    if not path or not Path(path).exists():
+        return
+    rows = [[float(x) for x in line.split()] for line in Path(path).read_text().splitlines() if line.strip()]
+    inside = [r for r in rows if t0 <= r[0] <= t1]
+    total = sum(r[1] for r in rows)
+    print(
+        f"  full collections: {len(rows)} since start-up ({total:.2f} s in all), {len(inside)} in the window: "
+        + ", ".join(f"{r[1]:.2f} s ({int(r[2]):,} freed, {int(r[3]):,} frozen)" for r in inside),
+        flush=True,
+    )
+
+
 def measure_synthetic(n: int, seconds: float, tmp: Path) -> dict[str, float]:
     """The app against the synthetic API server at ``n`` tasks (see the module's docstring)."""
     from fake_prometheus import FakePrometheus
@@ -226,6 +242,7 @@ def measure_synthetic(n: int, seconds: float, tmp: Path) -> dict[str, float]:
             rss = peak_rss_mb(app.pid)
             lat = sorted(refreshes(probe, t0))
             status, shown = last_status(bytes(tail)), max(shown, tasks_shown(bytes(tail)))
+            print_full_collections(t0, t0 + wall)
         finally:
             app.terminate()
             try:

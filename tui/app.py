@@ -27,6 +27,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
+from cmdare.tui.gc_pacing import start_pacing, stop_pacing
 from cmdare.tui.help_screen import HelpOverlay, Section, binding_rows, help_sections
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.pane_screen import PaneScreen
@@ -75,13 +76,15 @@ def collect_again() -> None:
     are never scanned again), and collect the young generation every :data:`GC_YOUNG` allocations. A
     refresh of a 10,000-task fleet allocates ~100k short-lived objects (its JSON answers); at the
     default threshold the collector re-scanned the survivors dozens of times a refresh (measured:
-    half the CPU of a refresh that reads the fleet's columns). A no-op when the collector was never
-    paused (tests, headless runs)."""
+    half the CPU of a refresh that reads the fleet's columns). From then on the survivors of each full
+    collection are frozen too, and unfrozen on a rule (tui/gc_pacing.py). A no-op when the collector was
+    never paused (tests, headless runs)."""
     if not gc.isenabled():
         gc.collect()
         gc.freeze()
         gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
         gc.enable()
+        start_pacing()
 
 
 class HeldScreen(PaneScreen):
@@ -270,6 +273,7 @@ class CmdareApp(App[int]):
         return self._stop.is_set() or not self._badges.is_attached  # (a query walked the whole DOM)
 
     def on_unmount(self) -> None:
+        stop_pacing()
         self._stop.set()  # the screen is going away (however the app ends): the poll loop ends too
 
     def _after_first_frame(self) -> None:

@@ -1,0 +1,126 @@
+"""Full garbage collections that do not walk the long-lived fleet again and again (issue 34).
+
+After start-up the app freezes what survives (``tui/app.py``, ``collect_again``), but everything built
+later (a 100,000-task fleet's columns, identities, history) sits in CPython's oldest generation, and each
+full (generation-2) collection walks all of it to free a few thousand objects: measured at 100,000 tasks
+(benchmarks/app_scale.py --synthetic 100000, load 2-4 on 2 cores), one every ~50 s taking 0.99-3.67 s,
+freeing 3,400-6,600 objects each: ~8% of a core, and a refresh p99 of 2.7-2.9 s when one landed.
+
+:class:`FullCollectionPacer` freezes the survivors of each full collection (``gc.freeze``: they are never
+walked again), so the next full collection walks only what survived since. It does so on the event loop,
+scheduled from a ``gc.callbacks`` hook on the ``stop`` of a generation-2 pass: the hook itself changes no
+collector state (a callback runs inside the collector, in whichever thread triggered it, and what the
+collector allows there differs across CPython versions), it only asks the loop to act.
+
+The price of freezing: a reference cycle among frozen objects that becomes garbage is never collected
+(reference counting still frees everything else). So the freeze is undone on a rule: every
+:data:`UNFREEZE_EVERY_S`, or once the frozen count has grown :data:`UNFREEZE_GROWTH` times since the last
+full walk, the pacer unfreezes, collects everything once (the walk the collector made every ~50 s before:
+0.99-3.67 s at 100,000 tasks) and freezes again. The leak is therefore bounded by the cyclic garbage made in
+ten minutes (at 100,000 tasks a full collection found 3,400-6,600 such objects every ~50 s: at most ~80,000
+objects held until the next walk), and the fleet is walked once in ten minutes instead of every ~50 s."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Callable
+from typing import Final
+
+UNFREEZE_EVERY_S: Final = 600.0  # the longest frozen cyclic garbage is held: one full walk in this long
+UNFREEZE_GROWTH: Final = 2.0  # ... or once the frozen count has doubled since the last full walk
+FULL: Final = 2  # CPython's oldest generation: a collection of it is a full collection
+
+
+class FullCollectionPacer:
+    """Freezes the survivors of each full collection (on the event loop) and, per the unfreeze rule,
+    unfreezes, walks everything once and freezes again. :meth:`install` once the start-up freeze is done;
+    :meth:`uninstall` when the app ends. ``clock`` is monotonic seconds (a test may pass its own)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        every_s: float = UNFREEZE_EVERY_S,
+        growth: float = UNFREEZE_GROWTH,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._loop = loop
+        self._every_s = every_s
+        self._growth = growth
+        self._clock = clock
+        self._scheduled = False  # a freeze is waiting on the loop (set from any thread, cleared on the loop)
+        self._walking = False  # the pacer's own full collection is running: its hook does nothing
+        self._walked_at = clock()
+        self._walked_frozen = gc.get_freeze_count()  # the frozen count right after the last full walk
+        self.full_walks = 0  # full walks the unfreeze rule made (shown to tests and benchmarks)
+
+    def install(self) -> None:
+        """Start watching full collections; counts the start-up freeze as the first full walk."""
+        self._walked_at, self._walked_frozen = self._clock(), gc.get_freeze_count()
+        if self._on_collection not in gc.callbacks:
+            gc.callbacks.append(self._on_collection)
+
+    def uninstall(self) -> None:
+        """Stop watching (what is frozen stays frozen: the process is ending, or a test restores it)."""
+        if self._on_collection in gc.callbacks:
+            gc.callbacks.remove(self._on_collection)
+
+    def _on_collection(self, phase: str, info: dict[str, int]) -> None:
+        # Inside the collector, in any thread: only ask the loop to act (one request at a time).
+        if phase != "stop" or info.get("generation") != FULL or self._walking or self._scheduled:
+            return
+        self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self.after_full_collection)
+        except RuntimeError:  # the loop is closed: the app is gone
+            self._scheduled = False
+
+    def unfreeze_due(self) -> bool:
+        """The unfreeze rule: :data:`UNFREEZE_EVERY_S` since the last full walk, or the frozen count grown
+        :data:`UNFREEZE_GROWTH` times since then."""
+        if self._clock() - self._walked_at >= self._every_s:
+            return True
+        return gc.get_freeze_count() >= self._growth * max(self._walked_frozen, 1)
+
+    def after_full_collection(self) -> None:
+        """On the loop, after a full collection: freeze its survivors, or (per :meth:`unfreeze_due`)
+        unfreeze, collect everything once, and freeze what survives that."""
+        self._scheduled = False
+        if self.unfreeze_due():
+            self._walking = True
+            try:
+                gc.unfreeze()
+                gc.collect()
+            finally:
+                self._walking = False
+            gc.freeze()
+            self._walked_at, self._walked_frozen = self._clock(), gc.get_freeze_count()
+            self.full_walks += 1
+        else:
+            gc.freeze()
+
+
+_pacer: FullCollectionPacer | None = None  # the process' one pacer (the collector is process-wide)
+
+
+def start_pacing() -> FullCollectionPacer | None:
+    """Install the process' pacer on the running event loop (once); None without a running loop."""
+    global _pacer
+    if _pacer is None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        _pacer = FullCollectionPacer(loop)
+        _pacer.install()
+    return _pacer
+
+
+def stop_pacing() -> None:
+    """Uninstall the process' pacer (the app is ending)."""
+    global _pacer
+    if _pacer is not None:
+        _pacer.uninstall()
+        _pacer = None
