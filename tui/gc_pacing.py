@@ -2,9 +2,11 @@
 
 After start-up the app freezes what survives (``tui/app.py``, ``collect_again``), but everything built
 later (a 100,000-task fleet's columns, identities, history) sits in CPython's oldest generation, and each
-full (generation-2) collection walks all of it to free a few thousand objects: measured at 100,000 tasks
-(benchmarks/app_scale.py --synthetic 100000, load 2-4 on 2 cores), one every ~50 s taking 0.99-3.67 s,
-freeing 3,400-6,600 objects each: ~8% of a core, and a refresh p99 of 2.7-2.9 s when one landed.
+full (generation-2) collection walks all of it to free a few thousand objects. Measured at 100,000 tasks
+(benchmarks/app_scale.py --synthetic 100000, 2026-12-03): one every 35-180 s, 0.44-1.14 s each, freeing
+3,100-8,700 objects (the build of 650 MB); 0.99-3.67 s each on the earlier build of 1.3 GB, where two in a
+60 s window made the refresh p99 2.7-2.9 s. With this pacer, the same harness: 0.06-0.60 s each once the
+fleet is frozen (docs/performance.md).
 
 :class:`FullCollectionPacer` freezes the survivors of each full collection (``gc.freeze``: they are never
 walked again), so the next full collection walks only what survived since. It does so on the event loop,
@@ -15,10 +17,12 @@ collector allows there differs across CPython versions), it only asks the loop t
 The price of freezing: a reference cycle among frozen objects that becomes garbage is never collected
 (reference counting still frees everything else). So the freeze is undone on a rule: every
 :data:`UNFREEZE_EVERY_S`, or once the frozen count has grown :data:`UNFREEZE_GROWTH` times since the last
-full walk, the pacer unfreezes, collects everything once (the walk the collector made every ~50 s before:
-0.99-3.67 s at 100,000 tasks) and freezes again. The leak is therefore bounded by the cyclic garbage made in
-ten minutes (at 100,000 tasks a full collection found 3,400-6,600 such objects every ~50 s: at most ~80,000
-objects held until the next walk), and the fleet is walked once in ten minutes instead of every ~50 s."""
+full walk, the pacer unfreezes, collects everything once (the walk the collector made every 35-180 s
+before: 0.75-0.86 s measured for the growth walk during the first sweep at 100,000 tasks) and freezes again.
+The trade: the leak is bounded by the cyclic garbage made in ten minutes (at 100,000 tasks a full collection
+found 3,100-8,700 such objects every 35-180 s: about 150,000 objects held at most until the next walk, never
+more than the frozen count doubling), and the whole fleet is walked once in ten minutes (~0.1-0.2% of a core)
+instead of at every full collection."""
 
 from __future__ import annotations
 
