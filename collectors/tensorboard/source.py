@@ -48,7 +48,7 @@ from cmdare.collectors.clock import Clock, clock_time
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.tensorboard.proto import Event, ProtoError, decode_event
-from cmdare.collectors.tensorboard.runs import EVENT_PREFIX, find_runs, run_name, sub_prefix
+from cmdare.collectors.tensorboard.runs import event_file_order, find_runs, run_name, sub_prefix
 from cmdare.collectors.tensorboard.tfrecord import HEADER_BYTES, MAX_RECORD_BYTES, read_records
 from cmdare.collectors.textfile import open_regular
 
@@ -270,11 +270,11 @@ class TensorBoardSource:
             if path in run.first:
                 return
             run.first[path] = first
-            older = [t for f, t in run.top.items() if _file_order(f) < _file_order(path)]
+            older = [t for f, t in run.top.items() if event_file_order(f) < event_file_order(path)]
             if not any(s >= first[0] and w <= first[1] for s, w in older):
                 return
             run.restarted.add(path)
-            if max(run.first, key=_file_order) != path:
+            if max(run.first, key=event_file_order) != path:
                 return  # an older restart read late: the newest file's timeline stands
             run.base = float(first[0])
             run.step, run.wall_time = math.nan, math.nan
@@ -430,16 +430,9 @@ class TensorBoardSource:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _file_order(path: Path) -> tuple[int, str]:
-    """Event files of one folder in the order they were created: by the time in their name
-    (``events.out.tfevents.<seconds>.<host>…``), then by name."""
-    stamp = path.name[len(EVENT_PREFIX) :].split(".", 1)[0]
-    return (int(stamp) if stamp.isdigit() else 0, path.name)
-
-
 def _later_firsts(run: _Run, path: Path) -> dict[Path, tuple[int, float]]:
     """The first (step, wall time) of the run-folder files created after ``path``."""
-    return {f: fw for f, fw in run.first.items() if _file_order(f) > _file_order(path)}
+    return {f: fw for f, fw in run.first.items() if event_file_order(f) > event_file_order(path)}
 
 
 def _readable(tail: _FileTail) -> int:
