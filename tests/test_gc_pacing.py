@@ -46,6 +46,10 @@ async def settle() -> None:
 def run(test: Callable[[FullCollectionPacer, list[float]], Awaitable[None]], **rule: float) -> None:
     async def main() -> None:
         now = [0.0]
+        others = gc.callbacks[
+            :
+        ]  # hooks of other tests' apps in this process (a pacer left installed) stay out
+        gc.callbacks.clear()
         gc.collect()
         gc.freeze()  # the app's start-up freeze (tui/app.py, collect_again), then the pacer
         pacer = FullCollectionPacer(asyncio.get_running_loop(), clock=lambda: now[0], **rule)
@@ -54,6 +58,7 @@ def run(test: Callable[[FullCollectionPacer, list[float]], Awaitable[None]], **r
             await test(pacer, now)
         finally:
             pacer.uninstall()
+            gc.callbacks.extend(others)
 
     asyncio.run(main())
 
@@ -105,7 +110,7 @@ def test_growth_of_the_frozen_count_walks_everything_once() -> None:
         cycle = Node()
         cycle.other = cycle
         ref = weakref.ref(cycle)
-        grown = [Node() for _ in range(frozen)]  # the frozen count more than doubles at the next freeze
+        grown = [Node() for _ in range(frozen)]  # the frozen count about doubles at the next freeze
         gc.collect()
         await settle()
         del cycle
@@ -115,4 +120,6 @@ def test_growth_of_the_frozen_count_walks_everything_once() -> None:
         assert pacer.full_walks == 1 and ref() is None  # no time has passed: growth alone fired the walk
         del grown
 
-    run(test, every_s=1e9, growth=2.0)
+    # a growth of 1.5: the count doubles, less what was frozen and has since been freed (a test process frees
+    # objects of earlier tests at any time: with 2.0 the rule missed once in the full suite)
+    run(test, every_s=1e9, growth=1.5)

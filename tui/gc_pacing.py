@@ -60,6 +60,11 @@ class FullCollectionPacer:
         self._walked_frozen = gc.get_freeze_count()  # the frozen count right after the last full walk
         self.full_walks = 0  # full walks the unfreeze rule made (shown to tests and benchmarks)
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the pacer acts on."""
+        return self._loop
+
     def install(self) -> None:
         """Start watching full collections; counts the start-up freeze as the first full walk."""
         self._walked_at, self._walked_frozen = self._clock(), gc.get_freeze_count()
@@ -112,11 +117,13 @@ _pacer: FullCollectionPacer | None = None  # the process' one pacer (the collect
 def start_pacing() -> FullCollectionPacer | None:
     """Install the process' pacer on the running event loop (once); None without a running loop."""
     global _pacer
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    if _pacer is not None and _pacer.loop is not loop:  # an earlier app's, on a loop now gone: replaced
+        stop_pacing()
     if _pacer is None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return None
         _pacer = FullCollectionPacer(loop)
         _pacer.install()
     return _pacer
