@@ -28,7 +28,7 @@ from cmdare.collectors.prometheus.fleet import (
     FleetReader,
     Sweep,
     detail_queries,
-    fold_detail,
+    fold_by_task,
 )
 from cmdare.collectors.prometheus.source import MAX_GET_URL, PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo, TaskState
@@ -199,7 +199,7 @@ async def test_a_preempted_task_is_found_by_the_server_and_revoked_at_once(
 # --- the pure parts ------------------------------------------------------------------------------
 
 
-def test_fold_detail_sums_per_scrape_job_and_takes_the_largest_over_jobs():
+def test_fold_by_task_sums_per_scrape_job_and_takes_the_largest_over_jobs():
     def row(name: str, inst: str, job: str, v: float, **kw: str) -> dict:
         return {"metric": {"__name__": name, "instance": inst, "job": job, **kw}, "value": [0, str(v)]}
 
@@ -213,7 +213,9 @@ def test_fold_detail_sums_per_scrape_job_and_takes_the_largest_over_jobs():
         row("not_ours", "a:1", "x", 1),
         {"metric": {"instance": "a:1", KEY_LABEL: T_KEY}, "value": [0, "1700000000.5"]},
     ]
-    got = {(r["metric"]["instance"], r["metric"][KEY_LABEL]): float(r["value"][1]) for r in fold_detail(rows)}
+    folded = fold_by_task(rows)
+    got = {(i, k): v for i, values in folded.values.items() for k, v in values.items()}
+    got |= {(i, T_KEY): float(t) for i, t in folded.times.items()}
     assert got == {("a:1", M.K_WORKER_STEPS): 12.0, ("a:1", M.K_GLOBAL_STEP): 42.0,
                    ("a:1", M.K_PS_IN): 9.0, ("a:1", T_KEY): 1700000000.5}  # fmt: skip
 

@@ -220,19 +220,6 @@ def fold_by_task(rows: list[dict[str, Any]]) -> FoldedDetail:
     return FoldedDetail(times, values)
 
 
-def fold_detail(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`fold_by_task` as per-task value rows (``{"metric": {instance, cmdare_key}, "value": [t,
-    v]}``, the shape of ``values_query``'s answer): the scrape-time rows first."""
-    folded = fold_by_task(rows)
-    out = [{"metric": {"instance": i, KEY_LABEL: T_KEY}, "value": [0, t]} for i, t in folded.times.items()]
-    out += [
-        {"metric": {"instance": i, KEY_LABEL: k}, "value": [0, v]}
-        for i, values in folded.values.items()
-        for k, v in values.items()
-    ]
-    return out
-
-
 _PLAIN_KEYS = {name: name for name in DETAIL_METRICS if name not in (M.PS_BYTES_SAMPLE, M.STAGE_BYTES_SAMPLE)}
 _SPECIAL = frozenset((M.PS_BYTES_SAMPLE, M.STAGE_BYTES_SAMPLE))  # keyed by a label (_key)
 _LARGEST_SET = frozenset(_LARGEST)
