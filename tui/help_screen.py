@@ -110,11 +110,11 @@ class HelpOverlay(VerticalScroll, can_focus=False):
     (another pane, keys remapped, a replay ended). The panes stay in sight around it. Closed, it is
     hidden (``visibility``), not taken out of the layout: a box that came and went changed the painting
     order of every widget on the screen, so the whole screen was written again at each opening and
-    closing (~25 kB through tmux for a 78-column box, issue 28). Closing asks the screen to repaint the cells
-    the box covered: Textual lays the screen out before it repaints, so they are painted with the box hidden.
-    The box's own repaint was not enough: when a layout had hidden it first, the compositor skipped it as
-    invisible and the box stayed on the terminal (about one close in ten in the demo, in tmux; none in 60
-    with the screen's repaint).
+    closing (~25 kB through tmux for a 78-column box, issue 28). Closing asks the screen to paint the cells
+    the box covered in the frame that first draws the screen without it (:meth:`PaneScreen.paint_when_gone`):
+    the box's own repaint was not enough (when a layout had hidden it first, the compositor skipped it as
+    invisible and the box stayed on the terminal, about one close in ten in the demo, in tmux), and a repaint
+    of the screen's region came in a second frame, the same ~22 kB written twice.
 
     It never takes the focus: while it is open the screen sends it the keys (:meth:`PaneScreen.take_keys`:
     its own close and scroll keys, then the app's that work over it), and the focused table stays focused
@@ -161,9 +161,8 @@ class HelpOverlay(VerticalScroll, can_focus=False):
         """Hide the help; the keys go back to the focused widget. With ``restore_focus``, a text field that
         gave up the focus at opening takes it back (not when a click already put the focus elsewhere); with
         nothing focused, the app gives a pane the focus (:class:`Closed`)."""
-        covered = self.region  # on the screen, border included
+        self._screen().paint_when_gone(self, self.region)  # border included (see the class's docstring)
         self.styles.visibility = "hidden"
-        self.screen.refresh(covered)  # repainted after the layout that hides it (see the class's docstring)
         self._shown = False
         self._screen().take_keys(None)
         before, self._before = self._before, None
