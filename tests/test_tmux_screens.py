@@ -25,12 +25,38 @@ def footer_words(screen: str) -> str:
     return keys
 
 
+def cursor_task(t: Tmux) -> str:
+    """The task on the Cluster table's cursor row: the one row whose first background colour no other has."""
+    out = subprocess.run(
+        [*t.server, "capture-pane", "-p", "-e", "-t", t.name], capture_output=True, text=True
+    )
+    rows: dict[str, str] = {}
+    for line in out.stdout.splitlines():
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", line)
+        name = re.search(r" ((?:worker|ps|stage)-\d+) ", plain)
+        backgrounds = re.findall(r"48;5;\d+|48;2;\d+;\d+;\d+", line.split(name.group(1))[0]) if name else []
+        if name and backgrounds:
+            rows.setdefault(name.group(1), backgrounds[-1])
+    alone = [task for task, bg in rows.items() if list(rows.values()).count(bg) == 1]
+    assert len(alone) == 1, rows
+    return alone[0]
+
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_footer_and_help(size):
     t = Tmux(f"{EXE} --demo --refresh 1", *size)
     try:
         s = t.wait_for(lambda s: "worker-0" in s and "polled " in s and PALETTE in s)
         assert re.search(r"/ +Filter +s +Sort .*q +Quit +\? +Help", footer_words(s))
+        # keys that start with ESC, as tmux sends them, are one key each after the app's 10 ms ESCDELAY
+        # (tui/cli.py): ↓ moves the cursor; alt+j (ESC j) is not `esc` then `j` (which would move it)
+        assert cursor_task(t) == "worker-0"
+        t.keys("Down")
+        assert cursor_task(t) == "ps-0"
+        t.keys("M-j", "M-Down")
+        assert cursor_task(t) == "ps-0"
+        t.keys("Up")
+        assert cursor_task(t) == "worker-0"
         t.keys("3")
         s = t.wait_for(lambda s: "Shape" in s and PALETTE in s)
         assert re.search(r"q +Quit +\? +Help", footer_words(s))

@@ -272,7 +272,9 @@ def test_a_lone_escape_waits_its_delay_not_the_input_threads_tenth_of_a_second(m
     from cmdare.tui.escape_driver import IDLE_WAIT_S, EscapeDriver, input_wait
 
     assert CmdareApp().get_driver_class() is EscapeDriver  # (tests run without TEXTUAL_DRIVER)
-    monkeypatch.setattr(constants, "ESCAPE_DELAY", 0.025)  # what tui/cli.py's ESCDELAY gives
+    from cmdare.tui.cli import ESCAPE_DELAY_MS
+
+    monkeypatch.setattr(constants, "ESCAPE_DELAY", ESCAPE_DELAY_MS / 1000)  # what tui/cli.py's ESCDELAY gives
     parser = XTermParser()
     assert input_wait(parser, get_time()) == IDLE_WAIT_S and IDLE_WAIT_S == 0.1  # idle: as Textual's
     assert list(parser.feed("\x1b")) == []  # a lone ESC: is more coming?

@@ -44,9 +44,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 # How long a lone ESC waits for the rest of an escape sequence (Textual's default: 100 ms, so `esc` took
-# 100+ ms to answer). Terminals send a sequence in one write; 25 ms is what tmux (10 ms) and vim users
-# set. The user's own ESCDELAY wins.
-ESCAPE_DELAY_MS = 25
+# 100+ ms to answer); alt+key (ESC then the key) also comes this long after it is pressed. Terminals, tmux and
+# sshd pass a key's sequence in one write. 10 ms is tmux's own escape-time since tmux 3.5 (500 ms before):
+# https://github.com/tmux/tmux/issues/3844, commit 2e9d7ebf15615b51b014a12de03b0e5483aadf99. The user's own
+# ESCDELAY wins (a link that splits a key's bytes further apart than this: set it higher).
+ESCAPE_DELAY_MS = 10
 
 # What `cmdare-tui --help` says after the flags: the app's keys (tui/app.py BINDINGS and the tables';
 # tests/test_screens_habits.py holds every app key to a line here) and three ways to start.

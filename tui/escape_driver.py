@@ -4,7 +4,7 @@ Textual's input thread waits for input in ``select`` with a 0.1 s timeout and lo
 sequence it is reading only when that wait ends: a lone ESC (the ``esc`` key) was delivered when the
 next byte came or 0.1 s later, whatever ``ESCDELAY`` said (measured through tmux: ``esc`` reached the
 app 100–120 ms after it was sent, issue 28). This thread waits at most until the sequence's own
-timeout, so ``esc`` arrives ``ESCDELAY`` (tui/cli.py: 25 ms) after it was pressed. Between keys it
+timeout, so ``esc`` arrives ``ESCDELAY`` (tui/cli.py: 10 ms) after it was pressed. Between keys it
 waits as Textual's does (0.1 s at a time: no extra wake-ups while idle)."""
 
 from __future__ import annotations
