@@ -155,12 +155,13 @@ class CmdareApp(App[int]):
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver for this terminal; on Linux and macOS the one that answers ``esc`` after
-        ``ESCDELAY`` instead of Textual's 0.1 s (tui/escape_driver.py)."""
+        ``ESCDELAY`` instead of Textual's 0.1 s (tui/escape_driver.py) and writes a style's code once per
+        run of it (tui/compact_driver.py)."""
         driver = super().get_driver_class()
         if (driver.__module__, driver.__qualname__) == ("textual.drivers.linux_driver", "LinuxDriver"):
-            from cmdare.tui.escape_driver import EscapeDriver
+            from cmdare.tui.compact_driver import CompactDriver
 
-            return EscapeDriver
+            return CompactDriver
         return driver
 
     @property
