@@ -344,8 +344,26 @@ async def test_closing_the_help_repaints_the_cells_it_covered_in_one_frame():
     repaints a hidden widget's cells only when the widget was in the compositor's map before it, and a lookup
     of any region after a refresh of a widget out of view rebuilds that map (the box already gone from it).
     Closed with that race made and without it, the frames after the close paint every cell the box covered,
-    in one frame (a repaint of the screen's region wrote the same ~22 kB a second time, issue 28)."""
+    in one frame (a repaint of the screen's region wrote the same ~22 kB a second time, issue 28), and a
+    terminal that showed the open help and is then sent those frames shows what a whole frame shows (the
+    frames write the cells asked for, not whole table rows: :class:`CellCompositor`)."""
+    import io
+
+    from rich.console import Console
     from textual._compositor import ChopsUpdate, LayoutUpdate
+
+    from tests.test_compact_driver import painted
+
+    terminal = Console(file=io.StringIO(), force_terminal=True, color_system="256")
+
+    def show(data: str, cells: dict[tuple[int, int], tuple[str, tuple[str, ...]]]) -> None:
+        cells.update({(y, x): (char, style) for y, x, char, style in painted(data) if y >= 0})
+
+    def whole() -> dict[tuple[int, int], tuple[str, tuple[str, ...]]]:
+        cells: dict[tuple[int, int], tuple[str, tuple[str, ...]]] = {}
+        strips = compositor.render_strips()
+        show("".join(f"\x1b[{y + 1};1H" + strip.render(terminal) for y, strip in enumerate(strips)), cells)
+        return cells
 
     app, before = fixed_app()
     async with app.run_test(size=(120, 40)) as pilot:
@@ -366,6 +384,7 @@ async def test_closing_the_help_repaints_the_cells_it_covered_in_one_frame():
 
         help_.close = racing_close  # type: ignore[method-assign]  # the real close, then the race
         frames: list[set[tuple[int, int]]] = []  # the cells each frame paints
+        written: list[str] = []  # each frame as written to the terminal
         real_render = compositor.render_update
 
         def render_update(*args: object, **kw: object):  # noqa: ANN202 (a spy on the real method)
@@ -374,6 +393,8 @@ async def test_closing_the_help_repaints_the_cells_it_covered_in_one_frame():
                 frames.append({(x, y) for y, x1, x2 in update.spans for x in range(x1, x2)})
             elif isinstance(update, LayoutUpdate):
                 frames.append({(x, y) for y in range(40) for x in range(120)})
+            if update is not None:
+                written.append(update.render_segments(terminal))
             return update
 
         compositor.render_update = render_update  # type: ignore[method-assign]
@@ -384,8 +405,13 @@ async def test_closing_the_help_repaints_the_cells_it_covered_in_one_frame():
             cells = {
                 (x, y) for y in range(covered.y, covered.bottom) for x in range(covered.x, covered.right)
             }
+            shown = whole()
             frames.clear()
+            written.clear()
             await pilot.press("escape")
             await pilot.pause()
             assert not help_.shown and covered.area > 0
             assert [len(cells - f) for f in frames if f & cells] == [0], race  # all of it, once
+            for frame in written:
+                show(frame, shown)
+            assert shown == whole(), race
