@@ -31,8 +31,10 @@ class Tmux:
             "-f",
             "/dev/null",
         ]  # a private server: the default one is shared
+        # (without COLUMNS and LINES: under pytest the tmux server passed COLUMNS=80 LINES=24 on to the app,
+        # which then drew at 80x24 whatever the pane's size)
         subprocess.run([*self.server, "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                        f"{command}; echo EXIT=$?; sleep 30"], check=True)  # fmt: skip
+                        f"env -u COLUMNS -u LINES {command}; echo EXIT=$?; sleep 30"], check=True)  # fmt: skip
 
     def screen(self) -> str:
         r = subprocess.run(

@@ -62,7 +62,8 @@ def test_footer_and_help(size):
         assert re.search(r"q +Quit +\? +Help", footer_words(s))
         t.keys("?")
         s = t.wait_for(lambda s: "cmdare-tui — keys" in s)
-        lines = s.splitlines()
+        left = (size[0] - 78) // 2  # the help box's columns (78 wide, centred): the panes show beside it
+        lines = [line[left : left + 78] for line in s.splitlines()]
         own = next(i for i, line in enumerate(lines) if "Planner pane" in line)
         everywhere = next(i for i, line in enumerate(lines) if "Everywhere" in line)
         assert own < everywhere and "enter" in lines[own + 1] and "Explain the row" in lines[own + 1]
@@ -92,5 +93,43 @@ def test_replay_footer_and_end_at_80x24(tmp_path):
         assert t.screen().splitlines()[0] == header
         keys = footer_words(t.wait_for(lambda s: PALETTE in s.rstrip().splitlines()[-1]))
         assert "Faster" not in keys and "Pause" not in keys  # nothing left to play
+    finally:
+        t.kill()
+
+
+def styled_screen(t: Tmux) -> str:
+    """The screen with its styles, once two captures 0.5 s apart agree (a hang bound, not a speed target)."""
+    capture = [*t.server, "capture-pane", "-p", "-e", "-t", t.name]
+    last = ""
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        now = subprocess.run(capture, capture_output=True, text=True).stdout
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.5)
+    raise AssertionError("the screen never settled:\n" + t.screen())
+
+
+def test_what_the_keys_leave_on_the_terminal_is_what_a_whole_frame_draws():
+    """The app's frames write a style's code once per run of it and cut runs of text to the changed cells
+    (tui/compact_driver.py, tui/pane_screen.py; issue 28): tmux, a real terminal, shows after a series of keys
+    (cursor, sort, help opened and closed, panes switched) what it shows once the app has drawn every cell
+    again (resized and back), polling paused so that nothing else changes."""
+    t = Tmux(f"{EXE} --demo", 120, 40)
+    try:
+        t.wait_for(lambda s: "worker-1" in s and "polled " in s and PALETTE in s)
+        t.keys("space")
+        t.wait_for(lambda s: "paused" in s.lower())
+        t.keys("j", "j", "k", "S", "?", "Escape", "2", "1", "?", "j", "Escape", "Down", "s")
+        after_keys = styled_screen(t)
+        # drawn again at 100x30 (one pane at a time: the pane tabs show), then at 120x40 (2x2: they go)
+        for width, height, tabs in ((100, 30, True), (120, 40, False)):
+            subprocess.run([*t.server, "resize-window", "-t", t.name, "-x", str(width), "-y", str(height)],
+                           check=True)  # fmt: skip
+            t.wait_for(lambda s, tabs=tabs: ("tab/1-4" in s) == tabs and PALETTE in s.splitlines()[-1])
+        redrawn = styled_screen(t)
+        assert "keys (esc closes)" not in redrawn and "paused" in t.screen().lower()
+        assert redrawn.splitlines() == after_keys.splitlines()
     finally:
         t.kill()
