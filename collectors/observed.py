@@ -8,6 +8,8 @@ import functools
 import logging
 import math
 import re
+from array import array
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -562,8 +564,12 @@ class OverviewCache:
     at: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> task key -> its place in nodes
     kinds: dict[str, Counter[Kind]] = field(default_factory=dict)  # job -> its tasks by kind (JobView.tally)
     built: dict[str, BuiltView] = field(default_factory=dict)  # task key -> its last view and what made it
-    # job -> its tasks' (role, name) in the order met, and the permutation that sorts them (:func:`_ordered`)
-    orders: dict[str, tuple[tuple[tuple[str, str], ...], list[int]]] = field(default_factory=dict)
+    # job -> how many of its tasks were ordered, and the permutation that sorts them (:func:`_ordered`)
+    orders: dict[str, tuple[int, array[int]]] = field(default_factory=dict)
+    renamed: set[str] = field(default_factory=set)  # jobs whose tasks' roles or names changed (sorted anew)
+    # the lifecycle's keys no task of the store holds, in its order (None: not found yet), and as a set
+    unanswered: list[str] | None = None
+    unanswered_set: set[str] = field(default_factory=set)
 
 
 def _task_views(
@@ -589,6 +595,7 @@ def _task_views(
             kinds[_kind(old)] -= 1
             if (old.role, old.name) != (view.role, view.name):  # its place in the order may move
                 cache.grown.add(job)
+                cache.renamed.add(job)
         else:
             cache.members.setdefault(job, {})[key] = None
             cache.grown.add(job)
@@ -596,12 +603,29 @@ def _task_views(
         cache.changed.setdefault(job, []).append(key)
 
 
-def _extra_rows(store: Store, lifecycle: Lifecycle, now: float) -> dict[str, list[NodeView]]:
+def _unanswered_keys(store: Store, lifecycle: Lifecycle, cache: OverviewCache, dirty: set[str]) -> list[str]:
+    """The lifecycle's keys that no task of the store holds (targets never answered), in the lifecycle's
+    order. Found again only when a task in ``dirty`` is or becomes one of them: a key joins or leaves
+    either book, or moves in the lifecycle's order, only with its task marked dirty (the store's and the
+    lifecycle's ``take_dirty``), so at 100,000 tasks a refresh looks at its dirty tasks, not every key."""
+    held = cache.unanswered
+    if held is not None:
+        was, nodes, tasks = cache.unanswered_set, lifecycle.nodes, store.tasks
+        if not any(k in was or (k in nodes and k not in tasks) for k in dirty):
+            return held
+    unanswered = lifecycle.nodes.keys() - store.tasks.keys()  # set operations: 100,000 keys
+    held = cache.unanswered = [k for k in lifecycle.nodes if k in unanswered] if unanswered else []
+    cache.unanswered_set = unanswered
+    return held
+
+
+def _extra_rows(
+    store: Store, lifecycle: Lifecycle, now: float, cache: OverviewCache, dirty: set[str]
+) -> dict[str, list[NodeView]]:
     """Rows that are no task of the store: targets never answered (pending), and the node_exporter /
     DCGM detail of hosts no task runs on (a row of its own)."""
     extra: dict[str, list[NodeView]] = {}
-    unanswered = lifecycle.nodes.keys() - store.tasks.keys()  # set operations: 10,000 tasks a refresh
-    for key in [k for k in lifecycle.nodes if k in unanswered] if unanswered else []:  # lifecycle order
+    for key in _unanswered_keys(store, lifecycle, cache, dirty):  # lifecycle order
         status = lifecycle.nodes[key]
         extra.setdefault(status.info.job, []).append(_unanswered(status))
     if store.hosts:
@@ -622,11 +646,11 @@ def build_jobs(
     else:
         dirty = store.take_dirty() | lifecycle.take_dirty()
     _task_views(store, lifecycle, now, cache, dirty)
-    extra = _extra_rows(store, lifecycle, now)
+    extra = _extra_rows(store, lifecycle, now, cache, dirty)
     out = []
     for name in dict.fromkeys([*cache.members, *extra]):  # in the order jobs were first seen
-        if name in cache.grown or name in extra or name not in cache.nodes:
-            _order_job(name, cache, extra.get(name, []))
+        if name in cache.grown or name not in cache.nodes:
+            _order_job(name, cache)
         elif name in cache.changed:  # the same tasks, some with new views: put those in their places
             nodes = list(cache.nodes[name])
             at = cache.at[name]
@@ -634,8 +658,10 @@ def build_jobs(
                 nodes[at[key]] = cache.views[key]
             cache.nodes[name] = nodes
         cache.changed.pop(name, None)
-        kinds = Counter(cache.kinds.get(name, ())) + Counter(_kind(n) for n in extra.get(name, []))
-        out.append(_job_view(store, name, cache.nodes[name], history, +kinds))
+        rows = extra.get(name, [])
+        kinds = Counter(cache.kinds.get(name, ())) + Counter(_kind(n) for n in rows)
+        nodes = _with_rows(cache.nodes[name], rows) if rows else cache.nodes[name]
+        out.append(_job_view(store, name, nodes, history, +kinds))
     return out
 
 
@@ -644,12 +670,13 @@ def _kind(n: NodeView) -> Kind:
     return (n.role, n.gpu, n.region, n.provisioning, n.status)
 
 
-def _order_job(name: str, cache: OverviewCache, extra: list[NodeView]) -> None:
-    """A job's node list made again, in order (it gained tasks, or has rows that are no task)."""
+def _order_job(name: str, cache: OverviewCache) -> None:
+    """A job's node list made again, in order (it gained tasks, or a task's role or name changed)."""
     keys = list(cache.members.get(name, {}))
-    nodes, order = _ordered(cache, name, [cache.views[k] for k in keys] + extra)
-    cache.at[name] = {keys[i]: place for place, i in enumerate(order) if i < len(keys)}
-    cache.nodes[name] = nodes
+    order = _ordered(cache, name, keys)
+    views = cache.views
+    cache.at[name] = {keys[i]: place for place, i in enumerate(order)}
+    cache.nodes[name] = [views[keys[i]] for i in order]
     cache.grown.discard(name)
 
 
@@ -701,19 +728,59 @@ def _job_view(
 _ROLE_ORDER = {"chief": 0, "ps": 1, "worker": 2, "stage": 3}
 
 
-def _ordered(cache: OverviewCache, name: str, nodes: list[NodeView]) -> tuple[list[NodeView], list[int]]:
-    """Job ``name``'s ``nodes`` sorted by role, then name in natural order (``worker-2`` before
-    ``worker-10``), and the permutation that sorted them. The order is kept in ``cache`` and reused while
-    the same tasks come in the same order (10,000 views sorted anew each refresh cost more than the rest
-    of the job's figures)."""
-    names = tuple((n.role, n.name) for n in nodes)
-    cached = cache.orders.get(name)
-    if cached is None or cached[0] != names:
-        perm = sorted(
-            range(len(nodes)), key=lambda i: (_ROLE_ORDER.get(names[i][0], 9), _natural(names[i][1]))
-        )
-        cached = cache.orders[name] = (names, perm)
-    return [nodes[i] for i in cached[1]], cached[1]
+def _order_key(n: NodeView) -> tuple[int, tuple[int | str, ...]]:
+    """Where a row goes in its job: by role, then by name in natural order (``worker-2`` before
+    ``worker-10``)."""
+    return _ROLE_ORDER.get(n.role, 9), _natural(n.name)
+
+
+def _ordered(cache: OverviewCache, name: str, keys: list[str]) -> array[int]:
+    """The permutation that sorts job ``name``'s task views (``keys``: its tasks, first met first) by
+    :func:`_order_key`, as a stable sort would. Kept in ``cache``: tasks met since the last order (a
+    fleet's sweep meets ~800 of 100,000 a refresh) are each put in their place by bisection, the rest
+    keep theirs; sorted anew only when a task's role or name changed."""
+    views = cache.views
+    kept = cache.orders.get(name)
+    n = len(keys)
+    if kept is None or name in cache.renamed or kept[0] > n:
+        perm = array("q", sorted(range(n), key=lambda i: _order_key(views[keys[i]])))
+    elif kept[0] < n:
+        perm = _inserted(kept[1], range(kept[0], n), lambda i: _order_key(views[keys[i]]))
+    else:
+        perm = kept[1]
+    cache.orders[name] = (n, perm)
+    cache.renamed.discard(name)
+    return perm
+
+
+def _inserted(
+    perm: array[int], new: range, key: Callable[[int], tuple[int, tuple[int | str, ...]]]
+) -> array[int]:
+    """``perm`` (indices sorted by ``key``, stably) with the indices ``new`` (all past those in it) put
+    in their places: what a stable sort of them all gives, with a bisection each, not a sort of all."""
+    out = array("q")
+    prev = 0
+    for i in sorted(new, key=key):
+        at = bisect_right(perm, key(i), prev, key=key)  # after equal keys: a later index sorts after
+        out.extend(perm[prev:at])
+        out.append(i)
+        prev = at
+    out.extend(perm[prev:])
+    return out
+
+
+def _with_rows(nodes: list[NodeView], rows: list[NodeView]) -> list[NodeView]:
+    """A job's sorted task views with its rows that are no task (pending targets, hosts' detail) put in
+    their places: what a stable sort of the views then the rows gives (a row after an equal view)."""
+    out: list[NodeView] = []
+    prev = 0
+    for row in sorted(rows, key=_order_key):
+        at = bisect_right(nodes, _order_key(row), prev, key=_order_key)
+        out.extend(nodes[prev:at])
+        out.append(row)
+        prev = at
+    out.extend(nodes[prev:])
+    return out
 
 
 def _last_finite(xs: list[float]) -> float | None:
@@ -723,6 +790,10 @@ def _last_finite(xs: list[float]) -> float | None:
     return None
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def _natural(name: str) -> tuple[int | str, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+    """``name`` as its runs of text and numbers (numbers compared as numbers). Not memoised: a cache
+    of 65,536 names cost ~23 MB and missed on every call once a fleet had more tasks than that."""
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(name))
+
+
+_DIGITS = re.compile(r"(\d+)")

@@ -51,6 +51,19 @@ FLOAT32: Final = "f"  # array typecodes (numpy reads them as the same dtypes): a
 FLOAT64: Final = "d"  # a series' times
 
 
+Points = tuple[list[float], list[float]]  # a window's times and values, oldest first, no NaN value
+
+
+class SparseWindow:
+    """How far back a sparsely read series' rate may reach (s): one a store, shared by its tasks, so a
+    new window (a fleet's sweep period moves every refresh) is set once, not on 100,000 tasks."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s: float = 0.0) -> None:
+        self.s = s
+
+
 def _schema(keys: tuple[str, ...]) -> dict[str, int]:
     """``{key: position}`` for a task's keys in this order: one dict shared by every task whose keys
     came in the same order (a fleet's tasks mostly do). Never mutated."""
@@ -270,12 +283,24 @@ class TaskSeries:
     max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
     allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
     version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
-    sparse_s: float = field(default=0.0, repr=False)  # how far back a sparsely read series' rate may reach
+    # how far back a sparsely read series' rate may reach (:attr:`sparse_s`): a store's tasks share one
+    sparse: SparseWindow = field(default_factory=lambda: SparseWindow(), repr=False)
     # the store's book of tasks whose memo holds figures (Store.release_figures), by id
     figured: dict[int, TaskSeries] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, FLOAT64)
+
+    @property
+    def sparse_s(self) -> float:
+        """How far back a sparsely read series' rate may reach for its last two points (0: the default
+        ``SPARSE_STRETCH`` windows); set on a task of no store, it is that task's own."""
+        return self.sparse.s
+
+    @sparse_s.setter
+    def sparse_s(self, seconds: float) -> None:
+        self.sparse = SparseWindow(seconds)
+        self.forget_figures()
 
     @property
     def values(self) -> ColumnMap:
@@ -515,6 +540,47 @@ class TaskSeries:
         t, v = self._points(key, max(seconds * SPARSE_STRETCH, self.sparse_s))
         return t[-2:], v[-2:]
 
+    def _windows(self, key: str, seconds: float) -> tuple[Points, Points] | None:
+        """(:meth:`_points`, :meth:`_sparse_points`) of ``key`` over ``seconds``, from one walk over the
+        newest points when they reach back over the sparse window (a fleet's swept task: a point every
+        two minutes, its short window holding one); None when they do not (the caller reads both)."""
+        recent = self._recent_of(key)
+        if recent is None:
+            return ([], []), ([], [])
+        times = self._recent_times
+        if times is None:  # every rate of the point reads them: made once
+            times = self._recent_times = self._recent.times()
+        last = self.last_seen
+        wide = last - max(seconds * SPARSE_STRETCH, self.sparse_s)
+        if len(times) >= RECENT_POINTS and times[0] >= wide:
+            return None
+        since = last - seconds
+        t: list[float] = []
+        v: list[float] = []
+        short = -1  # how many of the points walked (newest first) lie within ``seconds``
+        for ti, vi in zip(reversed(times), reversed(recent), strict=True):
+            if ti < wide:
+                break
+            if short < 0 and ti < since:
+                short = len(v)
+            if vi == vi:
+                t.append(ti)
+                v.append(vi)
+        if short < 0:
+            short = len(v)
+        return (t[short - 1 :: -1] if short else [], v[short - 1 :: -1] if short else []), (
+            t[1::-1],
+            v[1::-1],
+        )
+
+    def _rate_points(self, key: str, seconds: float) -> Points:
+        """:meth:`_points` over ``seconds``, or :meth:`_sparse_points` when that holds fewer than two."""
+        got = self._windows(key, seconds)
+        if got is not None:
+            return got[0] if len(got[0][1]) >= 2 else got[1]
+        t, v = self._points(key, seconds)
+        return (t, v) if len(v) >= 2 else self._sparse_points(key, seconds)
+
     def rate(self, key: str, seconds: float) -> float | None:
         """Per-second rate of a counter (or of a gauge that only grows, like the global step)
         over the window, divided by the *measured* time between the first and last samples (None
@@ -525,9 +591,8 @@ class TaskSeries:
         memo_key = ("rate", key, seconds)
         if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
-        t, v = self._points(key, seconds)
-        if len(v) < 2:  # a series read less often than the others (node detail, a large fleet's sweep)
-            t, v = self._sparse_points(key, seconds)
+        # a series read less often than the others (node detail, a large fleet's sweep): its last two
+        t, v = self._rate_points(key, seconds)
         out = None
         if key.endswith("global_step"):  # a step that went back (a restart from a checkpoint) began a
             t, v = _since_last_drop(t, v)  # new timeline: the rate is the new timeline's only
@@ -544,11 +609,16 @@ class TaskSeries:
         memo_key = ("ratio", num_key, den_key, seconds)
         if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
-        _, num = self._points(num_key, seconds)
-        _, den = self._points(den_key, seconds)
-        if len(den) < 2:  # read less often than the window (a large fleet's sweep): the last two
-            _, num = self._sparse_points(num_key, seconds)
-            _, den = self._sparse_points(den_key, seconds)
+        got_num, got_den = self._windows(num_key, seconds), self._windows(den_key, seconds)
+        if got_num is not None and got_den is not None:  # both windows of both series in one walk each
+            short = len(got_den[0][1]) >= 2
+            num, den = got_num[0 if short else 1][1], got_den[0 if short else 1][1]
+        else:
+            _, num = self._points(num_key, seconds)
+            _, den = self._points(den_key, seconds)
+            if len(den) < 2:  # read less often than the window (a large fleet's sweep): the last two
+                _, num = self._sparse_points(num_key, seconds)
+                _, den = self._sparse_points(den_key, seconds)
         dn = _increase(den) if len(den) >= 2 else math.nan
         out = None if not dn > 0 else (_increase(num) if len(num) >= 2 else math.nan) / dn
         return self._remember(memo_key, out)
@@ -652,7 +722,10 @@ class Store:
         # a host of its own: a set each cost 100,000 tasks ~20 MB)
         self._on_host: dict[str, str | set[str]] = {}
         self.logs_training = False  # whether any task ever logged a training figure (loss, LR, examples/s)
-        self.sparse_s = 0.0  # how far back a sparsely read series' rate may reach (set_sparse_window)
+        self.sparse = (
+            SparseWindow()
+        )  # how far back a sparsely read series' rate may reach (set_sparse_window)
+        self._unbooked = False  # figures memoised by tasks outside :attr:`_figured` (release_figures)
         self._figured: dict[int, TaskSeries] = {}  # tasks whose memo holds figures (release_figures)
         self._allow = self.allowed  # one bound method for every task (not one made per task)
 
@@ -668,7 +741,7 @@ class Store:
             ts = book[key] = TaskSeries(
                 poll.info, self.capacity, max_series=self.max_series, allow=self._allow, figured=self._figured
             )
-            ts.sparse_s = self.sparse_s
+            ts.sparse = self.sparse
             if not poll.host_only:
                 self.members.setdefault(poll.info.job, {})[key] = ts
                 self.roles.setdefault(poll.info.role, {})[key] = ts
@@ -709,12 +782,22 @@ class Store:
         """Rates of series read less often than their window reach back ``seconds`` for their last two
         points (a source that reads each task only every so often says how often; 0: the default
         ``SPARSE_STRETCH`` windows). Applies to every task, met or to come."""
-        if seconds == self.sparse_s:
+        if seconds == self.sparse.s:
             return
-        self.sparse_s = seconds
-        for ts in (*self.tasks.values(), *self.hosts.values()):
-            ts.sparse_s = seconds
+        self.sparse.s = seconds  # every task's (one shared object): the rates memoised with the last go
+        if self._unbooked or len(self.tasks) + len(self.hosts) <= FIGURES_KEPT_UNDER:
+            held: Iterable[TaskSeries] = (*self.tasks.values(), *self.hosts.values())
+            self._unbooked = False
+        else:  # past it every memo is in the book (release_figures): ~800 a refresh, not 100,000
+            held = list(self._figured.values())
+        for ts in held:
             ts.forget_figures()
+        self._figured.clear()
+
+    @property
+    def sparse_s(self) -> float:
+        """How far back a sparsely read series' rate may reach (:meth:`set_sparse_window`)."""
+        return self.sparse.s
 
     def release_figures(self) -> None:
         """A new poll cycle: past :data:`FIGURES_KEPT_UNDER` tasks, the figures memoised in the last one
@@ -723,6 +806,8 @@ class Store:
         if len(self.tasks) + len(self.hosts) > FIGURES_KEPT_UNDER:
             for ts in list(self._figured.values()):
                 ts.forget_figures()
+        else:  # kept by their tasks, out of the book
+            self._unbooked = True
         self._figured.clear()  # each task's book (the same dict): filled again as figures are asked
 
     def take_dirty(self) -> set[str]:
