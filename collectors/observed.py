@@ -11,7 +11,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, TypeVar, cast
 
@@ -484,16 +484,16 @@ def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
     return own_start if own_start is not None and 0 < own_start <= now else started
 
 
-# What a task's view was made from: the versions of its points and identity, of its host's points and of
-# its lifecycle status; its flags and its start.
-ViewKey = tuple[int, int | None, int | None, tuple[str, ...], float]
-
-
-@dataclass(slots=True)  # one a task
+@dataclass(slots=True)  # one a task: what it was made from in its own slots (no key tuple beside it)
 class BuiltView:
-    """A task's last view and what it was made from (:func:`cached_view`)."""
+    """A task's last view and what it was made from (:func:`cached_view`): the versions of its points
+    and identity, of its host's points and of its lifecycle status; its flags and its start."""
 
-    key: ViewKey
+    version: int
+    host_version: int | None
+    status_version: int | None
+    flags: tuple[str, ...]
+    started: float
     host: TaskSeries | None  # the host series it read (the same object, not only the same version)
     view: NodeView
 
@@ -511,13 +511,21 @@ def cached_view(
     nothing new for most tasks). The view holds no time of its own (uptime is counted from
     ``started_at`` by who shows it), so reuse is exact."""
     started = _started(ts, status, now)  # a start reported ahead of our clock counts once it is past
-    key: ViewKey = (ts.version, None if host is None else host.version,
-                    None if status is None else status.version, flags, started)  # fmt: skip
+    host_version = None if host is None else host.version
+    status_version = None if status is None else status.version
     hit = built.get(ts.info.key)
-    if hit is not None and hit.key == key and hit.host is host:
+    if (
+        hit is not None
+        and hit.version == ts.version
+        and hit.host is host
+        and hit.host_version == host_version
+        and hit.status_version == status_version
+        and (hit.flags is flags or hit.flags == flags)
+        and (hit.started is started or hit.started == started)  # as a tuple compares (NaN: the same object)
+    ):
         return hit.view
     view = node_view(ts, status, now, host=host, flags=flags)
-    built[ts.info.key] = BuiltView(key, host, view)
+    built[ts.info.key] = BuiltView(ts.version, host_version, status_version, flags, started, host, view)
     return view
 
 
@@ -553,7 +561,6 @@ class OverviewCache:
     10,000 tasks read in a sweep most refreshes touch a few hundred. One per session (the only
     reader of the dirty sets)."""
 
-    views: dict[str, NodeView] = field(default_factory=dict)  # task key -> its view
     members: dict[str, dict[str, None]] = field(
         default_factory=dict
     )  # job -> its task keys, first seen first
@@ -563,7 +570,7 @@ class OverviewCache:
     changed: dict[str, list[str]] = field(default_factory=dict)  # job -> tasks whose view changed
     at: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> task key -> its place in nodes
     kinds: dict[str, Counter[Kind]] = field(default_factory=dict)  # job -> its tasks by kind (JobView.tally)
-    built: dict[str, BuiltView] = field(default_factory=dict)  # task key -> its last view and what made it
+    built: dict[str, BuiltView] = field(default_factory=dict)  # task key -> its view and what made it
     # job -> how many of its tasks were ordered, and the permutation that sorts them (:func:`_ordered`)
     orders: dict[str, tuple[int, array[int]]] = field(default_factory=dict)
     renamed: set[str] = field(default_factory=set)  # jobs whose tasks' roles or names changed (sorted anew)
@@ -571,12 +578,36 @@ class OverviewCache:
     unanswered: list[str] | None = None
     unanswered_set: set[str] = field(default_factory=set)
 
+    @property
+    def views(self) -> Mapping[str, NodeView]:
+        """Each task's view, by task key (read from :attr:`built`: not a second book of 100,000)."""
+        return _Views(self.built)
+
+
+class _Views(Mapping[str, NodeView]):
+    """:attr:`OverviewCache.views`: the views held in a cache's ``built``, read as a mapping."""
+
+    __slots__ = ("_built",)
+
+    def __init__(self, built: dict[str, BuiltView]) -> None:
+        self._built = built
+
+    def __getitem__(self, key: str) -> NodeView:
+        return self._built[key].view
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built)
+
+    def __len__(self) -> int:
+        return len(self._built)
+
 
 def _task_views(
     store: Store, lifecycle: Lifecycle, now: float, cache: OverviewCache, dirty: set[str]
 ) -> None:
     """Update ``cache`` for the tasks in ``dirty`` and those it has not met yet."""
-    met = [k for k in store.tasks if k not in cache.views] if len(cache.views) < len(store.tasks) else []
+    built = cache.built
+    met = [k for k in store.tasks if k not in built] if len(built) < len(store.tasks) else []
     for key in [*met, *dirty.difference(met)]:  # tasks met since first, in the store's order (jobs' order)
         ts = store.tasks.get(key)
         if ts is None:
@@ -584,11 +615,11 @@ def _task_views(
         flags: tuple[str, ...] = ("duplicate-identity",) if key in lifecycle.duplicates else ()
         if key in lifecycle.duplicate_ranks:  # another task of the job claims its rank
             flags += ("duplicate-rank",)
-        view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags, cache.built)
-        old = cache.views.get(key)
+        was = built.get(key)
+        old = None if was is None else was.view
+        view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags, built)
         if old is view:
             continue
-        cache.views[key] = view
         job = ts.info.job  # a task's key holds its job: a task never moves to another
         kinds = cache.kinds.setdefault(job, Counter())
         if old is not None:
@@ -655,7 +686,7 @@ def build_jobs(
             nodes = list(cache.nodes[name])
             at = cache.at[name]
             for key in cache.changed.get(name, ()):
-                nodes[at[key]] = cache.views[key]
+                nodes[at[key]] = cache.built[key].view
             cache.nodes[name] = nodes
         cache.changed.pop(name, None)
         rows = extra.get(name, [])
@@ -674,9 +705,9 @@ def _order_job(name: str, cache: OverviewCache) -> None:
     """A job's node list made again, in order (it gained tasks, or a task's role or name changed)."""
     keys = list(cache.members.get(name, {}))
     order = _ordered(cache, name, keys)
-    views = cache.views
+    built = cache.built
     cache.at[name] = {keys[i]: place for place, i in enumerate(order)}
-    cache.nodes[name] = [views[keys[i]] for i in order]
+    cache.nodes[name] = [built[keys[i]].view for i in order]
     cache.grown.discard(name)
 
 
@@ -739,13 +770,13 @@ def _ordered(cache: OverviewCache, name: str, keys: list[str]) -> array[int]:
     :func:`_order_key`, as a stable sort would. Kept in ``cache``: tasks met since the last order (a
     fleet's sweep meets ~800 of 100,000 a refresh) are each put in their place by bisection, the rest
     keep theirs; sorted anew only when a task's role or name changed."""
-    views = cache.views
+    built = cache.built
     kept = cache.orders.get(name)
     n = len(keys)
     if kept is None or name in cache.renamed or kept[0] > n:
-        perm = array("q", sorted(range(n), key=lambda i: _order_key(views[keys[i]])))
+        perm = array("q", sorted(range(n), key=lambda i: _order_key(built[keys[i]].view)))
     elif kept[0] < n:
-        perm = _inserted(kept[1], range(kept[0], n), lambda i: _order_key(views[keys[i]]))
+        perm = _inserted(kept[1], range(kept[0], n), lambda i: _order_key(built[keys[i]].view))
     else:
         perm = kept[1]
     cache.orders[name] = (n, perm)
