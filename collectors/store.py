@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from cmdare.collectors.caps import current as current_caps
 from cmdare.collectors.hostdetail import DEV_PREFIX, devices_in
@@ -275,6 +275,8 @@ class TaskSeries:
     _memo: dict[tuple[str | float, ...], float | None] | None = field(default=None, repr=False)
     _spans: dict[float, int] | None = field(default=None, repr=False)
     _recent_times: list[float] | None = field(default=None, repr=False)  # _recent.times(), once a point
+    # what :meth:`_walk` found at this point: (its window, the sparse window, how many points in each)
+    _walked: tuple[float, float, tuple[int, int] | None] | None = field(default=None, repr=False)
     _gpu_detail: tuple[list[str], dict[str, float]] | None = field(default=None, repr=False)
     # The newest points at full precision (:class:`RecentRows`): rates over a few points read these
     # without numpy (~10x cheaper per call); windows reaching further back read the rings.
@@ -356,7 +358,7 @@ class TaskSeries:
     def forget_figures(self) -> None:
         """Empty the memos: every figure is computed again from the points held (a new point, a new
         sparse window, or a large store's new cycle: :meth:`Store.release_figures`)."""
-        self._memo = self._spans = self._gpu_detail = self._recent_times = None
+        self._memo = self._spans = self._gpu_detail = self._recent_times = self._walked = None
 
     def _remember(self, memo_key: tuple[str | float, ...], out: float | None) -> float | None:
         """``out`` memoised under ``memo_key`` until the next point (the store's book says who holds any)."""
@@ -540,38 +542,64 @@ class TaskSeries:
         t, v = self._points(key, max(seconds * SPARSE_STRETCH, self.sparse_s))
         return t[-2:], v[-2:]
 
-    def _windows(self, key: str, seconds: float) -> tuple[Points, Points] | None:
-        """(:meth:`_points`, :meth:`_sparse_points`) of ``key`` over ``seconds``, from one walk over the
-        newest points when they reach back over the sparse window (a fleet's swept task: a point every
-        two minutes, its short window holding one); None when they do not (the caller reads both)."""
-        recent = self._recent_of(key)
-        if recent is None:
-            return ([], []), ([], [])
+    def _walk(self, seconds: float) -> tuple[int, int] | None:
+        """How many of the newest points lie within ``seconds`` of the newest one and how many within the
+        sparse window, walking back from the newest as :meth:`_points` does (up to the first point
+        older); None when the newest points do not reach back over the sparse window. Once a point: the
+        points' times are every key's (a view's rates and ratios all walk the same points)."""
+        reach = max(seconds * SPARSE_STRETCH, self.sparse.s)
+        memo = self._walked
+        if memo is not None and memo[0] == seconds and memo[1] == reach:
+            return memo[2]
         times = self._recent_times
         if times is None:  # every rate of the point reads them: made once
             times = self._recent_times = self._recent.times()
         last = self.last_seen
-        wide = last - max(seconds * SPARSE_STRETCH, self.sparse_s)
-        if len(times) >= RECENT_POINTS and times[0] >= wide:
+        wide = last - reach
+        got: tuple[int, int] | None = None
+        if len(times) < RECENT_POINTS or times[0] < wide:
+            since = last - seconds
+            n_short = n_wide = 0
+            within = True  # still within ``seconds``: the short window stops at its first point older
+            for ti in reversed(times):
+                if ti < wide:
+                    break
+                if within and ti < since:
+                    within = False
+                n_short += within
+                n_wide += 1
+            got = (n_short, n_wide)
+        self._walked = (seconds, reach, got)
+        return got
+
+    def _windows(self, key: str, seconds: float) -> tuple[Points, Points] | None:
+        """(:meth:`_points`, :meth:`_sparse_points`) of ``key`` over ``seconds``, read from the newest
+        points :meth:`_walk` found (a fleet's swept task: a point every two minutes, its short window
+        holding one) when they reach back over the sparse window; None when they do not (the caller
+        reads both windows)."""
+        i = self._index.get(key)
+        if i is None:
+            return ([], []), ([], [])
+        walk = self._walk(seconds)
+        if walk is None:
             return None
-        since = last - seconds
-        t: list[float] = []
-        v: list[float] = []
-        short = -1  # how many of the points walked (newest first) lie within ``seconds``
-        for ti, vi in zip(reversed(times), reversed(recent), strict=True):
-            if ti < wide:
-                break
-            if short < 0 and ti < since:
-                short = len(v)
-            if vi == vi:
-                t.append(ti)
-                v.append(vi)
-        if short < 0:
-            short = len(v)
-        return (t[short - 1 :: -1] if short else [], v[short - 1 :: -1] if short else []), (
-            t[1::-1],
-            v[1::-1],
-        )
+        n_short, n_wide = walk
+        if not n_wide:
+            return ([], []), ([], [])
+        rows = self._recent
+        stride, buf = rows.stride, rows.buf
+        vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
+        times = cast(list[float], self._recent_times)[-n_wide:]
+        t = [a for a, b in zip(times, vals, strict=True) if b == b]
+        v = [b for b in vals if b == b]
+        if n_short == n_wide:
+            short = (t, v)
+        elif not n_short:
+            short = ([], [])
+        else:
+            times, vals = times[-n_short:], vals[-n_short:]
+            short = ([a for a, b in zip(times, vals, strict=True) if b == b], [b for b in vals if b == b])
+        return short, (t[-2:], v[-2:])
 
     def _rate_points(self, key: str, seconds: float) -> Points:
         """:meth:`_points` over ``seconds``, or :meth:`_sparse_points` when that holds fewer than two."""
