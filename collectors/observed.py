@@ -561,14 +561,14 @@ class OverviewCache:
     10,000 tasks read in a sweep most refreshes touch a few hundred. One per session (the only
     reader of the dirty sets)."""
 
-    members: dict[str, dict[str, None]] = field(
-        default_factory=dict
-    )  # job -> its task keys, first seen first
+    # job -> its task keys, first seen first, each with its number in that order
+    members: dict[str, dict[str, int]] = field(default_factory=dict)
     nodes: dict[str, list[NodeView]] = field(default_factory=dict)  # job -> its views, ordered (reused)
     grown: set[str] = field(default_factory=set)  # jobs that gained tasks or whose tasks' roles or names
     # changed (their order is made again)
     changed: dict[str, list[str]] = field(default_factory=dict)  # job -> tasks whose view changed
-    at: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> task key -> its place in nodes
+    # job -> each task's place in nodes, by its number in members (an array: not a dict of 100,000)
+    at: dict[str, array[int]] = field(default_factory=dict)
     kinds: dict[str, Counter[Kind]] = field(default_factory=dict)  # job -> its tasks by kind (JobView.tally)
     built: dict[str, BuiltView] = field(default_factory=dict)  # task key -> its view and what made it
     # job -> how many of its tasks were ordered, and the permutation that sorts them (:func:`_ordered`)
@@ -628,7 +628,8 @@ def _task_views(
                 cache.grown.add(job)
                 cache.renamed.add(job)
         else:
-            cache.members.setdefault(job, {})[key] = None
+            known = cache.members.setdefault(job, {})
+            known[key] = len(known)
             cache.grown.add(job)
         kinds[_kind(view)] += 1
         cache.changed.setdefault(job, []).append(key)
@@ -684,9 +685,9 @@ def build_jobs(
             _order_job(name, cache)
         elif name in cache.changed:  # the same tasks, some with new views: put those in their places
             nodes = list(cache.nodes[name])
-            at = cache.at[name]
+            at, number = cache.at[name], cache.members[name]
             for key in cache.changed.get(name, ()):
-                nodes[at[key]] = cache.built[key].view
+                nodes[at[number[key]]] = cache.built[key].view
             cache.nodes[name] = nodes
         cache.changed.pop(name, None)
         rows = extra.get(name, [])
@@ -706,7 +707,9 @@ def _order_job(name: str, cache: OverviewCache) -> None:
     keys = list(cache.members.get(name, {}))
     order = _ordered(cache, name, keys)
     built = cache.built
-    cache.at[name] = {keys[i]: place for place, i in enumerate(order)}
+    at = cache.at[name] = array("q", [0]) * len(keys)
+    for place, i in enumerate(order):
+        at[i] = place
     cache.nodes[name] = [built[keys[i]].view for i in order]
     cache.grown.discard(name)
 
