@@ -34,6 +34,7 @@ from cmdare.collectors.samples import Coverage, JobFacts, RoleFigures, TaskInfo,
 if TYPE_CHECKING:  # numpy (~0.1 s to import) loads with the first numpy reader, not with the store
     import numpy as np
 
+UNINDEXED_ROLES = frozenset(("worker",))  # roles Store.roles leaves out (its readers ask for the PS)
 TRAINING_KEYS = frozenset((K_LOSS, K_LEARNING_RATE, K_EXAMPLES_RATE))  # what jobs log (TensorBoard scalars)
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
@@ -741,7 +742,9 @@ class Store:
         self.max_series = caps.series_per_task if max_series is None else max_series
         self.tasks: dict[str, TaskSeries] = {}
         self.members: dict[str, dict[str, TaskSeries]] = {}  # job -> its tasks (a task's key holds its job)
-        self.roles: dict[str, dict[str, TaskSeries]] = {}  # role -> its tasks (rules ask for the PS)
+        # role -> its tasks, for the roles other than :data:`UNINDEXED_ROLES` (the rules ask for the PS; a
+        # fleet's 100,000 workers are not indexed a second time)
+        self.roles: dict[str, dict[str, TaskSeries]] = {}
         self.staged: dict[str, TaskSeries] = {}  # tasks with pipeline-stage counters
         self.jobs: dict[str, JobSeries] = {}
         self.hosts: dict[str, TaskSeries] = {}  # node_exporter / DCGM detail by host (info.gpu = GPU model)
@@ -772,11 +775,13 @@ class Store:
             ts.sparse = self.sparse
             if not poll.host_only:
                 self.members.setdefault(poll.info.job, {})[key] = ts
-                self.roles.setdefault(poll.info.role, {})[key] = ts
+                if poll.info.role not in UNINDEXED_ROLES:
+                    self.roles.setdefault(poll.info.role, {})[key] = ts
         elif ts.info is not poll.info and ts.info != poll.info:
             if not poll.host_only and ts.info.role != poll.info.role:
                 self.roles.get(ts.info.role, {}).pop(key, None)
-                self.roles.setdefault(poll.info.role, {})[key] = ts
+                if poll.info.role not in UNINDEXED_ROLES:
+                    self.roles.setdefault(poll.info.role, {})[key] = ts
             ts.info = poll.info  # labels may be enriched later (e.g. zone discovered)
             ts.version += 1  # what a reader's cache keys on: the identity changed too
         if poll.host and poll.host != ts.host:

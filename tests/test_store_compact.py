@@ -245,3 +245,19 @@ def test_a_new_sparse_window_reaches_every_task_and_the_rates_memoised_before_go
     assert store.tasks[f"j/w{tasks - 1}"].rate(M.K_WORKER_STEPS, 10.0) == 1.0
     store.set_sparse_window(0.0)
     assert first.rate(M.K_WORKER_STEPS, 10.0) is None
+
+
+def test_the_roles_index_holds_every_role_but_the_workers_and_follows_a_change():
+    """:attr:`Store.roles` indexes the PS (what the rules ask for) and every role but the workers (a
+    fleet's 100,000 workers are not indexed twice); a task whose role changes moves in or out."""
+    store = Store(capacity=16)
+    for name, role in (("w0", "worker"), ("p0", "ps"), ("c0", "chief")):
+        info = TaskInfo(job="j", task=name, role=role)
+        store.add(TaskPoll(source=name, t=1.0, ok=True, info=info, values={M.K_WORKER_STEPS: 1.0}))
+    assert {r: list(ts) for r, ts in store.roles.items()} == {"ps": ["j/p0"], "chief": ["j/c0"]}
+    became = TaskInfo(job="j", task="w0", role="ps")  # the same key (a named task): now a PS
+    store.add(TaskPoll(source="w0", t=2.0, ok=True, info=became, values={M.K_WORKER_STEPS: 2.0}))
+    assert sorted(store.roles["ps"]) == ["j/p0", "j/w0"]
+    back = TaskInfo(job="j", task="w0", role="worker")
+    store.add(TaskPoll(source="w0", t=3.0, ok=True, info=back, values={M.K_WORKER_STEPS: 3.0}))
+    assert list(store.roles["ps"]) == ["j/p0"] and len(store.members["j"]) == 3
