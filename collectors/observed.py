@@ -12,7 +12,7 @@ from array import array
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
 from cmdare.collectors import hostdetail as H
@@ -337,22 +337,25 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     total = mem.latest(M.K_MEM_TOTAL) if mem else None
     avail = mem.latest(M.K_MEM_AVAIL) if mem else None
     used = total - avail if total is not None and avail is not None and avail <= total else None
-    return _gpu_figures(
-        ts, host, HostFigures(cpu_pct=_finite(cpu), mem_used=_finite(used), mem_total=_finite(total))
-    )
+    return _gpu_figures(ts, host, _finite(cpu), _finite(used), _finite(total))
 
 
-def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> HostFigures:
-    """GPU detail only for a task that owns GPUs: the devices it declares (``gpu_ids``; none shown
-    when none of them is on the host), else all of its host's."""
+def _gpu_figures(
+    ts: TaskSeries,
+    host: TaskSeries | None,
+    cpu_pct: float | None,
+    mem_used: float | None,
+    mem_total: float | None,
+) -> HostFigures:
+    """The host's CPU and memory figures given, with GPU detail only for a task that owns GPUs: the
+    devices it declares (``gpu_ids``; none shown when none of them is on the host), else all of its
+    host's. One object made (a view a task: a fleet's sweep makes ~800 a refresh)."""
     i = ts.info
     gsrc = ts if ts.has(M.K_GPU_UTIL) or ts.has(M.K_GPU_COUNT) else host
     devices, latest = gsrc.gpu_detail() if gsrc is not None else ([], {})
     owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
     if not owns or gsrc is None:
-        return HostFigures(
-            cpu_pct=base.cpu_pct, mem_used=base.mem_used, mem_total=base.mem_total, owns_gpu=owns
-        )  # replace(), ~5x cheaper
+        return HostFigures(cpu_pct=cpu_pct, mem_used=mem_used, mem_total=mem_total, owns_gpu=owns)
     if i.gpu_ids:
         g = H.fold_devices(H.owned_devices(devices, i.gpu_ids), latest)
     else:
@@ -360,8 +363,10 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     fb_used, fb_free = g.get(M.K_GPU_FB_USED), g.get(M.K_GPU_FB_FREE)
     total = fb_used + fb_free if fb_used is not None and fb_free is not None else None
     model = gsrc.info.gpu if gsrc.info.role == "node" else ""  # host detail carries the DCGM model
-    return replace(
-        base,
+    return HostFigures(
+        cpu_pct=cpu_pct,
+        mem_used=mem_used,
+        mem_total=mem_total,
         owns_gpu=True,
         gpu_model=model,
         gpu_util=_finite(g.get(M.K_GPU_UTIL)),
