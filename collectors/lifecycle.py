@@ -73,8 +73,8 @@ class Lifecycle:
     duplicate_ranks: set[str] = field(default_factory=set)
     _ranks: dict[str, tuple[str, str, int]] = field(default_factory=dict)
     _cycle: int = 0
-    # running lifetimes, made once a lifetime
-    _running: dict[str, tuple[float, TaskInfo, Lifetime]] = field(default_factory=dict)
+    # running lifetimes, made once a lifetime (again when its start or what it says of the task changes)
+    _running: dict[str, Lifetime] = field(default_factory=dict)
     _dirty: set[str] = field(default_factory=set)  # tasks whose status may have changed (take_dirty)
 
     def resolve(self, polls: list[TaskPoll], unpolled: Iterable[str] = ()) -> list[TaskPoll]:
@@ -325,10 +325,16 @@ class Lifecycle:
         for k, n in self.nodes.items():
             if n.state in (TaskState.REVOKED, TaskState.PENDING):
                 continue
-            hit = made.get(k)
-            if hit is None or hit[0] != n.started or (hit[1] is not n.info and hit[1] != n.info):
-                hit = made[k] = (n.started, n.info, self._lifetime(k, n, None, "running"))
-            running.append(hit[2])
+            hit, i = made.get(k), n.info
+            if (
+                hit is None
+                or hit.start != n.started
+                or hit.gpu != i.gpu
+                or hit.region != i.region
+                or hit.provisioning != i.provisioning
+            ):  # what a running lifetime holds (no tuple beside it to key on: one a task)
+                hit = made[k] = self._lifetime(k, n, None, "running")
+            running.append(hit)
         if len(made) > 2 * len(self.nodes):  # tasks gone for good: keep the memo bounded
             self._running = {k: v for k, v in made.items() if k in self.nodes}
         return [*self.lifetimes, *running]

@@ -8,9 +8,11 @@ import functools
 import logging
 import math
 import re
+from array import array
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
 from cmdare.collectors import hostdetail as H
@@ -335,22 +337,25 @@ def host_figures(ts: TaskSeries, host: TaskSeries | None, window: float) -> Host
     total = mem.latest(M.K_MEM_TOTAL) if mem else None
     avail = mem.latest(M.K_MEM_AVAIL) if mem else None
     used = total - avail if total is not None and avail is not None and avail <= total else None
-    return _gpu_figures(
-        ts, host, HostFigures(cpu_pct=_finite(cpu), mem_used=_finite(used), mem_total=_finite(total))
-    )
+    return _gpu_figures(ts, host, _finite(cpu), _finite(used), _finite(total))
 
 
-def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> HostFigures:
-    """GPU detail only for a task that owns GPUs: the devices it declares (``gpu_ids``; none shown
-    when none of them is on the host), else all of its host's."""
+def _gpu_figures(
+    ts: TaskSeries,
+    host: TaskSeries | None,
+    cpu_pct: float | None,
+    mem_used: float | None,
+    mem_total: float | None,
+) -> HostFigures:
+    """The host's CPU and memory figures given, with GPU detail only for a task that owns GPUs: the
+    devices it declares (``gpu_ids``; none shown when none of them is on the host), else all of its
+    host's. One object made (a view a task: a fleet's sweep makes ~800 a refresh)."""
     i = ts.info
     gsrc = ts if ts.has(M.K_GPU_UTIL) or ts.has(M.K_GPU_COUNT) else host
     devices, latest = gsrc.gpu_detail() if gsrc is not None else ([], {})
     owns = H.owns_gpus(i.role, i.gpu, i.gpu_ids, bool(devices) or M.K_GPU_UTIL in latest)
     if not owns or gsrc is None:
-        return HostFigures(
-            cpu_pct=base.cpu_pct, mem_used=base.mem_used, mem_total=base.mem_total, owns_gpu=owns
-        )  # replace(), ~5x cheaper
+        return HostFigures(cpu_pct=cpu_pct, mem_used=mem_used, mem_total=mem_total, owns_gpu=owns)
     if i.gpu_ids:
         g = H.fold_devices(H.owned_devices(devices, i.gpu_ids), latest)
     else:
@@ -358,8 +363,10 @@ def _gpu_figures(ts: TaskSeries, host: TaskSeries | None, base: HostFigures) -> 
     fb_used, fb_free = g.get(M.K_GPU_FB_USED), g.get(M.K_GPU_FB_FREE)
     total = fb_used + fb_free if fb_used is not None and fb_free is not None else None
     model = gsrc.info.gpu if gsrc.info.role == "node" else ""  # host detail carries the DCGM model
-    return replace(
-        base,
+    return HostFigures(
+        cpu_pct=cpu_pct,
+        mem_used=mem_used,
+        mem_total=mem_total,
         owns_gpu=True,
         gpu_model=model,
         gpu_util=_finite(g.get(M.K_GPU_UTIL)),
@@ -482,16 +489,16 @@ def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
     return own_start if own_start is not None and 0 < own_start <= now else started
 
 
-# What a task's view was made from: the versions of its points and identity, of its host's points and of
-# its lifecycle status; its flags and its start.
-ViewKey = tuple[int, int | None, int | None, tuple[str, ...], float]
-
-
-@dataclass(slots=True)  # one a task
+@dataclass(slots=True)  # one a task: what it was made from in its own slots (no key tuple beside it)
 class BuiltView:
-    """A task's last view and what it was made from (:func:`cached_view`)."""
+    """A task's last view and what it was made from (:func:`cached_view`): the versions of its points
+    and identity, of its host's points and of its lifecycle status; its flags and its start."""
 
-    key: ViewKey
+    version: int
+    host_version: int | None
+    status_version: int | None
+    flags: tuple[str, ...]
+    started: float
     host: TaskSeries | None  # the host series it read (the same object, not only the same version)
     view: NodeView
 
@@ -509,13 +516,21 @@ def cached_view(
     nothing new for most tasks). The view holds no time of its own (uptime is counted from
     ``started_at`` by who shows it), so reuse is exact."""
     started = _started(ts, status, now)  # a start reported ahead of our clock counts once it is past
-    key: ViewKey = (ts.version, None if host is None else host.version,
-                    None if status is None else status.version, flags, started)  # fmt: skip
+    host_version = None if host is None else host.version
+    status_version = None if status is None else status.version
     hit = built.get(ts.info.key)
-    if hit is not None and hit.key == key and hit.host is host:
+    if (
+        hit is not None
+        and hit.version == ts.version
+        and hit.host is host
+        and hit.host_version == host_version
+        and hit.status_version == status_version
+        and (hit.flags is flags or hit.flags == flags)
+        and (hit.started is started or hit.started == started)  # as a tuple compares (NaN: the same object)
+    ):
         return hit.view
     view = node_view(ts, status, now, host=host, flags=flags)
-    built[ts.info.key] = BuiltView(key, host, view)
+    built[ts.info.key] = BuiltView(ts.version, host_version, status_version, flags, started, host, view)
     return view
 
 
@@ -551,26 +566,53 @@ class OverviewCache:
     10,000 tasks read in a sweep most refreshes touch a few hundred. One per session (the only
     reader of the dirty sets)."""
 
-    views: dict[str, NodeView] = field(default_factory=dict)  # task key -> its view
-    members: dict[str, dict[str, None]] = field(
-        default_factory=dict
-    )  # job -> its task keys, first seen first
+    # job -> its task keys, first seen first, each with its number in that order
+    members: dict[str, dict[str, int]] = field(default_factory=dict)
     nodes: dict[str, list[NodeView]] = field(default_factory=dict)  # job -> its views, ordered (reused)
     grown: set[str] = field(default_factory=set)  # jobs that gained tasks or whose tasks' roles or names
     # changed (their order is made again)
     changed: dict[str, list[str]] = field(default_factory=dict)  # job -> tasks whose view changed
-    at: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> task key -> its place in nodes
+    # job -> each task's place in nodes, by its number in members (an array: not a dict of 100,000)
+    at: dict[str, array[int]] = field(default_factory=dict)
     kinds: dict[str, Counter[Kind]] = field(default_factory=dict)  # job -> its tasks by kind (JobView.tally)
-    built: dict[str, BuiltView] = field(default_factory=dict)  # task key -> its last view and what made it
-    # job -> its tasks' (role, name) in the order met, and the permutation that sorts them (:func:`_ordered`)
-    orders: dict[str, tuple[tuple[tuple[str, str], ...], list[int]]] = field(default_factory=dict)
+    built: dict[str, BuiltView] = field(default_factory=dict)  # task key -> its view and what made it
+    # job -> how many of its tasks were ordered, and the permutation that sorts them (:func:`_ordered`)
+    orders: dict[str, tuple[int, array[int]]] = field(default_factory=dict)
+    renamed: set[str] = field(default_factory=set)  # jobs whose tasks' roles or names changed (sorted anew)
+    # the lifecycle's keys no task of the store holds, in its order (None: not found yet), and as a set
+    unanswered: list[str] | None = None
+    unanswered_set: set[str] = field(default_factory=set)
+
+    @property
+    def views(self) -> Mapping[str, NodeView]:
+        """Each task's view, by task key (read from :attr:`built`: not a second book of 100,000)."""
+        return _Views(self.built)
+
+
+class _Views(Mapping[str, NodeView]):
+    """:attr:`OverviewCache.views`: the views held in a cache's ``built``, read as a mapping."""
+
+    __slots__ = ("_built",)
+
+    def __init__(self, built: dict[str, BuiltView]) -> None:
+        self._built = built
+
+    def __getitem__(self, key: str) -> NodeView:
+        return self._built[key].view
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built)
+
+    def __len__(self) -> int:
+        return len(self._built)
 
 
 def _task_views(
     store: Store, lifecycle: Lifecycle, now: float, cache: OverviewCache, dirty: set[str]
 ) -> None:
     """Update ``cache`` for the tasks in ``dirty`` and those it has not met yet."""
-    met = [k for k in store.tasks if k not in cache.views] if len(cache.views) < len(store.tasks) else []
+    built = cache.built
+    met = [k for k in store.tasks if k not in built] if len(built) < len(store.tasks) else []
     for key in [*met, *dirty.difference(met)]:  # tasks met since first, in the store's order (jobs' order)
         ts = store.tasks.get(key)
         if ts is None:
@@ -578,30 +620,49 @@ def _task_views(
         flags: tuple[str, ...] = ("duplicate-identity",) if key in lifecycle.duplicates else ()
         if key in lifecycle.duplicate_ranks:  # another task of the job claims its rank
             flags += ("duplicate-rank",)
-        view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags, cache.built)
-        old = cache.views.get(key)
+        was = built.get(key)
+        old = None if was is None else was.view
+        view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags, built)
         if old is view:
             continue
-        cache.views[key] = view
         job = ts.info.job  # a task's key holds its job: a task never moves to another
         kinds = cache.kinds.setdefault(job, Counter())
         if old is not None:
             kinds[_kind(old)] -= 1
             if (old.role, old.name) != (view.role, view.name):  # its place in the order may move
                 cache.grown.add(job)
+                cache.renamed.add(job)
         else:
-            cache.members.setdefault(job, {})[key] = None
+            known = cache.members.setdefault(job, {})
+            known[key] = len(known)
             cache.grown.add(job)
         kinds[_kind(view)] += 1
         cache.changed.setdefault(job, []).append(key)
 
 
-def _extra_rows(store: Store, lifecycle: Lifecycle, now: float) -> dict[str, list[NodeView]]:
+def _unanswered_keys(store: Store, lifecycle: Lifecycle, cache: OverviewCache, dirty: set[str]) -> list[str]:
+    """The lifecycle's keys that no task of the store holds (targets never answered), in the lifecycle's
+    order. Found again only when a task in ``dirty`` is or becomes one of them: a key joins or leaves
+    either book, or moves in the lifecycle's order, only with its task marked dirty (the store's and the
+    lifecycle's ``take_dirty``), so at 100,000 tasks a refresh looks at its dirty tasks, not every key."""
+    held = cache.unanswered
+    if held is not None:
+        was, nodes, tasks = cache.unanswered_set, lifecycle.nodes, store.tasks
+        if not any(k in was or (k in nodes and k not in tasks) for k in dirty):
+            return held
+    unanswered = lifecycle.nodes.keys() - store.tasks.keys()  # set operations: 100,000 keys
+    held = cache.unanswered = [k for k in lifecycle.nodes if k in unanswered] if unanswered else []
+    cache.unanswered_set = unanswered
+    return held
+
+
+def _extra_rows(
+    store: Store, lifecycle: Lifecycle, now: float, cache: OverviewCache, dirty: set[str]
+) -> dict[str, list[NodeView]]:
     """Rows that are no task of the store: targets never answered (pending), and the node_exporter /
     DCGM detail of hosts no task runs on (a row of its own)."""
     extra: dict[str, list[NodeView]] = {}
-    unanswered = lifecycle.nodes.keys() - store.tasks.keys()  # set operations: 10,000 tasks a refresh
-    for key in [k for k in lifecycle.nodes if k in unanswered] if unanswered else []:  # lifecycle order
+    for key in _unanswered_keys(store, lifecycle, cache, dirty):  # lifecycle order
         status = lifecycle.nodes[key]
         extra.setdefault(status.info.job, []).append(_unanswered(status))
     if store.hosts:
@@ -622,20 +683,22 @@ def build_jobs(
     else:
         dirty = store.take_dirty() | lifecycle.take_dirty()
     _task_views(store, lifecycle, now, cache, dirty)
-    extra = _extra_rows(store, lifecycle, now)
+    extra = _extra_rows(store, lifecycle, now, cache, dirty)
     out = []
     for name in dict.fromkeys([*cache.members, *extra]):  # in the order jobs were first seen
-        if name in cache.grown or name in extra or name not in cache.nodes:
-            _order_job(name, cache, extra.get(name, []))
+        if name in cache.grown or name not in cache.nodes:
+            _order_job(name, cache)
         elif name in cache.changed:  # the same tasks, some with new views: put those in their places
             nodes = list(cache.nodes[name])
-            at = cache.at[name]
+            at, number = cache.at[name], cache.members[name]
             for key in cache.changed.get(name, ()):
-                nodes[at[key]] = cache.views[key]
+                nodes[at[number[key]]] = cache.built[key].view
             cache.nodes[name] = nodes
         cache.changed.pop(name, None)
-        kinds = Counter(cache.kinds.get(name, ())) + Counter(_kind(n) for n in extra.get(name, []))
-        out.append(_job_view(store, name, cache.nodes[name], history, +kinds))
+        rows = extra.get(name, [])
+        kinds = Counter(cache.kinds.get(name, ())) + Counter(_kind(n) for n in rows)
+        nodes = _with_rows(cache.nodes[name], rows) if rows else cache.nodes[name]
+        out.append(_job_view(store, name, nodes, history, +kinds))
     return out
 
 
@@ -644,12 +707,15 @@ def _kind(n: NodeView) -> Kind:
     return (n.role, n.gpu, n.region, n.provisioning, n.status)
 
 
-def _order_job(name: str, cache: OverviewCache, extra: list[NodeView]) -> None:
-    """A job's node list made again, in order (it gained tasks, or has rows that are no task)."""
+def _order_job(name: str, cache: OverviewCache) -> None:
+    """A job's node list made again, in order (it gained tasks, or a task's role or name changed)."""
     keys = list(cache.members.get(name, {}))
-    nodes, order = _ordered(cache, name, [cache.views[k] for k in keys] + extra)
-    cache.at[name] = {keys[i]: place for place, i in enumerate(order) if i < len(keys)}
-    cache.nodes[name] = nodes
+    order = _ordered(cache, name, keys)
+    built = cache.built
+    at = cache.at[name] = array("q", [0]) * len(keys)
+    for place, i in enumerate(order):
+        at[i] = place
+    cache.nodes[name] = [built[keys[i]].view for i in order]
     cache.grown.discard(name)
 
 
@@ -701,19 +767,59 @@ def _job_view(
 _ROLE_ORDER = {"chief": 0, "ps": 1, "worker": 2, "stage": 3}
 
 
-def _ordered(cache: OverviewCache, name: str, nodes: list[NodeView]) -> tuple[list[NodeView], list[int]]:
-    """Job ``name``'s ``nodes`` sorted by role, then name in natural order (``worker-2`` before
-    ``worker-10``), and the permutation that sorted them. The order is kept in ``cache`` and reused while
-    the same tasks come in the same order (10,000 views sorted anew each refresh cost more than the rest
-    of the job's figures)."""
-    names = tuple((n.role, n.name) for n in nodes)
-    cached = cache.orders.get(name)
-    if cached is None or cached[0] != names:
-        perm = sorted(
-            range(len(nodes)), key=lambda i: (_ROLE_ORDER.get(names[i][0], 9), _natural(names[i][1]))
-        )
-        cached = cache.orders[name] = (names, perm)
-    return [nodes[i] for i in cached[1]], cached[1]
+def _order_key(n: NodeView) -> tuple[int, tuple[int | str, ...]]:
+    """Where a row goes in its job: by role, then by name in natural order (``worker-2`` before
+    ``worker-10``)."""
+    return _ROLE_ORDER.get(n.role, 9), _natural(n.name)
+
+
+def _ordered(cache: OverviewCache, name: str, keys: list[str]) -> array[int]:
+    """The permutation that sorts job ``name``'s task views (``keys``: its tasks, first met first) by
+    :func:`_order_key`, as a stable sort would. Kept in ``cache``: tasks met since the last order (a
+    fleet's sweep meets ~800 of 100,000 a refresh) are each put in their place by bisection, the rest
+    keep theirs; sorted anew only when a task's role or name changed."""
+    built = cache.built
+    kept = cache.orders.get(name)
+    n = len(keys)
+    if kept is None or name in cache.renamed or kept[0] > n:
+        perm = array("q", sorted(range(n), key=lambda i: _order_key(built[keys[i]].view)))
+    elif kept[0] < n:
+        perm = _inserted(kept[1], range(kept[0], n), lambda i: _order_key(built[keys[i]].view))
+    else:
+        perm = kept[1]
+    cache.orders[name] = (n, perm)
+    cache.renamed.discard(name)
+    return perm
+
+
+def _inserted(
+    perm: array[int], new: range, key: Callable[[int], tuple[int, tuple[int | str, ...]]]
+) -> array[int]:
+    """``perm`` (indices sorted by ``key``, stably) with the indices ``new`` (all past those in it) put
+    in their places: what a stable sort of them all gives, with a bisection each, not a sort of all."""
+    out = array("q")
+    prev = 0
+    for i in sorted(new, key=key):
+        at = bisect_right(perm, key(i), prev, key=key)  # after equal keys: a later index sorts after
+        out.extend(perm[prev:at])
+        out.append(i)
+        prev = at
+    out.extend(perm[prev:])
+    return out
+
+
+def _with_rows(nodes: list[NodeView], rows: list[NodeView]) -> list[NodeView]:
+    """A job's sorted task views with its rows that are no task (pending targets, hosts' detail) put in
+    their places: what a stable sort of the views then the rows gives (a row after an equal view)."""
+    out: list[NodeView] = []
+    prev = 0
+    for row in sorted(rows, key=_order_key):
+        at = bisect_right(nodes, _order_key(row), prev, key=_order_key)
+        out.extend(nodes[prev:at])
+        out.append(row)
+        prev = at
+    out.extend(nodes[prev:])
+    return out
 
 
 def _last_finite(xs: list[float]) -> float | None:
@@ -723,6 +829,10 @@ def _last_finite(xs: list[float]) -> float | None:
     return None
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def _natural(name: str) -> tuple[int | str, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+    """``name`` as its runs of text and numbers (numbers compared as numbers). Not memoised: a cache
+    of 65,536 names cost ~23 MB and missed on every call once a fleet had more tasks than that."""
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(name))
+
+
+_DIGITS = re.compile(r"(\d+)")

@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from cmdare.collectors.caps import current as current_caps
 from cmdare.collectors.hostdetail import DEV_PREFIX, devices_in
@@ -34,6 +34,7 @@ from cmdare.collectors.samples import Coverage, JobFacts, RoleFigures, TaskInfo,
 if TYPE_CHECKING:  # numpy (~0.1 s to import) loads with the first numpy reader, not with the store
     import numpy as np
 
+UNINDEXED_ROLES = frozenset(("worker",))  # roles Store.roles leaves out (its readers ask for the PS)
 TRAINING_KEYS = frozenset((K_LOSS, K_LEARNING_RATE, K_EXAMPLES_RATE))  # what jobs log (TensorBoard scalars)
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
@@ -49,6 +50,19 @@ _SCHEMA_MAX = 1024  # distinct key orders whose key -> position maps are shared 
 MIN_POINTS = 32  # points per series kept whatever the history budget (rates need ~6)
 FLOAT32: Final = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
 FLOAT64: Final = "d"  # a series' times
+
+
+Points = tuple[list[float], list[float]]  # a window's times and values, oldest first, no NaN value
+
+
+class SparseWindow:
+    """How far back a sparsely read series' rate may reach (s): one a store, shared by its tasks, so a
+    new window (a fleet's sweep period moves every refresh) is set once, not on 100,000 tasks."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s: float = 0.0) -> None:
+        self.s = s
 
 
 def _schema(keys: tuple[str, ...]) -> dict[str, int]:
@@ -262,6 +276,8 @@ class TaskSeries:
     _memo: dict[tuple[str | float, ...], float | None] | None = field(default=None, repr=False)
     _spans: dict[float, int] | None = field(default=None, repr=False)
     _recent_times: list[float] | None = field(default=None, repr=False)  # _recent.times(), once a point
+    # what :meth:`_walk` found at this point: (its window, the sparse window, how many points in each)
+    _walked: tuple[float, float, tuple[int, int] | None] | None = field(default=None, repr=False)
     _gpu_detail: tuple[list[str], dict[str, float]] | None = field(default=None, repr=False)
     # The newest points at full precision (:class:`RecentRows`): rates over a few points read these
     # without numpy (~10x cheaper per call); windows reaching further back read the rings.
@@ -270,12 +286,24 @@ class TaskSeries:
     max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
     allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
     version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
-    sparse_s: float = field(default=0.0, repr=False)  # how far back a sparsely read series' rate may reach
+    # how far back a sparsely read series' rate may reach (:attr:`sparse_s`): a store's tasks share one
+    sparse: SparseWindow = field(default_factory=lambda: SparseWindow(), repr=False)
     # the store's book of tasks whose memo holds figures (Store.release_figures), by id
     figured: dict[int, TaskSeries] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.times = Ring(self.capacity, FLOAT64)
+
+    @property
+    def sparse_s(self) -> float:
+        """How far back a sparsely read series' rate may reach for its last two points (0: the default
+        ``SPARSE_STRETCH`` windows); set on a task of no store, it is that task's own."""
+        return self.sparse.s
+
+    @sparse_s.setter
+    def sparse_s(self, seconds: float) -> None:
+        self.sparse = SparseWindow(seconds)
+        self.forget_figures()
 
     @property
     def values(self) -> ColumnMap:
@@ -331,7 +359,7 @@ class TaskSeries:
     def forget_figures(self) -> None:
         """Empty the memos: every figure is computed again from the points held (a new point, a new
         sparse window, or a large store's new cycle: :meth:`Store.release_figures`)."""
-        self._memo = self._spans = self._gpu_detail = self._recent_times = None
+        self._memo = self._spans = self._gpu_detail = self._recent_times = self._walked = None
 
     def _remember(self, memo_key: tuple[str | float, ...], out: float | None) -> float | None:
         """``out`` memoised under ``memo_key`` until the next point (the store's book says who holds any)."""
@@ -515,6 +543,73 @@ class TaskSeries:
         t, v = self._points(key, max(seconds * SPARSE_STRETCH, self.sparse_s))
         return t[-2:], v[-2:]
 
+    def _walk(self, seconds: float) -> tuple[int, int] | None:
+        """How many of the newest points lie within ``seconds`` of the newest one and how many within the
+        sparse window, walking back from the newest as :meth:`_points` does (up to the first point
+        older); None when the newest points do not reach back over the sparse window. Once a point: the
+        points' times are every key's (a view's rates and ratios all walk the same points)."""
+        reach = max(seconds * SPARSE_STRETCH, self.sparse.s)
+        memo = self._walked
+        if memo is not None and memo[0] == seconds and memo[1] == reach:
+            return memo[2]
+        times = self._recent_times
+        if times is None:  # every rate of the point reads them: made once
+            times = self._recent_times = self._recent.times()
+        last = self.last_seen
+        wide = last - reach
+        got: tuple[int, int] | None = None
+        if len(times) < RECENT_POINTS or times[0] < wide:
+            since = last - seconds
+            n_short = n_wide = 0
+            within = True  # still within ``seconds``: the short window stops at its first point older
+            for ti in reversed(times):
+                if ti < wide:
+                    break
+                if within and ti < since:
+                    within = False
+                n_short += within
+                n_wide += 1
+            got = (n_short, n_wide)
+        self._walked = (seconds, reach, got)
+        return got
+
+    def _windows(self, key: str, seconds: float) -> tuple[Points, Points] | None:
+        """(:meth:`_points`, :meth:`_sparse_points`) of ``key`` over ``seconds``, read from the newest
+        points :meth:`_walk` found (a fleet's swept task: a point every two minutes, its short window
+        holding one) when they reach back over the sparse window; None when they do not (the caller
+        reads both windows)."""
+        i = self._index.get(key)
+        if i is None:
+            return ([], []), ([], [])
+        walk = self._walk(seconds)
+        if walk is None:
+            return None
+        n_short, n_wide = walk
+        if not n_wide:
+            return ([], []), ([], [])
+        rows = self._recent
+        stride, buf = rows.stride, rows.buf
+        vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
+        times = cast(list[float], self._recent_times)[-n_wide:]
+        t = [a for a, b in zip(times, vals, strict=True) if b == b]
+        v = [b for b in vals if b == b]
+        if n_short == n_wide:
+            short = (t, v)
+        elif not n_short:
+            short = ([], [])
+        else:
+            times, vals = times[-n_short:], vals[-n_short:]
+            short = ([a for a, b in zip(times, vals, strict=True) if b == b], [b for b in vals if b == b])
+        return short, (t[-2:], v[-2:])
+
+    def _rate_points(self, key: str, seconds: float) -> Points:
+        """:meth:`_points` over ``seconds``, or :meth:`_sparse_points` when that holds fewer than two."""
+        got = self._windows(key, seconds)
+        if got is not None:
+            return got[0] if len(got[0][1]) >= 2 else got[1]
+        t, v = self._points(key, seconds)
+        return (t, v) if len(v) >= 2 else self._sparse_points(key, seconds)
+
     def rate(self, key: str, seconds: float) -> float | None:
         """Per-second rate of a counter (or of a gauge that only grows, like the global step)
         over the window, divided by the *measured* time between the first and last samples (None
@@ -525,9 +620,8 @@ class TaskSeries:
         memo_key = ("rate", key, seconds)
         if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
-        t, v = self._points(key, seconds)
-        if len(v) < 2:  # a series read less often than the others (node detail, a large fleet's sweep)
-            t, v = self._sparse_points(key, seconds)
+        # a series read less often than the others (node detail, a large fleet's sweep): its last two
+        t, v = self._rate_points(key, seconds)
         out = None
         if key.endswith("global_step"):  # a step that went back (a restart from a checkpoint) began a
             t, v = _since_last_drop(t, v)  # new timeline: the rate is the new timeline's only
@@ -544,11 +638,16 @@ class TaskSeries:
         memo_key = ("ratio", num_key, den_key, seconds)
         if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
-        _, num = self._points(num_key, seconds)
-        _, den = self._points(den_key, seconds)
-        if len(den) < 2:  # read less often than the window (a large fleet's sweep): the last two
-            _, num = self._sparse_points(num_key, seconds)
-            _, den = self._sparse_points(den_key, seconds)
+        got_num, got_den = self._windows(num_key, seconds), self._windows(den_key, seconds)
+        if got_num is not None and got_den is not None:  # both windows of both series in one walk each
+            short = len(got_den[0][1]) >= 2
+            num, den = got_num[0 if short else 1][1], got_den[0 if short else 1][1]
+        else:
+            _, num = self._points(num_key, seconds)
+            _, den = self._points(den_key, seconds)
+            if len(den) < 2:  # read less often than the window (a large fleet's sweep): the last two
+                _, num = self._sparse_points(num_key, seconds)
+                _, den = self._sparse_points(den_key, seconds)
         dn = _increase(den) if len(den) >= 2 else math.nan
         out = None if not dn > 0 else (_increase(num) if len(num) >= 2 else math.nan) / dn
         return self._remember(memo_key, out)
@@ -643,7 +742,9 @@ class Store:
         self.max_series = caps.series_per_task if max_series is None else max_series
         self.tasks: dict[str, TaskSeries] = {}
         self.members: dict[str, dict[str, TaskSeries]] = {}  # job -> its tasks (a task's key holds its job)
-        self.roles: dict[str, dict[str, TaskSeries]] = {}  # role -> its tasks (rules ask for the PS)
+        # role -> its tasks, for the roles other than :data:`UNINDEXED_ROLES` (the rules ask for the PS; a
+        # fleet's 100,000 workers are not indexed a second time)
+        self.roles: dict[str, dict[str, TaskSeries]] = {}
         self.staged: dict[str, TaskSeries] = {}  # tasks with pipeline-stage counters
         self.jobs: dict[str, JobSeries] = {}
         self.hosts: dict[str, TaskSeries] = {}  # node_exporter / DCGM detail by host (info.gpu = GPU model)
@@ -652,7 +753,10 @@ class Store:
         # a host of its own: a set each cost 100,000 tasks ~20 MB)
         self._on_host: dict[str, str | set[str]] = {}
         self.logs_training = False  # whether any task ever logged a training figure (loss, LR, examples/s)
-        self.sparse_s = 0.0  # how far back a sparsely read series' rate may reach (set_sparse_window)
+        self.sparse = (
+            SparseWindow()
+        )  # how far back a sparsely read series' rate may reach (set_sparse_window)
+        self._unbooked = False  # figures memoised by tasks outside :attr:`_figured` (release_figures)
         self._figured: dict[int, TaskSeries] = {}  # tasks whose memo holds figures (release_figures)
         self._allow = self.allowed  # one bound method for every task (not one made per task)
 
@@ -668,14 +772,16 @@ class Store:
             ts = book[key] = TaskSeries(
                 poll.info, self.capacity, max_series=self.max_series, allow=self._allow, figured=self._figured
             )
-            ts.sparse_s = self.sparse_s
+            ts.sparse = self.sparse
             if not poll.host_only:
                 self.members.setdefault(poll.info.job, {})[key] = ts
-                self.roles.setdefault(poll.info.role, {})[key] = ts
+                if poll.info.role not in UNINDEXED_ROLES:
+                    self.roles.setdefault(poll.info.role, {})[key] = ts
         elif ts.info is not poll.info and ts.info != poll.info:
             if not poll.host_only and ts.info.role != poll.info.role:
                 self.roles.get(ts.info.role, {}).pop(key, None)
-                self.roles.setdefault(poll.info.role, {})[key] = ts
+                if poll.info.role not in UNINDEXED_ROLES:
+                    self.roles.setdefault(poll.info.role, {})[key] = ts
             ts.info = poll.info  # labels may be enriched later (e.g. zone discovered)
             ts.version += 1  # what a reader's cache keys on: the identity changed too
         if poll.host and poll.host != ts.host:
@@ -709,12 +815,22 @@ class Store:
         """Rates of series read less often than their window reach back ``seconds`` for their last two
         points (a source that reads each task only every so often says how often; 0: the default
         ``SPARSE_STRETCH`` windows). Applies to every task, met or to come."""
-        if seconds == self.sparse_s:
+        if seconds == self.sparse.s:
             return
-        self.sparse_s = seconds
-        for ts in (*self.tasks.values(), *self.hosts.values()):
-            ts.sparse_s = seconds
+        self.sparse.s = seconds  # every task's (one shared object): the rates memoised with the last go
+        if self._unbooked or len(self.tasks) + len(self.hosts) <= FIGURES_KEPT_UNDER:
+            held: Iterable[TaskSeries] = (*self.tasks.values(), *self.hosts.values())
+            self._unbooked = False
+        else:  # past it every memo is in the book (release_figures): ~800 a refresh, not 100,000
+            held = list(self._figured.values())
+        for ts in held:
             ts.forget_figures()
+        self._figured.clear()
+
+    @property
+    def sparse_s(self) -> float:
+        """How far back a sparsely read series' rate may reach (:meth:`set_sparse_window`)."""
+        return self.sparse.s
 
     def release_figures(self) -> None:
         """A new poll cycle: past :data:`FIGURES_KEPT_UNDER` tasks, the figures memoised in the last one
@@ -723,6 +839,8 @@ class Store:
         if len(self.tasks) + len(self.hosts) > FIGURES_KEPT_UNDER:
             for ts in list(self._figured.values()):
                 ts.forget_figures()
+        else:  # kept by their tasks, out of the book
+            self._unbooked = True
         self._figured.clear()  # each task's book (the same dict): filled again as figures are asked
 
     def take_dirty(self) -> set[str]:

@@ -205,3 +205,50 @@ def test_node_detail_of_a_host_no_task_runs_on_is_a_row_of_its_own():
         store.add(p)
     rows = {(j.name, n.name) for j in build_jobs(store, life, 11.0) for n in j.nodes}
     assert ("a", "w0") in rows and ("hosts", "h2") in rows and ("hosts", "h1") not in rows
+
+
+def test_a_job_met_a_slice_at_a_time_keeps_the_order_a_full_sort_gives():
+    """A fleet's sweep meets its tasks a slice a refresh: the session's overview puts each new task in its
+    place (a bisection into the order kept), pending targets' rows among them, and sorts anew when a
+    role changes; every refresh's rows equal a stable sort of the tasks' views (first met first) and the
+    pending rows (lifecycle order) by role, then name in natural order, and a one-off build. Names
+    collide in natural order (``w01``/``w1``), pending targets come and then answer."""
+    import random
+
+    from cmdare.collectors.observed import _ROLE_ORDER, OverviewCache, _natural, build_jobs
+
+    rng = random.Random(11)
+    names = [f"w{n}" for n in rng.sample(range(400), 150)] + ["w01", "w1", "w001", "chief-x"]
+    rng.shuffle(names)
+    roles = {n: "chief" if n.startswith("chief") else "worker" for n in names}
+    store, life, cache = Store(), Lifecycle(silent_after=2), OverviewCache()
+    met = seen_pending = 0
+    for cycle in range(25):
+        t = 100.0 + 2 * cycle
+        if cycle == 15:  # a worker becomes the PS: it moves
+            roles[names[3]] = "ps"
+        met = min(len(names), met + rng.randint(0, 14))
+        polls = []
+        for i, name in enumerate(names):
+            info = TaskInfo(job="a", task=name, role=roles[name], gpu="P100", region="r")
+            if i < met and rng.random() < 0.5:
+                polls.append(TaskPoll(source=f"http://{name}", t=t, ok=True, info=info, values={STEPS: t}))
+            elif met <= i < met + 4:  # next in line: not answering yet (a pending target)
+                polls.append(TaskPoll(source=f"http://{name}", t=t, ok=False, info=info, error="refused"))
+        polls = life.resolve(polls)
+        for p in polls:
+            store.add(p)
+        life.observe(polls)
+        (job,) = build_jobs(store, life, t + 1, cache=cache)
+        views = [cache.views[k] for k in store.members["a"]]
+        pending = [n for k, s in life.nodes.items() if k not in store.tasks for n in [s.info.task]]
+        rows = {n.name: n for n in job.nodes if n.status == "pending"}
+        assert len(job.nodes) == len(views) + len(pending) and set(rows) == set(pending), cycle
+        seen_pending += len(rows)
+        want = sorted(
+            [*views, *(rows[name] for name in pending)],  # the pending rows in the lifecycle's order
+            key=lambda n: (_ROLE_ORDER.get(n.role, 9), _natural(n.name)),
+        )
+        assert job.nodes == want, cycle
+        assert build_jobs(store, life, t + 1)[0].nodes == job.nodes, cycle
+    assert seen_pending > 20 and met > 100

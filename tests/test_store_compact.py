@@ -169,3 +169,95 @@ def test_the_tasks_on_a_host_follow_them_whether_one_or_several():
     assert store.take_dirty() == {"j/a", "j/b", "j/c"}
     store.add(poll("n1", "h1", 3.0, host_only=True))
     assert store.take_dirty() == set()
+
+
+def _rate_by_definition(ts: TaskSeries, key: str, seconds: float) -> tuple[list[float], list[float]]:
+    """The points a rate reads, as the store defines them: the window's, else the sparse window's last two."""
+    t, v = ts._points(key, seconds)
+    return (t, v) if len(v) >= 2 else ts._sparse_points(key, seconds)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(  # points: a time step (a fleet's sweep: minutes apart; a dense poll: 2 s) and what each read
+        st.tuples(
+            st.sampled_from([0.0, 2.0, 7.0, 60.0, 130.0, 400.0]),
+            st.dictionaries(
+                st.sampled_from(("c", "s", "n")),
+                st.one_of(st.floats(0, 1e6, allow_nan=False), st.just(math.nan)),
+                max_size=3,
+            ),
+        ),
+        max_size=30,
+    ),
+    st.sampled_from([0.0, 300.0]),  # the sparse window: none, or a fleet's 2.5 sweeps
+    st.sampled_from([2.0, 10.0, 60.0]),  # the rate window
+)
+def test_one_walk_over_the_newest_points_reads_what_the_two_windows_read(steps, sparse_s, seconds):
+    """:meth:`TaskSeries._windows` (a swept task's rates and ratios from one walk over its newest points)
+    gives the points, rates and ratios of the two windows read one after the other (the definition)."""
+    ts = TaskSeries(TaskInfo(job="j", task="w"), 64)
+    ts.sparse_s = sparse_s
+    t = 1.7e9
+    for dt, values in steps:
+        t += dt
+        ts.append(t, values)
+    for key in ("c", "s", "n", "absent"):
+        want = _rate_by_definition(ts, key, seconds)
+        assert ts._rate_points(key, seconds) == want
+        got = ts._windows(key, seconds)
+        if got is not None:
+            assert got[0] == ts._points(key, seconds) and got[1] == ts._sparse_points(key, seconds)
+    for num, den in (("s", "c"), ("c", "s"), ("n", "absent")):
+        _, d = ts._points(den, seconds)
+        a, b = (ts._points, ts._points) if len(d) >= 2 else (ts._sparse_points, ts._sparse_points)
+        nv, dv = a(num, seconds)[1], b(den, seconds)[1]
+        dn = _increase_ref(dv) if len(dv) >= 2 else math.nan
+        want_ratio = None if not dn > 0 else (_increase_ref(nv) if len(nv) >= 2 else math.nan) / dn
+        got_ratio = ts.mean_of_ratio(num, den, seconds)
+        assert got_ratio == want_ratio or (got_ratio != got_ratio and want_ratio != want_ratio)
+
+
+def _increase_ref(v: list[float]) -> float:
+    total = 0.0
+    for a, b in zip(v, v[1:], strict=False):
+        total += b - a if b >= a else b
+    return total
+
+
+@pytest.mark.parametrize("tasks", [3, FIGURES_KEPT_UNDER + 1])
+def test_a_new_sparse_window_reaches_every_task_and_the_rates_memoised_before_go(tasks):
+    """The store's tasks share its sparse window: a new one is every task's (met before or after) and no
+    rate memoised with the old one survives it, in a small store (memos kept over cycles) and past
+    :data:`FIGURES_KEPT_UNDER` tasks (only the book's tasks hold memos)."""
+    store = Store(capacity=16)
+    for t in (0.0, 120.0):  # a sweep's two reads, two minutes apart: no two points in 60 s
+        for i in range(tasks):
+            store.add(_poll(i, t, t + i))
+    first = store.tasks["j/w0"]
+    assert first.rate(M.K_WORKER_STEPS, 10.0) is None  # six windows back: 60 s
+    store.release_figures()  # a small store keeps its memo, out of the book
+    assert first.rate(M.K_WORKER_STEPS, 10.0) is None
+    store.set_sparse_window(300.0)
+    store.add(_poll(tasks, 120.0, 1.0))  # met after the change
+    assert first.sparse_s == store.tasks[f"j/w{tasks}"].sparse_s == store.sparse_s == 300.0
+    assert first.rate(M.K_WORKER_STEPS, 10.0) == 1.0
+    assert store.tasks[f"j/w{tasks - 1}"].rate(M.K_WORKER_STEPS, 10.0) == 1.0
+    store.set_sparse_window(0.0)
+    assert first.rate(M.K_WORKER_STEPS, 10.0) is None
+
+
+def test_the_roles_index_holds_every_role_but_the_workers_and_follows_a_change():
+    """:attr:`Store.roles` indexes the PS (what the rules ask for) and every role but the workers (a
+    fleet's 100,000 workers are not indexed twice); a task whose role changes moves in or out."""
+    store = Store(capacity=16)
+    for name, role in (("w0", "worker"), ("p0", "ps"), ("c0", "chief")):
+        info = TaskInfo(job="j", task=name, role=role)
+        store.add(TaskPoll(source=name, t=1.0, ok=True, info=info, values={M.K_WORKER_STEPS: 1.0}))
+    assert {r: list(ts) for r, ts in store.roles.items()} == {"ps": ["j/p0"], "chief": ["j/c0"]}
+    became = TaskInfo(job="j", task="w0", role="ps")  # the same key (a named task): now a PS
+    store.add(TaskPoll(source="w0", t=2.0, ok=True, info=became, values={M.K_WORKER_STEPS: 2.0}))
+    assert sorted(store.roles["ps"]) == ["j/p0", "j/w0"]
+    back = TaskInfo(job="j", task="w0", role="worker")
+    store.add(TaskPoll(source="w0", t=3.0, ok=True, info=back, values={M.K_WORKER_STEPS: 3.0}))
+    assert list(store.roles["ps"]) == ["j/p0"] and len(store.members["j"]) == 3

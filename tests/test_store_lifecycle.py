@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -254,3 +256,26 @@ def test_rates_from_recent_points_equal_rates_from_the_rings(points, seconds):
         newest = ts.latest(key, RECENT_POINTS)
         if ok[-min(len(ok), RECENT_POINTS) :].any():
             assert newest == pytest.approx(float(last), rel=1e-6)
+
+
+def test_a_running_lifetime_is_made_once_and_again_when_what_it_holds_changes():
+    """A running lifetime is the same object from one call to the next while the task's start and the
+    identity it holds (GPU, region, provisioning) stay; a new zone keeps it (it holds none); a new
+    provisioning or a new start (a replacement) makes it again; each equals one made afresh."""
+    lc = Lifecycle()
+    lc.observe([ok(0), ok(0, W2)])
+    first = {lt.task: lt for lt in lc.all_lifetimes()}
+    assert set(first) == {"j/w1", "j/w2"} and all(lt.end is None for lt in first.values())
+    zoned = dataclasses.replace(W, zone="us-central1-b")
+    lc.observe([ok(10, zoned), ok(10, W2)])
+    again = {lt.task: lt for lt in lc.all_lifetimes()}
+    assert again["j/w1"] is first["j/w1"] and again["j/w2"] is first["j/w2"]
+    spot = TaskInfo(job="j", task="w1", role="worker", gpu="P100", region="us-central1", provisioning="spot")
+    lc.observe([ok(20, spot), ok(20, W2)])
+    moved = {lt.task: lt for lt in lc.all_lifetimes()}
+    assert moved["j/w1"] is not first["j/w1"] and moved["j/w1"].provisioning == "spot"
+    assert moved["j/w1"] == Lifecycle._lifetime("j/w1", lc.nodes["j/w1"], None, "running")
+    lc.observe([ok(30, spot, **{M.K_PREEMPTED: 1}), ok(30, W2)])
+    lc.observe([ok(40, spot), ok(40, W2)])  # the replacement: a new start
+    (new,) = [lt for lt in lc.all_lifetimes() if lt.task == "j/w1" and lt.end is None]
+    assert new.start == 40 and new is not moved["j/w1"]
