@@ -11,6 +11,7 @@ import asyncio
 import re
 import threading
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -23,6 +24,7 @@ from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
 from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY
+from cmdare.collectors.prometheus.answers import Pairs
 from cmdare.collectors.prometheus.fleet import (
     FleetColumns,
     FleetReader,
@@ -328,15 +330,15 @@ async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometh
         src = _source(prom.url)
         src.focus_from = 2  # four tasks kept: a fleet past two
         column_rows: list[int] = []
-        query = src.query
+        column = src.column
 
-        async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
-            rows = await query(client, promql, *args, **kw)
-            if "rate(" in promql and "[1m]" in promql:  # a column
-                column_rows.append(len(rows))
-            return rows
+        async def spy(client: httpx.AsyncClient, promql: str, *args: Any, **kw: Any) -> Pairs:
+            got = await column(client, promql, *args, **kw)
+            if "rate(" in promql and "[1m]" in promql:  # a rate column
+                column_rows.append(len(got.keys))
+            return got
 
-        src.query = spy  # type: ignore[method-assign]  (counts the rows; the server answers)
+        src.column = spy  # type: ignore[method-assign]  (counts the rows; the server answers)
         poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
         await _refreshes(poller, 8)  # a full read, then the columns one a refresh
         await src.aclose()

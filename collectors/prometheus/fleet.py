@@ -32,11 +32,13 @@ import re
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY, metric_selector
+from cmdare.collectors.prometheus.answers import Pairs
 from cmdare.collectors.prometheus.hosts import exact_instances, promql_string
 from cmdare.collectors.samples import RoleFigures, TaskInfo
 
@@ -71,6 +73,8 @@ DETAIL_METRICS = _SUMMED + _LARGEST
 
 
 COLUMNS = ("steps", "compute", "examples", "preempted")
+# a column's answer: its rows, or its instances and values read without an object a row (decode_pairs)
+Column = list[dict[str, Any]] | Pairs
 # the order the columns are read in, one a turn: preemption notices every other turn (a revocation is
 # what a spot-fleet operator must see first), each rate column once in six turns
 TURNS = ("steps", "preempted", "compute", "preempted", "examples", "preempted")
@@ -272,16 +276,22 @@ class FleetColumns:
                 self.arrays[name] = np.where(old >= 0, np.append(values, np.nan)[old], np.nan)
             self.times = dict(carry.times)
 
-    def column(self, rows: list[dict[str, Any]]) -> np.ndarray:
+    def column(self, answer: Column) -> np.ndarray:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
-        is not a number in 0..:data:`~cmdare.collectors.metrics.MAX_ABS_VALUE`: counted in :attr:`implausible`). Rows are well formed (decoded): metric a dict of str, value a
-        pair; values are converted in one pass (row by row only when one is not a number)."""
+        is not a number in 0..:data:`~cmdare.collectors.metrics.MAX_ABS_VALUE`: counted in
+        :attr:`implausible`). ``answer``: its rows (well formed, decoded: metric a dict of str, value a
+        pair), or its instances and values as :class:`~cmdare.collectors.prometheus.answers.Pairs`
+        (``decode_pairs``); values are converted in one pass (one by one only when one is not a number)."""
         import numpy as np
 
-        n, get = len(self.instances), self.index.get
+        if isinstance(answer, Pairs):
+            keys, texts = answer.keys, answer.values
+        else:
+            keys = [r["metric"].get("instance", "") for r in answer]
+            texts = [r["value"][1] for r in answer]
+        n = len(self.instances)
         out = np.full(n + 1, np.nan)  # the last slot takes the rows of instances not known
-        idx = np.fromiter((get(r["metric"].get("instance", ""), n) for r in rows), np.intp, len(rows))
-        texts = [r["value"][1] for r in rows]
+        idx = np.fromiter(map(self.index.get, keys, repeat(n)), np.intp, len(keys))
         try:
             vals = np.array(texts, dtype=float) if texts else np.empty(0)
         except (TypeError, ValueError):
@@ -292,9 +302,9 @@ class FleetColumns:
         self.implausible = int(np.count_nonzero(~ok & ~np.isnan(vals)))
         return out[:n]
 
-    def take(self, name: str, rows: list[dict[str, Any]], t: float) -> None:
+    def take(self, name: str, answer: Column, t: float) -> None:
         """One column's answer, evaluated at server time ``t``."""
-        self.arrays[name], self.times[name] = self.column(rows), t
+        self.arrays[name], self.times[name] = self.column(answer), t
 
     def fleet(self) -> Fleet | None:
         """The per-role figures and the outliers from the columns read so far (a column not read yet
@@ -498,7 +508,7 @@ class FleetReader:
     def read(
         self,
         detail: Iterable[list[dict[str, Any]]],
-        columns: Mapping[str, list[dict[str, Any]]] | None,
+        columns: Mapping[str, Column] | None,
         t: float,
     ) -> FoldedDetail:
         """The detail answers folded per task; the column answers (when read) as the fleet's figures, at

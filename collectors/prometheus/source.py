@@ -83,8 +83,10 @@ from cmdare.collectors.prometheus.aggregate import (
 )
 from cmdare.collectors.prometheus.answers import (
     MAX_JSON_VALUES,
+    Pairs,
     PrometheusAPIError,
     decode,
+    decode_pairs,
     evaluation_offset,
     job_facts,
     number,
@@ -97,7 +99,14 @@ from cmdare.collectors.prometheus.backfill import (
     backfill_query,
     scrape_spacings,
 )
-from cmdare.collectors.prometheus.fleet import FOCUS_FROM, Fleet, FleetReader, FoldedDetail, direct_probe
+from cmdare.collectors.prometheus.fleet import (
+    FOCUS_FROM,
+    Column,
+    Fleet,
+    FleetReader,
+    FoldedDetail,
+    direct_probe,
+)
 from cmdare.collectors.prometheus.hosts import exact_instances, host_polls, host_query
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
@@ -288,9 +297,7 @@ class PrometheusAPISource:
             dict[str, Any]
         ] = []  # the job-info answer, read with the identities in fleet mode
         self._columns_due: dict[str, str] | None = None  # the column queries to start after this refresh
-        self._columns_task: asyncio.Task[dict[str, list[dict[str, Any]]] | str] | None = (
-            None  # read in the background
-        )
+        self._columns_task: asyncio.Task[dict[str, Column] | str] | None = None  # read in the background
         self._columns_at = math.nan  # the evaluation instant the running column read asks for
         self.mode_note: str | None = None  # how this refresh read the fleet (the status line shows it)
 
@@ -392,6 +399,28 @@ class PrometheusAPISource:
         read-only mode. The answer is capped in bytes (on the wire and inflated) and in rows, and
         counted against ``budget`` (shared by the queries of one refresh; its own when None)."""
         nbytes, nvalues = budget or self.budget()
+        body, ctype, status = await self._fetch(client, promql, nbytes, at)
+        cut: list[int] = []
+        rows = decode(body, ctype, status, nvalues, result_type, cut)
+        self._rows_cut += sum(cut)
+        return rows
+
+    async def column(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float
+    ) -> Pairs:
+        """A large fleet's per-task column (one row a task, labelled ``instance`` only): :meth:`query`,
+        read as the instances and their values' text (:func:`~.answers.decode_pairs`: no object a row)."""
+        nbytes, nvalues = budget
+        body, ctype, status = await self._fetch(client, promql, nbytes, at)
+        cut: list[int] = []
+        pairs = decode_pairs(body, ctype, status, "instance", nvalues, cut)
+        self._rows_cut += sum(cut)
+        return pairs
+
+    async def _fetch(
+        self, client: httpx.AsyncClient, promql: str, nbytes: Budget, at: float | None
+    ) -> tuple[bytearray, str, int]:
+        """One query's answer as it came (body, content type, status): :meth:`query`'s request."""
         headers = {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         for cred in (self._basic, self._token):
             headers.update(cred.header() if cred else {})
@@ -410,14 +439,9 @@ class PrometheusAPISource:
         try:
             async with request as resp:
                 body = await read_body(resp, self.max_bytes, nbytes)
-                ctype = resp.headers.get("content-type", "")
-                status = resp.status_code
+                return body, resp.headers.get("content-type", ""), resp.status_code
         except (httpx.HTTPError, BodyError, OSError) as exc:
             raise PrometheusAPIError(describe_error(exc)) from None
-        cut: list[int] = []
-        rows = decode(body, ctype, status, nvalues, result_type, cut)
-        self._rows_cut += sum(cut)
-        return rows
 
     async def engine_alerts(self, client: httpx.AsyncClient) -> list[dict[str, str]]:
         """The labels of the firing alerts of the generated rule file (``cmdare-tui rules``), cleaned where
@@ -529,18 +553,23 @@ class PrometheusAPISource:
             if jobs is not None:
                 self._jobs_rows = jobs
             if columns is not None and "count" in columns:
-                self._watch(columns.pop("count"), None)
+                count = columns.pop("count")
+                self._watch(count if isinstance(count, list) else None, None)
             return infos, self._jobs_rows, ups, reader.read(res[4:], columns, t)
 
         return [*head, *detail], finish
 
     async def _read_columns(
         self, client: httpx.AsyncClient, queries: dict[str, str], at: float
-    ) -> dict[str, list[dict[str, Any]]]:
-        """A large fleet's columns (and task count), read between refreshes (:meth:`_in_background`)."""
+    ) -> dict[str, Column]:
+        """A large fleet's columns (and task count: rows), read between refreshes (:meth:`_in_background`)."""
         budget = self.budget()
-        rows = await asyncio.gather(*(self.query(client, q, budget, at) for q in queries.values()))
-        return dict(zip(queries, rows, strict=True))
+        reads: list[Awaitable[Column]] = [
+            self.query(client, q, budget, at) if name == "count" else self.column(client, q, budget, at)
+            for name, q in queries.items()
+        ]
+        answers = await asyncio.gather(*reads)
+        return dict(zip(queries, answers, strict=True))
 
     async def _in_background(self, read: Awaitable[T]) -> T | str:
         """A read that runs between refreshes (node detail, a large fleet's columns) and joins the next
@@ -566,7 +595,7 @@ class PrometheusAPISource:
             return True, None
         return True, out
 
-    def _columns_answers(self) -> dict[str, list[dict[str, Any]]] | None:
+    def _columns_answers(self) -> dict[str, Column] | None:
         """The background column read's answers once it has finished (else None)."""
         ended, out = self._finished(self._columns_task, "fleet columns")
         if ended:
