@@ -23,6 +23,7 @@ from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
+from cmdare.collectors.prometheus import answers
 from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY
 from cmdare.collectors.prometheus.answers import Pairs
 from cmdare.collectors.prometheus.fleet import (
@@ -318,7 +319,11 @@ async def test_the_rows_on_screen_are_the_focus_and_follow_a_scroll(prometheus_s
             e.stop()
 
 
-async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometheus_server, fleet):  # noqa: F811
+async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(
+    prometheus_server,  # noqa: F811
+    fleet,
+    monkeypatch,
+):
     """Six tasks, a cap of four: the fleet's figures count four tasks (each column is joined with the
     server-side capped set), and the status line says what was left out."""
     from cmdare.collectors import caps
@@ -339,12 +344,23 @@ async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometh
             return got
 
         src.column = spy  # type: ignore[method-assign]  (counts the rows; the server answers)
+        quick: list[bool] = []  # whether each column answer of the real server was read without a row object
+        read_fast = answers._pairs_fast
+
+        def watch(body: bytes | bytearray, label: str) -> Pairs | None:
+            got = read_fast(body, label)
+            if b'"metric"' in body:  # an empty answer (the preemptions) is read as JSON: it is small
+                quick.append(got is not None)
+            return got
+
+        monkeypatch.setattr(answers, "_pairs_fast", watch)
         poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
         await _refreshes(poller, 8)  # a full read, then the columns one a refresh
         await src.aclose()
         [role] = src.fleet.roles
         assert role.tasks == role.rated == 4
         assert column_rows and max(column_rows) == 4  # the server answered for the capped tasks only
+        assert quick and all(quick)  # Prometheus' own answers: no object a row
         assert "showing 4 of 6 tasks" in (src.cap_note or "")
     finally:
         caps.configure(before)

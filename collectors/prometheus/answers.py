@@ -159,6 +159,7 @@ class Pairs:
 # evaluation time (a plain decimal: always finite) and the value's text, no escapes (no backslash)
 _TIME = r"-?[0-9]{1,12}(?:\.[0-9]{1,9})?"
 _TEXT = r'"[^"\\]*+"'
+_MARK = '["\\u0001"]'  # JSON for ["\x01"]: an escape, so in no answer _pairs_fast reads
 _VALUE_TEXT = re.compile(r',"([^"]*)"\]\}')  # a checked answer's rows end in ,"text"]} and nothing else does
 
 
@@ -214,8 +215,9 @@ def _pairs_fast(body: bytes | bytearray, label: str) -> Pairs | None:
     m = whole.match(text, start)
     if m is None:
         return None
-    try:  # the envelope: everything but the array, which must be where "result" is
-        doc = orjson.loads(text[:start] + "[]" + text[m.end() :])
+    try:  # the envelope: the array replaced by a mark no answer without escapes can hold, which
+        # must come back as data.result (not a key of another object, nor a "result" named twice)
+        doc = orjson.loads(text[:start] + _MARK + text[m.end() :])
     except ValueError:
         return None
     if not isinstance(doc, dict):
@@ -225,7 +227,7 @@ def _pairs_fast(body: bytes | bytearray, label: str) -> Pairs | None:
         doc.get("status") != "success"
         or not isinstance(data, dict)
         or data.get("resultType") != "vector"
-        or data.get("result") != []
+        or data.get("result") != ["\x01"]
     ):
         return None
     array = m.group()
