@@ -216,7 +216,7 @@ def test_fold_by_task_sums_per_scrape_job_and_takes_the_largest_over_jobs():
         row("not_ours", "a:1", "x", 1),
         {"metric": {"instance": "a:1", KEY_LABEL: T_KEY}, "value": [0, "1700000000.5"]},
     ]
-    folded = fold_by_task(rows)
+    folded = fold_by_task([rows])
     got = {(i, k): v for i, values in folded.values.items() for k, v in values.items()}
     got |= {(i, T_KEY): float(t) for i, t in folded.times.items()}
     assert got == {("a:1", M.K_WORKER_STEPS): 12.0, ("a:1", M.K_GLOBAL_STEP): 42.0,

@@ -164,3 +164,59 @@ def test_victoriametrics_answers_take_the_quick_way(tmp_path: Path) -> None:
     assert A._pairs_fast(body, "instance") is not None
     got = decode_pairs(body, "application/json", 200, "instance")
     assert got == _as_rows(body) and len(got.keys) == 50 and "10.0.0.7:9400" in got.keys
+
+
+DETAIL = [
+    {"metric": {"__name__": "cmdare_worker_steps_total", "instance": "10.0.0.1:9400", "job": "bench"}, "value": [1733245000.5, "12"]},
+    {"metric": {"__name__": "cmdare_ps_bytes_total", "direction": "in", "instance": "h:1", "job": "a{b}:c,d"}, "value": [1, "3e5"]},
+    {"metric": {"cmdare_key": "__scrape_time", "instance": "10.0.0.1:9400"}, "value": [1733245000.5, "1733244999.9"]},
+    {"metric": {"empty": "", "instance": "x"}, "value": [1, "NaN"]},
+    {"metric": {}, "value": [1, "1"]},
+]  # fmt: skip
+
+
+def _labelled_as_rows(got: list[dict] | A.LabelledRows) -> list[tuple[dict[str, str], object]]:
+    if isinstance(got, A.LabelledRows):
+        return [(A.labels_of(t), v) for t, v in zip(got.labels, got.values, strict=True)]
+    return [(r["metric"], r["value"][1]) for r in got]
+
+
+@pytest.mark.parametrize(
+    ("rows", "quick"),
+    [
+        (DETAIL, True),  # any labels, braces, commas and colons in values, an empty value, no label at all
+        (DETAIL + [{"metric": {"instance": 'q"uote'}, "value": [1, "1"]}], False),  # escapes: read as JSON
+        (
+            DETAIL + [{"metric": {"instance": "x", "n": 5}, "value": [1, "1"]}],
+            False,
+        ),  # a label value no string
+        (
+            DETAIL + [{"metric": {"instance": "x"}, "value": [1, 2]}],
+            False,
+        ),  # a value no string: the rows' way
+    ],
+    ids=range(4),
+)
+def test_labelled_rows_are_the_rows_decode_gives(rows: list[object], quick: bool) -> None:
+    body = _body(rows)
+    got = A.decode_labelled(body, "application/json", 200)
+    assert isinstance(got, A.LabelledRows) == quick
+    want = decode(body, "application/json", 200)
+    assert _labelled_as_rows(got) == [(r["metric"], r["value"][1]) for r in want]
+
+
+def test_labelled_rows_keep_decodes_errors_and_cap() -> None:
+    with pytest.raises(PrometheusAPIError, match="unexpected result type"):
+        A.decode_labelled(
+            orjson.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}), "", 200
+        )
+    with pytest.raises(PrometheusAPIError, match="bad_data"):
+        A.decode_labelled(orjson.dumps({"status": "error", "errorType": "bad_data", "error": "x"}), "", 400)
+    before = caps.current()
+    caps.configure(rows_per_answer=3)
+    try:
+        cut: list[int] = []
+        got = A.decode_labelled(_body(DETAIL), "application/json", 200, cut=cut)
+        assert isinstance(got, A.LabelledRows) and len(got.labels) == len(got.values) == 3 and cut == [2]
+    finally:
+        caps.configure(before)

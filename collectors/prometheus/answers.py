@@ -202,6 +202,17 @@ def decode_pairs(
 
 def _pairs_fast(body: bytes | bytearray, label: str) -> Pairs | None:
     """:func:`decode_pairs` for an answer of the usual shape (None: read it as JSON objects)."""
+    whole, keys = _one_label(label)
+    array = _checked_array(body, whole)
+    if array is None:
+        return None
+    out = Pairs(keys.findall(array), _VALUE_TEXT.findall(array))
+    return out if len(out.keys) == len(out.values) else None
+
+
+def _checked_array(body: bytes | bytearray, whole: re.Pattern[str]) -> str | None:
+    """The answer's result array, when ``whole`` matches it from end to end and the answer around it is
+    a successful vector answer whose ``data.result`` is that array; else None (read it as JSON)."""
     if b"\\" in body:  # an escape anywhere: the patterns assume none
         return None
     try:
@@ -211,7 +222,6 @@ def _pairs_fast(body: bytes | bytearray, label: str) -> Pairs | None:
     start = text.find('"result":[') + len('"result":')
     if start < len('"result":'):
         return None
-    whole, keys = _one_label(label)
     m = whole.match(text, start)
     if m is None:
         return None
@@ -230,9 +240,56 @@ def _pairs_fast(body: bytes | bytearray, label: str) -> Pairs | None:
         or data.get("result") != ["\x01"]
     ):
         return None
-    array = m.group()
-    out = Pairs(keys.findall(array), _VALUE_TEXT.findall(array))
-    return out if len(out.keys) == len(out.values) else None
+    return m.group()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRows:
+    """A vector answer's rows as text, in order: each row's labels as the server wrote them (the inside
+    of its ``metric`` object, no escapes: :func:`labels_of` reads them) and its value's text."""
+
+    labels: list[str]
+    values: list[str]
+
+
+_PAIR = r'"[^"\\]*+":"[^"\\]*+"'
+_ROW = rf'\{{"metric":\{{(?:{_PAIR}(?:,{_PAIR})*+)?\}},"value":\[{_TIME},{_TEXT}\]\}}'
+_ROWS = re.compile(rf"\[(?>{_ROW},)*+{_ROW}\]")
+_LABELS_TEXT = re.compile(r'\{"metric":\{((?:"[^"]*":"[^"]*",?)*)\}')
+
+
+def decode_labelled(
+    body: bytes | bytearray,
+    ctype: str,
+    status: int,
+    values: Budget | None = None,
+    cut: list[int] | None = None,
+) -> list[dict[str, Any]] | LabelledRows:
+    """A vector answer read without an object a row when it has the shape engines write (as
+    :func:`decode_pairs`, any labels): :class:`LabelledRows`; else :func:`decode`'s rows. The same
+    rows, errors, budget and rows cap as :func:`decode` (a large fleet's detail: ~10,000 rows a refresh
+    whose dicts and lists, alive together, set off the garbage collector's full passes)."""
+    _admit(body, ctype, status, values or Budget(MAX_JSON_VALUES))
+    array = _checked_array(body, _ROWS)
+    if array is None:
+        return _parse(body, status, "vector", cut)
+    out = LabelledRows(_LABELS_TEXT.findall(array), _VALUE_TEXT.findall(array))
+    if len(out.labels) != len(out.values):
+        return _parse(body, status, "vector", cut)
+    limit = caps.current().rows_per_answer
+    if len(out.labels) > limit:
+        if cut is not None:
+            cut.append(len(out.labels) - limit)
+        del out.labels[limit:], out.values[limit:]
+    return out
+
+
+def labels_of(text: str) -> dict[str, str]:
+    """A row's labels from :class:`LabelledRows` text (``"k":"v","k2":"v2"``, no escapes: a quote
+    only ever delimits a name or a value)."""
+    if not text:
+        return {}
+    return dict(pair.split('":"', 1) for pair in text[1:-1].split('","'))
 
 
 def well_formed_rows(rows: list[Any]) -> list[dict[str, Any]]:

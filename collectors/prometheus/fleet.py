@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,7 @@ from urllib.parse import quote
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY, metric_selector
-from cmdare.collectors.prometheus.answers import Pairs
+from cmdare.collectors.prometheus.answers import LabelledRows, Pairs, labels_of
 from cmdare.collectors.prometheus.hosts import exact_instances, promql_string
 from cmdare.collectors.samples import RoleFigures, TaskInfo
 
@@ -73,6 +73,8 @@ DETAIL_METRICS = _SUMMED + _LARGEST
 
 
 COLUMNS = ("steps", "compute", "examples", "preempted")
+# a detail answer: its rows, or its rows' labels and values as text (decode_labelled)
+Detail = list[dict[str, Any]] | LabelledRows
 # a column's answer: its rows, or its instances and values read without an object a row (decode_pairs)
 Column = list[dict[str, Any]] | Pairs
 # the order the columns are read in, one a turn: preemption notices every other turn (a revocation is
@@ -110,6 +112,12 @@ def detail_query(instances: Iterable[str]) -> str:
     return f'{{__name__=~"{names}",{inst}}} or label_replace({stamp}, "{KEY_LABEL}", "{T_KEY}", "", "")'
 
 
+class DetailQuery(str):
+    """A detail query (:func:`detail_query`): its answer is read as :class:`~.answers.LabelledRows`."""
+
+    __slots__ = ()
+
+
 def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) -> list[str]:
     """:func:`detail_query` over ``instances`` in as few queries as keep each one's URL (encoded, the
     instances listed twice) under ``budget`` characters, so each goes as a GET."""
@@ -119,12 +127,12 @@ def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) ->
     for inst in instances:
         cost = 2 * _quoted_len(promql_string(_loose(inst)) + "|")
         if chunk and used + cost > budget:
-            out.append(detail_query(chunk))
+            out.append(DetailQuery(detail_query(chunk)))
             chunk, used = [], len(quote(detail_query([])))
         chunk.append(inst)
         used += cost
     if chunk:
-        out.append(detail_query(chunk))
+        out.append(DetailQuery(detail_query(chunk)))
     return out
 
 
@@ -168,19 +176,28 @@ class FoldedDetail:
     values: dict[str, dict[str, float]]
 
 
-def fold_by_task(rows: list[dict[str, Any]]) -> FoldedDetail:
+def _labelled(answers: Iterable[Detail]) -> Iterator[tuple[Mapping[str, str], Any]]:
+    """Each row of the detail answers as (labels, value as the server wrote it)."""
+    for answer in answers:
+        if isinstance(answer, LabelledRows):
+            yield from zip(map(labels_of, answer.labels), answer.values, strict=True)
+        else:
+            for r in answer:
+                yield r["metric"], r["value"][1]
+
+
+def fold_by_task(answers: Iterable[Detail]) -> FoldedDetail:
     """Raw detail rows folded per task: summed per scrape job, the largest over scrape jobs (the global
     step, preemption and start time: the largest throughout). Rows are well formed (decoded). One pass a
-    row, one dict a task and scrape job (~15,000 rows a refresh at 100,000 tasks: no object a row)."""
+    row, one dict a task and scrape job (~15,000 rows a refresh at 100,000 tasks: no object kept a row)."""
     plain, largest, special = _PLAIN_KEYS, _LARGEST_SET, _SPECIAL
     times: dict[str, Any] = {}
     by_job: dict[str, dict[str, dict[str, float]]] = {}  # instance -> scrape job -> key -> value
-    for r in rows:
-        labels = r["metric"]
+    for labels, text in _labelled(answers):
         name = labels.get("__name__")
         if name is None:  # the scrape-time row
             if labels.get(KEY_LABEL) == T_KEY:
-                times[labels.get("instance", "")] = r["value"][1]
+                times[labels.get("instance", "")] = text
             continue
         key = plain.get(name)
         if key is None:
@@ -188,7 +205,7 @@ def fold_by_task(rows: list[dict[str, Any]]) -> FoldedDetail:
             if key is None:
                 continue
         try:
-            value = float(r["value"][1])
+            value = float(text)
         except (TypeError, ValueError):
             continue
         if value - value != 0.0:  # inf or NaN
@@ -507,13 +524,13 @@ class FleetReader:
 
     def read(
         self,
-        detail: Iterable[list[dict[str, Any]]],
+        detail: Iterable[Detail],
         columns: Mapping[str, Column] | None,
         t: float,
     ) -> FoldedDetail:
         """The detail answers folded per task; the column answers (when read) as the fleet's figures, at
         server time ``t``."""
-        rows = fold_by_task([r for answer in detail for r in answer])
+        rows = fold_by_task(detail)
         self._new.difference_update(rows.times)
         if columns and self._columns is not None:
             self.implausible = 0

@@ -83,9 +83,11 @@ from cmdare.collectors.prometheus.aggregate import (
 )
 from cmdare.collectors.prometheus.answers import (
     MAX_JSON_VALUES,
+    LabelledRows,
     Pairs,
     PrometheusAPIError,
     decode,
+    decode_labelled,
     decode_pairs,
     evaluation_offset,
     job_facts,
@@ -102,6 +104,7 @@ from cmdare.collectors.prometheus.backfill import (
 from cmdare.collectors.prometheus.fleet import (
     FOCUS_FROM,
     Column,
+    DetailQuery,
     Fleet,
     FleetReader,
     FoldedDetail,
@@ -470,12 +473,13 @@ class PrometheusAPISource:
         budget = self.budget()
         try:
             async with asyncio.timeout(self.timeout):
-                *res, clock_rows = await asyncio.gather(
+                *res, clock = await asyncio.gather(
                     *(self._maybe(client, q, budget, at) for q in queries),
                     self.query(client, "vector(time())", budget),
                 )
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
+        clock_rows = clock if isinstance(clock, list) else []  # rows (query): the union is gather's
         self._server_now = server_time(clock_rows) if clock_rows else math.nan
         self._eval_offset = evaluation_offset(clock_rows) if clock_rows else 0.0
         if due and self._node_task is None and (hosts := {host_name(i) for _, i in self._known}):
@@ -627,8 +631,17 @@ class PrometheusAPISource:
 
     async def _maybe(
         self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None = None
-    ) -> list[dict[str, Any]] | None:
-        return await self.query(client, promql, budget, at) if promql else None
+    ) -> list[dict[str, Any]] | LabelledRows | None:
+        if not promql:
+            return None
+        if isinstance(promql, DetailQuery):  # a large fleet's detail: read without an object a row
+            nbytes, nvalues = budget
+            body, ctype, status = await self._fetch(client, promql, nbytes, at)
+            cut: list[int] = []
+            rows = decode_labelled(body, ctype, status, nvalues, cut)
+            self._rows_cut += sum(cut)
+            return rows
+        return await self.query(client, promql, budget, at)
 
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
