@@ -153,15 +153,18 @@ async def test_a_refresh_reads_detail_only_for_the_focus_the_outliers_and_the_sw
     src = _source(prom.url)
     src.set_focus({"resnet/worker-1"})  # on screen
     read: list[set[str]] = []
-    query = src.query
+    quick: list[bool] = []
+    detail = src.detail
 
-    async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
-        if promql.startswith("{__name__=~"):  # a detail query: which instances it names
-            inst = re.search(r'instance=~"([^"]*)"', promql).group(1).replace("\\\\", "")
-            read[-1] |= set(inst.split("|"))
-        return await query(client, promql, *args, **kw)
+    async def spy(client: httpx.AsyncClient, promql: str, *args: Any, **kw: Any) -> Any:
+        assert promql.startswith("{__name__=~")  # a detail query: which instances it names
+        inst = re.search(r'instance=~"([^"]*)"', promql).group(1).replace("\\\\", "")
+        read[-1] |= set(inst.split("|"))
+        got = await detail(client, promql, *args, **kw)
+        quick.append(isinstance(got, answers.LabelledRows))  # Prometheus' own answer: no object a row
+        return got
 
-    src.query = spy  # type: ignore[method-assign]  (records what is asked; the server answers)
+    src.detail = spy  # type: ignore[method-assign]  (records what is asked; the server answers)
     poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
     accounted = []
     for _ in range(8):
@@ -179,6 +182,7 @@ async def test_a_refresh_reads_detail_only_for_the_focus_the_outliers_and_the_sw
         accounted
     )  # every task: read or unchanged (the first refresh brings backfilled history too)
     assert "detail for" in (src.mode_note or "") and "swept" in (src.mode_note or "")
+    assert quick and all(quick)
 
 
 async def test_a_preempted_task_is_found_by_the_server_and_revoked_at_once(

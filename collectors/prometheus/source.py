@@ -634,14 +634,22 @@ class PrometheusAPISource:
     ) -> list[dict[str, Any]] | LabelledRows | None:
         if not promql:
             return None
-        if isinstance(promql, DetailQuery):  # a large fleet's detail: read without an object a row
-            nbytes, nvalues = budget
-            body, ctype, status = await self._fetch(client, promql, nbytes, at)
-            cut: list[int] = []
-            rows = decode_labelled(body, ctype, status, nvalues, cut)
-            self._rows_cut += sum(cut)
-            return rows
+        if isinstance(promql, DetailQuery):
+            return await self.detail(client, promql, budget, at)
         return await self.query(client, promql, budget, at)
+
+    async def detail(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None
+    ) -> list[dict[str, Any]] | LabelledRows:
+        """A large fleet's detail query (:func:`~.fleet.detail_query`): :meth:`query`, its rows read as
+        their labels' and values' text when the answer has the usual shape (:func:`~.answers.decode_labelled`:
+        no object a row)."""
+        nbytes, nvalues = budget
+        body, ctype, status = await self._fetch(client, promql, nbytes, at)
+        cut: list[int] = []
+        rows = decode_labelled(body, ctype, status, nvalues, cut)
+        self._rows_cut += sum(cut)
+        return rows
 
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
