@@ -12,7 +12,6 @@ import re
 import threading
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import numpy as np
@@ -30,10 +29,9 @@ from cmdare.collectors.prometheus.fleet import (
     FleetColumns,
     FleetReader,
     Sweep,
-    detail_queries,
     fold_by_task,
 )
-from cmdare.collectors.prometheus.source import MAX_GET_URL, PrometheusAPISource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo, TaskState
 from cmdare.collectors.store import Store
 from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
@@ -225,17 +223,6 @@ def test_fold_by_task_sums_per_scrape_job_and_takes_the_largest_over_jobs():
     got |= {(i, T_KEY): float(t) for i, t in folded.times.items()}
     assert got == {("a:1", M.K_WORKER_STEPS): 12.0, ("a:1", M.K_GLOBAL_STEP): 42.0,
                    ("a:1", M.K_PS_IN): 9.0, ("a:1", T_KEY): 1700000000.5}  # fmt: skip
-
-
-def test_detail_queries_list_every_instance_once_each_within_the_get_limit():
-    instances = [f"10.{i // 250}.{i % 250}.7:9400" for i in range(1200)]
-    queries = detail_queries(instances)
-    named = []
-    for q in queries:
-        url = f"http://127.0.0.1:9090/api/v1/query?query={quote(q)}&time=1796000000.000"
-        assert len(url) <= MAX_GET_URL
-        named += re.search(r'instance=~"([^"]*)"', q).group(1).replace("\\\\", "").split("|")
-    assert sorted(named) == sorted(instances)
 
 
 def test_the_sweep_reads_every_task_once_a_period_by_measured_time():

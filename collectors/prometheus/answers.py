@@ -287,9 +287,8 @@ def decode_labelled(
 def labels_of(text: str) -> dict[str, str]:
     """A row's labels from :class:`LabelledRows` text (``"k":"v","k2":"v2"``, no escapes: a quote
     only ever delimits a name or a value)."""
-    if not text:
-        return {}
-    return dict(pair.split('":"', 1) for pair in text[1:-1].split('","'))
+    parts = text.split('"')  # "", name, ":", value, ",", name, ":", value, … , ""
+    return dict(zip(parts[1::4], parts[3::4], strict=True))
 
 
 def well_formed_rows(rows: list[Any]) -> list[dict[str, Any]]:

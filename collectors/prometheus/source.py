@@ -111,6 +111,7 @@ from cmdare.collectors.prometheus.fleet import (
     direct_probe,
 )
 from cmdare.collectors.prometheus.hosts import exact_instances, host_polls, host_query
+from cmdare.collectors.prometheus.query_url import query_url
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape.source import describe_error
@@ -1195,11 +1196,12 @@ class PrometheusAPISource:
 
 
 def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:
-    """The GET URL for ``form``, or None when it would be longer than :data:`MAX_GET_URL`."""
+    """The GET URL for ``form`` (encoded once: :mod:`.query_url`), or None when it would be longer than
+    :data:`MAX_GET_URL`."""
     if len(form["query"]) > MAX_GET_URL:  # httpx refuses URL parts over 64 kB: not even built
         return None
-    get = httpx.URL(url, params=form)
-    return get if len(str(get)) <= MAX_GET_URL else None
+    get = query_url(url, form)
+    return httpx.URL(get) if len(get) <= MAX_GET_URL else None
 
 
 def _join(*notes: str | None) -> str | None:
