@@ -255,7 +255,9 @@ class PrometheusAPISource:
         self.max_bytes = max_bytes
         # above this many tasks, identities, task values and node detail are read less often
         self.detail_tasks = detail_tasks
-        self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
+        # (job, instance) → identity seen before, reused (the same object) while the labels it is made of
+        # stay the same (_made_from)
+        self._known: dict[tuple[str, str], TaskInfo] = {}
         self.forget_after_s = forget_after_s
         self._gone: dict[tuple[str, str], float] = {}  # known targets no longer named → since when (clock)
         self.replaced = 0  # tasks met again at a new address (a replacement VM), this session
@@ -264,8 +266,6 @@ class PrometheusAPISource:
         self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        # target → its identity, reused while the labels it is made of stay the same (_made_from)
-        self._infos: dict[tuple[str, str], TaskInfo] = {}
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._gone_cache: set[tuple[str, str]] | None = None  # known − current (_gone_known)
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
@@ -656,7 +656,7 @@ class PrometheusAPISource:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
         ``detail_tasks`` tasks, then every k-th refresh, and at once when an unknown task shows up."""
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
-        return not self._infos or self._polls % every == 0 or (self._full_due and self._fleet_mode())
+        return not self._known or self._polls % every == 0 or (self._full_due and self._fleet_mode())
 
     def _node_detail_due(self) -> bool:
         """node_exporter/DCGM detail (~300 raw series a node: the costly part for the server) every
@@ -813,7 +813,9 @@ class PrometheusAPISource:
         read = self._hosts_read
         if len(read) > 4 * max(caps.current().tasks, len(self._known)):
             read.clear()  # a long session's churn of hosts: bounded (a host met again is read again)
-        hosts = sorted({h for _, i in targets if (h := host_name(i)) and h not in read})[:MAX_HISTORY_HOSTS]
+        hosts = sorted({h for i in targets if (h := self._names_of(i)[1]) and h not in read})[
+            :MAX_HISTORY_HOSTS
+        ]
         read.update(hosts)
         return hosts
 
@@ -904,7 +906,7 @@ class PrometheusAPISource:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        current, infos, no_info = self._current, self._infos, self._no_info
+        current, infos, no_info = self._current, self._known, self._no_info
         # rows are well formed (decode): ``metric`` is a dict of str; ~7 rows a task a refresh, so
         # read in a few comprehensions rather than one loop with branches (``_ident``, inlined)
         metrics = [r["metric"] for r in values]
@@ -926,9 +928,9 @@ class PrometheusAPISource:
         for r in infos:
             labels = r.get("metric", {})
             ident = _ident(labels)
-            info = self._infos.get(ident)
+            info = self._known.get(ident)
             if info is None or not _made_from(info, labels):  # a new task, or its labels changed
-                info = self._infos[ident] = _info(labels)
+                info = _info(labels)
             out[ident] = _Target(info)
         self._follow(out, now)
         for ident, tg in out.items():
@@ -1002,7 +1004,7 @@ class PrometheusAPISource:
     def _drop(self, ident: tuple[str, str]) -> None:
         """Forget a target: its identity, its cached labels and names, its history read and its last scrape."""
         self._release(ident)
-        for book in (self._known, self._infos, self._gone):
+        for book in (self._known, self._gone):
             book.pop(ident, None)
         self._gone_cache = None
 
@@ -1027,7 +1029,7 @@ class PrometheusAPISource:
         """:meth:`_reuse_targets` for a large fleet's folded detail: the targets read (a scrape time each)
         that Prometheus still names and reaches; None when a task not met before has values."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        current, infos, no_info = self._current, self._infos, self._no_info
+        current, infos, no_info = self._current, self._known, self._no_info
         if any(v and ("", i) not in current and ("", i) not in no_info for i, v in folded.values.items()):
             return None  # job values from a target we cannot name yet
         return {
