@@ -220,3 +220,27 @@ def test_labelled_rows_keep_decodes_errors_and_cap() -> None:
         assert isinstance(got, A.LabelledRows) and len(got.labels) == len(got.values) == 3 and cut == [2]
     finally:
         caps.configure(before)
+
+
+def test_identities_read_as_labelled_rows_make_the_same_tasks() -> None:
+    """Every task's identity read without an object a row (``LabelledQuery``) gives the identities the
+    rows give: the same labels, the same cleaning, the same reuse of a known identity."""
+    from cmdare.collectors.prometheus.source import PrometheusAPISource
+
+    rows = [
+        {"metric": {"__name__": "cmdare_task_info", "instance": f"10.0.0.{i}:9400", "job": "bench",
+                    "exported_job": "big", "task": f"worker-{i}", "role": "worker", "gpu": "K80",
+                    "region": "us-east1" if i % 2 else "x" * 300}, "value": [1, "1"]}
+        for i in range(20)
+    ]  # fmt: skip
+    body = _body(rows)
+    labelled = A.decode_labelled(body, "application/json", 200)
+    assert isinstance(labelled, A.LabelledRows)
+    a, b = PrometheusAPISource("http://127.0.0.1:9"), PrometheusAPISource("http://127.0.0.1:9")
+    by_rows = a._targets(decode(body, "application/json", 200), 0.0)
+    by_text = b._targets(labelled, 0.0)
+    assert {i: t.info for i, t in by_rows.items()} == {i: t.info for i, t in by_text.items()}
+    again = b._targets(A.decode_labelled(body, "application/json", 200), 1.0)
+    kept = [i for i in again if again[i].info is by_text[i].info]  # unchanged labels: the same identity
+    assert sorted(kept) == sorted(i for i, t in again.items() if t.info.region == "us-east1")  # (a cut value
+    # reads as changed: made again, _made_from)

@@ -243,6 +243,13 @@ def _checked_array(body: bytes | bytearray, whole: re.Pattern[str]) -> str | Non
     return m.group()
 
 
+class LabelledQuery(str):
+    """A query whose answer is read by :func:`decode_labelled` (answers of many rows: every task's
+    identity, a large fleet's detail)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class LabelledRows:
     """A vector answer's rows as text, in order: each row's labels as the server wrote them (the inside

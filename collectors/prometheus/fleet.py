@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY, metric_selector
-from cmdare.collectors.prometheus.answers import LabelledRows, Pairs, labels_of
+from cmdare.collectors.prometheus.answers import LabelledQuery, LabelledRows, Pairs, labels_of
 from cmdare.collectors.prometheus.hosts import exact_instances, promql_string
 from cmdare.collectors.prometheus.query_url import encoded
 from cmdare.collectors.samples import RoleFigures, TaskInfo
@@ -111,7 +111,7 @@ def detail_query(instances: Iterable[str]) -> str:
     return f'{{__name__=~"{names}",{inst}}} or label_replace({stamp}, "{KEY_LABEL}", "{T_KEY}", "", "")'
 
 
-class DetailQuery(str):
+class DetailQuery(LabelledQuery):
     """A detail query (:func:`detail_query`): its answer is read as :class:`~.answers.LabelledRows`."""
 
     __slots__ = ()

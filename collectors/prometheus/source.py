@@ -83,6 +83,7 @@ from cmdare.collectors.prometheus.aggregate import (
 )
 from cmdare.collectors.prometheus.answers import (
     MAX_JSON_VALUES,
+    LabelledQuery,
     LabelledRows,
     Pairs,
     PrometheusAPIError,
@@ -91,6 +92,7 @@ from cmdare.collectors.prometheus.answers import (
     decode_pairs,
     evaluation_offset,
     job_facts,
+    labels_of,
     number,
     server_time,
 )
@@ -224,7 +226,9 @@ def _made_from(info: TaskInfo, labels: Mapping[str, str]) -> bool:
 
 # a refresh's task values: value rows (``values_query``'s), or a large fleet's detail folded per task
 Values = list[dict[str, Any]] | FoldedDetail
-_Answers = tuple[list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], Values]
+_Answers = tuple[
+    list[dict[str, Any]] | LabelledRows | None, list[dict[str, Any]], list[dict[str, Any]], Values
+]
 # infos, jobs, ups, values
 
 
@@ -311,7 +315,9 @@ class PrometheusAPISource:
         small clusters, in turns above ``detail_tasks`` tasks (Prometheus' cost is ~15 µs a series;
         it scrapes every 5–15 s anyway, so each is still read in time)."""
         self._tasks_expr = tasks
-        self._info_query = tasks or metric_selector("cmdare_task_info", self.selector)
+        # every task's identity: read as labelled rows (100,000 rows of ~8 labels each were ~130 MB of
+        # dicts while they were read)
+        self._info_query = LabelledQuery(tasks or metric_selector("cmdare_task_info", self.selector))
         job_keys = [k for k, *_ in VALUE_QUERIES if k not in NODE_KEYS]
         self._always_query = values_query(self.selector, ALWAYS_KEYS, tasks=tasks)
         self._group_keys = tuple(
@@ -637,14 +643,21 @@ class PrometheusAPISource:
             return None
         if isinstance(promql, DetailQuery):
             return await self.detail(client, promql, budget, at)
+        if isinstance(promql, LabelledQuery):
+            return await self.labelled(client, promql, budget, at)
         return await self.query(client, promql, budget, at)
 
     async def detail(
         self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None
     ) -> list[dict[str, Any]] | LabelledRows:
-        """A large fleet's detail query (:func:`~.fleet.detail_query`): :meth:`query`, its rows read as
-        their labels' and values' text when the answer has the usual shape (:func:`~.answers.decode_labelled`:
-        no object a row)."""
+        """A large fleet's detail query (:func:`~.fleet.detail_query`), read by :meth:`labelled`."""
+        return await self.labelled(client, promql, budget, at)
+
+    async def labelled(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None
+    ) -> list[dict[str, Any]] | LabelledRows:
+        """:meth:`query`, its rows read as their labels' and values' text when the answer has the usual
+        shape (:func:`~.answers.decode_labelled`: no object a row alive)."""
         nbytes, nvalues = budget
         body, ctype, status = await self._fetch(client, promql, nbytes, at)
         cut: list[int] = []
@@ -703,7 +716,7 @@ class PrometheusAPISource:
         if targets is None:  # a task we have not met: ask who it is now
             try:
                 async with asyncio.timeout(self.timeout):
-                    infos = await self.query(client, self._info_query)
+                    infos = await self.labelled(client, self._info_query, self.budget(), None)
             except (PrometheusAPIError, TimeoutError) as exc:
                 msg = redact_cut(
                     f"Prometheus {self.display}: {str(exc) or 'timed out'}", 200, self._secrets()
@@ -923,10 +936,14 @@ class PrometheusAPISource:
             if k == T_KEY and i in current and i not in down
         }
 
-    def _targets(self, infos: list[dict[str, Any]], now: float) -> dict[tuple[str, str], _Target]:
+    def _targets(
+        self, infos: list[dict[str, Any]] | LabelledRows, now: float
+    ) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
-        for r in infos:
-            labels = r.get("metric", {})
+        rows: Iterable[Mapping[str, str]] = (
+            map(labels_of, infos.labels) if isinstance(infos, LabelledRows) else (r["metric"] for r in infos)
+        )
+        for labels in rows:
             ident = _ident(labels)
             info = self._known.get(ident)
             if info is None or not _made_from(info, labels):  # a new task, or its labels changed
