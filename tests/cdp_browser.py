@@ -181,25 +181,67 @@ class Page:
                         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})  # fmt: skip
 
 
+# Chromium's start (to "DevTools listening") takes 0.2-0.4 s here, also beside a CPU hog (15 starts, 2026-12-03); on
+# CI one start never printed the line in 60 s (the only failure of that run; earlier CI runs passed). A start that
+# says nothing is killed and made again, and what Chromium said is in the error if every start fails.
+START_ATTEMPTS = 3
+START_WAIT_S = 45.0
+
+
+async def _start_chromium(profile: str) -> tuple[asyncio.subprocess.Process, str]:
+    """Chromium with its DevTools URL; a start that says nothing for START_WAIT_S is killed and tried again."""
+    assert CHROMIUM is not None
+    said: list[str] = []
+    for attempt in range(1, START_ATTEMPTS + 1):
+        proc = await asyncio.create_subprocess_exec(
+            CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        try:
+            while True:
+                line = await asyncio.wait_for(proc.stderr.readline(), START_WAIT_S)
+                if not line:
+                    raise RuntimeError(
+                        "chromium exited before it listened for DevTools: " + " | ".join(said[-5:])
+                    )
+                said.append(line.decode(errors="replace").strip()[:200])
+                m = re.search(rb"DevTools listening on (ws://\S+)", line)
+                if m:
+                    return proc, m[1].decode()
+        except TimeoutError:
+            said.append(f"(attempt {attempt}: nothing more in {START_WAIT_S:.0f} s; killed)")
+            _kill(proc)
+            await proc.wait()
+            shutil.rmtree(profile, ignore_errors=True)
+            os.makedirs(profile, exist_ok=True)
+        except BaseException:
+            _kill(proc)
+            await proc.wait()
+            raise
+    raise RuntimeError(
+        f"chromium never listened for DevTools in {START_ATTEMPTS} starts: " + " | ".join(said[-8:])
+    )
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 @contextlib.asynccontextmanager
 async def chromium_page() -> AsyncIterator[Page]:
     """A fresh headless Chromium (its own profile directory) with one blank page attached; both gone after."""
     if CHROMIUM is None:
         raise RuntimeError("chromium is not installed (scripts/test.sh installs Debian's chromium)")
     profile = tempfile.mkdtemp(prefix="cmdare-chromium-")
-    proc = await asyncio.create_subprocess_exec(
-        CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+    try:
+        proc, url = await _start_chromium(profile)
+    except BaseException:
+        shutil.rmtree(profile, ignore_errors=True)
+        raise
     try:
         assert proc.stderr is not None
-        url = ""
-        while not url:
-            line = await asyncio.wait_for(proc.stderr.readline(), 60)
-            if not line:
-                raise RuntimeError("chromium exited before it listened for DevTools")
-            m = re.search(rb"DevTools listening on (ws://\S+)", line)
-            url = m[1].decode() if m else ""
         drain = asyncio.create_task(_drain(proc.stderr))
         async with aiohttp.ClientSession() as http, http.ws_connect(url, max_msg_size=0) as ws:
             page = Page(ws)
@@ -214,8 +256,7 @@ async def chromium_page() -> AsyncIterator[Page]:
             page._reader.cancel()
         drain.cancel()
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _kill(proc)
         await proc.wait()
         shutil.rmtree(profile, ignore_errors=True)
 
