@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -184,13 +185,13 @@ async def test_large_cluster_path_reuses_identities_and_names_a_new_task_at_once
     await asyncio.to_thread(_wait_scraped, prom, 3)
     src = PrometheusAPISource(prom.url, 'job="cmdare-test"', detail_tasks=1)
     asked: list[list[str]] = []
-    query = src.query
+    fetch = src._fetch
 
-    async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
+    async def spy(client: httpx.AsyncClient, promql: str, *args: Any, **kw: Any) -> Any:
         asked[-1].append(promql)
-        return await query(client, promql, *args, **kw)
+        return await fetch(client, promql, *args, **kw)
 
-    src.query = spy  # type: ignore[method-assign]  (records which queries ran; the server answers)
+    src._fetch = spy  # type: ignore[method-assign]  (records every query sent; the server answers)
     seen: list[set[str]] = []
     async with httpx.AsyncClient() as client:
         for i in range(8):

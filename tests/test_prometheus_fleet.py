@@ -11,7 +11,7 @@ import asyncio
 import re
 import threading
 from collections.abc import Iterator
-from urllib.parse import quote
+from typing import Any
 
 import httpx
 import numpy as np
@@ -22,15 +22,16 @@ from cmdare.collectors.clock import SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.lifecycle import Lifecycle
 from cmdare.collectors.poller import Poller
+from cmdare.collectors.prometheus import answers
 from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY
+from cmdare.collectors.prometheus.answers import Pairs
 from cmdare.collectors.prometheus.fleet import (
     FleetColumns,
     FleetReader,
     Sweep,
-    detail_queries,
     fold_by_task,
 )
-from cmdare.collectors.prometheus.source import MAX_GET_URL, PrometheusAPISource
+from cmdare.collectors.prometheus.source import PrometheusAPISource
 from cmdare.collectors.samples import TaskInfo, TaskState
 from cmdare.collectors.store import Store
 from tests.prom_server import prometheus_server  # noqa: F401 (fixture)
@@ -150,15 +151,18 @@ async def test_a_refresh_reads_detail_only_for_the_focus_the_outliers_and_the_sw
     src = _source(prom.url)
     src.set_focus({"resnet/worker-1"})  # on screen
     read: list[set[str]] = []
-    query = src.query
+    quick: list[bool] = []
+    detail = src.detail
 
-    async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
-        if promql.startswith("{__name__=~"):  # a detail query: which instances it names
-            inst = re.search(r'instance=~"([^"]*)"', promql).group(1).replace("\\\\", "")
-            read[-1] |= set(inst.split("|"))
-        return await query(client, promql, *args, **kw)
+    async def spy(client: httpx.AsyncClient, promql: str, *args: Any, **kw: Any) -> Any:
+        assert promql.startswith("{__name__=~")  # a detail query: which instances it names
+        inst = re.search(r'instance=~"([^"]*)"', promql).group(1).replace("\\\\", "")
+        read[-1] |= set(inst.split("|"))
+        got = await detail(client, promql, *args, **kw)
+        quick.append(isinstance(got, answers.LabelledRows))  # Prometheus' own answer: no object a row
+        return got
 
-    src.query = spy  # type: ignore[method-assign]  (records what is asked; the server answers)
+    src.detail = spy  # type: ignore[method-assign]  (records what is asked; the server answers)
     poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
     accounted = []
     for _ in range(8):
@@ -176,6 +180,7 @@ async def test_a_refresh_reads_detail_only_for_the_focus_the_outliers_and_the_sw
         accounted
     )  # every task: read or unchanged (the first refresh brings backfilled history too)
     assert "detail for" in (src.mode_note or "") and "swept" in (src.mode_note or "")
+    assert quick and all(quick)
 
 
 async def test_a_preempted_task_is_found_by_the_server_and_revoked_at_once(
@@ -213,22 +218,11 @@ def test_fold_by_task_sums_per_scrape_job_and_takes_the_largest_over_jobs():
         row("not_ours", "a:1", "x", 1),
         {"metric": {"instance": "a:1", KEY_LABEL: T_KEY}, "value": [0, "1700000000.5"]},
     ]
-    folded = fold_by_task(rows)
+    folded = fold_by_task([rows])
     got = {(i, k): v for i, values in folded.values.items() for k, v in values.items()}
     got |= {(i, T_KEY): float(t) for i, t in folded.times.items()}
     assert got == {("a:1", M.K_WORKER_STEPS): 12.0, ("a:1", M.K_GLOBAL_STEP): 42.0,
                    ("a:1", M.K_PS_IN): 9.0, ("a:1", T_KEY): 1700000000.5}  # fmt: skip
-
-
-def test_detail_queries_list_every_instance_once_each_within_the_get_limit():
-    instances = [f"10.{i // 250}.{i % 250}.7:9400" for i in range(1200)]
-    queries = detail_queries(instances)
-    named = []
-    for q in queries:
-        url = f"http://127.0.0.1:9090/api/v1/query?query={quote(q)}&time=1796000000.000"
-        assert len(url) <= MAX_GET_URL
-        named += re.search(r'instance=~"([^"]*)"', q).group(1).replace("\\\\", "").split("|")
-    assert sorted(named) == sorted(instances)
 
 
 def test_the_sweep_reads_every_task_once_a_period_by_measured_time():
@@ -316,7 +310,11 @@ async def test_the_rows_on_screen_are_the_focus_and_follow_a_scroll(prometheus_s
             e.stop()
 
 
-async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometheus_server, fleet):  # noqa: F811
+async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(
+    prometheus_server,  # noqa: F811
+    fleet,
+    monkeypatch,
+):
     """Six tasks, a cap of four: the fleet's figures count four tasks (each column is joined with the
     server-side capped set), and the status line says what was left out."""
     from cmdare.collectors import caps
@@ -328,21 +326,32 @@ async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(prometh
         src = _source(prom.url)
         src.focus_from = 2  # four tasks kept: a fleet past two
         column_rows: list[int] = []
-        query = src.query
+        column = src.column
 
-        async def spy(client: httpx.AsyncClient, promql: str, *args: object, **kw: object) -> list[dict]:
-            rows = await query(client, promql, *args, **kw)
-            if "rate(" in promql and "[1m]" in promql:  # a column
-                column_rows.append(len(rows))
-            return rows
+        async def spy(client: httpx.AsyncClient, promql: str, *args: Any, **kw: Any) -> Pairs:
+            got = await column(client, promql, *args, **kw)
+            if "rate(" in promql and "[1m]" in promql:  # a rate column
+                column_rows.append(len(got.keys))
+            return got
 
-        src.query = spy  # type: ignore[method-assign]  (counts the rows; the server answers)
+        src.column = spy  # type: ignore[method-assign]  (counts the rows; the server answers)
+        quick: list[bool] = []  # whether each column answer of the real server was read without a row object
+        read_fast = answers._pairs_fast
+
+        def watch(body: bytes | bytearray, label: str) -> Pairs | None:
+            got = read_fast(body, label)
+            if b'"metric"' in body:  # an empty answer (the preemptions) is read as JSON: it is small
+                quick.append(got is not None)
+            return got
+
+        monkeypatch.setattr(answers, "_pairs_fast", watch)
         poller = Poller([src], Store(), lifecycle=Lifecycle(), clock=SystemClock(), interval=0.5)
         await _refreshes(poller, 8)  # a full read, then the columns one a refresh
         await src.aclose()
         [role] = src.fleet.roles
         assert role.tasks == role.rated == 4
         assert column_rows and max(column_rows) == 4  # the server answered for the capped tasks only
+        assert quick and all(quick)  # Prometheus' own answers: no object a row
         assert "showing 4 of 6 tasks" in (src.cap_note or "")
     finally:
         caps.configure(before)

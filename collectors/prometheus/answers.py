@@ -1,12 +1,23 @@
 """The answers of a Prometheus server's HTTP API, read as untrusted: one answer's result vector
 (:func:`decode`: an HTML page, a non-JSON or error body, a wrong result type becomes one line; the
 JSON values are counted against the refresh's budget before parsing; rows past ``[caps]
-rows_per_answer`` are dropped and counted), numbers and job facts from its rows."""
+rows_per_answer`` are dropped and counted), numbers and job facts from its rows.
+
+A large fleet's per-task columns (100,000 rows of one label each) are read by :func:`decode_pairs`
+into two lists of text, no object a row: parsed as JSON objects, such an answer cost ~0.4 s (dicts,
+lists, the rows' checks) and its 300,000 containers set off the garbage collector's full passes
+over the session's millions of objects (~1 s each at 100,000 tasks). Its detail and every task's
+identity are read likewise by :func:`decode_labelled` (each row's labels and value as text, parsed
+one row at a time by whoever reads them). Both read only answers of the shape engines write, checked
+whole; any other answer goes through :func:`decode`: the same rows, errors and caps."""
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
@@ -88,7 +99,12 @@ def decode(
     """The result vector of one answer; raises :class:`PrometheusAPIError` (one line). ``values``:
     the JSON-value budget it counts against (shared by a refresh's answers; its own when None).
     Rows past ``[caps] rows_per_answer`` are dropped; how many is appended to ``cut``."""
-    values = values or Budget(MAX_JSON_VALUES)
+    _admit(body, ctype, status, values or Budget(MAX_JSON_VALUES))
+    return _parse(body, status, result_type, cut)
+
+
+def _admit(body: bytes | bytearray, ctype: str, status: int, values: Budget) -> None:
+    """Refuse an HTML page, and an answer past the JSON-value budget (counted before parsing)."""
     head = body[:1024].lstrip()[:200].lower()
     if "html" in ctype or head.startswith((b"<!doctype", b"<html")):
         raise PrometheusAPIError(f"HTTP {status}: got an HTML page, not the Prometheus API")
@@ -96,6 +112,12 @@ def decode(
         raise PrometheusAPIError(
             f"answers of more than {values.limit:,} JSON values together refused; narrow the selector"
         )
+
+
+def _parse(
+    body: bytes | bytearray, status: int, result_type: str, cut: list[int] | None
+) -> list[dict[str, Any]]:
+    """:func:`decode` once the answer is admitted (:func:`_admit`)."""
     try:
         doc = orjson.loads(body)
     except ValueError:  # orjson.JSONDecodeError is a ValueError (also: nesting over 1024 levels)
@@ -124,6 +146,159 @@ def decode(
     if result_type == "matrix":  # range vectors (backfill): checked row by row where they are read
         return [r for r in data["result"] if type(r) is dict]
     return well_formed_rows(data["result"])
+
+
+@dataclass(frozen=True, slots=True)
+class Pairs:
+    """A vector answer whose rows carry one label each (a per-task column), as two lists in the rows'
+    order: each row's value of that label, and its sample value as the server wrote it (text from an
+    engine; a hostile one may put any JSON value there: whoever reads them converts and checks each)."""
+
+    keys: list[str]
+    values: list[Any]
+
+
+# a row of a one-label answer exactly as Prometheus and VictoriaMetrics write it: the label, the
+# evaluation time (a plain decimal: always finite) and the value's text, no escapes (no backslash)
+_TIME = r"-?[0-9]{1,12}(?:\.[0-9]{1,9})?"
+_TEXT = r'"[^"\\]*+"'
+_MARK = '["\\u0001"]'  # JSON for ["\x01"]: an escape, so in no answer _pairs_fast reads
+_VALUE_TEXT = re.compile(r',"([^"]*)"\]\}')  # a checked answer's rows end in ,"text"]} and nothing else does
+
+
+@functools.cache
+def _one_label(label: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The patterns of a one-label answer's result array (whole: one C-level pass; possessive, so it
+    never backtracks) and of each row's label value."""
+    row = rf'\{{"metric":\{{"{re.escape(label)}":{_TEXT}\}},"value":\[{_TIME},{_TEXT}\]\}}'
+    return re.compile(rf"\[(?>{row},)*+{row}\]"), re.compile(
+        rf'\{{"metric":\{{"{re.escape(label)}":"([^"]*)"'
+    )
+
+
+def decode_pairs(
+    body: bytes | bytearray,
+    ctype: str,
+    status: int,
+    label: str,
+    values: Budget | None = None,
+    cut: list[int] | None = None,
+) -> Pairs:
+    """A vector answer whose rows each carry the one label ``label`` (``max by (instance) (…)``), as
+    :class:`Pairs`: what :func:`decode` would give, read without an object a row. The result array is
+    checked whole against the shape engines write (each row ``{"metric":{label:"…"},"value":[t,"…"]}``,
+    no escapes); the envelope around it is parsed with the array taken out. Any other answer (other
+    labels, escapes, another layout, an error) is read by :func:`decode` and its rows taken apart: the
+    same rows, the same errors, slower. Budget and rows cap as :func:`decode`."""
+    _admit(body, ctype, status, values or Budget(MAX_JSON_VALUES))
+    fast = _pairs_fast(body, label)
+    if fast is None:
+        rows = _parse(body, status, "vector", cut)
+        return Pairs([r["metric"].get(label, "") for r in rows], [r["value"][1] for r in rows])
+    limit = caps.current().rows_per_answer
+    if len(fast.keys) > limit:
+        if cut is not None:
+            cut.append(len(fast.keys) - limit)
+        del fast.keys[limit:], fast.values[limit:]
+    return fast
+
+
+def _pairs_fast(body: bytes | bytearray, label: str) -> Pairs | None:
+    """:func:`decode_pairs` for an answer of the usual shape (None: read it as JSON objects)."""
+    whole, keys = _one_label(label)
+    array = _checked_array(body, whole)
+    if array is None:
+        return None
+    out = Pairs(keys.findall(array), _VALUE_TEXT.findall(array))
+    return out if len(out.keys) == len(out.values) else None
+
+
+def _checked_array(body: bytes | bytearray, whole: re.Pattern[str]) -> str | None:
+    """The answer's result array, when ``whole`` matches it from end to end and the answer around it is
+    a successful vector answer whose ``data.result`` is that array; else None (read it as JSON)."""
+    if b"\\" in body:  # an escape anywhere: the patterns assume none
+        return None
+    try:
+        text = bytes(body).decode()
+    except UnicodeDecodeError:
+        return None
+    start = text.find('"result":[') + len('"result":')
+    if start < len('"result":'):
+        return None
+    m = whole.match(text, start)
+    if m is None:
+        return None
+    try:  # the envelope: the array replaced by a mark no answer without escapes can hold, which
+        # must come back as data.result (not a key of another object, nor a "result" named twice)
+        doc = orjson.loads(text[:start] + _MARK + text[m.end() :])
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    data = doc.get("data")
+    if (
+        doc.get("status") != "success"
+        or not isinstance(data, dict)
+        or data.get("resultType") != "vector"
+        or data.get("result") != ["\x01"]
+    ):
+        return None
+    return m.group()
+
+
+class LabelledQuery(str):
+    """A query whose answer is read by :func:`decode_labelled` (answers of many rows: every task's
+    identity, a large fleet's detail)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRows:
+    """A vector answer's rows as text, in order: each row's labels as the server wrote them (the inside
+    of its ``metric`` object, no escapes: :func:`labels_of` reads them) and its value's text."""
+
+    labels: list[str]
+    values: list[str]
+
+
+_PAIR = r'"[^"\\]*+":"[^"\\]*+"'
+_ROW = rf'\{{"metric":\{{(?:{_PAIR}(?:,{_PAIR})*+)?\}},"value":\[{_TIME},{_TEXT}\]\}}'
+_ROWS = re.compile(rf"\[(?>{_ROW},)*+{_ROW}\]")
+_LABELS_TEXT = re.compile(r'\{"metric":\{((?:"[^"]*":"[^"]*",?)*)\}')
+
+
+def decode_labelled(
+    body: bytes | bytearray,
+    ctype: str,
+    status: int,
+    values: Budget | None = None,
+    cut: list[int] | None = None,
+) -> list[dict[str, Any]] | LabelledRows:
+    """A vector answer read without an object a row when it has the shape engines write (as
+    :func:`decode_pairs`, any labels): :class:`LabelledRows`; else :func:`decode`'s rows. The same
+    rows, errors, budget and rows cap as :func:`decode` (a large fleet's detail: ~10,000 rows a refresh
+    whose dicts and lists, alive together, set off the garbage collector's full passes)."""
+    _admit(body, ctype, status, values or Budget(MAX_JSON_VALUES))
+    array = _checked_array(body, _ROWS)
+    if array is None:
+        return _parse(body, status, "vector", cut)
+    out = LabelledRows(_LABELS_TEXT.findall(array), _VALUE_TEXT.findall(array))
+    if len(out.labels) != len(out.values):
+        return _parse(body, status, "vector", cut)
+    limit = caps.current().rows_per_answer
+    if len(out.labels) > limit:
+        if cut is not None:
+            cut.append(len(out.labels) - limit)
+        del out.labels[limit:], out.values[limit:]
+    return out
+
+
+def labels_of(text: str) -> dict[str, str]:
+    """A row's labels from :class:`LabelledRows` text (``"k":"v","k2":"v2"``, no escapes: a quote
+    only ever delimits a name or a value)."""
+    parts = text.split('"')  # "", name, ":", value, ",", name, ":", value, … , ""
+    return dict(zip(parts[1::4], parts[3::4], strict=True))
 
 
 def well_formed_rows(rows: list[Any]) -> list[dict[str, Any]]:

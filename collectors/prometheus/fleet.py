@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import math
 import re
-import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY, metric_selector
+from cmdare.collectors.prometheus.answers import LabelledQuery, LabelledRows, Pairs, labels_of
 from cmdare.collectors.prometheus.hosts import exact_instances, promql_string
+from cmdare.collectors.prometheus.query_url import encoded
 from cmdare.collectors.samples import RoleFigures, TaskInfo
 
 if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with the Prometheus source
@@ -71,6 +72,10 @@ DETAIL_METRICS = _SUMMED + _LARGEST
 
 
 COLUMNS = ("steps", "compute", "examples", "preempted")
+# a detail answer: its rows, or its rows' labels and values as text (decode_labelled)
+Detail = list[dict[str, Any]] | LabelledRows
+# a column's answer: its rows, or its instances and values read without an object a row (decode_pairs)
+Column = list[dict[str, Any]] | Pairs
 # the order the columns are read in, one a turn: preemption notices every other turn (a revocation is
 # what a spot-fleet operator must see first), each rate column once in six turns
 TURNS = ("steps", "preempted", "compute", "preempted", "examples", "preempted")
@@ -106,32 +111,29 @@ def detail_query(instances: Iterable[str]) -> str:
     return f'{{__name__=~"{names}",{inst}}} or label_replace({stamp}, "{KEY_LABEL}", "{T_KEY}", "", "")'
 
 
+class DetailQuery(LabelledQuery):
+    """A detail query (:func:`detail_query`): its answer is read as :class:`~.answers.LabelledRows`."""
+
+    __slots__ = ()
+
+
 def detail_queries(instances: Sequence[str], budget: int = DETAIL_URL_BUDGET) -> list[str]:
-    """:func:`detail_query` over ``instances`` in as few queries as keep each one's URL (encoded, the
-    instances listed twice) under ``budget`` characters, so each goes as a GET."""
+    """:func:`detail_query` over ``instances`` in as few queries as keep each one's URL (encoded as it is
+    sent: :func:`~.query_url.encoded`, the instances listed twice) under ``budget`` characters, so each
+    goes as a GET."""
     out: list[str] = []
     chunk: list[str] = []
-    used = len(quote(detail_query([])))
+    used = len(encoded(detail_query([])))
     for inst in instances:
-        cost = 2 * _quoted_len(promql_string(_loose(inst)) + "|")
+        cost = 2 * len(encoded(promql_string(_loose(inst)) + "|"))
         if chunk and used + cost > budget:
-            out.append(detail_query(chunk))
-            chunk, used = [], len(quote(detail_query([])))
+            out.append(DetailQuery(detail_query(chunk)))
+            chunk, used = [], len(encoded(detail_query([])))
         chunk.append(inst)
         used += cost
     if chunk:
-        out.append(detail_query(chunk))
+        out.append(DetailQuery(detail_query(chunk)))
     return out
-
-
-# what ``quote`` makes of each ASCII character it escapes (all but its default safe set: letters, digits, "_.-~/")
-_SAFE = frozenset(string.ascii_letters + string.digits + "_.-~/")
-_ESCAPED = str.maketrans({c: f"%{c:02X}" for c in range(128) if chr(c) not in _SAFE})
-
-
-def _quoted_len(text: str) -> int:
-    """``len(quote(text))``: one C-level pass for ASCII text (1,300 instances a refresh at 100,000 tasks)."""
-    return len(text.translate(_ESCAPED)) if text.isascii() else len(quote(text))
 
 
 def _loose(instance: str) -> str:
@@ -164,19 +166,28 @@ class FoldedDetail:
     values: dict[str, dict[str, float]]
 
 
-def fold_by_task(rows: list[dict[str, Any]]) -> FoldedDetail:
+def _labelled(answers: Iterable[Detail]) -> Iterator[tuple[Mapping[str, str], Any]]:
+    """Each row of the detail answers as (labels, value as the server wrote it)."""
+    for answer in answers:
+        if isinstance(answer, LabelledRows):
+            yield from zip(map(labels_of, answer.labels), answer.values, strict=True)
+        else:
+            for r in answer:
+                yield r["metric"], r["value"][1]
+
+
+def fold_by_task(answers: Iterable[Detail]) -> FoldedDetail:
     """Raw detail rows folded per task: summed per scrape job, the largest over scrape jobs (the global
     step, preemption and start time: the largest throughout). Rows are well formed (decoded). One pass a
-    row, one dict a task and scrape job (~15,000 rows a refresh at 100,000 tasks: no object a row)."""
+    row, one dict a task and scrape job (~15,000 rows a refresh at 100,000 tasks: no object kept a row)."""
     plain, largest, special = _PLAIN_KEYS, _LARGEST_SET, _SPECIAL
     times: dict[str, Any] = {}
     by_job: dict[str, dict[str, dict[str, float]]] = {}  # instance -> scrape job -> key -> value
-    for r in rows:
-        labels = r["metric"]
+    for labels, text in _labelled(answers):
         name = labels.get("__name__")
         if name is None:  # the scrape-time row
             if labels.get(KEY_LABEL) == T_KEY:
-                times[labels.get("instance", "")] = r["value"][1]
+                times[labels.get("instance", "")] = text
             continue
         key = plain.get(name)
         if key is None:
@@ -184,7 +195,7 @@ def fold_by_task(rows: list[dict[str, Any]]) -> FoldedDetail:
             if key is None:
                 continue
         try:
-            value = float(r["value"][1])
+            value = float(text)
         except (TypeError, ValueError):
             continue
         if value - value != 0.0:  # inf or NaN
@@ -272,16 +283,22 @@ class FleetColumns:
                 self.arrays[name] = np.where(old >= 0, np.append(values, np.nan)[old], np.nan)
             self.times = dict(carry.times)
 
-    def column(self, rows: list[dict[str, Any]]) -> np.ndarray:
+    def column(self, answer: Column) -> np.ndarray:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
-        is not a number in 0..:data:`~cmdare.collectors.metrics.MAX_ABS_VALUE`: counted in :attr:`implausible`). Rows are well formed (decoded): metric a dict of str, value a
-        pair; values are converted in one pass (row by row only when one is not a number)."""
+        is not a number in 0..:data:`~cmdare.collectors.metrics.MAX_ABS_VALUE`: counted in
+        :attr:`implausible`). ``answer``: its rows (well formed, decoded: metric a dict of str, value a
+        pair), or its instances and values as :class:`~cmdare.collectors.prometheus.answers.Pairs`
+        (``decode_pairs``); values are converted in one pass (one by one only when one is not a number)."""
         import numpy as np
 
-        n, get = len(self.instances), self.index.get
+        if isinstance(answer, Pairs):
+            keys, texts = answer.keys, answer.values
+        else:
+            keys = [r["metric"].get("instance", "") for r in answer]
+            texts = [r["value"][1] for r in answer]
+        n = len(self.instances)
         out = np.full(n + 1, np.nan)  # the last slot takes the rows of instances not known
-        idx = np.fromiter((get(r["metric"].get("instance", ""), n) for r in rows), np.intp, len(rows))
-        texts = [r["value"][1] for r in rows]
+        idx = np.fromiter(map(self.index.get, keys, repeat(n)), np.intp, len(keys))
         try:
             vals = np.array(texts, dtype=float) if texts else np.empty(0)
         except (TypeError, ValueError):
@@ -292,9 +309,9 @@ class FleetColumns:
         self.implausible = int(np.count_nonzero(~ok & ~np.isnan(vals)))
         return out[:n]
 
-    def take(self, name: str, rows: list[dict[str, Any]], t: float) -> None:
+    def take(self, name: str, answer: Column, t: float) -> None:
         """One column's answer, evaluated at server time ``t``."""
-        self.arrays[name], self.times[name] = self.column(rows), t
+        self.arrays[name], self.times[name] = self.column(answer), t
 
     def fleet(self) -> Fleet | None:
         """The per-role figures and the outliers from the columns read so far (a column not read yet
@@ -497,13 +514,13 @@ class FleetReader:
 
     def read(
         self,
-        detail: Iterable[list[dict[str, Any]]],
-        columns: Mapping[str, list[dict[str, Any]]] | None,
+        detail: Iterable[Detail],
+        columns: Mapping[str, Column] | None,
         t: float,
     ) -> FoldedDetail:
         """The detail answers folded per task; the column answers (when read) as the fleet's figures, at
         server time ``t``."""
-        rows = fold_by_task([r for answer in detail for r in answer])
+        rows = fold_by_task(detail)
         self._new.difference_update(rows.times)
         if columns and self._columns is not None:
             self.implausible = 0

@@ -83,10 +83,16 @@ from cmdare.collectors.prometheus.aggregate import (
 )
 from cmdare.collectors.prometheus.answers import (
     MAX_JSON_VALUES,
+    LabelledQuery,
+    LabelledRows,
+    Pairs,
     PrometheusAPIError,
     decode,
+    decode_labelled,
+    decode_pairs,
     evaluation_offset,
     job_facts,
+    labels_of,
     number,
     server_time,
 )
@@ -97,8 +103,17 @@ from cmdare.collectors.prometheus.backfill import (
     backfill_query,
     scrape_spacings,
 )
-from cmdare.collectors.prometheus.fleet import FOCUS_FROM, Fleet, FleetReader, FoldedDetail, direct_probe
+from cmdare.collectors.prometheus.fleet import (
+    FOCUS_FROM,
+    Column,
+    DetailQuery,
+    Fleet,
+    FleetReader,
+    FoldedDetail,
+    direct_probe,
+)
 from cmdare.collectors.prometheus.hosts import exact_instances, host_polls, host_query
+from cmdare.collectors.prometheus.query_url import query_url
 from cmdare.collectors.redaction import redact_cut
 from cmdare.collectors.samples import JobFacts, TaskInfo, TaskPoll
 from cmdare.collectors.scrape.source import describe_error
@@ -211,7 +226,9 @@ def _made_from(info: TaskInfo, labels: Mapping[str, str]) -> bool:
 
 # a refresh's task values: value rows (``values_query``'s), or a large fleet's detail folded per task
 Values = list[dict[str, Any]] | FoldedDetail
-_Answers = tuple[list[dict[str, Any]] | None, list[dict[str, Any]], list[dict[str, Any]], Values]
+_Answers = tuple[
+    list[dict[str, Any]] | LabelledRows | None, list[dict[str, Any]], list[dict[str, Any]], Values
+]
 # infos, jobs, ups, values
 
 
@@ -242,7 +259,9 @@ class PrometheusAPISource:
         self.max_bytes = max_bytes
         # above this many tasks, identities, task values and node detail are read less often
         self.detail_tasks = detail_tasks
-        self._known: dict[tuple[str, str], TaskInfo] = {}  # (job, instance) → identity seen before
+        # (job, instance) → identity seen before, reused (the same object) while the labels it is made of
+        # stay the same (_made_from)
+        self._known: dict[tuple[str, str], TaskInfo] = {}
         self.forget_after_s = forget_after_s
         self._gone: dict[tuple[str, str], float] = {}  # known targets no longer named → since when (clock)
         self.replaced = 0  # tasks met again at a new address (a replacement VM), this session
@@ -251,8 +270,6 @@ class PrometheusAPISource:
         self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        # target → its identity, reused while the labels it is made of stay the same (_made_from)
-        self._infos: dict[tuple[str, str], TaskInfo] = {}
         self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
         self._gone_cache: set[tuple[str, str]] | None = None  # known − current (_gone_known)
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
@@ -288,9 +305,7 @@ class PrometheusAPISource:
             dict[str, Any]
         ] = []  # the job-info answer, read with the identities in fleet mode
         self._columns_due: dict[str, str] | None = None  # the column queries to start after this refresh
-        self._columns_task: asyncio.Task[dict[str, list[dict[str, Any]]] | str] | None = (
-            None  # read in the background
-        )
+        self._columns_task: asyncio.Task[dict[str, Column] | str] | None = None  # read in the background
         self._columns_at = math.nan  # the evaluation instant the running column read asks for
         self.mode_note: str | None = None  # how this refresh read the fleet (the status line shows it)
 
@@ -300,7 +315,9 @@ class PrometheusAPISource:
         small clusters, in turns above ``detail_tasks`` tasks (Prometheus' cost is ~15 µs a series;
         it scrapes every 5–15 s anyway, so each is still read in time)."""
         self._tasks_expr = tasks
-        self._info_query = tasks or metric_selector("cmdare_task_info", self.selector)
+        # every task's identity: read as labelled rows (100,000 rows of ~8 labels each were ~130 MB of
+        # dicts while they were read)
+        self._info_query = LabelledQuery(tasks or metric_selector("cmdare_task_info", self.selector))
         job_keys = [k for k, *_ in VALUE_QUERIES if k not in NODE_KEYS]
         self._always_query = values_query(self.selector, ALWAYS_KEYS, tasks=tasks)
         self._group_keys = tuple(
@@ -392,6 +409,28 @@ class PrometheusAPISource:
         read-only mode. The answer is capped in bytes (on the wire and inflated) and in rows, and
         counted against ``budget`` (shared by the queries of one refresh; its own when None)."""
         nbytes, nvalues = budget or self.budget()
+        body, ctype, status = await self._fetch(client, promql, nbytes, at)
+        cut: list[int] = []
+        rows = decode(body, ctype, status, nvalues, result_type, cut)
+        self._rows_cut += sum(cut)
+        return rows
+
+    async def column(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float
+    ) -> Pairs:
+        """A large fleet's per-task column (one row a task, labelled ``instance`` only): :meth:`query`,
+        read as the instances and their values' text (:func:`~.answers.decode_pairs`: no object a row)."""
+        nbytes, nvalues = budget
+        body, ctype, status = await self._fetch(client, promql, nbytes, at)
+        cut: list[int] = []
+        pairs = decode_pairs(body, ctype, status, "instance", nvalues, cut)
+        self._rows_cut += sum(cut)
+        return pairs
+
+    async def _fetch(
+        self, client: httpx.AsyncClient, promql: str, nbytes: Budget, at: float | None
+    ) -> tuple[bytearray, str, int]:
+        """One query's answer as it came (body, content type, status): :meth:`query`'s request."""
         headers = {"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING}
         for cred in (self._basic, self._token):
             headers.update(cred.header() if cred else {})
@@ -410,14 +449,9 @@ class PrometheusAPISource:
         try:
             async with request as resp:
                 body = await read_body(resp, self.max_bytes, nbytes)
-                ctype = resp.headers.get("content-type", "")
-                status = resp.status_code
+                return body, resp.headers.get("content-type", ""), resp.status_code
         except (httpx.HTTPError, BodyError, OSError) as exc:
             raise PrometheusAPIError(describe_error(exc)) from None
-        cut: list[int] = []
-        rows = decode(body, ctype, status, nvalues, result_type, cut)
-        self._rows_cut += sum(cut)
-        return rows
 
     async def engine_alerts(self, client: httpx.AsyncClient) -> list[dict[str, str]]:
         """The labels of the firing alerts of the generated rule file (``cmdare-tui rules``), cleaned where
@@ -446,12 +480,13 @@ class PrometheusAPISource:
         budget = self.budget()
         try:
             async with asyncio.timeout(self.timeout):
-                *res, clock_rows = await asyncio.gather(
+                *res, clock = await asyncio.gather(
                     *(self._maybe(client, q, budget, at) for q in queries),
                     self.query(client, "vector(time())", budget),
                 )
         except TimeoutError:
             raise PrometheusAPIError("timed out") from None
+        clock_rows = clock if isinstance(clock, list) else []  # rows (query): the union is gather's
         self._server_now = server_time(clock_rows) if clock_rows else math.nan
         self._eval_offset = evaluation_offset(clock_rows) if clock_rows else 0.0
         if due and self._node_task is None and (hosts := {host_name(i) for _, i in self._known}):
@@ -529,18 +564,23 @@ class PrometheusAPISource:
             if jobs is not None:
                 self._jobs_rows = jobs
             if columns is not None and "count" in columns:
-                self._watch(columns.pop("count"), None)
+                count = columns.pop("count")
+                self._watch(count if isinstance(count, list) else None, None)
             return infos, self._jobs_rows, ups, reader.read(res[4:], columns, t)
 
         return [*head, *detail], finish
 
     async def _read_columns(
         self, client: httpx.AsyncClient, queries: dict[str, str], at: float
-    ) -> dict[str, list[dict[str, Any]]]:
-        """A large fleet's columns (and task count), read between refreshes (:meth:`_in_background`)."""
+    ) -> dict[str, Column]:
+        """A large fleet's columns (and task count: rows), read between refreshes (:meth:`_in_background`)."""
         budget = self.budget()
-        rows = await asyncio.gather(*(self.query(client, q, budget, at) for q in queries.values()))
-        return dict(zip(queries, rows, strict=True))
+        reads: list[Awaitable[Column]] = [
+            self.query(client, q, budget, at) if name == "count" else self.column(client, q, budget, at)
+            for name, q in queries.items()
+        ]
+        answers = await asyncio.gather(*reads)
+        return dict(zip(queries, answers, strict=True))
 
     async def _in_background(self, read: Awaitable[T]) -> T | str:
         """A read that runs between refreshes (node detail, a large fleet's columns) and joins the next
@@ -566,7 +606,7 @@ class PrometheusAPISource:
             return True, None
         return True, out
 
-    def _columns_answers(self) -> dict[str, list[dict[str, Any]]] | None:
+    def _columns_answers(self) -> dict[str, Column] | None:
         """The background column read's answers once it has finished (else None)."""
         ended, out = self._finished(self._columns_task, "fleet columns")
         if ended:
@@ -598,14 +638,38 @@ class PrometheusAPISource:
 
     async def _maybe(
         self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None = None
-    ) -> list[dict[str, Any]] | None:
-        return await self.query(client, promql, budget, at) if promql else None
+    ) -> list[dict[str, Any]] | LabelledRows | None:
+        if not promql:
+            return None
+        if isinstance(promql, DetailQuery):
+            return await self.detail(client, promql, budget, at)
+        if isinstance(promql, LabelledQuery):
+            return await self.labelled(client, promql, budget, at)
+        return await self.query(client, promql, budget, at)
+
+    async def detail(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None
+    ) -> list[dict[str, Any]] | LabelledRows:
+        """A large fleet's detail query (:func:`~.fleet.detail_query`), read by :meth:`labelled`."""
+        return await self.labelled(client, promql, budget, at)
+
+    async def labelled(
+        self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float | None
+    ) -> list[dict[str, Any]] | LabelledRows:
+        """:meth:`query`, its rows read as their labels' and values' text when the answer has the usual
+        shape (:func:`~.answers.decode_labelled`: no object a row alive)."""
+        nbytes, nvalues = budget
+        body, ctype, status = await self._fetch(client, promql, nbytes, at)
+        cut: list[int] = []
+        rows = decode_labelled(body, ctype, status, nvalues, cut)
+        self._rows_cut += sum(cut)
+        return rows
 
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
         ``detail_tasks`` tasks, then every k-th refresh, and at once when an unknown task shows up."""
         every = max(1, math.ceil(len(self._known) / self.detail_tasks))
-        return not self._infos or self._polls % every == 0 or (self._full_due and self._fleet_mode())
+        return not self._known or self._polls % every == 0 or (self._full_due and self._fleet_mode())
 
     def _node_detail_due(self) -> bool:
         """node_exporter/DCGM detail (~300 raw series a node: the costly part for the server) every
@@ -652,7 +716,7 @@ class PrometheusAPISource:
         if targets is None:  # a task we have not met: ask who it is now
             try:
                 async with asyncio.timeout(self.timeout):
-                    infos = await self.query(client, self._info_query)
+                    infos = await self.labelled(client, self._info_query, self.budget(), None)
             except (PrometheusAPIError, TimeoutError) as exc:
                 msg = redact_cut(
                     f"Prometheus {self.display}: {str(exc) or 'timed out'}", 200, self._secrets()
@@ -762,7 +826,9 @@ class PrometheusAPISource:
         read = self._hosts_read
         if len(read) > 4 * max(caps.current().tasks, len(self._known)):
             read.clear()  # a long session's churn of hosts: bounded (a host met again is read again)
-        hosts = sorted({h for _, i in targets if (h := host_name(i)) and h not in read})[:MAX_HISTORY_HOSTS]
+        hosts = sorted({h for i in targets if (h := self._names_of(i)[1]) and h not in read})[
+            :MAX_HISTORY_HOSTS
+        ]
         read.update(hosts)
         return hosts
 
@@ -853,7 +919,7 @@ class PrometheusAPISource:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        current, infos, no_info = self._current, self._infos, self._no_info
+        current, infos, no_info = self._current, self._known, self._no_info
         # rows are well formed (decode): ``metric`` is a dict of str; ~7 rows a task a refresh, so
         # read in a few comprehensions rather than one loop with branches (``_ident``, inlined)
         metrics = [r["metric"] for r in values]
@@ -870,14 +936,18 @@ class PrometheusAPISource:
             if k == T_KEY and i in current and i not in down
         }
 
-    def _targets(self, infos: list[dict[str, Any]], now: float) -> dict[tuple[str, str], _Target]:
+    def _targets(
+        self, infos: list[dict[str, Any]] | LabelledRows, now: float
+    ) -> dict[tuple[str, str], _Target]:
         out: dict[tuple[str, str], _Target] = {}
-        for r in infos:
-            labels = r.get("metric", {})
+        rows: Iterable[Mapping[str, str]] = (
+            map(labels_of, infos.labels) if isinstance(infos, LabelledRows) else (r["metric"] for r in infos)
+        )
+        for labels in rows:
             ident = _ident(labels)
-            info = self._infos.get(ident)
+            info = self._known.get(ident)
             if info is None or not _made_from(info, labels):  # a new task, or its labels changed
-                info = self._infos[ident] = _info(labels)
+                info = _info(labels)
             out[ident] = _Target(info)
         self._follow(out, now)
         for ident, tg in out.items():
@@ -951,7 +1021,7 @@ class PrometheusAPISource:
     def _drop(self, ident: tuple[str, str]) -> None:
         """Forget a target: its identity, its cached labels and names, its history read and its last scrape."""
         self._release(ident)
-        for book in (self._known, self._infos, self._gone):
+        for book in (self._known, self._gone):
             book.pop(ident, None)
         self._gone_cache = None
 
@@ -976,7 +1046,7 @@ class PrometheusAPISource:
         """:meth:`_reuse_targets` for a large fleet's folded detail: the targets read (a scrape time each)
         that Prometheus still names and reaches; None when a task not met before has values."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        current, infos, no_info = self._current, self._infos, self._no_info
+        current, infos, no_info = self._current, self._known, self._no_info
         if any(v and ("", i) not in current and ("", i) not in no_info for i, v in folded.values.items()):
             return None  # job values from a target we cannot name yet
         return {
@@ -1145,11 +1215,12 @@ class PrometheusAPISource:
 
 
 def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:
-    """The GET URL for ``form``, or None when it would be longer than :data:`MAX_GET_URL`."""
+    """The GET URL for ``form`` (encoded once: :mod:`.query_url`), or None when it would be longer than
+    :data:`MAX_GET_URL`."""
     if len(form["query"]) > MAX_GET_URL:  # httpx refuses URL parts over 64 kB: not even built
         return None
-    get = httpx.URL(url, params=form)
-    return get if len(str(get)) <= MAX_GET_URL else None
+    get = query_url(url, form)
+    return httpx.URL(get) if len(get) <= MAX_GET_URL else None
 
 
 def _join(*notes: str | None) -> str | None:
