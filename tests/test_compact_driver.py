@@ -52,7 +52,7 @@ def test_a_reset_and_the_same_style_again_are_left_out_and_nothing_else():
     assert painted(compact_styles(stacked)) == painted(stacked)
     assert "\x1b[1m" in compact_styles(stacked) and compact_styles(stacked).count("\x1b[0m") == 2
     # a newline, text without a style and any other escape come after the held reset
-    for after in ("\n", "plain", "\x1b[?25l", "\x1b]8;;https://x\x1b\\"):
+    for after in ("\n", "plain", "PATH", "\x1b[?25l", "\x1b]8;;https://x\x1b\\"):
         data = f"{a}x\x1b[0m{after}{a}y\x1b[0m"
         assert painted(compact_styles(data)) == painted(data), after
     assert compact_styles("\x1b[?1000h") == "\x1b[?1000h" and compact_styles(f"{a}x\x1b[0m").endswith(

@@ -16,7 +16,7 @@ from cmdare.tui.escape_driver import EscapeDriver
 
 RESET = "\x1b[0m"
 # a style code (its parameters captured), a cursor move, a run of text, or any other escape's first byte
-_TOKEN = re.compile(r"\x1b\[([0-9;]*)m|\x1b\[[0-9;]*H|[^\x1b]+|\x1b")
+_TOKEN = re.compile(r"\x1b\[([0-9;]*)m|(\x1b\[[0-9;]*H)|[^\x1b]+|\x1b")
 
 
 def compact_styles(data: str) -> str:
@@ -32,7 +32,7 @@ def compact_styles(data: str) -> str:
         params = token.group(1)
         if params is None:  # text, a cursor move or another escape
             text = token.group()
-            if held and not text.endswith("H"):
+            if held and token.group(2) is None:  # a cursor move keeps the reset held; text does not
                 add(RESET)
                 held, clean, run = False, True, None
             add(text)
