@@ -22,6 +22,7 @@ from cmdare.collectors.caps import current as current_caps
 from cmdare.collectors.hostdetail import DEV_PREFIX, devices_in
 from cmdare.collectors.metrics import (
     GPU_KEYS,
+    K_CHECKPOINT_SECONDS_COUNT,
     K_EXAMPLES_RATE,
     K_LEARNING_RATE,
     K_LOSS,
@@ -38,7 +39,10 @@ UNINDEXED_ROLES = frozenset(("worker",))  # roles Store.roles leaves out (its re
 TRAINING_KEYS = frozenset((K_LOSS, K_LEARNING_RATE, K_EXAMPLES_RATE))  # what jobs log (TensorBoard scalars)
 LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
-RECENT_POINTS = 16  # newest points kept at full precision for rates (a 10 s window at 2 s holds 6)
+RECENT_POINTS = 16  # newest points kept at full precision for rates, at most (a 10 s window at 2 s holds 6)
+# the rate window assumed before a reader asks for one (the views' RATE_WINDOW_S, collectors/observed.py):
+# the newest rows reach SPARSE_STRETCH of it back (or the sparse window), see RecentRows.append
+RATE_WINDOW_ASSUMED_S = 10.0
 _NAN = math.nan  # one shared object for every missing value in the recent points
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
 INITIAL_POINTS = 4  # a ring's first size; it doubles as points come, up to its capacity (a large fleet's
@@ -47,7 +51,17 @@ INITIAL_POINTS = 4  # a ring's first size; it doubles as points come, up to its 
 # views made from them are cached (observed.cached_view), and a fleet's task is read again minutes later
 FIGURES_KEPT_UNDER = 2000
 _SCHEMA_MAX = 1024  # distinct key orders whose key -> position maps are shared between tasks
-MIN_POINTS = 32  # points per series kept whatever the history budget (rates need ~6)
+# points per series kept whatever the history budget: as many as the newest rows may hold (a window
+# reaching past the rows reads the grid, which then never holds fewer points than the rows)
+MIN_POINTS = RECENT_POINTS
+# ... and for a task with a series read over the last hour (the loss curve, the checkpoint interval:
+# collectors/observed.py): an hour of a large fleet's 2-minute sweep (fleet.SWEEP_S) and two points more
+HOUR_MIN_POINTS = 32
+HOUR_KEYS = frozenset((K_LOSS, K_CHECKPOINT_SECONDS_COUNT))
+# a task's bytes besides its points (its objects, its key and identity, its arrays' headers, the store's
+# books): measured with tracemalloc, 20,000 tasks of 10 series at 3 points: 1,471 bytes a task, of which
+# 544 are points (times, grid, newest rows, newest values)
+TASK_BYTES = 930
 FLOAT32: Final = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
 FLOAT64: Final = "d"  # a series' times
 
@@ -57,12 +71,27 @@ Points = tuple[list[float], list[float]]  # a window's times and values, oldest 
 
 class SparseWindow:
     """How far back a sparsely read series' rate may reach (s): one a store, shared by its tasks, so a
-    new window (a fleet's sweep period moves every refresh) is set once, not on 100,000 tasks."""
+    new window (a fleet's sweep period moves every refresh) is set once, not on 100,000 tasks. It also
+    holds the widest rate window asked of the store's tasks (``widest``): what the newest rows must
+    reach back over (:attr:`reach`)."""
 
-    __slots__ = ("s",)
+    __slots__ = ("s", "widest", "reach")
 
     def __init__(self, s: float = 0.0) -> None:
         self.s = s
+        self.widest = RATE_WINDOW_ASSUMED_S
+        self.reach = max(SPARSE_STRETCH * self.widest, s)  # how far back a rate reads the newest rows
+
+    def set(self, s: float) -> None:
+        """A new sparse window."""
+        self.s = s
+        self.reach = max(SPARSE_STRETCH * self.widest, s)
+
+    def asked(self, seconds: float) -> None:
+        """A rate over ``seconds`` was asked: the newest rows keep reaching over it from now on."""
+        if seconds > self.widest:
+            self.widest = seconds
+            self.reach = max(SPARSE_STRETCH * seconds, self.s)
 
 
 def _schema(keys: tuple[str, ...]) -> dict[str, int]:
@@ -82,27 +111,45 @@ _NO_KEYS: dict[str, int] = {}  # the schema of a task with no series yet (shared
 
 class RecentRows:
     """A task's newest points as float64 rows ``[t, v0, v1, …]`` (values in the task's key order, NaN
-    where a key was not read) in one flat ``array``, oldest first, at most :data:`RECENT_POINTS` rows:
-    rates over a few points read them as Python floats without numpy, at full precision (the rings hold
-    float32). ~8 bytes a value, where a tuple of floats a point cost ~30."""
+    where a key was not read) in one flat ``array``, oldest first: rates over a few points read them as
+    Python floats without numpy, at full precision (the rings hold float32). ~8 bytes a value, where a
+    tuple of floats a point cost ~30.
 
-    __slots__ = ("buf", "stride")
+    At most :data:`RECENT_POINTS` rows, and no more than the readers need: at least
+    :data:`LATEST_LOOKBACK` (what :meth:`TaskSeries.latest` reads), and past that only while the older
+    rows are needed to reach back over ``reach`` seconds (the widest window a rate reads from them, see
+    :class:`SparseWindow`). A large fleet's task, read every two minutes, keeps 8 rows where it kept 16;
+    a window of up to ``reach`` that the 16 rows covered the kept rows still cover (the same figures)."""
+
+    __slots__ = ("buf", "stride", "full")
 
     def __init__(self) -> None:
         self.buf = array(FLOAT64)
         self.stride = 1  # values a row holds: its time and one per key
+        self.full = False  # whether a row was ever let go (else the rows hold every point appended)
 
     def __len__(self) -> int:
         return len(self.buf) // self.stride
 
-    def append(self, t: float, row: list[float]) -> None:
-        """One point: its time and its values (as many as the task has keys; they only grow)."""
+    def append(self, t: float, row: list[float], reach: float = math.inf) -> None:
+        """One point: its time and its values (as many as the task has keys; they only grow). Then the
+        oldest rows go while more than :data:`LATEST_LOOKBACK` are held and the next one is already
+        older than ``reach`` before ``t`` (it alone still reaches back over the window)."""
         if 1 + len(row) != self.stride:
             self._widen(1 + len(row))
-        if len(self.buf) >= RECENT_POINTS * self.stride:
-            del self.buf[: self.stride]
-        self.buf.append(t)
-        self.buf.extend(row)
+        buf, stride = self.buf, self.stride
+        if len(buf) >= RECENT_POINTS * stride:
+            del buf[:stride]
+            self.full = True
+        buf.append(t)
+        buf.extend(row)
+        since = t - reach
+        cut = 0
+        while len(buf) - cut > LATEST_LOOKBACK * stride and buf[cut + stride] < since:
+            cut += stride
+        if cut:
+            del buf[:cut]
+            self.full = True
 
     def _widen(self, stride: int) -> None:
         """Rows of ``stride`` values: keys met late read NaN at the points held."""
@@ -284,7 +331,10 @@ class TaskSeries:
     _recent: RecentRows = field(default_factory=RecentRows, repr=False)
     _index: dict[str, int] = field(default_factory=lambda: _NO_KEYS, repr=False)  # key -> place (_schema)
     max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
-    allow: Callable[[int], int] | None = field(default=None, repr=False)  # points allowed per series
+    # points a series may hold (the store's budget, :meth:`Store.allowed`): given the task's series, its
+    # newest rows, and its floor (:data:`HOUR_MIN_POINTS` with a series read over an hour, else MIN_POINTS)
+    allow: Callable[[int, int, int], int] | None = field(default=None, repr=False)
+    floor: int = field(default=MIN_POINTS, repr=False)
     version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
     # how far back a sparsely read series' rate may reach (:attr:`sparse_s`): a store's tasks share one
     sparse: SparseWindow = field(default_factory=lambda: SparseWindow(), repr=False)
@@ -319,7 +369,10 @@ class TaskSeries:
 
     @property
     def nbytes(self) -> int:
-        return self.times.nbytes + self._grid.itemsize * len(self._grid)
+        """The bytes its points take: times, values, newest rows and newest values (allocated, not only
+        filled; :data:`TASK_BYTES` more for the rest of the task)."""
+        last = 0 if self._last is None else 8 * len(self._last)
+        return self.times.nbytes + 4 * len(self._grid) + 8 * len(self._recent.buf) + last
 
     def _column(self, i: int, n: int | None) -> array[float]:
         """Key ``i``'s newest ``n`` values (all when None), oldest first (a copy)."""
@@ -382,8 +435,9 @@ class TaskSeries:
             if len(keys) > len(index):
                 self._widen(len(keys))
                 self._index = index = _schema(tuple(keys))
+                self.floor = HOUR_MIN_POINTS if HOUR_KEYS.intersection(keys) else MIN_POINTS
         width = len(index)
-        limit = None if self.allow is None else self.allow(width)
+        limit = None if self.allow is None else self.allow(width, len(self._recent), self.floor)
         times = self.times
         size, pos, held = len(times._buf), times._head, times._n
         times.append(t, limit)
@@ -395,7 +449,7 @@ class TaskSeries:
         get = values.get
         row = [get(key, _NAN) for key in index]
         self._grid[pos * width : (pos + 1) * width] = array(FLOAT32, row)
-        self._recent.append(t, row)
+        self._recent.append(t, row, self.sparse.reach)
         self._remember_last(t, values, row)
         if math.isnan(self.first_seen):
             self.first_seen = t
@@ -478,6 +532,12 @@ class TaskSeries:
                 out = next(
                     (x for _, x in zip(range(lookback), reversed(recent), strict=False) if x == x), None
                 )
+                older = lookback - len(recent)
+                if out is None and older > 0 and self._recent.full:  # rows let go (a large fleet's task,
+                    # past LATEST_LOOKBACK of them): the points before them, from the grid
+                    i = self._index[key]
+                    before = self._column(i, lookback).tolist()[: -len(recent)]
+                    out = next((x for x in reversed(before) if x == x), None)
             else:
                 i = self._index[key]
                 out = next((x for x in reversed(self._column(i, lookback).tolist()) if x == x), None)
@@ -523,7 +583,7 @@ class TaskSeries:
         times = self._recent_times
         if times is None:  # every rate of the point reads them: made once
             times = self._recent_times = self._recent.times()
-        if len(times) < RECENT_POINTS or times[0] < since:  # the window lies within them
+        if not self._recent.full or times[0] < since:  # the window lies within them
             t: list[float] = []
             v: list[float] = []
             for ti, vi in zip(reversed(times), reversed(recent), strict=True):
@@ -558,7 +618,7 @@ class TaskSeries:
         last = self.last_seen
         wide = last - reach
         got: tuple[int, int] | None = None
-        if len(times) < RECENT_POINTS or times[0] < wide:
+        if not self._recent.full or times[0] < wide:
             since = last - seconds
             n_short = n_wide = 0
             within = True  # still within ``seconds``: the short window stops at its first point older
@@ -620,6 +680,7 @@ class TaskSeries:
         memo_key = ("rate", key, seconds)
         if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
+        self.sparse.asked(seconds)  # the newest rows keep reaching over it
         # a series read less often than the others (node detail, a large fleet's sweep): its last two
         t, v = self._rate_points(key, seconds)
         out = None
@@ -638,6 +699,7 @@ class TaskSeries:
         memo_key = ("ratio", num_key, den_key, seconds)
         if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
+        self.sparse.asked(seconds)
         got_num, got_den = self._windows(num_key, seconds), self._windows(den_key, seconds)
         if got_num is not None and got_den is not None:  # both windows of both series in one walk each
             short = len(got_den[0][1]) >= 2
@@ -817,7 +879,7 @@ class Store:
         ``SPARSE_STRETCH`` windows). Applies to every task, met or to come."""
         if seconds == self.sparse.s:
             return
-        self.sparse.s = seconds  # every task's (one shared object): the rates memoised with the last go
+        self.sparse.set(seconds)  # every task's (one shared object): the rates memoised with the last go
         if self._unbooked or len(self.tasks) + len(self.hosts) <= FIGURES_KEPT_UNDER:
             held: Iterable[TaskSeries] = (*self.tasks.values(), *self.hosts.values())
             self._unbooked = False
@@ -849,10 +911,14 @@ class Store:
         dirty, self._dirty = self._dirty, set()
         return dirty
 
-    def allowed(self, n_series: int) -> int:
-        """Points a series of a task with ``n_series`` series may hold now, within the budget."""
+    def allowed(self, n_series: int, rows: int = RECENT_POINTS, floor: int = MIN_POINTS) -> int:
+        """Points a series of a task with ``n_series`` series may hold now, within the budget: the task's
+        share of it less what the task takes besides its history (:data:`TASK_BYTES`, its ``rows`` newest
+        rows and its newest values, float64), over a point's bytes (its time, float64, and a float32
+        value a series); never under ``floor`` (:data:`MIN_POINTS`, :data:`HOUR_MIN_POINTS`)."""
         per_task = self.history_bytes / max(1, len(self.tasks) + len(self.hosts))
-        return max(MIN_POINTS, min(self.capacity, int(per_task / (8 + 4 * n_series))))
+        fixed = TASK_BYTES + 8 * (rows + 1) * (n_series + 1)
+        return max(floor, min(self.capacity, int((per_task - fixed) / (8 + 4 * n_series))))
 
     def take_fleet(self, roles: Iterable[RoleFigures]) -> None:
         """A large fleet's per-role figures from the server: each job's replace its last ones."""
