@@ -14,8 +14,10 @@ where each cap applies:
 * ``label_length``: characters of a label value, name or tag (``untrusted.clean_text``);
 * ``rows_per_answer``: rows of one Prometheus answer kept (the rest are dropped, with a note);
 * ``cycle_polls``: polls (keys) of one recorded cycle read on replay;
-* ``history_mb``: the store's ring buffers together; past it, new history points reuse the oldest
-  (fewer minutes of history per task, never more memory).
+* ``history_mb``: the store's tasks together (their points and the rest of each, ``store.TASK_BYTES``);
+  past it, new history points reuse the oldest (fewer minutes of history per task, not more memory),
+  down to the points the readers need (``store.MIN_POINTS``): past ~40,000 tasks the store grows with
+  the tasks, ~2.8 kB each (10 series), never with time.
 
 Defaults keep one source under 300 MB (``benchmarks/large_inputs.py`` measures each case).
 """

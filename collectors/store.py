@@ -7,7 +7,9 @@ Compact per task, for a fleet of 100,000 (issue 34): a task's values are one flo
 its time ring (not a ring a key), its newest points one float64 array (:class:`RecentRows`), what its
 newest scrape time read one float64 array and a bitmask; its objects have no ``__dict__``, tasks with the
 same keys share one key → position map, and past :data:`FIGURES_KEPT_UNDER` tasks memoised figures are
-let go after a cycle (~1.3 kB a task with 10 series and a few points, where it was ~6.6 kB)."""
+let go after a cycle (~1.3 kB a task with 10 series and a few points, where it was ~6.6 kB); its newest
+rows are kept only while a rate needs them (:class:`RecentRows`), and its whole footprint counts against
+the history budget (:class:`Store`: ~2.8 kB a task of 10 series at the fleet floor, 4.0 kB before)."""
 
 from __future__ import annotations
 
@@ -787,10 +789,15 @@ class JobSeries:
 
 
 class Store:
-    """Every task's and job's recent history. Bounded: ``capacity`` points per series, and the tasks'
-    rings together about ``history_bytes`` (``[caps] history_mb``; at most twice that, as rings grow
-    by doubling): with many tasks each keeps fewer points (never under :data:`MIN_POINTS`), so memory
-    stays flat and history gets shorter (1 h at 1,000 tasks, ~6 min at 10,000, by default)."""
+    """Every task's and job's recent history. Bounded: ``capacity`` points per series, and the tasks
+    together about ``history_bytes`` (``[caps] history_mb``; the points' part at most twice its share, as
+    rings grow by doubling), each task's whole footprint counted: its points, its newest rows and values
+    at full precision and the rest of it (:data:`TASK_BYTES`, :meth:`allowed`). With many tasks each keeps
+    fewer points, so memory stays flat and history gets shorter (10 series a task, 2 s refresh: 1 h at
+    1,000 tasks, ~6 min at 10,000) down to the floors readers need: :data:`MIN_POINTS` (16: the newest
+    rows' most), :data:`HOUR_MIN_POINTS` (32) for a task with an hour-long series. Past ~40,000 such tasks
+    the floors bind and the store grows past the budget with the tasks, not with time: ~2.8 kB a task
+    of 10 series once its history is full (~280 MB at 100,000 tasks; 4.0 kB before the floors gave way)."""
 
     def __init__(
         self,

@@ -61,7 +61,9 @@ def test_the_grid_holds_what_each_key_read_in_the_order_met(capacity, steps):
         assert tt.tolist() == ts.times.tail() and np.array_equal(vv, col.last(), equal_nan=True)
         assert ts.window_values(k, 1e9)[1] == pytest.approx(col.tail(), nan_ok=True)
     newest = 0 if ts._last is None else 8 * len(ts._last)  # the newest rows and values count too
-    assert ts.nbytes == ts.times.nbytes + 4 * len(ts.times._buf) * len(order) + 8 * len(ts._recent.buf) + newest
+    assert (
+        ts.nbytes == ts.times.nbytes + 4 * len(ts.times._buf) * len(order) + 8 * len(ts._recent.buf) + newest
+    )
     assert "zz" not in ts.values and ts.window("zz", 10.0)[0].size == 0
 
 
