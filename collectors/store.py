@@ -316,7 +316,8 @@ class TaskSeries:
     last_seen: float = math.nan
     host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
     # the values known at ``last_seen`` (merged over the polls of that scrape time: series read in turns),
-    # float64 in key order; which were read: bits of ``_read``; keys past the series cap: ``_extra``
+    # float64 in key order, made only when a second poll of that time comes (else they are the newest row
+    # of ``_recent``: 160 bytes a task spared); which were read: bits of ``_read``; past the cap: ``_extra``
     _last: array[float] | None = field(default=None, repr=False)
     _read: int = field(default=0, repr=False)
     _extra: dict[str, float] | None = field(default=None, repr=False)
@@ -395,14 +396,13 @@ class TaskSeries:
         scrapes it anew, so polls faster than its scrape interval repeat samples (NaN-aware). A poll
         reading only some series (a large fleet's value groups are read in turns) repeats when each
         of its values is the one already held for that scrape time."""
-        last = self._last
-        if last is None or t != self.last_seen:
+        if t != self.last_seen:  # also before any point (NaN)
             return False
         index, read, extra = self._index, self._read, self._extra
         for key, v in values.items():
             i = index.get(key)
             if i is not None and read >> i & 1:
-                a = last[i]
+                a = self._newest(i)
             elif extra is not None and key in extra:
                 a = extra[key]
             else:
@@ -461,9 +461,13 @@ class TaskSeries:
         """What is known at scrape time ``t`` (:meth:`is_repeat`, :meth:`last_value`): ``values`` merged
         into what the polls of the same time read (series read in turns), else only them."""
         index, last = self._index, self._last
-        if last is None or t != self.last_seen:
-            last = array(FLOAT64, row)
-            self._last, self._read, self._extra = last, 0, None
+        if t != self.last_seen:  # a new scrape time: its values are the newest row (just appended)
+            last = self._last = None
+            self._read, self._extra = 0, None
+        elif last is None:  # a second poll of the time: the values read so far, from the row before
+            rows = self._recent
+            stride, buf = rows.stride, rows.buf
+            last = self._last = buf[len(buf) - 2 * stride + 1 : len(buf) - stride]
         elif len(last) < len(row):  # keys met since: not read at this time before
             last.extend(row[len(last) :])
         read = self._read
@@ -474,17 +478,27 @@ class TaskSeries:
                     self._extra = {}
                 self._extra[key] = v
             else:
-                last[i] = v
+                if last is not None:
+                    last[i] = v
                 read |= 1 << i
         self._read = read
 
+    def _newest(self, i: int) -> float:
+        """Key ``i``'s value known at ``last_seen`` (:meth:`_remember_last`)."""
+        last = self._last
+        if last is not None:
+            return last[i]
+        rows = self._recent
+        buf = rows.buf
+        return buf[len(buf) - rows.stride + 1 + i]
+
     def last_value(self, key: str) -> float | None:
         """``key``'s value at the newest point (None when that point did not read it)."""
-        if self._last is None:
+        if not self._recent.buf:
             return None
         i = self._index.get(key)
         if i is not None and self._read >> i & 1:
-            return self._last[i]
+            return self._newest(i)
         return None if self._extra is None else self._extra.get(key)
 
     def gpu_detail(self) -> tuple[list[str], dict[str, float]]:

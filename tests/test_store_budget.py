@@ -129,3 +129,37 @@ def test_at_fleet_scale_the_budget_counts_the_whole_task_and_floors_keep_an_hour
         <= 10_000
         < TASK_BYTES + 8 * 17 * 2 + (allowed + 1) * 12
     )
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(  # polls: a time step (0: the same scrape time again) and the keys read with their values
+        st.tuples(
+            st.sampled_from([0.0, 0.0, 2.0]),
+            st.dictionaries(
+                st.sampled_from(("a", "b", "c")), st.floats(0, 1e9) | st.just(math.nan), max_size=3
+            ),
+        ),
+        max_size=30,
+    ),
+)
+def test_the_newest_values_are_the_merge_of_the_polls_of_the_newest_time(steps):
+    """What is known at the newest scrape time (kept in the newest row until a second poll of that time
+    comes): each key's value from the polls of that time, the last read of it; unread keys unknown."""
+
+    def same(a: float, b: float) -> bool:
+        return a == b or (a != a and b != b)
+
+    ts = TaskSeries(TaskInfo(job="j", task="w"), 16)
+    t, last_t, known = 1.7e9, math.nan, {}
+    for dt, values in steps:
+        t += dt
+        repeat = ts.is_repeat(t, values)
+        assert repeat == (t == last_t and all(k in known and same(known[k], v) for k, v in values.items()))
+        if not repeat:
+            ts.append(t, values)
+            known = {**known, **values} if t == last_t else dict(values)
+            last_t = t
+        for k in ("a", "b", "c"):
+            got = ts.last_value(k)
+            assert (got is None) == (k not in known) and (got is None or same(got, known[k]))
