@@ -60,10 +60,10 @@ MIN_POINTS = RECENT_POINTS
 # collectors/observed.py): an hour of a large fleet's 2-minute sweep (fleet.SWEEP_S) and two points more
 HOUR_MIN_POINTS = 32
 HOUR_KEYS = frozenset((K_LOSS, K_CHECKPOINT_SECONDS_COUNT))
-# a task's bytes besides its points (its objects, its key and identity, its arrays' headers, the store's
-# books): measured with tracemalloc, 20,000 tasks of 10 series at 3 points: 1,471 bytes a task, of which
-# 544 are points (times, grid, newest rows, newest values)
-TASK_BYTES = 930
+# a task's bytes besides its points (its objects, its key and host, its arrays' headers, the store's
+# books): measured with tracemalloc, 20,000 tasks of 10 series on hosts of their own at 3 points: 1,297
+# bytes a task (the store's set of changed tasks aside), of which 456 are points (times, grid, newest rows)
+TASK_BYTES = 850
 FLOAT32: Final = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
 FLOAT64: Final = "d"  # a series' times
 
@@ -811,7 +811,7 @@ class Store:
     1,000 tasks, ~6 min at 10,000) down to the floors readers need: :data:`MIN_POINTS` (16: the newest
     rows' most), :data:`HOUR_MIN_POINTS` (32) for a task with an hour-long series. Past ~40,000 such tasks
     the floors bind and the store grows past the budget with the tasks, not with time: ~2.8 kB a task
-    of 10 series once its history is full (~280 MB at 100,000 tasks; 4.0 kB before the floors gave way)."""
+    of 10 series once its history is full (~265 MB at 100,000 tasks; 4.1 kB before the floors gave way)."""
 
     def __init__(
         self,
