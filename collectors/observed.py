@@ -403,8 +403,9 @@ def node_view(
     state = status.state.value if status else TaskState.UP.value
     up = state == TaskState.UP.value
     net_in, net_out = _net(ts, host, window)
-    hf = _host_figures_or_none(ts, host, window) if up else HostFigures()
+    hf = _host_figures_or_none(ts, host, window) if up else _NO_HOST
     started = _started(ts, status, now)
+    last_checkpoint, checkpoint_s, checkpoint_every = _checkpoints(ts, now)
     return NodeView(
         name=i.name,
         role=i.role,
@@ -436,15 +437,21 @@ def node_view(
         gpu_mem_used_mib=hf.gpu_used,
         gpu_mem_total_mib=hf.gpu_total,
         flags=flags,
+        # a ratio of two series is None when either is not held (most tasks export no all-reduce time)
         allreduce_seconds=_finite(
             ts.mean_of_ratio(M.K_ALLREDUCE_SECONDS_SUM, M.K_ALLREDUCE_SECONDS_COUNT, STEP_WINDOW_S)
         )
-        if up
+        if up and ts.has(M.K_ALLREDUCE_SECONDS_SUM) and ts.has(M.K_ALLREDUCE_SECONDS_COUNT)
         else None,
         rank=i.rank,
         local_rank=i.local_rank,
-        **_checkpoints(ts, now),
+        last_checkpoint_at=last_checkpoint,
+        checkpoint_seconds=checkpoint_s,
+        checkpoint_interval_s=checkpoint_every,
     )
+
+
+_NO_HOST = HostFigures()  # a task not up shows no host figures (one object: frozen)
 
 
 CHECKPOINT_WINDOW_S = 3600.0  # the checkpoint interval is measured over the last hour (two or more writes)
@@ -458,9 +465,12 @@ def _within(x: float, bound: float) -> float | None:
     return float(x) if math.isfinite(x) and 0 < x <= bound else None
 
 
-def _checkpoints(ts: TaskSeries, now: float) -> dict[str, float | None]:
+def _checkpoints(ts: TaskSeries, now: float) -> tuple[float | None, float | None, float | None]:
     """The task's last checkpoint (a plausible Unix time, not ahead of ``now`` by more than a minute), its mean
-    write time and, with two or more writes in the last hour, the mean interval between them."""
+    write time and, with two or more writes in the last hour, the mean interval between them (none of
+    them, unread, for a task that holds none of the series: most of a fleet)."""
+    if not (ts.has(M.K_LAST_CHECKPOINT) or ts.has(M.K_CHECKPOINT_SECONDS_COUNT)):
+        return None, None, None  # what each figure below is with neither series held
     last = ts.latest(M.K_LAST_CHECKPOINT)
     total, count = ts.latest(M.K_CHECKPOINT_SECONDS_SUM), ts.latest(M.K_CHECKPOINT_SECONDS_COUNT)
     interval = None
@@ -472,13 +482,11 @@ def _checkpoints(ts: TaskSeries, now: float) -> dict[str, float | None]:
         if len(grew) >= 2 and pts[grew[-1]][1] > pts[grew[0]][1]:
             a, b = pts[grew[0]], pts[grew[-1]]
             interval = (b[0] - a[0]) / (b[1] - a[1]) or None
-    return {
-        "last_checkpoint_at": last if last is not None and 1e9 < last <= now + 60 else None,
-        "checkpoint_seconds": _within(total / count, MAX_CHECKPOINT_WRITE_S)
-        if total is not None and count
-        else None,
-        "checkpoint_interval_s": interval,
-    }
+    return (
+        last if last is not None and 1e9 < last <= now + 60 else None,
+        _within(total / count, MAX_CHECKPOINT_WRITE_S) if total is not None and count else None,
+        interval,
+    )
 
 
 def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:

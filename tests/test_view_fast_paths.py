@@ -25,7 +25,21 @@ def _keys() -> list[str]:
 
 
 def test_value_range_accepts_exactly_what_valid_value_accepts() -> None:
-    edges = [-math.inf, -1e31, -M.MAX_ABS_VALUE, -1.0, -0.0, 0.0, 5e-324, 0.5, 1.0, 100.0, 1e30, 1e31, math.inf]
+    edges = [
+        -math.inf,
+        -1e31,
+        -M.MAX_ABS_VALUE,
+        -1.0,
+        -0.0,
+        0.0,
+        5e-324,
+        0.5,
+        1.0,
+        100.0,
+        1e30,
+        1e31,
+        math.inf,
+    ]
     for key in _keys():
         low, high = M.value_range(key)
         values = [*edges, math.nan]
@@ -51,3 +65,57 @@ def test_a_large_fleets_folded_detail_drops_each_implausible_value_and_keeps_a_g
     want = {k: v for k, v in bad.items() if M.valid_value(k, v)}
     assert b.values == want == {M.K_PROCESS_CPU: 3.5, M.K_GLOBAL_STEP: 7.0}
     assert b.dropped == 2
+
+
+def _view_cases() -> list[dict[str, float]]:
+    """Two points' values of a task: none, one or both of each pair of series the view's short cuts skip."""
+    last, ck_sum, ck_count = M.K_LAST_CHECKPOINT, M.K_CHECKPOINT_SECONDS_SUM, M.K_CHECKPOINT_SECONDS_COUNT
+    ar_sum, ar_count = M.K_ALLREDUCE_SECONDS_SUM, M.K_ALLREDUCE_SECONDS_COUNT
+    return [
+        {},
+        {ar_sum: 1.0},
+        {ar_count: 4.0},
+        {ar_sum: 1.0, ar_count: 4.0},
+        {last: 1.7e9},
+        {ck_count: 3.0},
+        {ck_sum: 6.0},
+        {ck_sum: 6.0, ck_count: 3.0, last: 1.7e9 + 50},
+    ]
+
+
+def test_a_views_skipped_figures_are_what_their_definitions_give() -> None:
+    """node_view leaves a task's all-reduce and checkpoint figures unread when it holds neither series of
+    them: each figure is still what its definition (the store's ratio, the checkpoint reading) gives."""
+    from cmdare.collectors.lifecycle import Lifecycle
+    from cmdare.collectors.observed import STEP_WINDOW_S, _finite, node_view
+    from cmdare.collectors.samples import TaskInfo, TaskPoll
+    from cmdare.collectors.store import Store
+
+    info = TaskInfo(job="j", task="w1", role="worker", gpu="P100")
+    shown: set[str] = set()
+    for case in _view_cases():
+        store, life = Store(), Lifecycle()
+        for t, grow in ((1.7e9, 0.0), (1.7e9 + 10, 1.0)):  # a counter grows between the two points
+            values = {
+                M.K_WORKER_STEPS: 100.0 + 10 * grow,
+                **{k: v if k == M.K_LAST_CHECKPOINT else v * (1 + grow) for k, v in case.items()},
+            }
+            poll = TaskPoll(source="http://w1", t=t, ok=True, info=info, values=values)
+            store.add(poll)
+            life.observe([poll])
+        ts, status, now = store.tasks[info.key], life.nodes[info.key], 1.7e9 + 20
+        view = node_view(ts, status, now)
+        ratio = ts.mean_of_ratio(M.K_ALLREDUCE_SECONDS_SUM, M.K_ALLREDUCE_SECONDS_COUNT, STEP_WINDOW_S)
+        assert view.allreduce_seconds == _finite(ratio), case
+        last = ts.latest(M.K_LAST_CHECKPOINT)
+        assert view.last_checkpoint_at == (last if last is not None and 1e9 < last <= now + 60 else None), (
+            case
+        )
+        total, count = ts.latest(M.K_CHECKPOINT_SECONDS_SUM), ts.latest(M.K_CHECKPOINT_SECONDS_COUNT)
+        want = total / count if total is not None and count else None
+        assert view.checkpoint_seconds == want, case
+        if M.K_CHECKPOINT_SECONDS_COUNT not in case:
+            assert view.checkpoint_interval_s is None
+        shown.update(k for k in ("allreduce_seconds", "checkpoint_seconds", "last_checkpoint_at")
+                     if getattr(view, k) is not None)  # fmt: skip
+    assert shown == {"allreduce_seconds", "checkpoint_seconds", "last_checkpoint_at"}  # each one met, too
