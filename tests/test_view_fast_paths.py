@@ -119,3 +119,52 @@ def test_a_views_skipped_figures_are_what_their_definitions_give() -> None:
         shown.update(k for k in ("allreduce_seconds", "checkpoint_seconds", "last_checkpoint_at")
                      if getattr(view, k) is not None)  # fmt: skip
     assert shown == {"allreduce_seconds", "checkpoint_seconds", "last_checkpoint_at"}  # each one met, too
+
+
+def test_columns_updated_at_the_overviews_changed_positions_are_the_columns_compared_and_read_whole() -> None:
+    """A job view says which positions of its node list hold new views (``JobView.change``); the planner's
+    columns read only those, and hold what a comparison of every position and a whole read give."""
+    import numpy as np
+
+    from cmdare.collectors.lifecycle import Lifecycle
+    from cmdare.collectors.observed import OverviewCache, build_jobs
+    from cmdare.collectors.samples import TaskInfo, TaskPoll
+    from cmdare.collectors.store import Store
+    from cmdare.planner.rules.worker_columns import _ARRAYS, JobColumns
+
+    store, life, cache = Store(), Lifecycle(), OverviewCache()
+    infos = [TaskInfo(job="j", task=f"worker-{i}", role="worker", gpu="K80") for i in range(12)]
+    cols: JobColumns | None = None
+    for step, t in enumerate((1000.0, 1002.0, 1004.0, 1006.0)):
+        # each refresh a few tasks bring a point (a sweep), one of them slower each time
+        polls = [
+            TaskPoll(source=f"http://{i.task}", t=t, ok=True, info=i,
+                     values={M.K_WORKER_STEPS: t * (1 + k % 3), M.K_STEP_SECONDS_SUM: t / 10, M.K_STEP_SECONDS_COUNT: t})
+            for k, i in enumerate(infos) if step == 0 or k % 4 == step % 4
+        ]  # fmt: skip
+        for p in polls:
+            store.add(p)
+        life.observe(polls)
+        (job,) = build_jobs(store, life, t, cache=cache)
+        if cols is None:
+            cols = JobColumns.of(job)
+            continue
+        was = list(cols.nodes)
+        assert job.change is not None and job.change.base is cols.nodes and job.change.nodes is job.nodes
+        compared = [k for k, (a, b) in enumerate(zip(job.nodes, was, strict=True)) if a is not b]
+        assert job.change.positions == compared and compared  # the same positions a comparison finds
+        cols = cols.update(job.nodes, job.change)
+        assert cols.changed == len(compared)
+        whole = JobColumns(job.nodes)
+        for name in _ARRAYS:
+            assert np.array_equal(getattr(cols, name), getattr(whole, name), equal_nan=True), name
+    # a change that does not describe the list last read is not trusted: every position compared
+    assert cols is not None
+    stale = JobColumns(list(cols.nodes))  # the same views, another list than the change's base
+    poll = TaskPoll(source="http://w", t=1008.0, ok=True, info=infos[0], values={M.K_WORKER_STEPS: 9e3})
+    store.add(poll)
+    life.observe([poll])
+    (job,) = build_jobs(store, life, 1008.0, cache=cache)
+    assert job.change is not None and job.change.positions == [0]
+    wrong = type(job.change)(job.change.base, job.change.nodes, [])  # positions a reader must not trust
+    assert stale.update(job.nodes, wrong).changed == 1  # compared: the one new view read
