@@ -195,11 +195,7 @@ def decode_pairs(
     if fast is None:
         rows = _parse(body, status, "vector", cut)
         return Pairs([r["metric"].get(label, "") for r in rows], [r["value"][1] for r in rows])
-    limit = caps.current().rows_per_answer
-    if len(fast.keys) > limit:
-        if cut is not None:
-            cut.append(len(fast.keys) - limit)
-        del fast.keys[limit:], fast.values[limit:]
+    _cap_rows(fast.keys, fast.values, cut)
     return fast
 
 
@@ -286,12 +282,17 @@ def decode_labelled(
     out = LabelledRows(_LABELS_TEXT.findall(array), _VALUE_TEXT.findall(array))
     if len(out.labels) != len(out.values):
         return _parse(body, status, "vector", cut)
-    limit = caps.current().rows_per_answer
-    if len(out.labels) > limit:
-        if cut is not None:
-            cut.append(len(out.labels) - limit)
-        del out.labels[limit:], out.values[limit:]
+    _cap_rows(out.labels, out.values, cut)
     return out
+
+
+def _cap_rows(first: list[str], second: list[Any], cut: list[int] | None) -> None:
+    """Both lists cut to the rows cap (``[caps] rows_per_answer``), what was left out counted in ``cut``."""
+    limit = caps.current().rows_per_answer
+    if len(first) > limit:
+        if cut is not None:
+            cut.append(len(first) - limit)
+        del first[limit:], second[limit:]
 
 
 def labels_of(text: str) -> dict[str, str]:
