@@ -226,6 +226,19 @@ def valid_value(key: str, x: float) -> bool:
     return bound is None or bound.low <= x <= bound.high
 
 
+def value_range(key: str) -> tuple[float, float]:
+    """The closed range ``(low, high)`` :func:`valid_value` accepts for ``key``: ``low <= x <= high``
+    is ``valid_value(key, x)`` for every float ``x`` (NaN and the infinities fall outside), so a source
+    checking many values of a few keys reads each key's bounds once."""
+    low, high = -MAX_ABS_VALUE, MAX_ABS_VALUE
+    if is_counter_key(key):
+        low = 0.0
+    bound = value_bound(key)
+    if bound is not None:
+        low, high = max(low, bound.low), min(high, bound.high)
+    return low, high
+
+
 # --- plausible ranges per metric kind -------------------------------------------------------------
 # A value outside its kind's range is refused where it enters, with a note naming it (never the poll).
 # Bounds are definitions where the metric has one (a percentage, a ratio, memory available <= the

@@ -126,6 +126,18 @@ def training_figures(tasks: list[TaskSeries], window: float = 3600.0) -> Trainin
     )
 
 
+@dataclass(frozen=True, slots=True)
+class NodesChange:
+    """A job's node list (``nodes``) made as a copy of ``base`` with other views at ``positions``
+    (ascending, each once): every other position holds the same view object. Both lists are held by
+    identity, so a reader checks it holds ``base`` and is given ``nodes`` before trusting the positions
+    (at 100,000 tasks, comparing the lists costs ~100,000 steps a refresh; a sweep changes ~800)."""
+
+    base: list[NodeView]
+    nodes: list[NodeView]
+    positions: list[int]
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobView:
     name: str
@@ -149,6 +161,9 @@ class JobView:
     # views changed; None: counted from ``nodes`` when first asked (:attr:`_kinds`). It goes with ``nodes``: a
     # copy with other nodes (``dataclasses.replace(job, nodes=…)``) passes ``tally=None``.
     tally: dict[Kind, int] | None = field(default=None, repr=False, compare=False)
+    # How ``nodes`` was made from the job's previous node list: :class:`NodesChange` (None: unknown, e.g. a
+    # job whose tasks were ordered anew, or a copy): who keeps columns over the nodes reads only those.
+    change: NodesChange | None = field(default=None, repr=False, compare=False)
     # What :meth:`memo` computed of this view, by the function that computed it (the view's own cache).
     _memo: dict[Callable[[JobView], object], object] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -403,8 +418,9 @@ def node_view(
     state = status.state.value if status else TaskState.UP.value
     up = state == TaskState.UP.value
     net_in, net_out = _net(ts, host, window)
-    hf = _host_figures_or_none(ts, host, window) if up else HostFigures()
+    hf = _host_figures_or_none(ts, host, window) if up else _NO_HOST
     started = _started(ts, status, now)
+    last_checkpoint, checkpoint_s, checkpoint_every = _checkpoints(ts, now)
     return NodeView(
         name=i.name,
         role=i.role,
@@ -436,15 +452,21 @@ def node_view(
         gpu_mem_used_mib=hf.gpu_used,
         gpu_mem_total_mib=hf.gpu_total,
         flags=flags,
+        # a ratio of two series is None when either is not held (most tasks export no all-reduce time)
         allreduce_seconds=_finite(
             ts.mean_of_ratio(M.K_ALLREDUCE_SECONDS_SUM, M.K_ALLREDUCE_SECONDS_COUNT, STEP_WINDOW_S)
         )
-        if up
+        if up and ts.has(M.K_ALLREDUCE_SECONDS_SUM) and ts.has(M.K_ALLREDUCE_SECONDS_COUNT)
         else None,
         rank=i.rank,
         local_rank=i.local_rank,
-        **_checkpoints(ts, now),
+        last_checkpoint_at=last_checkpoint,
+        checkpoint_seconds=checkpoint_s,
+        checkpoint_interval_s=checkpoint_every,
     )
+
+
+_NO_HOST = HostFigures()  # a task not up shows no host figures (one object: frozen)
 
 
 CHECKPOINT_WINDOW_S = 3600.0  # the checkpoint interval is measured over the last hour (two or more writes)
@@ -458,9 +480,12 @@ def _within(x: float, bound: float) -> float | None:
     return float(x) if math.isfinite(x) and 0 < x <= bound else None
 
 
-def _checkpoints(ts: TaskSeries, now: float) -> dict[str, float | None]:
+def _checkpoints(ts: TaskSeries, now: float) -> tuple[float | None, float | None, float | None]:
     """The task's last checkpoint (a plausible Unix time, not ahead of ``now`` by more than a minute), its mean
-    write time and, with two or more writes in the last hour, the mean interval between them."""
+    write time and, with two or more writes in the last hour, the mean interval between them (none of
+    them, unread, for a task that holds none of the series: most of a fleet)."""
+    if not (ts.has(M.K_LAST_CHECKPOINT) or ts.has(M.K_CHECKPOINT_SECONDS_COUNT)):
+        return None, None, None  # what each figure below is with neither series held
     last = ts.latest(M.K_LAST_CHECKPOINT)
     total, count = ts.latest(M.K_CHECKPOINT_SECONDS_SUM), ts.latest(M.K_CHECKPOINT_SECONDS_COUNT)
     interval = None
@@ -472,13 +497,11 @@ def _checkpoints(ts: TaskSeries, now: float) -> dict[str, float | None]:
         if len(grew) >= 2 and pts[grew[-1]][1] > pts[grew[0]][1]:
             a, b = pts[grew[0]], pts[grew[-1]]
             interval = (b[0] - a[0]) / (b[1] - a[1]) or None
-    return {
-        "last_checkpoint_at": last if last is not None and 1e9 < last <= now + 60 else None,
-        "checkpoint_seconds": _within(total / count, MAX_CHECKPOINT_WRITE_S)
-        if total is not None and count
-        else None,
-        "checkpoint_interval_s": interval,
-    }
+    return (
+        last if last is not None and 1e9 < last <= now + 60 else None,
+        _within(total / count, MAX_CHECKPOINT_WRITE_S) if total is not None and count else None,
+        interval,
+    )
 
 
 def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
@@ -686,19 +709,26 @@ def build_jobs(
     extra = _extra_rows(store, lifecycle, now, cache, dirty)
     out = []
     for name in dict.fromkeys([*cache.members, *extra]):  # in the order jobs were first seen
+        change: NodesChange | None = None
         if name in cache.grown or name not in cache.nodes:
             _order_job(name, cache)
         elif name in cache.changed:  # the same tasks, some with new views: put those in their places
-            nodes = list(cache.nodes[name])
+            base = cache.nodes[name]
+            nodes = list(base)
             at, number = cache.at[name], cache.members[name]
+            places = []
             for key in cache.changed.get(name, ()):
-                nodes[at[number[key]]] = cache.built[key].view
+                place = at[number[key]]
+                nodes[place] = cache.built[key].view
+                places.append(place)
             cache.nodes[name] = nodes
+            change = NodesChange(base, nodes, sorted(set(places)))
         cache.changed.pop(name, None)
         rows = extra.get(name, [])
         kinds = Counter(cache.kinds.get(name, ())) + Counter(_kind(n) for n in rows)
         nodes = _with_rows(cache.nodes[name], rows) if rows else cache.nodes[name]
-        out.append(_job_view(store, name, nodes, history, +kinds))
+        # rows of no task move the places: no change said then
+        out.append(_job_view(store, name, nodes, history, +kinds, None if rows else change))
     return out
 
 
@@ -720,7 +750,12 @@ def _order_job(name: str, cache: OverviewCache) -> None:
 
 
 def _job_view(
-    store: Store, name: str, nodes: list[NodeView], history: int, kinds: Counter[Kind] | None = None
+    store: Store,
+    name: str,
+    nodes: list[NodeView],
+    history: int,
+    kinds: Counter[Kind] | None = None,
+    change: NodesChange | None = None,
 ) -> JobView:
     """The job's figures from its series, with its tasks' views."""
     js = store.job(name)
@@ -761,6 +796,7 @@ def _job_view(
         steps_coverage=js.steps_coverage,
         examples_coverage=js.examples_coverage,
         tally=None if kinds is None else dict(kinds),  # counted as the views changed (as _kinds would)
+        change=change,
     )
 
 

@@ -161,7 +161,7 @@ class Analysis:
     def _columns(self, job: JobView) -> JobColumns:
         """The job's columns: the last refresh's, updated where its views changed."""
         kept = self.columns.get(job.name)
-        return JobColumns.of(job) if kept is None else kept.update(job.nodes)
+        return JobColumns.of(job) if kept is None else kept.update(job.nodes, job.change)
 
     def _predictions(self, jobs: list[JobView]) -> dict[str, list[ShapeOutlook]]:
         """The current shape's prediction (first) and nearby shapes, per job with a known network and shape."""
