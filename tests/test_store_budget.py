@@ -116,7 +116,7 @@ def test_at_fleet_scale_the_budget_counts_the_whole_task_and_floors_keep_an_hour
     assert len(plain.times) == MIN_POINTS and len(plain._recent) == LATEST_LOOKBACK
     assert len(checkpointed.times) == HOUR_MIN_POINTS
     assert checkpointed.times.tail()[-1] - checkpointed.times.tail()[0] >= CHECKPOINT_WINDOW_S - 240
-    assert _checkpoints(checkpointed, 1.7e9 + 120.0 * 40)["checkpoint_interval_s"] == 1200.0
+    assert _checkpoints(checkpointed, 1.7e9 + 120.0 * 40)[2] == 1200.0  # (last, mean write, interval)
     # the whole task counted: at 10,000 tasks' share (10x) the points fit in the share less the rest
     roomy = Store(capacity=1800, history_bytes=200 * 10_000)
     for i in range(200):
