@@ -99,8 +99,10 @@ def test_the_same_instances_and_values_as_the_rows(body: bytes, quick: bool) -> 
         # two "result" keys: JSON's last one wins
         b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a"},"value":[1,"2"]}],"result":[]}}',
         b"\xff" + _body([_row("a:1", "1")]),
+        # a raw control character in a label value (not JSON: decode refuses the answer; so must this)
+        _body([_row("a:1", "1")]).replace(b"a:1", b"a\x1b[2J:1"),
     ],
-    ids=range(6),
+    ids=range(7),
 )
 def test_odd_answers_give_what_decode_gives(body: bytes) -> None:
     try:
@@ -203,6 +205,16 @@ def test_labelled_rows_are_the_rows_decode_gives(rows: list[object], quick: bool
     assert isinstance(got, A.LabelledRows) == quick
     want = decode(body, "application/json", 200)
     assert _labelled_as_rows(got) == [(r["metric"], r["value"][1]) for r in want]
+
+
+def test_labelled_rows_leave_a_raw_control_character_to_decode() -> None:
+    body = _body(DETAIL).replace(b'"instance":"', b'"instance":"\x07', 1)  # not JSON
+    assert A._checked_array(body, A._ROWS) is None
+    with pytest.raises(PrometheusAPIError) as want:
+        decode(body, "application/json", 200)
+    with pytest.raises(PrometheusAPIError) as got:
+        A.decode_labelled(body, "application/json", 200)
+    assert str(got.value) == str(want.value)
 
 
 def test_labelled_rows_keep_decodes_errors_and_cap() -> None:

@@ -159,9 +159,10 @@ class Pairs:
 
 
 # a row of a one-label answer exactly as Prometheus and VictoriaMetrics write it: the label, the
-# evaluation time (a plain decimal: always finite) and the value's text, no escapes (no backslash)
+# evaluation time (a plain decimal: always finite) and the value's text, no escapes (no backslash) and no
+# raw control character (not JSON: decode refuses such an answer, so the quick readers leave it to decode)
 _TIME = r"-?[0-9]{1,12}(?:\.[0-9]{1,9})?"
-_TEXT = r'"[^"\\]*+"'
+_TEXT = r'"[^"\\\x00-\x1f]*+"'
 _MARK = '["\\u0001"]'  # JSON for ["\x01"]: an escape, so in no answer _pairs_fast reads
 _VALUE_TEXT = re.compile(r',"([^"]*)"\]\}')  # a checked answer's rows end in ,"text"]} and nothing else does
 
@@ -258,7 +259,7 @@ class LabelledRows:
     values: list[str]
 
 
-_PAIR = r'"[^"\\]*+":"[^"\\]*+"'
+_PAIR = rf"{_TEXT}:{_TEXT}"
 _ROW = rf'\{{"metric":\{{(?:{_PAIR}(?:,{_PAIR})*+)?\}},"value":\[{_TIME},{_TEXT}\]\}}'
 _ROWS = re.compile(rf"\[(?>{_ROW},)*+{_ROW}\]")
 _LABELS_TEXT = re.compile(r'\{"metric":\{((?:"[^"]*":"[^"]*",?)*)\}')
