@@ -3,7 +3,7 @@
 per-task aggregate queries (``sum by (job, instance)``: the server folds ~300 series into ~12).
 
     python benchmarks/prometheus_scale.py [--targets 100,1000] [--refreshes 8] [--quick]
-    python benchmarks/prometheus_scale.py --synthetic 1000,10000 [--scrape 15] [--refreshes 8]
+    python benchmarks/prometheus_scale.py --synthetic 1000,10000 [--scrape 15] [--refreshes 60]
 
 Per N: the monitor's CPU share of one core at a 2 s refresh (Prometheus and the farm run in their
 own processes and are not counted), and wall time per refresh (query + decode + store + overview).
@@ -39,6 +39,10 @@ TARGET_CPU = 0.10
 TARGET_REFRESH_S = 0.200
 REFRESH_S = 2.0
 SCRAPE_INTERVAL = "5s"  # Prometheus' own scrape interval (its cost is not the monitor's)
+# --synthetic measures 60 refreshes (120 s) at each N: a whole sweep at 10,000 tasks (SWEEP_S) and a dozen column
+# reads, so that where the window falls on them (and on a full garbage collection) moves the figure little; with 8
+# refreshes (16 s) one column read or collection more or less moved the 10,000-task figure 0.044-0.079 s
+SYNTHETIC_REFRESHES = 60
 
 
 def peak_rss_mb() -> float:
@@ -53,7 +57,7 @@ def cpu_seconds() -> float:
 
 async def _measure(
     url: str, n: int, refreshes: int, caps: dict[str, int] | None = None
-) -> tuple[float, float, list[float], int, float]:
+) -> tuple[float, float, list[float], int, float, list[float]]:
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 
@@ -82,20 +86,30 @@ async def _measure(
         if hasattr(session, "update_plans"):
             await session.update_plans()  # the live planner's first (model-loading) ranking
         walls: list[float] = []
+        cycles: list[float] = []  # CPU of each refresh's cycle (the refresh and its pause: threads included)
         c0, t0, l0 = cpu_seconds(), time.monotonic(), main_thread_cpu()
         nodes = 0
         for _ in range(refreshes):
-            start = time.monotonic()
+            start, c_start = time.monotonic(), cpu_seconds()
             state = await session.refresh()
             walls.append(time.monotonic() - start)
             nodes = sum(len(j.nodes) for j in state.jobs)
             await asyncio.sleep(max(0.0, REFRESH_S - (time.monotonic() - start)))
+            cycles.append(cpu_seconds() - c_start)
         wall = time.monotonic() - t0
         cpu = cpu_seconds() - c0
         share, loop_share = cpu / wall, (main_thread_cpu() - l0) / wall
     finally:
         await session.aclose()
-    return share, loop_share, walls, nodes, cpu / refreshes
+    return share, loop_share, walls, nodes, cpu / refreshes, cycles
+
+
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+    """The quartiles of ``xs`` (its median in the middle): how much one refresh's CPU moves in a run."""
+    if len(xs) < 2:
+        return (xs[0],) * 3 if xs else (0.0, 0.0, 0.0)
+    q1, q2, q3 = statistics.quantiles(xs, n=4)
+    return q1, q2, q3
 
 
 def measure(n: int, refreshes: int) -> dict[str, float]:
@@ -109,7 +123,7 @@ def measure(n: int, refreshes: int) -> dict[str, float]:
                 "count(cmdare_worker_steps_total)", lambda r: bool(r) and float(r[0]["value"][1]) >= n, 60
             )
             time.sleep(2 * float(SCRAPE_INTERVAL.rstrip("s")) + 1)  # two scrapes: rates exist
-            share, loop_share, walls, nodes, _ = asyncio.run(_measure(prom.url, n, refreshes))
+            share, loop_share, walls, nodes, _, _ = asyncio.run(_measure(prom.url, n, refreshes))
         finally:
             prom.stop()
     med = statistics.median(walls)
@@ -134,14 +148,18 @@ def synthetic(ns: list[int], refreshes: int, scrape_s: float) -> list[dict[str, 
             c0 = cpu_seconds()
             # past the default tasks cap (10,000) the session is configured for N, as a user would
             caps = {"tasks": n} if n > 10_000 else None
-            share, _, walls, nodes, per = asyncio.run(_measure(prom.url, n, refreshes, caps))
+            share, _, walls, nodes, per, cycles = asyncio.run(_measure(prom.url, n, refreshes, caps))
         rss = peak_rss_mb()
+        q1, q2, q3 = quartiles(cycles)
         out.append({"n": n, "cpu_per_refresh": per, "cpu": share, "refresh_s": statistics.median(walls),
                     "rss_mb": rss})  # fmt: skip
         print(
             f"  N={n:6d} cpu {per:6.3f} s per refresh ({share:6.1%} of one core) | refresh median "
             f"{statistics.median(walls) * 1000:5.0f} ms max {max(walls) * 1000:5.0f} ms | nodes {nodes}/{n}"
             f" | peak RSS {rss:.0f} MB | warm-up and measure {cpu_seconds() - c0:.1f} s CPU"
+        )
+        print(
+            f"           a refresh's CPU over {len(cycles)} refreshes: quartiles {q1:.3f} / {q2:.3f} / {q3:.3f} s"
         )
     if len(out) > 1:
         a, b = out[0], out[-1]
@@ -178,7 +196,9 @@ def run(ns: list[int], refreshes: int) -> list[dict[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default="100,1000")
-    ap.add_argument("--refreshes", type=int, default=8)
+    ap.add_argument(
+        "--refreshes", type=int, default=None, help="refreshes measured at each N (8; --synthetic: 60)"
+    )
     ap.add_argument("--quick", action="store_true", help="CI-sized: 100 nodes, 4 refreshes")
     ap.add_argument(
         "--synthetic", default="", help="task counts against the synthetic server, e.g. 1000,10000"
@@ -188,10 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     a = ap.parse_args(argv)
     if a.synthetic:
-        synthetic([int(x) for x in a.synthetic.split(",")], a.refreshes, a.scrape)
+        synthetic([int(x) for x in a.synthetic.split(",")], a.refreshes or SYNTHETIC_REFRESHES, a.scrape)
         return 0
     ns = [100] if a.quick else [int(x) for x in a.targets.split(",")]
-    run(ns, 4 if a.quick else a.refreshes)
+    run(ns, 4 if a.quick else a.refreshes or 8)
     return 0
 
 
