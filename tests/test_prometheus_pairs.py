@@ -9,15 +9,24 @@ from __future__ import annotations
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from itertools import repeat
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cmdare.collectors import caps
+from cmdare.collectors import metrics as M
 from cmdare.collectors.http_client import Budget
 from cmdare.collectors.prometheus import answers as A
 from cmdare.collectors.prometheus.answers import Pairs, PrometheusAPIError, decode, decode_pairs
+from cmdare.collectors.prometheus.fleet import ColumnValues, FleetColumns, _float
+from cmdare.collectors.samples import TaskInfo
 
 
 def _body(rows: list[object], **extra: object) -> bytes:
@@ -32,6 +41,11 @@ def _as_rows(body: bytes) -> Pairs:
     """What the answer's rows say (decode, then taken apart): what decode_pairs must give."""
     rows = decode(body, "application/json", 200)
     return Pairs([r["metric"].get("instance", "") for r in rows], [r["value"][1] for r in rows])
+
+
+def _quick(body: bytes) -> bool:
+    """Whether ``decode_pairs`` reads the answer the quick way (no object a row)."""
+    return A._checked_array(body, A._one_label("instance")[0]) is not None
 
 
 ROWS = [_row(f"10.0.{i // 250}.{i % 250}:9400", repr(0.1 + i / 7)) for i in range(1000)]
@@ -69,7 +83,7 @@ ROWS = [_row(f"10.0.{i // 250}.{i % 250}:9400", repr(0.1 + i / 7)) for i in rang
 )
 def test_the_same_instances_and_values_as_the_rows(body: bytes, quick: bool) -> None:
     assert decode_pairs(body, "application/json", 200, "instance") == _as_rows(body)
-    assert (A._pairs_fast(body, "instance") is not None) == quick
+    assert _quick(body) == quick
 
 
 @pytest.mark.parametrize(
@@ -114,7 +128,7 @@ def test_odd_answers_give_what_decode_gives(body: bytes) -> None:
     except PrometheusAPIError as exc:
         got = str(exc)
     assert got == want
-    assert A._pairs_fast(body, "instance") is None
+    assert not _quick(body)
 
 
 def test_an_html_page_and_the_budget_refuse_as_decode_does() -> None:
@@ -163,7 +177,7 @@ def test_victoriametrics_answers_take_the_quick_way(tmp_path: Path) -> None:
             time.sleep(0.1)
     finally:
         vm.stop()
-    assert A._pairs_fast(body, "instance") is not None
+    assert _quick(body)
     got = decode_pairs(body, "application/json", 200, "instance")
     assert got == _as_rows(body) and len(got.keys) == 50 and "10.0.0.7:9400" in got.keys
 
@@ -256,3 +270,85 @@ def test_identities_read_as_labelled_rows_make_the_same_tasks() -> None:
     kept = [i for i in again if again[i].info is by_text[i].info]  # unchanged labels: the same identity
     assert sorted(kept) == sorted(i for i, t in again.items() if t.info.region == "us-east1")  # (a cut value
     # reads as changed: made again, _made_from)
+
+
+# --- a column read a chunk at a time straight into the fleet's array (read_pairs → FleetColumns.lay_out)
+
+
+def _old_column(cols: FleetColumns, rows: list[dict[str, Any]]) -> tuple[np.ndarray, int]:
+    """The column as it was read before (the whole answer's rows, converted at once): the reference."""
+    keys = [r["metric"].get("instance", "") for r in rows]
+    texts = [r["value"][1] for r in rows]
+    n = len(cols.instances)
+    out = np.full(n + 1, np.nan)
+    idx = np.fromiter(map(cols.index.get, keys, repeat(n)), np.intp, len(keys))
+    try:
+        vals = np.array(texts, dtype=float) if texts else np.empty(0)
+    except (TypeError, ValueError):
+        vals = np.array([_float(x) for x in texts], dtype=float)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(vals) & (vals >= 0) & (vals <= M.MAX_ABS_VALUE)
+        out[idx] = np.where(ok, vals, np.nan)
+    return out[:n], int(np.count_nonzero(~ok & ~np.isnan(vals)))
+
+
+_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from(["+Inf", "-Inf", "NaN", "1e309", "-0", "1e30", "1.0000001e30", "garbage", "", "1_0"]),
+)
+_INSTANCES = [f"10.0.0.{i}:9400" for i in range(12)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(st.tuples(st.sampled_from([*_INSTANCES, "elsewhere:1"]), _VALUES), max_size=40),
+    chunk=st.integers(1, 400),
+    cap=st.integers(1, 50),
+    known=st.integers(0, 12),
+    moved=st.booleans(),
+)
+def test_a_column_read_in_chunks_is_the_column_read_whole(
+    rows: list[tuple[str, str]], chunk: int, cap: int, known: int, moved: bool
+) -> None:
+    """Any rows (duplicates, instances not known, values no number, infinite, negative, past 1e30), any
+    chunk size and rows cap: the same array, the same implausible count and the same rows cut as the
+    whole answer's rows read at once; laid out over the tasks known before a new read of who they are,
+    then taken by the new columns: as if read over the new ones."""
+    body = _body([_row(i, v) for i, v in rows])
+    tasks = {i: TaskInfo(job="j", task=f"worker-{n}") for n, i in enumerate(_INSTANCES[:known])}
+    now = {i: TaskInfo(job="j", task=f"worker-{n}") for n, i in enumerate(_INSTANCES[known // 2 :])}
+    over = FleetColumns(tasks)
+    cols = FleetColumns(now, carry=over) if moved else over
+    before = caps.current()
+    caps.configure(rows_per_answer=cap)
+    old_chunk = A.CHUNK_CHARS
+    A.CHUNK_CHARS = chunk
+    try:
+        want_cut: list[int] = []
+        kept = decode(body, "application/json", 200, cut=want_cut)
+        want, want_bad = _old_column(cols, kept)
+        cut: list[int] = []
+        laid = A.read_pairs(body, "application/json", 200, "instance", over.lay_out, cut=cut)
+    finally:
+        A.CHUNK_CHARS = old_chunk
+        caps.configure(before)
+    cols.take("steps", laid, 1.0)
+    assert np.array_equal(cols.arrays["steps"], want, equal_nan=True)
+    assert cols.implausible == laid.implausible == want_bad
+    assert sum(cut) == sum(want_cut)
+
+
+def test_a_large_column_is_read_in_chunks_and_keeps_no_text() -> None:
+    """A 20,000-row column: read in several chunks, kept as one array over the tasks (no text)."""
+    instances = [f"10.{i // 250}.0.{i % 250}:9400" for i in range(20_000)]
+    body = _body([_row(i, repr(n / 3)) for n, i in enumerate(instances)])
+    cols = FleetColumns({i: TaskInfo(job="j", task=f"worker-{n}") for n, i in enumerate(instances)})
+    sizes: list[int] = []
+
+    def lay_out(chunks: Iterator[Pairs]) -> ColumnValues:
+        return cols.lay_out(c for c in chunks if not sizes.append(len(c.keys)))
+
+    laid = A.read_pairs(body, "application/json", 200, "instance", lay_out)
+    assert len(sizes) > 2 and sum(sizes) == 20_000 and max(sizes) < 10_000
+    assert laid.over is cols and laid.stray_keys == [] and laid.values.dtype == np.float64
+    assert np.allclose(laid.values, np.arange(20_000) / 3)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -163,8 +163,13 @@ class Pairs:
 # raw control character (not JSON: decode refuses such an answer, so the quick readers leave it to decode)
 _TIME = r"-?[0-9]{1,12}(?:\.[0-9]{1,9})?"
 _TEXT = r'"[^"\\\x00-\x1f]*+"'
-_MARK = '["\\u0001"]'  # JSON for ["\x01"]: an escape, so in no answer _pairs_fast reads
+_MARK = '["\\u0001"]'  # JSON for ["\x01"]: an escape, so in no answer read_pairs reads
 _VALUE_TEXT = re.compile(r',"([^"]*)"\]\}')  # a checked answer's rows end in ,"text"]} and nothing else does
+
+
+R = TypeVar("R")
+CHUNK_CHARS = 1 << 19  # characters of an answer's rows read into text at a time (~7,000 rows of a column)
+_NEXT_ROW = '},{"metric":'  # in a checked array only between two rows: no text in it holds a quote
 
 
 @functools.cache
@@ -186,37 +191,88 @@ def decode_pairs(
     cut: list[int] | None = None,
 ) -> Pairs:
     """A vector answer whose rows each carry the one label ``label`` (``max by (instance) (…)``), as
-    :class:`Pairs`: what :func:`decode` would give, read without an object a row. The result array is
-    checked whole against the shape engines write (each row ``{"metric":{label:"…"},"value":[t,"…"]}``,
-    no escapes); the envelope around it is parsed with the array taken out. Any other answer (other
-    labels, escapes, another layout, an error) is read by :func:`decode` and its rows taken apart: the
-    same rows, the same errors, slower. Budget and rows cap as :func:`decode`."""
+    :class:`Pairs`: what :func:`decode` would give, read without an object a row (:func:`read_pairs`,
+    its chunks joined)."""
+    return read_pairs(body, ctype, status, label, _joined, values, cut)
+
+
+def read_pairs(
+    body: bytes | bytearray,
+    ctype: str,
+    status: int,
+    label: str,
+    read: Callable[[Iterator[Pairs]], R],
+    values: Budget | None = None,
+    cut: list[int] | None = None,
+) -> R:
+    """What ``read`` makes of a vector answer whose rows each carry the one label ``label``, handed to it
+    as :class:`Pairs` of at most ~:data:`CHUNK_CHARS` characters of rows each, in the rows' order: the
+    same rows as :func:`decode`, read without an object a row, and no list of text as long as the answer
+    (a 100,000-row column as two lists of 100,000 strings cost ~13 MiB, on top of its text). The result
+    array is checked whole against the shape engines write (each row
+    ``{"metric":{label:"…"},"value":[t,"…"]}``, no escapes); the envelope around it is parsed with the
+    array taken out. Any other answer (other labels, escapes, another layout, an error) is read by
+    :func:`decode` and its rows taken apart (one chunk): the same rows, the same errors, slower. Budget
+    and rows cap as :func:`decode`. ``read`` must consume every chunk and may be called twice (the
+    second time with :func:`decode`'s rows) should a chunk's labels and values not pair up."""
     _admit(body, ctype, status, values or Budget(MAX_JSON_VALUES))
-    fast = _pairs_fast(body, label)
-    if fast is None:
-        rows = _parse(body, status, "vector", cut)
-        return Pairs([r["metric"].get(label, "") for r in rows], [r["value"][1] for r in rows])
-    _cap_rows(fast.keys, fast.values, cut)
-    return fast
+    whole, _ = _one_label(label)
+    span = _checked_array(body, whole)
+    if span is not None:
+        try:
+            return read(_pair_chunks(span, label, cut))
+        except _Unpaired:
+            pass
+    rows = _parse(body, status, "vector", cut)
+    return read(iter((Pairs([r["metric"].get(label, "") for r in rows], [r["value"][1] for r in rows]),)))
 
 
-def _pairs_fast(body: bytes | bytearray, label: str) -> Pairs | None:
-    """:func:`decode_pairs` for an answer of the usual shape (None: read it as JSON objects)."""
-    whole, keys = _one_label(label)
-    array = _checked_array(body, whole)
-    if array is None:
-        return None
-    out = Pairs(keys.findall(array), _VALUE_TEXT.findall(array))
-    return out if len(out.keys) == len(out.values) else None
+class _Unpaired(Exception):
+    """A chunk's labels and values did not pair up (never for a checked array: read it as JSON)."""
 
 
-def _checked_array(body: bytes | bytearray, whole: re.Pattern[str]) -> str | None:
-    """The answer's result array, when ``whole`` matches it from end to end and the answer around it is
-    a successful vector answer whose ``data.result`` is that array; else None (read it as JSON)."""
+def _joined(chunks: Iterator[Pairs]) -> Pairs:
+    """The chunks of :func:`read_pairs` as one :class:`Pairs`."""
+    out = Pairs([], [])
+    for chunk in chunks:
+        out.keys.extend(chunk.keys)
+        out.values.extend(chunk.values)
+    return out
+
+
+def _pair_chunks(span: tuple[str, int, int], label: str, cut: list[int] | None) -> Iterator[Pairs]:
+    """A checked one-label array's rows (``span``: the text, where the array starts and ends) as
+    :class:`Pairs` a chunk at a time; past ``[caps] rows_per_answer`` rows the rest is counted in ``cut``."""
+    text, start, end = span
+    _, keys = _one_label(label)
+    left = caps.current().rows_per_answer
+    pos = start
+    while pos < end and left > 0:
+        stop = text.find(_NEXT_ROW, min(pos + CHUNK_CHARS, end), end)
+        stop = end if stop < 0 else stop + 1  # the chunk ends with its last row's closing brace
+        chunk = Pairs(keys.findall(text, pos, stop), _VALUE_TEXT.findall(text, pos, stop))
+        if len(chunk.keys) != len(chunk.values):
+            raise _Unpaired
+        if len(chunk.keys) > left:
+            if cut is not None:
+                cut.append(len(chunk.keys) - left + text.count('{"metric":', stop, end))
+            del chunk.keys[left:], chunk.values[left:]
+            stop = end
+        left -= len(chunk.keys)
+        pos = stop
+        yield chunk
+    if pos < end and cut is not None:  # the cap reached at a chunk's end: the rows after it
+        cut.append(text.count('{"metric":', pos, end))
+
+
+def _checked_array(body: bytes | bytearray, whole: re.Pattern[str]) -> tuple[str, int, int] | None:
+    """Where the answer's result array is (its text, where the array starts and ends in it: no copy of
+    it), when ``whole`` matches it from end to end and the answer around it is a successful vector
+    answer whose ``data.result`` is that array; else None (read it as JSON)."""
     if b"\\" in body:  # an escape anywhere: the patterns assume none
         return None
     try:
-        text = bytes(body).decode()
+        text = body.decode()
     except UnicodeDecodeError:
         return None
     start = text.find('"result":[') + len('"result":')
@@ -240,7 +296,7 @@ def _checked_array(body: bytes | bytearray, whole: re.Pattern[str]) -> str | Non
         or data.get("result") != ["\x01"]
     ):
         return None
-    return m.group()
+    return text, m.start(), m.end()
 
 
 class LabelledQuery(str):
@@ -277,10 +333,11 @@ def decode_labelled(
     rows, errors, budget and rows cap as :func:`decode` (a large fleet's detail: ~10,000 rows a refresh
     whose dicts and lists, alive together, set off the garbage collector's full passes)."""
     _admit(body, ctype, status, values or Budget(MAX_JSON_VALUES))
-    array = _checked_array(body, _ROWS)
-    if array is None:
+    span = _checked_array(body, _ROWS)
+    if span is None:
         return _parse(body, status, "vector", cut)
-    out = LabelledRows(_LABELS_TEXT.findall(array), _VALUE_TEXT.findall(array))
+    text, start, end = span
+    out = LabelledRows(_LABELS_TEXT.findall(text, start, end), _VALUE_TEXT.findall(text, start, end))
     if len(out.labels) != len(out.values):
         return _parse(body, status, "vector", cut)
     _cap_rows(out.labels, out.values, cut)

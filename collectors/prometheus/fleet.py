@@ -74,8 +74,6 @@ DETAIL_METRICS = _SUMMED + _LARGEST
 COLUMNS = ("steps", "compute", "examples", "preempted")
 # a detail answer: its rows, or its rows' labels and values as text (decode_labelled)
 Detail = list[dict[str, Any]] | LabelledRows
-# a column's answer: its rows, or its instances and values read without an object a row (decode_pairs)
-Column = list[dict[str, Any]] | Pairs
 # the order the columns are read in, one a turn: preemption notices every other turn (a revocation is
 # what a spot-fleet operator must see first), each rate column once in six turns
 TURNS = ("steps", "preempted", "compute", "preempted", "examples", "preempted")
@@ -257,6 +255,25 @@ class Fleet:
     t: float  # the steps column's evaluation time (server clock, s): what the rates are as of
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnValues:
+    """A column's answer as the fleet keeps it (:meth:`FleetColumns.lay_out`): its values over the
+    slots of the columns it was laid over (NaN where a task had no row or a value not a rate), the rows
+    of instances not known there (kept apart, in order: a new read of who the tasks are may know them
+    by the time the answer is taken), and how many values were implausible."""
+
+    over: FleetColumns
+    values: np.ndarray
+    stray_keys: list[str]
+    stray_values: np.ndarray
+    implausible: int
+
+
+# a column's answer: its rows, its instances and values read without an object a row (decode_pairs), or
+# laid out over the known tasks as it was read (FleetColumns.lay_out: what a large fleet's reads give)
+Column = list[dict[str, Any]] | Pairs | ColumnValues
+
+
 class FleetColumns:
     """The known tasks laid out as arrays (one slot an instance), filled from the column answers.
     Built once per read of who the tasks are; each read of the columns is then a few array passes."""
@@ -290,31 +307,78 @@ class FleetColumns:
         """One answer as an array over the known tasks (NaN where a task had no row, or a value that
         is not a number in 0..:data:`~cmdare.collectors.metrics.MAX_ABS_VALUE`: counted in
         :attr:`implausible`). ``answer``: its rows (well formed, decoded: metric a dict of str, value a
-        pair), or its instances and values as :class:`~cmdare.collectors.prometheus.answers.Pairs`
-        (``decode_pairs``); values are converted in one pass (one by one only when one is not a number)."""
+        pair), its instances and values as :class:`~cmdare.collectors.prometheus.answers.Pairs`
+        (``decode_pairs``), or :class:`ColumnValues` (:meth:`lay_out`)."""
+        laid = self._laid(answer)
+        self.implausible = laid.implausible
+        return self._on_slots(laid)
+
+    def lay_out(self, chunks: Iterable[Pairs]) -> ColumnValues:
+        """A column's rows (instances and values, a chunk at a time: ``answers.read_pairs``) laid out
+        over these slots as they come: what the fleet keeps of the answer, no text of it. Values are
+        converted a chunk at a time in one pass (one by one only when one is not a number: then every
+        value of the answer reads as by :func:`_float`, as when converted whole)."""
         import numpy as np
 
-        if isinstance(answer, Pairs):
-            keys, texts = answer.keys, answer.values
-        else:
-            keys = [r["metric"].get("instance", "") for r in answer]
-            texts = [r["value"][1] for r in answer]
         n = len(self.instances)
         out = np.full(n + 1, np.nan)  # the last slot takes the rows of instances not known
-        idx = np.fromiter(map(self.index.get, keys, repeat(n)), np.intp, len(keys))
-        try:
-            vals = np.array(texts, dtype=float) if texts else np.empty(0)
-        except (TypeError, ValueError):
-            vals = np.array([_float(x) for x in texts], dtype=float)  # None -> NaN
-        with np.errstate(invalid="ignore"):
-            ok = np.isfinite(vals) & (vals >= 0) & (vals <= M.MAX_ABS_VALUE)  # 1e308 summed overflows
-            out[idx] = np.where(ok, vals, np.nan)
-        self.implausible = int(np.count_nonzero(~ok & ~np.isnan(vals)))
-        return out[:n]
+        stray_keys: list[str] = []
+        stray_values: list[np.ndarray] = []
+        bad = infinite = 0  # values out of 0..MAX_ABS_VALUE: finite, and infinite (numpy's reading only)
+        one_by_one = False
+        for chunk in chunks:
+            keys, texts = chunk.keys, chunk.values
+            idx = np.fromiter(map(self.index.get, keys, repeat(n)), np.intp, len(keys))
+            vals = None
+            if not one_by_one:
+                try:
+                    vals = np.array(texts, dtype=float) if texts else np.empty(0)
+                except (TypeError, ValueError):
+                    one_by_one = True
+            if vals is None:
+                vals = np.array([_float(x) for x in texts], dtype=float)  # None -> NaN
+            finite = np.isfinite(vals)
+            with np.errstate(invalid="ignore"):
+                ok = finite & (vals >= 0) & (vals <= M.MAX_ABS_VALUE)  # 1e308 summed overflows
+            bad += int(np.count_nonzero(finite & ~ok))
+            infinite += int(np.count_nonzero(np.isinf(vals)))
+            vals = np.where(ok, vals, np.nan)
+            out[idx] = vals
+            strays = np.flatnonzero(idx == n)
+            if len(strays):
+                stray_keys.extend(keys[i] for i in strays.tolist())
+                stray_values.append(vals[strays])
+        kept = np.concatenate(stray_values) if stray_values else np.empty(0)
+        return ColumnValues(self, out[:n], stray_keys, kept, bad + (0 if one_by_one else infinite))
 
     def take(self, name: str, answer: Column, t: float) -> None:
         """One column's answer, evaluated at server time ``t``."""
         self.arrays[name], self.times[name] = self.column(answer), t
+
+    def _laid(self, answer: Column) -> ColumnValues:
+        """``answer`` as :class:`ColumnValues` (laid out over these slots when it is not yet)."""
+        if isinstance(answer, ColumnValues):
+            return answer
+        if isinstance(answer, Pairs):
+            return self.lay_out((answer,))
+        return self.lay_out(
+            (Pairs([r["metric"].get("instance", "") for r in answer], [r["value"][1] for r in answer]),)
+        )
+
+    def _on_slots(self, laid: ColumnValues) -> np.ndarray:
+        """A column laid out over these slots: as it is when laid over them, else moved over (a new read
+        of who the tasks are came between the answer and this refresh: its rows as if read here)."""
+        import numpy as np
+
+        if laid.over is self:
+            return laid.values
+        n = len(self.instances)
+        old = np.array([laid.over.index.get(i, -1) for i in self.instances], dtype=np.intp)
+        out = np.append(np.where(old >= 0, np.append(laid.values, np.nan)[old], np.nan), np.nan)
+        out[np.fromiter(map(self.index.get, laid.stray_keys, repeat(n)), np.intp, len(laid.stray_keys))] = (
+            laid.stray_values
+        )
+        return out[:n]
 
     def fleet(self) -> Fleet | None:
         """The per-role figures and the outliers from the columns read so far (a column not read yet
@@ -532,6 +596,11 @@ class FleetReader:
                 self.implausible += self._columns.implausible
             self.fleet = self._columns.fleet()
         return rows
+
+    def lay_out(self, chunks: Iterable[Pairs]) -> ColumnValues:
+        """A column's rows laid out over the known tasks as they are read (:meth:`FleetColumns.lay_out`;
+        before the tasks are known, every row is kept apart for the columns to come)."""
+        return (self._columns or FleetColumns({})).lay_out(chunks)
 
     def set_direct(self, rows: list[dict[str, Any]]) -> None:
         """The answer of :func:`direct_probe`: the selector applies to the value series when any has it."""

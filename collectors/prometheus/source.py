@@ -85,15 +85,14 @@ from cmdare.collectors.prometheus.answers import (
     MAX_JSON_VALUES,
     LabelledQuery,
     LabelledRows,
-    Pairs,
     PrometheusAPIError,
     decode,
     decode_labelled,
-    decode_pairs,
     evaluation_offset,
     job_facts,
     labels_of,
     number,
+    read_pairs,
     server_time,
 )
 from cmdare.collectors.prometheus.auth import BasicAuth, BearerToken, public_url
@@ -106,6 +105,7 @@ from cmdare.collectors.prometheus.backfill import (
 from cmdare.collectors.prometheus.fleet import (
     FOCUS_FROM,
     Column,
+    ColumnValues,
     DetailQuery,
     Fleet,
     FleetReader,
@@ -419,15 +419,17 @@ class PrometheusAPISource:
 
     async def column(
         self, client: httpx.AsyncClient, promql: str, budget: tuple[Budget, Budget], at: float
-    ) -> Pairs:
+    ) -> ColumnValues:
         """A large fleet's per-task column (one row a task, labelled ``instance`` only): :meth:`query`,
-        read as the instances and their values' text (:func:`~.answers.decode_pairs`: no object a row)."""
+        read a chunk of rows at a time straight into an array over the known tasks
+        (:func:`~.answers.read_pairs` into :meth:`~.fleet.FleetReader.lay_out`: no object a row, no list
+        of text kept while the answer waits for the next refresh)."""
         nbytes, nvalues = budget
         body, ctype, status = await self._fetch(client, promql, nbytes, at)
         cut: list[int] = []
-        pairs = decode_pairs(body, ctype, status, "instance", nvalues, cut)
+        laid = read_pairs(body, ctype, status, "instance", self.fleet_reader.lay_out, nvalues, cut)
         self._rows_cut += sum(cut)
-        return pairs
+        return laid
 
     async def _fetch(
         self, client: httpx.AsyncClient, promql: str, nbytes: Budget, at: float | None
