@@ -338,7 +338,7 @@ async def test_past_the_tasks_cap_the_columns_hold_the_capped_tasks_only(
         quick: list[bool] = []  # whether each column answer of the real server was read without a row object
         check = answers._checked_array
 
-        def watch(body: bytes | bytearray, whole: re.Pattern[str]) -> tuple[str, int, int] | None:
+        def watch(body: bytes | bytearray, whole: re.Pattern[bytes]) -> answers.Span | None:
             got = check(body, whole)
             if whole is not answers._ROWS and b'"metric"' in body:  # a column; an empty one is read as JSON
                 quick.append(got is not None)

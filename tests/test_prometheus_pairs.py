@@ -45,7 +45,11 @@ def _as_rows(body: bytes) -> Pairs:
 
 def _quick(body: bytes) -> bool:
     """Whether ``decode_pairs`` reads the answer the quick way (no object a row)."""
-    return A._checked_array(body, A._one_label("instance")[0]) is not None
+    span = A._checked_array(body, A._one_label("instance")[0])
+    try:
+        return span is not None and bool(list(A._pair_chunks(span, "instance", None)))
+    except A._Unpaired:  # e.g. a byte not UTF-8 in the array
+        return False
 
 
 ROWS = [_row(f"10.0.{i // 250}.{i % 250}:9400", repr(0.1 + i / 7)) for i in range(1000)]
@@ -115,8 +119,10 @@ def test_the_same_instances_and_values_as_the_rows(body: bytes, quick: bool) -> 
         b"\xff" + _body([_row("a:1", "1")]),
         # a raw control character in a label value (not JSON: decode refuses the answer; so must this)
         _body([_row("a:1", "1")]).replace(b"a:1", b"a\x1b[2J:1"),
+        # a byte that is not UTF-8 inside the array (the envelope fine): JSON refuses the answer
+        _body([_row("a:1", "1"), _row("b:1", "2")]).replace(b"b:1", b"b\xff:1"),
     ],
-    ids=range(7),
+    ids=range(8),
 )
 def test_odd_answers_give_what_decode_gives(body: bytes) -> None:
     try:
@@ -221,9 +227,15 @@ def test_labelled_rows_are_the_rows_decode_gives(rows: list[object], quick: bool
     assert _labelled_as_rows(got) == [(r["metric"], r["value"][1]) for r in want]
 
 
-def test_labelled_rows_leave_a_raw_control_character_to_decode() -> None:
-    body = _body(DETAIL).replace(b'"instance":"', b'"instance":"\x07', 1)  # not JSON
-    assert A._checked_array(body, A._ROWS) is None
+@pytest.mark.parametrize(
+    "body",
+    [
+        _body(DETAIL).replace(b'"instance":"', b'"instance":"\x07', 1),  # a raw control character
+        _body(DETAIL).replace(b'"instance":"', b'"instance":"\xff', 1),  # a byte not UTF-8 in the array
+    ],
+    ids=["control", "not-utf8"],
+)
+def test_labelled_rows_leave_what_is_not_json_to_decode(body: bytes) -> None:
     with pytest.raises(PrometheusAPIError) as want:
         decode(body, "application/json", 200)
     with pytest.raises(PrometheusAPIError) as got:
@@ -321,8 +333,8 @@ def test_a_column_read_in_chunks_is_the_column_read_whole(
     cols = FleetColumns(now, carry=over) if moved else over
     before = caps.current()
     caps.configure(rows_per_answer=cap)
-    old_chunk = A.CHUNK_CHARS
-    A.CHUNK_CHARS = chunk
+    old_chunk = A.CHUNK_BYTES
+    A.CHUNK_BYTES = chunk
     try:
         want_cut: list[int] = []
         kept = decode(body, "application/json", 200, cut=want_cut)
@@ -330,7 +342,7 @@ def test_a_column_read_in_chunks_is_the_column_read_whole(
         cut: list[int] = []
         laid = A.read_pairs(body, "application/json", 200, "instance", over.lay_out, cut=cut)
     finally:
-        A.CHUNK_CHARS = old_chunk
+        A.CHUNK_BYTES = old_chunk
         caps.configure(before)
     cols.take("steps", laid, 1.0)
     assert np.array_equal(cols.arrays["steps"], want, equal_nan=True)

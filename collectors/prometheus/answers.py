@@ -163,21 +163,21 @@ class Pairs:
 # raw control character (not JSON: decode refuses such an answer, so the quick readers leave it to decode)
 _TIME = r"-?[0-9]{1,12}(?:\.[0-9]{1,9})?"
 _TEXT = r'"[^"\\\x00-\x1f]*+"'
-_MARK = '["\\u0001"]'  # JSON for ["\x01"]: an escape, so in no answer read_pairs reads
+_MARK = b'["\\u0001"]'  # JSON for ["\x01"]: an escape, so in no answer read_pairs reads
 _VALUE_TEXT = re.compile(r',"([^"]*)"\]\}')  # a checked answer's rows end in ,"text"]} and nothing else does
 
 
 R = TypeVar("R")
-CHUNK_CHARS = 1 << 19  # characters of an answer's rows read into text at a time (~7,000 rows of a column)
-_NEXT_ROW = '},{"metric":'  # in a checked array only between two rows: no text in it holds a quote
+CHUNK_BYTES = 1 << 19  # bytes of an answer's rows read into text at a time (~6,000 rows of a column)
+_NEXT_ROW = b'},{"metric":'  # in a checked array only between two rows: no text in it holds a quote
 
 
 @functools.cache
-def _one_label(label: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """The patterns of a one-label answer's result array (whole: one C-level pass; possessive, so it
-    never backtracks) and of each row's label value."""
+def _one_label(label: str) -> tuple[re.Pattern[bytes], re.Pattern[str]]:
+    """The patterns of a one-label answer's result array (whole, over the answer's bytes: one C-level
+    pass; possessive, so it never backtracks) and of each row's label value (over its text)."""
     row = rf'\{{"metric":\{{"{re.escape(label)}":{_TEXT}\}},"value":\[{_TIME},{_TEXT}\]\}}'
-    return re.compile(rf"\[(?>{row},)*+{row}\]"), re.compile(
+    return re.compile(rf"\[(?>{row},)*+{row}\]".encode()), re.compile(
         rf'\{{"metric":\{{"{re.escape(label)}":"([^"]*)"'
     )
 
@@ -206,7 +206,7 @@ def read_pairs(
     cut: list[int] | None = None,
 ) -> R:
     """What ``read`` makes of a vector answer whose rows each carry the one label ``label``, handed to it
-    as :class:`Pairs` of at most ~:data:`CHUNK_CHARS` characters of rows each, in the rows' order: the
+    as :class:`Pairs` of at most ~:data:`CHUNK_BYTES` bytes of rows each, in the rows' order: the
     same rows as :func:`decode`, read without an object a row, and no list of text as long as the answer
     (a 100,000-row column as two lists of 100,000 strings cost ~13 MiB, on top of its text). The result
     array is checked whole against the shape engines write (each row
@@ -240,50 +240,56 @@ def _joined(chunks: Iterator[Pairs]) -> Pairs:
     return out
 
 
-def _pair_chunks(span: tuple[str, int, int], label: str, cut: list[int] | None) -> Iterator[Pairs]:
-    """A checked one-label array's rows (``span``: the text, where the array starts and ends) as
-    :class:`Pairs` a chunk at a time; past ``[caps] rows_per_answer`` rows the rest is counted in ``cut``."""
-    text, start, end = span
+def _pair_chunks(span: Span, label: str, cut: list[int] | None) -> Iterator[Pairs]:
+    """A checked one-label array's rows (``span``: the answer, where the array starts and ends) as
+    :class:`Pairs` a chunk at a time, each chunk's bytes made text on their own (the answer never whole:
+    ~8 MiB at 100,000 rows); past ``[caps] rows_per_answer`` rows the rest is counted in ``cut``."""
+    body, start, end = span
     _, keys = _one_label(label)
     left = caps.current().rows_per_answer
     pos = start
     while pos < end and left > 0:
-        stop = text.find(_NEXT_ROW, min(pos + CHUNK_CHARS, end), end)
+        stop = body.find(_NEXT_ROW, min(pos + CHUNK_BYTES, end), end)
         stop = end if stop < 0 else stop + 1  # the chunk ends with its last row's closing brace
-        chunk = Pairs(keys.findall(text, pos, stop), _VALUE_TEXT.findall(text, pos, stop))
+        try:
+            text = body[pos:stop].decode()
+        except UnicodeDecodeError:
+            raise _Unpaired from None  # not UTF-8: decode says so
+        chunk = Pairs(keys.findall(text), _VALUE_TEXT.findall(text))
         if len(chunk.keys) != len(chunk.values):
             raise _Unpaired
         if len(chunk.keys) > left:
             if cut is not None:
-                cut.append(len(chunk.keys) - left + text.count('{"metric":', stop, end))
+                cut.append(len(chunk.keys) - left + body.count(b'{"metric":', stop, end))
             del chunk.keys[left:], chunk.values[left:]
             stop = end
         left -= len(chunk.keys)
         pos = stop
         yield chunk
     if pos < end and cut is not None:  # the cap reached at a chunk's end: the rows after it
-        cut.append(text.count('{"metric":', pos, end))
+        cut.append(body.count(b'{"metric":', pos, end))
 
 
-def _checked_array(body: bytes | bytearray, whole: re.Pattern[str]) -> tuple[str, int, int] | None:
-    """Where the answer's result array is (its text, where the array starts and ends in it: no copy of
-    it), when ``whole`` matches it from end to end and the answer around it is a successful vector
-    answer whose ``data.result`` is that array; else None (read it as JSON)."""
+# an answer, and where its result array starts and ends in it (_checked_array)
+Span = tuple[bytes | bytearray, int, int]
+
+
+def _checked_array(body: bytes | bytearray, whole: re.Pattern[bytes]) -> Span | None:
+    """Where the answer's result array is (no copy of it), when ``whole`` matches it from end to end
+    and the answer around it is a successful vector answer whose ``data.result`` is that array; else
+    None (read it as JSON). The envelope is checked as UTF-8 here (orjson), the array by its readers
+    as they make it text (any byte not UTF-8: read as JSON, which refuses the answer)."""
     if b"\\" in body:  # an escape anywhere: the patterns assume none
         return None
-    try:
-        text = body.decode()
-    except UnicodeDecodeError:
+    start = body.find(b'"result":[') + len(b'"result":')
+    if start < len(b'"result":'):
         return None
-    start = text.find('"result":[') + len('"result":')
-    if start < len('"result":'):
-        return None
-    m = whole.match(text, start)
+    m = whole.match(body, start)
     if m is None:
         return None
     try:  # the envelope: the array replaced by a mark no answer without escapes can hold, which
         # must come back as data.result (not a key of another object, nor a "result" named twice)
-        doc = orjson.loads(text[:start] + _MARK + text[m.end() :])
+        doc = orjson.loads(b"".join((body[:start], _MARK, body[m.end() :])))
     except ValueError:
         return None
     if not isinstance(doc, dict):
@@ -296,7 +302,7 @@ def _checked_array(body: bytes | bytearray, whole: re.Pattern[str]) -> tuple[str
         or data.get("result") != ["\x01"]
     ):
         return None
-    return text, m.start(), m.end()
+    return body, m.start(), m.end()
 
 
 class LabelledQuery(str):
@@ -317,7 +323,7 @@ class LabelledRows:
 
 _PAIR = rf"{_TEXT}:{_TEXT}"
 _ROW = rf'\{{"metric":\{{(?:{_PAIR}(?:,{_PAIR})*+)?\}},"value":\[{_TIME},{_TEXT}\]\}}'
-_ROWS = re.compile(rf"\[(?>{_ROW},)*+{_ROW}\]")
+_ROWS = re.compile(rf"\[(?>{_ROW},)*+{_ROW}\]".encode())
 _LABELS_TEXT = re.compile(r'\{"metric":\{((?:"[^"]*":"[^"]*",?)*)\}')
 
 
@@ -336,8 +342,12 @@ def decode_labelled(
     span = _checked_array(body, _ROWS)
     if span is None:
         return _parse(body, status, "vector", cut)
-    text, start, end = span
-    out = LabelledRows(_LABELS_TEXT.findall(text, start, end), _VALUE_TEXT.findall(text, start, end))
+    answer, start, end = span
+    try:
+        text = answer[start:end].decode()
+    except UnicodeDecodeError:
+        return _parse(body, status, "vector", cut)
+    out = LabelledRows(_LABELS_TEXT.findall(text), _VALUE_TEXT.findall(text))
     if len(out.labels) != len(out.values):
         return _parse(body, status, "vector", cut)
     _cap_rows(out.labels, out.values, cut)
