@@ -3,13 +3,16 @@
 JSON values are counted against the refresh's budget before parsing; rows past ``[caps]
 rows_per_answer`` are dropped and counted), numbers and job facts from its rows.
 
-A large fleet's per-task columns (100,000 rows of one label each) are read by :func:`decode_pairs`
-into two lists of text, no object a row: parsed as JSON objects, such an answer cost ~0.4 s (dicts,
-lists, the rows' checks) and its 300,000 containers set off the garbage collector's full passes
-over the session's millions of objects (~1 s each at 100,000 tasks). Its detail and every task's
-identity are read likewise by :func:`decode_labelled` (each row's labels and value as text, parsed
-one row at a time by whoever reads them). Both read only answers of the shape engines write, checked
-whole; any other answer goes through :func:`decode`: the same rows, errors and caps."""
+A large fleet's per-task columns (100,000 rows of one label each) are read by :func:`read_pairs`
+a chunk of rows at a time (each chunk's instances and values as text, no object a row) by whoever
+lays them out (the fleet's columns: an array over the known tasks): parsed as JSON objects, such an
+answer cost ~0.4 s (dicts, lists, the rows' checks) and its 300,000 containers set off the garbage
+collector's full passes over the session's millions of objects (~1 s each at 100,000 tasks); read
+whole as two lists of text, ~13 MiB held until the next refresh and ~22 MiB at its peak (tracemalloc;
+~3 MiB a chunk at a time). Its detail and every task's identity are read likewise by
+:func:`decode_labelled` (each row's labels and value as text, parsed one row at a time by whoever
+reads them). Both read only answers of the shape engines write, checked whole; any other answer goes
+through :func:`decode`: the same rows, errors and caps."""
 
 from __future__ import annotations
 
