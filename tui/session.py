@@ -23,6 +23,7 @@ from cmdare.collectors.store import Store
 from cmdare.collectors.untrusted import MESSAGE_LIMIT, clean_text, install_log_cleaning
 from cmdare.planner.view import PlannerView
 from cmdare.planner.view_json import planner_view_json
+from cmdare.tui.allocator import settle_allocator
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.sources import SourcePlan, build_sources
 
@@ -172,6 +173,7 @@ class MonitorSession:
     def start(self) -> None:
         """Start the demo cluster (when asked, or when no source was given) and build the poller."""
         install_log_cleaning()  # sources log what they read: no control character reaches a log
+        settle_allocator()  # a large fleet's freed answers go back to the system (tui/allocator.py)
         self.plan = build_sources(
             self.opts,
             lifecycle=self.lifecycle,

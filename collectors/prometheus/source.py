@@ -270,7 +270,9 @@ class PrometheusAPISource:
         self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        self._current: set[tuple[str, str]] = set()  # targets named by the last task_info answer
+        # targets named by the last task_info answer, each to itself: the one tuple (and instance string) a
+        # target's books hold, looked up for the ones each answer's parse makes anew (~12 MB at 100,000 tasks)
+        self._current: dict[tuple[str, str], tuple[str, str]] = {}
         self._gone_cache: set[tuple[str, str]] | None = None  # known − current (_gone_known)
         self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
         self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
@@ -726,9 +728,9 @@ class PrometheusAPISource:
             targets = self._targets(infos, clock.now())
         if infos is not None:
             if isinstance(values, FoldedDetail):  # a fleet's detail holds task values only
-                self._no_info = {("", i) for i, v in values.values.items() if v} - self._current
+                self._no_info = {("", i) for i, v in values.values.items() if v} - self._current.keys()
             else:
-                self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current
+                self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current.keys()
         now = clock.now()
         fleet = self._fleet_mode()
         if isinstance(values, FoldedDetail):
@@ -925,13 +927,13 @@ class PrometheusAPISource:
         metrics = [r["metric"] for r in values]
         idents = [("", m.get("instance", "")) for m in metrics]
         keys = [m.get(KEY_LABEL) for m in metrics]
-        strangers = set(idents) - current - no_info
+        strangers = set(idents) - current.keys() - no_info
         if strangers and any(
             k != T_KEY and k not in NODE_KEYS for i, k in zip(idents, keys, strict=True) if i in strangers
         ):
             return None  # job values from a target we cannot name yet
         return {
-            i: _Target(infos[i])
+            current[i]: _Target(infos[i])  # the tuple the target's books hold, not this answer's
             for i, k in zip(idents, keys, strict=True)
             if k == T_KEY and i in current and i not in down
         }
@@ -943,8 +945,10 @@ class PrometheusAPISource:
         rows: Iterable[Mapping[str, str]] = (
             map(labels_of, infos.labels) if isinstance(infos, LabelledRows) else (r["metric"] for r in infos)
         )
+        current = self._current
         for labels in rows:
             ident = _ident(labels)
+            ident = current.get(ident, ident)  # a target named before: the tuple its books hold
             info = self._known.get(ident)
             if info is None or not _made_from(info, labels):  # a new task, or its labels changed
                 info = _info(labels)
@@ -952,7 +956,7 @@ class PrometheusAPISource:
         self._follow(out, now)
         for ident, tg in out.items():
             self._known[ident] = tg.info
-        self._current = set(out)
+        self._current = {i: i for i in out}
         self._gone_cache = None
         if len(out) > self.focus_from:
             self.fleet_reader.know({i: info for (_, i), info in ((k, t.info) for k, t in out.items())})
@@ -1052,7 +1056,7 @@ class PrometheusAPISource:
         return {
             ident: _Target(infos[ident])
             for i in folded.times
-            if (ident := ("", i)) in current and ident not in down
+            if (ident := current.get(("", i))) is not None and ident not in down
         }
 
     def _fill_folded(self, targets: dict[tuple[str, str], _Target], folded: FoldedDetail) -> None:
@@ -1159,7 +1163,7 @@ class PrometheusAPISource:
             self.unchanged = len(self._known) - read - len(failed)
             missing = failed
         elif large:  # still named and up, not read this refresh: unchanged
-            quiet = (missing & self._current) - down
+            quiet = (missing & self._current.keys()) - down
             quiet &= self._seen.keys()
             missing -= quiet
             self.unchanged = len(quiet)
@@ -1192,7 +1196,7 @@ class PrometheusAPISource:
     def _gone_known(self) -> set[tuple[str, str]]:
         """The known targets the last identity read did not name (made again only when either changed)."""
         if self._gone_cache is None:
-            self._gone_cache = set(self._known.keys() - self._current)
+            self._gone_cache = set(self._known.keys() - self._current.keys())
         return self._gone_cache
 
     def _all_failed(self, msg: str, clock: Clock, t0: float) -> list[TaskPoll]:
