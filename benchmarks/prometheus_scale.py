@@ -12,13 +12,15 @@ Targets: <= 10% of one core and <= 200 ms per refresh at 1,000 nodes; growth 100
 ``--synthetic``: the same session against benchmarks/fake_prometheus.py (a synthetic API server in its
 own process, answering like a Prometheus that scrapes every ``--scrape`` s; 0: every answer new) at
 each N in one run: our CPU seconds per refresh (decode, store, overview, rules; Prometheus' own cost
-is not in it), and the growth in CPU per refresh from the first N to the last (issue 20: <= 3x).
+is not in it), and the growth in CPU per refresh from the first N to the last (issue 20: <= 3x). The session
+runs under the app's garbage-collector policy (``--collector app``, tui/gc_pacing.py) or CPython's defaults.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import resource
 import statistics
 import sys
@@ -43,6 +45,13 @@ SCRAPE_INTERVAL = "5s"  # Prometheus' own scrape interval (its cost is not the m
 # reads, so that where the window falls on them (and on a full garbage collection) moves the figure little; with 8
 # refreshes (16 s) one column read or collection more or less moved the 10,000-task figure 0.044-0.079 s
 SYNTHETIC_REFRESHES = 60
+DEFAULT_GC_THRESHOLD = gc.get_threshold()  # CPython's, as the process started
+# --synthetic runs the session under the app's collector policy by default: the session-only figures are then
+# the app's own minus its screen (app_scale.py's session-only run does the same); "default" keeps CPython's
+COLLECTORS = {
+    "app": "the app's (young collections every 50,000 allocations, survivors frozen, paced full collections)",
+    "default": "CPython's default thresholds",
+}
 
 
 def peak_rss_mb() -> float:
@@ -56,8 +65,9 @@ def cpu_seconds() -> float:
 
 
 async def _measure(
-    url: str, n: int, refreshes: int, caps: dict[str, int] | None = None
+    url: str, n: int, refreshes: int, caps: dict[str, int] | None = None, collector: str = "default"
 ) -> tuple[float, float, list[float], int, float, list[float]]:
+    from cmdare.tui.gc_pacing import settle_collector, stop_pacing
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 
@@ -71,6 +81,10 @@ async def _measure(
         )  # fmt: skip
     )
     session.start()
+    if (
+        collector == "app"
+    ):  # the app's policy from its first data frame on (tui/gc_pacing.py settle_collector)
+        settle_collector()
     try:
         for _ in range(2):  # warm-up: connection, planner model
             state = await session.refresh()
@@ -101,6 +115,10 @@ async def _measure(
         share, loop_share = cpu / wall, (main_thread_cpu() - l0) / wall
     finally:
         await session.aclose()
+        if collector == "app":  # the next N starts as this one did
+            stop_pacing()
+            gc.unfreeze()
+            gc.set_threshold(*DEFAULT_GC_THRESHOLD)
     return share, loop_share, walls, nodes, cpu / refreshes, cycles
 
 
@@ -135,12 +153,15 @@ def measure(n: int, refreshes: int) -> dict[str, float]:
     return {"n": n, "cpu": share, "refresh_s": med, "nodes": nodes}
 
 
-def synthetic(ns: list[int], refreshes: int, scrape_s: float) -> list[dict[str, float]]:
+def synthetic(
+    ns: list[int], refreshes: int, scrape_s: float, collector: str = "app"
+) -> list[dict[str, float]]:
     """CPU seconds per refresh against the synthetic server at each N (see the docstring)."""
     from fake_prometheus import FakePrometheus
 
     print(
-        f"prometheus_scale --synthetic: fake Prometheus (scrape every {scrape_s:g} s), refresh every {REFRESH_S:g} s"
+        f"prometheus_scale --synthetic: fake Prometheus (scrape every {scrape_s:g} s), refresh every {REFRESH_S:g} s,"
+        f" {refreshes} refreshes a N, collector: {COLLECTORS[collector]}"
     )
     out = []
     for n in ns:
@@ -148,7 +169,9 @@ def synthetic(ns: list[int], refreshes: int, scrape_s: float) -> list[dict[str, 
             c0 = cpu_seconds()
             # past the default tasks cap (10,000) the session is configured for N, as a user would
             caps = {"tasks": n} if n > 10_000 else None
-            share, _, walls, nodes, per, cycles = asyncio.run(_measure(prom.url, n, refreshes, caps))
+            share, _, walls, nodes, per, cycles = asyncio.run(
+                _measure(prom.url, n, refreshes, caps, collector)
+            )
         rss = peak_rss_mb()
         q1, q2, q3 = quartiles(cycles)
         out.append({"n": n, "cpu_per_refresh": per, "cpu": share, "refresh_s": statistics.median(walls),
@@ -206,9 +229,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--scrape", type=float, default=15.0, help="--synthetic: its scrape interval (0: all new)"
     )
+    ap.add_argument(
+        "--collector",
+        choices=sorted(COLLECTORS),
+        default="app",
+        help="--synthetic: the garbage collector's policy",
+    )
     a = ap.parse_args(argv)
     if a.synthetic:
-        synthetic([int(x) for x in a.synthetic.split(",")], a.refreshes or SYNTHETIC_REFRESHES, a.scrape)
+        ns = [int(x) for x in a.synthetic.split(",")]
+        synthetic(ns, a.refreshes or SYNTHETIC_REFRESHES, a.scrape, a.collector)
         return 0
     ns = [100] if a.quick else [int(x) for x in a.targets.split(",")]
     run(ns, 4 if a.quick else a.refreshes or 8)

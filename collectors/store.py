@@ -678,6 +678,27 @@ class TaskSeries:
             short = ([a for a, b in zip(times, vals, strict=True) if b == b], [b for b in vals if b == b])
         return short, (t[-2:], v[-2:])
 
+    def _window_values(self, key: str, seconds: float) -> tuple[list[float], list[float]] | None:
+        """The values of :meth:`_windows` (the short window's, the sparse window's last two), without the
+        times a ratio of two series does not read; None when :meth:`_windows` is None."""
+        i = self._index.get(key)
+        if i is None:
+            return [], []
+        walk = self._walk(seconds)
+        if walk is None:
+            return None
+        n_short, n_wide = walk
+        if not n_wide:
+            return [], []
+        rows = self._recent
+        stride, buf = rows.stride, rows.buf
+        vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
+        total = sum(vals)  # NaN when any is (or when an inf meets a -inf: then read one by one)
+        v = vals if total == total else [b for b in vals if b == b]
+        if n_short == n_wide:
+            return v, v[-2:]
+        return ([b for b in vals[-n_short:] if b == b] if n_short else []), v[-2:]
+
     def _rate_points(self, key: str, seconds: float) -> Points:
         """:meth:`_points` over ``seconds``, or :meth:`_sparse_points` when that holds fewer than two."""
         got = self._windows(key, seconds)
@@ -716,10 +737,10 @@ class TaskSeries:
         if self._memo is not None and memo_key in self._memo:
             return self._memo[memo_key]
         self.sparse.asked(seconds)
-        got_num, got_den = self._windows(num_key, seconds), self._windows(den_key, seconds)
+        got_num, got_den = self._window_values(num_key, seconds), self._window_values(den_key, seconds)
         if got_num is not None and got_den is not None:  # both windows of both series in one walk each
-            short = len(got_den[0][1]) >= 2
-            num, den = got_num[0 if short else 1][1], got_den[0 if short else 1][1]
+            short = len(got_den[0]) >= 2
+            num, den = got_num[0 if short else 1], got_den[0 if short else 1]
         else:
             _, num = self._points(num_key, seconds)
             _, den = self._points(den_key, seconds)

@@ -198,7 +198,8 @@ def _rate_by_definition(ts: TaskSeries, key: str, seconds: float) -> tuple[list[
 )
 def test_one_walk_over_the_newest_points_reads_what_the_two_windows_read(steps, sparse_s, seconds):
     """:meth:`TaskSeries._windows` (a swept task's rates and ratios from one walk over its newest points)
-    gives the points, rates and ratios of the two windows read one after the other (the definition)."""
+    and :meth:`TaskSeries._window_values` (a ratio's: the values only) give the points, rates and ratios of
+    the two windows read one after the other (the definition)."""
     ts = TaskSeries(TaskInfo(job="j", task="w"), 64)
     ts.sparse_s = sparse_s
     t = 1.7e9
@@ -211,6 +212,8 @@ def test_one_walk_over_the_newest_points_reads_what_the_two_windows_read(steps, 
         got = ts._windows(key, seconds)
         if got is not None:
             assert got[0] == ts._points(key, seconds) and got[1] == ts._sparse_points(key, seconds)
+        values = ts._window_values(key, seconds)  # what a ratio reads: the same windows' values
+        assert values == (None if got is None else (got[0][1], got[1][1]))
     for num, den in (("s", "c"), ("c", "s"), ("n", "absent")):
         _, d = ts._points(den, seconds)
         a, b = (ts._points, ts._points) if len(d) >= 2 else (ts._sparse_points, ts._sparse_points)

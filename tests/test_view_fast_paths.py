@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from cmdare.collectors import metrics as M
 
@@ -168,3 +169,68 @@ def test_columns_updated_at_the_overviews_changed_positions_are_the_columns_comp
     assert job.change is not None and job.change.positions == [0]
     wrong = type(job.change)(job.change.base, job.change.nodes, [])  # positions a reader must not trust
     assert stale.update(job.nodes, wrong).changed == 1  # compared: the one new view read
+
+
+def _detail_rows() -> Any:
+    """A detail answer's rows: each series of the folded ones, the keyed ones (a direction, a peer) and one
+    not read, from two instances and two scrape jobs, with labels in the shapes engines write and others
+    (an extra label, sorted or not, none at all), values as any engine or a hostile one writes them, and
+    scrape-time rows (right, wrong or without an instance)."""
+    from hypothesis import strategies as st
+
+    from cmdare.collectors.prometheus.aggregate import KEY_LABEL, T_KEY
+    from cmdare.collectors.prometheus.fleet import DETAIL_METRICS
+
+    names = st.sampled_from([*DETAIL_METRICS, M.PS_BYTES_SAMPLE, M.STAGE_BYTES_SAMPLE, "not_read", ""])
+    extra = st.dictionaries(st.sampled_from(["direction", "peer", "device", "zone"]),
+                            st.sampled_from(["in", "out", "stage-1", "0", ""]), max_size=2)  # fmt: skip
+    series = st.builds(
+        lambda name, inst, job, more, named: {**({"__name__": name} if named else {}), "instance": inst,
+                                              "job": job, **more},
+        names, st.sampled_from(["a:1", "b.2:9100"]), st.sampled_from(["x", "y"]), extra,
+        st.sampled_from([True, True, True, False]),  # a row without a name: now and then
+    )  # fmt: skip
+    stamp = st.builds(
+        lambda inst, key, keyed: {KEY_LABEL: key, **({"instance": inst} if keyed else {})},
+        st.sampled_from(["a:1", "b.2:9100"]), st.sampled_from([T_KEY, "other"]), st.booleans(),
+    )  # fmt: skip
+    labels = (series | stamp | st.just({})).flatmap(
+        lambda d: st.permutations(list(d.items())).map(dict) | st.just(dict(sorted(d.items())))
+    )
+    value = st.sampled_from(["1", "2.5", "1e3", "-4", "NaN", "+Inf", "x", "1700000000.5"])
+    return st.lists(
+        st.builds(lambda m, v: {"metric": m, "value": [1700000000, v]}, labels, value), max_size=30
+    )
+
+
+def test_a_detail_answer_read_as_labelled_text_folds_as_its_decoded_rows_do() -> None:
+    """fold_by_task reads a :class:`LabelledRows` answer's usual row shapes (name, instance, job; a scrape
+    time and its instance) in one regex pass: it folds to what the decoded rows of the same answer give."""
+    import orjson
+    from hypothesis import given, settings
+
+    from cmdare.collectors.prometheus.answers import LabelledRows, decode, decode_labelled
+    from cmdare.collectors.prometheus.fleet import _SHAPES, fold_by_task
+
+    shaped = []  # answers every row of which the regex pass read (the quick way, whole)
+
+    @settings(max_examples=300, deadline=None)
+    @given(_detail_rows(), _detail_rows())
+    def check(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> None:
+        answers = [
+            orjson.dumps({"status": "success", "data": {"resultType": "vector", "result": rows}})
+            for rows in (first, second)
+        ]
+        text = [decode_labelled(a, "application/json", 200) for a in answers]
+        assert all(isinstance(t, LabelledRows) for t in text if t)
+        for t in text:
+            if isinstance(t, LabelledRows) and all(
+                r[0] or r[3] for r in _SHAPES.findall("\n".join(t.labels))
+            ):
+                shaped.append(len(t.labels))  # every row in a usual shape
+        rows = [decode(a, "application/json", 200) for a in answers]
+        quick, slow = fold_by_task(text), fold_by_task(rows)
+        assert (quick.times, quick.values) == (slow.times, slow.values)
+
+    check()
+    assert max(shaped) >= 3  # the quick way was taken on answers of several rows

@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState
 
 from cmdare.collectors import writes
-from cmdare.tui.gc_pacing import start_pacing, stop_pacing
+from cmdare.tui.gc_pacing import settle_collector, stop_pacing
 from cmdare.tui.help_screen import HelpOverlay, Section, binding_rows, help_sections
 from cmdare.tui.options import SessionOptions
 from cmdare.tui.pane_screen import PaneScreen
@@ -67,24 +67,13 @@ STARTUP_GC_PAUSE_S = 5.0  # the longest the garbage collector stays off at start
 FIRST_FRAME_HOLD_S = 0.5
 
 
-GC_YOUNG = 50_000  # container allocations between young-generation collections (CPython's default: 700)
-
-
 def collect_again() -> None:
     """End the start-up pause of the garbage collector (~10% of importing the app: start-up builds
-    many objects and frees few): collect once, freeze what survives (modules, the app, the first state
-    are never scanned again), and collect the young generation every :data:`GC_YOUNG` allocations. A
-    refresh of a 10,000-task fleet allocates ~100k short-lived objects (its JSON answers); at the
-    default threshold the collector re-scanned the survivors dozens of times a refresh (measured:
-    half the CPU of a refresh that reads the fleet's columns). From then on the survivors of each full
-    collection are frozen too, and unfrozen on a rule (tui/gc_pacing.py). A no-op when the collector was
-    never paused (tests, headless runs)."""
+    many objects and frees few) with the session's collector policy (:func:`~.gc_pacing.settle_collector`:
+    collect once, freeze the survivors, young collections every :data:`~.gc_pacing.GC_YOUNG` allocations,
+    the pacer). A no-op when the collector was never paused (tests, headless runs)."""
     if not gc.isenabled():
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
-        gc.enable()
-        start_pacing()
+        settle_collector()
 
 
 class HeldScreen(PaneScreen):

@@ -164,17 +164,43 @@ class FoldedDetail:
     values: dict[str, dict[str, float]]
 
 
-def _labelled(answers: Iterable[Detail]) -> Iterator[tuple[Mapping[str, str], Any]]:
-    """Each row of the detail answers as (labels, value as the server wrote it): iterators made in C
-    (``zip`` and ``map``, chained), with no Python frame resumed a row (~9,000 rows a refresh)."""
+# A detail row, as :func:`fold_by_task` reads it: (name, instance, job) of a row whose labels are exactly those three,
+# (key label, instance) of a scrape-time row whose labels are exactly those two, else the row's labels (text from
+# :class:`LabelledRows` or a decoded row's mapping; empty: no labels), then the value as the server wrote it
+Row = tuple[tuple[str, str, str, str, str, "str | Mapping[str, str]"], Any]
+
+# Each line of a detail answer's labels text (joined by newlines: no label text holds one, see
+# :class:`LabelledRows`) in the two shapes nearly every row has (engines write labels sorted by name), else whole
+_SHAPES = re.compile(
+    r'^(?:"__name__":"([^"\n]*)","instance":"([^"\n]*)","job":"([^"\n]*)"'
+    rf'|"{KEY_LABEL}":"([^"\n]*)","instance":"([^"\n]*)"|(.*))$',
+    re.MULTILINE,
+)
+
+
+def _labelled(answers: Iterable[Detail]) -> Iterator[Row]:
+    """Each row of the detail answers (:data:`Row`): iterators made in C (``zip``, ``map``, chained), with
+    no Python frame resumed and no dict made for a row of the usual shapes (~9,000 rows a refresh)."""
     return chain.from_iterable(map(_rows_of, answers))
 
 
-def _rows_of(answer: Detail) -> Iterator[tuple[Mapping[str, str], Any]]:
-    """One answer's rows as (labels, value text) (:func:`_labelled`)."""
+def _rows_of(answer: Detail) -> Iterator[Row]:
+    """One answer's rows (:data:`Row`): a :class:`LabelledRows` answer's labels read in one regex pass over
+    them all (each row's own labels text when that pass does not find one line a row)."""
     if isinstance(answer, LabelledRows):
-        return zip(map(labels_of, answer.labels), answer.values, strict=True)
-    return ((r["metric"], r["value"][1]) for r in answer)
+        shaped = _SHAPES.findall("\n".join(answer.labels))
+        if len(shaped) == len(answer.labels):
+            return zip(shaped, answer.values, strict=True)
+        return zip(map(_unshaped, answer.labels), answer.values, strict=True)
+    return ((_unshaped(r["metric"]), r["value"][1]) for r in answer)
+
+
+def _unshaped(labels: str | Mapping[str, str]) -> tuple[str, str, str, str, str, str | Mapping[str, str]]:
+    """A row read through its labels (:data:`Row`'s last field)."""
+    return "", "", "", "", "", labels
+
+
+_NO_LABELS: Mapping[str, str] = {}
 
 
 def fold_by_task(answers: Iterable[Detail]) -> FoldedDetail:
@@ -184,11 +210,19 @@ def fold_by_task(answers: Iterable[Detail]) -> FoldedDetail:
     plain, largest, special = _PLAIN_KEYS, _LARGEST_SET, _SPECIAL
     times: dict[str, Any] = {}
     by_job: dict[str, dict[str, dict[str, float]]] = {}  # instance -> scrape job -> key -> value
-    for labels, text in _labelled(answers):
-        name = labels.get("__name__")
-        if name is None:  # the scrape-time row
-            if labels.get(KEY_LABEL) == T_KEY:
-                times[labels.get("instance", "")] = text
+    for (name, inst, job, stamp, stamped, other), text in _labelled(answers):
+        labels = _NO_LABELS
+        if other:  # a row of another shape: read through its labels
+            labels = labels_of(other) if isinstance(other, str) else other
+            got = labels.get("__name__")
+            if got is None:  # the scrape-time row
+                if labels.get(KEY_LABEL) == T_KEY:
+                    times[labels.get("instance", "")] = text
+                continue
+            name, inst, job = got, labels.get("instance", ""), labels.get("job", "")
+        elif not name:  # the scrape-time row (or a row with no labels, or an empty name: not read)
+            if stamp == T_KEY:
+                times[stamped] = text
             continue
         key = plain.get(name)
         if key is None:
@@ -201,11 +235,9 @@ def fold_by_task(answers: Iterable[Detail]) -> FoldedDetail:
             continue
         if value - value != 0.0:  # inf or NaN
             continue
-        inst = labels.get("instance", "")
         jobs = by_job.get(inst)
         if jobs is None:
             jobs = by_job[inst] = {}
-        job = labels.get("job", "")
         held = jobs.get(job)
         if held is None:
             held = jobs[job] = {}
