@@ -306,6 +306,14 @@ class ColumnValues:
 Column = list[dict[str, Any]] | Pairs | ColumnValues
 
 
+def _moved(values: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """``values`` over another read's slots moved over these (``old``: :meth:`FleetColumns._slots_in`;
+    NaN where a task was not there)."""
+    import numpy as np
+
+    return np.where(old >= 0, np.append(values, np.nan)[old], np.nan)
+
+
 class FleetColumns:
     """The known tasks laid out as arrays (one slot an instance), filled from the column answers.
     Built once per read of who the tasks are; each read of the columns is then a few array passes."""
@@ -330,9 +338,9 @@ class FleetColumns:
         self.times: dict[str, float] = {}  # column name -> its evaluation time (server clock)
         self.implausible = 0  # values of the last column answer ignored (negative, non-finite, past 1e30)
         if carry is not None and carry.arrays:
-            old = np.array([carry.index.get(i, -1) for i in self.instances], dtype=np.intp)
+            old = self._slots_in(carry)
             for name, values in carry.arrays.items():
-                self.arrays[name] = np.where(old >= 0, np.append(values, np.nan)[old], np.nan)
+                self.arrays[name] = _moved(values, old)
             self.times = dict(carry.times)
 
     def column(self, answer: Column) -> np.ndarray:
@@ -405,12 +413,17 @@ class FleetColumns:
         if laid.over is self:
             return laid.values
         n = len(self.instances)
-        old = np.array([laid.over.index.get(i, -1) for i in self.instances], dtype=np.intp)
-        out = np.append(np.where(old >= 0, np.append(laid.values, np.nan)[old], np.nan), np.nan)
+        out = np.append(_moved(laid.values, self._slots_in(laid.over)), np.nan)
         out[np.fromiter(map(self.index.get, laid.stray_keys, repeat(n)), np.intp, len(laid.stray_keys))] = (
             laid.stray_values
         )
         return out[:n]
+
+    def _slots_in(self, other: FleetColumns) -> np.ndarray:
+        """Where each of these slots' instance sits in ``other``'s slots (-1: not there)."""
+        import numpy as np
+
+        return np.array([other.index.get(i, -1) for i in self.instances], dtype=np.intp)
 
     def fleet(self) -> Fleet | None:
         """The per-role figures and the outliers from the columns read so far (a column not read yet
