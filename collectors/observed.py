@@ -11,7 +11,7 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
@@ -35,10 +35,27 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+class _MadeFrom:
+    """Base of :class:`NodeView`: what a session's overview made a task's view from (:func:`cached_view`),
+    in slots of the view's own: the versions of the task's points and identity, of its host's points and
+    of its lifecycle status, the host series it read (the same object, not only the same version), and
+    the task's number in its job (first met first; :attr:`OverviewCache.members`). No dataclass field:
+    not in ``asdict``, equality, a pickle or a recording; a view made elsewhere has none of them set.
+    These five slots cost 40 bytes a view; the record they replace (an object beside each view, and a
+    job's dict of its tasks' numbers) cost ~150 bytes a task (~15 MB at 100,000 tasks)."""
+
+    __slots__ = ("_version", "_host_version", "_status_version", "_host", "_number")
+    _version: int
+    _host_version: int | None
+    _status_version: int | None
+    _host: TaskSeries | None
+    _number: int
+
+
 @dataclass(
     frozen=True, slots=True, kw_only=True
 )  # 10,000 a job, read in passes by the rules: no __dict__ each
-class NodeView:
+class NodeView(_MadeFrom):
     name: str
     role: str
     gpu: str
@@ -416,7 +433,7 @@ def node_view(
 ) -> NodeView:
     i = ts.info
     state = status.state.value if status else TaskState.UP.value
-    up = state == TaskState.UP.value
+    up = _is_up(status)
     net_in, net_out = _net(ts, host, window)
     hf = _host_figures_or_none(ts, host, window) if up else _NO_HOST
     started = _started(ts, status, now)
@@ -436,7 +453,7 @@ def node_view(
         gpu_util=hf.gpu_util,
         net_in_bps=_finite(net_in) if up else None,
         net_out_bps=_finite(net_out) if up else None,
-        started_at=started if up and started and math.isfinite(started) else None,
+        started_at=_started_at(started, up),
         ended_at=ts.last_seen if state == TaskState.FINISHED.value and math.isfinite(ts.last_seen) else None,
         last_error=status.last_error if status else None,
         restarts=status.restarts if status else 0,
@@ -504,6 +521,16 @@ def _checkpoints(ts: TaskSeries, now: float) -> tuple[float | None, float | None
     )
 
 
+def _is_up(status: NodeStatus | None) -> bool:
+    """Whether a task with this lifecycle status is up (one with none yet is: it answered)."""
+    return status is None or status.state.value == TaskState.UP.value
+
+
+def _started_at(started: float, up: bool) -> float | None:
+    """A view's ``started_at``: the task's start (:func:`_started`) while it is up and the start is known."""
+    return started if up and started and math.isfinite(started) else None
+
+
 def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
     """When the task's current lifetime began: its own start (exporter / process_start_time_seconds)
     when plausible, else the lifecycle's, else its first point."""
@@ -512,48 +539,41 @@ def _started(ts: TaskSeries, status: NodeStatus | None, now: float) -> float:
     return own_start if own_start is not None and 0 < own_start <= now else started
 
 
-@dataclass(slots=True)  # one a task: what it was made from in its own slots (no key tuple beside it)
-class BuiltView:
-    """A task's last view and what it was made from (:func:`cached_view`): the versions of its points
-    and identity, of its host's points and of its lifecycle status; its flags and its start."""
-
-    version: int
-    host_version: int | None
-    status_version: int | None
-    flags: tuple[str, ...]
-    started: float
-    host: TaskSeries | None  # the host series it read (the same object, not only the same version)
-    view: NodeView
-
-
 def cached_view(
     ts: TaskSeries,
     status: NodeStatus | None,
     now: float,
     host: TaskSeries | None,
     flags: tuple[str, ...],
-    built: dict[str, BuiltView],
+    built: dict[str, NodeView],
 ) -> NodeView:
     """:func:`node_view`, the same object while nothing it reads has changed (``built``: the views made
-    so far, by task key; through Prometheus at a 15 s scrape and a 2 s refresh most refreshes bring
-    nothing new for most tasks). The view holds no time of its own (uptime is counted from
-    ``started_at`` by who shows it), so reuse is exact."""
-    started = _started(ts, status, now)  # a start reported ahead of our clock counts once it is past
+    so far, by task key, each with what it was made from in its own slots (:class:`_MadeFrom`); through
+    Prometheus at a 15 s scrape and a 2 s refresh most refreshes bring nothing new for most tasks). The
+    view holds no time of its own (uptime is counted from ``started_at`` by who shows it), so reuse is
+    exact. Its flags and its start are read back from the view itself: it holds the flags it was given,
+    and its start (:func:`_started_at`) is all a view reads of the task's start. The task's number in
+    its job is :func:`build_jobs`' to set."""
     host_version = None if host is None else host.version
     status_version = None if status is None else status.version
     hit = built.get(ts.info.key)
     if (
         hit is not None
-        and hit.version == ts.version
-        and hit.host is host
-        and hit.host_version == host_version
-        and hit.status_version == status_version
+        and hit._version == ts.version
+        and hit._host is host
+        and hit._host_version == host_version
+        and hit._status_version == status_version
         and (hit.flags is flags or hit.flags == flags)
-        and (hit.started is started or hit.started == started)  # as a tuple compares (NaN: the same object)
+        and hit.started_at == _started_at(_started(ts, status, now), _is_up(status))
     ):
-        return hit.view
+        return hit
     view = node_view(ts, status, now, host=host, flags=flags)
-    built[ts.info.key] = BuiltView(ts.version, host_version, status_version, flags, started, host, view)
+    made = object.__setattr__  # a frozen view: its own slots set once, as it is made
+    made(view, "_version", ts.version)
+    made(view, "_host_version", host_version)
+    made(view, "_status_version", status_version)
+    made(view, "_host", host)
+    built[ts.info.key] = view
     return view
 
 
@@ -589,8 +609,9 @@ class OverviewCache:
     10,000 tasks read in a sweep most refreshes touch a few hundred. One per session (the only
     reader of the dirty sets)."""
 
-    # job -> its task keys, first seen first, each with its number in that order
-    members: dict[str, dict[str, int]] = field(default_factory=dict)
+    # job -> its task keys, first seen first: a task's number in its job is its place here, held by its view
+    # (:class:`_MadeFrom`; a list: not a dict of 100,000 keys beside ``built``, ~6 MB at 100,000 tasks)
+    members: dict[str, list[str]] = field(default_factory=dict)
     nodes: dict[str, list[NodeView]] = field(default_factory=dict)  # job -> its views, ordered (reused)
     grown: set[str] = field(default_factory=set)  # jobs that gained tasks or whose tasks' roles or names
     # changed (their order is made again)
@@ -598,7 +619,9 @@ class OverviewCache:
     # job -> each task's place in nodes, by its number in members (an array: not a dict of 100,000)
     at: dict[str, array[int]] = field(default_factory=dict)
     kinds: dict[str, Counter[Kind]] = field(default_factory=dict)  # job -> its tasks by kind (JobView.tally)
-    built: dict[str, BuiltView] = field(default_factory=dict)  # task key -> its view and what made it
+    built: dict[str, NodeView] = field(
+        default_factory=dict
+    )  # task key -> its view (what made it in its slots)
     # job -> how many of its tasks were ordered, and the permutation that sorts them (:func:`_ordered`)
     orders: dict[str, tuple[int, array[int]]] = field(default_factory=dict)
     renamed: set[str] = field(default_factory=set)  # jobs whose tasks' roles or names changed (sorted anew)
@@ -608,26 +631,8 @@ class OverviewCache:
 
     @property
     def views(self) -> Mapping[str, NodeView]:
-        """Each task's view, by task key (read from :attr:`built`: not a second book of 100,000)."""
-        return _Views(self.built)
-
-
-class _Views(Mapping[str, NodeView]):
-    """:attr:`OverviewCache.views`: the views held in a cache's ``built``, read as a mapping."""
-
-    __slots__ = ("_built",)
-
-    def __init__(self, built: dict[str, BuiltView]) -> None:
-        self._built = built
-
-    def __getitem__(self, key: str) -> NodeView:
-        return self._built[key].view
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._built)
-
-    def __len__(self) -> int:
-        return len(self._built)
+        """Each task's view, by task key (:attr:`built`, read only: not a second book of 100,000)."""
+        return self.built
 
 
 def _task_views(
@@ -643,21 +648,22 @@ def _task_views(
         flags: tuple[str, ...] = ("duplicate-identity",) if key in lifecycle.duplicates else ()
         if key in lifecycle.duplicate_ranks:  # another task of the job claims its rank
             flags += ("duplicate-rank",)
-        was = built.get(key)
-        old = None if was is None else was.view
+        old = built.get(key)
         view = cached_view(ts, lifecycle.nodes.get(key), now, store.host_of(ts), flags, built)
         if old is view:
             continue
         job = ts.info.job  # a task's key holds its job: a task never moves to another
         kinds = cache.kinds.setdefault(job, Counter())
         if old is not None:
+            object.__setattr__(view, "_number", old._number)  # the task's number in its job goes with it
             kinds[_kind(old)] -= 1
             if (old.role, old.name) != (view.role, view.name):  # its place in the order may move
                 cache.grown.add(job)
                 cache.renamed.add(job)
         else:
-            known = cache.members.setdefault(job, {})
-            known[key] = len(known)
+            known = cache.members.setdefault(job, [])
+            object.__setattr__(view, "_number", len(known))  # its place in ``known`` (:class:`_MadeFrom`)
+            known.append(key)
             cache.grown.add(job)
         kinds[_kind(view)] += 1
         cache.changed.setdefault(job, []).append(key)
@@ -715,11 +721,12 @@ def build_jobs(
         elif name in cache.changed:  # the same tasks, some with new views: put those in their places
             base = cache.nodes[name]
             nodes = list(base)
-            at, number = cache.at[name], cache.members[name]
+            at, built = cache.at[name], cache.built
             places = []
             for key in cache.changed.get(name, ()):
-                place = at[number[key]]
-                nodes[place] = cache.built[key].view
+                view = built[key]
+                place = at[view._number]
+                nodes[place] = view
                 places.append(place)
             cache.nodes[name] = nodes
             change = NodesChange(base, nodes, sorted(set(places)))
@@ -739,13 +746,13 @@ def _kind(n: NodeView) -> Kind:
 
 def _order_job(name: str, cache: OverviewCache) -> None:
     """A job's node list made again, in order (it gained tasks, or a task's role or name changed)."""
-    keys = list(cache.members.get(name, {}))
+    keys = cache.members.get(name, [])
     order = _ordered(cache, name, keys)
     built = cache.built
     at = cache.at[name] = array("q", [0]) * len(keys)
     for place, i in enumerate(order):
         at[i] = place
-    cache.nodes[name] = [built[keys[i]].view for i in order]
+    cache.nodes[name] = [built[keys[i]] for i in order]
     cache.grown.discard(name)
 
 
@@ -818,9 +825,9 @@ def _ordered(cache: OverviewCache, name: str, keys: list[str]) -> array[int]:
     kept = cache.orders.get(name)
     n = len(keys)
     if kept is None or name in cache.renamed or kept[0] > n:
-        perm = array("q", sorted(range(n), key=lambda i: _order_key(built[keys[i]].view)))
+        perm = array("q", sorted(range(n), key=lambda i: _order_key(built[keys[i]])))
     elif kept[0] < n:
-        perm = _inserted(kept[1], range(kept[0], n), lambda i: _order_key(built[keys[i]].view))
+        perm = _inserted(kept[1], range(kept[0], n), lambda i: _order_key(built[keys[i]]))
     else:
         perm = kept[1]
     cache.orders[name] = (n, perm)

@@ -11,7 +11,7 @@ import orjson
 
 from cmdare.collectors import metrics as M
 from cmdare.collectors.lifecycle import Lifecycle
-from cmdare.collectors.observed import BuiltView, cached_view, node_view
+from cmdare.collectors.observed import NodeView, cached_view, node_view
 from cmdare.collectors.prometheus.answers import decode, well_formed
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import Store
@@ -45,7 +45,7 @@ def test_cached_figures_are_the_same_view_and_uptime_moves():
         store.add(poll)
         life.observe([poll])
     ts, status = store.tasks[W.key], life.nodes[W.key]
-    built: dict[str, BuiltView] = {}  # the overview's views so far (a session's OverviewCache.built)
+    built: dict[str, NodeView] = {}  # the overview's views so far (a session's OverviewCache.built)
     first = cached_view(ts, status, 120.0, None, (), built)
     again = cached_view(ts, status, 125.0, None, (), built)
     assert again is first and again == node_view(ts, status, 125.0)  # nothing new: the same object
