@@ -12,7 +12,8 @@ from array import array
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any, Literal, TypeVar, cast
 
 from cmdare.collectors import hostdetail as H
@@ -52,10 +53,40 @@ class _MadeFrom:
     _number: int
 
 
-@dataclass(
-    frozen=True, slots=True, kw_only=True
-)  # 10,000 a job, read in passes by the rules: no __dict__ each
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeRemarks:
+    """What a task's view says that is its default for nearly every task of a fleet: its pipeline stage
+    and datacenter, a failure, revocation or restart, identity flags, checkpoints (most tasks of a job
+    write none), a finished log run's end. Every view with none of them holds :data:`NO_REMARKS`, one
+    object, so a view holds one slot for these ten (9 slots less: ~7 MB at 100,000 tasks); a view with
+    any of them holds a remarks object of its own (112 bytes: few tasks of a fleet)."""
+
+    stage: str = ""
+    dc: str = ""
+    last_error: str | None = None
+    restarts: int = 0
+    cause: str = ""
+    flags: tuple[str, ...] = ()  # identity remarks, e.g. duplicate-identity
+    last_checkpoint_at: float | None = (
+        None  # Unix s the task's last checkpoint was written (exporter or logs)
+    )
+    checkpoint_seconds: float | None = None  # mean time to write one (cmdare_checkpoint_seconds, measured)
+    checkpoint_interval_s: float | None = None  # mean time between its checkpoints over the last hour
+    ended_at: float | None = None  # a finished log run: its last event's time (shown for an uptime)
+
+
+NO_REMARKS = NodeRemarks()  # what nearly every view holds (one object: frozen)
+_KEEP: Any = object()  # a remark not given to NodeView(): its remarks' own (NO_REMARKS', or a copy's)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)  # 10,000 a job, read in passes by the rules
 class NodeView(_MadeFrom):
+    """One task's row: its identity and what was measured of it. Made with every figure by name
+    (``NodeView(name=…, role=…, last_error=…)``); the ten figures of :class:`NodeRemarks` are read as
+    attributes like the others (``view.flags``) and held in ``remarks`` (:data:`NO_REMARKS` when all of
+    them are their defaults). ``dataclasses.replace`` changes any of them too (the copy's remarks are
+    the original's with the figures given)."""
+
     name: str
     role: str
     gpu: str
@@ -69,11 +100,6 @@ class NodeView(_MadeFrom):
     net_in_bps: float | None  # bytes/s: the PS's own traffic for a PS, else node_exporter NIC
     net_out_bps: float | None
     started_at: float | None  # Unix s: start of the task's current lifetime (None unless up); see uptime_s()
-    last_error: str | None
-    restarts: int
-    cause: str
-    stage: str = ""
-    dc: str = ""
     host: str = ""
     owns_gpu: bool = False  # the task has GPUs (declared, or a worker on a host DCGM reports GPUs of)
     gpu_model: str = ""  # DCGM ``modelName`` of the host's GPUs (when the task owns GPUs)
@@ -82,16 +108,121 @@ class NodeView(_MadeFrom):
     mem_total_bytes: float | None = None
     gpu_mem_used_mib: float | None = None  # the task's GPUs' memory (DCGM FB_USED / FB_USED + FB_FREE)
     gpu_mem_total_mib: float | None = None
-    flags: tuple[str, ...] = ()  # identity remarks, e.g. duplicate-identity
     allreduce_seconds: float | None = None  # sync jobs: mean exposed all-reduce of one step (measured)
     rank: str = ""  # sync jobs: global rank and rank on its node, as the exporter declares them
     local_rank: str = ""
-    last_checkpoint_at: float | None = (
-        None  # Unix s the task's last checkpoint was written (exporter or logs)
-    )
-    checkpoint_seconds: float | None = None  # mean time to write one (cmdare_checkpoint_seconds, measured)
-    checkpoint_interval_s: float | None = None  # mean time between its checkpoints over the last hour
-    ended_at: float | None = None  # a finished log run: its last event's time (shown for an uptime)
+    remarks: NodeRemarks = NO_REMARKS  # stage, dc, failure, restarts, flags, checkpoints, end (see above)
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        role: str,
+        gpu: str,
+        region: str,
+        zone: str,
+        provisioning: str,
+        status: str,
+        steps_per_sec: float | None,
+        step_seconds: float | None,
+        gpu_util: float | None,
+        net_in_bps: float | None,
+        net_out_bps: float | None,
+        started_at: float | None,
+        last_error: str | None = _KEEP,
+        restarts: int = _KEEP,
+        cause: str = _KEEP,
+        stage: str = _KEEP,
+        dc: str = _KEEP,
+        host: str = "",
+        owns_gpu: bool = False,
+        gpu_model: str = "",
+        cpu_pct: float | None = None,
+        mem_used_bytes: float | None = None,
+        mem_total_bytes: float | None = None,
+        gpu_mem_used_mib: float | None = None,
+        gpu_mem_total_mib: float | None = None,
+        flags: tuple[str, ...] = _KEEP,
+        allreduce_seconds: float | None = None,
+        rank: str = "",
+        local_rank: str = "",
+        last_checkpoint_at: float | None = _KEEP,
+        checkpoint_seconds: float | None = _KEEP,
+        checkpoint_interval_s: float | None = _KEEP,
+        ended_at: float | None = _KEEP,
+        remarks: NodeRemarks = NO_REMARKS,
+    ) -> None:
+        made = _remarks(
+            remarks,
+            (stage, dc, last_error, restarts, cause, flags)
+            + (last_checkpoint_at, checkpoint_seconds, checkpoint_interval_s, ended_at),
+        )
+        put = object.__setattr__  # frozen: each slot set once, as the generated __init__ does
+        put(self, "name", name)
+        put(self, "role", role)
+        put(self, "gpu", gpu)
+        put(self, "region", region)
+        put(self, "zone", zone)
+        put(self, "provisioning", provisioning)
+        put(self, "status", status)
+        put(self, "steps_per_sec", steps_per_sec)
+        put(self, "step_seconds", step_seconds)
+        put(self, "gpu_util", gpu_util)
+        put(self, "net_in_bps", net_in_bps)
+        put(self, "net_out_bps", net_out_bps)
+        put(self, "started_at", started_at)
+        put(self, "host", host)
+        put(self, "owns_gpu", owns_gpu)
+        put(self, "gpu_model", gpu_model)
+        put(self, "cpu_pct", cpu_pct)
+        put(self, "mem_used_bytes", mem_used_bytes)
+        put(self, "mem_total_bytes", mem_total_bytes)
+        put(self, "gpu_mem_used_mib", gpu_mem_used_mib)
+        put(self, "gpu_mem_total_mib", gpu_mem_total_mib)
+        put(self, "allreduce_seconds", allreduce_seconds)
+        put(self, "rank", rank)
+        put(self, "local_rank", local_rank)
+        put(self, "remarks", made)
+
+    @property
+    def stage(self) -> str:
+        return self.remarks.stage
+
+    @property
+    def dc(self) -> str:
+        return self.remarks.dc
+
+    @property
+    def last_error(self) -> str | None:
+        return self.remarks.last_error
+
+    @property
+    def restarts(self) -> int:
+        return self.remarks.restarts
+
+    @property
+    def cause(self) -> str:
+        return self.remarks.cause
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return self.remarks.flags
+
+    @property
+    def last_checkpoint_at(self) -> float | None:
+        return self.remarks.last_checkpoint_at
+
+    @property
+    def checkpoint_seconds(self) -> float | None:
+        return self.remarks.checkpoint_seconds
+
+    @property
+    def checkpoint_interval_s(self) -> float | None:
+        return self.remarks.checkpoint_interval_s
+
+    @property
+    def ended_at(self) -> float | None:
+        return self.remarks.ended_at
 
     def uptime_s(self, now: float) -> float | None:
         """Seconds since the task's current lifetime began, at ``now`` (None unless up). The view
@@ -100,11 +231,36 @@ class NodeView(_MadeFrom):
         return None if self.started_at is None else now - self.started_at
 
     def to_json(self, now: float) -> dict[str, Any]:
-        out = asdict(self)
+        out: dict[str, Any] = {k: getattr(self, k) for k in _JSON_FIELDS}  # remarks among the others
         del out["started_at"]
         out["uptime_s"] = self.uptime_s(now)
         out["flags"] = list(self.flags)
         return out
+
+
+def _remarks(base: NodeRemarks, given: tuple[Any, ...]) -> NodeRemarks:
+    """The remarks of a view made with ``given`` (its ten figures in :class:`NodeRemarks`' order, each
+    the figure or :data:`_KEEP`: not given) over ``base`` (:data:`NO_REMARKS`, or the remarks of the view
+    ``dataclasses.replace`` copies): ``base`` itself, or :data:`NO_REMARKS`, when the figures are theirs
+    (nearly every task: no object made)."""
+    base_figures = _REMARK_FIGURES(base)
+    own = tuple(b if x is _KEEP else x for x, b in zip(given, base_figures, strict=True))
+    if own == base_figures:
+        return base
+    return NO_REMARKS if own == _PLAIN else NodeRemarks(**dict(zip(_REMARK_NAMES, own, strict=True)))
+
+
+_REMARK_NAMES = tuple(f.name for f in fields(NodeRemarks))
+_REMARK_FIGURES = attrgetter(*_REMARK_NAMES)  # a remarks' ten figures, in order
+_PLAIN = _REMARK_FIGURES(NO_REMARKS)
+# A view's figures in the JSON, in the order they have always had there
+_JSON_FIELDS = (
+    "name", "role", "gpu", "region", "zone", "provisioning", "status", "steps_per_sec", "step_seconds",
+    "gpu_util", "net_in_bps", "net_out_bps", "started_at", "last_error", "restarts", "cause", "stage", "dc",
+    "host", "owns_gpu", "gpu_model", "cpu_pct", "mem_used_bytes", "mem_total_bytes", "gpu_mem_used_mib",
+    "gpu_mem_total_mib", "flags", "allreduce_seconds", "rank", "local_rank", "last_checkpoint_at",
+    "checkpoint_seconds", "checkpoint_interval_s", "ended_at",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -261,10 +261,13 @@ def test_rates_from_recent_points_equal_rates_from_the_rings(points, seconds):
 def test_a_running_lifetime_is_made_once_and_again_when_what_it_holds_changes():
     """A running lifetime is the same object from one call to the next while the task's start and the
     identity it holds (GPU, region, provisioning) stay; a new zone keeps it (it holds none); a new
-    provisioning or a new start (a replacement) makes it again; each equals one made afresh."""
+    provisioning or a new start (a replacement) makes it again; each equals one made afresh. The status
+    holds it (no book of them by key beside the statuses), and holding it is no change of the status."""
     lc = Lifecycle()
     lc.observe([ok(0), ok(0, W2)])
+    version = lc.nodes["j/w1"].version
     first = {lt.task: lt for lt in lc.all_lifetimes()}
+    assert lc.nodes["j/w1"].version == version  # held by the status: no change of it (no view made again)
     assert set(first) == {"j/w1", "j/w2"} and all(lt.end is None for lt in first.values())
     zoned = dataclasses.replace(W, zone="us-central1-b")
     lc.observe([ok(10, zoned), ok(10, W2)])
