@@ -19,18 +19,20 @@ TRANSIENT = frozenset({"spot", "preemptible"})
 _UNSET = object()  # a NodeStatus field not set yet
 
 
-class _RunningLifetime:
-    """Base of :class:`NodeStatus`: the task's running lifetime as :meth:`Lifecycle.all_lifetimes` last
-    made it, in a slot of the status's own (no dataclass field: not in equality or a recording, and
-    setting it is no change of the status). A dict of them by task key beside ``nodes`` cost ~3.7 MB at
-    100,000 tasks; the slot costs 8 bytes a task."""
+class _LifecycleBooks:
+    """Base of :class:`NodeStatus`: what the lifecycle keeps of a task beside its state, in slots of the
+    status's own (no dataclass field: not in equality or a recording, and setting one is no change of the
+    status): its running lifetime as :meth:`Lifecycle.all_lifetimes` last made it, and the source that
+    owns its identity (the first claimant, or the replacement of a gone one). Two dicts of them by task
+    key beside ``nodes`` cost ~7.3 MB at 100,000 tasks; the slots cost 16 bytes a task."""
 
-    __slots__ = ("_lifetime",)
+    __slots__ = ("_lifetime", "_owner")
     _lifetime: Lifetime
+    _owner: str
 
 
 @dataclass(slots=True)  # one a task: no __dict__ each
-class NodeStatus(_RunningLifetime):
+class NodeStatus(_LifecycleBooks):
     """One task's lifecycle state; ``version`` counts its changes (a field set to another value),
     which is what a reader's cache keys on."""
 
@@ -75,7 +77,8 @@ class Lifecycle:
     _pairs: dict[str, tuple[str, str, str]] = field(
         default_factory=dict
     )  # renamed key -> (key, owner, claimant)
-    _owner: dict[str, str] = field(default_factory=dict)  # key -> the source that claimed it first
+    # key -> the source that owns it, for a key claimed before it has a status (a status holds its own)
+    _owner: dict[str, str] = field(default_factory=dict)
     _answered: dict[str, int] = field(default_factory=dict)  # source -> the last cycle it answered in
     _host_sources: set[str] = field(default_factory=set)  # node_exporter / DCGM targets
     # synchronous jobs: keys of tasks that claim a rank another task of their job claims too (both
@@ -168,9 +171,11 @@ class Lifecycle:
     def _claim(self, poll: TaskPoll) -> TaskPoll:
         assert poll.info is not None
         key = poll.info.key
-        owner = self._owner.setdefault(key, poll.source)
+        held = self._owner_of(key)
+        owner = held or poll.source
         if owner == poll.source or self._answered.get(owner, -9) < self._cycle - 1:
-            self._owner[key] = poll.source  # the first claimant, or a replacement of a gone one
+            if held != poll.source:  # the first claimant, or a replacement of a gone one
+                self._set_owner(key, poll.source)
             return poll
         info = replace(poll.info, task=f"{poll.info.name}@{_short(poll.source)}")
         if info.key not in self._pairs:  # said once, not every poll
@@ -178,8 +183,32 @@ class Lifecycle:
                 "duplicate identity %s: claimed by %s and %s", key, _short(owner), _short(poll.source)
             )
         self._pairs[info.key] = (key, owner, poll.source)
-        self._owner.setdefault(info.key, poll.source)
+        if self._owner_of(info.key) is None:
+            self._set_owner(info.key, poll.source)
         return replace(poll, info=info)
+
+    def _owner_of(self, key: str) -> str | None:
+        """The source that owns identity ``key`` (None: unclaimed)."""
+        node = self.nodes.get(key)
+        if node is not None and (owner := getattr(node, "_owner", None)) is not None:
+            return owner
+        return self._owner.get(key)
+
+    def _set_owner(self, key: str, source: str) -> None:
+        node = self.nodes.get(key)
+        if node is None:
+            self._owner[key] = source  # until the key's status is made (:meth:`_new_status`)
+        else:
+            object.__setattr__(node, "_owner", source)  # no change of the status (its version stays)
+            self._owner.pop(key, None)
+
+    def _new_status(self, key: str, status: NodeStatus) -> NodeStatus:
+        """``status`` made the status of ``key``, holding its owner if it was claimed before."""
+        self.nodes[key] = status
+        owner = self._owner.pop(key, None)
+        if owner is not None:
+            object.__setattr__(status, "_owner", owner)
+        return status
 
     def _pending(self, poll: TaskPoll) -> None:
         assert poll.info is not None
@@ -224,7 +253,7 @@ class Lifecycle:
         node = self.nodes.get(key)
         preempted = poll.values.get(K_PREEMPTED, 0.0) >= 1.0
         if node is None:
-            node = self.nodes[key] = NodeStatus(info=poll.info, since=poll.t, started=poll.t)
+            node = self._new_status(key, NodeStatus(info=poll.info, since=poll.t, started=poll.t))
             node.preempted_seen = preempted
             node.last_error = poll.error
             node.restarts = node.log_restarts = int(poll.values.get(K_LOG_RESTARTS, 0))
@@ -267,7 +296,7 @@ class Lifecycle:
         if node is None:
             if poll.info is None:
                 return []
-            node = self.nodes[key] = NodeStatus(info=poll.info, state=TaskState.SILENT, since=poll.t)
+            node = self._new_status(key, NodeStatus(info=poll.info, state=TaskState.SILENT, since=poll.t))
             node.failures, node.last_error = 1, poll.error
             return [Transition(key, None, TaskState.SILENT, poll.t, poll.error or "no answer")]
         node.failures += 1

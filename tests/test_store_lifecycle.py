@@ -282,3 +282,46 @@ def test_a_running_lifetime_is_made_once_and_again_when_what_it_holds_changes():
     lc.observe([ok(40, spot), ok(40, W2)])  # the replacement: a new start
     (new,) = [lt for lt in lc.all_lifetimes() if lt.task == "j/w1" and lt.end is None]
     assert new.start == 40 and new is not moved["j/w1"]
+
+
+_CLAIMS = st.lists(  # cycles of polls: (source, identity claimed, answered)
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.booleans()), max_size=6),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(_CLAIMS)
+def test_an_identitys_owner_held_by_its_status_claims_as_a_book_of_owners_did(cycles: list) -> None:
+    """Who owns an identity (the first claimant, or the replacement of one gone a cycle) is held by the
+    identity's status once it has one (no book of 100,000 owners beside the statuses): every poll resolves
+    to the key a book of owners by key gives (its own, or ``name@source`` when another source owns it),
+    and the owners held are the book's."""
+    lc = Lifecycle()
+    owner: dict[str, str] = {}  # the book: key -> owner
+    answered: dict[str, int] = {}
+    for cycle, claims in enumerate(cycles, start=1):
+        polls = [
+            TaskPoll(source=f"http://s{src}", t=float(cycle), ok=up, info=TaskInfo(job="j", task=f"w{k}"))
+            for src, k, up in claims
+        ]
+        want = []
+        for p in polls:
+            if not p.ok:
+                continue
+            assert p.info is not None
+            answered[p.source] = cycle
+            first = owner.setdefault(p.info.key, p.source)
+            if first == p.source or answered.get(first, -9) < cycle - 1:
+                owner[p.info.key] = p.source
+                want.append(p.info.key)
+            else:
+                renamed = f"j/{p.info.task}@{p.source.removeprefix('http://')}"
+                owner.setdefault(renamed, p.source)
+                want.append(renamed)
+        out = lc.resolve(polls)
+        assert [p.info.key for p in out if p.ok and p.info is not None] == want, cycle
+        lc.observe(out)
+    held = {k: getattr(n, "_owner", None) for k, n in lc.nodes.items()} | lc._owner
+    assert {k: v for k, v in held.items() if v is not None} == owner
