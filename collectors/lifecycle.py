@@ -190,9 +190,8 @@ class Lifecycle:
     def _owner_of(self, key: str) -> str | None:
         """The source that owns identity ``key`` (None: unclaimed)."""
         node = self.nodes.get(key)
-        if node is not None and (owner := getattr(node, "_owner", None)) is not None:
-            return owner
-        return self._owner.get(key)
+        owner: str | None = None if node is None else getattr(node, "_owner", None)  # unset: not claimed yet
+        return owner if owner is not None else self._owner.get(key)
 
     def _set_owner(self, key: str, source: str) -> None:
         node = self.nodes.get(key)
