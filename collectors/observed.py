@@ -152,11 +152,8 @@ class NodeView(_MadeFrom):
         ended_at: float | None = _KEEP,
         remarks: NodeRemarks = NO_REMARKS,
     ) -> None:
-        made = _remarks(
-            remarks,
-            (stage, dc, last_error, restarts, cause, flags)
-            + (last_checkpoint_at, checkpoint_seconds, checkpoint_interval_s, ended_at),
-        )
+        figures = (stage, dc, last_error, restarts, cause, flags, last_checkpoint_at, checkpoint_seconds)
+        made = _remarks(remarks, (*figures, checkpoint_interval_s, ended_at))
         put = object.__setattr__  # frozen: each slot set once, as the generated __init__ does
         put(self, "name", name)
         put(self, "role", role)
@@ -243,6 +240,8 @@ def _remarks(base: NodeRemarks, given: tuple[Any, ...]) -> NodeRemarks:
     the figure or :data:`_KEEP`: not given) over ``base`` (:data:`NO_REMARKS`, or the remarks of the view
     ``dataclasses.replace`` copies): ``base`` itself, or :data:`NO_REMARKS`, when the figures are theirs
     (nearly every task: no object made)."""
+    if base is NO_REMARKS and given == _PLAIN:  # nearly every view made: one comparison
+        return NO_REMARKS
     base_figures = _REMARK_FIGURES(base)
     own = tuple(b if x is _KEEP else x for x, b in zip(given, base_figures, strict=True))
     if own == base_figures:
@@ -679,7 +678,7 @@ def _checkpoints(ts: TaskSeries, now: float) -> tuple[float | None, float | None
 
 def _is_up(status: NodeStatus | None) -> bool:
     """Whether a task with this lifecycle status is up (one with none yet is: it answered)."""
-    return status is None or status.state.value == TaskState.UP.value
+    return status is None or status.state is TaskState.UP
 
 
 def _started_at(started: float, up: bool) -> float | None:
@@ -719,10 +718,13 @@ def cached_view(
         and hit._host is host
         and hit._host_version == host_version
         and hit._status_version == status_version
-        and (hit.flags is flags or hit.flags == flags)
-        and hit.started_at == _started_at(_started(ts, status, now), _is_up(status))
     ):
-        return hit
+        was = hit.remarks.flags
+        started = _started(ts, status, now) if _is_up(status) else None  # what its started_at is made of
+        if (was is flags or was == flags) and hit.started_at == (
+            started if started and math.isfinite(started) else None  # as _started_at makes it
+        ):
+            return hit
     view = node_view(ts, status, now, host=host, flags=flags)
     made = object.__setattr__  # a frozen view: its own slots set once, as it is made
     made(view, "_version", ts.version)
