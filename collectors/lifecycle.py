@@ -357,7 +357,7 @@ class Lifecycle:
     def all_lifetimes(self) -> list[Lifetime]:
         """Closed lifetimes plus the running ones (``end=None``); a running one is made once per
         start and identity, not on every call (asked at every ranking, for every task), and held by the
-        task's status (:class:`_RunningLifetime`: it goes when the task does)."""
+        task's status (:class:`_LifecycleBooks`: it goes when the task does)."""
         running = []
         for k, n in self.nodes.items():
             if n.state in (TaskState.REVOKED, TaskState.PENDING):
