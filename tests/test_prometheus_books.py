@@ -27,10 +27,13 @@ def test_a_target_read_again_is_filed_under_the_string_its_books_hold():
     held = {k: k for k in src._known}
     for ident in again:
         assert ident is held[ident]  # the string the books hold, not this answer's
-        assert src._current[ident] is ident
+        assert src._slots[src._current[ident]] is ident
     assert [src._known[i].info.key for i in again] == [f"big/worker-{i}" for i in range(5)]
     # the fleet reader is handed the instance strings the books hold
     assert all(inst is held[inst] for inst in src.fleet_reader._order)
+    # and lays its columns out over the source's slots: the same list and dict, not copies
+    columns = src.fleet_reader._columns
+    assert columns is not None and columns.instances is src._slots and columns.index is src._current
 
     detail = FoldedDetail(
         times={"".join(["10.0.0.", str(i), ":9400"]): "101" for i in (1, 3)},

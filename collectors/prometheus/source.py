@@ -295,9 +295,13 @@ class PrometheusAPISource:
         self._carried: dict[str, str] = {}
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        # targets named by the last task_info answer, each to itself: the one instance string a target's
-        # books hold, looked up for the ones each answer's parse makes anew (~6 MB at 100,000 tasks)
-        self._current: dict[str, str] = {}
+        # the targets named by the last task_info answer, in its order (slot → instance) and each to its
+        # slot: the one instance string a target's books hold is found (_slots[_current[i]]) for the copy
+        # each answer's parse makes anew; a large fleet's columns are laid out over the same slots and look
+        # instances up in this same dict (FleetColumns: one dict of 100,000 keys less, ~6 MiB). Replaced
+        # whole by each identity read, never changed in place (an earlier read's columns still use it).
+        self._slots: list[str] = []
+        self._current: dict[str, int] = {}
         self._gone_cache: set[str] | None = None  # known − current (_gone_known)
         self._no_info: set[str] = set()  # targets with job values but no task_info
         self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
@@ -946,7 +950,7 @@ class PrometheusAPISource:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        current, infos, no_info = self._current, self._known, self._no_info
+        current, slots, infos, no_info = self._current, self._slots, self._known, self._no_info
         # rows are well formed (decode): ``metric`` is a dict of str; ~7 rows a task a refresh, so
         # read in a few comprehensions rather than one loop with branches (``_ident``, inlined)
         metrics = [r["metric"] for r in values]
@@ -958,7 +962,7 @@ class PrometheusAPISource:
         ):
             return None  # job values from a target we cannot name yet
         return {
-            current[i]: _Target(infos[i].info)  # the string the target's books hold, not this answer's
+            slots[current[i]]: _Target(infos[i].info)  # the string the target's books hold, not this answer's
             for i, k in zip(idents, keys, strict=True)
             if k == T_KEY and i in current and i not in down
         }
@@ -968,10 +972,11 @@ class PrometheusAPISource:
         rows: Iterable[Mapping[str, str]] = (
             map(labels_of, infos.labels) if isinstance(infos, LabelledRows) else (r["metric"] for r in infos)
         )
-        current, known = self._current, self._known
+        current, slots, known = self._current, self._slots, self._known
         for labels in rows:
             ident = _ident(labels)
-            ident = current.get(ident, ident)  # a target named before: the string its books hold
+            if (slot := current.get(ident)) is not None:  # a target named before: the string its books hold
+                ident = slots[slot]
             books = known.get(ident)
             info = books.info if books is not None else None
             if info is None or not _made_from(info, labels):  # a new task, or its labels changed
@@ -988,10 +993,11 @@ class PrometheusAPISource:
             if carried and (source := carried.pop(ident, None)) is not None:  # a task's name, carried on
                 books.source, books.backfilled = source, True
         carried.clear()  # every target carried on to is named by this read: none is left (bounded)
-        self._current = {i: i for i in out}
+        self._slots = slots = list(out)
+        self._current = current = {i: n for n, i in enumerate(slots)}
         self._gone_cache = None
         if len(out) > self.focus_from:
-            self.fleet_reader.know({i: t.info for i, t in out.items()})
+            self.fleet_reader.know({i: t.info for i, t in out.items()}, slots=(slots, current))
             self._full_due = False  # a fleet's newcomers are read in detail next refresh, not all tasks
         return out
 
@@ -1090,13 +1096,13 @@ class PrometheusAPISource:
         """:meth:`_reuse_targets` for a large fleet's folded detail: the targets read (a scrape time each)
         that Prometheus still names and reaches; None when a task not met before has values."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        current, infos, no_info = self._current, self._known, self._no_info
+        current, slots, infos, no_info = self._current, self._slots, self._known, self._no_info
         if any(v and i not in current and i not in no_info for i, v in folded.values.items()):
             return None  # job values from a target we cannot name yet
         return {
             ident: _Target(infos[ident].info)
             for i in folded.times
-            if (ident := current.get(i)) is not None and ident not in down
+            if (slot := current.get(i)) is not None and (ident := slots[slot]) not in down
         }
 
     def _fill_folded(self, targets: dict[str, _Target], folded: FoldedDetail) -> None:
