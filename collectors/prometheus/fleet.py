@@ -557,7 +557,11 @@ class FleetReader:
         self._columns_at = -math.inf
         self._turn = 0  # the next column to read
         self._order: list[str] = []  # the known instances, sorted (the sweep's order)
-        self._by_key: dict[str, str] = {}  # task key -> instance
+        # the known tasks' keys (``job/name``) by their hash, sorted, and each one's instance: the focus's
+        # keys (a few hundred) are looked up here (_keyed), where a dict of task key → instance held a key
+        # a task (~3.7 MiB at 100,000 tasks; these two arrays 1.6 MB)
+        self._key_hashes: np.ndarray | None = None
+        self._key_instances: list[str] = []
         self._new: set[str] = set()  # instances named since their detail was last read
         self._first_due = True  # every column at once, once the tasks are known (first_columns)
 
@@ -571,7 +575,7 @@ class FleetReader:
             self._new |= set(tasks).difference(self._order)
         self._new.intersection_update(tasks)
         self._order = sorted(tasks)
-        self._by_key = {info.key: inst for inst, info in tasks.items()}
+        self._know_keys(tasks)
         self._columns = FleetColumns(tasks, carry=self._columns, slots=slots)
 
     @property
@@ -635,9 +639,34 @@ class FleetReader:
         named by an alert, then the slowest."""
         outliers = self.fleet.outliers if self.fleet is not None else {}
         preempted = [i for i, why in outliers.items() if why == "preempted"]
-        keyed = [i for k in self.focus if (i := self._by_key.get(k)) is not None]
+        keyed = self._keyed(self.focus)
         slow = [i for i, why in outliers.items() if why != "preempted"]
         return list(dict.fromkeys([*preempted, *sorted(self._new), *keyed, *slow]))[:FOCUS_MAX]
+
+    def _know_keys(self, tasks: Mapping[str, TaskInfo]) -> None:
+        """The tasks' keys by hash (:meth:`_keyed`): one sort at each read of who the tasks are."""
+        import numpy as np
+
+        hashes = np.fromiter((hash(info.key) for info in tasks.values()), np.int64, len(tasks))
+        order = np.argsort(hashes, kind="stable")
+        instances = list(tasks)
+        self._key_hashes = hashes[order]
+        self._key_instances = [instances[i] for i in order.tolist()]
+
+    def _keyed(self, keys: Iterable[str]) -> list[str]:
+        """The instances of the known tasks with these keys (``job/name``), in the keys' order. Keys are
+        matched by hash (Python's: 64 bits, seeded at random per process, so a label cannot be made to
+        match another's): two tasks' keys of one hash both come, one more task read, never one less."""
+        import numpy as np
+
+        hashes = self._key_hashes
+        keys = list(keys)
+        if hashes is None or not len(hashes) or not keys:
+            return []
+        wanted = np.fromiter(map(hash, keys), np.int64, len(keys))
+        lo = np.searchsorted(hashes, wanted, "left").tolist()
+        hi = np.searchsorted(hashes, wanted, "right").tolist()
+        return [inst for a, b in zip(lo, hi, strict=True) for inst in self._key_instances[a:b]]
 
     def read(
         self,
