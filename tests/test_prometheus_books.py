@@ -5,8 +5,12 @@ say is unchanged. No server: the rows are what decoding hands on."""
 
 from __future__ import annotations
 
-from cmdare.collectors.prometheus.fleet import FoldedDetail
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cmdare.collectors.prometheus.fleet import FleetReader, FoldedDetail
 from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.samples import TaskInfo
 
 
 def _identities(n: int) -> list[dict[str, object]]:
@@ -43,3 +47,48 @@ def test_a_target_read_again_is_filed_under_the_string_its_books_hold():
     assert read is not None and list(read) == ["10.0.0.1:9400", "10.0.0.3:9400"]
     assert all(ident is held[ident] for ident in read)
     assert all(tg.info is src._known[i].info for i, tg in read.items())
+
+
+def _named(*tasks: tuple[str, str]) -> list[dict[str, object]]:
+    """Identity rows of (instance, task) pairs."""
+    return [
+        {"metric": {"instance": inst, "job": "bench", "exported_job": "big", "task": task}, "value": [0, "1"]}
+        for inst, task in tasks
+    ]
+
+
+def test_source_names_are_made_once_and_never_given_twice():
+    """A target's source name is its own (``display#instance``, not listed) and the same string at each
+    ask; a name carried on to a task's new address stays the same string, and the address it left, or a
+    target whose own name it would be, is numbered."""
+    src = PrometheusAPISource("http://127.0.0.1:9")
+    src._targets(_named(("h:1", "a"), ("h:2", "b")), 100.0)
+    first = src._source("h:1")
+    assert first == "http://127.0.0.1:9#h:1" and src._source("h:1") is first
+    assert src._source("h:2") == "http://127.0.0.1:9#h:2" and not src._in_use  # own names: not listed
+    # a moves to h:3 (new); h:1 now answers for c
+    src._targets(_named(("h:3", "a"), ("h:1", "c"), ("h:2", "b")), 102.0)
+    assert src._source("h:3") is first and src.replaced == 1  # the same string: the same task
+    assert src._source("h:1") == "http://127.0.0.1:9#h:1#2"
+    # a target whose own name is the one h:1 holds now
+    src._targets(_named(("h:3", "a"), ("h:1", "c"), ("h:2", "b"), ("h:1#2", "d")), 104.0)
+    assert src._source("h:1#2") == "http://127.0.0.1:9#h:1#2#2"
+    names = [src._source(i) for i in src._known]
+    assert len(set(names)) == len(names)
+    assert src._known["h:3"].backfilled  # its history is the task's, read at the old address
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    tasks=st.dictionaries(st.text(min_size=1, max_size=6), st.text(min_size=1, max_size=6), max_size=40),
+    extra=st.lists(st.text(max_size=6), max_size=10),
+)
+def test_the_focus_keys_find_the_instances_a_dict_of_keys_would(tasks: dict[str, str], extra: list[str]):
+    """The fleet reader's look-up of the focus's task keys (by hash, in a sorted array) finds what a dict
+    of task key → instance found (the dict it replaces)."""
+    reader = FleetReader("")
+    infos = {inst: TaskInfo(job="j", task=task) for inst, task in tasks.items()}
+    reader.know(infos)
+    by_key = {info.key: inst for inst, info in infos.items()}
+    focus = [info.key for info in infos.values()][::2] + [f"j/{x}" for x in extra]
+    assert sorted(reader._keyed(focus)) == sorted({by_key[k] for k in focus if k in by_key})
