@@ -92,3 +92,16 @@ def test_the_focus_keys_find_the_instances_a_dict_of_keys_would(tasks: dict[str,
     by_key = {info.key: inst for inst, info in infos.items()}
     focus = [info.key for info in infos.values()][::2] + [f"j/{x}" for x in extra]
     assert sorted(reader._keyed(focus)) == sorted({by_key[k] for k in focus if k in by_key})
+
+
+def test_a_host_is_its_instance_string_when_they_are_equal():
+    """An instance without a port is its own host: the books keep that one string, not an equal copy."""
+    from cmdare.collectors.hostdetail import host_name
+
+    inst = "".join(["node-", "7"])
+    assert host_name(inst) is inst
+    assert host_name("Node-7:9100") == "node-7" and host_name("[::1]:9100") == "::1"
+    assert host_name("http://u@Gpu-1:9400/metrics") == "gpu-1"
+    src = PrometheusAPISource("http://127.0.0.1:9")
+    src._targets(_named((inst, "a"), ("10.0.0.1:9400", "b")), 100.0)
+    assert src._host(inst) is inst and src._host("10.0.0.1:9400") == "10.0.0.1"
