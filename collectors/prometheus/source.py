@@ -51,7 +51,6 @@ import asyncio
 import logging
 import math
 import statistics
-from array import array
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -163,7 +162,6 @@ BACKGROUND_TIMEOUT_FACTOR = 3
 # forgotten: the lifecycle has called it silent or revoked by then, and a long session's churn of spot
 # VMs (a new address each) does not pile up as failed polls and identities
 FORGET_AFTER_S = 600.0
-_NEVER = -math.inf  # a target's scrape time never handed on (``_handed``): no scrape time is -inf (NaN is)
 
 
 @dataclass
@@ -184,17 +182,17 @@ def _ident(labels: Mapping[str, str]) -> str:
 class _Books:
     """What the source keeps of one known target, in one object (``_known``'s values): its identity, its
     source name and host (made when first asked, then the same strings: the lifecycle keys its books by
-    them), the scrape time last read, and whether its recent history was read. These were four books of a
-    key a target (the names' dict and a tuple a target, a dict of times, a set): ~16 MiB at 100,000 tasks,
-    where one object of five slots is ~72 bytes a target (~7 MiB). The scrape time last handed on is kept
-    by slot (``_handed``)."""
+    them), the scrape time last handed on and last read, and whether its recent history was read. These
+    were five books of a key a target (the names' dict and a tuple a target, two dicts of times, a set):
+    ~21 MiB at 100,000 tasks, where one object of six slots is ~80 bytes a target (~8 MiB)."""
 
-    __slots__ = ("info", "source", "host", "last", "backfilled")
+    __slots__ = ("info", "source", "host", "seen", "last", "backfilled")
 
     def __init__(self, info: TaskInfo) -> None:
         self.info = info
         self.source: str | None = None  # the source name its polls carry (_source)
         self.host: str | None = None  # its host (_host)
+        self.seen: float | None = None  # the scrape time last handed on (_unchanged_targets)
         self.last: float | None = None  # the scrape time last read (_measure_lag: scrape spacings)
         self.backfilled = False  # its recent history was read (_backfill)
 
@@ -304,10 +302,6 @@ class PrometheusAPISource:
         # whole by each identity read, never changed in place (an earlier read's columns still use it).
         self._slots: list[str] = []
         self._current: dict[str, int] = {}
-        # slot → the scrape time last handed on (_unchanged_targets; _NEVER: none): a dict of a float object
-        # a target was ~7.5 MiB at 100,000 tasks, this 0.8 MB; moved onto the new slots at each identity read
-        # (a target no longer named is handed on afresh when named again)
-        self._handed = array("d")
         self._gone_cache: set[str] | None = None  # known − current (_gone_known)
         self._no_info: set[str] = set()  # targets with job values but no task_info
         self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
@@ -779,7 +773,7 @@ class PrometheusAPISource:
         self._skew = skew
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         self._since = at
-        self._unchanged_targets(targets)
+        self._unchanged_targets(targets, infos is not None)
         hosts = self._new_hosts(targets)
         if hosts:  # read side by side with the tasks' history (else no wait at all: nothing is asked)
             backfill, history = await asyncio.gather(
@@ -999,8 +993,6 @@ class PrometheusAPISource:
             if carried and (source := carried.pop(ident, None)) is not None:  # a task's name, carried on
                 books.source, books.backfilled = source, True
         carried.clear()  # every target carried on to is named by this read: none is left (bounded)
-        handed, get = self._handed, current.get  # the slots of the read before (released ones: _NEVER)
-        self._handed = array("d", [handed[k] if (k := get(i)) is not None else _NEVER for i in out])
         self._slots = slots = list(out)
         self._current = current = {i: n for n, i in enumerate(slots)}
         self._gone_cache = None
@@ -1070,14 +1062,12 @@ class PrometheusAPISource:
     def _release(self, ident: str) -> None:
         """Forget what was made for the task at ``ident`` (its source name, last scrapes, history mark)."""
         self._carried.pop(ident, None)
-        if (slot := self._current.get(ident)) is not None:
-            self._handed[slot] = _NEVER
         books = self._known.get(ident)
         if books is None:
             return
         if books.source is not None and self._in_use.get(books.source) == ident:
             del self._in_use[books.source]
-        books.source = books.last = None
+        books.source = books.seen = books.last = None
         books.backfilled = False
 
     def _drop(self, ident: str) -> None:
@@ -1188,18 +1178,22 @@ class PrometheusAPISource:
             host=self._host(ident),
         )
 
-    def _unchanged_targets(self, targets: dict[str, _Target]) -> None:
+    def _unchanged_targets(self, targets: dict[str, _Target], full: bool) -> None:
         """Above ``detail_tasks`` tasks, drop the targets whose scrape time is the one already handed
-        on (read again inside the look-back): nothing new, no poll. A target no longer named by an
-        identity read is handed on afresh when named again (its time went with its slot: :meth:`_targets`)."""
+        on (read again inside the look-back): nothing new, no poll. ``full``: the identities were read
+        (forget targets no longer named)."""
         if max(len(self._known), self._total or 0) <= self.detail_tasks:
             return
-        # every target read has a slot: the last identity read named it
-        handed, current = self._handed, self._current
-        for ident in [i for i, tg in targets.items() if handed[current[i]] == tg.scrape_time]:
+        known = (
+            self._known
+        )  # the scrape time last handed on: each target's books' (every target read is known)
+        if full:  # targets no longer named: handed on afresh when named again
+            for ident in self._gone_known():
+                known[ident].seen = None
+        for ident in [i for i, tg in targets.items() if known[i].seen == tg.scrape_time]:
             del targets[ident]
         for ident, tg in targets.items():
-            handed[current[ident]] = tg.scrape_time
+            known[ident].seen = tg.scrape_time
 
     def _missing(
         self, targets: dict[str, _Target], ups: list[dict[str, Any]], clock: Clock, t0: float
@@ -1220,8 +1214,7 @@ class PrometheusAPISource:
             missing = failed
         elif large:  # still named and up, not read this refresh: unchanged
             quiet = (missing & self._current.keys()) - down
-            handed, current = self._handed, self._current
-            quiet = {i for i in quiet if handed[current[i]] != _NEVER}  # handed on before
+            quiet = {i for i in quiet if self._known[i].seen is not None}  # handed on before
             missing -= quiet
             self.unchanged = len(quiet)
         else:
