@@ -5,6 +5,8 @@ say is unchanged. No server: the rows are what decoding hands on."""
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -105,3 +107,28 @@ def test_a_host_is_its_instance_string_when_they_are_equal():
     src = PrometheusAPISource("http://127.0.0.1:9")
     src._targets(_named((inst, "a"), ("10.0.0.1:9400", "b")), 100.0)
     assert src._host(inst) is inst and src._host("10.0.0.1:9400") == "10.0.0.1"
+
+
+def test_a_scrape_time_handed_on_is_not_handed_on_again_until_a_new_one_or_a_new_naming():
+    """Above ``detail_tasks`` tasks a target whose scrape time is the one handed on last is dropped (no
+    poll); a new scrape is handed on; a target an identity read no longer names, or one that answers for
+    another task now, is handed on afresh when read again."""
+    from cmdare.collectors.prometheus.source import _Target
+
+    src = PrometheusAPISource("http://127.0.0.1:9", detail_tasks=1)
+    tasks = [(f"h:{i}", f"t{i}") for i in range(4)]
+    src._targets(_named(*tasks), 100.0)
+
+    def handed(times: dict[str, float], full: bool = False) -> list[str]:
+        targets = {i: _Target(src._known[i].info, scrape_time=t) for i, t in times.items()}
+        src._unchanged_targets(targets, full)  # full: the refresh read the identities
+        return list(targets)
+
+    assert handed({"h:0": 1.0, "h:1": 1.0, "h:2": math.nan}, True) == ["h:0", "h:1", "h:2"]
+    assert handed({"h:0": 1.0, "h:1": 2.0, "h:2": math.nan}) == ["h:1", "h:2"]  # NaN is never "the same"
+    src._targets(_named(tasks[1], tasks[0], tasks[3]), 102.0)  # h:2 no longer named
+    assert handed({"h:0": 1.0, "h:1": 2.0}, True) == []
+    src._targets(_named(*tasks), 104.0)  # h:2 named again
+    assert handed({"h:0": 1.0, "h:2": 5.0}, True) == ["h:2"] and handed({"h:2": 5.0}) == []
+    src._targets(_named(("h:0", "other"), *tasks[1:]), 106.0)  # h:0 answers for another task now
+    assert handed({"h:0": 1.0, "h:1": 2.0}, True) == ["h:0"]
