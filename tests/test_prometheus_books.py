@@ -92,8 +92,11 @@ def test_the_focus_keys_find_the_instances_a_dict_of_keys_would(tasks: dict[str,
     infos = {inst: TaskInfo(job="j", task=task) for inst, task in tasks.items()}
     reader.know(infos)
     by_key = {info.key: inst for inst, info in infos.items()}
-    focus = [info.key for info in infos.values()][::2] + [f"j/{x}" for x in extra]
+    focus = {*[info.key for info in infos.values()][::2], *[f"j/{x}" for x in extra]}
     assert sorted(reader._keyed(focus)) == sorted({by_key[k] for k in focus if k in by_key})
+    assert sorted(reader._keyed(set(focus))) == sorted({by_key[k] for k in focus if k in by_key})  # again
+    reader.know({f"new-{inst}": info for inst, info in infos.items()})  # other instances: looked up anew
+    assert sorted(reader._keyed(focus)) == sorted({f"new-{by_key[k]}" for k in focus if k in by_key})
 
 
 def test_a_host_is_its_instance_string_when_they_are_equal():

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
@@ -562,6 +562,9 @@ class FleetReader:
         # a task (~3.7 MiB at 100,000 tasks; these two arrays 1.6 MB)
         self._key_hashes: np.ndarray | None = None
         self._key_instances: list[str] = []
+        # the last look-up (keys, their instances): the focus is mostly the same from one refresh to the next
+        # (the rows on screen), and a look-up by hash costs ~80 µs for 300 keys against ~5 µs to compare sets
+        self._keyed_last: tuple[frozenset[str], list[str]] | None = None
         self._new: set[str] = set()  # instances named since their detail was last read
         self._first_due = True  # every column at once, once the tasks are known (first_columns)
 
@@ -652,21 +655,28 @@ class FleetReader:
         instances = list(tasks)
         self._key_hashes = hashes[order]
         self._key_instances = [instances[i] for i in order.tolist()]
+        self._keyed_last = None
 
-    def _keyed(self, keys: Iterable[str]) -> list[str]:
-        """The instances of the known tasks with these keys (``job/name``), in the keys' order. Keys are
-        matched by hash (Python's: 64 bits, seeded at random per process, so a label cannot be made to
-        match another's): two tasks' keys of one hash both come, one more task read, never one less."""
+    def _keyed(self, keys: Set[str]) -> list[str]:
+        """The instances of the known tasks with these keys (``job/name``), in the keys' order (the last
+        answer again when the keys and the tasks are the same). Keys are matched by hash (Python's: 64 bits,
+        seeded at random per process, so a label cannot be made to match another's): two tasks' keys of one
+        hash both come, one more task read, never one less."""
         import numpy as np
 
+        last = self._keyed_last
+        if last is not None and last[0] == keys:
+            return last[1]
         hashes = self._key_hashes
-        keys = list(keys)
-        if hashes is None or not len(hashes) or not keys:
+        order = list(keys)
+        if hashes is None or not len(hashes) or not order:
             return []
-        wanted = np.fromiter(map(hash, keys), np.int64, len(keys))
+        wanted = np.fromiter(map(hash, order), np.int64, len(order))
         lo = np.searchsorted(hashes, wanted, "left").tolist()
         hi = np.searchsorted(hashes, wanted, "right").tolist()
-        return [inst for a, b in zip(lo, hi, strict=True) for inst in self._key_instances[a:b]]
+        found = [inst for a, b in zip(lo, hi, strict=True) for inst in self._key_instances[a:b]]
+        self._keyed_last = (frozenset(order), found)
+        return found
 
     def read(
         self,
