@@ -18,7 +18,7 @@ from cmdare.collectors.clock import ManualClock, SystemClock
 from cmdare.collectors.exporter import TrainingExporter
 from cmdare.collectors.logs.source import JsonlSource
 from cmdare.collectors.poller import Poller
-from cmdare.collectors.prometheus.source import PrometheusAPISource
+from cmdare.collectors.prometheus.source import PrometheusAPISource, _Books
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 from cmdare.collectors.store import MIN_POINTS, Store
 from cmdare.tui.options import SessionOptions
@@ -227,7 +227,7 @@ def test_a_label_value_over_the_cap_is_said_by_the_parser():
 
 def test_down_query_lists_instances_only_for_small_fleets():
     src = PrometheusAPISource("http://127.0.0.1:9", 'exported_job="big"', detail_tasks=2)
-    src._known = {("", f"10.0.0.{i}:9400"): TaskInfo(job="big", task=f"w{i}") for i in range(2)}
+    src._known = {f"10.0.0.{i}:9400": _Books(TaskInfo(job="big", task=f"w{i}")) for i in range(2)}
     assert "instance=~" in src._down_query()
-    src._known[("", "10.0.0.9:9400")] = TaskInfo(job="big", task="w9")
+    src._known["10.0.0.9:9400"] = _Books(TaskInfo(job="big", task="w9"))
     assert src._down_query() == 'up{exported_job="big"} == 0'  # a URL of 10,000 instances is never built

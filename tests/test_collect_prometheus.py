@@ -154,9 +154,9 @@ def test_node_detail_is_read_less_often_for_large_clusters():
     from cmdare.collectors.prometheus.source import NODE_DETAIL_TASKS
 
     src = PrometheusAPISource("http://127.0.0.1:9", '{job="x"}')
-    src._known = {("x", f"h{i}:9400"): None for i in range(NODE_DETAIL_TASKS)}
+    src._known = {f"h{i}:9400": None for i in range(NODE_DETAIL_TASKS)}
     assert all(src._node_detail_due() for src._polls in range(5))
-    src._known = {("x", f"h{i}:9400"): None for i in range(5 * NODE_DETAIL_TASKS)}
+    src._known = {f"h{i}:9400": None for i in range(5 * NODE_DETAIL_TASKS)}
     due = [src._node_detail_due() for src._polls in range(10)]
     assert due == [True, False, False, False, False] * 2
     per_refresh = " ".join([src._always_query, *src._group_queries])

@@ -115,4 +115,4 @@ def test_names_follow_tasks_when_addresses_are_swapped_and_reused() -> None:
     reused = read({"a:1": "w4", "c:1": "w1", "d:1": "w3"}, 2.0)
     assert reused["w4"] not in first.values() and list(src._lost) == ["j/w2"]
     assert read({"a:1": "w4", "c:1": "w1", "e:1": "w3", "f:1": "w2"}, 3.0) == {**first, "w4": reused["w4"]}
-    assert src.replaced == 4 and not src._lost and ("", "d:1") not in src._known  # d's task moved to e
+    assert src.replaced == 4 and not src._lost and "d:1" not in src._known  # d's task moved to e

@@ -144,8 +144,8 @@ def test_an_identity_is_made_again_only_when_the_labels_it_is_made_of_change():
     assert all(a.info is b.info for a, b in zip(first.values(), again.values(), strict=True))
     moved = src._targets([row(0, region="us-east1"), row(1), row(2)], 2.0)
     infos = [t.info for t in moved.values()]
-    assert infos[0].region == "us-east1" and infos[0] is not first[("", "10.0.0.0:9400")].info
-    assert infos[1] is first[("", "10.0.0.1:9400")].info
+    assert infos[0].region == "us-east1" and infos[0] is not first["10.0.0.0:9400"].info
+    assert infos[1] is first["10.0.0.1:9400"].info
     assert infos[1].gpu is infos[2].gpu and infos[1].job is infos[2].job  # one string for shared values
 
 

@@ -58,10 +58,10 @@ def test_a_large_fleets_folded_detail_drops_each_implausible_value_and_keeps_a_g
     good = {M.K_WORKER_STEPS: 10.0, M.K_PROCESS_CPU: 3.5, M.K_GLOBAL_STEP: 7.0}
     bad = {M.K_WORKER_STEPS: -1.0, M.K_PROCESS_CPU: 3.5, M.K_NET_RX: 1e31, M.K_GLOBAL_STEP: 7.0}
     folded = FoldedDetail({"a:1": "1700000000.5", "b:1": "1700000001"}, {"a:1": good, "b:1": bad})
-    targets = {("", i): _Target(TaskInfo(job="j", task=i)) for i in ("a:1", "b:1")}
+    targets = {i: _Target(TaskInfo(job="j", task=i)) for i in ("a:1", "b:1")}
     # no query is sent: the source only folds what it is given (a closed port, never reached)
     PrometheusAPISource("http://127.0.0.1:9")._fill_folded(targets, folded)
-    a, b = targets[("", "a:1")], targets[("", "b:1")]
+    a, b = targets["a:1"], targets["b:1"]
     assert a.values is good and a.dropped == 0 and a.scrape_time == 1700000000.5
     want = {k: v for k, v in bad.items() if M.valid_value(k, v)}
     assert b.values == want == {M.K_PROCESS_CPU: 3.5, M.K_GLOBAL_STEP: 7.0}

@@ -172,10 +172,29 @@ class _Target:
     dropped: int = 0  # implausible values dropped from this target's rows
 
 
-def _ident(labels: Mapping[str, str]) -> tuple[str, str]:
+def _ident(labels: Mapping[str, str]) -> str:
     """A scrape target: its ``instance`` (the ``job`` label differs between a target's series under
-    ``honor_labels``; two scrape configs reading one target read one task)."""
-    return "", labels.get("instance", "")
+    ``honor_labels``; two scrape configs reading one target read one task). The string itself names the
+    target in every book (a tuple around it was 56 bytes a task more, hashed anew at each lookup)."""
+    return labels.get("instance", "")
+
+
+class _Books:
+    """What the source keeps of one known target, in one object (``_known``'s values): its identity, its
+    source name and host (made when first asked, then the same strings: the lifecycle keys its books by
+    them), the scrape time last handed on and last read, and whether its recent history was read. These
+    were five books of a key a target (the names' dict and a tuple a target, two dicts of times, a set):
+    ~21 MiB at 100,000 tasks, where one object of six slots is ~80 bytes a target (~8 MiB)."""
+
+    __slots__ = ("info", "source", "host", "seen", "last", "backfilled")
+
+    def __init__(self, info: TaskInfo) -> None:
+        self.info = info
+        self.source: str | None = None  # the source name its polls carry (_source)
+        self.host: str | None = None  # its host (_host)
+        self.seen: float | None = None  # the scrape time last handed on (_unchanged_targets)
+        self.last: float | None = None  # the scrape time last read (_measure_lag: scrape spacings)
+        self.backfilled = False  # its recent history was read (_backfill)
 
 
 def _info(labels: Mapping[str, str]) -> TaskInfo:
@@ -259,22 +278,32 @@ class PrometheusAPISource:
         self.max_bytes = max_bytes
         # above this many tasks, identities, task values and node detail are read less often
         self.detail_tasks = detail_tasks
-        # (job, instance) → identity seen before, reused (the same object) while the labels it is made of
-        # stay the same (_made_from)
-        self._known: dict[tuple[str, str], TaskInfo] = {}
+        # instance → what is kept of the target (_Books): its identity seen before, reused (the same object)
+        # while the labels it is made of stay the same (_made_from); bounded by the targets Prometheus names
+        # and those gone for less than ``forget_after_s`` (_follow)
+        self._known: dict[str, _Books] = {}
         self.forget_after_s = forget_after_s
-        self._gone: dict[tuple[str, str], float] = {}  # known targets no longer named → since when (clock)
+        self._gone: dict[str, float] = {}  # known targets no longer named → since when (clock)
         self.replaced = 0  # tasks met again at a new address (a replacement VM), this session
         self._detail_note: str | None = None  # why the last node detail read has no answer
         self._failure = ""  # why the last background read failed
-        self._in_use: dict[str, tuple[str, str]] = {}  # source name → the target it names now
+        # source name → the target it names now, for the names other than a target's own (``display#instance``,
+        # which only that target can hold: not listed, ~4 MiB at 100,000 tasks): carried on, or numbered
+        self._in_use: dict[str, str] = {}
+        # source names carried on (_carry_on) to targets named for the first time by the identity read being
+        # taken in, until their books are made (_targets)
+        self._carried: dict[str, str] = {}
         # tasks whose address answers for another task now, found nowhere: key → (identity, source, since)
         self._lost: dict[str, tuple[TaskInfo, str, float]] = {}
-        # targets named by the last task_info answer, each to itself: the one tuple (and instance string) a
-        # target's books hold, looked up for the ones each answer's parse makes anew (~12 MB at 100,000 tasks)
-        self._current: dict[tuple[str, str], tuple[str, str]] = {}
-        self._gone_cache: set[tuple[str, str]] | None = None  # known − current (_gone_known)
-        self._no_info: set[tuple[str, str]] = set()  # targets with job values but no task_info
+        # the targets named by the last task_info answer, in its order (slot → instance) and each to its
+        # slot: the one instance string a target's books hold is found (_slots[_current[i]]) for the copy
+        # each answer's parse makes anew; a large fleet's columns are laid out over the same slots and look
+        # instances up in this same dict (FleetColumns: one dict of 100,000 keys less, ~6 MiB). Replaced
+        # whole by each identity read, never changed in place (an earlier read's columns still use it).
+        self._slots: list[str] = []
+        self._current: dict[str, int] = {}
+        self._gone_cache: set[str] | None = None  # known − current (_gone_known)
+        self._no_info: set[str] = set()  # targets with job values but no task_info
         self._tasks_expr: str | None = None  # the server-side tasks cap, once the fleet is over it
         self._set_queries(None)
         self._total: int | None = None  # tasks the selector matches (read with the identities)
@@ -287,18 +316,14 @@ class PrometheusAPISource:
         self._newest = -math.inf  # the newest scrape time read so far (server clock)
         self._ages: deque[float] = deque(maxlen=LAG_REFRESHES)  # the newest sample's age, refresh by refresh
         self._spacings: deque[float] = deque(maxlen=256)  # recent spacings of a target's consecutive scrapes
-        self._last_scrape: dict[tuple[str, str], float] = {}  # target → the scrape time last read
         self._hosts_read: set[str] = set()  # hosts whose recent node detail was read (two instants)
-        self._backfilled: set[tuple[str, str]] = set()  # targets whose recent history was read
         self._node_task: asyncio.Task[list[dict[str, Any]] | str] | None = (
             None  # node detail read in the background
         )
-        self._names: dict[tuple[str, str], tuple[str, str]] = {}  # target → (source, host), made once
         # above ``detail_tasks`` tasks a refresh reads only the targets scraped since the last one
         self._since: float | None = None  # evaluation instant of the last refresh that answered
         self._lag = 0.0  # the longest scrape of the selected targets (s): the look-back past ``_since``
         self._full_due = False  # the task count moved: read every task's values next refresh
-        self._seen: dict[tuple[str, str], float] = {}  # target → the scrape time last handed on
         self.unchanged = 0  # known tasks up and not scraped since the last refresh (no poll this time)
         # above ``focus_from`` tasks, per-task detail only for the focus (fleet.py)
         self.focus_from = focus_from
@@ -493,7 +518,7 @@ class PrometheusAPISource:
         clock_rows = clock if isinstance(clock, list) else []  # rows (query): the union is gather's
         self._server_now = server_time(clock_rows) if clock_rows else math.nan
         self._eval_offset = evaluation_offset(clock_rows) if clock_rows else 0.0
-        if due and self._node_task is None and (hosts := {host_name(i) for _, i in self._known}):
+        if due and self._node_task is None and (hosts := {self._host(i) for i in self._known}):
             # starts after the refresh's own queries
             self._node_task = asyncio.create_task(self._in_background(self.query(client, host_query(hosts))))
         if self._columns_due is not None and self._columns_task is None:  # likewise, a large fleet's columns
@@ -635,7 +660,7 @@ class PrometheusAPISource:
         q = f"{metric_selector('up', self.selector)} == 0"
         if not self._known or len(self._known) > 2 * self.detail_tasks:  # not listed: no set made either
             return q
-        known = {i for _, i in self._known}
+        known = set(self._known)
         if len(known) > self.detail_tasks:
             return q
         return f"{q} or up{{{exact_instances(known)}}} == 0"
@@ -712,7 +737,7 @@ class PrometheusAPISource:
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
         if infos is not None:
-            targets: dict[tuple[str, str], _Target] | None = self._targets(infos, clock.now())
+            targets: dict[str, _Target] | None = self._targets(infos, clock.now())
         elif isinstance(values, FoldedDetail):
             targets = self._reuse_folded(values, ups)
         else:
@@ -730,7 +755,7 @@ class PrometheusAPISource:
             targets = self._targets(infos, clock.now())
         if infos is not None:
             if isinstance(values, FoldedDetail):  # a fleet's detail holds task values only
-                self._no_info = {("", i) for i, v in values.values.items() if v} - self._current.keys()
+                self._no_info = {i for i, v in values.values.items() if v} - self._current.keys()
             else:
                 self._no_info = {_ident(r["metric"]) for r in values if _job_value(r)} - self._current.keys()
         now = clock.now()
@@ -795,17 +820,19 @@ class PrometheusAPISource:
             )
 
     async def _backfill(
-        self, client: httpx.AsyncClient, targets: dict[tuple[str, str], _Target], skew: float
+        self, client: httpx.AsyncClient, targets: dict[str, _Target], skew: float
     ) -> list[TaskPoll]:
         """The recent samples of targets met for the first time (see :mod:`.backfill`);
         none when the query fails (logged: the current values still show)."""
-        new = [i for i in targets if i not in self._backfilled][:MAX_BACKFILL_TARGETS]
+        known = self._known
+        new = [i for i in targets if not known[i].backfilled][:MAX_BACKFILL_TARGETS]
         if not new:
             return []
-        self._backfilled.update(new)
+        for i in new:
+            known[i].backfilled = True
         try:
             async with asyncio.timeout(self.timeout):
-                rows = await self.query(client, backfill_query(i for _, i in new), result_type="matrix")
+                rows = await self.query(client, backfill_query(new), result_type="matrix")
         except (PrometheusAPIError, TimeoutError) as exc:
             log.warning(
                 "%s",
@@ -816,23 +843,21 @@ class PrometheusAPISource:
             return []
         polls = backfill_polls(
             rows,
-            {i: targets[(j, i)].info for j, i in new},
-            {i: targets[(j, i)].scrape_time for j, i in new},
-            {i: self._source((j, i)) for j, i in new},
+            {i: targets[i].info for i in new},
+            {i: targets[i].scrape_time for i in new},
+            {i: self._source(i) for i in new},
             skew,
         )
         self._spacings.extend(scrape_spacings(polls))
         return polls
 
-    def _new_hosts(self, targets: dict[tuple[str, str], _Target]) -> list[str]:
+    def _new_hosts(self, targets: dict[str, _Target]) -> list[str]:
         """The hosts of ``targets`` whose node detail was never read (at most :data:`MAX_HISTORY_HOSTS`),
         marked read."""
         read = self._hosts_read
         if len(read) > 4 * max(caps.current().tasks, len(self._known)):
             read.clear()  # a long session's churn of hosts: bounded (a host met again is read again)
-        hosts = sorted({h for i in targets if (h := self._names_of(i)[1]) and h not in read})[
-            :MAX_HISTORY_HOSTS
-        ]
+        hosts = sorted({h for i in targets if (h := self._host(i)) and h not in read})[:MAX_HISTORY_HOSTS]
         read.update(hosts)
         return hosts
 
@@ -868,7 +893,7 @@ class PrometheusAPISource:
             return []
         return host_polls(old, self.display, now, skew) + host_polls(new, self.display, now, skew)
 
-    def _measure_lag(self, targets: dict[tuple[str, str], _Target], at: float) -> None:
+    def _measure_lag(self, targets: dict[str, _Target], at: float) -> None:
         """How far behind the engine answers: the newest scrape time read so far against this refresh's
         evaluation instant ``at`` (server clock); kept for the look-back and :attr:`engine_lag_s`."""
         newest = max((t for tg in targets.values() if math.isfinite(t := tg.scrape_time)), default=-math.inf)
@@ -878,15 +903,17 @@ class PrometheusAPISource:
         self._ages.append(min(max(0.0, at - self._newest), MAX_ENGINE_LAG_S))
         if self._fleet_mode():  # a fleet's detail reads a task now and then: its history's spacings only
             return
-        last, spacings = self._last_scrape, self._spacings
-        if len(last) > 4 * max(caps.current().tasks, len(self._known)):
-            last.clear()  # a long session's churn of targets: bounded
+        known, spacings = (
+            self._known,
+            self._spacings,
+        )  # a target's last scrape: its books' (bounded with them)
         for ident, tg in targets.items():  # every new scrape of a target is read: one interval apart
             t = tg.scrape_time
             if math.isfinite(t):
-                if (prev := last.get(ident)) is not None and t > prev:
+                books = known[ident]
+                if (prev := books.last) is not None and t > prev:
                     spacings.append(t - prev)
-                last[ident] = t
+                books.last = t
 
     @property
     def scrape_interval_s(self) -> float | None:
@@ -919,15 +946,15 @@ class PrometheusAPISource:
 
     def _reuse_targets(
         self, values: list[dict[str, Any]], ups: list[dict[str, Any]]
-    ) -> dict[tuple[str, str], _Target] | None:
+    ) -> dict[str, _Target] | None:
         """The identities read last time, for those targets Prometheus still scrapes (each has a
         scrape-time row) and reaches; None when a row names a task not met before."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        current, infos, no_info = self._current, self._known, self._no_info
+        current, slots, infos, no_info = self._current, self._slots, self._known, self._no_info
         # rows are well formed (decode): ``metric`` is a dict of str; ~7 rows a task a refresh, so
         # read in a few comprehensions rather than one loop with branches (``_ident``, inlined)
         metrics = [r["metric"] for r in values]
-        idents = [("", m.get("instance", "")) for m in metrics]
+        idents = [m.get("instance", "") for m in metrics]
         keys = [m.get(KEY_LABEL) for m in metrics]
         strangers = set(idents) - current.keys() - no_info
         if strangers and any(
@@ -935,37 +962,46 @@ class PrometheusAPISource:
         ):
             return None  # job values from a target we cannot name yet
         return {
-            current[i]: _Target(infos[i])  # the tuple the target's books hold, not this answer's
+            slots[current[i]]: _Target(infos[i].info)  # the string the target's books hold, not this answer's
             for i, k in zip(idents, keys, strict=True)
             if k == T_KEY and i in current and i not in down
         }
 
-    def _targets(
-        self, infos: list[dict[str, Any]] | LabelledRows, now: float
-    ) -> dict[tuple[str, str], _Target]:
-        out: dict[tuple[str, str], _Target] = {}
+    def _targets(self, infos: list[dict[str, Any]] | LabelledRows, now: float) -> dict[str, _Target]:
+        out: dict[str, _Target] = {}
         rows: Iterable[Mapping[str, str]] = (
             map(labels_of, infos.labels) if isinstance(infos, LabelledRows) else (r["metric"] for r in infos)
         )
-        current = self._current
+        current, slots, known = self._current, self._slots, self._known
         for labels in rows:
             ident = _ident(labels)
-            ident = current.get(ident, ident)  # a target named before: the tuple its books hold
-            info = self._known.get(ident)
+            if (slot := current.get(ident)) is not None:  # a target named before: the string its books hold
+                ident = slots[slot]
+            books = known.get(ident)
+            info = books.info if books is not None else None
             if info is None or not _made_from(info, labels):  # a new task, or its labels changed
                 info = _info(labels)
             out[ident] = _Target(info)
         self._follow(out, now)
+        carried = self._carried
         for ident, tg in out.items():
-            self._known[ident] = tg.info
-        self._current = {i: i for i in out}
+            books = known.get(ident)
+            if books is not None:
+                books.info = tg.info
+                continue
+            books = known[ident] = _Books(tg.info)
+            if carried and (source := carried.pop(ident, None)) is not None:  # a task's name, carried on
+                books.source, books.backfilled = source, True
+        carried.clear()  # every target carried on to is named by this read: none is left (bounded)
+        self._slots = slots = list(out)
+        self._current = current = {i: n for n, i in enumerate(slots)}
         self._gone_cache = None
         if len(out) > self.focus_from:
-            self.fleet_reader.know({i: info for (_, i), info in ((k, t.info) for k, t in out.items())})
+            self.fleet_reader.know({i: t.info for i, t in out.items()}, slots=(slots, current))
             self._full_due = False  # a fleet's newcomers are read in detail next refresh, not all tasks
         return out
 
-    def _follow(self, named: dict[tuple[str, str], _Target], now: float) -> None:
+    def _follow(self, named: dict[str, _Target], now: float) -> None:
         """Identity follows a task across addresses (``named``: this identity read's targets). A known task
         no longer at its address that another address now answers for was replaced (a spot VM's successor
         keeps the name, gets a new address): the new address carries on under the old one's source name (the
@@ -975,14 +1011,18 @@ class PrometheusAPISource:
         and forgotten after :attr:`forget_after_s`."""
         by_key = {tg.info.key: ident for ident, tg in named.items()}
         known = self._known
-        moved = [(i, info) for i, info in known.items() if i not in named or named[i].info.key != info.key]
+        moved = [
+            (i, books.info)
+            for i, books in known.items()
+            if i not in named or named[i].info.key != books.info.key
+        ]
         sources = {i: self._source(i) for i, _ in moved}  # before any of them is handed on
-        carry: list[tuple[tuple[str, str], str, str, str]] = []  # (successor, source, task, old address)
+        carry: list[tuple[str, str, str, str]] = []  # (successor, source, task, old address)
         for ident, info in moved:
             successor = by_key.get(info.key)
             here = known.get(successor) if successor is not None else None
-            if successor is not None and (here is None or here.key != info.key):  # it moved
-                carry.append((successor, sources[ident], info.key, ident[1]))
+            if successor is not None and (here is None or here.info.key != info.key):  # it moved
+                carry.append((successor, sources[ident], info.key, ident))
                 if ident in named:
                     self._release(ident)
                 else:
@@ -996,35 +1036,41 @@ class PrometheusAPISource:
         for key in [k for k in self._lost if k in by_key]:  # a task reported gone, back at a new address
             info, source, _ = self._lost.pop(key)
             successor = by_key[key]
-            if (here := known.get(successor)) is None or here.key != key:
+            if (here := known.get(successor)) is None or here.info.key != key:
                 self._release(successor)
                 carry.append((successor, source, key, ""))
         for successor, source, key, was in carry:  # once every old name is released (two tasks may swap)
             self._carry_on(successor, source, key, was)
         for ident in named.keys() & self._gone.keys():  # named again
             del self._gone[ident]
-        self._backfilled.intersection_update(named.keys() | known.keys())
 
-    def _carry_on(self, successor: tuple[str, str], source: str, key: str, was: str) -> None:
-        """``successor`` answers for the task that was known under ``source``: it takes the name on."""
-        self._names[successor] = (source, host_name(successor[1]))
-        self._in_use[source] = successor
-        self._backfilled.add(successor)  # its history is the task's, read at the old address
+    def _carry_on(self, successor: str, source: str, key: str, was: str) -> None:
+        """``successor`` answers for the task that was known under ``source``: it takes the name on, and its
+        history is the task's, read at the old address (a target named for the first time gets both when
+        its books are made: :meth:`_targets`)."""
+        self._in_use[source] = successor  # listed: not its own name, or taken as if it were not
+        books = self._known.get(successor)
+        if books is None:
+            self._carried[successor] = source
+        else:
+            books.source, books.backfilled = source, True
         self.replaced += 1
         log.info(
-            "%s: %s moved%s to %s (replaced)", self.display, key, f" from {was}" if was else "", successor[1]
+            "%s: %s moved%s to %s (replaced)", self.display, key, f" from {was}" if was else "", successor
         )
 
-    def _release(self, ident: tuple[str, str]) -> None:
-        """Forget what was made for the task at ``ident`` (its source name, last scrape, history mark)."""
-        names = self._names.pop(ident, None)
-        if names is not None and self._in_use.get(names[0]) == ident:
-            del self._in_use[names[0]]
-        self._seen.pop(ident, None)
-        self._last_scrape.pop(ident, None)
-        self._backfilled.discard(ident)
+    def _release(self, ident: str) -> None:
+        """Forget what was made for the task at ``ident`` (its source name, last scrapes, history mark)."""
+        self._carried.pop(ident, None)
+        books = self._known.get(ident)
+        if books is None:
+            return
+        if books.source is not None and self._in_use.get(books.source) == ident:
+            del self._in_use[books.source]
+        books.source = books.seen = books.last = None
+        books.backfilled = False
 
-    def _drop(self, ident: tuple[str, str]) -> None:
+    def _drop(self, ident: str) -> None:
         """Forget a target: its identity, its cached labels and names, its history read and its last scrape."""
         self._release(ident)
         for book in (self._known, self._gone):
@@ -1046,33 +1092,31 @@ class PrometheusAPISource:
         )
         return _join(self._lag_note(), self._detail_note, columns or None, replaced or None)
 
-    def _reuse_folded(
-        self, folded: FoldedDetail, ups: list[dict[str, Any]]
-    ) -> dict[tuple[str, str], _Target] | None:
+    def _reuse_folded(self, folded: FoldedDetail, ups: list[dict[str, Any]]) -> dict[str, _Target] | None:
         """:meth:`_reuse_targets` for a large fleet's folded detail: the targets read (a scrape time each)
         that Prometheus still names and reaches; None when a task not met before has values."""
         down = {_ident(r.get("metric", {})) for r in ups}
-        current, infos, no_info = self._current, self._known, self._no_info
-        if any(v and ("", i) not in current and ("", i) not in no_info for i, v in folded.values.items()):
+        current, slots, infos, no_info = self._current, self._slots, self._known, self._no_info
+        if any(v and i not in current and i not in no_info for i, v in folded.values.items()):
             return None  # job values from a target we cannot name yet
         return {
-            ident: _Target(infos[ident])
+            ident: _Target(infos[ident].info)
             for i in folded.times
-            if (ident := current.get(("", i))) is not None and ident not in down
+            if (slot := current.get(i)) is not None and (ident := slots[slot]) not in down
         }
 
-    def _fill_folded(self, targets: dict[tuple[str, str], _Target], folded: FoldedDetail) -> None:
+    def _fill_folded(self, targets: dict[str, _Target], folded: FoldedDetail) -> None:
         """:meth:`_fill` for a large fleet's folded detail (its values are finite numbers already): each
         task's dict is handed on as it is when every value is plausible (each key's range read once a
         call: :func:`~cmdare.collectors.metrics.value_range`, ~8,000 values a refresh at 100,000 tasks)."""
         ranges: dict[str, tuple[float, float]] = {}
         for inst, text in folded.times.items():
-            tg = targets.get(("", inst))
+            tg = targets.get(inst)
             if tg is not None:
                 val = number(text)
                 tg.scrape_time = val if val is not None and plausible_time(val) else math.nan
         for inst, values in folded.values.items():
-            tg = targets.get(("", inst))
+            tg = targets.get(inst)
             if tg is None:
                 continue
             bad = 0
@@ -1089,12 +1133,12 @@ class PrometheusAPISource:
             tg.dropped += len(values) - len(kept)  # one bad value goes, never the task
             tg.values = kept
 
-    def _fill(self, targets: dict[tuple[str, str], _Target], values: list[dict[str, Any]]) -> None:
+    def _fill(self, targets: dict[str, _Target], values: list[dict[str, Any]]) -> None:
         valid = M.valid_value
         for r in values:  # rows are well formed (decode): ``metric`` a dict, ``value`` a pair
             labels = r["metric"]
             key = labels.get(KEY_LABEL, "")
-            tg = targets.get(("", labels.get("instance", "")))  # _ident, inlined
+            tg = targets.get(labels.get("instance", ""))  # _ident, inlined
             if not key or tg is None:
                 continue
             val = number(r["value"][1])
@@ -1107,7 +1151,7 @@ class PrometheusAPISource:
 
     def _ok(
         self,
-        ident: tuple[str, str],
+        ident: str,
         tg: _Target,
         facts: JobFacts | None,
         now: float,
@@ -1131,24 +1175,28 @@ class PrometheusAPISource:
             error=note,
             job_facts=facts,
             elapsed=clock.monotonic() - t0,
-            host=self._names_of(ident)[1],
+            host=self._host(ident),
         )
 
-    def _unchanged_targets(self, targets: dict[tuple[str, str], _Target], full: bool) -> None:
+    def _unchanged_targets(self, targets: dict[str, _Target], full: bool) -> None:
         """Above ``detail_tasks`` tasks, drop the targets whose scrape time is the one already handed
         on (read again inside the look-back): nothing new, no poll. ``full``: the identities were read
         (forget targets no longer named)."""
         if max(len(self._known), self._total or 0) <= self.detail_tasks:
             return
-        seen = self._seen
-        if full:
-            self._seen = seen = {i: t for i, t in seen.items() if i in self._current}
-        for ident in [i for i, tg in targets.items() if seen.get(i) == tg.scrape_time]:
+        known = (
+            self._known
+        )  # the scrape time last handed on: each target's books' (every target read is known)
+        if full:  # targets no longer named: handed on afresh when named again
+            for ident in self._gone_known():
+                known[ident].seen = None
+        for ident in [i for i, tg in targets.items() if known[i].seen == tg.scrape_time]:
             del targets[ident]
-        seen.update((i, tg.scrape_time) for i, tg in targets.items())
+        for ident, tg in targets.items():
+            known[ident].seen = tg.scrape_time
 
     def _missing(
-        self, targets: dict[tuple[str, str], _Target], ups: list[dict[str, Any]], clock: Clock, t0: float
+        self, targets: dict[str, _Target], ups: list[dict[str, Any]], clock: Clock, t0: float
     ) -> list[TaskPoll]:
         """Failed polls for known tasks that Prometheus reports down or no longer has. Above
         ``detail_tasks`` tasks a task not read this refresh but still named and up is unchanged
@@ -1166,7 +1214,7 @@ class PrometheusAPISource:
             missing = failed
         elif large:  # still named and up, not read this refresh: unchanged
             quiet = (missing & self._current.keys()) - down
-            quiet &= self._seen.keys()
+            quiet = {i for i in quiet if self._known[i].seen is not None}  # handed on before
             missing -= quiet
             self.unchanged = len(quiet)
         else:
@@ -1179,7 +1227,7 @@ class PrometheusAPISource:
                     source=self._source(ident),
                     t=clock.now(),
                     ok=False,
-                    info=self._known[ident],
+                    info=self._known[ident].info,
                     error=why,
                     elapsed=clock.monotonic() - t0,
                 )
@@ -1195,7 +1243,7 @@ class PrometheusAPISource:
             )
         return out
 
-    def _gone_known(self) -> set[tuple[str, str]]:
+    def _gone_known(self) -> set[str]:
         """The known targets the last identity read did not name (made again only when either changed)."""
         if self._gone_cache is None:
             self._gone_cache = set(self._known.keys() - self._current.keys())
@@ -1206,29 +1254,42 @@ class PrometheusAPISource:
         if not self._known:
             return [TaskPoll(source=self.display, t=clock.now(), ok=False, error=msg, elapsed=el)]
         return [
-            TaskPoll(source=self._source(i), t=clock.now(), ok=False, info=info, error=msg, elapsed=el)
-            for i, info in self._known.items()
+            TaskPoll(source=self._source(i), t=clock.now(), ok=False, info=books.info, error=msg, elapsed=el)
+            for i, books in self._known.items()
         ]
 
-    def _source(self, ident: tuple[str, str]) -> str:
-        return self._names_of(ident)[0]
-
-    def _names_of(self, ident: tuple[str, str]) -> tuple[str, str]:
-        """A target's source name and host, made once per target (asked every refresh for each). A name
-        another target carries on (a task that moved away from this address) is not given twice."""
-        names = self._names.get(ident)
-        if names is None:
-            if len(self._names) > 4 * max(caps.current().tasks, len(self._known)):
-                self._names = {i: n for i, n in self._names.items() if i in self._known}  # bounded
-                self._in_use = {n[0]: i for i, n in self._names.items()}
-            source = base = f"{self.display}#{ident[1]}"
+    def _source(self, ident: str) -> str:
+        """A known target's source name, made once (asked every refresh for each target read): its own,
+        ``display#instance``, unless another target carries that name on (a task that moved away from this
+        address): then numbered. A name is never given twice."""
+        books = self._known[ident]
+        if books.source is None:
+            source = base = f"{self.display}#{ident}"
             n = 1
-            while self._in_use.get(source, ident) != ident:
+            while self._taken(source, ident):
                 n += 1
                 source = f"{base}#{n}"
-            self._in_use[source] = ident
-            names = self._names[ident] = (source, host_name(ident[1]))
-        return names
+            if n > 1:
+                self._in_use[source] = ident  # not its own name: listed
+            books.source = source
+        return books.source
+
+    def _taken(self, source: str, ident: str) -> bool:
+        """Whether a target other than ``ident`` holds the source name ``source``: one listed in
+        ``_in_use``, or the target whose own name it is (``display#instance``: only it can hold it so)."""
+        holder = self._in_use.get(source)
+        if holder is not None:
+            return holder != ident
+        other = source[len(self.display) + 1 :]
+        books = self._known.get(other) if other != ident else None
+        return books is not None and books.source == source
+
+    def _host(self, ident: str) -> str:
+        """A known target's host (its instance's, :func:`~cmdare.collectors.hostdetail.host_name`), made once."""
+        books = self._known[ident]
+        if books.host is None:
+            books.host = host_name(ident)
+        return books.host
 
 
 def _get_url(url: str, form: dict[str, str]) -> httpx.URL | None:
