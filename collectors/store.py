@@ -18,6 +18,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import TYPE_CHECKING, Final, cast
 
 from cmdare.collectors.caps import current as current_caps
@@ -43,7 +44,7 @@ LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
 RECENT_POINTS = 16  # newest points kept at full precision for rates, at most (a 10 s window at 2 s holds 6)
 # the rate window assumed before a reader asks for one (the views' RATE_WINDOW_S, collectors/observed.py):
-# the newest rows reach SPARSE_STRETCH of it back (or the sparse window), see RecentRows.append
+# the newest rows reach SPARSE_STRETCH of it back (or the sparse window), see TaskSeries._append_row
 RATE_WINDOW_ASSUMED_S = 10.0
 _NAN = math.nan  # one shared object for every missing value in the recent points
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
@@ -53,9 +54,11 @@ INITIAL_POINTS = 4  # a ring's first size; it doubles as points come, up to its 
 # views made from them are cached (observed.cached_view), and a fleet's task is read again minutes later
 FIGURES_KEPT_UNDER = 2000
 _SCHEMA_MAX = 1024  # distinct key orders whose key -> position maps are shared between tasks
-# points per series kept whatever the history budget: as many as the newest rows may hold (a window
-# reaching past the rows reads the grid, which then never holds fewer points than the rows)
-MIN_POINTS = RECENT_POINTS
+# points per series kept whatever the history budget: one more than the task's newest rows hold, up to
+# RECENT_POINTS (a window reaching past the rows reads the grid, which then never holds fewer points than
+# the rows; TaskSeries.append). A large fleet's swept task keeps LATEST_LOOKBACK rows, so this many points
+# (16 before, whatever the rows held: ~340 bytes a task of 10 series more after ~20 min of 2-minute sweeps)
+MIN_POINTS = LATEST_LOOKBACK + 1
 # ... and for a task with a series read over the last hour (the loss curve, the checkpoint interval:
 # collectors/observed.py): an hour of a large fleet's 2-minute sweep (fleet.SWEEP_S) and two points more
 HOUR_MIN_POINTS = 32
@@ -109,67 +112,6 @@ def _schema(keys: tuple[str, ...]) -> dict[str, int]:
 
 _SCHEMAS: dict[tuple[str, ...], dict[str, int]] = {}
 _NO_KEYS: dict[str, int] = {}  # the schema of a task with no series yet (shared, never mutated)
-
-
-class RecentRows:
-    """A task's newest points as float64 rows ``[t, v0, v1, …]`` (values in the task's key order, NaN
-    where a key was not read) in one flat ``array``, oldest first: rates over a few points read them as
-    Python floats without numpy, at full precision (the rings hold float32). ~8 bytes a value, where a
-    tuple of floats a point cost ~30.
-
-    At most :data:`RECENT_POINTS` rows, and no more than the readers need: at least
-    :data:`LATEST_LOOKBACK` (what :meth:`TaskSeries.latest` reads), and past that only while the older
-    rows are needed to reach back over ``reach`` seconds (the widest window a rate reads from them, see
-    :class:`SparseWindow`). A large fleet's task, read every two minutes, keeps 8 rows where it kept 16;
-    a window of up to ``reach`` that the 16 rows covered the kept rows still cover (the same figures)."""
-
-    __slots__ = ("buf", "stride", "full")
-
-    def __init__(self) -> None:
-        self.buf = array(FLOAT64)
-        self.stride = 1  # values a row holds: its time and one per key
-        self.full = False  # whether a row was ever let go (else the rows hold every point appended)
-
-    def __len__(self) -> int:
-        return len(self.buf) // self.stride
-
-    def append(self, t: float, row: list[float], reach: float = math.inf) -> None:
-        """One point: its time and its values (as many as the task has keys; they only grow). Then the
-        oldest rows go while more than :data:`LATEST_LOOKBACK` are held and the next one is already
-        older than ``reach`` before ``t`` (it alone still reaches back over the window)."""
-        if 1 + len(row) != self.stride:
-            self._widen(1 + len(row))
-        buf, stride = self.buf, self.stride
-        if len(buf) >= RECENT_POINTS * stride:
-            del buf[:stride]
-            self.full = True
-        buf.append(t)
-        buf.extend(row)
-        since = t - reach
-        cut = 0
-        while len(buf) - cut > LATEST_LOOKBACK * stride and buf[cut + stride] < since:
-            cut += stride
-        if cut:
-            del buf[:cut]
-            self.full = True
-
-    def _widen(self, stride: int) -> None:
-        """Rows of ``stride`` values: keys met late read NaN at the points held."""
-        old, width = self.buf, self.stride
-        pad = _nans(FLOAT64, stride - width)
-        new = array(FLOAT64)
-        for start in range(0, len(old), width):
-            new.extend(old[start : start + width])
-            new.extend(pad)
-        self.buf, self.stride = new, stride
-
-    def times(self) -> list[float]:
-        """The points' times, oldest first."""
-        return self.buf[:: self.stride].tolist()
-
-    def column(self, i: int) -> list[float]:
-        """The values of the ``i``-th key at the points, oldest first."""
-        return self.buf[1 + i :: self.stride].tolist()
 
 
 def _nans(typecode: str, n: int) -> array[float]:
@@ -254,6 +196,120 @@ class Ring:
         return head + size - bisect_left(buf, x, size + start, size)
 
 
+class TaskShared:
+    """What a store's tasks share, one object a store (five fields on each of 100,000 tasks before: ~32
+    bytes a task): the points a series may hold (``capacity``), the series a task keeps (``max_series``,
+    ``[caps] series_per_task``), the history budget (``allow``: :meth:`Store.allowed`), how far back a
+    sparsely read series' rate may reach (``sparse``) and the book of tasks whose memo holds figures
+    (``figured``: :meth:`Store.release_figures`). A task made outside a store has one of its own."""
+
+    __slots__ = ("capacity", "max_series", "allow", "sparse", "figured")
+
+    def __init__(
+        self,
+        capacity: int,
+        max_series: int = 1 << 30,
+        allow: Callable[[int, int, int], int] | None = None,
+        sparse: SparseWindow | None = None,
+        figured: dict[int, TaskSeries] | None = None,
+    ) -> None:
+        self.capacity = capacity
+        self.max_series = max_series
+        self.allow = allow
+        self.sparse = SparseWindow() if sparse is None else sparse
+        self.figured = figured
+
+
+class _Figures:
+    """A task's figures of its newest point, computed once each: rates, ratios and latest values
+    (``memo``), how many points lie within a window (``spans``), its newest rows' times (``times``), what
+    :meth:`TaskSeries._walk` found (``walked``) and a host's GPU detail (``gpu``). One object made when the
+    first is asked and dropped whole by the next point (five fields on every task before, None at rest)."""
+
+    __slots__ = ("memo", "spans", "times", "walked", "gpu")
+
+    def __init__(self) -> None:
+        self.memo: dict[tuple[str | float, ...], float | None] = {}
+        self.spans: dict[float, int] | None = None
+        self.times: list[float] | None = None
+        # (its window, the sparse window, how many points in each)
+        self.walked: tuple[float, float, tuple[int, int] | None] | None = None
+        self.gpu: tuple[list[str], dict[str, float]] | None = None
+
+
+_MASKS: dict[int, int] = {}  # the keys' bitmasks tasks read (``_read``): one int object each, shared
+_MASKS_MAX = 4096  # (a fleet's tasks read the same keys: an int of 32 bytes on each of 100,000 tasks before)
+
+
+def _row_struct(width: int) -> Struct:
+    """A row of ``width`` float32 values, packed in native order (what numpy and ``array`` read)."""
+    got = _ROWS.get(width)
+    if got is None:
+        got = _ROWS[width] = Struct(f"={width}f")
+    return got
+
+
+_ROWS: dict[int, Struct] = {}
+
+
+class TimeRing:
+    """A task's time ring (:attr:`TaskSeries.times`), read like a :class:`Ring` (``len``, :meth:`tail`,
+    :meth:`last`, :meth:`count_from`): a view of the first part of the task's one buffer, made when asked."""
+
+    __slots__ = ("_ts",)
+
+    def __init__(self, ts: TaskSeries) -> None:
+        self._ts = ts
+
+    def __len__(self) -> int:
+        return self._ts._n
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its points take (allocated, not only filled)."""
+        return 8 * self._ts._slots
+
+    def tail(self, n: int | None = None) -> list[float]:
+        """The newest ``n`` times (all when None), oldest first, as Python floats (no numpy)."""
+        return self._ts._time_slice(n).tolist()
+
+    def last(self, n: int | None = None) -> np.ndarray:
+        """The newest ``n`` times (all when None), oldest first, as a float64 numpy array."""
+        import numpy as np
+
+        return np.frombuffer(self._ts._time_slice(n), dtype=np.float64)
+
+    def count_from(self, x: float) -> int:
+        """How many of the times are ``>= x`` (a bisection, nothing copied: :meth:`TaskSeries._count_from`)."""
+        return self._ts._count_from(x)
+
+
+class RecentRows:
+    """A task's newest points at full precision (:attr:`TaskSeries._recent`), read as rows: a view of the
+    last part of the task's one buffer, made when asked (see :class:`TaskSeries`)."""
+
+    __slots__ = ("_ts",)
+
+    def __init__(self, ts: TaskSeries) -> None:
+        self._ts = ts
+
+    def __len__(self) -> int:
+        return self._ts._rows_held()
+
+    @property
+    def full(self) -> bool:
+        """Whether a row was ever let go (else the rows hold every point appended)."""
+        return self._ts._full
+
+    def times(self) -> list[float]:
+        """The points' times, oldest first."""
+        return self._ts._rows_times()
+
+    def column(self, i: int) -> list[float]:
+        """The values of the ``i``-th key at the points, oldest first."""
+        return self._ts._rows_column(i)
+
+
 class Column:
     """One key's values of a task (:attr:`TaskSeries.values`): a view of its column in the task's value
     grid, read like a :class:`Ring` (``len``, :meth:`tail`, :meth:`last`)."""
@@ -264,22 +320,22 @@ class Column:
         self._ts, self._i = ts, i
 
     def __len__(self) -> int:
-        return len(self._ts.times)
+        return self._ts._n
 
     @property
     def nbytes(self) -> int:
         """The bytes its points take (allocated, not only filled)."""
-        return len(self._ts.times._buf) * 4
+        return self._ts._slots * 4
 
     def tail(self, n: int | None = None) -> list[float]:
         """The newest ``n`` values (all when None), oldest first, as Python floats (no numpy)."""
-        return self._ts._column(self._i, n).tolist()
+        return self._ts._column(self._i, n)
 
     def last(self, n: int | None = None) -> np.ndarray:
         """The newest ``n`` values (all when None), oldest first, as a float32 numpy array."""
         import numpy as np
 
-        return np.frombuffer(self._ts._column(self._i, n), dtype=np.float32)
+        return np.array(self._ts._column(self._i, n), dtype=np.float32)
 
 
 class ColumnMap(Mapping[str, Column]):
@@ -304,54 +360,105 @@ class ColumnMap(Mapping[str, Column]):
         return len(self._ts._index)
 
 
-@dataclass(slots=True)  # one a task (100,000 in a large fleet): no __dict__ each
 class TaskSeries:
-    info: TaskInfo
-    capacity: int
-    times: Ring = field(init=False)
-    # every key's values, float32, in one array aligned with the time ring: slot p's row holds key i's
-    # value at ``p * len(keys) + i`` (NaN where a point did not read it); a Ring a key cost ~200 bytes more
-    _grid: array[float] = field(default_factory=lambda: array(FLOAT32), repr=False)
-    first_seen: float = math.nan
-    last_seen: float = math.nan
-    host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
-    # the values known at ``last_seen`` (merged over the polls of that scrape time: series read in turns),
-    # float64 in key order, made only when a second poll of that time comes (else they are the newest row
-    # of ``_recent``: 160 bytes a task spared); which were read: bits of ``_read``; past the cap: ``_extra``
-    _last: array[float] | None = field(default=None, repr=False)
-    _read: int = field(default=0, repr=False)
-    _extra: dict[str, float] | None = field(default=None, repr=False)
-    # Figures of the newest point, computed once each (rates, ratios, latest values; spans; what readers
-    # ask of a host, :meth:`gpu_detail`): emptied by each new point; made when first asked (None: empty).
-    _memo: dict[tuple[str | float, ...], float | None] | None = field(default=None, repr=False)
-    _spans: dict[float, int] | None = field(default=None, repr=False)
-    _recent_times: list[float] | None = field(default=None, repr=False)  # _recent.times(), once a point
-    # what :meth:`_walk` found at this point: (its window, the sparse window, how many points in each)
-    _walked: tuple[float, float, tuple[int, int] | None] | None = field(default=None, repr=False)
-    _gpu_detail: tuple[list[str], dict[str, float]] | None = field(default=None, repr=False)
-    # The newest points at full precision (:class:`RecentRows`): rates over a few points read these
-    # without numpy (~10x cheaper per call); windows reaching further back read the rings.
-    _recent: RecentRows = field(default_factory=RecentRows, repr=False)
-    _index: dict[str, int] = field(default_factory=lambda: _NO_KEYS, repr=False)  # key -> place (_schema)
-    max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
-    # points a series may hold (the store's budget, :meth:`Store.allowed`): given the task's series, its
-    # newest rows, and its floor (:data:`HOUR_MIN_POINTS` with a series read over an hour, else MIN_POINTS)
-    allow: Callable[[int, int, int], int] | None = field(default=None, repr=False)
-    floor: int = field(default=MIN_POINTS, repr=False)
-    version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
-    # how far back a sparsely read series' rate may reach (:attr:`sparse_s`): a store's tasks share one
-    sparse: SparseWindow = field(default_factory=lambda: SparseWindow(), repr=False)
-    # the store's book of tasks whose memo holds figures (Store.release_figures), by id
-    figured: dict[int, TaskSeries] | None = field(default=None, repr=False)
+    """One task's (or host's) history: its points in ONE float64 ``array`` (``_buf``), laid out as
 
-    def __post_init__(self) -> None:
-        self.times = Ring(self.capacity, FLOAT64)
+    - ``[0, S)``: the time ring (float64), ``S`` slots (``_slots``), the next write at ``_head``, ``_n``
+      held; it starts at :data:`INITIAL_POINTS`, doubles as points come, up to the store's ``capacity``
+      or what the history budget allows (:meth:`Store.allowed`), then reuses its oldest slot;
+    - ``[S, S + G)``: the value grid, float32, two to a float64 slot (``G = ceil(S * W / 2)``, ``W`` the
+      task's keys): slot ``p``'s row holds key ``i``'s value at float32 ``p * W + i`` (NaN where a point
+      did not read it), aligned with the time ring;
+    - ``[S + G, end)``: the newest points at full precision (:class:`RecentRows`), rows ``[t, v0, …]`` of
+      ``W + 1`` float64 values, oldest first: rates over a few points read them as Python floats without
+      numpy (the grid holds float32). At most :data:`RECENT_POINTS` rows, and no more than the readers
+      need: at least :data:`LATEST_LOOKBACK` (what :meth:`latest` reads), past that only while the older
+      rows reach back over the widest window a rate reads from them (:class:`SparseWindow`).
+
+    One buffer where there were three ``array`` objects and two ring objects (a time :class:`Ring` and a
+    rows object), each with its own header and allocation: ~330 bytes a task at a fleet's few points.
+    The objects around it are views made when asked (:class:`TimeRing`, :class:`ColumnMap`,
+    :class:`RecentRows`); what a store's tasks share is one :class:`TaskShared`; the figures of the newest
+    point one :class:`_Figures`, made when first asked."""
+
+    __slots__ = (
+        "info",
+        "host",  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
+        "first_seen",
+        "last_seen",
+        "version",  # points appended so far, and identity changes: what a reader's cache keys on
+        # the floor a series' points do not go under whatever the budget (HOUR_MIN_POINTS with a series
+        # read over an hour, else 0: then one point more than the newest rows hold, see append)
+        "floor",
+        "_buf",
+        "_slots",
+        "_n",
+        "_head",
+        "_full",  # whether a newest row was ever let go (else the rows hold every point appended)
+        "_index",  # key -> place (:func:`_schema`, shared by tasks with the same keys in the same order)
+        # the values known at ``last_seen`` (merged over the polls of that scrape time: series read in
+        # turns), float64 in key order, made only when a second poll of that time comes (else they are the
+        # newest row: 160 bytes a task spared); which were read: bits of ``_read``; past the cap: ``_extra``
+        "_last",
+        "_read",
+        "_extra",
+        "_figs",  # the newest point's figures (:class:`_Figures`), None until asked
+        "_shared",  # what the store's tasks share (:class:`TaskShared`)
+    )
+
+    def __init__(
+        self,
+        info: TaskInfo,
+        capacity: int,
+        *,
+        max_series: int = 1 << 30,
+        allow: Callable[[int, int, int], int] | None = None,
+        figured: dict[int, TaskSeries] | None = None,
+        shared: TaskShared | None = None,
+    ) -> None:
+        self.info = info
+        self._shared = TaskShared(capacity, max_series, allow, None, figured) if shared is None else shared
+        self.host = ""
+        self.first_seen = self.last_seen = _NAN
+        self.version = 0
+        self.floor = 0
+        self._buf = array(FLOAT64)
+        self._slots = self._n = self._head = 0
+        self._full = False
+        self._index: dict[str, int] = _NO_KEYS
+        self._last: array[float] | None = None
+        self._read = 0
+        self._extra: dict[str, float] | None = None
+        self._figs: _Figures | None = None
+
+    def __repr__(self) -> str:
+        return f"TaskSeries({self.info!r}, points={self._n}, keys={len(self._index)})"
+
+    @property
+    def capacity(self) -> int:
+        """Points a series may hold at most."""
+        return self._shared.capacity
+
+    @property
+    def max_series(self) -> int:
+        """Series kept (``[caps] series_per_task``); keys past it are known at the newest point only."""
+        return self._shared.max_series
+
+    @property
+    def sparse(self) -> SparseWindow:
+        """How far back a sparsely read series' rate may reach (a store's tasks share one)."""
+        return self._shared.sparse
+
+    @sparse.setter
+    def sparse(self, window: SparseWindow) -> None:
+        sh = self._shared
+        self._shared = TaskShared(sh.capacity, sh.max_series, sh.allow, window, sh.figured)
 
     @property
     def sparse_s(self) -> float:
         """How far back a sparsely read series' rate may reach for its last two points (0: the default
         ``SPARSE_STRETCH`` windows); set on a task of no store, it is that task's own."""
-        return self.sparse.s
+        return self._shared.sparse.s
 
     @sparse_s.setter
     def sparse_s(self, seconds: float) -> None:
@@ -359,9 +466,24 @@ class TaskSeries:
         self.forget_figures()
 
     @property
+    def times(self) -> TimeRing:
+        """The task's time ring (:class:`TimeRing`, a view)."""
+        return TimeRing(self)
+
+    @property
     def values(self) -> ColumnMap:
         """The task's series by key (in the order met), each read like a ring (:class:`Column`)."""
         return ColumnMap(self)
+
+    @property
+    def _recent(self) -> RecentRows:
+        """The newest rows at full precision (:class:`RecentRows`, a view)."""
+        return RecentRows(self)
+
+    @property
+    def _memo(self) -> dict[tuple[str | float, ...], float | None] | None:
+        """The figures memoised at the newest point (None: none)."""
+        return None if self._figs is None else self._figs.memo
 
     def keys(self) -> list[str]:
         """The series keys this task has reported so far."""
@@ -375,21 +497,85 @@ class TaskSeries:
         """The bytes its points take: times, values, newest rows and newest values (allocated, not only
         filled; :data:`TASK_BYTES` more for the rest of the task)."""
         last = 0 if self._last is None else 8 * len(self._last)
-        return self.times.nbytes + 4 * len(self._grid) + 8 * len(self._recent.buf) + last
+        return 8 * len(self._buf) + last
 
-    def _column(self, i: int, n: int | None) -> array[float]:
-        """Key ``i``'s newest ``n`` values (all when None), oldest first (a copy)."""
-        times, grid, width = self.times, self._grid, len(self._index)
-        held = times._n
+    # the buffer's parts (see the class' docstring)
+
+    def _rows_at(self) -> int:
+        """Where the newest rows start in the buffer."""
+        s = self._slots
+        return s + (s * len(self._index) + 1) // 2
+
+    def _rows_held(self) -> int:
+        """How many newest rows are held."""
+        return (len(self._buf) - self._rows_at()) // (len(self._index) + 1)
+
+    def _rows_times(self) -> list[float]:
+        """The newest rows' times, oldest first."""
+        return self._buf[self._rows_at() :: len(self._index) + 1].tolist()
+
+    def _rows_column(self, i: int) -> list[float]:
+        """Key ``i``'s values at the newest rows, oldest first."""
+        return self._buf[self._rows_at() + 1 + i :: len(self._index) + 1].tolist()
+
+    def _time_slice(self, n: int | None) -> array[float]:
+        """A copy of the newest ``n`` times (all when None), oldest first."""
+        held = self._n
         n = held if n is None else min(n, held)
+        buf, head = self._buf, self._head
         if n <= 0:
-            return grid[:0]
-        head = times._head
+            return buf[:0]
         start = head - n
         if start >= 0:
-            return grid[start * width + i : head * width : width]
-        size = len(times._buf)  # wraps around the end
-        return grid[(size + start) * width + i :: width] + grid[i : head * width : width]
+            return buf[start:head]
+        return buf[self._slots + start : self._slots] + buf[:head]  # wraps around the end
+
+    def _count_from(self, x: float) -> int:
+        """How many of the held times are ``>= x`` (times are appended in order): a bisection over the
+        ring's one or two sorted runs, nothing copied."""
+        buf, head, n = self._buf, self._head, self._n
+        if n == 0 or x != x:  # nothing held; NaN: no time is >= it
+            return 0
+        start = head - n
+        if start >= 0:  # one run: buf[start:head]
+            return head - bisect_left(buf, x, start, head)
+        if head and buf[0] < x:  # two runs, the older buf[size + start:size] and the newer buf[:head]
+            return head - bisect_left(buf, x, 0, head)
+        size = self._slots
+        return head + size - bisect_left(buf, x, size + start, size)
+
+    def _grid(self, first: int, stop: int) -> tuple[array[float], int]:
+        """The grid's float32 values of slots ``[first, stop)`` (a copy, with up to one value before them:
+        the float64 slots they lie in) and where slot ``first``'s row starts in it."""
+        s, width = self._slots, len(self._index)
+        lo, hi = first * width, stop * width
+        out = array(FLOAT32)
+        out.frombytes(self._buf[s + lo // 2 : s + (hi + 1) // 2].tobytes())
+        return out, lo & 1
+
+    def _column(self, i: int, n: int | None) -> list[float]:
+        """Key ``i``'s newest ``n`` values (all when None), oldest first, as Python floats (float32's)."""
+        held = self._n
+        n = held if n is None else min(n, held)
+        if n <= 0:
+            return []
+        head, width = self._head, len(self._index)
+        start = head - n
+        if start >= 0:
+            grid, at = self._grid(start, head)
+            return grid[at + i : at + n * width : width].tolist()
+        size = self._slots  # wraps around the end
+        older, at = self._grid(size + start, size)
+        newer, at2 = self._grid(0, head)
+        return (
+            older[at + i : at - start * width : width].tolist()
+            + newer[at2 + i : at2 + head * width : width].tolist()
+        )
+
+    def _grid_rows(self) -> array[float]:
+        """The whole grid, ``S * W`` float32 values (a copy, without the padding)."""
+        grid, at = self._grid(0, self._slots)
+        return grid[at : at + self._slots * len(self._index)]
 
     def is_repeat(self, t: float, values: dict[str, float]) -> bool:
         """The same sample again: a Prometheus server answers with a target's last scrape until it
@@ -414,48 +600,130 @@ class TaskSeries:
     def forget_figures(self) -> None:
         """Empty the memos: every figure is computed again from the points held (a new point, a new
         sparse window, or a large store's new cycle: :meth:`Store.release_figures`)."""
-        self._memo = self._spans = self._gpu_detail = self._recent_times = self._walked = None
+        self._figs = None
+
+    def _figures(self) -> _Figures:
+        """The newest point's figures, made when the first is asked (the store's book says who holds any)."""
+        figs = self._figs
+        if figs is None:
+            figs = self._figs = _Figures()
+            figured = self._shared.figured
+            if figured is not None:
+                figured[id(self)] = self
+        return figs
 
     def _remember(self, memo_key: tuple[str | float, ...], out: float | None) -> float | None:
-        """``out`` memoised under ``memo_key`` until the next point (the store's book says who holds any)."""
-        if self._memo is None:
-            self._memo = {}
-            if self.figured is not None:
-                self.figured[id(self)] = self
-        self._memo[memo_key] = out
+        """``out`` memoised under ``memo_key`` until the next point."""
+        figs = self._figs
+        if figs is None:
+            figs = self._figures()
+        figs.memo[memo_key] = out
         return out
 
     def append(self, t: float, values: dict[str, float]) -> None:
-        self.forget_figures()  # every derived figure below is recomputed from the new point on
+        self._figs = None  # every derived figure below is recomputed from the new point on
         self.version += 1
         index = self._index
+        shared = self._shared
         if not values.keys() <= index.keys():
             keys = list(index)
             for key in values:  # a series met late: NaN back to the task's first point (up to the cap)
-                if key not in index and len(keys) < self.max_series:
+                if key not in index and len(keys) < shared.max_series:
                     keys.append(key)
             if len(keys) > len(index):
                 self._widen(len(keys))
                 self._index = index = _schema(tuple(keys))
-                self.floor = HOUR_MIN_POINTS if HOUR_KEYS.intersection(keys) else MIN_POINTS
+                self.floor = HOUR_MIN_POINTS if HOUR_KEYS.intersection(keys) else 0
         width = len(index)
-        limit = None if self.allow is None else self.allow(width, len(self._recent), self.floor)
-        times = self.times
-        size, pos, held = len(times._buf), times._head, times._n
-        times.append(t, limit)
-        if len(times._buf) != size:  # the time ring grew (it was full): its points oldest first, then room
-            grid = self._grid
-            cut = pos * width if held == size else 0
-            self._grid = grid[cut:] + grid[:cut] + _nans(FLOAT32, (len(times._buf) - size) * width)
-            pos = held
+        size, head, held = self._slots, self._head, self._n
+        if held == size:  # the time ring is full (or not made yet): it grows if it may
+            rows = self._rows_held()
+            cap = shared.capacity
+            if shared.allow is not None:  # the floor: one point more than the newest rows may then hold,
+                # so a window reaching past the rows reads a grid of at least as many points
+                cap = min(cap, shared.allow(width, rows, max(self.floor, min(RECENT_POINTS, rows + 1))))
+            if size == 0:
+                self._grow(max(1, min(shared.capacity, INITIAL_POINTS)))
+            elif size < cap:
+                self._grow(min(cap, size * 2))
+            size, head = self._slots, self._head
+        buf = self._buf
+        buf[head] = t
         get = values.get
         row = [get(key, _NAN) for key in index]
-        self._grid[pos * width : (pos + 1) * width] = array(FLOAT32, row)
-        self._recent.append(t, row, self.sparse.reach)
+        if width:
+            try:
+                _row_struct(width).pack_into(buf, 8 * size + 4 * head * width, *row)
+            except OverflowError:  # past float32's range: infinite, as ``array`` stores it
+                _row_struct(width).pack_into(buf, 8 * size + 4 * head * width, *array(FLOAT32, row))
+        head += 1
+        self._head = 0 if head == size else head
+        if held < size:
+            self._n = held + 1
+        self._append_row(t, row, shared.sparse.reach)
         self._remember_last(t, values, row)
-        if math.isnan(self.first_seen):
+        if self.first_seen != self.first_seen:
             self.first_seen = t
         self.last_seen = t
+
+    def _append_row(self, t: float, row: list[float], reach: float) -> None:
+        """One newest row: its time and its values. Then the oldest rows go while more than
+        :data:`LATEST_LOOKBACK` are held and the next one is already older than ``reach`` before ``t``
+        (it alone still reaches back over the window); never more than :data:`RECENT_POINTS`."""
+        buf, at, stride = self._buf, self._rows_at(), len(row) + 1
+        if len(buf) - at >= RECENT_POINTS * stride:
+            del buf[at : at + stride]
+            self._full = True
+        buf.append(t)
+        buf.extend(row)
+        since = t - reach
+        cut = 0
+        end = len(buf) - at
+        while end - cut > LATEST_LOOKBACK * stride and buf[at + cut + stride] < since:
+            cut += stride
+        if cut:
+            del buf[at : at + cut]
+            self._full = True
+
+    def _grow(self, slots: int) -> None:
+        """Room for ``slots`` points: the times and grid rows held first, oldest first, then NaN; the
+        newest rows after them as they were."""
+        buf, size, held, head, width = self._buf, self._slots, self._n, self._head, len(self._index)
+        times = self._time_slice(held)
+        grid = self._grid_rows()
+        if held == size and head:  # full: the oldest row is at the head
+            cut = head * width
+            grid = grid[cut:] + grid[:cut]
+        grid += _nans(FLOAT32, (slots - size) * width)
+        if len(grid) & 1:
+            grid.append(_NAN)
+        rows = buf[self._rows_at() :]
+        times += _nans(FLOAT64, slots - held)
+        times.frombytes(grid.tobytes())
+        self._buf = times + rows  # allocated at its size
+        self._slots, self._head = slots, held
+
+    def _widen(self, width: int) -> None:
+        """Room for keys met late: NaN columns for them in every grid row and newest row."""
+        old = len(self._index)
+        buf, size = self._buf, self._slots
+        grid, rows = self._grid_rows(), buf[self._rows_at() :]
+        pad = _nans(FLOAT32, width - old)
+        new = array(FLOAT32)
+        for start in range(0, size * old, old or 1):
+            new += grid[start : start + old]
+            new += pad
+        if not old:
+            new = pad * size
+        if len(new) & 1:
+            new.append(_NAN)
+        out = buf[:size]
+        out.frombytes(new.tobytes())
+        pad64, stride = _nans(FLOAT64, width - old), old + 1
+        for start in range(0, len(rows), stride):
+            out += rows[start : start + stride]
+            out += pad64
+        self._buf = out[:]  # allocated at its size
 
     def _remember_last(self, t: float, values: dict[str, float], row: list[float]) -> None:
         """What is known at scrape time ``t`` (:meth:`is_repeat`, :meth:`last_value`): ``values`` merged
@@ -465,8 +733,7 @@ class TaskSeries:
             last = self._last = None
             self._read, self._extra = 0, None
         elif last is None:  # a second poll of the time: the values read so far, from the row before
-            rows = self._recent
-            stride, buf = rows.stride, rows.buf
+            stride, buf = len(index) + 1, self._buf
             last = self._last = buf[len(buf) - 2 * stride + 1 : len(buf) - stride]
         elif len(last) < len(row):  # keys met since: not read at this time before
             last.extend(row[len(last) :])
@@ -481,6 +748,12 @@ class TaskSeries:
                 if last is not None:
                     last[i] = v
                 read |= 1 << i
+        if read > 256:  # past the ints Python shares: one object a mask
+            got = _MASKS.get(read)
+            if got is not None:
+                read = got
+            elif len(_MASKS) < _MASKS_MAX:
+                _MASKS[read] = read
         self._read = read
 
     def _newest(self, i: int) -> float:
@@ -488,13 +761,12 @@ class TaskSeries:
         last = self._last
         if last is not None:
             return last[i]
-        rows = self._recent
-        buf = rows.buf
-        return buf[len(buf) - rows.stride + 1 + i]
+        buf = self._buf
+        return buf[len(buf) - len(self._index) + i]
 
     def last_value(self, key: str) -> float | None:
         """``key``'s value at the newest point (None when that point did not read it)."""
-        if not self._recent.buf:
+        if not self._n:
             return None
         i = self._index.get(key)
         if i is not None and self._read >> i & 1:
@@ -504,43 +776,31 @@ class TaskSeries:
     def gpu_detail(self) -> tuple[list[str], dict[str, float]]:
         """A host's GPU devices (:func:`~cmdare.collectors.hostdetail.devices_in`) and the newest value of
         each of its GPU series, once per new point: every task on the host asks for them."""
-        if self._gpu_detail is None:
+        figs = self._figures()
+        if figs.gpu is None:
             keys = self.keys()
             latest = {
                 k: v
                 for k in keys
                 if (k in GPU_KEYS or k.startswith(DEV_PREFIX)) and (v := self.latest(k)) is not None
             }
-            self._gpu_detail = (devices_in(keys), latest)
-        return self._gpu_detail
-
-    def _widen(self, width: int) -> None:
-        """Room for keys met late: NaN columns for them at every slot (the grid keeps the ring's size)."""
-        old = len(self._index)
-        grid = self._grid
-        if not grid:  # no slot yet (a task's first point): the grid is made with the time ring's size
-            self._grid = _nans(FLOAT32, len(self.times._buf) * width)
-            return
-        pad = _nans(FLOAT32, width - old)
-        new = array(FLOAT32)
-        for start in range(0, len(grid), old or 1):
-            new.extend(grid[start : start + old])
-            new.extend(pad)
-        self._grid = new
+            figs.gpu = (devices_in(keys), latest)
+        return figs.gpu
 
     def _recent_of(self, key: str) -> list[float] | None:
-        """``key``'s values at the newest points (aligned with ``_recent.times()``), or None."""
+        """``key``'s values at the newest points (aligned with :meth:`_rows_times`), or None."""
         i = self._index.get(key)
         if i is None:
             return None
-        return self._recent.column(i)
+        return self._rows_column(i)
 
     def latest(self, key: str, lookback: int = LATEST_LOOKBACK) -> float | None:
         """The newest value of ``key`` among the last ``lookback`` points (a source may read some
         series less often than others, e.g. node detail through Prometheus), or None."""
         memo_key = ("latest", key, lookback)
-        if self._memo is not None and memo_key in self._memo:
-            return self._memo[memo_key]
+        figs = self._figs
+        if figs is not None and memo_key in figs.memo:
+            return figs.memo[memo_key]
         recent = self._recent_of(key)
         out = None
         if recent is not None:
@@ -549,25 +809,26 @@ class TaskSeries:
                     (x for _, x in zip(range(lookback), reversed(recent), strict=False) if x == x), None
                 )
                 older = lookback - len(recent)
-                if out is None and older > 0 and self._recent.full:  # rows let go (a large fleet's task,
+                if out is None and older > 0 and self._full:  # rows let go (a large fleet's task,
                     # past LATEST_LOOKBACK of them): the points before them, from the grid
                     i = self._index[key]
-                    before = self._column(i, lookback).tolist()[: -len(recent)]
+                    before = self._column(i, lookback)[: -len(recent)]
                     out = next((x for x in reversed(before) if x == x), None)
             else:
                 i = self._index[key]
-                out = next((x for x in reversed(self._column(i, lookback).tolist()) if x == x), None)
+                out = next((x for x in reversed(self._column(i, lookback)) if x == x), None)
         return self._remember(memo_key, out)
 
     def _span(self, seconds: float) -> int:
         """How many of the newest points lie within ``seconds`` of the newest one (memoised per
         point): a bisection of the time ring (times are appended in order)."""
-        spans = self._spans
+        figs = self._figures()
+        spans = figs.spans
         if spans is None:
-            spans = self._spans = {}
+            spans = figs.spans = {}
         n = spans.get(seconds)
         if n is None:
-            n = spans[seconds] = self.times.count_from(self.last_seen - seconds) if len(self.times) else 0
+            n = spans[seconds] = self._count_from(self.last_seen - seconds) if self._n else 0
         return n
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -576,18 +837,27 @@ class TaskSeries:
         import numpy as np
 
         i = self._index.get(key)
-        if i is None or len(self.times) == 0:
+        if i is None or self._n == 0:
             return np.empty(0), np.empty(0)
         n = self._span(seconds)
-        return self.times.last(n), np.frombuffer(self._column(i, n), dtype=np.float32)
+        times = np.frombuffer(self._time_slice(n), dtype=np.float64)
+        return times, np.array(self._column(i, n), dtype=np.float32)
 
     def window_values(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """:meth:`window` as Python floats (NaN where ``key`` was not read), without numpy."""
         i = self._index.get(key)
-        if i is None or len(self.times) == 0:
+        if i is None or self._n == 0:
             return [], []
         n = self._span(seconds)
-        return self.times.tail(n), self._column(i, n).tolist()
+        return self._time_slice(n).tolist(), self._column(i, n)
+
+    def _newest_times(self) -> list[float]:
+        """The newest rows' times, made once a point (every rate of the point reads them)."""
+        figs = self._figures()
+        times = figs.times
+        if times is None:
+            times = figs.times = self._rows_times()
+        return times
 
     def _points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The window's (times, values) without NaN values, as Python floats: a rate reads a
@@ -596,10 +866,8 @@ class TaskSeries:
         if recent is None:
             return [], []
         since = self.last_seen - seconds
-        times = self._recent_times
-        if times is None:  # every rate of the point reads them: made once
-            times = self._recent_times = self._recent.times()
-        if not self._recent.full or times[0] < since:  # the window lies within them
+        times = self._newest_times()
+        if not self._full or times[0] < since:  # the window lies within them
             t: list[float] = []
             v: list[float] = []
             for ti, vi in zip(reversed(times), reversed(recent), strict=True):
@@ -616,7 +884,7 @@ class TaskSeries:
     def _sparse_points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The last two points within ``SPARSE_STRETCH`` windows, or within :attr:`sparse_s` when the
         source reads this task less often than that (a large fleet's sweep: every two minutes)."""
-        t, v = self._points(key, max(seconds * SPARSE_STRETCH, self.sparse_s))
+        t, v = self._points(key, max(seconds * SPARSE_STRETCH, self._shared.sparse.s))
         return t[-2:], v[-2:]
 
     def _walk(self, seconds: float) -> tuple[int, int] | None:
@@ -624,17 +892,18 @@ class TaskSeries:
         sparse window, walking back from the newest as :meth:`_points` does (up to the first point
         older); None when the newest points do not reach back over the sparse window. Once a point: the
         points' times are every key's (a view's rates and ratios all walk the same points)."""
-        reach = max(seconds * SPARSE_STRETCH, self.sparse.s)
-        memo = self._walked
+        reach = max(seconds * SPARSE_STRETCH, self._shared.sparse.s)
+        figs = self._figures()
+        memo = figs.walked
         if memo is not None and memo[0] == seconds and memo[1] == reach:
             return memo[2]
-        times = self._recent_times
+        times = figs.times
         if times is None:  # every rate of the point reads them: made once
-            times = self._recent_times = self._recent.times()
+            times = figs.times = self._rows_times()
         last = self.last_seen
         wide = last - reach
         got: tuple[int, int] | None = None
-        if not self._recent.full or times[0] < wide:
+        if not self._full or times[0] < wide:
             since = last - seconds
             n_short = n_wide = 0
             within = True  # still within ``seconds``: the short window stops at its first point older
@@ -646,7 +915,7 @@ class TaskSeries:
                 n_short += within
                 n_wide += 1
             got = (n_short, n_wide)
-        self._walked = (seconds, reach, got)
+        figs.walked = (seconds, reach, got)
         return got
 
     def _windows(self, key: str, seconds: float) -> tuple[Points, Points] | None:
@@ -663,10 +932,10 @@ class TaskSeries:
         n_short, n_wide = walk
         if not n_wide:
             return ([], []), ([], [])
-        rows = self._recent
-        stride, buf = rows.stride, rows.buf
+        buf, stride = self._buf, len(self._index) + 1
         vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
-        times = cast(list[float], self._recent_times)[-n_wide:]
+        times = cast(_Figures, self._figs).times
+        times = cast(list[float], times)[-n_wide:]
         t = [a for a, b in zip(times, vals, strict=True) if b == b]
         v = [b for b in vals if b == b]
         if n_short == n_wide:
@@ -690,8 +959,7 @@ class TaskSeries:
         n_short, n_wide = walk
         if not n_wide:
             return [], []
-        rows = self._recent
-        stride, buf = rows.stride, rows.buf
+        buf, stride = self._buf, len(self._index) + 1
         vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
         total = sum(vals)  # NaN when any is (or when an inf meets a -inf: then read one by one)
         v = vals if total == total else [b for b in vals if b == b]
@@ -715,9 +983,10 @@ class TaskSeries:
         its last two within ``SPARSE_STRETCH`` windows. Computed once per new point (panes, job
         totals and rules ask for the same rates)."""
         memo_key = ("rate", key, seconds)
-        if self._memo is not None and memo_key in self._memo:
-            return self._memo[memo_key]
-        self.sparse.asked(seconds)  # the newest rows keep reaching over it
+        figs = self._figs
+        if figs is not None and memo_key in figs.memo:
+            return figs.memo[memo_key]
+        self._shared.sparse.asked(seconds)  # the newest rows keep reaching over it
         # a series read less often than the others (node detail, a large fleet's sweep): its last two
         t, v = self._rate_points(key, seconds)
         out = None
@@ -734,9 +1003,10 @@ class TaskSeries:
     def mean_of_ratio(self, num_key: str, den_key: str, seconds: float) -> float | None:
         """increase(num)/increase(den) over the window, e.g. mean step seconds from a histogram."""
         memo_key = ("ratio", num_key, den_key, seconds)
-        if self._memo is not None and memo_key in self._memo:
-            return self._memo[memo_key]
-        self.sparse.asked(seconds)
+        figs = self._figs
+        if figs is not None and memo_key in figs.memo:
+            return figs.memo[memo_key]
+        self._shared.sparse.asked(seconds)
         got_num, got_den = self._window_values(num_key, seconds), self._window_values(den_key, seconds)
         if got_num is not None and got_den is not None:  # both windows of both series in one walk each
             short = len(got_den[0]) >= 2
@@ -862,7 +1132,8 @@ class Store:
         )  # how far back a sparsely read series' rate may reach (set_sparse_window)
         self._unbooked = False  # figures memoised by tasks outside :attr:`_figured` (release_figures)
         self._figured: dict[int, TaskSeries] = {}  # tasks whose memo holds figures (release_figures)
-        self._allow = self.allowed  # one bound method for every task (not one made per task)
+        # what every task shares (capacity, series cap, budget, sparse window, the figures' book): one object
+        self._shared = TaskShared(self.capacity, self.max_series, self.allowed, self.sparse, self._figured)
 
     def add(self, poll: TaskPoll) -> TaskSeries | None:
         """Add one successful poll; failed polls carry no values and are left to the lifecycle.
@@ -873,10 +1144,7 @@ class Store:
         ts = book.get(key)
         before = -1 if ts is None else ts.version
         if ts is None:
-            ts = book[key] = TaskSeries(
-                poll.info, self.capacity, max_series=self.max_series, allow=self._allow, figured=self._figured
-            )
-            ts.sparse = self.sparse
+            ts = book[key] = TaskSeries(poll.info, self.capacity, shared=self._shared)
             if not poll.host_only:
                 self.members.setdefault(poll.info.job, {})[key] = ts
                 if poll.info.role not in UNINDEXED_ROLES:

@@ -60,10 +60,19 @@ def test_the_grid_holds_what_each_key_read_in_the_order_met(capacity, steps):
         tt, vv = ts.window(k, 1e9)
         assert tt.tolist() == ts.times.tail() and np.array_equal(vv, col.last(), equal_nan=True)
         assert ts.window_values(k, 1e9)[1] == pytest.approx(col.tail(), nan_ok=True)
-    newest = 0 if ts._last is None else 8 * len(ts._last)  # the newest rows and values count too
-    assert (
-        ts.nbytes == ts.times.nbytes + 4 * len(ts.times._buf) * len(order) + 8 * len(ts._recent.buf) + newest
+    rows = len(ts._recent)  # the newest rows: the newest points' times and values at full precision
+    assert 0 < rows <= min(len(points), RECENT_POINTS) if points else rows == 0
+    assert ts._recent.times() == [p[0] for p in points[len(points) - rows :]]
+    for i, k in enumerate(order):
+        got, want_rows = ts._recent.column(i), [v.get(k, math.nan) for _, v in points[len(points) - rows :]]
+        assert got == pytest.approx(want_rows, nan_ok=True, rel=0, abs=0)
+    # one buffer a task: the time ring, the float32 grid (two to a float64 slot), the newest rows
+    newest = 0 if ts._last is None else 8 * len(ts._last)  # the newest values count too
+    grid = 4 * ts._slots * len(order)
+    assert ts.times.nbytes == 8 * ts._slots and len(ts._buf) == ts._slots + (grid + 4) // 8 + rows * (
+        len(order) + 1
     )
+    assert ts.nbytes == 8 * ts._slots + 8 * ((grid + 4) // 8) + 8 * rows * (len(order) + 1) + newest
     assert "zz" not in ts.values and ts.window("zz", 10.0)[0].size == 0
 
 
