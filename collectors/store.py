@@ -667,23 +667,29 @@ class TaskSeries:
         self.last_seen = t
 
     def _append_row(self, t: float, row: list[float], reach: float) -> None:
-        """One newest row: its time and its values. Then the oldest rows go while more than
-        :data:`LATEST_LOOKBACK` are held and the next one is already older than ``reach`` before ``t``
-        (it alone still reaches back over the window); never more than :data:`RECENT_POINTS`."""
+        """One newest row: its time and its values. The oldest rows go while more than
+        :data:`LATEST_LOOKBACK` are held (the new one counted) and the next one is already older than
+        ``reach`` before ``t`` (it alone still reaches back over the window); never more than
+        :data:`RECENT_POINTS`. The buffer stays at its size: a row in, a row out is done in place (the
+        steady state), a row more makes it again at its size (``extend`` left ~8% of it unused, growing by
+        steps: 72 bytes a task of 10 series at 3 points, 216 at 32)."""
         buf, at, stride = self._buf, self._rows_at(), len(row) + 1
-        if len(buf) - at >= RECENT_POINTS * stride:
-            del buf[at : at + stride]
-            self._full = True
-        buf.append(t)
-        buf.extend(row)
+        held = (len(buf) - at) // stride
+        drop = 1 if held >= RECENT_POINTS else 0
         since = t - reach
-        cut = 0
-        end = len(buf) - at
-        while end - cut > LATEST_LOOKBACK * stride and buf[at + cut + stride] < since:
-            cut += stride
-        if cut:
-            del buf[at : at + cut]
-            self._full = True
+        while held - drop >= LATEST_LOOKBACK and drop + 1 < held and buf[at + (drop + 1) * stride] < since:
+            drop += 1
+        if not drop:
+            self._buf = buf + array(FLOAT64, (t, *row))
+            return
+        self._full = True
+        end = len(buf)
+        if drop == 1:  # slide the rows one down, the new one last
+            buf[at : end - stride] = buf[at + stride : end]
+            buf[end - stride] = t
+            buf[end - stride + 1 : end] = array(FLOAT64, row)
+        else:
+            self._buf = buf[:at] + buf[at + drop * stride :] + array(FLOAT64, (t, *row))
 
     def _grow(self, slots: int) -> None:
         """Room for ``slots`` points: the times and grid rows held first, oldest first, then NaN; the

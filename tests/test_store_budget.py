@@ -53,11 +53,16 @@ def test_fewer_newest_rows_give_the_same_rates_ratios_and_latest_values(steps, s
     whole.sparse = _all_rows()
     whole.sparse.s = sparse
     t = 1.7e9
-    for n, (dt, keys) in enumerate(steps):
+    kept: list[float] = []  # the rows' times as the rule reads: at most 16, then the oldest while they
+    for n, (dt, keys) in enumerate(steps):  # are past 8 and the next one already reaches back over reach
         t += dt
         values = {k: 1.7e9 + 3.0 * n + i for i, k in enumerate(KEYS) if k in keys}
         cut.append(t, values)
         whole.append(t, values)
+        kept = [*kept[-(RECENT_POINTS - 1) :], t]
+        while len(kept) > LATEST_LOOKBACK and kept[1] < t - cut.sparse.reach:
+            kept.pop(0)
+        assert cut._recent.times() == kept and len(whole._recent) == min(n + 1, RECENT_POINTS)
         for w in WINDOWS:
             assert cut.rate(M.K_WORKER_STEPS, w) == whole.rate(M.K_WORKER_STEPS, w)
             got = cut.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, w)
