@@ -54,11 +54,10 @@ INITIAL_POINTS = 4  # a ring's first size; it doubles as points come, up to its 
 # views made from them are cached (observed.cached_view), and a fleet's task is read again minutes later
 FIGURES_KEPT_UNDER = 2000
 _SCHEMA_MAX = 1024  # distinct key orders whose key -> position maps are shared between tasks
-# points per series kept whatever the history budget: one more than the task's newest rows hold, up to
-# RECENT_POINTS (a window reaching past the rows reads the grid, which then never holds fewer points than
-# the rows; TaskSeries.append). A large fleet's swept task keeps LATEST_LOOKBACK rows, so this many points
-# (16 before, whatever the rows held: ~340 bytes a task of 10 series more after ~20 min of 2-minute sweeps)
-MIN_POINTS = LATEST_LOOKBACK + 1
+# points per series kept whatever the history budget, the newest rows among them (the ring holds the
+# points older than the rows, TaskSeries): as many as the newest rows may hold (a large fleet's swept
+# task, 8 rows, keeps 8 older ones in its ring: an hour-long session's sparkline, 32 min of 2-min sweeps)
+MIN_POINTS = RECENT_POINTS
 # ... and for a task with a series read over the last hour (the loss curve, the checkpoint interval:
 # collectors/observed.py): an hour of a large fleet's 2-minute sweep (fleet.SWEEP_S) and two points more
 HOUR_MIN_POINTS = 32
@@ -262,12 +261,12 @@ class TimeRing:
         self._ts = ts
 
     def __len__(self) -> int:
-        return self._ts._n
+        return self._ts._held()
 
     @property
     def nbytes(self) -> int:
-        """The bytes its points take (allocated, not only filled)."""
-        return 8 * self._ts._slots
+        """The bytes its points take (allocated, not only filled): the ring's and the newest rows'."""
+        return 8 * (self._ts._slots + self._ts._rows_held())
 
     def tail(self, n: int | None = None) -> list[float]:
         """The newest ``n`` times (all when None), oldest first, as Python floats (no numpy)."""
@@ -320,12 +319,12 @@ class Column:
         self._ts, self._i = ts, i
 
     def __len__(self) -> int:
-        return self._ts._n
+        return self._ts._held()
 
     @property
     def nbytes(self) -> int:
-        """The bytes its points take (allocated, not only filled)."""
-        return self._ts._slots * 4
+        """The bytes its points take (allocated, not only filled): the ring's and the newest rows'."""
+        return self._ts._slots * 4 + self._ts._rows_held() * 8
 
     def tail(self, n: int | None = None) -> list[float]:
         """The newest ``n`` values (all when None), oldest first, as Python floats (no numpy)."""
@@ -421,7 +420,7 @@ class TaskSeries:
         self.host = ""
         self.first_seen = self.last_seen = _NAN
         self.version = 0
-        self.floor = 0
+        self.floor = MIN_POINTS
         self._buf = array(FLOAT64)
         self._slots = self._n = self._head = 0
         self._full = False
@@ -432,7 +431,7 @@ class TaskSeries:
         self._figs: _Figures | None = None
 
     def __repr__(self) -> str:
-        return f"TaskSeries({self.info!r}, points={self._n}, keys={len(self._index)})"
+        return f"TaskSeries({self.info!r}, points={self._held()}, keys={len(self._index)})"
 
     @property
     def capacity(self) -> int:
@@ -518,11 +517,28 @@ class TaskSeries:
         """Key ``i``'s values at the newest rows, oldest first."""
         return self._buf[self._rows_at() + 1 + i :: len(self._index) + 1].tolist()
 
+    def _held(self) -> int:
+        """Points held: the ring's and the newest rows' (the newest ``capacity`` of them when the rows
+        alone hold more than a small capacity)."""
+        return min(self._n + self._rows_held(), self._shared.capacity)
+
     def _time_slice(self, n: int | None) -> array[float]:
-        """A copy of the newest ``n`` times (all when None), oldest first."""
-        held = self._n
+        """A copy of the newest ``n`` times (all when None), oldest first: the newest rows' and, past
+        them, the ring's."""
+        held = self._held()
         n = held if n is None else min(n, held)
+        buf = self._buf
+        if n <= 0:
+            return buf[:0]
+        stride = len(self._index) + 1
+        rows = min(n, self._rows_held())
+        newest = buf[len(buf) - rows * stride :: stride]
+        return newest if rows == n else self._ring_times(n - rows) + newest
+
+    def _ring_times(self, n: int) -> array[float]:
+        """A copy of the ring's newest ``n`` times, oldest first."""
         buf, head = self._buf, self._head
+        n = min(n, self._n)
         if n <= 0:
             return buf[:0]
         start = head - n
@@ -531,18 +547,31 @@ class TaskSeries:
         return buf[self._slots + start : self._slots] + buf[:head]  # wraps around the end
 
     def _count_from(self, x: float) -> int:
-        """How many of the held times are ``>= x`` (times are appended in order): a bisection over the
-        ring's one or two sorted runs, nothing copied."""
-        buf, head, n = self._buf, self._head, self._n
-        if n == 0 or x != x:  # nothing held; NaN: no time is >= it
+        """How many of the held times are ``>= x`` (times are appended in order): the newest rows from
+        the newest back, then a bisection over the ring's one or two sorted runs, nothing copied."""
+        if x != x:  # NaN: no time is >= it
             return 0
+        buf, stride, held = self._buf, len(self._index) + 1, self._held()
+        at = self._rows_at()
+        pos = len(buf) - stride
+        count = 0
+        while pos >= at:
+            if buf[pos] < x:
+                return min(count, held)
+            count += 1
+            pos -= stride
+        head, n = self._head, self._n
+        if n == 0:
+            return min(count, held)
         start = head - n
         if start >= 0:  # one run: buf[start:head]
-            return head - bisect_left(buf, x, start, head)
-        if head and buf[0] < x:  # two runs, the older buf[size + start:size] and the newer buf[:head]
-            return head - bisect_left(buf, x, 0, head)
-        size = self._slots
-        return head + size - bisect_left(buf, x, size + start, size)
+            count += head - bisect_left(buf, x, start, head)
+        elif head and buf[0] < x:  # two runs, the older buf[size + start:size] and the newer buf[:head]
+            count += head - bisect_left(buf, x, 0, head)
+        else:
+            size = self._slots
+            count += head + size - bisect_left(buf, x, size + start, size)
+        return min(count, held)
 
     def _grid(self, first: int, stop: int) -> tuple[array[float], int]:
         """The grid's float32 values of slots ``[first, stop)`` (a copy, with up to one value before them:
@@ -554,9 +583,20 @@ class TaskSeries:
         return out, lo & 1
 
     def _column(self, i: int, n: int | None) -> list[float]:
-        """Key ``i``'s newest ``n`` values (all when None), oldest first, as Python floats (float32's)."""
-        held = self._n
+        """Key ``i``'s newest ``n`` values (all when None), oldest first, as Python floats: float32's, the
+        newest rows' too (what every point of the grid holds)."""
+        held = self._held()
         n = held if n is None else min(n, held)
+        if n <= 0:
+            return []
+        buf, stride = self._buf, len(self._index) + 1
+        rows = min(n, self._rows_held())
+        newest = array(FLOAT32, buf[len(buf) - rows * stride + 1 + i :: stride]).tolist()
+        return newest if rows == n else self._ring_column(i, n - rows) + newest
+
+    def _ring_column(self, i: int, n: int) -> list[float]:
+        """Key ``i``'s newest ``n`` values in the ring, oldest first."""
+        n = min(n, self._n)
         if n <= 0:
             return []
         head, width = self._head, len(self._index)
@@ -633,33 +673,9 @@ class TaskSeries:
             if len(keys) > len(index):
                 self._widen(len(keys))
                 self._index = index = _schema(tuple(keys))
-                self.floor = HOUR_MIN_POINTS if HOUR_KEYS.intersection(keys) else 0
-        width = len(index)
-        size, head, held = self._slots, self._head, self._n
-        if held == size:  # the time ring is full (or not made yet): it grows if it may
-            rows = self._rows_held()
-            cap = shared.capacity
-            if shared.allow is not None:  # the floor: one point more than the newest rows may then hold,
-                # so a window reaching past the rows reads a grid of at least as many points
-                cap = min(cap, shared.allow(width, rows, max(self.floor, min(RECENT_POINTS, rows + 1))))
-            if size == 0:
-                self._grow(max(1, min(shared.capacity, INITIAL_POINTS)))
-            elif size < cap:
-                self._grow(min(cap, size * 2))
-            size, head = self._slots, self._head
-        buf = self._buf
-        buf[head] = t
+                self.floor = HOUR_MIN_POINTS if HOUR_KEYS.intersection(keys) else MIN_POINTS
         get = values.get
         row = [get(key, _NAN) for key in index]
-        if width:
-            try:
-                _row_struct(width).pack_into(buf, 8 * size + 4 * head * width, *row)
-            except OverflowError:  # past float32's range: infinite, as ``array`` stores it
-                _row_struct(width).pack_into(buf, 8 * size + 4 * head * width, *array(FLOAT32, row))
-        head += 1
-        self._head = 0 if head == size else head
-        if held < size:
-            self._n = held + 1
         self._append_row(t, row, shared.sparse.reach)
         self._remember_last(t, values, row)
         if self.first_seen != self.first_seen:
@@ -683,6 +699,7 @@ class TaskSeries:
             self._buf = buf + array(FLOAT64, (t, *row))
             return
         self._full = True
+        let_go = buf[at : at + drop * stride]  # into the ring, oldest first
         end = len(buf)
         if drop == 1:  # slide the rows one down, the new one last
             buf[at : end - stride] = buf[at + stride : end]
@@ -690,12 +707,44 @@ class TaskSeries:
             buf[end - stride + 1 : end] = array(FLOAT64, row)
         else:
             self._buf = buf[:at] + buf[at + drop * stride :] + array(FLOAT64, (t, *row))
+        rows = held - drop + 1
+        for start in range(0, len(let_go), stride):
+            self._to_ring(let_go[start], let_go[start + 1 : start + stride], rows)
+
+    def _to_ring(self, t: float, values: array[float], rows: int) -> None:
+        """A point the newest rows let go, into the ring (float32 values): it grows (by doubling, from
+        :data:`INITIAL_POINTS`) while the points held, ``rows`` newest ones besides, stay within the
+        capacity and the history budget (:meth:`Store.allowed`) or under the floor; else the point takes
+        its oldest slot."""
+        size, head, held = self._slots, self._head, self._n
+        shared = self._shared
+        if held == size:  # the ring is full (or not made yet): it grows if it may
+            width = len(self._index)
+            room = shared.capacity - rows
+            if shared.allow is not None:
+                room = min(room, shared.allow(width, rows, max(0, self.floor - rows)))
+            if size < room:
+                self._grow(min(room, size * 2 if size else INITIAL_POINTS))
+            elif not size:  # the newest rows fill the capacity: no room for it
+                return
+            size, head = self._slots, self._head
+        buf, width = self._buf, len(self._index)
+        buf[head] = t
+        if width:
+            try:
+                _row_struct(width).pack_into(buf, 8 * size + 4 * head * width, *values)
+            except OverflowError:  # past float32's range: infinite, as ``array`` stores it
+                _row_struct(width).pack_into(buf, 8 * size + 4 * head * width, *array(FLOAT32, values))
+        head += 1
+        self._head = 0 if head == size else head
+        if held < size:
+            self._n = held + 1
 
     def _grow(self, slots: int) -> None:
         """Room for ``slots`` points: the times and grid rows held first, oldest first, then NaN; the
         newest rows after them as they were."""
         buf, size, held, head, width = self._buf, self._slots, self._n, self._head, len(self._index)
-        times = self._time_slice(held)
+        times = self._ring_times(held)
         grid = self._grid_rows()
         if held == size and head:  # full: the oldest row is at the head
             cut = head * width
@@ -772,7 +821,7 @@ class TaskSeries:
 
     def last_value(self, key: str) -> float | None:
         """``key``'s value at the newest point (None when that point did not read it)."""
-        if not self._n:
+        if self.last_seen != self.last_seen:  # no point yet
             return None
         i = self._index.get(key)
         if i is not None and self._read >> i & 1:
@@ -834,7 +883,7 @@ class TaskSeries:
             spans = figs.spans = {}
         n = spans.get(seconds)
         if n is None:
-            n = spans[seconds] = self._count_from(self.last_seen - seconds) if self._n else 0
+            n = spans[seconds] = self._count_from(self.last_seen - seconds)
         return n
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -843,7 +892,7 @@ class TaskSeries:
         import numpy as np
 
         i = self._index.get(key)
-        if i is None or self._n == 0:
+        if i is None or self.last_seen != self.last_seen:
             return np.empty(0), np.empty(0)
         n = self._span(seconds)
         times = np.frombuffer(self._time_slice(n), dtype=np.float64)
@@ -852,7 +901,7 @@ class TaskSeries:
     def window_values(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """:meth:`window` as Python floats (NaN where ``key`` was not read), without numpy."""
         i = self._index.get(key)
-        if i is None or self._n == 0:
+        if i is None or self.last_seen != self.last_seen:
             return [], []
         n = self._span(seconds)
         return self._time_slice(n).tolist(), self._column(i, n)

@@ -118,8 +118,10 @@ def test_at_fleet_scale_the_budget_counts_the_whole_task_and_floors_keep_an_hour
             )
         store.release_figures()
     plain, checkpointed = store.tasks["j/w1"], store.tasks["j/w0"]
-    # one point more than its newest rows: a window reaching past them reads at least as many points
-    assert len(plain.times) == MIN_POINTS == LATEST_LOOKBACK + 1 and len(plain._recent) == LATEST_LOOKBACK
+    assert len(plain.times) == MIN_POINTS and len(plain._recent) == LATEST_LOOKBACK
+    # no point twice: the ring holds the 8 older ones, the newest rows the 8 newest (16 + 8 before)
+    assert plain._n == plain._slots == MIN_POINTS - LATEST_LOOKBACK
+    assert plain.times.tail() == [1.7e9 + 120.0 * n for n in range(40 - MIN_POINTS, 40)]
     assert len(checkpointed.times) == HOUR_MIN_POINTS
     assert checkpointed.times.tail()[-1] - checkpointed.times.tail()[0] >= CHECKPOINT_WINDOW_S - 240
     assert _checkpoints(checkpointed, 1.7e9 + 120.0 * 40)[2] == 1200.0  # (last, mean write, interval)
@@ -171,10 +173,10 @@ def test_the_newest_values_are_the_merge_of_the_polls_of_the_newest_time(steps):
             assert (got is None) == (k not in known) and (got is None or same(got, known[k]))
 
 
-def test_at_fleet_scale_a_fast_polled_task_keeps_as_many_points_as_its_newest_rows():
-    """The floor follows the newest rows: a task polled every 2 s holds :data:`RECENT_POINTS` rows (its
-    rate windows reach further back), so its grid keeps at least as many points, and a window past the
-    rows (the rules' minute) reads them all, as when every task kept 16."""
+def test_at_fleet_scale_a_fast_polled_task_keeps_its_newest_rows_and_nothing_twice():
+    """A task polled every 2 s holds :data:`RECENT_POINTS` rows (its rate windows reach further back): at
+    the floor they are its points, its ring holds none, and a window past the rows (the rules' minute)
+    reads them all, as when the ring held the same 16 besides."""
     store = Store(capacity=1800, history_bytes=200 * 1000)
     for n in range(60):
         for i in range(200):
@@ -187,6 +189,6 @@ def test_at_fleet_scale_a_fast_polled_task_keeps_as_many_points_as_its_newest_ro
         store.release_figures()
     ts = store.tasks["j/w3"]
     assert ts.rate(M.K_WORKER_STEPS, 60.0) is not None
-    assert len(ts._recent) == RECENT_POINTS and len(ts.times) == RECENT_POINTS
+    assert len(ts._recent) == RECENT_POINTS == len(ts.times) and ts._slots == 0
     t, v = ts.window_values(M.K_WORKER_STEPS, 60.0)
     assert t == [2.0 * n for n in range(60 - RECENT_POINTS, 60)]

@@ -66,12 +66,13 @@ def test_the_grid_holds_what_each_key_read_in_the_order_met(capacity, steps):
     for i, k in enumerate(order):
         got, want_rows = ts._recent.column(i), [v.get(k, math.nan) for _, v in points[len(points) - rows :]]
         assert got == pytest.approx(want_rows, nan_ok=True, rel=0, abs=0)
-    # one buffer a task: the time ring, the float32 grid (two to a float64 slot), the newest rows
+    # one buffer a task: the ring of the points older than the rows (times, and the float32 grid two to a
+    # float64 slot), then the newest rows; no point in both (the ring is empty until the rows let one go)
     newest = 0 if ts._last is None else 8 * len(ts._last)  # the newest values count too
     grid = 4 * ts._slots * len(order)
-    assert ts.times.nbytes == 8 * ts._slots and len(ts._buf) == ts._slots + (grid + 4) // 8 + rows * (
-        len(order) + 1
-    )
+    assert ts.times.nbytes == 8 * (ts._slots + rows)
+    assert len(ts._buf) == ts._slots + (grid + 4) // 8 + rows * (len(order) + 1)
+    assert ts._n <= ts._slots and (ts._n == 0 or ts._recent.full) and ts._n + rows >= held
     assert ts.nbytes == 8 * ts._slots + 8 * ((grid + 4) // 8) + 8 * rows * (len(order) + 1) + newest
     assert "zz" not in ts.values and ts.window("zz", 10.0)[0].size == 0
 
