@@ -3,13 +3,15 @@ on the standard library's ``array`` (float32 values, float64 times: 4 and 8 byte
 would be; numpy is imported only by the readers that hand out numpy arrays), with Prometheus-style
 counter rates (resets handled here, once).
 
-Compact per task, for a fleet of 100,000 (issue 34): a task's values are one float32 grid aligned with
-its time ring (not a ring a key), its newest points one float64 array (:class:`RecentRows`), what its
-newest scrape time read one float64 array and a bitmask; its objects have no ``__dict__``, tasks with the
-same keys share one key → position map, and past :data:`FIGURES_KEPT_UNDER` tasks memoised figures are
-let go after a cycle (~1.3 kB a task with 10 series and a few points, where it was ~6.6 kB); its newest
-rows are kept only while a rate needs them (:class:`RecentRows`), and its whole footprint counts against
-the history budget (:class:`Store`: ~2.8 kB a task of 10 series at the fleet floor, 4.0 kB before)."""
+Compact per task, for a fleet of 100,000 (issue 34): a task's points are one float64 buffer (its newest
+points at full precision, then, older than them, a time ring and a float32 grid of every key's values,
+two to a slot: :class:`TaskSeries`), no point held twice; what its newest scrape time read one float64
+array and a bitmask; its objects have no ``__dict__``, what a store's tasks share is one object
+(:class:`TaskShared`), tasks with the same keys share one key → position map, the newest point's figures
+are one dict made when first asked, and past :data:`FIGURES_KEPT_UNDER` tasks they are let go after a
+cycle (~0.74 kB a task with 10 series and 3 points; 1.3 kB with a buffer a ring, ~6.6 kB before that);
+its newest rows are kept only while a rate needs them, and its whole footprint counts against the history
+budget (:class:`Store`: ~1.8 kB a task of 10 series at the fleet floor, 2.8 kB before, 4.0 kB at first)."""
 
 from __future__ import annotations
 
@@ -62,10 +64,11 @@ MIN_POINTS = RECENT_POINTS
 # collectors/observed.py): an hour of a large fleet's 2-minute sweep (fleet.SWEEP_S) and two points more
 HOUR_MIN_POINTS = 32
 HOUR_KEYS = frozenset((K_LOSS, K_CHECKPOINT_SECONDS_COUNT))
-# a task's bytes besides its points (its objects, its key and host, its arrays' headers, the store's
-# books): measured with tracemalloc, 20,000 tasks of 10 series on hosts of their own at 3 points: 1,297
-# bytes a task (the store's set of changed tasks aside), of which 456 are points (times, grid, newest rows)
-TASK_BYTES = 850
+# a task's bytes besides its points (its objects, its key and host, its buffer's header, the store's
+# books): measured with tracemalloc, 20,000 tasks of 10 series on hosts of their own at 3 points: 744
+# bytes a task (the store's set of changed tasks aside), of which 264 are points (the newest rows; the
+# ring holds none yet). Before one buffer a task: 1,304, of which 456 points (850 besides)
+TASK_BYTES = 480
 FLOAT32: Final = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
 FLOAT64: Final = "d"  # a series' times
 
@@ -219,21 +222,16 @@ class TaskShared:
         self.figured = figured
 
 
-class _Figures:
-    """A task's figures of its newest point, computed once each: rates, ratios and latest values
-    (``memo``), how many points lie within a window (``spans``), its newest rows' times (``times``), what
-    :meth:`TaskSeries._walk` found (``walked``) and a host's GPU detail (``gpu``). One object made when the
-    first is asked and dropped whole by the next point (five fields on every task before, None at rest)."""
-
-    __slots__ = ("memo", "spans", "times", "walked", "gpu")
-
-    def __init__(self) -> None:
-        self.memo: dict[tuple[str | float, ...], float | None] = {}
-        self.spans: dict[float, int] | None = None
-        self.times: list[float] | None = None
-        # (its window, the sparse window, how many points in each)
-        self.walked: tuple[float, float, tuple[int, int] | None] | None = None
-        self.gpu: tuple[list[str], dict[str, float]] | None = None
+# A task's figures of its newest point, computed once each, in one dict made when the first is asked and
+# dropped whole by the next point (TaskSeries._memo; five fields on every task before, None at rest):
+# rates, ratios and latest values under their own keys, and under these (how many points lie within a
+# window under ("span", seconds)):
+_TIMES: Final = ("times",)  # the newest rows' times
+_WALKED: Final = ("walked",)  # what TaskSeries._walk found: (its window, the sparse window, the counts)
+_GPU: Final = ("gpu",)  # a host's GPU detail (TaskSeries.gpu_detail)
+Walked = tuple[float, float, tuple[int, int] | None]
+Figure = float | int | None | list[float] | Walked | tuple[list[str], dict[str, float]]
+Memo = dict[tuple[str | float, ...], Figure]
 
 
 _MASKS: dict[int, int] = {}  # the keys' bitmasks tasks read (``_read``): one int object each, shared
@@ -249,6 +247,30 @@ def _row_struct(width: int) -> Struct:
 
 
 _ROWS: dict[int, Struct] = {}
+_STRIDED_MAX = 64  # a column's values read in place up to this many points (a format of that many)
+
+
+def _strided(n: int, width: int) -> Struct:
+    """``n`` float32 values ``width`` apart (one key's column of ``n`` grid rows), native order."""
+    got = _STRIDED.get((n, width))
+    if got is None:
+        skip = f"{4 * (width - 1)}x" if width > 1 else ""
+        got = Struct("=" + ("f" + skip) * (n - 1) + "f")
+        if len(_STRIDED) < 4096:
+            _STRIDED[n, width] = got
+    return got
+
+
+_STRIDED: dict[tuple[int, int], Struct] = {}
+
+
+def _as_float32(values: list[float]) -> list[float]:
+    """``values`` rounded to float32 (what the grid would hold), as Python floats."""
+    st = _row_struct(len(values))
+    try:
+        return list(st.unpack(st.pack(*values)))
+    except OverflowError:  # past float32's range: infinite, as ``array`` stores it
+        return array(FLOAT32, values).tolist()
 
 
 class TimeRing:
@@ -378,7 +400,7 @@ class TaskSeries:
     rows object), each with its own header and allocation: ~330 bytes a task at a fleet's few points.
     The objects around it are views made when asked (:class:`TimeRing`, :class:`ColumnMap`,
     :class:`RecentRows`); what a store's tasks share is one :class:`TaskShared`; the figures of the newest
-    point one :class:`_Figures`, made when first asked."""
+    point one dict (``_memo``), made when first asked."""
 
     __slots__ = (
         "info",
@@ -401,7 +423,7 @@ class TaskSeries:
         "_last",
         "_read",
         "_extra",
-        "_figs",  # the newest point's figures (:class:`_Figures`), None until asked
+        "_memo",  # the newest point's figures (:data:`Memo`), None until asked
         "_shared",  # what the store's tasks share (:class:`TaskShared`)
     )
 
@@ -428,7 +450,7 @@ class TaskSeries:
         self._last: array[float] | None = None
         self._read = 0
         self._extra: dict[str, float] | None = None
-        self._figs: _Figures | None = None
+        self._memo: Memo | None = None
 
     def __repr__(self) -> str:
         return f"TaskSeries({self.info!r}, points={self._held()}, keys={len(self._index)})"
@@ -479,11 +501,6 @@ class TaskSeries:
         """The newest rows at full precision (:class:`RecentRows`, a view)."""
         return RecentRows(self)
 
-    @property
-    def _memo(self) -> dict[tuple[str | float, ...], float | None] | None:
-        """The figures memoised at the newest point (None: none)."""
-        return None if self._figs is None else self._figs.memo
-
     def keys(self) -> list[str]:
         """The series keys this task has reported so far."""
         return list(self._index)
@@ -507,15 +524,18 @@ class TaskSeries:
 
     def _rows_held(self) -> int:
         """How many newest rows are held."""
-        return (len(self._buf) - self._rows_at()) // (len(self._index) + 1)
+        s, width = self._slots, len(self._index)
+        return (len(self._buf) - s - (s * width + 1) // 2) // (width + 1)
 
     def _rows_times(self) -> list[float]:
         """The newest rows' times, oldest first."""
-        return self._buf[self._rows_at() :: len(self._index) + 1].tolist()
+        s, width = self._slots, len(self._index)
+        return self._buf[s + (s * width + 1) // 2 :: width + 1].tolist()
 
     def _rows_column(self, i: int) -> list[float]:
         """Key ``i``'s values at the newest rows, oldest first."""
-        return self._buf[self._rows_at() + 1 + i :: len(self._index) + 1].tolist()
+        s, width = self._slots, len(self._index)
+        return self._buf[s + (s * width + 1) // 2 + 1 + i :: width + 1].tolist()
 
     def _held(self) -> int:
         """Points held: the ring's and the newest rows' (the newest ``capacity`` of them when the rows
@@ -547,20 +567,17 @@ class TaskSeries:
         return buf[self._slots + start : self._slots] + buf[:head]  # wraps around the end
 
     def _count_from(self, x: float) -> int:
-        """How many of the held times are ``>= x`` (times are appended in order): the newest rows from
-        the newest back, then a bisection over the ring's one or two sorted runs, nothing copied."""
+        """How many of the held times are ``>= x`` (times are appended in order): a bisection of the
+        newest rows' times (made once a point), then, when they are all ``>= x``, of the ring's one or two
+        sorted runs (nothing copied)."""
         if x != x:  # NaN: no time is >= it
             return 0
-        buf, stride, held = self._buf, len(self._index) + 1, self._held()
-        at = self._rows_at()
-        pos = len(buf) - stride
-        count = 0
-        while pos >= at:
-            if buf[pos] < x:
-                return min(count, held)
-            count += 1
-            pos -= stride
-        head, n = self._head, self._n
+        held = self._held()
+        times = self._newest_times()
+        count = len(times) - bisect_left(times, x)
+        head, n, buf = self._head, self._n, self._buf
+        if count < len(times):  # an older row is older than x: the ring's are too
+            return min(count, held)
         if n == 0:
             return min(count, held)
         start = head - n
@@ -591,7 +608,7 @@ class TaskSeries:
             return []
         buf, stride = self._buf, len(self._index) + 1
         rows = min(n, self._rows_held())
-        newest = array(FLOAT32, buf[len(buf) - rows * stride + 1 + i :: stride]).tolist()
+        newest = _as_float32(buf[len(buf) - rows * stride + 1 + i :: stride].tolist())
         return newest if rows == n else self._ring_column(i, n - rows) + newest
 
     def _ring_column(self, i: int, n: int) -> list[float]:
@@ -599,18 +616,22 @@ class TaskSeries:
         n = min(n, self._n)
         if n <= 0:
             return []
-        head, width = self._head, len(self._index)
+        head, width, size = self._head, len(self._index), self._slots
         start = head - n
         if start >= 0:
-            grid, at = self._grid(start, head)
-            return grid[at + i : at + n * width : width].tolist()
-        size = self._slots  # wraps around the end
-        older, at = self._grid(size + start, size)
-        newer, at2 = self._grid(0, head)
-        return (
-            older[at + i : at - start * width : width].tolist()
-            + newer[at2 + i : at2 + head * width : width].tolist()
-        )
+            runs = ((start, n),)
+        elif not head:
+            runs = ((size + start, n),)
+        else:  # wraps around the end
+            runs = ((size + start, -start), (0, head))
+        out: list[float] = []
+        for first, count in runs:
+            if count <= _STRIDED_MAX:  # the values read where they lie, nothing else copied
+                out += _strided(count, width).unpack_from(self._buf, 8 * size + 4 * (first * width + i))
+            else:
+                grid, at = self._grid(first, first + count)
+                out += grid[at + i : at + count * width : width].tolist()
+        return out
 
     def _grid_rows(self) -> array[float]:
         """The whole grid, ``S * W`` float32 values (a copy, without the padding)."""
@@ -640,28 +661,28 @@ class TaskSeries:
     def forget_figures(self) -> None:
         """Empty the memos: every figure is computed again from the points held (a new point, a new
         sparse window, or a large store's new cycle: :meth:`Store.release_figures`)."""
-        self._figs = None
+        self._memo = None
 
-    def _figures(self) -> _Figures:
+    def _figures(self) -> Memo:
         """The newest point's figures, made when the first is asked (the store's book says who holds any)."""
-        figs = self._figs
-        if figs is None:
-            figs = self._figs = _Figures()
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
             figured = self._shared.figured
             if figured is not None:
                 figured[id(self)] = self
-        return figs
+        return memo
 
     def _remember(self, memo_key: tuple[str | float, ...], out: float | None) -> float | None:
         """``out`` memoised under ``memo_key`` until the next point."""
-        figs = self._figs
-        if figs is None:
-            figs = self._figures()
-        figs.memo[memo_key] = out
+        memo = self._memo
+        if memo is None:
+            memo = self._figures()
+        memo[memo_key] = out
         return out
 
     def append(self, t: float, values: dict[str, float]) -> None:
-        self._figs = None  # every derived figure below is recomputed from the new point on
+        self._memo = None  # every derived figure below is recomputed from the new point on
         self.version += 1
         index = self._index
         shared = self._shared
@@ -699,14 +720,16 @@ class TaskSeries:
             self._buf = buf + array(FLOAT64, (t, *row))
             return
         self._full = True
-        let_go = buf[at : at + drop * stride]  # into the ring, oldest first
         end = len(buf)
-        if drop == 1:  # slide the rows one down, the new one last
+        if drop == 1:  # slide the rows one down, the new one last; the oldest into the ring
+            gone_t, gone = buf[at], buf[at + 1 : at + stride]
             buf[at : end - stride] = buf[at + stride : end]
             buf[end - stride] = t
             buf[end - stride + 1 : end] = array(FLOAT64, row)
-        else:
-            self._buf = buf[:at] + buf[at + drop * stride :] + array(FLOAT64, (t, *row))
+            self._to_ring(gone_t, gone, held)
+            return
+        let_go = buf[at : at + drop * stride]  # into the ring, oldest first
+        self._buf = buf[:at] + buf[at + drop * stride :] + array(FLOAT64, (t, *row))
         rows = held - drop + 1
         for start in range(0, len(let_go), stride):
             self._to_ring(let_go[start], let_go[start + 1 : start + stride], rows)
@@ -831,16 +854,17 @@ class TaskSeries:
     def gpu_detail(self) -> tuple[list[str], dict[str, float]]:
         """A host's GPU devices (:func:`~cmdare.collectors.hostdetail.devices_in`) and the newest value of
         each of its GPU series, once per new point: every task on the host asks for them."""
-        figs = self._figures()
-        if figs.gpu is None:
+        memo = self._figures()
+        got = memo.get(_GPU)
+        if got is None:
             keys = self.keys()
             latest = {
                 k: v
                 for k in keys
                 if (k in GPU_KEYS or k.startswith(DEV_PREFIX)) and (v := self.latest(k)) is not None
             }
-            figs.gpu = (devices_in(keys), latest)
-        return figs.gpu
+            got = memo[_GPU] = (devices_in(keys), latest)
+        return cast(tuple[list[str], dict[str, float]], got)
 
     def _recent_of(self, key: str) -> list[float] | None:
         """``key``'s values at the newest points (aligned with :meth:`_rows_times`), or None."""
@@ -853,9 +877,9 @@ class TaskSeries:
         """The newest value of ``key`` among the last ``lookback`` points (a source may read some
         series less often than others, e.g. node detail through Prometheus), or None."""
         memo_key = ("latest", key, lookback)
-        figs = self._figs
-        if figs is not None and memo_key in figs.memo:
-            return figs.memo[memo_key]
+        memo = self._memo
+        if memo is not None and memo_key in memo:
+            return cast(float | None, memo[memo_key])
         recent = self._recent_of(key)
         out = None
         if recent is not None:
@@ -877,14 +901,12 @@ class TaskSeries:
     def _span(self, seconds: float) -> int:
         """How many of the newest points lie within ``seconds`` of the newest one (memoised per
         point): a bisection of the time ring (times are appended in order)."""
-        figs = self._figures()
-        spans = figs.spans
-        if spans is None:
-            spans = figs.spans = {}
-        n = spans.get(seconds)
+        memo = self._figures()
+        memo_key = ("span", seconds)
+        n = memo.get(memo_key)
         if n is None:
-            n = spans[seconds] = self._count_from(self.last_seen - seconds)
-        return n
+            n = memo[memo_key] = self._count_from(self.last_seen - seconds)
+        return cast(int, n)
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of ``key`` within the last ``seconds`` before the newest point, as numpy
@@ -908,11 +930,13 @@ class TaskSeries:
 
     def _newest_times(self) -> list[float]:
         """The newest rows' times, made once a point (every rate of the point reads them)."""
-        figs = self._figures()
-        times = figs.times
+        memo = self._memo
+        if memo is None:
+            memo = self._figures()
+        times = memo.get(_TIMES)
         if times is None:
-            times = figs.times = self._rows_times()
-        return times
+            times = memo[_TIMES] = self._rows_times()
+        return cast(list[float], times)
 
     def _points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The window's (times, values) without NaN values, as Python floats: a rate reads a
@@ -948,13 +972,15 @@ class TaskSeries:
         older); None when the newest points do not reach back over the sparse window. Once a point: the
         points' times are every key's (a view's rates and ratios all walk the same points)."""
         reach = max(seconds * SPARSE_STRETCH, self._shared.sparse.s)
-        figs = self._figures()
-        memo = figs.walked
+        figs = self._memo
+        if figs is None:
+            figs = self._figures()
+        memo = cast(Walked | None, figs.get(_WALKED))
         if memo is not None and memo[0] == seconds and memo[1] == reach:
             return memo[2]
-        times = figs.times
+        times = cast(list[float] | None, figs.get(_TIMES))
         if times is None:  # every rate of the point reads them: made once
-            times = figs.times = self._rows_times()
+            times = figs[_TIMES] = self._rows_times()
         last = self.last_seen
         wide = last - reach
         got: tuple[int, int] | None = None
@@ -970,7 +996,7 @@ class TaskSeries:
                 n_short += within
                 n_wide += 1
             got = (n_short, n_wide)
-        figs.walked = (seconds, reach, got)
+        figs[_WALKED] = (seconds, reach, got)
         return got
 
     def _windows(self, key: str, seconds: float) -> tuple[Points, Points] | None:
@@ -989,8 +1015,7 @@ class TaskSeries:
             return ([], []), ([], [])
         buf, stride = self._buf, len(self._index) + 1
         vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
-        times = cast(_Figures, self._figs).times
-        times = cast(list[float], times)[-n_wide:]
+        times = cast(list[float], cast(Memo, self._memo)[_TIMES])[-n_wide:]
         t = [a for a, b in zip(times, vals, strict=True) if b == b]
         v = [b for b in vals if b == b]
         if n_short == n_wide:
@@ -1038,9 +1063,9 @@ class TaskSeries:
         its last two within ``SPARSE_STRETCH`` windows. Computed once per new point (panes, job
         totals and rules ask for the same rates)."""
         memo_key = ("rate", key, seconds)
-        figs = self._figs
-        if figs is not None and memo_key in figs.memo:
-            return figs.memo[memo_key]
+        memo = self._memo
+        if memo is not None and memo_key in memo:
+            return cast(float | None, memo[memo_key])
         self._shared.sparse.asked(seconds)  # the newest rows keep reaching over it
         # a series read less often than the others (node detail, a large fleet's sweep): its last two
         t, v = self._rate_points(key, seconds)
@@ -1058,9 +1083,9 @@ class TaskSeries:
     def mean_of_ratio(self, num_key: str, den_key: str, seconds: float) -> float | None:
         """increase(num)/increase(den) over the window, e.g. mean step seconds from a histogram."""
         memo_key = ("ratio", num_key, den_key, seconds)
-        figs = self._figs
-        if figs is not None and memo_key in figs.memo:
-            return figs.memo[memo_key]
+        memo = self._memo
+        if memo is not None and memo_key in memo:
+            return cast(float | None, memo[memo_key])
         self._shared.sparse.asked(seconds)
         got_num, got_den = self._window_values(num_key, seconds), self._window_values(den_key, seconds)
         if got_num is not None and got_den is not None:  # both windows of both series in one walk each
@@ -1155,9 +1180,11 @@ class Store:
     at full precision and the rest of it (:data:`TASK_BYTES`, :meth:`allowed`). With many tasks each keeps
     fewer points, so memory stays flat and history gets shorter (10 series a task, 2 s refresh: 1 h at
     1,000 tasks, ~6 min at 10,000) down to the floors readers need: :data:`MIN_POINTS` (16: the newest
-    rows' most), :data:`HOUR_MIN_POINTS` (32) for a task with an hour-long series. Past ~40,000 such tasks
-    the floors bind and the store grows past the budget with the tasks, not with time: ~2.8 kB a task
-    of 10 series once its history is full (~265 MB at 100,000 tasks; 4.1 kB before the floors gave way)."""
+    rows' most, the rows among them), :data:`HOUR_MIN_POINTS` (32) for a task with an hour-long series.
+    Past ~65,000 such tasks the floors bind and the store grows past the budget with the tasks, not with
+    time: ~1.8 kB a task of 10 series once its history is full (~170 MB at 100,000 tasks,
+    ``benchmarks/store_history.py``; 2.8 kB when the ring held the rows' points too, 4.1 kB before the
+    floors gave way)."""
 
     def __init__(
         self,
@@ -1277,10 +1304,11 @@ class Store:
         return dirty
 
     def allowed(self, n_series: int, rows: int = RECENT_POINTS, floor: int = MIN_POINTS) -> int:
-        """Points a series of a task with ``n_series`` series may hold now, within the budget: the task's
-        share of it less what the task takes besides its history (:data:`TASK_BYTES`, its ``rows`` newest
-        rows and its newest values, float64), over a point's bytes (its time, float64, and a float32
-        value a series); never under ``floor`` (:data:`MIN_POINTS`, :data:`HOUR_MIN_POINTS`)."""
+        """Points a series of a task with ``n_series`` series may hold now in its ring, besides its ``rows``
+        newest ones, within the budget: the task's share of it less what the task takes besides its ring
+        (:data:`TASK_BYTES`, its newest rows and its newest values, float64), over a ring point's bytes
+        (its time, float64, and a float32 value a series); never under ``floor`` (what the task's floor,
+        :data:`MIN_POINTS` or :data:`HOUR_MIN_POINTS`, leaves after its rows: TaskSeries._to_ring)."""
         per_task = self.history_bytes / max(1, len(self.tasks) + len(self.hosts))
         fixed = TASK_BYTES + 8 * (rows + 1) * (n_series + 1)
         return max(floor, min(self.capacity, int((per_task - fixed) / (8 + 4 * n_series))))

@@ -104,7 +104,9 @@ def test_at_fleet_scale_the_budget_counts_the_whole_task_and_floors_keep_an_hour
     """With the budget's share of a task below what it takes besides its points (100,000 tasks in 104 MB),
     each task keeps :data:`MIN_POINTS`; a task with a checkpoint series keeps :data:`HOUR_MIN_POINTS`, so a
     long session still shows its checkpoint interval (writes 20 min apart, read every 2 min)."""
-    store = Store(capacity=1800, history_bytes=200 * 1000)  # 1,000 bytes a task: 100,000 tasks in ~100 MB
+    store = Store(
+        capacity=1800, history_bytes=200 * 500
+    )  # 500 bytes a task: under what one takes besides its ring
     store.set_sparse_window(300.0)
     for n in range(40):  # 80 min of 2-minute sweeps
         t = 1.7e9 + 120.0 * n
@@ -177,7 +179,7 @@ def test_at_fleet_scale_a_fast_polled_task_keeps_its_newest_rows_and_nothing_twi
     """A task polled every 2 s holds :data:`RECENT_POINTS` rows (its rate windows reach further back): at
     the floor they are its points, its ring holds none, and a window past the rows (the rules' minute)
     reads them all, as when the ring held the same 16 besides."""
-    store = Store(capacity=1800, history_bytes=200 * 1000)
+    store = Store(capacity=1800, history_bytes=200 * 500)  # under what a task takes besides its ring
     for n in range(60):
         for i in range(200):
             values = {M.K_WORKER_STEPS: 1.7e9 + 3.0 * n * n}
