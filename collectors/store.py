@@ -618,6 +618,7 @@ class TaskSeries:
             return []
         head, width, size = self._head, len(self._index), self._slots
         start = head - n
+        runs: tuple[tuple[int, int], ...]  # (first slot, how many): one run, or two round the end
         if start >= 0:
             runs = ((start, n),)
         elif not head:
@@ -864,7 +865,7 @@ class TaskSeries:
                 if (k in GPU_KEYS or k.startswith(DEV_PREFIX)) and (v := self.latest(k)) is not None
             }
             got = memo[_GPU] = (devices_in(keys), latest)
-        return cast(tuple[list[str], dict[str, float]], got)
+        return cast("tuple[list[str], dict[str, float]]", got)
 
     def _recent_of(self, key: str) -> list[float] | None:
         """``key``'s values at the newest points (aligned with :meth:`_rows_times`), or None."""
@@ -879,7 +880,7 @@ class TaskSeries:
         memo_key = ("latest", key, lookback)
         memo = self._memo
         if memo is not None and memo_key in memo:
-            return cast(float | None, memo[memo_key])
+            return cast("float | None", memo[memo_key])
         recent = self._recent_of(key)
         out = None
         if recent is not None:
@@ -906,7 +907,7 @@ class TaskSeries:
         n = memo.get(memo_key)
         if n is None:
             n = memo[memo_key] = self._count_from(self.last_seen - seconds)
-        return cast(int, n)
+        return cast("int", n)
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of ``key`` within the last ``seconds`` before the newest point, as numpy
@@ -936,7 +937,7 @@ class TaskSeries:
         times = memo.get(_TIMES)
         if times is None:
             times = memo[_TIMES] = self._rows_times()
-        return cast(list[float], times)
+        return cast("list[float]", times)
 
     def _points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The window's (times, values) without NaN values, as Python floats: a rate reads a
@@ -975,10 +976,10 @@ class TaskSeries:
         figs = self._memo
         if figs is None:
             figs = self._figures()
-        memo = cast(Walked | None, figs.get(_WALKED))
+        memo = cast("Walked | None", figs.get(_WALKED))
         if memo is not None and memo[0] == seconds and memo[1] == reach:
             return memo[2]
-        times = cast(list[float] | None, figs.get(_TIMES))
+        times = cast("list[float] | None", figs.get(_TIMES))
         if times is None:  # every rate of the point reads them: made once
             times = figs[_TIMES] = self._rows_times()
         last = self.last_seen
@@ -1015,7 +1016,7 @@ class TaskSeries:
             return ([], []), ([], [])
         buf, stride = self._buf, len(self._index) + 1
         vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
-        times = cast(list[float], cast(Memo, self._memo)[_TIMES])[-n_wide:]
+        times = cast("list[float]", cast("Memo", self._memo)[_TIMES])[-n_wide:]
         t = [a for a, b in zip(times, vals, strict=True) if b == b]
         v = [b for b in vals if b == b]
         if n_short == n_wide:
@@ -1065,7 +1066,7 @@ class TaskSeries:
         memo_key = ("rate", key, seconds)
         memo = self._memo
         if memo is not None and memo_key in memo:
-            return cast(float | None, memo[memo_key])
+            return cast("float | None", memo[memo_key])
         self._shared.sparse.asked(seconds)  # the newest rows keep reaching over it
         # a series read less often than the others (node detail, a large fleet's sweep): its last two
         t, v = self._rate_points(key, seconds)
@@ -1085,7 +1086,7 @@ class TaskSeries:
         memo_key = ("ratio", num_key, den_key, seconds)
         memo = self._memo
         if memo is not None and memo_key in memo:
-            return cast(float | None, memo[memo_key])
+            return cast("float | None", memo[memo_key])
         self._shared.sparse.asked(seconds)
         got_num, got_den = self._window_values(num_key, seconds), self._window_values(den_key, seconds)
         if got_num is not None and got_den is not None:  # both windows of both series in one walk each
