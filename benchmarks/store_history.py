@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 SWEEP_S = 120.0  # a point every sweep (collectors/prometheus/fleet.py: SWEEP_S)
 SPARSE_S = 2.5 * SWEEP_S  # the session's sparse window at that sweep (prometheus/source.py: SPARSE_SWEEPS)
 N_SERIES = 10  # a fleet task's series (the detail query's metrics, steps and step times among them)
-MIN_POINTS_BEFORE = 16  # the points' floor of a build before it followed the newest rows (a fixed 16)
 
 
 def rss_mb() -> float:
@@ -38,7 +37,7 @@ def rss_mb() -> float:
 def run(n: int, points: int) -> dict[str, float]:
     from cmdare.collectors import metrics as M
     from cmdare.collectors.samples import TaskInfo, TaskPoll
-    from cmdare.collectors.store import RECENT_POINTS, Store
+    from cmdare.collectors.store import Store
 
     keys = [M.K_WORKER_STEPS, M.K_GLOBAL_STEP, *(f"series_{j}" for j in range(N_SERIES - 2))]
     infos = [TaskInfo(job="bench", task=f"w{i}") for i in range(n)]
@@ -59,10 +58,9 @@ def run(n: int, points: int) -> dict[str, float]:
             grown = rss_mb() - r0
             ts = store.tasks["bench/w0"]
             floor = getattr(ts, "floor", None)  # None: a build before the floors (before/after in turns)
-            rows = len(ts._recent)
-            if floor is not None and floor < MIN_POINTS_BEFORE:  # a build whose floor follows the rows
-                floor = max(floor, min(RECENT_POINTS, rows + 1))
-            allowed = store.allowed(N_SERIES) if floor is None else store.allowed(N_SERIES, rows, floor)
+            allowed = (
+                store.allowed(N_SERIES) if floor is None else store.allowed(N_SERIES, len(ts._recent), floor)
+            )
             print(
                 f"  N={n:,} after {p + 1} sweeps ({(p + 1) * SWEEP_S / 60:.0f} min): RSS +{grown:.0f} MB "
                 f"({grown * 2**20 / n:,.0f} B a task) | a task holds {len(ts.times)} points, "
