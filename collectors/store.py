@@ -974,14 +974,20 @@ class TaskSeries:
         points' times are every key's (a view's rates and ratios all walk the same points)."""
         reach = max(seconds * SPARSE_STRETCH, self._shared.sparse.s)
         figs = self._memo
-        if figs is None:
-            figs = self._figures()
-        memo = cast("Walked | None", figs.get(_WALKED))
-        if memo is not None and memo[0] == seconds and memo[1] == reach:
-            return memo[2]
-        times = cast("list[float] | None", figs.get(_TIMES))
+        if figs is None:  # the point's first figure (as _figures, inline: every swept task's view comes here)
+            figs = self._memo = {}
+            figured = self._shared.figured
+            if figured is not None:
+                figured[id(self)] = self
+            times = None
+        else:
+            memo = cast("Walked | None", figs.get(_WALKED))
+            if memo is not None and memo[0] == seconds and memo[1] == reach:
+                return memo[2]
+            times = cast("list[float] | None", figs.get(_TIMES))
         if times is None:  # every rate of the point reads them: made once
-            times = figs[_TIMES] = self._rows_times()
+            s, width = self._slots, len(self._index)
+            times = figs[_TIMES] = self._buf[s + (s * width + 1) // 2 :: width + 1].tolist()
         last = self.last_seen
         wide = last - reach
         got: tuple[int, int] | None = None
