@@ -545,13 +545,14 @@ class TaskSeries:
     def _time_slice(self, n: int | None) -> array[float]:
         """A copy of the newest ``n`` times (all when None), oldest first: the newest rows' and, past
         them, the ring's."""
-        held = self._held()
+        in_rows = self._rows_held()
+        held = min(self._n + in_rows, self._shared.capacity)
         n = held if n is None else min(n, held)
         buf = self._buf
         if n <= 0:
             return buf[:0]
         stride = len(self._index) + 1
-        rows = min(n, self._rows_held())
+        rows = min(n, in_rows)
         newest = buf[len(buf) - rows * stride :: stride]
         return newest if rows == n else self._ring_times(n - rows) + newest
 
@@ -602,12 +603,13 @@ class TaskSeries:
     def _column(self, i: int, n: int | None) -> list[float]:
         """Key ``i``'s newest ``n`` values (all when None), oldest first, as Python floats: float32's, the
         newest rows' too (what every point of the grid holds)."""
-        held = self._held()
+        in_rows = self._rows_held()
+        held = min(self._n + in_rows, self._shared.capacity)
         n = held if n is None else min(n, held)
         if n <= 0:
             return []
         buf, stride = self._buf, len(self._index) + 1
-        rows = min(n, self._rows_held())
+        rows = min(n, in_rows)
         newest = _as_float32(buf[len(buf) - rows * stride + 1 + i :: stride].tolist())
         return newest if rows == n else self._ring_column(i, n - rows) + newest
 

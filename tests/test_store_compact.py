@@ -277,3 +277,14 @@ def test_the_roles_index_holds_every_role_but_the_workers_and_follows_a_change()
     back = TaskInfo(job="j", task="w0", role="worker")
     store.add(TaskPoll(source="w0", t=3.0, ok=True, info=back, values={M.K_WORKER_STEPS: 3.0}))
     assert list(store.roles["ps"]) == ["j/p0"] and len(store.members["j"]) == 3
+
+
+def test_values_past_float32_range_read_infinite_in_the_grid_and_exact_in_the_newest_rows():
+    """A value float32 cannot hold (a garbage counter) is infinite where the grid holds it, as ``array``
+    stored it, and exact in the newest rows; nothing raises on its way into the ring."""
+    ts = TaskSeries(TaskInfo(job="j", task="w"), 64)
+    for i in range(RECENT_POINTS + 4):  # the first 4 go into the ring
+        ts.append(2.0 * i, {"x": 1e39 * (-1) ** i, "y": float(i)})
+    assert ts.values["x"].tail()[:4] == [math.inf, -math.inf, math.inf, -math.inf]
+    assert ts.values["x"].tail()[-1] == -math.inf and ts.values["y"].tail() == [float(i) for i in range(20)]
+    assert ts.latest("x") == -1e39 and ts._n == 4
