@@ -9,7 +9,7 @@ two to a slot: :class:`TaskSeries`), no point held twice; what its newest scrape
 array and a bitmask; its objects have no ``__dict__``, what a store's tasks share is one object
 (:class:`TaskShared`), tasks with the same keys share one key → position map, the newest point's figures
 are one dict made when first asked, and past :data:`FIGURES_KEPT_UNDER` tasks they are let go after a
-cycle (~0.74 kB a task with 10 series and 3 points; 1.3 kB with a buffer a ring, ~6.6 kB before that);
+cycle (~0.75 kB a task with 10 series and 3 points; 1.3 kB with a buffer a ring, ~6.6 kB before that);
 its newest rows are kept only while a rate needs them, and its whole footprint counts against the history
 budget (:class:`Store`: ~1.8 kB a task of 10 series at the fleet floor, 2.8 kB before, 4.0 kB at first)."""
 
@@ -65,10 +65,10 @@ MIN_POINTS = RECENT_POINTS
 HOUR_MIN_POINTS = 32
 HOUR_KEYS = frozenset((K_LOSS, K_CHECKPOINT_SECONDS_COUNT))
 # a task's bytes besides its points (its objects, its key and host, its buffer's header, the store's
-# books): measured with tracemalloc, 20,000 tasks of 10 series on hosts of their own at 3 points: 744
+# books): measured with tracemalloc, 20,000 tasks of 10 series on hosts of their own at 3 points: 752
 # bytes a task (the store's set of changed tasks aside), of which 264 are points (the newest rows; the
 # ring holds none yet). Before one buffer a task: 1,304, of which 456 points (850 besides)
-TASK_BYTES = 480
+TASK_BYTES = 488
 FLOAT32: Final = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
 FLOAT64: Final = "d"  # a series' times
 
