@@ -4,6 +4,7 @@ session: an hour of sweeps in minutes), with the session's sparse window (2.5 sw
 go after each cycle.
 
     python benchmarks/store_history.py [--tasks 100000] [--points 32]
+    python benchmarks/store_history.py --cpu 5000 [--repeat 5]   # a refresh's store work, CPU a task
 
 Prints the process' RSS growth over the store's start (MB, and bytes a task) after 3 points (what
 ``prometheus_scale.py`` reaches) and after the last (32 sweeps: ~1 h, the store's floors reached), the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import sys
 from pathlib import Path
 
@@ -70,14 +72,79 @@ def run(n: int, points: int) -> dict[str, float]:
     return out
 
 
+def time_refresh(n: int, repeat: int) -> None:
+    """CPU of what a refresh asks of the store, a task at a time (best of ``repeat``): a sweep's append
+    (a 4th point to tasks of 3), a view's figures (rates, ratios, latest values, as
+    ``collectors/observed.py`` asks them of a swept task) and an hour's window (the checkpoint interval's
+    read); then the same after 16 points (the ring in use). Run it with main's tree and this one in turns."""
+    import time
+
+    from cmdare.collectors import metrics as M
+    from cmdare.collectors.samples import TaskInfo, TaskPoll
+    from cmdare.collectors.store import Store
+
+    keys = [
+        M.K_WORKER_STEPS,
+        M.K_GLOBAL_STEP,
+        M.K_STEP_SECONDS_SUM,
+        M.K_STEP_SECONDS_COUNT,
+        *(f"series_{j}" for j in range(N_SERIES - 4)),
+    ]
+    infos = [TaskInfo(job="bench", task=f"w{i}") for i in range(n)]
+    sources = [f"http://10.0.{i // 250}.{i % 250}:9400" for i in range(n)]
+
+    def poll(i: int, p: int) -> TaskPoll:
+        values = {k: 1.7e9 + 3.0 * p * p + j for j, k in enumerate(keys)}
+        return TaskPoll(
+            source=sources[i], t=1.7e9 + SWEEP_S * p + i % 120, ok=True, info=infos[i], values=values
+        )
+
+    for points in (3, 16):
+        best = {"append": math.inf, "view": math.inf, "hour window": math.inf}
+        for _ in range(repeat):
+            store = Store()
+            store.set_sparse_window(SPARSE_S)
+            for p in range(points):
+                for i in range(n):
+                    store.add(poll(i, p))
+            store.release_figures()
+            polls = [poll(i, points) for i in range(n)]
+            gc.collect()
+            a = time.process_time()
+            for q in polls:
+                store.add(q)
+            best["append"] = min(best["append"], time.process_time() - a)
+            tasks = list(store.tasks.values())
+            a = time.process_time()
+            for ts in tasks:
+                ts.rate(M.K_WORKER_STEPS, 10.0)
+                ts.rate(M.K_GLOBAL_STEP, 10.0)
+                ts.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, 60.0)
+                ts.latest(M.K_LOSS)
+                ts.latest("series_0")
+                ts.last_value("series_1")
+            best["view"] = min(best["view"], time.process_time() - a)
+            a = time.process_time()
+            for ts in tasks:
+                ts.window_values("series_2", 3600.0)
+            best["hour window"] = min(best["hour window"], time.process_time() - a)
+        figures = ", ".join(f"{k} {v * 1e6 / n:.2f} us" for k, v in best.items())
+        print(f"  CPU a task, {points} points held, {n:,} tasks (best of {repeat}): {figures}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=100_000)
     ap.add_argument("--points", type=int, default=32)
+    ap.add_argument("--cpu", type=int, default=0, metavar="N", help="time a refresh's store work on N tasks")
+    ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args(argv)
     if args.tasks < 1 or args.points < 3:
         print("store_history: --tasks >= 1 and --points >= 3", file=sys.stderr)
         return 2
+    if args.cpu:
+        time_refresh(args.cpu, max(1, args.repeat))
+        return 0
     print(f"store_history: {args.tasks:,} tasks, {N_SERIES} series, a point every {SWEEP_S:g} s")
     run(args.tasks, args.points)
     return 0

@@ -3,13 +3,15 @@ on the standard library's ``array`` (float32 values, float64 times: 4 and 8 byte
 would be; numpy is imported only by the readers that hand out numpy arrays), with Prometheus-style
 counter rates (resets handled here, once).
 
-Compact per task, for a fleet of 100,000 (issue 34): a task's values are one float32 grid aligned with
-its time ring (not a ring a key), its newest points one float64 array (:class:`RecentRows`), what its
-newest scrape time read one float64 array and a bitmask; its objects have no ``__dict__``, tasks with the
-same keys share one key → position map, and past :data:`FIGURES_KEPT_UNDER` tasks memoised figures are
-let go after a cycle (~1.3 kB a task with 10 series and a few points, where it was ~6.6 kB); its newest
-rows are kept only while a rate needs them (:class:`RecentRows`), and its whole footprint counts against
-the history budget (:class:`Store`: ~2.8 kB a task of 10 series at the fleet floor, 4.0 kB before)."""
+Compact per task, for a fleet of 100,000 (issue 34): a task's points are one float64 buffer (its newest
+points at full precision, then, older than them, a time ring and a float32 grid of every key's values,
+two to a slot: :class:`TaskSeries`), no point held twice; what its newest scrape time read one float64
+array and a bitmask; its objects have no ``__dict__``, what a store's tasks share is one object
+(:class:`TaskShared`), tasks with the same keys share one key → position map, the newest point's figures
+are one dict made when first asked, and past :data:`FIGURES_KEPT_UNDER` tasks they are let go after a
+cycle (~0.75 kB a task with 10 series and 3 points; 1.3 kB with a buffer a ring, ~6.6 kB before that);
+its newest rows are kept only while a rate needs them, and its whole footprint counts against the history
+budget (:class:`Store`: ~1.8 kB a task of 10 series at the fleet floor, 2.8 kB before, 4.0 kB at first)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import TYPE_CHECKING, Final, cast
 
 from cmdare.collectors.caps import current as current_caps
@@ -43,7 +46,7 @@ LATEST_LOOKBACK = 8  # polls a gauge may skip before it shows as unknown
 SPARSE_STRETCH = 6  # a rate may reach this many windows back for a sparsely read series
 RECENT_POINTS = 16  # newest points kept at full precision for rates, at most (a 10 s window at 2 s holds 6)
 # the rate window assumed before a reader asks for one (the views' RATE_WINDOW_S, collectors/observed.py):
-# the newest rows reach SPARSE_STRETCH of it back (or the sparse window), see RecentRows.append
+# the newest rows reach SPARSE_STRETCH of it back (or the sparse window), see TaskSeries._append_row
 RATE_WINDOW_ASSUMED_S = 10.0
 _NAN = math.nan  # one shared object for every missing value in the recent points
 DEFAULT_CAPACITY = 1800  # points per series: 1 h of history at the default 2 s refresh
@@ -53,17 +56,19 @@ INITIAL_POINTS = 4  # a ring's first size; it doubles as points come, up to its 
 # views made from them are cached (observed.cached_view), and a fleet's task is read again minutes later
 FIGURES_KEPT_UNDER = 2000
 _SCHEMA_MAX = 1024  # distinct key orders whose key -> position maps are shared between tasks
-# points per series kept whatever the history budget: as many as the newest rows may hold (a window
-# reaching past the rows reads the grid, which then never holds fewer points than the rows)
+# points per series kept whatever the history budget, the newest rows among them (the ring holds the
+# points older than the rows, TaskSeries): as many as the newest rows may hold (a large fleet's swept
+# task, 8 rows, keeps 8 older ones in its ring: an hour-long session's sparkline, 32 min of 2-min sweeps)
 MIN_POINTS = RECENT_POINTS
 # ... and for a task with a series read over the last hour (the loss curve, the checkpoint interval:
 # collectors/observed.py): an hour of a large fleet's 2-minute sweep (fleet.SWEEP_S) and two points more
 HOUR_MIN_POINTS = 32
 HOUR_KEYS = frozenset((K_LOSS, K_CHECKPOINT_SECONDS_COUNT))
-# a task's bytes besides its points (its objects, its key and host, its arrays' headers, the store's
-# books): measured with tracemalloc, 20,000 tasks of 10 series on hosts of their own at 3 points: 1,297
-# bytes a task (the store's set of changed tasks aside), of which 456 are points (times, grid, newest rows)
-TASK_BYTES = 850
+# a task's bytes besides its points (its objects, its key and host, its buffer's header, the store's
+# books): measured with tracemalloc, 20,000 tasks of 10 series on hosts of their own at 3 points: 752
+# bytes a task (the store's set of changed tasks aside), of which 264 are points (the newest rows; the
+# ring holds none yet). Before one buffer a task: 1,304, of which 456 points (850 besides)
+TASK_BYTES = 488
 FLOAT32: Final = "f"  # array typecodes (numpy reads them as the same dtypes): a series' values
 FLOAT64: Final = "d"  # a series' times
 
@@ -109,67 +114,6 @@ def _schema(keys: tuple[str, ...]) -> dict[str, int]:
 
 _SCHEMAS: dict[tuple[str, ...], dict[str, int]] = {}
 _NO_KEYS: dict[str, int] = {}  # the schema of a task with no series yet (shared, never mutated)
-
-
-class RecentRows:
-    """A task's newest points as float64 rows ``[t, v0, v1, …]`` (values in the task's key order, NaN
-    where a key was not read) in one flat ``array``, oldest first: rates over a few points read them as
-    Python floats without numpy, at full precision (the rings hold float32). ~8 bytes a value, where a
-    tuple of floats a point cost ~30.
-
-    At most :data:`RECENT_POINTS` rows, and no more than the readers need: at least
-    :data:`LATEST_LOOKBACK` (what :meth:`TaskSeries.latest` reads), and past that only while the older
-    rows are needed to reach back over ``reach`` seconds (the widest window a rate reads from them, see
-    :class:`SparseWindow`). A large fleet's task, read every two minutes, keeps 8 rows where it kept 16;
-    a window of up to ``reach`` that the 16 rows covered the kept rows still cover (the same figures)."""
-
-    __slots__ = ("buf", "stride", "full")
-
-    def __init__(self) -> None:
-        self.buf = array(FLOAT64)
-        self.stride = 1  # values a row holds: its time and one per key
-        self.full = False  # whether a row was ever let go (else the rows hold every point appended)
-
-    def __len__(self) -> int:
-        return len(self.buf) // self.stride
-
-    def append(self, t: float, row: list[float], reach: float = math.inf) -> None:
-        """One point: its time and its values (as many as the task has keys; they only grow). Then the
-        oldest rows go while more than :data:`LATEST_LOOKBACK` are held and the next one is already
-        older than ``reach`` before ``t`` (it alone still reaches back over the window)."""
-        if 1 + len(row) != self.stride:
-            self._widen(1 + len(row))
-        buf, stride = self.buf, self.stride
-        if len(buf) >= RECENT_POINTS * stride:
-            del buf[:stride]
-            self.full = True
-        buf.append(t)
-        buf.extend(row)
-        since = t - reach
-        cut = 0
-        while len(buf) - cut > LATEST_LOOKBACK * stride and buf[cut + stride] < since:
-            cut += stride
-        if cut:
-            del buf[:cut]
-            self.full = True
-
-    def _widen(self, stride: int) -> None:
-        """Rows of ``stride`` values: keys met late read NaN at the points held."""
-        old, width = self.buf, self.stride
-        pad = _nans(FLOAT64, stride - width)
-        new = array(FLOAT64)
-        for start in range(0, len(old), width):
-            new.extend(old[start : start + width])
-            new.extend(pad)
-        self.buf, self.stride = new, stride
-
-    def times(self) -> list[float]:
-        """The points' times, oldest first."""
-        return self.buf[:: self.stride].tolist()
-
-    def column(self, i: int) -> list[float]:
-        """The values of the ``i``-th key at the points, oldest first."""
-        return self.buf[1 + i :: self.stride].tolist()
 
 
 def _nans(typecode: str, n: int) -> array[float]:
@@ -254,6 +198,140 @@ class Ring:
         return head + size - bisect_left(buf, x, size + start, size)
 
 
+class TaskShared:
+    """What a store's tasks share, one object a store (five fields on each of 100,000 tasks before: ~32
+    bytes a task): the points a series may hold (``capacity``), the series a task keeps (``max_series``,
+    ``[caps] series_per_task``), the history budget (``allow``: :meth:`Store.allowed`), how far back a
+    sparsely read series' rate may reach (``sparse``) and the book of tasks whose memo holds figures
+    (``figured``: :meth:`Store.release_figures`). A task made outside a store has one of its own."""
+
+    __slots__ = ("capacity", "max_series", "allow", "sparse", "figured")
+
+    def __init__(
+        self,
+        capacity: int,
+        max_series: int = 1 << 30,
+        allow: Callable[[int, int, int], int] | None = None,
+        sparse: SparseWindow | None = None,
+        figured: dict[int, TaskSeries] | None = None,
+    ) -> None:
+        self.capacity = capacity
+        self.max_series = max_series
+        self.allow = allow
+        self.sparse = SparseWindow() if sparse is None else sparse
+        self.figured = figured
+
+
+# A task's figures of its newest point, computed once each, in one dict made when the first is asked and
+# dropped whole by the next point (TaskSeries._memo; five fields on every task before, None at rest):
+# rates, ratios and latest values under their own keys, and under these (how many points lie within a
+# window under ("span", seconds)):
+_TIMES: Final = ("times",)  # the newest rows' times
+_GPU: Final = ("gpu",)  # a host's GPU detail (TaskSeries.gpu_detail)
+# what TaskSeries._walk found at the newest point: its window, the sparse window, how many points in each,
+# and the newest rows' times it walked
+Walked = tuple[float, float, tuple[int, int] | None, list[float]]
+Figure = float | int | None | list[float] | tuple[list[str], dict[str, float]]
+Memo = dict[tuple[str | float, ...], Figure]
+
+
+_MASKS: dict[int, int] = {}  # the keys' bitmasks tasks read (``_read``): one int object each, shared
+_MASKS_MAX = 4096  # (a fleet's tasks read the same keys: an int of 32 bytes on each of 100,000 tasks before)
+
+
+def _row_struct(width: int) -> Struct:
+    """A row of ``width`` float32 values, packed in native order (what numpy and ``array`` read)."""
+    got = _ROWS.get(width)
+    if got is None:
+        got = _ROWS[width] = Struct(f"={width}f")
+    return got
+
+
+_ROWS: dict[int, Struct] = {}
+_STRIDED_MAX = 64  # a column's values read in place up to this many points (a format of that many)
+
+
+def _strided(n: int, width: int) -> Struct:
+    """``n`` float32 values ``width`` apart (one key's column of ``n`` grid rows), native order."""
+    got = _STRIDED.get((n, width))
+    if got is None:
+        skip = f"{4 * (width - 1)}x" if width > 1 else ""
+        got = Struct("=" + ("f" + skip) * (n - 1) + "f")
+        if len(_STRIDED) < 4096:
+            _STRIDED[n, width] = got
+    return got
+
+
+_STRIDED: dict[tuple[int, int], Struct] = {}
+
+
+def _as_float32(values: list[float]) -> list[float]:
+    """``values`` rounded to float32 (what the grid would hold), as Python floats."""
+    st = _row_struct(len(values))
+    try:
+        return list(st.unpack(st.pack(*values)))
+    except OverflowError:  # past float32's range: infinite, as ``array`` stores it
+        return array(FLOAT32, values).tolist()
+
+
+class TimeRing:
+    """A task's time ring (:attr:`TaskSeries.times`), read like a :class:`Ring` (``len``, :meth:`tail`,
+    :meth:`last`, :meth:`count_from`): a view of the first part of the task's one buffer, made when asked."""
+
+    __slots__ = ("_ts",)
+
+    def __init__(self, ts: TaskSeries) -> None:
+        self._ts = ts
+
+    def __len__(self) -> int:
+        return self._ts._held()
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its points take (allocated, not only filled): the ring's and the newest rows'."""
+        return 8 * (self._ts._slots + self._ts._rows_held())
+
+    def tail(self, n: int | None = None) -> list[float]:
+        """The newest ``n`` times (all when None), oldest first, as Python floats (no numpy)."""
+        return self._ts._time_slice(n).tolist()
+
+    def last(self, n: int | None = None) -> np.ndarray:
+        """The newest ``n`` times (all when None), oldest first, as a float64 numpy array."""
+        import numpy as np
+
+        return np.frombuffer(self._ts._time_slice(n), dtype=np.float64)
+
+    def count_from(self, x: float) -> int:
+        """How many of the times are ``>= x`` (a bisection, nothing copied: :meth:`TaskSeries._count_from`)."""
+        return self._ts._count_from(x)
+
+
+class RecentRows:
+    """A task's newest points at full precision (:attr:`TaskSeries._recent`), read as rows: a view of the
+    last part of the task's one buffer, made when asked (see :class:`TaskSeries`)."""
+
+    __slots__ = ("_ts",)
+
+    def __init__(self, ts: TaskSeries) -> None:
+        self._ts = ts
+
+    def __len__(self) -> int:
+        return self._ts._rows_held()
+
+    @property
+    def full(self) -> bool:
+        """Whether a row was ever let go (else the rows hold every point appended)."""
+        return self._ts._full
+
+    def times(self) -> list[float]:
+        """The points' times, oldest first."""
+        return self._ts._rows_times()
+
+    def column(self, i: int) -> list[float]:
+        """The values of the ``i``-th key at the points, oldest first."""
+        return self._ts._rows_column(i)
+
+
 class Column:
     """One key's values of a task (:attr:`TaskSeries.values`): a view of its column in the task's value
     grid, read like a :class:`Ring` (``len``, :meth:`tail`, :meth:`last`)."""
@@ -264,22 +342,22 @@ class Column:
         self._ts, self._i = ts, i
 
     def __len__(self) -> int:
-        return len(self._ts.times)
+        return self._ts._held()
 
     @property
     def nbytes(self) -> int:
-        """The bytes its points take (allocated, not only filled)."""
-        return len(self._ts.times._buf) * 4
+        """The bytes its points take (allocated, not only filled): the ring's and the newest rows'."""
+        return self._ts._slots * 4 + self._ts._rows_held() * 8
 
     def tail(self, n: int | None = None) -> list[float]:
         """The newest ``n`` values (all when None), oldest first, as Python floats (no numpy)."""
-        return self._ts._column(self._i, n).tolist()
+        return self._ts._column(self._i, n)
 
     def last(self, n: int | None = None) -> np.ndarray:
         """The newest ``n`` values (all when None), oldest first, as a float32 numpy array."""
         import numpy as np
 
-        return np.frombuffer(self._ts._column(self._i, n), dtype=np.float32)
+        return np.array(self._ts._column(self._i, n), dtype=np.float32)
 
 
 class ColumnMap(Mapping[str, Column]):
@@ -304,54 +382,109 @@ class ColumnMap(Mapping[str, Column]):
         return len(self._ts._index)
 
 
-@dataclass(slots=True)  # one a task (100,000 in a large fleet): no __dict__ each
 class TaskSeries:
-    info: TaskInfo
-    capacity: int
-    times: Ring = field(init=False)
-    # every key's values, float32, in one array aligned with the time ring: slot p's row holds key i's
-    # value at ``p * len(keys) + i`` (NaN where a point did not read it); a Ring a key cost ~200 bytes more
-    _grid: array[float] = field(default_factory=lambda: array(FLOAT32), repr=False)
-    first_seen: float = math.nan
-    last_seen: float = math.nan
-    host: str = ""  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
-    # the values known at ``last_seen`` (merged over the polls of that scrape time: series read in turns),
-    # float64 in key order, made only when a second poll of that time comes (else they are the newest row
-    # of ``_recent``: 160 bytes a task spared); which were read: bits of ``_read``; past the cap: ``_extra``
-    _last: array[float] | None = field(default=None, repr=False)
-    _read: int = field(default=0, repr=False)
-    _extra: dict[str, float] | None = field(default=None, repr=False)
-    # Figures of the newest point, computed once each (rates, ratios, latest values; spans; what readers
-    # ask of a host, :meth:`gpu_detail`): emptied by each new point; made when first asked (None: empty).
-    _memo: dict[tuple[str | float, ...], float | None] | None = field(default=None, repr=False)
-    _spans: dict[float, int] | None = field(default=None, repr=False)
-    _recent_times: list[float] | None = field(default=None, repr=False)  # _recent.times(), once a point
-    # what :meth:`_walk` found at this point: (its window, the sparse window, how many points in each)
-    _walked: tuple[float, float, tuple[int, int] | None] | None = field(default=None, repr=False)
-    _gpu_detail: tuple[list[str], dict[str, float]] | None = field(default=None, repr=False)
-    # The newest points at full precision (:class:`RecentRows`): rates over a few points read these
-    # without numpy (~10x cheaper per call); windows reaching further back read the rings.
-    _recent: RecentRows = field(default_factory=RecentRows, repr=False)
-    _index: dict[str, int] = field(default_factory=lambda: _NO_KEYS, repr=False)  # key -> place (_schema)
-    max_series: int = field(default=1 << 30, repr=False)  # series kept (``[caps] series_per_task``)
-    # points a series may hold (the store's budget, :meth:`Store.allowed`): given the task's series, its
-    # newest rows, and its floor (:data:`HOUR_MIN_POINTS` with a series read over an hour, else MIN_POINTS)
-    allow: Callable[[int, int, int], int] | None = field(default=None, repr=False)
-    floor: int = field(default=MIN_POINTS, repr=False)
-    version: int = field(default=0, repr=False)  # points appended so far: what a reader's cache keys on
-    # how far back a sparsely read series' rate may reach (:attr:`sparse_s`): a store's tasks share one
-    sparse: SparseWindow = field(default_factory=lambda: SparseWindow(), repr=False)
-    # the store's book of tasks whose memo holds figures (Store.release_figures), by id
-    figured: dict[int, TaskSeries] | None = field(default=None, repr=False)
+    """One task's (or host's) history: its points in ONE float64 ``array`` (``_buf``), laid out as
 
-    def __post_init__(self) -> None:
-        self.times = Ring(self.capacity, FLOAT64)
+    - ``[0, S)``: the time ring (float64), ``S`` slots (``_slots``), the next write at ``_head``, ``_n``
+      held; it starts at :data:`INITIAL_POINTS`, doubles as points come, up to the store's ``capacity``
+      or what the history budget allows (:meth:`Store.allowed`), then reuses its oldest slot;
+    - ``[S, S + G)``: the value grid, float32, two to a float64 slot (``G = ceil(S * W / 2)``, ``W`` the
+      task's keys): slot ``p``'s row holds key ``i``'s value at float32 ``p * W + i`` (NaN where a point
+      did not read it), aligned with the time ring;
+    - ``[S + G, end)``: the newest points at full precision (:class:`RecentRows`), rows ``[t, v0, …]`` of
+      ``W + 1`` float64 values, oldest first: rates over a few points read them as Python floats without
+      numpy (the grid holds float32). At most :data:`RECENT_POINTS` rows, and no more than the readers
+      need: at least :data:`LATEST_LOOKBACK` (what :meth:`latest` reads), past that only while the older
+      rows reach back over the widest window a rate reads from them (:class:`SparseWindow`).
+
+    One buffer where there were three ``array`` objects and two ring objects (a time :class:`Ring` and a
+    rows object), each with its own header and allocation: ~330 bytes a task at a fleet's few points.
+    The objects around it are views made when asked (:class:`TimeRing`, :class:`ColumnMap`,
+    :class:`RecentRows`); what a store's tasks share is one :class:`TaskShared`; the figures of the newest
+    point one dict (``_memo``), made when first asked."""
+
+    __slots__ = (
+        "info",
+        "host",  # where the task runs (its node_exporter / DCGM detail is ``Store.hosts[host]``)
+        "first_seen",
+        "last_seen",
+        "version",  # points appended so far, and identity changes: what a reader's cache keys on
+        # the floor a series' points do not go under whatever the budget (HOUR_MIN_POINTS with a series
+        # read over an hour, else 0: then one point more than the newest rows hold, see append)
+        "floor",
+        "_buf",
+        "_slots",
+        "_n",
+        "_head",
+        "_full",  # whether a newest row was ever let go (else the rows hold every point appended)
+        "_index",  # key -> place (:func:`_schema`, shared by tasks with the same keys in the same order)
+        # the values known at ``last_seen`` (merged over the polls of that scrape time: series read in
+        # turns), float64 in key order, made only when a second poll of that time comes (else they are the
+        # newest row: 160 bytes a task spared); which were read: bits of ``_read``; past the cap: ``_extra``
+        "_last",
+        "_read",
+        "_extra",
+        "_memo",  # the newest point's figures (:data:`Memo`), None until asked
+        # what :meth:`_walk` found at the newest point (:data:`Walked`): read by every rate and ratio of a
+        # view, a slot of its own (8 bytes a task) where the memo's dict cost ~0.1 us a read
+        "_walked",
+        "_shared",  # what the store's tasks share (:class:`TaskShared`)
+    )
+
+    def __init__(
+        self,
+        info: TaskInfo,
+        capacity: int,
+        *,
+        max_series: int = 1 << 30,
+        allow: Callable[[int, int, int], int] | None = None,
+        figured: dict[int, TaskSeries] | None = None,
+        shared: TaskShared | None = None,
+    ) -> None:
+        self.info = info
+        self._shared = TaskShared(capacity, max_series, allow, None, figured) if shared is None else shared
+        self.host = ""
+        self.first_seen = self.last_seen = _NAN
+        self.version = 0
+        self.floor = MIN_POINTS
+        self._buf = array(FLOAT64)
+        self._slots = self._n = self._head = 0
+        self._full = False
+        self._index: dict[str, int] = _NO_KEYS
+        self._last: array[float] | None = None
+        self._read = 0
+        self._extra: dict[str, float] | None = None
+        self._memo: Memo | None = None
+        self._walked: Walked | None = None
+
+    def __repr__(self) -> str:
+        return f"TaskSeries({self.info!r}, points={self._held()}, keys={len(self._index)})"
+
+    @property
+    def capacity(self) -> int:
+        """Points a series may hold at most."""
+        return self._shared.capacity
+
+    @property
+    def max_series(self) -> int:
+        """Series kept (``[caps] series_per_task``); keys past it are known at the newest point only."""
+        return self._shared.max_series
+
+    @property
+    def sparse(self) -> SparseWindow:
+        """How far back a sparsely read series' rate may reach (a store's tasks share one)."""
+        return self._shared.sparse
+
+    @sparse.setter
+    def sparse(self, window: SparseWindow) -> None:
+        sh = self._shared
+        self._shared = TaskShared(sh.capacity, sh.max_series, sh.allow, window, sh.figured)
 
     @property
     def sparse_s(self) -> float:
         """How far back a sparsely read series' rate may reach for its last two points (0: the default
         ``SPARSE_STRETCH`` windows); set on a task of no store, it is that task's own."""
-        return self.sparse.s
+        return self._shared.sparse.s
 
     @sparse_s.setter
     def sparse_s(self, seconds: float) -> None:
@@ -359,9 +492,19 @@ class TaskSeries:
         self.forget_figures()
 
     @property
+    def times(self) -> TimeRing:
+        """The task's time ring (:class:`TimeRing`, a view)."""
+        return TimeRing(self)
+
+    @property
     def values(self) -> ColumnMap:
         """The task's series by key (in the order met), each read like a ring (:class:`Column`)."""
         return ColumnMap(self)
+
+    @property
+    def _recent(self) -> RecentRows:
+        """The newest rows at full precision (:class:`RecentRows`, a view)."""
+        return RecentRows(self)
 
     def keys(self) -> list[str]:
         """The series keys this task has reported so far."""
@@ -375,21 +518,133 @@ class TaskSeries:
         """The bytes its points take: times, values, newest rows and newest values (allocated, not only
         filled; :data:`TASK_BYTES` more for the rest of the task)."""
         last = 0 if self._last is None else 8 * len(self._last)
-        return self.times.nbytes + 4 * len(self._grid) + 8 * len(self._recent.buf) + last
+        return 8 * len(self._buf) + last
 
-    def _column(self, i: int, n: int | None) -> array[float]:
-        """Key ``i``'s newest ``n`` values (all when None), oldest first (a copy)."""
-        times, grid, width = self.times, self._grid, len(self._index)
-        held = times._n
+    # the buffer's parts (see the class' docstring)
+
+    def _rows_at(self) -> int:
+        """Where the newest rows start in the buffer."""
+        s = self._slots
+        return s + (s * len(self._index) + 1) // 2
+
+    def _rows_held(self) -> int:
+        """How many newest rows are held."""
+        s, width = self._slots, len(self._index)
+        return (len(self._buf) - s - (s * width + 1) // 2) // (width + 1)
+
+    def _rows_times(self) -> list[float]:
+        """The newest rows' times, oldest first."""
+        s, width = self._slots, len(self._index)
+        return self._buf[s + (s * width + 1) // 2 :: width + 1].tolist()
+
+    def _rows_column(self, i: int) -> list[float]:
+        """Key ``i``'s values at the newest rows, oldest first."""
+        s, width = self._slots, len(self._index)
+        return self._buf[s + (s * width + 1) // 2 + 1 + i :: width + 1].tolist()
+
+    def _held(self) -> int:
+        """Points held: the ring's and the newest rows' (the newest ``capacity`` of them when the rows
+        alone hold more than a small capacity)."""
+        return min(self._n + self._rows_held(), self._shared.capacity)
+
+    def _time_slice(self, n: int | None) -> array[float]:
+        """A copy of the newest ``n`` times (all when None), oldest first: the newest rows' and, past
+        them, the ring's."""
+        in_rows = self._rows_held()
+        held = min(self._n + in_rows, self._shared.capacity)
         n = held if n is None else min(n, held)
+        buf = self._buf
         if n <= 0:
-            return grid[:0]
-        head = times._head
+            return buf[:0]
+        stride = len(self._index) + 1
+        rows = min(n, in_rows)
+        newest = buf[len(buf) - rows * stride :: stride]
+        return newest if rows == n else self._ring_times(n - rows) + newest
+
+    def _ring_times(self, n: int) -> array[float]:
+        """A copy of the ring's newest ``n`` times, oldest first."""
+        buf, head = self._buf, self._head
+        n = min(n, self._n)
+        if n <= 0:
+            return buf[:0]
         start = head - n
         if start >= 0:
-            return grid[start * width + i : head * width : width]
-        size = len(times._buf)  # wraps around the end
-        return grid[(size + start) * width + i :: width] + grid[i : head * width : width]
+            return buf[start:head]
+        return buf[self._slots + start : self._slots] + buf[:head]  # wraps around the end
+
+    def _count_from(self, x: float) -> int:
+        """How many of the held times are ``>= x`` (times are appended in order): a bisection of the
+        newest rows' times (made once a point), then, when they are all ``>= x``, of the ring's one or two
+        sorted runs (nothing copied)."""
+        if x != x:  # NaN: no time is >= it
+            return 0
+        held = self._held()
+        times = self._newest_times()
+        count = len(times) - bisect_left(times, x)
+        head, n, buf = self._head, self._n, self._buf
+        if count < len(times):  # an older row is older than x: the ring's are too
+            return min(count, held)
+        if n == 0:
+            return min(count, held)
+        start = head - n
+        if start >= 0:  # one run: buf[start:head]
+            count += head - bisect_left(buf, x, start, head)
+        elif head and buf[0] < x:  # two runs, the older buf[size + start:size] and the newer buf[:head]
+            count += head - bisect_left(buf, x, 0, head)
+        else:
+            size = self._slots
+            count += head + size - bisect_left(buf, x, size + start, size)
+        return min(count, held)
+
+    def _grid(self, first: int, stop: int) -> tuple[array[float], int]:
+        """The grid's float32 values of slots ``[first, stop)`` (a copy, with up to one value before them:
+        the float64 slots they lie in) and where slot ``first``'s row starts in it."""
+        s, width = self._slots, len(self._index)
+        lo, hi = first * width, stop * width
+        out = array(FLOAT32)
+        out.frombytes(self._buf[s + lo // 2 : s + (hi + 1) // 2].tobytes())
+        return out, lo & 1
+
+    def _column(self, i: int, n: int | None) -> list[float]:
+        """Key ``i``'s newest ``n`` values (all when None), oldest first, as Python floats: float32's, the
+        newest rows' too (what every point of the grid holds)."""
+        in_rows = self._rows_held()
+        held = min(self._n + in_rows, self._shared.capacity)
+        n = held if n is None else min(n, held)
+        if n <= 0:
+            return []
+        buf, stride = self._buf, len(self._index) + 1
+        rows = min(n, in_rows)
+        newest = _as_float32(buf[len(buf) - rows * stride + 1 + i :: stride].tolist())
+        return newest if rows == n else self._ring_column(i, n - rows) + newest
+
+    def _ring_column(self, i: int, n: int) -> list[float]:
+        """Key ``i``'s newest ``n`` values in the ring, oldest first."""
+        n = min(n, self._n)
+        if n <= 0:
+            return []
+        head, width, size = self._head, len(self._index), self._slots
+        start = head - n
+        runs: tuple[tuple[int, int], ...]  # (first slot, how many): one run, or two round the end
+        if start >= 0:
+            runs = ((start, n),)
+        elif not head:
+            runs = ((size + start, n),)
+        else:  # wraps around the end
+            runs = ((size + start, -start), (0, head))
+        out: list[float] = []
+        for first, count in runs:
+            if count <= _STRIDED_MAX:  # the values read where they lie, nothing else copied
+                out += _strided(count, width).unpack_from(self._buf, 8 * size + 4 * (first * width + i))
+            else:
+                grid, at = self._grid(first, first + count)
+                out += grid[at + i : at + count * width : width].tolist()
+        return out
+
+    def _grid_rows(self) -> array[float]:
+        """The whole grid, ``S * W`` float32 values (a copy, without the padding)."""
+        grid, at = self._grid(0, self._slots)
+        return grid[at : at + self._slots * len(self._index)]
 
     def is_repeat(self, t: float, values: dict[str, float]) -> bool:
         """The same sample again: a Prometheus server answers with a target's last scrape until it
@@ -414,48 +669,147 @@ class TaskSeries:
     def forget_figures(self) -> None:
         """Empty the memos: every figure is computed again from the points held (a new point, a new
         sparse window, or a large store's new cycle: :meth:`Store.release_figures`)."""
-        self._memo = self._spans = self._gpu_detail = self._recent_times = self._walked = None
+        self._memo = self._walked = None
+
+    def _figures(self) -> Memo:
+        """The newest point's figures, made when the first is asked (the store's book says who holds any)."""
+        memo = self._memo
+        if memo is None:
+            memo = self._memo = {}
+            figured = self._shared.figured
+            if figured is not None:
+                figured[id(self)] = self
+        return memo
 
     def _remember(self, memo_key: tuple[str | float, ...], out: float | None) -> float | None:
-        """``out`` memoised under ``memo_key`` until the next point (the store's book says who holds any)."""
-        if self._memo is None:
-            self._memo = {}
-            if self.figured is not None:
-                self.figured[id(self)] = self
-        self._memo[memo_key] = out
+        """``out`` memoised under ``memo_key`` until the next point."""
+        memo = self._memo
+        if memo is None:
+            memo = self._figures()
+        memo[memo_key] = out
         return out
 
     def append(self, t: float, values: dict[str, float]) -> None:
-        self.forget_figures()  # every derived figure below is recomputed from the new point on
+        self._memo = self._walked = None  # every derived figure below is recomputed from the new point on
         self.version += 1
         index = self._index
+        shared = self._shared
         if not values.keys() <= index.keys():
             keys = list(index)
             for key in values:  # a series met late: NaN back to the task's first point (up to the cap)
-                if key not in index and len(keys) < self.max_series:
+                if key not in index and len(keys) < shared.max_series:
                     keys.append(key)
             if len(keys) > len(index):
                 self._widen(len(keys))
                 self._index = index = _schema(tuple(keys))
                 self.floor = HOUR_MIN_POINTS if HOUR_KEYS.intersection(keys) else MIN_POINTS
-        width = len(index)
-        limit = None if self.allow is None else self.allow(width, len(self._recent), self.floor)
-        times = self.times
-        size, pos, held = len(times._buf), times._head, times._n
-        times.append(t, limit)
-        if len(times._buf) != size:  # the time ring grew (it was full): its points oldest first, then room
-            grid = self._grid
-            cut = pos * width if held == size else 0
-            self._grid = grid[cut:] + grid[:cut] + _nans(FLOAT32, (len(times._buf) - size) * width)
-            pos = held
         get = values.get
         row = [get(key, _NAN) for key in index]
-        self._grid[pos * width : (pos + 1) * width] = array(FLOAT32, row)
-        self._recent.append(t, row, self.sparse.reach)
+        self._append_row(t, row, shared.sparse.reach)
         self._remember_last(t, values, row)
-        if math.isnan(self.first_seen):
+        if self.first_seen != self.first_seen:
             self.first_seen = t
         self.last_seen = t
+
+    def _append_row(self, t: float, row: list[float], reach: float) -> None:
+        """One newest row: its time and its values. The oldest rows go while more than
+        :data:`LATEST_LOOKBACK` are held (the new one counted) and the next one is already older than
+        ``reach`` before ``t`` (it alone still reaches back over the window); never more than
+        :data:`RECENT_POINTS`. The buffer stays at its size: a row in, a row out is done in place (the
+        steady state), a row more makes it again at its size (``extend`` left ~8% of it unused, growing by
+        steps: 72 bytes a task of 10 series at 3 points, 216 at 32)."""
+        buf, at, stride = self._buf, self._rows_at(), len(row) + 1
+        held = (len(buf) - at) // stride
+        drop = 1 if held >= RECENT_POINTS else 0
+        since = t - reach
+        while held - drop >= LATEST_LOOKBACK and drop + 1 < held and buf[at + (drop + 1) * stride] < since:
+            drop += 1
+        if not drop:
+            self._buf = buf + array(FLOAT64, (t, *row))
+            return
+        self._full = True
+        end = len(buf)
+        if drop == 1:  # slide the rows one down, the new one last; the oldest into the ring
+            gone_t, gone = buf[at], buf[at + 1 : at + stride]
+            buf[at : end - stride] = buf[at + stride : end]
+            buf[end - stride] = t
+            buf[end - stride + 1 : end] = array(FLOAT64, row)
+            self._to_ring(gone_t, gone, held)
+            return
+        let_go = buf[at : at + drop * stride]  # into the ring, oldest first
+        self._buf = buf[:at] + buf[at + drop * stride :] + array(FLOAT64, (t, *row))
+        rows = held - drop + 1
+        for start in range(0, len(let_go), stride):
+            self._to_ring(let_go[start], let_go[start + 1 : start + stride], rows)
+
+    def _to_ring(self, t: float, values: array[float], rows: int) -> None:
+        """A point the newest rows let go, into the ring (float32 values): it grows (by doubling, from
+        :data:`INITIAL_POINTS`) while the points held, ``rows`` newest ones besides, stay within the
+        capacity and the history budget (:meth:`Store.allowed`) or under the floor; else the point takes
+        its oldest slot."""
+        size, head, held = self._slots, self._head, self._n
+        shared = self._shared
+        if held == size:  # the ring is full (or not made yet): it grows if it may
+            width = len(self._index)
+            room = shared.capacity - rows
+            if shared.allow is not None:
+                room = min(room, shared.allow(width, rows, max(0, self.floor - rows)))
+            if size < room:
+                self._grow(min(room, size * 2 if size else INITIAL_POINTS))
+            elif not size:  # the newest rows fill the capacity: no room for it
+                return
+            size, head = self._slots, self._head
+        buf, width = self._buf, len(self._index)
+        buf[head] = t
+        if width:
+            try:
+                _row_struct(width).pack_into(buf, 8 * size + 4 * head * width, *values)
+            except OverflowError:  # past float32's range: infinite, as ``array`` stores it
+                _row_struct(width).pack_into(buf, 8 * size + 4 * head * width, *array(FLOAT32, values))
+        head += 1
+        self._head = 0 if head == size else head
+        if held < size:
+            self._n = held + 1
+
+    def _grow(self, slots: int) -> None:
+        """Room for ``slots`` points: the times and grid rows held first, oldest first, then NaN; the
+        newest rows after them as they were."""
+        buf, size, held, head, width = self._buf, self._slots, self._n, self._head, len(self._index)
+        times = self._ring_times(held)
+        grid = self._grid_rows()
+        if held == size and head:  # full: the oldest row is at the head
+            cut = head * width
+            grid = grid[cut:] + grid[:cut]
+        grid += _nans(FLOAT32, (slots - size) * width)
+        if len(grid) & 1:
+            grid.append(_NAN)
+        rows = buf[self._rows_at() :]
+        times += _nans(FLOAT64, slots - held)
+        times.frombytes(grid.tobytes())
+        self._buf = times + rows  # allocated at its size
+        self._slots, self._head = slots, held
+
+    def _widen(self, width: int) -> None:
+        """Room for keys met late: NaN columns for them in every grid row and newest row."""
+        old = len(self._index)
+        buf, size = self._buf, self._slots
+        grid, rows = self._grid_rows(), buf[self._rows_at() :]
+        pad = _nans(FLOAT32, width - old)
+        new = array(FLOAT32)
+        for start in range(0, size * old, old or 1):
+            new += grid[start : start + old]
+            new += pad
+        if not old:
+            new = pad * size
+        if len(new) & 1:
+            new.append(_NAN)
+        out = buf[:size]
+        out.frombytes(new.tobytes())
+        pad64, stride = _nans(FLOAT64, width - old), old + 1
+        for start in range(0, len(rows), stride):
+            out += rows[start : start + stride]
+            out += pad64
+        self._buf = out[:]  # allocated at its size
 
     def _remember_last(self, t: float, values: dict[str, float], row: list[float]) -> None:
         """What is known at scrape time ``t`` (:meth:`is_repeat`, :meth:`last_value`): ``values`` merged
@@ -465,8 +819,7 @@ class TaskSeries:
             last = self._last = None
             self._read, self._extra = 0, None
         elif last is None:  # a second poll of the time: the values read so far, from the row before
-            rows = self._recent
-            stride, buf = rows.stride, rows.buf
+            stride, buf = len(index) + 1, self._buf
             last = self._last = buf[len(buf) - 2 * stride + 1 : len(buf) - stride]
         elif len(last) < len(row):  # keys met since: not read at this time before
             last.extend(row[len(last) :])
@@ -481,6 +834,12 @@ class TaskSeries:
                 if last is not None:
                     last[i] = v
                 read |= 1 << i
+        if read > 256:  # past the ints Python shares: one object a mask
+            got = _MASKS.get(read)
+            if got is not None:
+                read = got
+            elif len(_MASKS) < _MASKS_MAX:
+                _MASKS[read] = read
         self._read = read
 
     def _newest(self, i: int) -> float:
@@ -488,13 +847,12 @@ class TaskSeries:
         last = self._last
         if last is not None:
             return last[i]
-        rows = self._recent
-        buf = rows.buf
-        return buf[len(buf) - rows.stride + 1 + i]
+        buf = self._buf
+        return buf[len(buf) - len(self._index) + i]
 
     def last_value(self, key: str) -> float | None:
         """``key``'s value at the newest point (None when that point did not read it)."""
-        if not self._recent.buf:
+        if self.last_seen != self.last_seen:  # no point yet
             return None
         i = self._index.get(key)
         if i is not None and self._read >> i & 1:
@@ -504,43 +862,32 @@ class TaskSeries:
     def gpu_detail(self) -> tuple[list[str], dict[str, float]]:
         """A host's GPU devices (:func:`~cmdare.collectors.hostdetail.devices_in`) and the newest value of
         each of its GPU series, once per new point: every task on the host asks for them."""
-        if self._gpu_detail is None:
+        memo = self._figures()
+        got = memo.get(_GPU)
+        if got is None:
             keys = self.keys()
             latest = {
                 k: v
                 for k in keys
                 if (k in GPU_KEYS or k.startswith(DEV_PREFIX)) and (v := self.latest(k)) is not None
             }
-            self._gpu_detail = (devices_in(keys), latest)
-        return self._gpu_detail
-
-    def _widen(self, width: int) -> None:
-        """Room for keys met late: NaN columns for them at every slot (the grid keeps the ring's size)."""
-        old = len(self._index)
-        grid = self._grid
-        if not grid:  # no slot yet (a task's first point): the grid is made with the time ring's size
-            self._grid = _nans(FLOAT32, len(self.times._buf) * width)
-            return
-        pad = _nans(FLOAT32, width - old)
-        new = array(FLOAT32)
-        for start in range(0, len(grid), old or 1):
-            new.extend(grid[start : start + old])
-            new.extend(pad)
-        self._grid = new
+            got = memo[_GPU] = (devices_in(keys), latest)
+        return cast("tuple[list[str], dict[str, float]]", got)
 
     def _recent_of(self, key: str) -> list[float] | None:
-        """``key``'s values at the newest points (aligned with ``_recent.times()``), or None."""
+        """``key``'s values at the newest points (aligned with :meth:`_rows_times`), or None."""
         i = self._index.get(key)
         if i is None:
             return None
-        return self._recent.column(i)
+        return self._rows_column(i)
 
     def latest(self, key: str, lookback: int = LATEST_LOOKBACK) -> float | None:
         """The newest value of ``key`` among the last ``lookback`` points (a source may read some
         series less often than others, e.g. node detail through Prometheus), or None."""
         memo_key = ("latest", key, lookback)
-        if self._memo is not None and memo_key in self._memo:
-            return self._memo[memo_key]
+        memo = self._memo
+        if memo is not None and memo_key in memo:
+            return cast("float | None", memo[memo_key])
         recent = self._recent_of(key)
         out = None
         if recent is not None:
@@ -549,26 +896,25 @@ class TaskSeries:
                     (x for _, x in zip(range(lookback), reversed(recent), strict=False) if x == x), None
                 )
                 older = lookback - len(recent)
-                if out is None and older > 0 and self._recent.full:  # rows let go (a large fleet's task,
+                if out is None and older > 0 and self._full:  # rows let go (a large fleet's task,
                     # past LATEST_LOOKBACK of them): the points before them, from the grid
                     i = self._index[key]
-                    before = self._column(i, lookback).tolist()[: -len(recent)]
+                    before = self._column(i, lookback)[: -len(recent)]
                     out = next((x for x in reversed(before) if x == x), None)
             else:
                 i = self._index[key]
-                out = next((x for x in reversed(self._column(i, lookback).tolist()) if x == x), None)
+                out = next((x for x in reversed(self._column(i, lookback)) if x == x), None)
         return self._remember(memo_key, out)
 
     def _span(self, seconds: float) -> int:
         """How many of the newest points lie within ``seconds`` of the newest one (memoised per
         point): a bisection of the time ring (times are appended in order)."""
-        spans = self._spans
-        if spans is None:
-            spans = self._spans = {}
-        n = spans.get(seconds)
+        memo = self._figures()
+        memo_key = ("span", seconds)
+        n = memo.get(memo_key)
         if n is None:
-            n = spans[seconds] = self.times.count_from(self.last_seen - seconds) if len(self.times) else 0
-        return n
+            n = memo[memo_key] = self._count_from(self.last_seen - seconds)
+        return cast("int", n)
 
     def window(self, key: str, seconds: float) -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of ``key`` within the last ``seconds`` before the newest point, as numpy
@@ -576,18 +922,29 @@ class TaskSeries:
         import numpy as np
 
         i = self._index.get(key)
-        if i is None or len(self.times) == 0:
+        if i is None or self.last_seen != self.last_seen:
             return np.empty(0), np.empty(0)
         n = self._span(seconds)
-        return self.times.last(n), np.frombuffer(self._column(i, n), dtype=np.float32)
+        times = np.frombuffer(self._time_slice(n), dtype=np.float64)
+        return times, np.array(self._column(i, n), dtype=np.float32)
 
     def window_values(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """:meth:`window` as Python floats (NaN where ``key`` was not read), without numpy."""
         i = self._index.get(key)
-        if i is None or len(self.times) == 0:
+        if i is None or self.last_seen != self.last_seen:
             return [], []
         n = self._span(seconds)
-        return self.times.tail(n), self._column(i, n).tolist()
+        return self._time_slice(n).tolist(), self._column(i, n)
+
+    def _newest_times(self) -> list[float]:
+        """The newest rows' times, made once a point (every rate of the point reads them)."""
+        memo = self._memo
+        if memo is None:
+            memo = self._figures()
+        times = memo.get(_TIMES)
+        if times is None:
+            times = memo[_TIMES] = self._rows_times()
+        return cast("list[float]", times)
 
     def _points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The window's (times, values) without NaN values, as Python floats: a rate reads a
@@ -596,10 +953,8 @@ class TaskSeries:
         if recent is None:
             return [], []
         since = self.last_seen - seconds
-        times = self._recent_times
-        if times is None:  # every rate of the point reads them: made once
-            times = self._recent_times = self._recent.times()
-        if not self._recent.full or times[0] < since:  # the window lies within them
+        times = self._newest_times()
+        if not self._full or times[0] < since:  # the window lies within them
             t: list[float] = []
             v: list[float] = []
             for ti, vi in zip(reversed(times), reversed(recent), strict=True):
@@ -616,7 +971,7 @@ class TaskSeries:
     def _sparse_points(self, key: str, seconds: float) -> tuple[list[float], list[float]]:
         """The last two points within ``SPARSE_STRETCH`` windows, or within :attr:`sparse_s` when the
         source reads this task less often than that (a large fleet's sweep: every two minutes)."""
-        t, v = self._points(key, max(seconds * SPARSE_STRETCH, self.sparse_s))
+        t, v = self._points(key, max(seconds * SPARSE_STRETCH, self._shared.sparse.s))
         return t[-2:], v[-2:]
 
     def _walk(self, seconds: float) -> tuple[int, int] | None:
@@ -624,17 +979,26 @@ class TaskSeries:
         sparse window, walking back from the newest as :meth:`_points` does (up to the first point
         older); None when the newest points do not reach back over the sparse window. Once a point: the
         points' times are every key's (a view's rates and ratios all walk the same points)."""
-        reach = max(seconds * SPARSE_STRETCH, self.sparse.s)
-        memo = self._walked
-        if memo is not None and memo[0] == seconds and memo[1] == reach:
-            return memo[2]
-        times = self._recent_times
+        reach = max(seconds * SPARSE_STRETCH, self._shared.sparse.s)
+        walked = self._walked
+        if walked is not None and walked[0] == seconds and walked[1] == reach:
+            return walked[2]
+        figs = self._memo
+        if figs is None:  # the point's first figure (as _figures, inline: every swept task's view comes here)
+            figs = self._memo = {}
+            figured = self._shared.figured
+            if figured is not None:
+                figured[id(self)] = self
+            times = None
+        else:
+            times = walked[3] if walked is not None else cast("list[float] | None", figs.get(_TIMES))
         if times is None:  # every rate of the point reads them: made once
-            times = self._recent_times = self._recent.times()
+            s, width = self._slots, len(self._index)
+            times = figs[_TIMES] = self._buf[s + (s * width + 1) // 2 :: width + 1].tolist()
         last = self.last_seen
         wide = last - reach
         got: tuple[int, int] | None = None
-        if not self._recent.full or times[0] < wide:
+        if not self._full or times[0] < wide:
             since = last - seconds
             n_short = n_wide = 0
             within = True  # still within ``seconds``: the short window stops at its first point older
@@ -646,7 +1010,7 @@ class TaskSeries:
                 n_short += within
                 n_wide += 1
             got = (n_short, n_wide)
-        self._walked = (seconds, reach, got)
+        self._walked = (seconds, reach, got, times)
         return got
 
     def _windows(self, key: str, seconds: float) -> tuple[Points, Points] | None:
@@ -663,10 +1027,9 @@ class TaskSeries:
         n_short, n_wide = walk
         if not n_wide:
             return ([], []), ([], [])
-        rows = self._recent
-        stride, buf = rows.stride, rows.buf
+        buf, stride = self._buf, len(self._index) + 1
         vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
-        times = cast(list[float], self._recent_times)[-n_wide:]
+        times = cast("Walked", self._walked)[3][-n_wide:]
         t = [a for a, b in zip(times, vals, strict=True) if b == b]
         v = [b for b in vals if b == b]
         if n_short == n_wide:
@@ -690,8 +1053,7 @@ class TaskSeries:
         n_short, n_wide = walk
         if not n_wide:
             return [], []
-        rows = self._recent
-        stride, buf = rows.stride, rows.buf
+        buf, stride = self._buf, len(self._index) + 1
         vals = buf[len(buf) - n_wide * stride + 1 + i :: stride].tolist()  # the newest n_wide, oldest first
         total = sum(vals)  # NaN when any is (or when an inf meets a -inf: then read one by one)
         v = vals if total == total else [b for b in vals if b == b]
@@ -715,9 +1077,10 @@ class TaskSeries:
         its last two within ``SPARSE_STRETCH`` windows. Computed once per new point (panes, job
         totals and rules ask for the same rates)."""
         memo_key = ("rate", key, seconds)
-        if self._memo is not None and memo_key in self._memo:
-            return self._memo[memo_key]
-        self.sparse.asked(seconds)  # the newest rows keep reaching over it
+        memo = self._memo
+        if memo is not None and memo_key in memo:
+            return cast("float | None", memo[memo_key])
+        self._shared.sparse.asked(seconds)  # the newest rows keep reaching over it
         # a series read less often than the others (node detail, a large fleet's sweep): its last two
         t, v = self._rate_points(key, seconds)
         out = None
@@ -734,9 +1097,10 @@ class TaskSeries:
     def mean_of_ratio(self, num_key: str, den_key: str, seconds: float) -> float | None:
         """increase(num)/increase(den) over the window, e.g. mean step seconds from a histogram."""
         memo_key = ("ratio", num_key, den_key, seconds)
-        if self._memo is not None and memo_key in self._memo:
-            return self._memo[memo_key]
-        self.sparse.asked(seconds)
+        memo = self._memo
+        if memo is not None and memo_key in memo:
+            return cast("float | None", memo[memo_key])
+        self._shared.sparse.asked(seconds)
         got_num, got_den = self._window_values(num_key, seconds), self._window_values(den_key, seconds)
         if got_num is not None and got_den is not None:  # both windows of both series in one walk each
             short = len(got_den[0]) >= 2
@@ -830,9 +1194,11 @@ class Store:
     at full precision and the rest of it (:data:`TASK_BYTES`, :meth:`allowed`). With many tasks each keeps
     fewer points, so memory stays flat and history gets shorter (10 series a task, 2 s refresh: 1 h at
     1,000 tasks, ~6 min at 10,000) down to the floors readers need: :data:`MIN_POINTS` (16: the newest
-    rows' most), :data:`HOUR_MIN_POINTS` (32) for a task with an hour-long series. Past ~40,000 such tasks
-    the floors bind and the store grows past the budget with the tasks, not with time: ~2.8 kB a task
-    of 10 series once its history is full (~265 MB at 100,000 tasks; 4.1 kB before the floors gave way)."""
+    rows' most, the rows among them), :data:`HOUR_MIN_POINTS` (32) for a task with an hour-long series.
+    Past ~65,000 such tasks the floors bind and the store grows past the budget with the tasks, not with
+    time: ~1.8 kB a task of 10 series once its history is full (~170 MB at 100,000 tasks,
+    ``benchmarks/store_history.py``; 2.8 kB when the ring held the rows' points too, 4.1 kB before the
+    floors gave way)."""
 
     def __init__(
         self,
@@ -862,7 +1228,8 @@ class Store:
         )  # how far back a sparsely read series' rate may reach (set_sparse_window)
         self._unbooked = False  # figures memoised by tasks outside :attr:`_figured` (release_figures)
         self._figured: dict[int, TaskSeries] = {}  # tasks whose memo holds figures (release_figures)
-        self._allow = self.allowed  # one bound method for every task (not one made per task)
+        # what every task shares (capacity, series cap, budget, sparse window, the figures' book): one object
+        self._shared = TaskShared(self.capacity, self.max_series, self.allowed, self.sparse, self._figured)
 
     def add(self, poll: TaskPoll) -> TaskSeries | None:
         """Add one successful poll; failed polls carry no values and are left to the lifecycle.
@@ -873,10 +1240,7 @@ class Store:
         ts = book.get(key)
         before = -1 if ts is None else ts.version
         if ts is None:
-            ts = book[key] = TaskSeries(
-                poll.info, self.capacity, max_series=self.max_series, allow=self._allow, figured=self._figured
-            )
-            ts.sparse = self.sparse
+            ts = book[key] = TaskSeries(poll.info, self.capacity, shared=self._shared)
             if not poll.host_only:
                 self.members.setdefault(poll.info.job, {})[key] = ts
                 if poll.info.role not in UNINDEXED_ROLES:
@@ -954,10 +1318,11 @@ class Store:
         return dirty
 
     def allowed(self, n_series: int, rows: int = RECENT_POINTS, floor: int = MIN_POINTS) -> int:
-        """Points a series of a task with ``n_series`` series may hold now, within the budget: the task's
-        share of it less what the task takes besides its history (:data:`TASK_BYTES`, its ``rows`` newest
-        rows and its newest values, float64), over a point's bytes (its time, float64, and a float32
-        value a series); never under ``floor`` (:data:`MIN_POINTS`, :data:`HOUR_MIN_POINTS`)."""
+        """Points a series of a task with ``n_series`` series may hold now in its ring, besides its ``rows``
+        newest ones, within the budget: the task's share of it less what the task takes besides its ring
+        (:data:`TASK_BYTES`, its newest rows and its newest values, float64), over a ring point's bytes
+        (its time, float64, and a float32 value a series); never under ``floor`` (what the task's floor,
+        :data:`MIN_POINTS` or :data:`HOUR_MIN_POINTS`, leaves after its rows: TaskSeries._to_ring)."""
         per_task = self.history_bytes / max(1, len(self.tasks) + len(self.hosts))
         fixed = TASK_BYTES + 8 * (rows + 1) * (n_series + 1)
         return max(floor, min(self.capacity, int((per_task - fixed) / (8 + 4 * n_series))))

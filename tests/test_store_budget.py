@@ -53,11 +53,16 @@ def test_fewer_newest_rows_give_the_same_rates_ratios_and_latest_values(steps, s
     whole.sparse = _all_rows()
     whole.sparse.s = sparse
     t = 1.7e9
-    for n, (dt, keys) in enumerate(steps):
+    kept: list[float] = []  # the rows' times as the rule reads: at most 16, then the oldest while they
+    for n, (dt, keys) in enumerate(steps):  # are past 8 and the next one already reaches back over reach
         t += dt
         values = {k: 1.7e9 + 3.0 * n + i for i, k in enumerate(KEYS) if k in keys}
         cut.append(t, values)
         whole.append(t, values)
+        kept = [*kept[-(RECENT_POINTS - 1) :], t]
+        while len(kept) > LATEST_LOOKBACK and kept[1] < t - cut.sparse.reach:
+            kept.pop(0)
+        assert cut._recent.times() == kept and len(whole._recent) == min(n + 1, RECENT_POINTS)
         for w in WINDOWS:
             assert cut.rate(M.K_WORKER_STEPS, w) == whole.rate(M.K_WORKER_STEPS, w)
             got = cut.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, w)
@@ -99,7 +104,9 @@ def test_at_fleet_scale_the_budget_counts_the_whole_task_and_floors_keep_an_hour
     """With the budget's share of a task below what it takes besides its points (100,000 tasks in 104 MB),
     each task keeps :data:`MIN_POINTS`; a task with a checkpoint series keeps :data:`HOUR_MIN_POINTS`, so a
     long session still shows its checkpoint interval (writes 20 min apart, read every 2 min)."""
-    store = Store(capacity=1800, history_bytes=200 * 1000)  # 1,000 bytes a task: 100,000 tasks in ~100 MB
+    store = Store(
+        capacity=1800, history_bytes=200 * 500
+    )  # 500 bytes a task: under what one takes besides its ring
     store.set_sparse_window(300.0)
     for n in range(40):  # 80 min of 2-minute sweeps
         t = 1.7e9 + 120.0 * n
@@ -114,6 +121,9 @@ def test_at_fleet_scale_the_budget_counts_the_whole_task_and_floors_keep_an_hour
         store.release_figures()
     plain, checkpointed = store.tasks["j/w1"], store.tasks["j/w0"]
     assert len(plain.times) == MIN_POINTS and len(plain._recent) == LATEST_LOOKBACK
+    # no point twice: the ring holds the 8 older ones, the newest rows the 8 newest (16 + 8 before)
+    assert plain._n == plain._slots == MIN_POINTS - LATEST_LOOKBACK
+    assert plain.times.tail() == [1.7e9 + 120.0 * n for n in range(40 - MIN_POINTS, 40)]
     assert len(checkpointed.times) == HOUR_MIN_POINTS
     assert checkpointed.times.tail()[-1] - checkpointed.times.tail()[0] >= CHECKPOINT_WINDOW_S - 240
     assert _checkpoints(checkpointed, 1.7e9 + 120.0 * 40)[2] == 1200.0  # (last, mean write, interval)
@@ -163,3 +173,24 @@ def test_the_newest_values_are_the_merge_of_the_polls_of_the_newest_time(steps):
         for k in ("a", "b", "c"):
             got = ts.last_value(k)
             assert (got is None) == (k not in known) and (got is None or same(got, known[k]))
+
+
+def test_at_fleet_scale_a_fast_polled_task_keeps_its_newest_rows_and_nothing_twice():
+    """A task polled every 2 s holds :data:`RECENT_POINTS` rows (its rate windows reach further back): at
+    the floor they are its points, its ring holds none, and a window past the rows (the rules' minute)
+    reads them all, as when the ring held the same 16 besides."""
+    store = Store(capacity=1800, history_bytes=200 * 500)  # under what a task takes besides its ring
+    for n in range(60):
+        for i in range(200):
+            values = {M.K_WORKER_STEPS: 1.7e9 + 3.0 * n * n}
+            store.add(
+                TaskPoll(
+                    source=f"s{i}", t=2.0 * n, ok=True, info=TaskInfo(job="j", task=f"w{i}"), values=values
+                )
+            )
+        store.release_figures()
+    ts = store.tasks["j/w3"]
+    assert ts.rate(M.K_WORKER_STEPS, 60.0) is not None
+    assert len(ts._recent) == RECENT_POINTS == len(ts.times) and ts._slots == 0
+    t, v = ts.window_values(M.K_WORKER_STEPS, 60.0)
+    assert t == [2.0 * n for n in range(60 - RECENT_POINTS, 60)]

@@ -60,10 +60,20 @@ def test_the_grid_holds_what_each_key_read_in_the_order_met(capacity, steps):
         tt, vv = ts.window(k, 1e9)
         assert tt.tolist() == ts.times.tail() and np.array_equal(vv, col.last(), equal_nan=True)
         assert ts.window_values(k, 1e9)[1] == pytest.approx(col.tail(), nan_ok=True)
-    newest = 0 if ts._last is None else 8 * len(ts._last)  # the newest rows and values count too
-    assert (
-        ts.nbytes == ts.times.nbytes + 4 * len(ts.times._buf) * len(order) + 8 * len(ts._recent.buf) + newest
-    )
+    rows = len(ts._recent)  # the newest rows: the newest points' times and values at full precision
+    assert 0 < rows <= min(len(points), RECENT_POINTS) if points else rows == 0
+    assert ts._recent.times() == [p[0] for p in points[len(points) - rows :]]
+    for i, k in enumerate(order):
+        got, want_rows = ts._recent.column(i), [v.get(k, math.nan) for _, v in points[len(points) - rows :]]
+        assert got == pytest.approx(want_rows, nan_ok=True, rel=0, abs=0)
+    # one buffer a task: the ring of the points older than the rows (times, and the float32 grid two to a
+    # float64 slot), then the newest rows; no point in both (the ring is empty until the rows let one go)
+    newest = 0 if ts._last is None else 8 * len(ts._last)  # the newest values count too
+    grid = 4 * ts._slots * len(order)
+    assert ts.times.nbytes == 8 * (ts._slots + rows)
+    assert len(ts._buf) == ts._slots + (grid + 4) // 8 + rows * (len(order) + 1)
+    assert ts._n <= ts._slots and (ts._n == 0 or ts._recent.full) and ts._n + rows >= held
+    assert ts.nbytes == 8 * ts._slots + 8 * ((grid + 4) // 8) + 8 * rows * (len(order) + 1) + newest
     assert "zz" not in ts.values and ts.window("zz", 10.0)[0].size == 0
 
 
@@ -267,3 +277,14 @@ def test_the_roles_index_holds_every_role_but_the_workers_and_follows_a_change()
     back = TaskInfo(job="j", task="w0", role="worker")
     store.add(TaskPoll(source="w0", t=3.0, ok=True, info=back, values={M.K_WORKER_STEPS: 3.0}))
     assert list(store.roles["ps"]) == ["j/p0"] and len(store.members["j"]) == 3
+
+
+def test_values_past_float32_range_read_infinite_in_the_grid_and_exact_in_the_newest_rows():
+    """A value float32 cannot hold (a garbage counter) is infinite where the grid holds it, as ``array``
+    stored it, and exact in the newest rows; nothing raises on its way into the ring."""
+    ts = TaskSeries(TaskInfo(job="j", task="w"), 64)
+    for i in range(RECENT_POINTS + 4):  # the first 4 go into the ring
+        ts.append(2.0 * i, {"x": 1e39 * (-1) ** i, "y": float(i)})
+    assert ts.values["x"].tail()[:4] == [math.inf, -math.inf, math.inf, -math.inf]
+    assert ts.values["x"].tail()[-1] == -math.inf and ts.values["y"].tail() == [float(i) for i in range(20)]
+    assert ts.latest("x") == -1e39 and ts._n == 4
