@@ -4,6 +4,7 @@ per-task aggregate queries (``sum by (job, instance)``: the server folds ~300 se
 
     python benchmarks/prometheus_scale.py [--targets 100,1000] [--refreshes 8] [--quick]
     python benchmarks/prometheus_scale.py --synthetic 1000,10000 [--scrape 15] [--refreshes 60]
+    python benchmarks/prometheus_scale.py --synthetic 100000 --minutes 60 [--timeline out.json]
 
 Per N: the monitor's CPU share of one core at a 2 s refresh (Prometheus and the farm run in their
 own processes and are not counted), and wall time per refresh (query + decode + store + overview).
@@ -14,6 +15,11 @@ own process, answering like a Prometheus that scrapes every ``--scrape`` s; 0: e
 each N in one run: our CPU seconds per refresh (decode, store, overview, rules; Prometheus' own cost
 is not in it), and the growth in CPU per refresh from the first N to the last (issue 20: <= 3x). The session
 runs under the app's garbage-collector policy (``--collector app``, tui/gc_pacing.py) or CPython's defaults.
+
+``--minutes M``: a long session (what an operator who leaves the app open meets): M minutes of refreshes
+after the warm-up instead of ``--refreshes``, with the process' resident set sampled every 0.5 s from the
+start: one line a minute (the minute's highest and last RSS, the full collections and the pacer's full walks
+so far, the frozen objects, the points the store holds) and the peak over the whole run.
 """
 
 from __future__ import annotations
@@ -59,15 +65,74 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def rss_mb() -> float:
+    """This process's resident set now (MB), from /proc (0 where there is none)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class RssTimeline:
+    """Samples the resident set every ``every_s`` in a thread; :meth:`mark` closes a bucket (a minute of a
+    long session) with the highest sample since the last mark and the figures the caller adds."""
+
+    def __init__(self, every_s: float = 0.5) -> None:
+        import threading
+
+        self._every_s = every_s
+        self._stop = threading.Event()
+        self._high = 0.0
+        self.peak = 0.0
+        self.rows: list[dict[str, float]] = []
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every_s):
+            r = rss_mb()
+            self._high = max(self._high, r)
+            self.peak = max(self.peak, r)
+
+    def mark(self, **figures: float) -> dict[str, float]:
+        """Close a bucket: its highest RSS, the RSS now, seconds since the start, and ``figures``."""
+        now = rss_mb()
+        row = {
+            "t_s": time.monotonic() - self._t0,
+            "rss_max_mb": max(self._high, now),
+            "rss_mb": now,
+            **figures,
+        }
+        self.peak = max(self.peak, now)
+        self._high = 0.0
+        self.rows.append(row)
+        return row
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def cpu_seconds() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
 async def _measure(
-    url: str, n: int, refreshes: int, caps: dict[str, int] | None = None, collector: str = "default"
+    url: str,
+    n: int,
+    refreshes: int,
+    caps: dict[str, int] | None = None,
+    collector: str = "default",
+    minutes: float = 0.0,
+    timeline: RssTimeline | None = None,
 ) -> tuple[float, float, list[float], int, float, list[float]]:
-    from cmdare.tui.gc_pacing import settle_collector, stop_pacing
+    from cmdare.tui.gc_pacing import settle_collector, start_pacing, stop_pacing
     from cmdare.tui.options import SessionOptions
     from cmdare.tui.session import MonitorSession
 
@@ -103,7 +168,25 @@ async def _measure(
         cycles: list[float] = []  # CPU of each refresh's cycle (the refresh and its pause: threads included)
         c0, t0, l0 = cpu_seconds(), time.monotonic(), main_thread_cpu()
         nodes = 0
+        if minutes:
+            refreshes = round(minutes * 60 / REFRESH_S)
+        next_mark = time.monotonic() + 60.0
         for _ in range(refreshes):
+            if timeline is not None and time.monotonic() >= next_mark:
+                next_mark += 60.0
+                pacer = start_pacing() if collector == "app" else None
+                row = timeline.mark(
+                    full_collections=gc.get_stats()[2]["collections"],
+                    full_walks=pacer.full_walks if pacer is not None else 0,
+                    frozen=gc.get_freeze_count(),
+                    store_mb=sum(ts.nbytes for ts in session.store.tasks.values()) / 2**20,
+                )
+                print(
+                    f"    {row['t_s'] / 60:5.1f} min: RSS max {row['rss_max_mb']:4.0f} MB, now {row['rss_mb']:4.0f} MB"
+                    f" | full collections {row['full_collections']:.0f}, pacer's walks {row['full_walks']:.0f},"
+                    f" frozen {row['frozen'] / 1e6:.2f} M | store points {row['store_mb']:.0f} MB",
+                    flush=True,
+                )
             start, c_start = time.monotonic(), cpu_seconds()
             state = await session.refresh()
             walls.append(time.monotonic() - start)
@@ -154,25 +237,39 @@ def measure(n: int, refreshes: int) -> dict[str, float]:
 
 
 def synthetic(
-    ns: list[int], refreshes: int, scrape_s: float, collector: str = "app"
+    ns: list[int],
+    refreshes: int,
+    scrape_s: float,
+    collector: str = "app",
+    minutes: float = 0.0,
+    timeline_out: str = "",
 ) -> list[dict[str, float]]:
     """CPU seconds per refresh against the synthetic server at each N (see the docstring)."""
     from fake_prometheus import FakePrometheus
 
     print(
         f"prometheus_scale --synthetic: fake Prometheus (scrape every {scrape_s:g} s), refresh every {REFRESH_S:g} s,"
-        f" {refreshes} refreshes a N, collector: {COLLECTORS[collector]}"
+        f" {f'{minutes:g} minutes' if minutes else f'{refreshes} refreshes'} a N, collector: {COLLECTORS[collector]}"
     )
     out = []
+    timeline = RssTimeline() if minutes else None
     for n in ns:
         with FakePrometheus(n, scrape_s) as prom:
             c0 = cpu_seconds()
             # past the default tasks cap (10,000) the session is configured for N, as a user would
             caps = {"tasks": n} if n > 10_000 else None
             share, _, walls, nodes, per, cycles = asyncio.run(
-                _measure(prom.url, n, refreshes, caps, collector)
+                _measure(prom.url, n, refreshes, caps, collector, minutes, timeline)
             )
         rss = peak_rss_mb()
+        if timeline is not None:
+            print(
+                f"  N={n:6d} over {minutes:g} minutes: peak RSS sampled {timeline.peak:.0f} MB (ru_maxrss {rss:.0f} MB)"
+            )
+            if timeline_out:
+                import json
+
+                Path(timeline_out).write_text(json.dumps(timeline.rows, indent=1))
         q1, q2, q3 = quartiles(cycles)
         out.append({"n": n, "cpu_per_refresh": per, "cpu": share, "refresh_s": statistics.median(walls),
                     "rss_mb": rss})  # fmt: skip
@@ -235,10 +332,16 @@ def main(argv: list[str] | None = None) -> int:
         default="app",
         help="--synthetic: the garbage collector's policy",
     )
+    ap.add_argument(
+        "--minutes", type=float, default=0.0, help="--synthetic: a long session of this many minutes a N"
+    )
+    ap.add_argument(
+        "--timeline", default="", help="--minutes: write the minute-by-minute rows to this JSON file"
+    )
     a = ap.parse_args(argv)
     if a.synthetic:
         ns = [int(x) for x in a.synthetic.split(",")]
-        synthetic(ns, a.refreshes or SYNTHETIC_REFRESHES, a.scrape, a.collector)
+        synthetic(ns, a.refreshes or SYNTHETIC_REFRESHES, a.scrape, a.collector, a.minutes, a.timeline)
         return 0
     ns = [100] if a.quick else [int(x) for x in a.targets.split(",")]
     run(ns, 4 if a.quick else a.refreshes or 8)
