@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cmdare.collectors import metrics as M
@@ -25,6 +25,7 @@ from cmdare.collectors.hostdetail import (
     forget_memory,
     host_name,
 )
+from cmdare.collectors.prometheus.query_url import encoded
 from cmdare.collectors.samples import TaskInfo, TaskPoll
 
 KEY_LABEL = "cmdare_key"
@@ -34,6 +35,12 @@ T_KEY = "__scrape_time"
 GPU_INDEX = "[0-9]{0,2}"
 # how many DCGM series an instance has (the answer holds at most MAX_DEVICES of each metric)
 DCGM_COUNT_KEY = "__dcgm_series"
+
+# characters of a node detail query's URL (the GET limit is 8,000: source.MAX_GET_URL; the rest is the
+# server's address and the evaluation instant), as a large fleet's detail queries (fleet.DETAIL_URL_BUDGET).
+# The query names its hosts in each of its nine selectors: ~1,800 characters of query, then ~270 a host
+# (an IPv4 host, escaped and encoded): ~19 hosts a query
+HOST_URL_BUDGET = 7000
 
 # (series key, aggregation, metric, extra matchers)
 _NODE_AGGREGATES = (
@@ -83,6 +90,44 @@ def host_query(hosts: Iterable[str]) -> str:
         f'label_replace(max by (instance) (timestamp(up{{{inst}}})), "{KEY_LABEL}", "{T_KEY}", "", "")'
     )
     return " or ".join(parts)
+
+
+_MATCHERS = host_query([]).count("instance=~")  # the selectors that list the hosts (nine)
+_BARE = len(encoded(host_query([])))  # a query's characters without its hosts (as sent: encoded)
+
+
+def _host_cost(host: str) -> int:
+    """The characters ``host`` adds to :func:`host_query`'s URL (with its ``|``, in every selector)."""
+    return _MATCHERS * len(encoded(promql_string(re.escape(host)) + "|"))
+
+
+def fits_one_query(hosts: Iterable[str], budget: int = HOST_URL_BUDGET) -> bool:
+    """Whether :func:`host_query` over ``hosts`` keeps its URL under ``budget`` characters (one GET)."""
+    used = _BARE
+    for host in hosts:
+        used += _host_cost(host)
+        if used > budget:
+            return False
+    return True
+
+
+def host_queries(hosts: Sequence[str], budget: int = HOST_URL_BUDGET) -> list[str]:
+    """:func:`host_query` over ``hosts`` in as few queries as keep each one's URL (encoded as it is
+    sent: :func:`~.query_url.encoded`) under ``budget`` characters, so each goes as a GET (read-only
+    mode sends no POST); a host whose name alone is past the budget makes a query of its own."""
+    out: list[str] = []
+    chunk: list[str] = []
+    used = _BARE
+    for host in hosts:
+        cost = _host_cost(host)
+        if chunk and used + cost > budget:
+            out.append(host_query(chunk))
+            chunk, used = [], _BARE
+        chunk.append(host)
+        used += cost
+    if chunk:
+        out.append(host_query(chunk))
+    return out
 
 
 def _number(text: object) -> float | None:
