@@ -6,7 +6,6 @@ detail answers are empty, so what is checked is what the source asks, and that e
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import sys
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from cmdare.collectors import writes
 from cmdare.collectors.clock import SystemClock
@@ -56,11 +54,12 @@ async def test_a_large_fleets_node_detail_is_read_in_slices_covering_every_host_
     with FakePrometheus(TASKS, 15.0) as prom:
         src = PrometheusAPISource(prom.url, 'job="bench"', detail_tasks=DETAIL_TASKS, timeout=30.0)
         reads: list[list[str]] = []  # the node detail queries of each refresh's background read
+        first: list[str] = []  # those of the first read of hosts met for the first time (at an instant)
         query = src.query
 
         async def spy(client: httpx.AsyncClient, promql: str, *args: Any, **kw: Any) -> Any:
-            if promql.startswith("label_replace(sum by (instance) (node_") and kw.get("at") is None:
-                reads[-1].append(promql)  # a background read (the first read of new hosts gives ``at``)
+            if promql.startswith("label_replace(sum by (instance) (node_"):
+                (reads[-1] if kw.get("at") is None else first).append(promql)
             return await query(client, promql, *args, **kw)
 
         src.query = spy  # type: ignore[method-assign]  (records what is asked; the server answers)
@@ -75,7 +74,9 @@ async def test_a_large_fleets_node_detail_is_read_in_slices_covering_every_host_
         await src.aclose()
     hosts = {f"10.0.{i // 250}.{i % 250}" for i in range(TASKS)}
     url = f"{prom.url}/api/v1/query"
-    assert all(len(query_url(url, {"query": q})) <= MAX_GET_URL for r in reads for q in r)
+    stamp = {"time": "1700000000.000"}
+    assert all(len(query_url(url, {"query": q, **stamp})) <= MAX_GET_URL for r in [*reads, first] for q in r)
+    assert {h for q in first for h in _hosts_of(q)} == hosts  # met at the first refresh: read at once
     per_refresh = [[h for q in r for h in _hosts_of(q)] for r in reads]
     assert max(len(r) for r in per_refresh) == math.ceil(len(hosts) / every)  # never every host at once
     first = next(i for i, r in enumerate(per_refresh) if r)

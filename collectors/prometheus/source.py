@@ -913,19 +913,11 @@ class PrometheusAPISource:
         earliest of their last scrapes (so each host's previous scrape, whatever its scrape interval and
         the engine's evaluation offset), so that their CPU and NIC (counters: a rate needs two scrapes)
         show from the first refresh, not after two node detail reads between refreshes. None when the
-        reads fail (logged: the background read follows)."""
-        query = host_query(hosts)
+        reads fail (logged: the background read follows). Hosts too many for one GET are read as several
+        queries (:func:`~.hosts.host_queries`), side by side."""
         try:
             async with asyncio.timeout(self.timeout):
-                new = await self.query(client, query, at=at)
-                stamps = [
-                    v
-                    for r in new
-                    if r["metric"].get(KEY_LABEL) == T_KEY
-                    and (v := number(r["value"][1])) is not None
-                    and plausible_time(v)
-                ]
-                old = await self.query(client, query, at=min(stamps) - 0.001) if stamps else []
+                answers = await asyncio.gather(*(self._host_pair(client, q, at) for q in host_queries(hosts)))
         except (PrometheusAPIError, TimeoutError) as exc:
             log.warning(
                 "%s",
@@ -936,7 +928,24 @@ class PrometheusAPISource:
                 ),
             )
             return []
+        old = [row for pair in answers for row in pair[0]]
+        new = [row for pair in answers for row in pair[1]]
         return host_polls(old, self.display, now, skew) + host_polls(new, self.display, now, skew)
+
+    async def _host_pair(
+        self, client: httpx.AsyncClient, query: str, at: float
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """A node detail ``query``'s rows (before, at ``at``) for :meth:`_host_history`."""
+        new = await self.query(client, query, at=at)
+        stamps = [
+            v
+            for r in new
+            if r["metric"].get(KEY_LABEL) == T_KEY
+            and (v := number(r["value"][1])) is not None
+            and plausible_time(v)
+        ]
+        old = await self.query(client, query, at=min(stamps) - 0.001) if stamps else []
+        return old, new
 
     def _measure_lag(self, targets: dict[str, _Target], at: float) -> None:
         """How far behind the engine answers: the newest scrape time read so far against this refresh's
