@@ -724,11 +724,13 @@ class PrometheusAPISource:
 
     def _node_queries(self, due: bool) -> list[str]:
         """The node detail queries to read in the background after this refresh. Hosts that fit one GET
-        (:func:`~.hosts.fits_one_query`: ~19 IPv4 hosts) are read all at once when ``due`` (every k-th
-        refresh). More are read a slice a refresh, in a pass over the hosts (sorted) that starts when due
+        (:func:`~.hosts.fits_one_query`: ~45 IPv4 hosts) are read all at once when ``due`` (every k-th
+        refresh). More (where one read stopped fitting a GET: it went as a POST, and read-only mode sent
+        none) are read a slice a refresh, in a pass over the hosts (sorted) that starts when due
         and lasts the same k refreshes: each host is read once in the same period, Prometheus' cost
-        a second is the same, and no refresh holds every host's answer: one read of all 12,500 hosts of
-        100,000 tasks was a 27.5 MB answer, ~150 MB of rows at once every 1,000 s. A slice goes as
+        a second is the same, and no refresh holds every host's query and answer at once (one read of the
+        100,000 hosts of the synthetic benchmark's 100,000 tasks was a 16 MB query, sent as a 27.5 MiB
+        POST body, which read-only mode refused; an answer grows with the hosts too). A slice goes as
         queries whose URLs fit a GET (:func:`~.hosts.host_queries`), read one after another. A pass is
         taken up where it was when a slow read made a refresh skip its slice; the next one starts when
         it ends (hosts met meanwhile had their detail read at once: :meth:`_new_hosts`)."""
