@@ -32,10 +32,15 @@ _HOSTS = re.compile(r'instance=~"\(([^"]*)\)\(:\[0-9\]\+\)\?"')
 
 
 def _hosts_of(promql: str) -> list[str]:
-    """The hosts a node detail query names (its first selector's; every selector names the same)."""
+    """The hosts a node detail query names (its first selector's; every selector names the same), a
+    subnet's group (``10.0.3.(7|12)``) expanded."""
     m = _HOSTS.search(promql)
     assert m is not None, promql[:200]
-    return [h.replace("\\\\", "") for h in m.group(1).split("|")]
+    out = []
+    for alt in re.findall(r"[^|(]+\([^)]*\)|[^|]+", m.group(1)):
+        prefix, _, tails = alt.partition("(")
+        out += [prefix + t for t in tails.rstrip(")").split("|")] if tails else [prefix]
+    return [h.replace("\\\\", "") for h in out]
 
 
 def test_host_queries_split_a_slice_into_gets_and_keep_every_host_once() -> None:
@@ -45,6 +50,12 @@ def test_host_queries_split_a_slice_into_gets_and_keep_every_host_once() -> None
     assert sorted(h for q in queries for h in _hosts_of(q)) == sorted(hosts)
     url = "http://127.0.0.1:9090/api/v1/query"
     assert all(len(query_url(url, {"query": q, "time": "1700000000.000"})) <= MAX_GET_URL for q in queries)
+    assert _hosts_of(host_query(["10.0.1.2", "10.0.1.30", "n-1.x", "10.0.2.5"])) == [
+        "10.0.1.2",
+        "10.0.1.30",
+        "10.0.2.5",
+        "n-1.x",
+    ]
     few = hosts[:3]
     assert fits_one_query(few) and host_queries(few) == [host_query(few)]  # a small fleet: one read
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from cmdare.collectors import metrics as M
@@ -38,8 +38,8 @@ DCGM_COUNT_KEY = "__dcgm_series"
 
 # characters of a node detail query's URL (the GET limit is 8,000: source.MAX_GET_URL; the rest is the
 # server's address and the evaluation instant), as a large fleet's detail queries (fleet.DETAIL_URL_BUDGET).
-# The query names its hosts in each of its nine selectors: ~1,800 characters of query, then ~110 a host
-# (an IPv4 host, encoded; its dots unescaped: instance_matcher): ~45 hosts a query
+# The query names its hosts in each of its nine selectors: ~1,800 characters of query, then ~50 a host
+# (an IPv4 host among others of its subnet, as instance_matcher writes it): ~100 hosts a query
 HOST_URL_BUDGET = 7000
 
 # (series key, aggregation, metric, extra matchers)
@@ -59,12 +59,37 @@ def promql_string(regex: str) -> str:
 
 
 def instance_matcher(hosts: Iterable[str]) -> str:
-    """``instance=~"(h1|h2)(:[0-9]+)?"`` for the given hosts (exact host match, any port). Their dots are
-    left unescaped (a dot matches itself too): an IPv4 host costs a query's URL a third of what it does
-    escaped (an escaped dot is ``%5C%5C.``), so over twice as many hosts fit a GET (:func:`host_queries`);
-    another host that happens to match is read as itself (its rows carry its own ``instance``)."""
-    alts = "|".join(_host_regex(h) for h in sorted(set(hosts)) if h)
-    return f'instance=~"{promql_string(f"({alts})(:[0-9]+)?")}"'
+    """``instance=~"(h1|h2)(:[0-9]+)?"`` for the given hosts (exact host match, any port), as short as a
+    URL can carry many: dots left unescaped (a dot matches itself too; an escaped one is ``%5C%5C.`` in
+    a URL), and IPv4 hosts of one subnet written once (``10.0.3.(7|12|40)``): ~6 characters a host
+    instead of ~30 escaped one by one, so five times as many hosts fit a GET (:func:`host_queries`).
+    Another host that happens to match a loose dot is read as itself (its rows carry its own
+    ``instance``)."""
+    alts: list[str] = []
+    for prefix, tails in _by_subnet(hosts).items():
+        if prefix and len(tails) > 1:
+            alts.append(f"{_host_regex(prefix)}({'|'.join(tails)})")
+        else:
+            alts += [_host_regex(prefix + t) for t in tails]
+    regex = "(" + "|".join(alts) + ")(:[0-9]+)?"
+    return f'instance=~"{promql_string(regex)}"'
+
+
+def _by_subnet(hosts: Iterable[str]) -> dict[str, list[str]]:
+    """``hosts`` (sorted, once each) by their part up to the last dot when what follows is a number (an
+    IPv4 host's subnet: ``"10.0.3."``; ``""`` for any other name, whole), to their last parts."""
+    out: dict[str, list[str]] = {}
+    for host in sorted(set(hosts)):
+        if host:
+            prefix, tail = _split(host)
+            out.setdefault(prefix, []).append(tail)
+    return out
+
+
+def _split(host: str) -> tuple[str, str]:
+    """(``host``'s part up to its last dot, the number after it), or ("", ``host``) when no number ends it."""
+    head, dot, tail = host.rpartition(".")
+    return (head + dot, tail) if dot and tail.isascii() and tail.isdigit() else ("", host)
 
 
 def _host_regex(host: str) -> str:
@@ -104,35 +129,44 @@ _MATCHERS = host_query([]).count("instance=~")  # the selectors that list the ho
 _BARE = len(encoded(host_query([])))  # a query's characters without its hosts (as sent: encoded)
 
 
-def _host_cost(host: str) -> int:
-    """The characters ``host`` adds to :func:`host_query`'s URL (with its ``|``, in every selector)."""
-    return _MATCHERS * len(encoded(promql_string(_host_regex(host)) + "|"))
+def _host_cost(host: str, subnet: str) -> int:
+    """The characters ``host`` adds to :func:`host_query`'s URL (its ``|`` too, in every selector) after
+    a host of ``subnet`` (:func:`_split`): its last part alone when of the same subnet, else the whole
+    host with a group's brackets (counted even when it stays alone: a bound, never short)."""
+    prefix, tail = _split(host)
+    if prefix and prefix == subnet:
+        return _MATCHERS * len(encoded(tail + "|"))
+    regex = f"{_host_regex(prefix)}({tail})" if prefix else _host_regex(host)
+    return _MATCHERS * len(encoded(promql_string(regex) + "|"))
 
 
 def fits_one_query(hosts: Iterable[str], budget: int = HOST_URL_BUDGET) -> bool:
     """Whether :func:`host_query` over ``hosts`` keeps its URL under ``budget`` characters (one GET)."""
-    used = _BARE
-    for host in hosts:
-        used += _host_cost(host)
+    used, subnet = _BARE, ""
+    for host in sorted(set(hosts)):
+        used += _host_cost(host, subnet)
+        subnet = _split(host)[0]
         if used > budget:
             return False
     return True
 
 
-def host_queries(hosts: Sequence[str], budget: int = HOST_URL_BUDGET) -> list[str]:
-    """:func:`host_query` over ``hosts`` in as few queries as keep each one's URL (encoded as it is
-    sent: :func:`~.query_url.encoded`) under ``budget`` characters, so each goes as a GET (read-only
+def host_queries(hosts: Iterable[str], budget: int = HOST_URL_BUDGET) -> list[str]:
+    """:func:`host_query` over ``hosts`` (sorted) in as few queries as keep each one's URL (encoded as it
+    is sent: :func:`~.query_url.encoded`) under ``budget`` characters, so each goes as a GET (read-only
     mode sends no POST); a host whose name alone is past the budget makes a query of its own."""
     out: list[str] = []
     chunk: list[str] = []
-    used = _BARE
-    for host in hosts:
-        cost = _host_cost(host)
+    used, subnet = _BARE, ""
+    for host in sorted(set(hosts)):
+        cost = _host_cost(host, subnet)
         if chunk and used + cost > budget:
             out.append(host_query(chunk))
-            chunk, used = [], _BARE
+            chunk, used, subnet = [], _BARE, ""
+            cost = _host_cost(host, subnet)
         chunk.append(host)
         used += cost
+        subnet = _split(host)[0]
     if chunk:
         out.append(host_query(chunk))
     return out

@@ -724,7 +724,7 @@ class PrometheusAPISource:
 
     def _node_queries(self, due: bool) -> list[str]:
         """The node detail queries to read in the background after this refresh. Hosts that fit one GET
-        (:func:`~.hosts.fits_one_query`: ~45 IPv4 hosts) are read all at once when ``due`` (every k-th
+        (:func:`~.hosts.fits_one_query`: ~100 IPv4 hosts) are read all at once when ``due`` (every k-th
         refresh). More (where one read stopped fitting a GET: it went as a POST, and read-only mode sent
         none) are read a slice a refresh, in a pass over the hosts (sorted) that starts when due
         and lasts the same k refreshes: each host is read once in the same period, Prometheus' cost
