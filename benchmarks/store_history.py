@@ -138,7 +138,9 @@ def time_refresh(n: int, repeat: int, asked: bool = True) -> None:
             best["hour window"] = min(best["hour window"], time.process_time() - a)
         figures = ", ".join(f"{k} {v * 1e6 / n:.2f} us" for k, v in best.items())
         when = "" if asked else ", windows asked after the points"
-        print(f"  CPU a task, {points} points held{when}, {n:,} tasks (best of {repeat}): {figures}", flush=True)
+        print(
+            f"  CPU a task, {points} points held{when}, {n:,} tasks (best of {repeat}): {figures}", flush=True
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", type=int, default=32)
     ap.add_argument("--cpu", type=int, default=0, metavar="N", help="time a refresh's store work on N tasks")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--late-windows", action="store_true", help="--cpu: ask the rate windows after the points")
+    ap.add_argument(
+        "--late-windows", action="store_true", help="--cpu: ask the rate windows after the points"
+    )
     args = ap.parse_args(argv)
     if args.tasks < 1 or args.points < 3:
         print("store_history: --tasks >= 1 and --points >= 3", file=sys.stderr)
