@@ -323,7 +323,8 @@ class PrometheusAPISource:
         # slot: the one instance string a target's books hold is found (_slots[_current[i]]) for the copy
         # each answer's parse makes anew; a large fleet's columns are laid out over the same slots and look
         # instances up in this same dict (FleetColumns: one dict of 100,000 keys less, ~6 MiB). Replaced
-        # whole by each identity read, never changed in place (an earlier read's columns still use it).
+        # whole by an identity read that names other targets (kept by one naming the same: _name), never
+        # changed in place (an earlier read's columns still use it).
         self._slots: list[str] = []
         self._current: dict[str, int] = {}
         self._gone_cache: set[str] | None = None  # known − current (_gone_known)
