@@ -58,8 +58,11 @@ def run(n: int, points: int) -> dict[str, float]:
             grown = rss_mb() - r0
             ts = store.tasks["bench/w0"]
             floor = getattr(ts, "floor", None)  # None: a build before the floors (before/after in turns)
+            rows = len(ts._recent)  # the ring's points the budget allows, besides the newest rows
             allowed = (
-                store.allowed(N_SERIES) if floor is None else store.allowed(N_SERIES, len(ts._recent), floor)
+                store.allowed(N_SERIES)
+                if floor is None
+                else rows + store.allowed(N_SERIES, rows, max(0, floor - rows))
             )
             print(
                 f"  N={n:,} after {p + 1} sweeps ({(p + 1) * SWEEP_S / 60:.0f} min): RSS +{grown:.0f} MB "
@@ -72,11 +75,14 @@ def run(n: int, points: int) -> dict[str, float]:
     return out
 
 
-def time_refresh(n: int, repeat: int) -> None:
+def time_refresh(n: int, repeat: int, asked: bool = True) -> None:
     """CPU of what a refresh asks of the store, a task at a time (best of ``repeat``): a sweep's append
     (a 4th point to tasks of 3), a view's figures (rates, ratios, latest values, as
     ``collectors/observed.py`` asks them of a swept task) and an hour's window (the checkpoint interval's
-    read); then the same after 16 points (the ring in use). Run it with main's tree and this one in turns."""
+    read); then the same after 16 points (the ring in use). The windows are asked before the first point,
+    as a session's views ask them every refresh (``asked=False``: first after the points, a wider window
+    than the newest rows reach over: the rates then read the grid). Run it with main's tree and this one
+    in turns."""
     import time
 
     from cmdare.collectors import metrics as M
@@ -104,6 +110,8 @@ def time_refresh(n: int, repeat: int) -> None:
         for _ in range(repeat):
             store = Store()
             store.set_sparse_window(SPARSE_S)
+            if asked:  # the windows a session's views ask from its first refresh on (the newest rows reach
+                store.sparse.asked(60.0)  # over the widest: TaskSeries._append_row)
             for p in range(points):
                 for i in range(n):
                     store.add(poll(i, p))
@@ -129,7 +137,10 @@ def time_refresh(n: int, repeat: int) -> None:
                 ts.window_values("series_2", 3600.0)
             best["hour window"] = min(best["hour window"], time.process_time() - a)
         figures = ", ".join(f"{k} {v * 1e6 / n:.2f} us" for k, v in best.items())
-        print(f"  CPU a task, {points} points held, {n:,} tasks (best of {repeat}): {figures}", flush=True)
+        when = "" if asked else ", windows asked after the points"
+        print(
+            f"  CPU a task, {points} points held{when}, {n:,} tasks (best of {repeat}): {figures}", flush=True
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,12 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", type=int, default=32)
     ap.add_argument("--cpu", type=int, default=0, metavar="N", help="time a refresh's store work on N tasks")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument(
+        "--late-windows", action="store_true", help="--cpu: ask the rate windows after the points"
+    )
     args = ap.parse_args(argv)
     if args.tasks < 1 or args.points < 3:
         print("store_history: --tasks >= 1 and --points >= 3", file=sys.stderr)
         return 2
     if args.cpu:
-        time_refresh(args.cpu, max(1, args.repeat))
+        time_refresh(args.cpu, max(1, args.repeat), asked=not args.late_windows)
         return 0
     print(f"store_history: {args.tasks:,} tasks, {N_SERIES} series, a point every {SWEEP_S:g} s")
     run(args.tasks, args.points)

@@ -16,8 +16,8 @@ where each cap applies:
 * ``cycle_polls``: polls (keys) of one recorded cycle read on replay;
 * ``history_mb``: the store's tasks together (their points and the rest of each, ``store.TASK_BYTES``);
   past it, new history points reuse the oldest (fewer minutes of history per task, not more memory),
-  down to the points the readers need (``store.MIN_POINTS``): past ~65,000 tasks the store grows with
-  the tasks, ~1.8 kB each (10 series), never with time.
+  down to the points the readers need (``store.MIN_POINTS``): 100,000 tasks of 10 series fit (~1.0 kB
+  each after an hour of sweeps); past ~106,000 the store grows with the tasks, never with time.
 
 Defaults keep one source under 300 MB (``benchmarks/large_inputs.py`` measures each case).
 """

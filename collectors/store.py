@@ -11,7 +11,8 @@ array and a bitmask; its objects have no ``__dict__``, what a store's tasks shar
 are one dict made when first asked, and past :data:`FIGURES_KEPT_UNDER` tasks they are let go after a
 cycle (~0.75 kB a task with 10 series and 3 points; 1.3 kB with a buffer a ring, ~6.6 kB before that);
 its newest rows are kept only while a rate needs them, and its whole footprint counts against the history
-budget (:class:`Store`: ~1.8 kB a task of 10 series at the fleet floor, 2.8 kB before, 4.0 kB at first)."""
+budget (:class:`Store`: ~1.0 kB a task of 10 series after an hour of a fleet's sweeps, 1.8 kB with
+8 rows kept and a floor of 16 points, 2.8 kB before, 4.0 kB at first)."""
 
 from __future__ import annotations
 
@@ -56,10 +57,16 @@ INITIAL_POINTS = 4  # a ring's first size; it doubles as points come, up to its 
 # views made from them are cached (observed.cached_view), and a fleet's task is read again minutes later
 FIGURES_KEPT_UNDER = 2000
 _SCHEMA_MAX = 1024  # distinct key orders whose key -> position maps are shared between tasks
-# points per series kept whatever the history budget, the newest rows among them (the ring holds the
-# points older than the rows, TaskSeries): as many as the newest rows may hold (a large fleet's swept
-# task, 8 rows, keeps 8 older ones in its ring: an hour-long session's sparkline, 32 min of 2-min sweeps)
-MIN_POINTS = RECENT_POINTS
+# points per series the history budget may push a task down to, the newest rows among them (the ring
+# holds the points older than the rows, TaskSeries): 12 min of a large fleet's 2-minute sweep. No reader
+# of a swept task needs more: its rates and latest values read the newest rows only (kept apart from
+# this floor, as their readers need them: 4 rows at a 5-minute sparse window), its sparkline shows what
+# is held. At 100,000 tasks of 10 series the budget's own share (1,090 bytes a task of 104 MB) leaves 3
+# ring points besides 4 rows (7 points, the floor not binding): +97 MB RSS after an hour of sweeps
+# (benchmarks/store_history.py). 8 points (4 in the ring) measured +118 MB: the task's buffer, 496 bytes
+# at 7 points, is 544 at 8, past the 512 bytes the interpreter's small-object allocator serves (16
+# points, 8 rows, before: +170 MB)
+MIN_POINTS = 6
 # ... and for a task with a series read over the last hour (the loss curve, the checkpoint interval:
 # collectors/observed.py): an hour of a large fleet's 2-minute sweep (fleet.SWEEP_S) and two points more
 HOUR_MIN_POINTS = 32
@@ -394,8 +401,13 @@ class TaskSeries:
     - ``[S + G, end)``: the newest points at full precision (:class:`RecentRows`), rows ``[t, v0, …]`` of
       ``W + 1`` float64 values, oldest first: rates over a few points read them as Python floats without
       numpy (the grid holds float32). At most :data:`RECENT_POINTS` rows, and no more than the readers
-      need: at least :data:`LATEST_LOOKBACK` (what :meth:`latest` reads), past that only while the older
-      rows reach back over the widest window a rate reads from them (:class:`SparseWindow`).
+      need: the older rows only while they reach back over the widest window a rate reads from them
+      (:class:`SparseWindow`), and, among the :data:`LATEST_LOOKBACK` newest (what :meth:`latest` reads),
+      while one holds a key's newest value (a newer row read it again: :meth:`_superseded`). A large
+      fleet's swept task, every key read each sweep, keeps 4 rows at a 5-minute sparse window (8 before).
+      The answers are the ones of 8 rows kept (tests/test_store_rows.py) while the widest window stays
+      (a session's views ask theirs every refresh, from the first): a rate over a window asked later,
+      wider than the rows reach, reads the grid's float32 values until new rows reach over it.
 
     One buffer where there were three ``array`` objects and two ring objects (a time :class:`Ring` and a
     rows object), each with its own header and allocation: ~330 bytes a task at a fleet's few points.
@@ -409,8 +421,8 @@ class TaskSeries:
         "first_seen",
         "last_seen",
         "version",  # points appended so far, and identity changes: what a reader's cache keys on
-        # the floor a series' points do not go under whatever the budget (HOUR_MIN_POINTS with a series
-        # read over an hour, else 0: then one point more than the newest rows hold, see append)
+        # the points (newest rows among them) the budget may push the task down to: HOUR_MIN_POINTS with a
+        # series read over an hour, else MIN_POINTS (see append)
         "floor",
         "_buf",
         "_slots",
@@ -712,9 +724,10 @@ class TaskSeries:
         self.last_seen = t
 
     def _append_row(self, t: float, row: list[float], reach: float) -> None:
-        """One newest row: its time and its values. The oldest rows go while more than
-        :data:`LATEST_LOOKBACK` are held (the new one counted) and the next one is already older than
-        ``reach`` before ``t`` (it alone still reaches back over the window); never more than
+        """One newest row: its time and its values. The oldest rows go while the next one is already older
+        than ``reach`` before ``t`` (it alone still reaches back over the window), one among the
+        :data:`LATEST_LOOKBACK` newest (the new one counted) only when a newer row read again every key it
+        read (:meth:`latest` finds each key's newest value without it); never more than
         :data:`RECENT_POINTS`. The buffer stays at its size: a row in, a row out is done in place (the
         steady state), a row more makes it again at its size (``extend`` left ~8% of it unused, growing by
         steps: 72 bytes a task of 10 series at 3 points, 216 at 32)."""
@@ -722,7 +735,14 @@ class TaskSeries:
         held = (len(buf) - at) // stride
         drop = 1 if held >= RECENT_POINTS else 0
         since = t - reach
-        while held - drop >= LATEST_LOOKBACK and drop + 1 < held and buf[at + (drop + 1) * stride] < since:
+        whole = None  # whether the new row read every key (then no older row holds a newest value)
+        while drop + 1 < held and buf[at + (drop + 1) * stride] < since:
+            if held - drop < LATEST_LOOKBACK:  # a row latest() reads: it goes if a newer one supersedes it
+                if whole is None:
+                    total = sum(row)  # NaN when any value is (or when an inf meets a -inf: read one by one)
+                    whole = total == total or all(x == x for x in row)
+                if not whole and not self._superseded(drop, held, row):
+                    break
             drop += 1
         if not drop:
             self._buf = buf + array(FLOAT64, (t, *row))
@@ -741,6 +761,18 @@ class TaskSeries:
         rows = held - drop + 1
         for start in range(0, len(let_go), stride):
             self._to_ring(let_go[start], let_go[start + 1 : start + stride], rows)
+
+    def _superseded(self, r: int, held: int, row: list[float]) -> bool:
+        """Whether every value newest row ``r`` (of ``held``) read is read again by a newer row, ``row``
+        (being appended) among them: then :meth:`latest` finds each key's newest value without it."""
+        buf, stride = self._buf, len(row) + 1
+        at = self._rows_at() + r * stride
+        for i, x in enumerate(buf[at + 1 : at + stride]):
+            if x == x and row[i] != row[i]:
+                later = buf[at + stride + 1 + i :: stride]  # key i at the newer rows
+                if all(y != y for y in later):
+                    return False
+        return True
 
     def _to_ring(self, t: float, values: array[float], rows: int) -> None:
         """A point the newest rows let go, into the ring (float32 values): it grows (by doubling, from
@@ -1193,12 +1225,12 @@ class Store:
     rings grow by doubling), each task's whole footprint counted: its points, its newest rows and values
     at full precision and the rest of it (:data:`TASK_BYTES`, :meth:`allowed`). With many tasks each keeps
     fewer points, so memory stays flat and history gets shorter (10 series a task, 2 s refresh: 1 h at
-    1,000 tasks, ~6 min at 10,000) down to the floors readers need: :data:`MIN_POINTS` (16: the newest
-    rows' most, the rows among them), :data:`HOUR_MIN_POINTS` (32) for a task with an hour-long series.
-    Past ~65,000 such tasks the floors bind and the store grows past the budget with the tasks, not with
-    time: ~1.8 kB a task of 10 series once its history is full (~170 MB at 100,000 tasks,
-    ``benchmarks/store_history.py``; 2.8 kB when the ring held the rows' points too, 4.1 kB before the
-    floors gave way)."""
+    1,000 tasks, ~6 min at 10,000, 14 min at 100,000 of a 2-min sweep) down to the floors: :data:`MIN_POINTS`
+    (6, the newest rows among them), :data:`HOUR_MIN_POINTS` (32) for a task with an hour-long series.
+    At 100,000 swept tasks of 10 series the budget holds: +97 MB RSS after an hour of sweeps, ~1.0 kB a
+    task, 7 points (4 newest rows), ``benchmarks/store_history.py``; +170 MB, ~1.8 kB, with 8 rows and a
+    16-point floor before, 2.8 kB when the ring held the rows' points too, 4.1 kB before the floors gave
+    way. Past ~106,000 such tasks the floor binds (2 ring points besides 4 rows) and the store grows with the tasks, not with time."""
 
     def __init__(
         self,

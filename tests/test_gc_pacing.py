@@ -123,3 +123,35 @@ def test_growth_of_the_frozen_count_walks_everything_once() -> None:
     # a growth of 1.5: the count doubles, less what was frozen and has since been freed (a test process frees
     # objects of earlier tests at any time: with 2.0 the rule missed once in the full suite)
     run(test, every_s=1e9, growth=1.5)
+
+
+def test_the_timer_walks_when_no_full_collection_comes() -> None:
+    """A steady session may never see CPython's own full collection (young passes every 50,000 net
+    allocations): the time rule's walk comes from the pacer's timer, and only once it is due."""
+
+    async def test(pacer: FullCollectionPacer, now: list[float]) -> None:
+        gc.disable()  # no collection of the collector's own during the test: only the timer's
+        cycle = Node()
+        cycle.other = cycle
+        ref = weakref.ref(cycle)
+        del cycle
+        now[0] += 599.0
+        pacer.on_timer()
+        assert ref() is not None and pacer.full_walks == 0  # not due yet: nothing walked
+        now[0] += 1.0
+        pacer.on_timer()
+        assert ref() is None and pacer.full_walks == 1  # due: walked once, the cycle freed
+        pacer.on_timer()
+        assert pacer.full_walks == 1  # the clock started over at the walk
+
+    run(test, every_s=600.0, growth=1e9)
+
+
+def test_the_timer_is_armed_while_installed_only() -> None:
+    async def test(pacer: FullCollectionPacer, now: list[float]) -> None:
+        assert pacer._timer is not None and not pacer._timer.cancelled()
+        timer = pacer._timer
+        pacer.uninstall()
+        assert pacer._timer is None and timer.cancelled()
+
+    run(test, every_s=600.0, growth=1e9)

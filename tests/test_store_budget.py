@@ -53,16 +53,20 @@ def test_fewer_newest_rows_give_the_same_rates_ratios_and_latest_values(steps, s
     whole.sparse = _all_rows()
     whole.sparse.s = sparse
     t = 1.7e9
-    kept: list[float] = []  # the rows' times as the rule reads: at most 16, then the oldest while they
-    for n, (dt, keys) in enumerate(steps):  # are past 8 and the next one already reaches back over reach
-        t += dt
+    kept: list[tuple[float, frozenset[str]]] = []  # the rows as the rule reads: at most 16, then the
+    for n, (dt, keys) in enumerate(steps):  # oldest while the next one already reaches back over reach
+        t += dt  # and, among the 8 newest, a newer row read again every key it read
         values = {k: 1.7e9 + 3.0 * n + i for i, k in enumerate(KEYS) if k in keys}
         cut.append(t, values)
         whole.append(t, values)
-        kept = [*kept[-(RECENT_POINTS - 1) :], t]
-        while len(kept) > LATEST_LOOKBACK and kept[1] < t - cut.sparse.reach:
+        kept = [*kept[-(RECENT_POINTS - 1) :], (t, frozenset(keys))]
+        while len(kept) > 1 and kept[1][0] < t - cut.sparse.reach:
+            if len(kept) <= LATEST_LOOKBACK and not kept[0][1] <= frozenset().union(
+                *(k for _, k in kept[1:])
+            ):
+                break
             kept.pop(0)
-        assert cut._recent.times() == kept and len(whole._recent) == min(n + 1, RECENT_POINTS)
+        assert cut._recent.times() == [a for a, _ in kept] and len(whole._recent) == min(n + 1, RECENT_POINTS)
         for w in WINDOWS:
             assert cut.rate(M.K_WORKER_STEPS, w) == whole.rate(M.K_WORKER_STEPS, w)
             got = cut.mean_of_ratio(M.K_STEP_SECONDS_SUM, M.K_STEP_SECONDS_COUNT, w)
@@ -70,11 +74,11 @@ def test_fewer_newest_rows_give_the_same_rates_ratios_and_latest_values(steps, s
             assert got == want or (got != got and want != want)
         for k in KEYS:
             assert cut.latest(k) == whole.latest(k)
-    assert min(len(steps), LATEST_LOOKBACK) <= len(cut._recent) <= len(whole._recent) <= RECENT_POINTS
+    assert min(len(steps), 2) <= len(cut._recent) <= len(whole._recent) <= RECENT_POINTS
 
 
-def test_a_swept_task_keeps_eight_rows_and_its_rate_is_the_definition():
-    """A large fleet's task, read every two minutes with a 5-minute sparse window: 8 newest rows (16 before),
+def test_a_swept_task_keeps_four_rows_and_its_rate_is_the_definition():
+    """A large fleet's task, read every two minutes with a 5-minute sparse window: 4 newest rows (8 before),
     and its rate is the counter's increase over its last two points over their measured time apart."""
     store = Store()
     store.set_sparse_window(300.0)
@@ -85,18 +89,19 @@ def test_a_swept_task_keeps_eight_rows_and_its_rate_is_the_definition():
             TaskPoll(source="s", t=t, ok=True, info=info, values={M.K_WORKER_STEPS: 1.7e9 + 7.0 * n * n})
         )
     ts = store.tasks["j/w"]
-    assert len(ts._recent) == LATEST_LOOKBACK
+    assert len(ts._recent) == 4
     t18, t19 = 1.7e9 + 120.0 * 18 + 0, 1.7e9 + 120.0 * 19 + 1
     assert ts.rate(M.K_WORKER_STEPS, 10.0) == (7.0 * 19 * 19 - 7.0 * 18 * 18) / (t19 - t18)
 
 
 def test_latest_reaches_past_the_kept_rows_into_the_grid():
-    """A gauge last read 10 points back is found with a lookback of 12 though only 8 rows are kept."""
+    """A gauge last read 10 points back is found with a lookback of 12 though only 4 rows are kept (its
+    row went once 8 points newer: past what latest() reads by default), as float32 from the grid."""
     ts = TaskSeries(TaskInfo(job="j", task="w"), 64)
     ts.sparse = SparseWindow(300.0)
     for n in range(20):
         ts.append(120.0 * n, {M.K_WORKER_STEPS: float(n), **({"gauge": 5.5} if n == 9 else {})})
-    assert len(ts._recent) == LATEST_LOOKBACK
+    assert len(ts._recent) == 4
     assert ts.latest("gauge") is None and ts.latest("gauge", 12) == 5.5 and ts.latest("gauge", 10) is None
 
 
@@ -120,9 +125,9 @@ def test_at_fleet_scale_the_budget_counts_the_whole_task_and_floors_keep_an_hour
             )
         store.release_figures()
     plain, checkpointed = store.tasks["j/w1"], store.tasks["j/w0"]
-    assert len(plain.times) == MIN_POINTS and len(plain._recent) == LATEST_LOOKBACK
-    # no point twice: the ring holds the 8 older ones, the newest rows the 8 newest (16 + 8 before)
-    assert plain._n == plain._slots == MIN_POINTS - LATEST_LOOKBACK
+    assert len(plain.times) == MIN_POINTS and len(plain._recent) == 4
+    # no point twice: the ring holds the 2 older ones, the newest rows the 4 newest (8 + 8 before)
+    assert plain._n == plain._slots == MIN_POINTS - 4
     assert plain.times.tail() == [1.7e9 + 120.0 * n for n in range(40 - MIN_POINTS, 40)]
     assert len(checkpointed.times) == HOUR_MIN_POINTS
     assert checkpointed.times.tail()[-1] - checkpointed.times.tail()[0] >= CHECKPOINT_WINDOW_S - 240

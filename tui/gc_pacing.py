@@ -19,6 +19,12 @@ The price of freezing: a reference cycle among frozen objects that becomes garba
 :data:`UNFREEZE_EVERY_S`, or once the frozen count has grown :data:`UNFREEZE_GROWTH` times since the last
 full walk, the pacer unfreezes, collects everything once (the walk the collector made every 35-180 s
 before: 0.75-0.86 s measured for the growth walk during the first sweep at 100,000 tasks) and freezes again.
+A long session does not wait on the collector for that walk: with young collections every :data:`GC_YOUNG`
+net allocations, a steady fleet allocates about as many containers as it frees, and CPython's own full
+collection may never come (measured at 100,000 tasks, ``prometheus_scale.py --synthetic 100000 --minutes 60``,
+2026-12-04: none in 35 minutes, while each re-read of the node detail left its 28 MB request body in a
+reference cycle). So the pacer also looks at the time rule on a timer of its own (:meth:`on_timer`, every
+:data:`UNFREEZE_EVERY_S`) and makes the walk itself when no full collection has made it.
 The trade: the leak is bounded by the cyclic garbage made in ten minutes (at 100,000 tasks a full collection
 found 3,100-8,700 such objects every 35-180 s: about 150,000 objects held at most until the next walk, never
 more than the frozen count doubling), and the whole fleet is walked once in ten minutes (~0.1-0.2% of a core)
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import time
 from collections.abc import Callable
 from typing import Final
@@ -62,6 +69,7 @@ class FullCollectionPacer:
         self._walked_at = clock()
         self._walked_frozen = gc.get_freeze_count()  # the frozen count right after the last full walk
         self.full_walks = 0  # full walks the unfreeze rule made (shown to tests and benchmarks)
+        self._timer: asyncio.TimerHandle | None = None  # the time rule's own check (on_timer)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -73,11 +81,31 @@ class FullCollectionPacer:
         self._walked_at, self._walked_frozen = self._clock(), gc.get_freeze_count()
         if self._on_collection not in gc.callbacks:
             gc.callbacks.append(self._on_collection)
+        self._arm(self._every_s)
 
     def uninstall(self) -> None:
         """Stop watching (what is frozen stays frozen: the process is ending, or a test restores it)."""
         if self._on_collection in gc.callbacks:
             gc.callbacks.remove(self._on_collection)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self, delay: float) -> None:
+        """The next :meth:`on_timer` in ``delay`` seconds of the loop's clock (never sooner than 1 s)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self._loop.is_closed() and math.isfinite(delay):
+            self._timer = self._loop.call_later(max(1.0, delay), self.on_timer)
+
+    def on_timer(self) -> None:
+        """On the loop, every :data:`UNFREEZE_EVERY_S`: the time rule's walk when it is due and no full
+        collection has made it (the collector's own may not come in a steady session); then the next
+        check, that long after the last walk."""
+        self._timer = None
+        if self._clock() - self._walked_at >= self._every_s and not self._walking:
+            self._walk()
+        self._arm(self._every_s - (self._clock() - self._walked_at))
 
     def _on_collection(self, phase: str, info: dict[str, int]) -> None:
         # Inside the collector, in any thread: only ask the loop to act (one request at a time).
@@ -101,17 +129,21 @@ class FullCollectionPacer:
         unfreeze, collect everything once, and freeze what survives that."""
         self._scheduled = False
         if self.unfreeze_due():
-            self._walking = True
-            try:
-                gc.unfreeze()
-                gc.collect()
-            finally:
-                self._walking = False
-            gc.freeze()
-            self._walked_at, self._walked_frozen = self._clock(), gc.get_freeze_count()
-            self.full_walks += 1
+            self._walk()
         else:
             gc.freeze()
+
+    def _walk(self) -> None:
+        """Unfreeze, collect everything once, freeze what survives: the clock and the count start over."""
+        self._walking = True
+        try:
+            gc.unfreeze()
+            gc.collect()
+        finally:
+            self._walking = False
+        gc.freeze()
+        self._walked_at, self._walked_frozen = self._clock(), gc.get_freeze_count()
+        self.full_walks += 1
 
 
 _pacer: FullCollectionPacer | None = None  # the process' one pacer (the collector is process-wide)
