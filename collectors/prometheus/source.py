@@ -52,7 +52,7 @@ import logging
 import math
 import statistics
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -249,6 +249,30 @@ def _made_from(info: TaskInfo, labels: Mapping[str, str]) -> bool:
     return all(getattr(info, k) == (get(k) or _DEFAULTS[k]) for k in _OTHER_LABELS)
 
 
+class _Named(Mapping[str, TaskInfo]):
+    """The targets the last identity read named, each to its identity (its books'): what a re-read naming
+    the same targets with the same identities names, seen without a dict of 100,000 made for it."""
+
+    __slots__ = ("_current", "_known")
+
+    def __init__(self, current: dict[str, int], known: dict[str, _Books]) -> None:
+        self._current, self._known = current, known
+
+    def __getitem__(self, ident: str) -> TaskInfo:
+        if ident not in self._current:
+            raise KeyError(ident)
+        return self._known[ident].info
+
+    def __contains__(self, ident: object) -> bool:
+        return ident in self._current
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current)
+
+    def __len__(self) -> int:
+        return len(self._current)
+
+
 # a refresh's task values: value rows (``values_query``'s), or a large fleet's detail folded per task
 Values = list[dict[str, Any]] | FoldedDetail
 _Answers = tuple[
@@ -305,7 +329,8 @@ class PrometheusAPISource:
         # slot: the one instance string a target's books hold is found (_slots[_current[i]]) for the copy
         # each answer's parse makes anew; a large fleet's columns are laid out over the same slots and look
         # instances up in this same dict (FleetColumns: one dict of 100,000 keys less, ~6 MiB). Replaced
-        # whole by each identity read, never changed in place (an earlier read's columns still use it).
+        # whole by an identity read that names other targets (kept by one naming the same: _name), never
+        # changed in place (an earlier read's columns still use it).
         self._slots: list[str] = []
         self._current: dict[str, int] = {}
         self._gone_cache: set[str] | None = None  # known − current (_gone_known)
@@ -783,8 +808,11 @@ class PrometheusAPISource:
             msg = redact_cut(f"Prometheus {self.display}: {exc}", 200, self._secrets())
             log.warning("%s", msg)
             return self._all_failed(msg, clock, t0)
+        named = infos is not None  # the identities were read (and taken in at once: their text let go)
         if infos is not None:
-            targets: dict[str, _Target] | None = self._targets(infos, clock.now())
+            self._name(infos, clock.now())
+            infos = None
+            targets: dict[str, _Target] | None = self._folded_or_all(values)
         elif isinstance(values, FoldedDetail):
             targets = self._reuse_folded(values, ups)
         else:
@@ -799,8 +827,10 @@ class PrometheusAPISource:
                 )
                 log.warning("%s", msg)
                 return self._all_failed(msg, clock, t0)
-            targets = self._targets(infos, clock.now())
-        if infos is not None:
+            self._name(infos, clock.now())
+            named, infos = True, None
+            targets = self._folded_or_all(values)
+        if named:
             if isinstance(values, FoldedDetail):  # a fleet's detail holds task values only
                 self._no_info = {i for i, v in values.values.items() if v} - self._current.keys()
             else:
@@ -820,7 +850,7 @@ class PrometheusAPISource:
         self._skew = skew
         note = f"clock skew {skew:+.1f} s vs Prometheus, corrected" if abs(skew) > SKEW_TOLERANCE_S else None
         self._since = at
-        self._unchanged_targets(targets, infos is not None)
+        self._unchanged_targets(targets, named)
         hosts = self._new_hosts(targets)
         if hosts:  # read side by side with the tasks' history (else no wait at all: nothing is asked)
             backfill, history = await asyncio.gather(
@@ -1024,11 +1054,42 @@ class PrometheusAPISource:
         }
 
     def _targets(self, infos: list[dict[str, Any]] | LabelledRows, now: float) -> dict[str, _Target]:
-        out: dict[str, _Target] = {}
+        """Take in an identity read (:meth:`_name`); every target it names, in its order."""
+        self._name(infos, now)
+        return self._named_targets()
+
+    def _named_targets(self) -> dict[str, _Target]:
+        """Every target the last identity read named, in its order, each with its identity."""
+        known = self._known
+        return {ident: _Target(known[ident].info) for ident in self._slots}
+
+    def _folded_or_all(self, values: Values) -> dict[str, _Target]:
+        """This refresh's targets once the identities are read: in fleet mode, those whose folded detail was
+        read (:meth:`_read_targets`, the only ones poll keeps), else every target named."""
+        if isinstance(values, FoldedDetail) and self._fleet_mode():
+            return self._read_targets(values)
+        return self._named_targets()
+
+    def _read_targets(self, folded: FoldedDetail) -> dict[str, _Target]:
+        """The targets named by the last identity read whose folded detail this refresh read (a scrape
+        time each), in the identity read's order: in fleet mode the only ones kept after
+        :meth:`_fill_folded` (a finite scrape time), so the 100,000 others are not made to be dropped."""
+        current, slots, known = self._current, self._slots, self._known
+        read = sorted(n for i in folded.times if (n := current.get(i)) is not None)
+        return {(ident := slots[n]): _Target(known[ident].info) for n in read}
+
+    def _name(self, infos: list[dict[str, Any]] | LabelledRows, now: float) -> None:
+        """Take in an identity read: each target's identity (the same object while the labels it is made
+        of stay the same: :func:`_made_from`), who moved or went (:meth:`_follow`), the slots and a large
+        fleet's reader. Compared as it goes with the last read: while each row names the target of its
+        slot with its identity unchanged (the usual re-read), nothing new is made; the slots, the position
+        dict and the fleet's columns, order and key hashes are kept (they would be made again the same)."""
         rows: Iterable[Mapping[str, str]] = (
             map(labels_of, infos.labels) if isinstance(infos, LabelledRows) else (r["metric"] for r in infos)
         )
         current, slots, known = self._current, self._slots, self._known
+        out: dict[str, TaskInfo] | None = None  # made at the first row that differs from the last read
+        n = 0  # rows read while every one matched its slot
         for labels in rows:
             ident = _ident(labels)
             if (slot := current.get(ident)) is not None:  # a target named before: the string its books hold
@@ -1037,27 +1098,36 @@ class PrometheusAPISource:
             info = books.info if books is not None else None
             if info is None or not _made_from(info, labels):  # a new task, or its labels changed
                 info = _info(labels)
-            out[ident] = _Target(info)
-        self._follow(out, now)
+            if out is None:
+                if slot == n and books is not None and info is books.info:
+                    n += 1
+                    continue
+                out = {i: known[i].info for i in slots[:n]}  # the rows that matched, as they were
+            out[ident] = info
+        if out is None and n != len(slots):  # fewer rows than slots: some went
+            out = {i: known[i].info for i in slots[:n]}
+        self._follow(_Named(current, known) if out is None else out, now)
         carried = self._carried
-        for ident, tg in out.items():
-            books = known.get(ident)
-            if books is not None:
-                books.info = tg.info
-                continue
-            books = known[ident] = _Books(tg.info)
-            if carried and (source := carried.pop(ident, None)) is not None:  # a task's name, carried on
-                books.source, books.backfilled = source, True
+        if out is not None:
+            for ident, info in out.items():
+                books = known.get(ident)
+                if books is not None:
+                    books.info = info
+                    continue
+                books = known[ident] = _Books(info)
+                if carried and (source := carried.pop(ident, None)) is not None:  # a task's name, carried on
+                    books.source, books.backfilled = source, True
         carried.clear()  # every target carried on to is named by this read: none is left (bounded)
-        self._slots = slots = list(out)
-        self._current = current = {i: n for n, i in enumerate(slots)}
-        self._gone_cache = None
-        if len(out) > self.focus_from:
-            self.fleet_reader.know({i: t.info for i, t in out.items()}, slots=(slots, current))
+        if out is not None:
+            self._slots = slots = list(out)
+            self._current = current = {i: n for n, i in enumerate(slots)}
+            self._gone_cache = None
+            if len(out) > self.focus_from:
+                self.fleet_reader.know(out, slots=(slots, current))
+        if len(slots) > self.focus_from:
             self._full_due = False  # a fleet's newcomers are read in detail next refresh, not all tasks
-        return out
 
-    def _follow(self, named: dict[str, _Target], now: float) -> None:
+    def _follow(self, named: Mapping[str, TaskInfo], now: float) -> None:
         """Identity follows a task across addresses (``named``: this identity read's targets). A known task
         no longer at its address that another address now answers for was replaced (a spot VM's successor
         keeps the name, gets a new address): the new address carries on under the old one's source name (the
@@ -1065,13 +1135,18 @@ class PrometheusAPISource:
         An address that answers for another task now (addresses are reused) gets a source name of its own;
         the task it had, found nowhere, is reported gone (:meth:`_missing`) like any target no longer named,
         and forgotten after :attr:`forget_after_s`."""
-        by_key = {tg.info.key: ident for ident, tg in named.items()}
         known = self._known
         moved = [
-            (i, books.info)
-            for i, books in known.items()
-            if i not in named or named[i].info.key != books.info.key
+            (i, books.info) for i, books in known.items() if i not in named or named[i].key != books.info.key
         ]
+        # the addresses now answering for the keys looked up below (the last one naming a key, as a dict
+        # of every key would hold): only those keys, not a dict of 100,000
+        wanted = {info.key for _, info in moved} | self._lost.keys()
+        by_key: dict[str, str] = {}
+        if wanted:
+            for ident, info in named.items():
+                if (key := info.key) in wanted:
+                    by_key[key] = ident
         sources = {i: self._source(i) for i, _ in moved}  # before any of them is handed on
         carry: list[tuple[str, str, str, str]] = []  # (successor, source, task, old address)
         for ident, info in moved:
