@@ -122,6 +122,12 @@ async def test_pytorch_ps_job_through_scrape_and_prometheus(job, prometheus_serv
 
     procs[2].send_signal(signal.SIGKILL)  # worker-1 dies
     procs[2].wait(timeout=10)
+    # Prometheus says so at its next scrape of the dead rank (1 s, later on a loaded machine: the three polls
+    # below once began before it, and one of them still read the rank up): wait for that scrape first
+    down = await asyncio.to_thread(
+        prom.wait_for, f'up{{instance="127.0.0.1:{base + 2}"}} == 0', lambda r: bool(r), 60.0
+    )
+    assert down, "Prometheus never scraped the killed rank as down"
     for _ in range(3):
         await asyncio.sleep(1.0)
         await asyncio.gather(scrape.poll_once(), via_prom.poll_once())
