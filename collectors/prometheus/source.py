@@ -733,19 +733,19 @@ class PrometheusAPISource:
     def _infos_due(self) -> bool:
         """Who the tasks are (~15 labels a task: the largest answer) is read every refresh up to
         ``detail_tasks`` tasks, then every k-th refresh, and at once when an unknown task shows up."""
-        every = max(1, math.ceil(len(self._known) / self.detail_tasks))
+        every = self._every_k()
         return not self._known or self._polls % every == 0 or (self._full_due and self._fleet_mode())
 
-    def _node_detail_every(self) -> int:
-        """Every how many refreshes each host's node detail is read: 1 up to ``detail_tasks`` tasks, then
-        k so that its cost stays flat."""
+    def _every_k(self) -> int:
+        """Every how many refreshes the answers that rarely change (the identities, each host's node
+        detail) are read: 1 up to ``detail_tasks`` tasks, then k so that their cost stays flat."""
         return max(1, math.ceil(len(self._known) / self.detail_tasks))
 
     def _node_detail_due(self) -> bool:
         """node_exporter/DCGM detail (~300 raw series a node: the costly part for the server) every
         refresh up to ``detail_tasks`` tasks, then every k-th refresh so its cost stays flat; the
         store takes rates over the samples it has, with their own times."""
-        return self._polls % self._node_detail_every() == 0
+        return self._polls % self._every_k() == 0
 
     def _node_queries(self, due: bool) -> list[str]:
         """The node detail queries to read in the background after this refresh. Hosts that fit one GET
@@ -767,7 +767,7 @@ class PrometheusAPISource:
                 self._host_pass = []
                 return [host_query(hosts)] if hosts else []
             self._host_pass, self._host_next = hosts, 0
-            self._host_slice = math.ceil(len(hosts) / self._node_detail_every())
+            self._host_slice = math.ceil(len(hosts) / self._every_k())
         start = self._host_next
         self._host_next += self._host_slice
         return host_queries(self._host_pass[start : self._host_next])
