@@ -77,7 +77,16 @@ async def test_a_refresh_reads_only_what_was_scraped_since_the_last(
     await src.aclose()
     assert accounted[1:] == [len(tasks)] * 23, accounted  # every task, every refresh: new or unchanged
     since = [n for changed, n in read if changed]
-    assert len(since) >= 12 and all(n == len(tasks) for changed, n in read[1:] if not changed), read
+    # a scrape that fails marks its target's series stale, and a full read then rightly leaves that task out; on a
+    # starved machine the in-process exporters can miss the 2 s scrape timeout, so Prometheus' own ``up`` says
+    # how many tasks a full read may lack (none when every scrape succeeded, which is the usual case)
+    ports = {f"127.0.0.1:{e.port}" for t, e in zip((*TASKS, "ps-0"), workers, strict=True) if t in tasks}
+    ups = prom.query('up{job="cmdare-test"}[120s]')
+    down = {u["metric"]["instance"] for u in ups if any(v[1] == "0" for v in u["values"])} & ports
+    assert len(since) >= 12 and all(n >= len(tasks) - len(down) for changed, n in read[1:] if not changed), (
+        read,
+        down,
+    )
     # how many tasks a "scraped since" read returns is not held here: the look-back reaches from the last
     # refresh's newest sample, up to a scrape interval old with three targets (so on a busy machine every read may
     # return all three), a few ms in a fleet of thousands (benchmarks/prometheus_scale.py measures that)

@@ -96,24 +96,67 @@ class CounterSampler(threading.Thread):
 DDP_TRAIN = Path(__file__).resolve().parents[1] / "examples" / "pytorch_ddp" / "train.py"
 
 
+TRAIN_TIMEOUT_S = 240.0  # a watchdog: torch imports slowly on a busy machine
+DDP_ATTEMPTS = 3
+
+
 @contextmanager
 def ddp_job(log_dir: Path, *train_args: str) -> Iterator[int]:
     """The DDP example (gloo, CPU, 2 ranks under torchrun, one thread each) training until stopped, with
-    ``train_args`` added; yields the port base (rank r serves ``/metrics`` on base + r). torchrun starts each rank
-    in a session of its own: SIGTERM to the launcher stops them (SIGKILL is the fallback, and a rank whose launcher
-    is gone stops by itself: train.py checks its parent every step)."""
-    base = port_base()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
-           str(DDP_TRAIN), "--steps", "0", "--port-base", str(base), *train_args]  # fmt: skip
-    with (log_dir / "torchrun.log").open("wb") as log:
-        proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
-                                stderr=log, start_new_session=True)  # fmt: skip
-        try:
-            yield base
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
+    ``train_args`` added; yields the port base (rank r serves ``/metrics`` on base + r) once both ranks have counted
+    a step. torchrun starts each rank in a session of its own: SIGTERM to the launcher stops them (SIGKILL is the
+    fallback, and a rank whose launcher is gone stops by itself: train.py checks its parent every step).
+
+    The ports are only known free when picked: another test's server can take one before torchrun or a rank binds
+    it, and the launcher then exits. A launcher that exits before training is started again on fresh ports (up to
+    ``DDP_ATTEMPTS`` in all); one that never trains fails with the tail of its log, which says why."""
+    deadline = time.monotonic() + TRAIN_TIMEOUT_S
+    logs: list[str] = []
+    for attempt in range(DDP_ATTEMPTS):
+        base = port_base()
+        log_path = log_dir / f"torchrun-{attempt}.log"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+               str(free_port()), str(DDP_TRAIN), "--steps", "0", "--port-base", str(base), *train_args]  # fmt: skip
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                                    stderr=log, start_new_session=True)  # fmt: skip
             try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+                urls = [f"http://127.0.0.1:{base + r}/metrics" for r in range(2)]
+                if _trains(proc, urls, deadline):
+                    yield base
+                    return
+                logs.append(f"attempt {attempt + 1} (exit {proc.poll()}): {_tail(log_path)}")
+                if proc.poll() is None:  # still running at the deadline: no use starting another
+                    break
+            finally:
+                _stop(proc)
+    raise RuntimeError("the PyTorch DDP job did not start training:\n" + "\n".join(logs))
+
+
+def _trains(proc: subprocess.Popen[bytes], urls: list[str], deadline: float) -> bool:
+    """True once every rank's page counts a step; False when the launcher exits first or the deadline passes."""
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if all(worker_steps(u) > 0 for u in urls):
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def _tail(path: Path, size: int = 4000) -> str:
+    """The last ``size`` characters of a log, for a failure's message."""
+    return path.read_bytes()[-size:].decode(errors="replace")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the launcher's session, SIGKILL if it has not gone in 20 s."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
