@@ -46,8 +46,16 @@ if TYPE_CHECKING:  # numpy loads with the first large fleet's columns, not with 
 
 FOCUS_FROM = 2000  # tasks above which a refresh reads per-task detail for the focus only
 SWEEP_S = 120.0  # every task's detail is read at least this often (assumption: rows this old are fine)
-SWEEP_MAX = 800  # tasks a refresh's sweep reads at most (~6 rows each): past it the sweep period stretches
 COLUMNS_FULL_TASKS = 30_000  # past this many tasks the columns are read less often, in proportion
+# tasks a refresh's sweep reads at most (~6 rows each): past it the sweep period stretches. 500: at the app's
+# default 2 s refresh the sweep stops growing with the fleet where the columns do (30,000 tasks x 2 s / 120 s), so
+# past that size a refresh's work no longer grows with the fleet and both periods say how far they stretched (at
+# 100,000 tasks each task's detail every 400 s; 800 a refresh read it every 250 s at 1.6x the sweep's CPU)
+SWEEP_MAX = COLUMNS_FULL_TASKS * 2 // int(SWEEP_S)
+# ... and while the first pass has not read every task yet (a task is listed once its detail has been read): the
+# bound that was the steady one before, 800 a refresh (0.13 s of CPU a refresh at 100,000 tasks, measured): the
+# fleet is listed whole after 250 s at 100,000 tasks, not 400 s
+FIRST_SWEEP_MAX = 800
 COLUMNS_EVERY_S = 10.0  # Prometheus' per-task rates are read at most this often (it scrapes every 5-15 s)
 RATE_WINDOW = "1m"  # the rates' window: four samples at a 15 s scrape
 RATE_WINDOW_S = 60.0
@@ -499,13 +507,20 @@ def _or_none(x: float) -> float | None:
 class Sweep:
     """Every known task once every :data:`SWEEP_S` seconds, a slice at a time: each call takes the
     share of the tasks that the time elapsed since the last call stands for (measured, not nominal),
-    at most :data:`SWEEP_MAX` a call: a refresh's detail stays bounded however large the fleet (past
-    ~30,000 tasks at a 2 s refresh the period stretches; :attr:`period` says by how much)."""
+    at most :data:`SWEEP_MAX` a call (:data:`FIRST_SWEEP_MAX` until the first pass has read as many tasks as
+    the fleet holds): a refresh's detail stays bounded however large the fleet (past 30,000 tasks at a 2 s
+    refresh the period stretches; :attr:`period` says by how much)."""
 
-    def __init__(self, period: float = SWEEP_S, most: int | None = None) -> None:
+    def __init__(
+        self, period: float = SWEEP_S, most: int | None = None, first_most: int | None = None
+    ) -> None:
         self.nominal = self.period = period  # period: the one in force (stretched past SWEEP_MAX a call)
         self.most = SWEEP_MAX if most is None else most
+        # the bound of the first pass, until as many tasks as the fleet holds have been taken
+        self.first_most = max(self.most, FIRST_SWEEP_MAX if first_most is None else first_most)
         self._pos = 0
+        self._taken = 0  # tasks taken until the first pass ends (then no longer counted)
+        self._first_pass = True
         self._last: float | None = None
 
     def take(self, instances: Sequence[str], now: float) -> list[str]:
@@ -516,7 +531,8 @@ class Sweep:
             return []
         n = len(instances)
         dt = max(0.0, now - last)
-        k = min(n, self.most, math.ceil(n * dt / self.nominal))
+        most = self.first_most if self._first_pass else self.most
+        k = min(n, most, math.ceil(n * dt / self.nominal))
         # how long a whole sweep takes at this pace (a slow refresh never makes the next one read more);
         # changed only when 25% off, so that what rests on it (the store's sparse window, set on every
         # task when it changes: 0.18 s at 100,000 tasks) does not move with each refresh's jitter
@@ -525,6 +541,9 @@ class Sweep:
             self.period = period
         start = self._pos % n
         self._pos = start + k
+        if self._first_pass:
+            self._taken += k
+            self._first_pass = self._taken < n
         picked = list(instances[start : start + k])
         return picked + list(instances[: max(0, start + k - n)])
 
