@@ -11,7 +11,6 @@ CPU run's measured compute and all-reduce)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from tests.netns_relay import Outside, available
 from tests.pilot_app import wait_for
+from tests.training_jobs import stop_job
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -56,12 +56,7 @@ def throttled_ddp(tmp_path: Path) -> Iterator[list[str]]:
     outside = Outside(tmp_path, 2)
     yield [f"http://127.0.0.1:{p}/metrics" for p in outside.ports]
     outside.close()
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    stop_job(proc)
 
 
 async def test_throttled_ddp_job_is_allreduce_bound_in_the_app(throttled_ddp: list[str]) -> None:

@@ -129,7 +129,7 @@ def ddp_job(log_dir: Path, *train_args: str) -> Iterator[int]:
                 if proc.poll() is None:  # still running at the deadline: no use starting another
                     break
             finally:
-                _stop(proc)
+                stop_job(proc)
     raise RuntimeError("the PyTorch DDP job did not start training:\n" + "\n".join(logs))
 
 
@@ -150,7 +150,7 @@ def _tail(path: Path, size: int = 4000) -> str:
     return path.read_bytes()[-size:].decode(errors="replace")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_job(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the launcher's session, SIGKILL if it has not gone in 20 s."""
     if proc.poll() is not None:
         return
