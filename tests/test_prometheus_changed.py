@@ -49,7 +49,9 @@ async def test_a_refresh_reads_only_what_was_scraped_since_the_last(
 ):
     prom = prometheus_server([f"127.0.0.1:{e.port}" for e in workers], scrape_interval="2s")
     await asyncio.to_thread(prom.wait_for_targets, len(workers))
-    src = PrometheusAPISource(prom.url, selector, detail_tasks=1)
+    # a 30 s timeout: what is held here is which tasks each refresh reads; a query that times out on a busy
+    # machine (seen once beside a CPU hog at the default) would count a refresh with no task
+    src = PrometheusAPISource(prom.url, selector, detail_tasks=1, timeout=30.0)
     read: list[list[int]] = []  # per refresh: [a "scraped since" read?, tasks whose scrape time came]
     query = src.query
 
@@ -62,7 +64,7 @@ async def test_a_refresh_reads_only_what_was_scraped_since_the_last(
     src.query = spy  # type: ignore[method-assign]  (counts the rows read; the server answers)
     handed: dict[str, list[float]] = {t: [] for t in tasks}
     accounted: list[int] = []
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=30.0) as client:
         for _ in range(24):
             for e in workers[: len(TASKS)]:
                 e.step(0.05, examples=32)
